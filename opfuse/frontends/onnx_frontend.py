@@ -1,0 +1,185 @@
+"""ONNX import: parse, check, sort, upgrade, bind dims, fold weight-building constants, infer shapes.
+
+The result is the model "as imported": every node its own kernel-to-be, every value a static shape and
+dtype, every node a unique name. No optimization happens here beyond folding subgraphs that only build
+constants (ConstantOfShape fills, Constant nodes, shape arithmetic), which no runtime executes either.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import onnx_ir as ir
+import onnxscript.optimizer
+from google.protobuf.message import DecodeError
+from onnx_ir.passes.common import (
+    LiftConstantsToInitializersPass,
+    NameFixPass,
+    RemoveInitializersFromInputsPass,
+)
+
+from opfuse.errors import OpfuseError
+from opfuse.frontends.graph_order import sort_or_raise
+from opfuse.ir import infer_shapes, require_static, verify
+
+MIN_OPSET = 14  # HardSwish (opset 14) is what hard-swish patterns are rewritten into
+_FOLD_LIMIT = 1 << 40  # weights built by ConstantOfShape can be large; always fold them
+
+
+def parse_input_shapes(specs: list[str] | tuple[str, ...] | None) -> dict[str, tuple[int, ...]]:
+    """Parse ``NAME=1x3x224x224`` items (the CLI's --input-shape)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in specs or ():
+        name, sep, dims = spec.rpartition("=")
+        try:
+            parsed = tuple(int(d) for d in dims.lower().split("x"))
+        except ValueError:
+            parsed = ()
+        if not sep or not name or not parsed or any(d <= 0 for d in parsed):
+            raise OpfuseError(f"--input-shape '{spec}': expected NAME=DIMS such as x=1x3x224x224")
+        shapes[name] = parsed
+    return shapes
+
+
+def load_onnx(
+    path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None
+) -> ir.Model:
+    """Read an ONNX file (external data must stay inside the model's folder)."""
+    path = Path(path)
+    return import_proto(_read_proto(path), path, input_shapes)
+
+
+def import_proto(
+    proto: onnx.ModelProto,
+    path: str | Path,
+    input_shapes: dict[str, tuple[int, ...]] | None = None,
+) -> ir.Model:
+    """Import an in-memory ModelProto; ``path`` names it in messages. The proto is not modified."""
+    path = Path(path)
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    proto = copy
+    if not proto.HasField("graph") or not proto.graph.output:
+        raise OpfuseError(f"{path}: not an ONNX model (no graph with outputs)")
+    sort_or_raise(proto.graph, str(path))
+    proto = _upgrade(proto, path)
+    try:
+        model = ir.from_proto(proto)
+    except Exception as exc:  # onnx_ir raises several types on malformed protos
+        raise OpfuseError(f"{path}: cannot read graph: {_first_line(exc)}") from None
+    RemoveInitializersFromInputsPass()(model)
+    _bind_dims(model, input_shapes or {}, path)
+    LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
+    onnxscript.optimizer.fold_constants(
+        model,
+        input_size_limit=_FOLD_LIMIT,
+        output_size_limit=_FOLD_LIMIT,
+        # onnxscript keeps ConstantOfShape to keep files small; a weight it builds must be a
+        # real initializer for BatchNorm folding and weight accounting, so fold it.
+        should_fold=lambda node: True if node.op_type == "ConstantOfShape" else None,
+    )
+    onnxscript.optimizer.remove_unused_nodes(model)
+    NameFixPass()(model)
+    infer_shapes(model)
+    require_static(model, str(path))
+    verify(model, "import")
+    return model
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _read_proto(path: Path) -> onnx.ModelProto:
+    if not path.is_file():
+        raise OpfuseError(f"{path}: no such file")
+    data = path.read_bytes()
+    if not data:
+        raise OpfuseError(f"{path}: empty file, not an ONNX model")
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except DecodeError:
+        raise OpfuseError(f"{path}: not an ONNX model (protobuf parse failed; truncated or not binary ONNX)") from None
+    _load_external_data(proto, path)
+    return proto
+
+
+def _load_external_data(proto: onnx.ModelProto, path: Path) -> None:
+    base = path.resolve().parent
+    external = [
+        t
+        for t in onnx.external_data_helper._get_all_tensors(proto)
+        if onnx.external_data_helper.uses_external_data(t)
+    ]
+    for tensor in external:
+        info = {e.key: e.value for e in tensor.external_data}
+        location = info.get("location", "")
+        target = (base / location).resolve()
+        if not location or Path(location).is_absolute() or not target.is_relative_to(base):
+            raise OpfuseError(
+                f"{path}: tensor '{tensor.name}' points to external data '{location}' outside the "
+                "model's folder; refusing to read it"
+            )
+        if not target.is_file():
+            raise OpfuseError(f"{path}: tensor '{tensor.name}': external data file '{location}' not found")
+    if external:
+        try:
+            onnx.load_external_data_for_model(proto, str(base))
+        except Exception as exc:
+            raise OpfuseError(f"{path}: cannot read external data: {_first_line(exc)}") from None
+
+
+def _default_opset(proto: onnx.ModelProto) -> int:
+    for op in proto.opset_import:
+        if op.domain in ("", "ai.onnx"):
+            return op.version
+    return 0
+
+
+def _upgrade(proto: onnx.ModelProto, path: Path) -> onnx.ModelProto:
+    version = _default_opset(proto)
+    if version >= MIN_OPSET or version == 0:
+        return proto
+    try:
+        return onnx.version_converter.convert_version(proto, MIN_OPSET)
+    except Exception as exc:
+        raise OpfuseError(
+            f"{path}: cannot upgrade opset {version} to {MIN_OPSET}: {_first_line(exc)}"
+        ) from None
+
+
+def _bind_dims(model: ir.Model, shapes: dict[str, tuple[int, ...]], path: Path) -> None:
+    inputs = {v.name: v for v in model.graph.inputs}
+    for name in shapes:
+        if name not in inputs:
+            raise OpfuseError(
+                f"{path}: --input-shape names '{name}', which is not a graph input "
+                f"(inputs: {', '.join(inputs) or 'none'})"
+            )
+    for name, value in inputs.items():
+        if name in shapes:
+            dims = shapes[name]
+            if value.shape is not None and len(value.shape) != len(dims):
+                raise OpfuseError(
+                    f"{path}: --input-shape {name}: {len(dims)} dims given, the input has "
+                    f"{len(value.shape)}"
+                )
+            value.shape = ir.Shape(dims)
+            continue
+        if value.shape is None:
+            raise OpfuseError(f"{path}: input '{name}' has no shape; give it with --input-shape {name}=DIMS")
+        dims_out: list[int] = []
+        for axis, dim in enumerate(value.shape):
+            if isinstance(dim, int):
+                dims_out.append(dim)
+            elif axis == 0:
+                dims_out.append(1)  # a leading symbolic dim is the batch: bind it to 1
+            else:
+                raise OpfuseError(
+                    f"{path}: input '{name}' dim {axis} ('{dim}') is dynamic; "
+                    f"bind it with --input-shape {name}=DIMS"
+                )
+        value.shape = ir.Shape(dims_out)

@@ -1,0 +1,7 @@
+"""The partitioner: group nodes into kernels under a target's capabilities, with reasons."""
+
+from __future__ import annotations
+
+from opfuse.fusion.types import REASONS, Decision, Kernel, Partition
+
+__all__ = ["REASONS", "Decision", "Kernel", "Partition"]

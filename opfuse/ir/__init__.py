@@ -1,0 +1,8 @@
+"""The graph: onnx_ir's Model/Graph/Node/Value, plus the checks and inference every stage relies on."""
+
+from __future__ import annotations
+
+from opfuse.ir.shapes import infer_shapes, require_static
+from opfuse.ir.verify import verify
+
+__all__ = ["infer_shapes", "require_static", "verify"]

@@ -1,0 +1,51 @@
+"""Static shape and dtype inference: every value must end with a fully known shape and dtype."""
+
+from __future__ import annotations
+
+import onnx
+import onnx_ir as ir
+from onnx_ir.passes.common import ShapeInferencePass
+
+from opfuse.errors import OpfuseError
+
+
+def infer_shapes(model: ir.Model) -> None:
+    """Fill shapes and dtypes in place with onnx's inference (data propagation on)."""
+    try:
+        ShapeInferencePass(check_type=True, strict_mode=True, data_prop=True)(model)
+    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise OpfuseError(f"shape inference failed: {msg}") from None
+
+
+def _dim_text(dim: object) -> str:
+    return f"'{dim}'" if str(dim) not in ("", "None") else "unknown"
+
+
+def require_static(model: ir.Model, where: str = "") -> None:
+    """Raise naming the first value (graph input, node output) without a static shape or dtype."""
+    prefix = f"{where}: " if where else ""
+    graph = model.graph
+    for value in graph.inputs:
+        _check_value(value, prefix, "input")
+    for node in graph:
+        for value in node.outputs:
+            if not value.uses() and not value.is_graph_output():
+                continue  # an unused optional output (Dropout's mask, ...) needs no shape
+            _check_value(value, prefix, f"output of node '{node.name}' ({node.op_type})")
+
+
+def _check_value(value: ir.Value, prefix: str, role: str) -> None:
+    if value.dtype is None:
+        raise OpfuseError(f"{prefix}value '{value.name}' ({role}) has no known dtype")
+    if value.shape is None:
+        raise OpfuseError(
+            f"{prefix}value '{value.name}' ({role}) has no known shape; "
+            "give it with --input-shape NAME=DIMS or add value_info to the model"
+        )
+    for axis, dim in enumerate(value.shape):
+        if not isinstance(dim, int):
+            raise OpfuseError(
+                f"{prefix}value '{value.name}' ({role}) dim {axis} is dynamic ({_dim_text(dim)}); "
+                "bind it with --input-shape NAME=DIMS"
+            )
