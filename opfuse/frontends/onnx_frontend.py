@@ -21,7 +21,7 @@ from onnx_ir.passes.common import (
 
 from opfuse.errors import OpfuseError
 from opfuse.frontends.graph_order import sort_or_raise
-from opfuse.ir import infer_shapes, require_static, verify
+from opfuse.ir import require_static, verify
 
 MIN_OPSET = 14  # HardSwish (opset 14) is what hard-swish patterns are rewritten into
 _FOLD_LIMIT = 1 << 40  # weights built by ConstantOfShape can be large; always fold them
@@ -64,12 +64,13 @@ def import_proto(
         raise OpfuseError(f"{path}: not an ONNX model (no graph with outputs)")
     sort_or_raise(proto.graph, str(path))
     proto = _upgrade(proto, path)
+    _bind_proto_inputs(proto, input_shapes or {}, path)
+    proto = _infer_proto(proto, path)
     try:
         model = ir.from_proto(proto)
     except Exception as exc:  # onnx_ir raises several types on malformed protos
         raise OpfuseError(f"{path}: cannot read graph: {_first_line(exc)}") from None
     RemoveInitializersFromInputsPass()(model)
-    _bind_dims(model, input_shapes or {}, path)
     LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
     onnxscript.optimizer.fold_constants(
         model,
@@ -81,7 +82,6 @@ def import_proto(
     )
     onnxscript.optimizer.remove_unused_nodes(model)
     NameFixPass()(model)
-    infer_shapes(model)
     require_static(model, str(path))
     verify(model, "import")
     return model
@@ -151,35 +151,56 @@ def _upgrade(proto: onnx.ModelProto, path: Path) -> onnx.ModelProto:
         ) from None
 
 
-def _bind_dims(model: ir.Model, shapes: dict[str, tuple[int, ...]], path: Path) -> None:
-    inputs = {v.name: v for v in model.graph.inputs}
+def _infer_proto(proto: onnx.ModelProto, path: Path) -> onnx.ModelProto:
+    """Shapes on the proto, before the IR is built: one C++ pass, no extra serialization."""
+    try:
+        return onnx.shape_inference.infer_shapes(
+            proto, check_type=True, strict_mode=True, data_prop=True
+        )
+    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as exc:
+        raise OpfuseError(f"{path}: shape inference failed: {_first_line(exc)}") from None
+
+
+def _bind_proto_inputs(
+    proto: onnx.ModelProto, shapes: dict[str, tuple[int, ...]], path: Path
+) -> None:
+    """Write bound dims into the proto's inputs so inference propagates them."""
+    initializers = {t.name for t in proto.graph.initializer}
+    inputs = {i.name: i for i in proto.graph.input if i.name not in initializers}
     for name in shapes:
         if name not in inputs:
             raise OpfuseError(
                 f"{path}: --input-shape names '{name}', which is not a graph input "
                 f"(inputs: {', '.join(inputs) or 'none'})"
             )
-    for name, value in inputs.items():
+    for name, vi in inputs.items():
+        tensor = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            continue
         if name in shapes:
             dims = shapes[name]
-            if value.shape is not None and len(value.shape) != len(dims):
+            if tensor.HasField("shape") and len(tensor.shape.dim) != len(dims):
                 raise OpfuseError(
                     f"{path}: --input-shape {name}: {len(dims)} dims given, the input has "
-                    f"{len(value.shape)}"
+                    f"{len(tensor.shape.dim)}"
                 )
-            value.shape = ir.Shape(dims)
+            tensor.ClearField("shape")
+            for d in dims:
+                tensor.shape.dim.add().dim_value = d
             continue
-        if value.shape is None:
-            raise OpfuseError(f"{path}: input '{name}' has no shape; give it with --input-shape {name}=DIMS")
-        dims_out: list[int] = []
-        for axis, dim in enumerate(value.shape):
-            if isinstance(dim, int):
-                dims_out.append(dim)
-            elif axis == 0:
-                dims_out.append(1)  # a leading symbolic dim is the batch: bind it to 1
+        if not tensor.HasField("shape"):
+            raise OpfuseError(
+                f"{path}: input '{name}' has no shape; give it with --input-shape {name}=DIMS"
+            )
+        for axis, dim in enumerate(tensor.shape.dim):
+            if dim.HasField("dim_value"):
+                continue
+            if axis == 0:
+                dim.Clear()
+                dim.dim_value = 1  # a leading symbolic dim is the batch: bind it to 1
             else:
+                label = dim.dim_param or "?"
                 raise OpfuseError(
-                    f"{path}: input '{name}' dim {axis} ('{dim}') is dynamic; "
+                    f"{path}: input '{name}' dim {axis} ('{label}') is dynamic; "
                     f"bind it with --input-shape {name}=DIMS"
                 )
-        value.shape = ir.Shape(dims_out)

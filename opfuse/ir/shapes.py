@@ -1,21 +1,51 @@
-"""Static shape and dtype inference: every value must end with a fully known shape and dtype."""
+"""Static shape and dtype inference: every value must end with a fully known shape and dtype.
+
+onnx's C++ inference does the work. Its result is merged back by value name, which is linear in the
+graph (onnx_ir's ShapeInferencePass re-reads the whole inferred model, several times slower on 10k-node
+graphs).
+"""
 
 from __future__ import annotations
 
 import onnx
 import onnx_ir as ir
-from onnx_ir.passes.common import ShapeInferencePass
 
 from opfuse.errors import OpfuseError
 
 
 def infer_shapes(model: ir.Model) -> None:
     """Fill shapes and dtypes in place with onnx's inference (data propagation on)."""
+    proto = ir.to_proto(model)
     try:
-        ShapeInferencePass(check_type=True, strict_mode=True, data_prop=True)(model)
+        inferred = onnx.shape_inference.infer_shapes(
+            proto, check_type=True, strict_mode=True, data_prop=True
+        )
     except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise OpfuseError(f"shape inference failed: {msg}") from None
+    types = {vi.name: vi.type for vi in inferred.graph.value_info}
+    types.update((vi.name, vi.type) for vi in inferred.graph.output)
+    for node in model.graph:
+        for value in node.outputs:
+            tp = types.get(value.name)
+            if tp is None or not tp.HasField("tensor_type"):
+                continue
+            tensor = tp.tensor_type
+            if tensor.elem_type:
+                value.dtype = ir.DataType(tensor.elem_type)
+            if tensor.HasField("shape"):
+                inferred_shape = ir.Shape(
+                    [
+                        d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                        for d in tensor.shape.dim
+                    ]
+                )
+                if value.shape is None or not _all_static(value.shape):
+                    value.shape = inferred_shape
+
+
+def _all_static(shape: ir.Shape) -> bool:
+    return all(isinstance(d, int) for d in shape)
 
 
 def _dim_text(dim: object) -> str:

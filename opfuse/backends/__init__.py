@@ -1,0 +1,1 @@
+"""Backends: ``onnx`` (portable ONNX, optional onnxruntime flavor); ``c`` comes later."""

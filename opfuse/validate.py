@@ -1,0 +1,294 @@
+"""Run two models in onnxruntime on the same inputs and compare every output.
+
+Both run on the CPU provider with graph optimizations disabled, so onnxruntime's own fusions do not
+blur the comparison (com.microsoft ops such as FusedConv still run). Inputs are seeded random
+(normal float32 for float inputs, integers in [0, 10) for int inputs, booleans for bool) built from
+the ORIGINAL model's inputs, a leading symbolic dim bound to 1; or they are read from an ``.npz``.
+
+Per output, with ``ref`` the original's output and ``out`` the optimized one's:
+
+* max abs err = max |out - ref|;
+* max rel err = max abs err / max |ref| (relative to the output's scale: an elementwise ratio is
+  meaningless where ``ref`` is near 0);
+* cosine = <out, ref> / (|out| |ref|) (1 when both are all zero);
+* ok: max abs err <= atol + rtol * max |ref|, and no NaN where the other model has a number.
+
+Positions where both models give the same NaN or infinity count as equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from opfuse.errors import OpfuseError
+
+ModelArg = onnx.ModelProto | str | Path
+_UPGRADE_OPSET = 14  # onnxruntime has no kernels for some old opsets (BatchNormalization-6)
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    name: str
+    shape: tuple[int, ...]
+    max_abs_err: float
+    max_rel_err: float
+    cosine: float
+    max_ref: float  # max |reference output|
+    tolerance: float  # atol + rtol * max_ref
+    ok: bool
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    outputs: tuple[OutputCheck, ...]
+    rtol: float
+    atol: float
+    inputs: str  # where the inputs came from: "random (seed 0)" or the .npz path
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return all(o.ok for o in self.outputs)
+
+    def by_name(self) -> dict[str, OutputCheck]:
+        return {o.name: o for o in self.outputs}
+
+
+def validate(
+    original: ModelArg,
+    optimized: ModelArg,
+    *,
+    inputs: Mapping[str, np.ndarray] | str | Path | None = None,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+    seed: int = 0,
+) -> ValidationReport:
+    """Compare ``optimized`` against ``original`` (see the module docstring for the rule)."""
+    notes: list[str] = []
+    ref_sess = _session(original, "original", notes)
+    opt_sess = _session(optimized, "optimized", notes)
+    if inputs is None:
+        feeds = random_inputs(ref_sess, seed)
+        source = f"random (seed {seed})"
+    elif isinstance(inputs, str | Path):
+        feeds = _npz_inputs(Path(inputs), ref_sess)
+        source = str(inputs)
+    else:
+        feeds = _given_inputs(dict(inputs), ref_sess, "inputs")
+        source = "given arrays"
+    ref_names = [o.name for o in ref_sess.get_outputs()]
+    opt_names = [o.name for o in opt_sess.get_outputs()]
+    if sorted(ref_names) != sorted(opt_names):
+        raise OpfuseError(
+            f"the models have different outputs: original {ref_names}, optimized {opt_names}"
+        )
+    missing = [i.name for i in opt_sess.get_inputs() if i.name not in feeds]
+    if missing:
+        raise OpfuseError(
+            f"the optimized model reads input '{missing[0]}', which the original lacks"
+        )
+    ref_out = _run(ref_sess, feeds, _label(original, "original"))
+    opt_feeds = {i.name: feeds[i.name] for i in opt_sess.get_inputs()}
+    opt_out = dict(
+        zip(opt_names, _run(opt_sess, opt_feeds, _label(optimized, "optimized")), strict=True)
+    )
+    checks = []
+    for name, ref in zip(ref_names, ref_out, strict=True):
+        out = opt_out[name]
+        if np.shape(ref) != np.shape(out):
+            raise OpfuseError(
+                f"output '{name}' has shape {list(np.shape(ref))} in the original and "
+                f"{list(np.shape(out))} in the optimized model"
+            )
+        checks.append(compare(name, np.asarray(ref), np.asarray(out), rtol, atol))
+    return ValidationReport(tuple(checks), rtol, atol, source, tuple(notes))
+
+
+def compare(name: str, ref: np.ndarray, out: np.ndarray, rtol: float, atol: float) -> OutputCheck:
+    """The error figures of one output (``ref``: original, ``out``: optimized)."""
+    a = ref.astype(np.float64).ravel()
+    b = out.astype(np.float64).ravel()
+    same = (a == b) | (np.isnan(a) & np.isnan(b))  # equal infinities and NaN pairs
+    finite = np.isfinite(a) & np.isfinite(b)
+    bad = ~same & ~finite  # NaN or infinity on one side only
+    diff = np.abs(a[finite] - b[finite])
+    max_abs = float("inf") if bad.any() else float(diff.max(initial=0.0))
+    max_ref = float(np.abs(a[np.isfinite(a)]).max(initial=0.0))
+    max_rel = max_abs / max_ref if max_ref > 0 else (0.0 if max_abs == 0 else float("inf"))
+    tolerance = atol + rtol * max_ref
+    return OutputCheck(
+        name=name,
+        shape=tuple(int(d) for d in ref.shape),
+        max_abs_err=max_abs,
+        max_rel_err=max_rel,
+        cosine=cosine(a[finite], b[finite]),
+        max_ref=max_ref,
+        tolerance=tolerance,
+        ok=bool(max_abs <= tolerance),
+    )
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """<a, b> / (|a| |b|); 1.0 when both are zero (or empty), 0.0 when only one is."""
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    if na == 0.0 or nb == 0.0:
+        return 1.0 if na == nb else 0.0
+    return float(np.clip(np.dot(a, b) / (na * nb), -1.0, 1.0))
+
+
+def format_report(report: ValidationReport) -> str:
+    """A small table for the terminal, then the rule and the verdict."""
+    head = ("output", "shape", "max abs err", "max rel err", "cosine", "tolerance", "ok")
+    rows = [head] + [
+        (
+            o.name,
+            "x".join(map(str, o.shape)) or "scalar",
+            f"{o.max_abs_err:.3e}",
+            f"{o.max_rel_err:.3e}",
+            f"{o.cosine:.6f}",
+            f"{o.tolerance:.3e}",
+            "yes" if o.ok else "NO",
+        )
+        for o in report.outputs
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append(
+        f"inputs: {report.inputs}; pass when max abs err <= atol + rtol * max|reference| "
+        f"(atol={report.atol:g}, rtol={report.rtol:g}); max rel err = max abs err / max|reference|"
+    )
+    lines.extend(f"note: {n}" for n in report.notes)
+    failed = sum(not o.ok for o in report.outputs)
+    lines.append("result: match" if report.ok else f"result: MISMATCH in {failed} output(s)")
+    return "\n".join(lines)
+
+
+def _label(model: ModelArg, role: str) -> str:
+    return str(model) if isinstance(model, str | Path) else f"<{role} model>"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _options() -> ort.SessionOptions:
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.log_severity_level = 3
+    return opts
+
+
+def _session(model: ModelArg, role: str, notes: list[str]) -> ort.InferenceSession:
+    label = _label(model, role)
+    if isinstance(model, str | Path) and not Path(model).is_file():
+        raise OpfuseError(f"{label}: no such file")
+    source = str(model) if isinstance(model, str | Path) else model.SerializeToString()
+    try:
+        return ort.InferenceSession(source, _options(), providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        first = _first_line(exc)
+        upgraded = _upgraded(model)
+        if upgraded is None:
+            raise OpfuseError(f"{label}: onnxruntime cannot load it: {first}") from None
+    try:
+        sess = ort.InferenceSession(upgraded, _options(), providers=["CPUExecutionProvider"])
+    except Exception:
+        raise OpfuseError(f"{label}: onnxruntime cannot load it: {first}") from None
+    notes.append(f"{label}: upgraded to opset {_UPGRADE_OPSET} to run in onnxruntime ({first})")
+    return sess
+
+
+def _upgraded(model: ModelArg) -> bytes | None:
+    """The model converted to a newer opset, when it is an old-opset model onnx can convert."""
+    try:
+        proto = onnx.load(str(model)) if isinstance(model, str | Path) else model
+        opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+        if opset is None or opset >= _UPGRADE_OPSET:
+            return None
+        return onnx.version_converter.convert_version(proto, _UPGRADE_OPSET).SerializeToString()
+    except Exception:
+        return None
+
+
+# onnxruntime's type names -> numpy ("float" is float32); anything else needs --inputs
+_DTYPES = {
+    f"tensor({n})": np.dtype(n if n != "float" else "float32")
+    for n in ("float", "double", "float16", "int64", "int32", "int16", "int8", "uint8", "bool")
+}
+
+
+def _dtype(arg: ort.NodeArg) -> np.dtype:
+    if arg.type not in _DTYPES:
+        raise OpfuseError(f"input '{arg.name}' has type {arg.type}; give its values with --inputs")
+    return _DTYPES[arg.type]
+
+
+def random_inputs(sess: ort.InferenceSession, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded random values for every input of ``sess`` (leading symbolic dim -> 1)."""
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, np.ndarray] = {}
+    for arg in sess.get_inputs():
+        shape = []
+        for axis, dim in enumerate(arg.shape):
+            if isinstance(dim, int) and dim >= 0:
+                shape.append(dim)
+            elif axis == 0:
+                shape.append(1)
+            else:
+                raise OpfuseError(
+                    f"input '{arg.name}' dim {axis} ('{dim}') is symbolic; "
+                    "give input values with --inputs FILE.npz"
+                )
+        dtype = _dtype(arg)
+        if dtype.kind == "f":
+            feeds[arg.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype.kind == "b":
+            feeds[arg.name] = rng.integers(0, 2, size=shape).astype(dtype)
+        else:
+            feeds[arg.name] = rng.integers(0, 10, size=shape).astype(dtype)
+    return feeds
+
+
+def _npz_inputs(path: Path, sess: ort.InferenceSession) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except FileNotFoundError:
+        raise OpfuseError(f"{path}: no such file") from None
+    except Exception as exc:
+        raise OpfuseError(f"{path}: not a readable .npz file: {_first_line(exc)}") from None
+    return _given_inputs(arrays, sess, str(path))
+
+
+def _given_inputs(
+    arrays: dict[str, np.ndarray], sess: ort.InferenceSession, where: str
+) -> dict[str, np.ndarray]:
+    missing = [arg.name for arg in sess.get_inputs() if arg.name not in arrays]
+    if missing:
+        have = ", ".join(sorted(arrays)) or "none"
+        raise OpfuseError(f"{where}: no values for input(s) {', '.join(missing)} (it has: {have})")
+    feeds = {}
+    for arg in sess.get_inputs():
+        value = np.asarray(arrays[arg.name])
+        want = _dtype(arg)
+        if value.dtype != want and value.dtype.kind in "fiub" and want.kind == value.dtype.kind:
+            value = value.astype(want)  # float64 arrays from numpy defaults, int32 vs int64
+        feeds[arg.name] = value
+    return feeds
+
+
+def _run(sess: ort.InferenceSession, feeds: dict[str, np.ndarray], label: str) -> list:
+    try:
+        return sess.run(None, feeds)
+    except Exception as exc:
+        raise OpfuseError(f"{label}: onnxruntime failed to run it: {_first_line(exc)}") from None
