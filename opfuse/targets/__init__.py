@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 
@@ -19,11 +19,13 @@ class FusionCaps:
     anchor_epilogue: tuple[str, ...] = ()  # classes an anchor (Conv, Gemm, MatMul) may absorb
     residual_add: bool = False  # an anchor may absorb an Add of a second full-size activation
     anchor_pool: bool = False  # an anchor's kernel may end with a pool (Conv+Pool)
-    elementwise_chains: bool = False  # standalone elementwise/broadcast chains merge into one kernel
+    elementwise_chains: bool = False  # standalone elementwise/broadcast chains merge
     elementwise_epilogue: tuple[str, ...] = ()  # classes a standalone elementwise op may absorb
     pool_epilogue: tuple[str, ...] = ()  # classes a pool may absorb
     max_chain: int = 8  # most ops in one kernel
-    recompute: bool = False  # may duplicate a cheap producer with several consumers
+    # may duplicate a cheap producer with several consumers; not implemented by the partitioner
+    # (every target keeps it false), kept so a target file can say it
+    recompute: bool = False
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,13 @@ class Target:
     perf: dict = field(default_factory=dict)  # filled by the cost issue: rates, memories, energy
 
 
+_TOP_KEYS = ("name", "description", "source", "precisions", "fusion", "perf")
+_REQUIRED = ("name", "source", "precisions", "fusion")
+_CLASSES = ("clamp", "activation", "arith")
+_CLASS_FIELDS = ("anchor_epilogue", "elementwise_epilogue", "pool_epilogue")
+_FIELDS = {f.name: f for f in fields(FusionCaps)}
+
+
 def _targets_dir() -> Path:
     return Path(str(resources.files("opfuse.targets")))
 
@@ -44,21 +53,76 @@ def list_targets() -> list[str]:
     return sorted(p.stem for p in _targets_dir().glob("*.toml"))
 
 
-def load_target(name: str) -> Target:
-    path = _targets_dir() / f"{name}.toml"
+def load_target(name: str | Path) -> Target:
+    """A built-in target by name (``cortex-m7``), or a target file (``./my-npu.toml``)."""
+    text = str(name)
+    path = Path(text) if text.endswith(".toml") else _targets_dir() / f"{text}.toml"
     if not path.is_file():
-        raise OpfuseError(f"unknown target '{name}' (known: {', '.join(list_targets())})")
-    with path.open("rb") as fh:
-        data = tomllib.load(fh)
-    fusion = data.get("fusion", {})
-    caps = FusionCaps(
-        **{k: tuple(v) if isinstance(v, list) else v for k, v in fusion.items()}
-    )
+        if text.endswith(".toml"):
+            raise OpfuseError(f"{path}: no such target file")
+        raise OpfuseError(f"unknown target '{text}' (known: {', '.join(list_targets())})")
+    return parse_target(path)
+
+
+def parse_target(path: Path) -> Target:
+    """Read and check one target file; every unknown key or bad value names the file and key."""
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise OpfuseError(f"{path}: not valid TOML: {exc}") from None
+    for key in data:
+        if key not in _TOP_KEYS:
+            raise OpfuseError(f"{path}: unknown key '{key}' (known: {', '.join(_TOP_KEYS)})")
+    for key in _REQUIRED:
+        if key not in data:
+            raise OpfuseError(f"{path}: missing key '{key}'")
+    for key in ("name", "description", "source"):
+        if not isinstance(data.get(key, ""), str):
+            raise OpfuseError(f"{path}: '{key}' must be a string")
+    precisions = data["precisions"]
+    if (
+        not isinstance(precisions, list)
+        or not precisions
+        or not all(isinstance(p, str) for p in precisions)
+    ):
+        raise OpfuseError(f"{path}: 'precisions' must be a non-empty list of strings")
+    perf = data.get("perf", {})
+    if not isinstance(perf, dict):
+        raise OpfuseError(f"{path}: 'perf' must be a table")
     return Target(
-        name=data.get("name", name),
+        name=data["name"],
         description=data.get("description", ""),
-        source=data.get("source", ""),
-        fusion=caps,
-        precisions=tuple(data.get("precisions", ("fp32",))),
-        perf={k: v for k, v in data.items() if k not in ("name", "description", "source", "fusion", "precisions")},
+        source=data["source"],
+        fusion=_caps(data["fusion"], path),
+        precisions=tuple(precisions),
+        perf=perf,
     )
+
+
+def _caps(table: object, path: Path) -> FusionCaps:
+    if not isinstance(table, dict):
+        raise OpfuseError(f"{path}: 'fusion' must be a table")
+    values: dict[str, object] = {}
+    for key, value in table.items():
+        if key not in _FIELDS:
+            raise OpfuseError(f"{path}: unknown key 'fusion.{key}' (known: {', '.join(_FIELDS)})")
+        if key in _CLASS_FIELDS:
+            if not isinstance(value, list) or any(v not in _CLASSES for v in value):
+                raise OpfuseError(
+                    f"{path}: 'fusion.{key}' must be a list of {', '.join(_CLASSES)}; got {value!r}"
+                )
+            values[key] = tuple(value)
+        elif key == "max_chain":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise OpfuseError(
+                    f"{path}: 'fusion.max_chain' must be an integer >= 1; got {value!r}"
+                )
+            values[key] = value
+        else:
+            if not isinstance(value, bool):
+                raise OpfuseError(f"{path}: 'fusion.{key}' must be true or false; got {value!r}")
+            if key == "recompute" and value:
+                raise OpfuseError(f"{path}: 'fusion.recompute = true' is not implemented yet")
+            values[key] = value
+    return FusionCaps(**values)

@@ -1,0 +1,121 @@
+"""Compile time against graph size, beside onnxruntime's session creation on the same graphs.
+
+Graphs are repeated residual blocks (Conv -> BatchNormalization -> Relu -> Conv -> BN -> Add ->
+Relu) on a small 1x8x8x8 tensor, so the time measured is per-node work, not arithmetic.
+opfuse time = import + canonicalize + partition + emit ONNX. ORT time = InferenceSession creation at
+ORT_ENABLE_EXTENDED (its graph optimizer does the comparable rewrites). Median of repeated runs.
+
+    python benchmarks/compile_scaling.py [--sizes 1000 5000 20000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+import opfuse
+
+NODES_PER_BLOCK = 7
+C = 8
+
+
+def residual_graph(n_nodes: int, seed: int = 0) -> onnx.ModelProto:
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    x = "x"
+    for b in range(max(1, n_nodes // NODES_PER_BLOCK)):
+        p = f"b{b}_"
+
+        def conv_bn(inp: str, tag: str, p: str = p) -> str:
+            w = numpy_helper.from_array(
+                (rng.standard_normal((C, C, 3, 3)) * 0.15).astype(np.float32), p + tag + "_w"
+            )
+            stats = [
+                numpy_helper.from_array(arr.astype(np.float32), p + tag + name)
+                for name, arr in (
+                    ("_g", rng.uniform(0.5, 1.5, C)),
+                    ("_b", rng.normal(0, 0.1, C)),
+                    ("_m", rng.normal(0, 0.1, C)),
+                    ("_v", rng.uniform(0.5, 1.5, C)),
+                )
+            ]
+            inits.extend([w, *stats])
+            nodes.append(
+                helper.make_node("Conv", [inp, w.name], [p + tag + "_c"], name=p + tag + "_conv", pads=[1] * 4)
+            )
+            nodes.append(
+                helper.make_node(
+                    "BatchNormalization",
+                    [p + tag + "_c", *(s.name for s in stats)],
+                    [p + tag + "_bn"],
+                    name=p + tag + "_bn",
+                )
+            )
+            return p + tag + "_bn"
+
+        a = conv_bn(x, "a")
+        nodes.append(helper.make_node("Relu", [a], [p + "r1"], name=p + "relu1"))
+        c = conv_bn(p + "r1", "b")
+        nodes.append(helper.make_node("Add", [c, x], [p + "sum"], name=p + "add"))
+        nodes.append(helper.make_node("Relu", [p + "sum"], [p + "out"], name=p + "relu2"))
+        x = p + "out"
+    graph = helper.make_graph(
+        nodes,
+        "residual_chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, 8, 8])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, C, 8, 8])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _median_time(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 20000])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--target", default="x86-host")
+    args = ap.parse_args()
+    print(f"{'nodes':>7} {'opfuse s':>9} {'us/node':>8} {'ORT ext s':>9} {'us/node':>8} {'ratio':>6}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in args.sizes:
+            proto = residual_graph(size)
+            path = Path(tmp) / f"g{size}.onnx"
+            onnx.save(proto, path)
+            n = len(proto.graph.node)
+
+            def run_opfuse(path: Path = path) -> None:
+                opfuse.emit(opfuse.compile(path, target=args.target))
+
+            def run_ort(data: bytes = proto.SerializeToString()) -> None:
+                so = ort.SessionOptions()
+                so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+                so.intra_op_num_threads = 1
+                ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+
+            t_ours = _median_time(run_opfuse, args.repeat)
+            t_ort = _median_time(run_ort, args.repeat)
+            print(
+                f"{n:>7} {t_ours:>9.3f} {t_ours / n * 1e6:>8.1f} {t_ort:>9.3f} "
+                f"{t_ort / n * 1e6:>8.1f} {t_ours / t_ort:>6.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

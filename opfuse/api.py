@@ -1,0 +1,155 @@
+"""The public Python API, mirroring the CLI: load, compile, fuse, emit, save, validate.
+
+    import opfuse
+    result = opfuse.compile("mobilenet_v2", target="cortex-m7")
+    for kernel in result.partition.kernels: ...
+    proto = opfuse.emit(result)
+    opfuse.save(proto, "out.onnx")
+    print(opfuse.validate("mobilenet_v2", proto).ok)
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from opfuse import models
+from opfuse.backends.onnx import emit_onnx, save_model
+from opfuse.errors import OpfuseError
+from opfuse.frontends import import_proto, parse_input_shapes
+from opfuse.fusion import Partition
+from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, source_proto
+from opfuse.pipeline import load as _load
+from opfuse.targets import Target, list_targets, load_target
+from opfuse.validate import ValidationReport
+from opfuse.validate import validate as _validate
+
+__all__ = [
+    "DEFAULT_TARGET",
+    "CompileResult",
+    "compile",
+    "emit",
+    "fuse",
+    "fusion_json",
+    "get_target",
+    "list_models",
+    "list_targets",
+    "load",
+    "save",
+    "validate",
+]
+
+ShapeArg = Mapping[str, Iterable[int]] | Iterable[str] | None
+
+
+def _shapes(input_shape: ShapeArg) -> dict[str, tuple[int, ...]]:
+    if input_shape is None:
+        return {}
+    if isinstance(input_shape, Mapping):
+        return {k: tuple(int(d) for d in v) for k, v in input_shape.items()}
+    return parse_input_shapes(list(input_shape))
+
+
+def load(source: str | Path, input_shape: ShapeArg = None) -> ir.Model:
+    """Import a model file or built-in name: static shapes, unique node names, constants folded."""
+    return _load(source, _shapes(input_shape))
+
+
+def compile(
+    source: str | Path, target: str | Target = DEFAULT_TARGET, input_shape: ShapeArg = None
+) -> CompileResult:
+    """Import, canonicalize and partition for a target."""
+    return compile_model(source, target, _shapes(input_shape))
+
+
+def fuse(
+    source: str | Path, target: str | Target = DEFAULT_TARGET, input_shape: ShapeArg = None
+) -> Partition:
+    """The kernels and refusal decisions for a target (what `opfuse fusion` shows)."""
+    return compile(source, target, input_shape).partition
+
+
+def fusion_json(result: CompileResult) -> dict:
+    data = result.partition.to_json()
+    data["passes"] = dict(result.passes)
+    return data
+
+
+def emit(result: CompileResult, ort: bool = False) -> onnx.ModelProto:
+    """The optimized model as ONNX, kernel grouping in its metadata."""
+    return emit_onnx(result.optimized, result.partition, ort=ort)
+
+
+def save(proto: onnx.ModelProto, path: str | Path, protect: str | Path | None = None) -> None:
+    """Write atomically; refuse to overwrite ``protect`` (the input model)."""
+    protected = protect if protect is not None and Path(protect).exists() else None
+    save_model(proto, path, protect=protected)
+
+
+def _as_proto(source: str | Path | onnx.ModelProto) -> onnx.ModelProto | str | Path:
+    if isinstance(source, onnx.ModelProto):
+        return source
+    built = source_proto(source)
+    return built if built is not None else source
+
+
+def _inputs_for_shapes(model: onnx.ModelProto | str | Path, shapes: dict) -> dict | None:
+    """Seeded random inputs of the bound shapes, for models with dynamic dims."""
+    if not shapes:
+        return None
+    if isinstance(model, onnx.ModelProto):
+        ir_model = import_proto(model, "<original>", shapes)
+    else:
+        ir_model = _load(model, shapes)
+    rng = np.random.default_rng(0)
+    return {
+        v.name: rng.standard_normal(tuple(v.shape)).astype(v.dtype.numpy())
+        for v in ir_model.graph.inputs
+    }
+
+
+def validate(
+    original: str | Path | onnx.ModelProto,
+    optimized: str | Path | onnx.ModelProto,
+    inputs: str | Path | Mapping[str, np.ndarray] | None = None,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+    input_shape: ShapeArg = None,
+) -> ValidationReport:
+    """Run both models in onnxruntime on the same seeded (or given) inputs and compare outputs."""
+    orig = _as_proto(original)
+    if inputs is None:
+        inputs = _inputs_for_shapes(orig, _shapes(input_shape))
+    return _validate(orig, _as_proto(optimized), inputs=inputs, rtol=rtol, atol=atol)
+
+
+def get_target(name: str) -> Target:
+    return load_target(name)
+
+
+def list_models() -> list[models.ModelSpec]:
+    return list(models.MODELS.values())
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write a text file via a temporary file in the same folder and a rename."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise OpfuseError(f"{path}: folder '{folder}' does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise OpfuseError(f"{path}: cannot write: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise OpfuseError(f"{path}: cannot write: {exc.strerror}") from None

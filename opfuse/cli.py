@@ -1,0 +1,121 @@
+"""The `opfuse` command: parses options, calls the pipeline, prints. No logic lives here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from opfuse import api
+from opfuse.errors import OpfuseError
+from opfuse.report import console
+
+_SHAPE_HELP = "Bind a dynamic input: NAME=1x3x224x224 (repeatable). A leading symbolic dim is 1."
+
+
+def _write_json(data: dict, dest: str) -> None:
+    text = json.dumps(data, indent=2) + "\n"
+    if dest == "-":
+        sys.stdout.write(text)
+    else:
+        api.write_text_atomic(Path(dest), text)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="opfuse")
+def cli() -> None:
+    """opfuse: operator-fusion compiler and analyzer for edge inference."""
+
+
+@cli.command("compile")
+@click.argument("model")
+@click.option("-o", "--output", required=True, help="Where to write the optimized ONNX model.")
+@click.option("--target", default=api.DEFAULT_TARGET, show_default=True, help="Target profile.")
+@click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
+@click.option("--ort", is_flag=True, help="Emit com.microsoft FusedConv/FusedGemm for onnxruntime.")
+@click.option("--check", is_flag=True, help="Run original and output in onnxruntime and compare.")
+def compile_cmd(
+    model: str, output: str, target: str, input_shape: tuple[str, ...], ort: bool, check: bool
+) -> None:
+    """Canonicalize and fuse MODEL (a path or a built-in name) for a target; write ONNX."""
+    result = api.compile(model, target=target, input_shape=input_shape)
+    proto = api.emit(result, ort=ort)
+    api.save(proto, output, protect=model)
+    console.print_compile_summary(result, output)
+    if check:
+        report = api.validate(model, proto, input_shape=input_shape)
+        console.print_validation(report)
+        if not report.ok:
+            sys.exit(1)
+
+
+@cli.command("validate")
+@click.argument("original")
+@click.argument("optimized")
+@click.option("--inputs", type=click.Path(dir_okay=False), help=".npz file of named inputs.")
+@click.option("--rtol", type=float, default=1e-4, show_default=True)
+@click.option("--atol", type=float, default=1e-4, show_default=True)
+@click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
+def validate_cmd(
+    original: str,
+    optimized: str,
+    inputs: str | None,
+    rtol: float,
+    atol: float,
+    input_shape: tuple[str, ...],
+) -> None:
+    """Run ORIGINAL and OPTIMIZED in onnxruntime on the same inputs; exit 1 beyond tolerance."""
+    report = api.validate(
+        original, optimized, inputs=inputs, rtol=rtol, atol=atol, input_shape=input_shape
+    )
+    console.print_validation(report)
+    if not report.ok:
+        sys.exit(1)
+
+
+@cli.command("fusion")
+@click.argument("model")
+@click.option("--target", default=api.DEFAULT_TARGET, show_default=True, help="Target profile.")
+@click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
+@click.option("--json", "json_dest", metavar="PATH|-", help="Write the decisions as JSON.")
+def fusion_cmd(model: str, target: str, input_shape: tuple[str, ...], json_dest: str | None) -> None:
+    """Show the kernels MODEL fuses into on a target, and why every other edge was not fused."""
+    result = api.compile(model, target=target, input_shape=input_shape)
+    if json_dest:
+        _write_json(api.fusion_json(result), json_dest)
+        if json_dest == "-":
+            return
+    console.print_fusion(result)
+
+
+@cli.command("models")
+def models_cmd() -> None:
+    """List the built-in models (usable wherever a model path is taken)."""
+    console.print_models(api.list_models())
+
+
+@cli.command("targets")
+def targets_cmd() -> None:
+    """List the target profiles."""
+    console.print_targets([api.get_target(name) for name in api.list_targets()])
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="opfuse", standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2)
+    except OpfuseError as exc:
+        click.echo(f"opfuse: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Show what the other stages computed: terminal tables now; JSON, HTML and the explorer later."""

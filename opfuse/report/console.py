@@ -1,0 +1,90 @@
+"""Terminal tables (rich): colour on a TTY, plain text when piped."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+from opfuse.fusion import REASONS
+
+if TYPE_CHECKING:
+    from opfuse.models import ModelSpec
+    from opfuse.pipeline import CompileResult
+    from opfuse.targets import Target
+    from opfuse.validate import ValidationReport
+
+_out = Console(highlight=False)
+
+
+def print_compile_summary(result: CompileResult, output: str) -> None:
+    before = len(result.before.kernels)
+    after = len(result.partition.kernels)
+    fired = ", ".join(f"{k} x{v}" for k, v in sorted(result.passes.items()) if v) or "none"
+    _out.print(
+        f"{result.source}: {len(list(result.original.graph))} nodes -> "
+        f"{len(list(result.optimized.graph))} after canonicalization; "
+        f"{before} kernels -> {after} on {result.target.name}"
+    )
+    _out.print(f"passes: {fired}")
+    _out.print(f"wrote {output}")
+
+
+def print_fusion(result: CompileResult) -> None:
+    part = result.partition
+    table = Table(title=f"{result.source} on {part.target}: {len(part.kernels)} kernels")
+    table.add_column("#", justify="right")
+    table.add_column("kernel")
+    table.add_column("nodes")
+    for i, kernel in enumerate(part.kernels):
+        table.add_row(str(i), kernel.name, ", ".join(kernel.nodes))
+    _out.print(table)
+    by_reason: dict[str, list] = defaultdict(list)
+    for d in part.decisions:
+        by_reason[d.reason].append(d)
+    if by_reason:
+        why = Table(title="why not fused")
+        why.add_column("reason")
+        why.add_column("edges", justify="right")
+        why.add_column("example")
+        for reason, items in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+            why.add_row(reason, str(len(items)), items[0].message)
+        _out.print(why)
+        _out.print(
+            "\n".join(f"  {r}: {REASONS.get(r, '')}" for r in sorted(by_reason)), style="dim"
+        )
+    fired = {k: v for k, v in result.passes.items() if v}
+    if fired:
+        _out.print("passes: " + ", ".join(f"{k} x{v}" for k, v in sorted(fired.items())))
+    counts = Counter(len(k.nodes) for k in part.kernels)
+    _out.print(
+        f"{len(result.before.kernels)} kernels as imported -> {len(part.kernels)} fused "
+        f"({sum(n for s, n in counts.items() if s > 1)} hold several ops)"
+    )
+
+
+def print_validation(report: ValidationReport) -> None:
+    from opfuse.validate import format_report
+
+    _out.print(format_report(report))
+
+
+def print_models(specs: list[ModelSpec]) -> None:
+    table = Table(title="built-in models")
+    table.add_column("name")
+    table.add_column("description")
+    for spec in specs:
+        table.add_row(spec.name, spec.description)
+    _out.print(table)
+
+
+def print_targets(targets: list[Target]) -> None:
+    table = Table(title="targets")
+    table.add_column("name")
+    table.add_column("precisions")
+    table.add_column("description")
+    for t in targets:
+        table.add_row(t.name, ", ".join(t.precisions), t.description)
+    _out.print(table)

@@ -1,0 +1,201 @@
+"""Bad input: one clear line naming the file/node/dim, exit 2, no traceback, nothing half-written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.conftest import SHARED_ONNX
+
+
+def _conv_model(input_dims=(1, 3, 8, 8)) -> onnx.ModelProto:
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(input_dims))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [w],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _assert_clean_error(code: int, err: str, *needles: str) -> None:
+    assert code == 2, err
+    lines = [line for line in err.strip().splitlines() if line]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def _compile(run_cli, model, tmp_path):
+    out = tmp_path / "out.onnx"
+    code, _, err = run_cli("compile", str(model), "-o", str(out))
+    assert not out.exists(), "nothing may be written on error"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.onnx")]
+    return code, err
+
+
+def test_empty_file(run_cli, tmp_path):
+    model = tmp_path / "empty.onnx"
+    model.write_bytes(b"")
+    code, err = _compile(run_cli, model, tmp_path)
+    _assert_clean_error(code, err, "empty.onnx", "empty")
+
+
+def test_truncated_protobuf(run_cli, tmp_path):
+    data = (SHARED_ONNX / "mobilenet_v2_128_0.5.onnx").read_bytes()
+    model = tmp_path / "truncated.onnx"
+    model.write_bytes(data[: len(data) // 3])
+    code, err = _compile(run_cli, model, tmp_path)
+    _assert_clean_error(code, err, "truncated.onnx")
+
+
+def test_text_file(run_cli, tmp_path):
+    model = tmp_path / "notes.onnx"
+    model.write_text("this is a README, not a model\n" * 20)
+    code, err = _compile(run_cli, model, tmp_path)
+    _assert_clean_error(code, err, "notes.onnx", "not an ONNX model")
+
+
+def test_cyclic_graph(run_cli, tmp_path):
+    graph = helper.make_graph(
+        [
+            helper.make_node("Add", ["x", "b"], ["a"], name="first"),
+            helper.make_node("Relu", ["a"], ["b"], name="second"),
+        ],
+        "cycle",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 4])],
+    )
+    model = tmp_path / "cycle.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    code, err = _compile(run_cli, model, tmp_path)
+    _assert_clean_error(code, err, "cycle.onnx", "cycle")
+    assert "'first'" in err or "'second'" in err
+
+
+def test_dynamic_dim_without_input_shape(run_cli, tmp_path):
+    model = tmp_path / "dyn.onnx"
+    onnx.save(_conv_model((1, 3, "height", 8)), model)
+    code, err = _compile(run_cli, model, tmp_path)
+    _assert_clean_error(code, err, "dyn.onnx", "'x'", "dim 2", "height", "--input-shape")
+
+
+def test_dynamic_dim_with_input_shape_compiles(run_cli, tmp_path):
+    model = tmp_path / "dyn.onnx"
+    onnx.save(_conv_model(("batch", 3, "height", "width")), model)
+    out = tmp_path / "out.onnx"
+    code, _, err = run_cli("compile", str(model), "-o", str(out), "--input-shape", "x=1x3x16x12")
+    assert code == 0, err
+    shape = onnx.load(out).graph.input[0].type.tensor_type.shape
+    assert [d.dim_value for d in shape.dim] == [1, 3, 16, 12]
+
+
+def test_bad_input_shape_name(run_cli, tmp_path):
+    model = tmp_path / "m.onnx"
+    onnx.save(_conv_model(), model)
+    code, err = _compile_with(run_cli, model, tmp_path, "--input-shape", "nope=1x3x8x8")
+    _assert_clean_error(code, err, "nope", "not a graph input")
+
+
+def _compile_with(run_cli, model, tmp_path, *extra):
+    out = tmp_path / "out.onnx"
+    code, _, err = run_cli("compile", str(model), "-o", str(out), *extra)
+    assert not out.exists()
+    return code, err
+
+
+def test_external_data_outside_folder(run_cli, tmp_path):
+    inner = tmp_path / "model_dir"
+    inner.mkdir()
+    proto = _conv_model()
+    (tmp_path / "secret.bin").write_bytes(np.ones(4 * 3 * 3 * 3, np.float32).tobytes())
+    w = proto.graph.initializer[0]
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", "../secret.bin"), ("offset", "0"), ("length", str(4 * 108))):
+        entry = w.external_data.add()
+        entry.key, entry.value = key, value
+    model = inner / "ext.onnx"
+    model.write_bytes(proto.SerializeToString())
+    code, err = _compile(run_cli, model, inner)
+    _assert_clean_error(code, err, "ext.onnx", "'w'", "outside the model's folder")
+
+
+def test_missing_file_and_unknown_target(run_cli, tmp_path):
+    code, err = _compile(run_cli, tmp_path / "missing.onnx", tmp_path)
+    _assert_clean_error(code, err, "missing.onnx")
+    model = tmp_path / "m.onnx"
+    onnx.save(_conv_model(), model)
+    code, err = _compile_with(run_cli, model, tmp_path, "--target", "pdp-11")
+    _assert_clean_error(code, err, "pdp-11", "unknown target")
+
+
+def test_output_folder_missing(run_cli, tmp_path):
+    model = tmp_path / "m.onnx"
+    onnx.save(_conv_model(), model)
+    code, _, err = run_cli("compile", str(model), "-o", str(tmp_path / "no" / "out.onnx"))
+    _assert_clean_error(code, err, "does not exist")
+
+
+def test_never_overwrites_input(run_cli, tmp_path):
+    model = tmp_path / "m.onnx"
+    onnx.save(_conv_model(), model)
+    before = model.read_bytes()
+    code, _, err = run_cli("compile", str(model), "-o", str(model))
+    _assert_clean_error(code, err, "m.onnx")
+    assert model.read_bytes() == before
+
+
+def test_unknown_op_is_opaque_not_an_error(run_cli, tmp_path):
+    w = numpy_helper.from_array(np.ones((4, 3, 1, 1), np.float32), "w")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+            helper.make_node("Swoosh", ["c"], ["s"], name="swoosh", domain="custom.ops"),
+            helper.make_node("Relu", ["s"], ["y"], name="relu"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [w],
+        value_info=[helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 4, 8, 8])],
+    )
+    model = tmp_path / "custom.onnx"
+    onnx.save(
+        helper.make_model(
+            graph,
+            opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("custom.ops", 1)],
+        ),
+        model,
+    )
+    import json
+
+    code, out, err = run_cli("fusion", str(model), "--target", "mobile-gpu", "--json", "-")
+    assert code == 0, err
+    data = json.loads(out)
+    assert len(data["kernels"]) == 3
+    blockers = [d for d in data["decisions"] if d["reason"] == "opaque_op"]
+    assert {(d["producer"], d["consumer"]) for d in blockers} == {
+        ("conv", "swoosh"),
+        ("swoosh", "relu"),
+    }
+    assert all("Swoosh" in d["message"] for d in blockers)
+
+
+@pytest.mark.parametrize("argv", [["compile", "nonexistent_model_xyz", "-o", "o.onnx"]])
+def test_subprocess_has_no_traceback(argv, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "opfuse", *argv], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("opfuse: error:")
+    assert "nonexistent_model_xyz" in proc.stderr
