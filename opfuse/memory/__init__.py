@@ -1,0 +1,32 @@
+"""The activation arena: live ranges on a kernel schedule, planners, lower bound, verification.
+
+Before fusion the schedule is op by op (every intermediate written to memory); after fusion it is
+the fused kernels, whose internal values never reach memory. See DESIGN.md, "Memory plan".
+"""
+
+from __future__ import annotations
+
+from opfuse.memory.inplace import DATA_MOVEMENT, inplace_aliases, kernel_in_place
+from opfuse.memory.lifetimes import ALIGNMENT, TensorLife, align, live_ranges
+from opfuse.memory.placement import ORDERINGS, lower_bound
+from opfuse.memory.plan import PLANNERS, MemoryPlan, fits, plan_memory, plan_tensors
+from opfuse.memory.verify import AllocationError, verify_allocation
+
+__all__ = [
+    "ALIGNMENT",
+    "DATA_MOVEMENT",
+    "ORDERINGS",
+    "PLANNERS",
+    "AllocationError",
+    "MemoryPlan",
+    "TensorLife",
+    "align",
+    "fits",
+    "inplace_aliases",
+    "kernel_in_place",
+    "live_ranges",
+    "lower_bound",
+    "plan_memory",
+    "plan_tensors",
+    "verify_allocation",
+]

@@ -1,0 +1,99 @@
+"""Live ranges of the values a kernel schedule writes to memory (the activation arena).
+
+A step is a kernel's index in ``Partition.kernels`` (schedule order). The arena holds graph inputs,
+values a kernel writes (``Kernel.outputs``) and graph outputs; weights (initializers) live in flash
+and values kept inside a fused kernel never touch memory, so neither appears here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import onnx_ir as ir
+
+from opfuse.fusion.types import Partition
+from opfuse.ops import numel
+
+ALIGNMENT = 16  # bytes; offsets and sizes in the arena are multiples of this (TFLite Micro's rule)
+
+INPUT = "input"
+INTERMEDIATE = "intermediate"
+OUTPUT = "output"
+
+
+def align(nbytes: int, alignment: int = ALIGNMENT) -> int:
+    """``nbytes`` rounded up to a multiple of ``alignment``."""
+    return -(-nbytes // alignment) * alignment
+
+
+@dataclass(frozen=True)
+class TensorLife:
+    name: str
+    size_bytes: int  # unaligned: numel * element size
+    first: int  # step that writes it (0 for graph inputs)
+    last: int  # last step that reads it, inclusive (the last step for graph outputs)
+    kind: str  # INPUT, INTERMEDIATE or OUTPUT (a graph input that is also an output is OUTPUT)
+
+    @property
+    def aligned_bytes(self) -> int:
+        return align(self.size_bytes)
+
+    def live_at(self, step: int) -> bool:
+        return self.first <= step <= self.last
+
+
+def value_bytes(value: ir.Value, bytes_per_element: int | None = None) -> int:
+    """Bytes of ``value``. ``bytes_per_element`` re-sizes floating-point values only (analysing an
+    fp32 model at int8 or fp16 activations); integer and bool values (indices, masks) keep their
+    own element size."""
+    dtype = value.dtype
+    if dtype is None:
+        itemsize = float(bytes_per_element or 4)
+    elif bytes_per_element is not None and dtype.is_floating_point():
+        itemsize = float(bytes_per_element)
+    else:
+        itemsize = float(dtype.itemsize)
+    return math.ceil(numel(value) * itemsize)
+
+
+def live_ranges(
+    model: ir.Model, partition: Partition, bytes_per_element: int | None = None
+) -> tuple[TensorLife, ...]:
+    """The arena's tensors on ``partition``'s schedule, ordered by (first step, name)."""
+    graph = model.graph
+    values: dict[str, ir.Value] = {}
+    for node in graph:
+        for out in node.outputs:
+            if out is not None and out.name:
+                values[out.name] = out
+    graph_inputs = {v.name: v for v in graph.inputs if v.name}
+    values.update(graph_inputs)
+    graph_outputs = {v.name for v in graph.outputs if v.name}
+    last_step = max(len(partition.kernels) - 1, 0)
+
+    first: dict[str, int] = {name: 0 for name in graph_inputs}
+    last: dict[str, int] = dict(first)
+    for step, kernel in enumerate(partition.kernels):
+        for name in kernel.outputs:
+            if name in values and name not in first:
+                first[name] = step
+                last[name] = step
+    for step, kernel in enumerate(partition.kernels):
+        for name in kernel.inputs:
+            if name in first:  # weights and unknown names are not in the arena
+                last[name] = max(last[name], step)
+    for name in graph_outputs & first.keys():
+        last[name] = last_step
+
+    lives = []
+    for name, start in first.items():
+        if name in graph_outputs:
+            kind = OUTPUT
+        elif name in graph_inputs:
+            kind = INPUT
+        else:
+            kind = INTERMEDIATE
+        size = value_bytes(values[name], bytes_per_element)
+        lives.append(TensorLife(name, size, start, last[name], kind))
+    return tuple(sorted(lives, key=lambda t: (t.first, t.name)))
