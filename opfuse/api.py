@@ -24,6 +24,7 @@ from opfuse.backends.onnx import emit_onnx, save_model
 from opfuse.errors import OpfuseError
 from opfuse.frontends import import_proto, parse_input_shapes
 from opfuse.fusion import Partition
+from opfuse.ir.provenance import source_map
 from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, source_proto
 from opfuse.pipeline import load as _load
 from opfuse.targets import Target, list_targets, load_target
@@ -83,7 +84,9 @@ def fusion_json(result: CompileResult) -> dict:
 
 def emit(result: CompileResult, ort: bool = False) -> onnx.ModelProto:
     """The optimized model as ONNX, kernel grouping in its metadata."""
-    return emit_onnx(result.optimized, result.partition, ort=ort)
+    return emit_onnx(
+        result.optimized, result.partition, ort=ort, source_names=source_map(result.optimized)
+    )
 
 
 def save(proto: onnx.ModelProto, path: str | Path, protect: str | Path | None = None) -> None:

@@ -95,7 +95,20 @@ def test_mobilenet_v2_differs_between_cortex_m7_and_mobile_gpu():
 
 
 def test_unknown_op_in_a_shared_model_is_named():
-    # light_squeezenet keeps a Constant node, which is not in the op table: named, never fused.
-    part = partition(model("light_squeezenet.onnx"), load_target("mobile-gpu"))
+    # Turn the first Relu of light_squeezenet into a custom-domain op: it must compile, stay its
+    # own kernel and be named as the blocker of every edge it touches.
+    import onnx
+
+    from opfuse.frontends import import_proto
+
+    proto = onnx.load(SHARED / "light_squeezenet.onnx")
+    relu = next(n for n in proto.graph.node if n.op_type == "Relu")
+    relu.op_type, relu.domain = "FancyRelu", "custom.ops"
+    proto.opset_import.add(domain="custom.ops", version=1)
+    shaped = onnx.shape_inference.infer_shapes(onnx.load(SHARED / "light_squeezenet.onnx"))
+    proto.graph.value_info.extend(v for v in shaped.graph.value_info if v.name == relu.output[0])
+    m = import_proto(proto, "squeezenet-with-custom-op")
+    part = partition(m, load_target("mobile-gpu"))
     opaque = [d for d in part.decisions if d.reason == "opaque_op"]
-    assert opaque and all("Constant" in d.message for d in opaque)
+    assert len(opaque) >= 2 and all("FancyRelu" in d.message for d in opaque)
+    assert any(k.ops == ("FancyRelu",) for k in part.kernels)

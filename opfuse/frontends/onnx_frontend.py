@@ -23,6 +23,7 @@ from opfuse.errors import OpfuseError
 from opfuse.frontends.graph_order import sort_or_raise
 from opfuse.ir import require_static, verify
 
+MIN_IR_VERSION = 8  # initializers need not be graph inputs from IR 4 on; ORT 1.32 reads 8 to 11
 MIN_OPSET = 14  # HardSwish (opset 14) is what hard-swish patterns are rewritten into
 _FOLD_LIMIT = 1 << 40  # weights built by ConstantOfShape can be large; always fold them
 
@@ -80,11 +81,27 @@ def import_proto(
         # real initializer for BatchNorm folding and weight accounting, so fold it.
         should_fold=lambda node: True if node.op_type == "ConstantOfShape" else None,
     )
+    _constants_to_initializers(model)
     onnxscript.optimizer.remove_unused_nodes(model)
+    model.ir_version = max(model.ir_version or 0, MIN_IR_VERSION)
     NameFixPass()(model)
     require_static(model, str(path))
     verify(model, "import")
     return model
+
+
+def _constants_to_initializers(model: ir.Model) -> None:
+    """Constant nodes left after lifting (value_ints, value_float... forms, or ones the version
+    converter wrote) become initializers: weights are data, not kernels."""
+    graph = model.graph
+    for node in [n for n in graph if n.op_type == "Constant" and n.domain in ("", "ai.onnx")]:
+        out = node.outputs[0]
+        if out.const_value is None or out.is_graph_output():
+            continue
+        value = ir.Value(name=out.name, shape=out.shape, type=out.type, const_value=out.const_value)
+        out.replace_all_uses_with(value)
+        graph.remove(node, safe=True)
+        graph.register_initializer(value)
 
 
 def _first_line(exc: BaseException) -> str:

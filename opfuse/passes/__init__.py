@@ -1,10 +1,99 @@
-"""Target-independent canonicalization: algebraic rewrites that preserve the model's outputs."""
+"""Target-independent canonicalization: algebraic rewrites that preserve the model's outputs.
+
+``canonicalize(model)`` rewrites in place and returns ``{pass name: times fired}`` with every pass
+in ``PASS_NAMES`` present (0 when it did not fire), in that order. Passes, one module each, with
+their algebra in the module docstring:
+
+==============================  =====================================================================
+remove_identity                 Identity nodes of the imported model (``noop``)
+remove_dropout                  inference Dropout (``noop``)
+remove_noop_reshape             Reshape to the same shape (``noop``)
+remove_noop_transpose           Transpose with the identity permutation (``noop``, onnxscript)
+merge_transposes                Transpose∘Transpose composed, removed when the identity (onnxscript)
+remove_noop_cast                Cast to the dtype it already has (``noop``, onnxscript)
+fuse_hardswish                  x * clip(x + 3, 0, 6) / 6 and friends -> HardSwish (``hardswish``)
+fuse_hardsigmoid                clip(x + 3, 0, 6) / 6 or * 1/6 -> HardSigmoid (``hardswish``)
+normalize_conv_auto_pad         Conv auto_pad spelled out as pads (``pad``, onnxscript)
+fuse_bn_into_conv               BatchNorm folded into Conv weights (``batchnorm``, onnxscript)
+fuse_bn_into_conv_transpose     ... into ConvTranspose (``batchnorm``, onnxscript)
+fuse_bn_into_gemm               ... into Gemm (``batchnorm``, onnxscript)
+fuse_bn_into_matmul             ... into MatMul with a 2-D output, giving Gemm (``batchnorm``)
+fold_affine_into_linear         per-channel Mul/Add/Sub/Div folded into the producer (``affine``)
+fuse_pad_into_conv              zero Pad -> Conv pads (``pad``, onnxscript)
+fuse_pad_into_avgpool           zero Pad -> AveragePool pads, count_include_pad=1 (``pad``)
+fuse_pad_into_maxpool           -inf (or provably small) Pad -> MaxPool pads (``pad``)
+batchnorm_to_mul_add            a BatchNorm no linear op absorbed -> Mul + Add (``batchnorm_affine``)
+fold_constants                  nodes whose inputs all became constants (``folding``)
+==============================  =====================================================================
+
+The driver runs rounds until nothing fires (at most ``MAX_ROUNDS``). A round is three linear sweeps
+over the graph, then Identity forwarding and constant folding:
+
+1. cleanup and recognition: no-ops, Transpose pairs, hard-sigmoid/hard-swish, auto_pad. First,
+   so that a later fold cannot absorb the ``+ 3`` of a hard-swish into a Conv bias.
+2. folds into producers: BatchNorm, then per-channel affine, Pad into Conv/pools.
+3. leftover BatchNorms become Mul + Add (only after every linear op had its chance to absorb them).
+
+No whole-graph shape inference runs inside: rewrites copy the static shape of the value they
+replace and set the shapes of the intermediate values they create. At the end NameFixPass gives
+every node a unique non-empty name; graph outputs keep their names.
+"""
 
 from __future__ import annotations
 
 import onnx_ir as ir
+import onnxscript.optimizer
+from onnx_ir.passes.common import NameFixPass
+
+from opfuse.passes._driver import RulePass, sweep
+from opfuse.passes.affine import affine_pass
+from opfuse.passes.batchnorm import batchnorm_pass
+from opfuse.passes.batchnorm_affine import batchnorm_affine_pass
+from opfuse.passes.folding import fold_constants
+from opfuse.passes.hardswish import hardswish_passes
+from opfuse.passes.noop import forward_sweep, noop_passes
+from opfuse.passes.pad import pad_passes
+
+MAX_ROUNDS = 8
+
+
+def _phases() -> list[list[RulePass]]:
+    pads = pad_passes()
+    return [
+        [*noop_passes(), *hardswish_passes(), pads[0]],
+        [*batchnorm_pass(), affine_pass(), *pads[1:]],
+        [batchnorm_affine_pass()],
+    ]
+
+
+PHASES = _phases()
+PASS_NAMES: tuple[str, ...] = (
+    "remove_identity",
+    "remove_dropout",
+    *(p.name for phase in PHASES for p in phase),
+    "fold_constants",
+)
 
 
 def canonicalize(model: ir.Model) -> dict[str, int]:
-    """Rewrite ``model`` in place; return how often each pass fired (pass name -> count)."""
-    return {}
+    """Rewrite ``model`` in place; return how often each pass fired (all of ``PASS_NAMES``)."""
+    counts = dict.fromkeys(PASS_NAMES, 0)
+    graph = model.graph
+    original = {n for n in graph if n.op_type in ("Identity", "Dropout")}
+    onnxscript.optimizer.basic_constant_propagation(graph)
+    for _ in range(MAX_ROUNDS):
+        fired = 0
+        for phase in PHASES:
+            fired += sweep(model, phase, counts)
+            fired += forward_sweep(graph, original, counts)
+        if fired:  # drop what the rewrites left dead (a Pad folded away, old weights)
+            onnxscript.optimizer.remove_unused_nodes(model)
+        folded = fold_constants(model)
+        counts["fold_constants"] += folded
+        if not fired and not folded:
+            break
+    NameFixPass()(model)
+    return counts
+
+
+__all__ = ["MAX_ROUNDS", "PASS_NAMES", "canonicalize"]

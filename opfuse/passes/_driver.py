@@ -1,0 +1,105 @@
+"""The rewrite driver: apply pattern rules to a graph in one linear sweep, counting each rule.
+
+onnxscript's ``RewriteRuleSet.apply_to_model`` tries every rule on every node and returns one total
+count. We need per-pass counts and a sweep that stays cheap on 10k-node graphs, so rules are
+dispatched by the op type of their pattern's root node: a node is only offered to the rules that
+can end at it. Applying a match follows onnxscript's own driver (register the new initializers,
+propagate constants through the new nodes, splice the replacement in after the root node), except
+that a new initializer whose name is taken gets a fresh name instead of overwriting the old one (a
+weight shared with another node must survive).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import onnx_ir as ir
+import onnxscript.optimizer
+from onnxscript.rewriter import pattern
+
+from opfuse.ir.provenance import SOURCES_KEY, sources_of
+
+
+@dataclass(frozen=True)
+class RulePass:
+    """One named pass: pattern rules (commuted variants included) rooted at ``roots`` op types."""
+
+    name: str
+    roots: tuple[str, ...]
+    rules: tuple[pattern.RewriteRule, ...]
+
+
+def rule_pass(
+    name: str, roots: Iterable[str], rules: Iterable[pattern.RewriteRule], commute: bool = False
+) -> RulePass:
+    expanded: list[pattern.RewriteRule] = []
+    for rule in rules:
+        expanded.extend(rule.commute() if commute else [rule])
+    return RulePass(name, tuple(roots), tuple(expanded))
+
+
+def sweep(model: ir.Model, passes: Sequence[RulePass], counts: dict[str, int]) -> int:
+    """Offer every node of the main graph to the passes rooted at its op type, in order.
+
+    Nodes inserted by a rewrite come after the root and are visited in the same sweep.
+    Returns the number of rewrites applied; ``counts`` is updated per pass.
+    """
+    graph = model.graph
+    by_op: dict[str, list[tuple[str, pattern.RewriteRule]]] = {}
+    for rp in passes:
+        for root in rp.roots:
+            by_op.setdefault(root, []).extend((rp.name, rule) for rule in rp.rules)
+    applied = 0
+    for node in graph:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        for name, rule in by_op.get(node.op_type, ()):
+            delta = rule.try_rewrite(model, graph, node)
+            if delta is None:
+                continue
+            _apply(graph, node, rule, delta)
+            counts[name] = counts.get(name, 0) + 1
+            applied += 1
+            break
+    return applied
+
+
+def _apply(graph: ir.Graph, root: ir.Node, rule: pattern.RewriteRule, delta) -> None:
+    for value in delta.new_initializers:
+        if value.name in graph.initializers:
+            value.name = fresh_name(graph, value.name)
+        graph.initializers[value.name] = value
+    onnxscript.optimizer.basic_constant_propagation(delta.new_nodes)
+    removed = list(delta.match.nodes) if rule.remove_nodes else []
+    ir.convenience.replace_nodes_and_values(
+        graph, root, removed, delta.new_nodes, delta.match.outputs, delta.new_outputs
+    )
+    _keep_provenance(removed, delta.new_nodes)
+
+
+def _keep_provenance(removed: Sequence[ir.Node], created: Sequence[ir.Node]) -> None:
+    """A rewritten node keeps the name of the node it replaces (the Conv a BatchNorm folded into
+    stays 'conv1') and records every imported node it now computes, so kernels map back to the
+    names a user knows."""
+    if not removed:
+        return
+    sources: list[str] = []
+    for node in removed:
+        sources.extend(s for s in sources_of(node) if s not in sources)
+    taken: set[str] = set()
+    for new in created:
+        new.metadata_props[SOURCES_KEY] = ",".join(sources)
+        twin = next(
+            (old for old in removed if old.op_type == new.op_type and old.name not in taken), None
+        )
+        if twin is not None and twin.name:
+            new.name = twin.name
+            taken.add(twin.name)
+
+
+def fresh_name(graph: ir.Graph, base: str) -> str:
+    i = 1
+    while f"{base}_{i}" in graph.initializers:
+        i += 1
+    return f"{base}_{i}"
