@@ -1,13 +1,32 @@
-"""Target profiles are data: one TOML file per target beside this module. Adding a target is adding a file."""
+"""Target profiles are data: one TOML file per target beside this module. Adding a target is adding a file.
+
+Search path for a target named ``NAME``: this package's folder first (the built-in targets), then the
+user's target folder, ``$OPFUSE_TARGETS_DIR`` if set, else ``$XDG_CONFIG_HOME/opfuse/targets``, else
+``~/.config/opfuse/targets`` (where ``opfuse calibrate`` writes ``host.toml``). A path ending in
+``.toml`` is read as it is.
+"""
 
 from __future__ import annotations
 
+import os
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
 
 from opfuse.errors import OpfuseError
+from opfuse.targets.perf import MemoryLevel, Perf, parse_perf
+
+__all__ = [
+    "FusionCaps",
+    "MemoryLevel",
+    "Perf",
+    "Target",
+    "list_targets",
+    "load_target",
+    "parse_target",
+    "user_targets_dir",
+]
 
 
 @dataclass(frozen=True)
@@ -35,7 +54,7 @@ class Target:
     source: str  # where the capabilities come from (datasheet, public tool config)
     fusion: FusionCaps
     precisions: tuple[str, ...]
-    perf: dict = field(default_factory=dict)  # filled by the cost issue: rates, memories, energy
+    perf: Perf | None = None  # rates, memory levels, energy; None when the file has no [perf]
 
 
 _TOP_KEYS = ("name", "description", "source", "precisions", "fusion", "perf")
@@ -49,14 +68,39 @@ def _targets_dir() -> Path:
     return Path(str(resources.files("opfuse.targets")))
 
 
+def user_targets_dir() -> Path:
+    """Where user targets live (``opfuse calibrate`` writes ``host.toml`` here)."""
+    explicit = os.environ.get("OPFUSE_TARGETS_DIR")
+    if explicit:
+        return Path(explicit)
+    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config) / "opfuse" / "targets"
+
+
+def _search_path() -> list[Path]:
+    return [_targets_dir(), user_targets_dir()]
+
+
 def list_targets() -> list[str]:
-    return sorted(p.stem for p in _targets_dir().glob("*.toml"))
+    names: set[str] = set()
+    for folder in _search_path():
+        if folder.is_dir():
+            names.update(p.stem for p in folder.glob("*.toml"))
+    return sorted(names)
+
+
+def _find(name: str) -> Path:
+    for folder in _search_path():
+        candidate = folder / f"{name}.toml"
+        if candidate.is_file():
+            return candidate
+    return _targets_dir() / f"{name}.toml"
 
 
 def load_target(name: str | Path) -> Target:
-    """A built-in target by name (``cortex-m7``), or a target file (``./my-npu.toml``)."""
+    """A target by name (``cortex-m7``; built-ins, then the user folder), or a file (``./my.toml``)."""
     text = str(name)
-    path = Path(text) if text.endswith(".toml") else _targets_dir() / f"{text}.toml"
+    path = Path(text) if text.endswith(".toml") else _find(text)
     if not path.is_file():
         if text.endswith(".toml"):
             raise OpfuseError(f"{path}: no such target file")
@@ -87,9 +131,7 @@ def parse_target(path: Path) -> Target:
         or not all(isinstance(p, str) for p in precisions)
     ):
         raise OpfuseError(f"{path}: 'precisions' must be a non-empty list of strings")
-    perf = data.get("perf", {})
-    if not isinstance(perf, dict):
-        raise OpfuseError(f"{path}: 'perf' must be a table")
+    perf = parse_perf(data.get("perf"), path, tuple(precisions))
     return Target(
         name=data["name"],
         description=data.get("description", ""),
