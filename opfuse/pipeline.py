@@ -6,7 +6,8 @@ imported ("before") is kept untouched beside the canonicalized one ("after").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import onnx
@@ -14,7 +15,7 @@ import onnx_ir as ir
 
 from opfuse import models
 from opfuse.errors import OpfuseError
-from opfuse.frontends import import_proto, load_onnx
+from opfuse.frontends import import_proto, read_onnx
 from opfuse.fusion import Partition, partition, trivial_partition
 from opfuse.ir import infer_shapes, require_static, verify
 from opfuse.passes import canonicalize
@@ -26,12 +27,23 @@ DEFAULT_TARGET = "x86-host"
 @dataclass(frozen=True)
 class CompileResult:
     source: str  # path or built-in model name
-    original: ir.Model  # as imported: every node its own kernel
     optimized: ir.Model  # canonicalized
     partition: Partition  # kernels of ``optimized`` on ``target``
-    before: Partition  # the trivial partition of ``original``
     passes: dict[str, int]  # pass name -> times fired
     target: Target
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    proto: onnx.ModelProto | None = field(default=None, repr=False)  # the model as read
+
+    @cached_property
+    def original(self) -> ir.Model:
+        """The model as imported, every node its own kernel. Imported again from the proto on
+        first use: that costs what a clone costs, and compile alone never needs it."""
+        return import_proto(self.proto, self.source, self.input_shapes)
+
+    @cached_property
+    def before(self) -> Partition:
+        """The trivial partition of ``original``: the op-by-op schedule."""
+        return trivial_partition(self.original)
 
 
 def source_proto(source: str | Path) -> onnx.ModelProto | None:
@@ -42,16 +54,21 @@ def source_proto(source: str | Path) -> onnx.ModelProto | None:
     return models.build_model(text)
 
 
-def load(source: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> ir.Model:
-    """Import a model file or a built-in model name into the IR (static shapes, unique names)."""
+def read(source: str | Path) -> onnx.ModelProto:
+    """The ONNX proto of a model file or a built-in model name, as read."""
     proto = source_proto(source)
     if proto is not None:
-        return import_proto(proto, f"<built-in {source}>", input_shapes)
+        return proto
     if not Path(source).exists() and not str(source).endswith(".onnx"):
         raise OpfuseError(
             f"{source}: no such file or built-in model (built-ins: {', '.join(models.MODELS)})"
         )
-    return load_onnx(source, input_shapes)
+    return read_onnx(Path(source))
+
+
+def load(source: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> ir.Model:
+    """Import a model file or a built-in model name into the IR (static shapes, unique names)."""
+    return import_proto(read(source), str(source), input_shapes)
 
 
 def compile_model(
@@ -61,18 +78,21 @@ def compile_model(
 ) -> CompileResult:
     """Import, canonicalize and partition ``source`` for ``target``."""
     tgt = target if isinstance(target, Target) else load_target(target)
-    original = load(source, input_shapes)
-    optimized = original.clone()
+    proto = read(source)
+    optimized = import_proto(proto, str(source), input_shapes)
     counts = canonicalize(optimized)
-    infer_shapes(optimized)
-    require_static(optimized, "after canonicalization")
+    try:  # rewrites set the shapes of what they create; infer only where one did not
+        require_static(optimized)
+    except OpfuseError:
+        infer_shapes(optimized)
+        require_static(optimized, "after canonicalization")
     verify(optimized, "canonicalize")
     return CompileResult(
         source=str(source),
-        original=original,
         optimized=optimized,
         partition=partition(optimized, tgt),
-        before=trivial_partition(original),
         passes=counts,
         target=tgt,
+        input_shapes=dict(input_shapes or {}),
+        proto=proto,
     )

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from opfuse.frontends.onnx_frontend import import_proto, load_onnx, parse_input_shapes
+from opfuse.frontends.onnx_frontend import import_proto, load_onnx, parse_input_shapes, read_onnx
 
-__all__ = ["import_proto", "load_onnx", "parse_input_shapes"]
+__all__ = ["import_proto", "load_onnx", "parse_input_shapes", "read_onnx"]

@@ -48,7 +48,7 @@ def load_onnx(
 ) -> ir.Model:
     """Read an ONNX file (external data must stay inside the model's folder)."""
     path = Path(path)
-    return import_proto(_read_proto(path), path, input_shapes)
+    return import_proto(read_onnx(path), path, input_shapes)
 
 
 def import_proto(
@@ -109,7 +109,8 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _read_proto(path: Path) -> onnx.ModelProto:
+def read_onnx(path: Path) -> onnx.ModelProto:
+    """Parse an ONNX file, external data included; nothing else is done to it."""
     if not path.is_file():
         raise OpfuseError(f"{path}: no such file")
     data = path.read_bytes()

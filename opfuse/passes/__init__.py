@@ -81,17 +81,21 @@ def canonicalize(model: ir.Model) -> dict[str, int]:
     graph = model.graph
     original = {n for n in graph if n.op_type in ("Identity", "Dropout")}
     onnxscript.optimizer.basic_constant_propagation(graph)
+    only: set[ir.Node] | None = None  # None: every node; later rounds revisit what changed
     for _ in range(MAX_ROUNDS):
-        fired = 0
+        fired = forwarded = 0
+        touched: set[ir.Node] = set()
         for phase in PHASES:
-            fired += sweep(model, phase, counts)
-            fired += forward_sweep(graph, original, counts)
-        if fired:  # drop what the rewrites left dead (a Pad folded away, old weights)
+            fired += sweep(model, phase, counts, only=only, touched=touched)
+            forwarded += forward_sweep(graph, original, counts)
+        if fired or forwarded:  # drop what the rewrites left dead (a Pad folded away, old weights)
             onnxscript.optimizer.remove_unused_nodes(model)
         folded = fold_constants(model)
         counts["fold_constants"] += folded
-        if not fired and not folded:
+        if not fired and not forwarded and not folded:
             break
+        # Identity forwarding and constant folding rewire edges the sweep did not see: full round.
+        only = None if (forwarded or folded) else touched
     NameFixPass()(model)
     return counts
 

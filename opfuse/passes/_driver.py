@@ -39,10 +39,19 @@ def rule_pass(
     return RulePass(name, tuple(roots), tuple(expanded))
 
 
-def sweep(model: ir.Model, passes: Sequence[RulePass], counts: dict[str, int]) -> int:
-    """Offer every node of the main graph to the passes rooted at its op type, in order.
+def sweep(
+    model: ir.Model,
+    passes: Sequence[RulePass],
+    counts: dict[str, int],
+    only: set[ir.Node] | None = None,
+    touched: set[ir.Node] | None = None,
+) -> int:
+    """Offer every node of the main graph (or those in ``only``) to the passes rooted at its op
+    type, in order.
 
-    Nodes inserted by a rewrite come after the root and are visited in the same sweep.
+    Nodes inserted by a rewrite come after the root and are visited in the same sweep; they and
+    their neighbours two edges downstream and one upstream are added to ``touched``, which is all
+    a later round needs to revisit (a rule is rooted at the last node of its pattern).
     Returns the number of rewrites applied; ``counts`` is updated per pass.
     """
     graph = model.graph
@@ -52,17 +61,34 @@ def sweep(model: ir.Model, passes: Sequence[RulePass], counts: dict[str, int]) -
             by_op.setdefault(root, []).extend((rp.name, rule) for rule in rp.rules)
     applied = 0
     for node in graph:
-        if node.domain not in ("", "ai.onnx"):
+        if node.domain not in ("", "ai.onnx") or (only is not None and node not in only):
             continue
         for name, rule in by_op.get(node.op_type, ()):
             delta = rule.try_rewrite(model, graph, node)
             if delta is None:
                 continue
             _apply(graph, node, rule, delta)
+            if touched is not None:
+                _mark_neighbourhood(delta.new_nodes, touched)
+            if only is not None:
+                only.update(delta.new_nodes)
             counts[name] = counts.get(name, 0) + 1
             applied += 1
             break
     return applied
+
+
+def _mark_neighbourhood(nodes: Iterable[ir.Node], touched: set[ir.Node]) -> None:
+    for node in nodes:
+        touched.add(node)
+        for value in node.inputs:
+            if value is not None and value.producer() is not None:
+                touched.add(value.producer())
+        for value in node.outputs:
+            for user, _ in value.uses():
+                touched.add(user)
+                for out in user.outputs:
+                    touched.update(u for u, _ in out.uses())
 
 
 def _apply(graph: ir.Graph, root: ir.Node, rule: pattern.RewriteRule, delta) -> None:
