@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from opfuse.api import (
     DEFAULT_TARGET,
+    Analysis,
     CompileResult,
+    analyze,
     compile,
     emit,
     fuse,
@@ -22,6 +24,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_TARGET",
+    "Analysis",
+    "analyze",
     "CompileResult",
     "OpfuseError",
     "compile",

@@ -1,7 +1,8 @@
-"""The public Python API, mirroring the CLI: load, compile, fuse, emit, save, validate.
+"""The public Python API, mirroring the CLI: load, compile, fuse, analyze, emit, save, validate.
 
     import opfuse
     result = opfuse.compile("mobilenet_v2", target="cortex-m7")
+    print(opfuse.analyze(result, precision="int8").to_json()["after"])
     for kernel in result.partition.kernels: ...
     proto = opfuse.emit(result)
     opfuse.save(proto, "out.onnx")
@@ -20,6 +21,8 @@ import onnx
 import onnx_ir as ir
 
 from opfuse import models
+from opfuse.analysis import DEFAULT_PLANNER, Analysis
+from opfuse.analysis import analyze as _analyze
 from opfuse.backends.onnx import emit_onnx, save_model
 from opfuse.errors import OpfuseError
 from opfuse.frontends import import_proto, parse_input_shapes
@@ -33,6 +36,8 @@ from opfuse.validate import validate as _validate
 
 __all__ = [
     "DEFAULT_TARGET",
+    "Analysis",
+    "analyze",
     "CompileResult",
     "compile",
     "emit",
@@ -77,9 +82,18 @@ def fuse(
 
 
 def fusion_json(result: CompileResult) -> dict:
-    data = result.partition.to_json()
-    data["passes"] = dict(result.passes)
-    return data
+    """What `opfuse fusion --json` prints: target, kernels, decisions, passes."""
+    return result.fusion_json()
+
+
+def analyze(
+    result: CompileResult,
+    precision: str | None = None,
+    planner: str = DEFAULT_PLANNER,
+    activations_only: bool = False,
+) -> Analysis:
+    """Before vs after fusion on the result's target: costs, arena plans, fits verdict."""
+    return _analyze(result, precision, planner, activations_only)
 
 
 def emit(result: CompileResult, ort: bool = False) -> onnx.ModelProto:

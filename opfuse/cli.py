@@ -90,6 +90,60 @@ def fusion_cmd(model: str, target: str, input_shape: tuple[str, ...], json_dest:
     console.print_fusion(result)
 
 
+@cli.command("analyze")
+@click.argument("model")
+@click.option("--target", default=api.DEFAULT_TARGET, show_default=True, help="Target profile.")
+@click.option("--precision", help="fp32, fp16 or int8 (default: the model's own).")
+@click.option("--planner", default="greedy-inplace", show_default=True,
+              help="Arena planner: naive, greedy or greedy-inplace.")
+@click.option("--activations-only", is_flag=True, help="Count activation traffic only.")
+@click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
+@click.option("--json", "json_dest", metavar="PATH|-", help="Write the figures as JSON.")
+@click.option("--html", "html_dest", metavar="PATH", help="Write the offline HTML report.")
+def analyze_cmd(
+    model: str,
+    target: str,
+    precision: str | None,
+    planner: str,
+    activations_only: bool,
+    input_shape: tuple[str, ...],
+    json_dest: str | None,
+    html_dest: str | None,
+) -> None:
+    """Before vs after fusion: kernels, traffic, arena, roofline latency and energy."""
+    from opfuse.report.analysis_console import print_analysis
+
+    with console.progress(f"compiling {model}"):
+        result = api.compile(model, target=target, input_shape=input_shape)
+        analysis = api.analyze(result, precision=precision, planner=planner,
+                               activations_only=activations_only)
+    if html_dest:
+        from opfuse.report.data import report_data
+        from opfuse.report.html import write_report
+
+        write_report(report_data(result, analysis), html_dest)
+    if json_dest:
+        _write_json(analysis.to_json(), json_dest)
+        if json_dest == "-":
+            return
+    print_analysis(analysis)
+    if html_dest:
+        click.echo(f"wrote {html_dest}")
+
+
+@cli.command("calibrate")
+@click.option("-o", "--output", help="Where to write the target (default: the user target folder).")
+def calibrate_cmd(output: str | None) -> None:
+    """Measure this machine (bandwidth, GEMM rate, call overhead) and write the target 'host'."""
+    from opfuse.cost.calibrate import calibrate, write_host_target
+
+    with console.progress("measuring bandwidth, GEMM rate and call overhead"):
+        figures = calibrate()
+    path = write_host_target(output, figures)
+    console.print_figures(figures)
+    click.echo(f"wrote {path} (use --target host)")
+
+
 @cli.command("models")
 def models_cmd() -> None:
     """List the built-in models (usable wherever a model path is taken)."""
@@ -100,6 +154,21 @@ def models_cmd() -> None:
 def targets_cmd() -> None:
     """List the target profiles."""
     console.print_targets([api.get_target(name) for name in api.list_targets()])
+
+
+@cli.command("explore")
+@click.argument("model", default="seed_pipeline")
+@click.option("-o", "--output", default="explorer.html", show_default=True, help="Page to write.")
+@click.option("--serve", is_flag=True, help="Also serve the page on 127.0.0.1 until ctrl-c.")
+@click.option("--port", type=int, default=8000, show_default=True, help="Port for --serve.")
+def explore_cmd(model: str, output: str, serve: bool, port: int) -> None:
+    """Write the interactive roofline explorer for MODEL (default: the seeds' toy pipeline)."""
+    from opfuse.report import explorer
+
+    explorer.write_explorer(model, output)
+    click.echo(f"wrote {output}")
+    if serve:
+        explorer.serve(output, port)
 
 
 def main(argv: list[str] | None = None) -> None:

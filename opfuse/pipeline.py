@@ -40,6 +40,12 @@ class CompileResult:
         first use: that costs what a clone costs, and compile alone never needs it."""
         return import_proto(self.proto, self.source, self.input_shapes)
 
+    def fusion_json(self) -> dict:
+        """What `opfuse fusion --json` prints: target, kernels, decisions, passes."""
+        data = self.partition.to_json()
+        data["passes"] = dict(self.passes)
+        return data
+
     @cached_property
     def before(self) -> Partition:
         """The trivial partition of ``original``: the op-by-op schedule."""

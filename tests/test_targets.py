@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from opfuse.errors import OpfuseError
-from opfuse.targets import FusionCaps, Target, list_targets, load_target
+from opfuse.targets import FusionCaps, MemoryLevel, Perf, Target, list_targets, load_target
 
 REQUIRED = {
     "cortex-m4",
@@ -26,13 +26,36 @@ def test_required_targets_exist():
 
 
 @pytest.mark.parametrize("name", sorted(REQUIRED))
-def test_target_loads_with_source_and_perf_placeholder(name):
+def test_target_loads_with_source(name):
     target = load_target(name)
     assert isinstance(target, Target) and isinstance(target.fusion, FusionCaps)
     assert target.name == name and target.description and len(target.source) > 40
     assert target.precisions and target.fusion.max_chain >= 2
     assert not target.fusion.recompute
-    assert "# [perf]" in (TARGETS_DIR / f"{name}.toml").read_text()
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_every_target_has_perf_numbers_with_sources(name):
+    perf = load_target(name).perf
+    assert isinstance(perf, Perf) and perf.clock_hz > 0 and perf.ram_bytes > 0
+    assert set(perf.peak_macs_per_s) == set(perf.pj_per_mac) == set(load_target(name).precisions)
+    assert all(isinstance(m, MemoryLevel) and m.read_bytes_per_s > 0 for m in perf.memory)
+    assert perf.weight_level() and perf.activation_level(0).write_bytes_per_s > 0
+    # every number in [perf] carries its source: a comment on its line or the line above
+    lines = (TARGETS_DIR / f"{name}.toml").read_text().splitlines()
+    start = lines.index("[perf]")
+    for i, line in enumerate(lines[start:], start):
+        if "=" in line and not line.lstrip().startswith("#") and any(c.isdigit() for c in line):
+            if line.split("=", 1)[0].strip() in ("name", "holds"):
+                continue
+            assert "#" in line or lines[i - 1].lstrip().startswith("#"), f"{name}: no source: {line}"
+
+
+def test_parts_named_in_the_brief():
+    assert load_target("cortex-m7").perf.ram_bytes == 512 * 1024  # STM32H743 AXI SRAM
+    assert load_target("ethos-u55").perf.clock_hz == 500e6  # Vela Ethos_U55_High_End_Embedded
+    u55 = {m.name: m for m in load_target("ethos-u55").perf.memory}
+    assert u55["sram"].read_bytes_per_s == 4e9 and u55["flash"].read_bytes_per_s == 0.5e9
 
 
 def test_capabilities_match_the_brief():
@@ -102,6 +125,59 @@ def test_a_target_file_by_path(tmp_path):
 def test_bad_target_files_are_refused_naming_file_and_key(tmp_path, text, message):
     with pytest.raises(OpfuseError, match=message):
         load_target(write(tmp_path, text))
+
+
+PERF = """
+[perf]
+clock_hz = 1e9
+ram_bytes = 1024
+dispatch_overhead_s = 1e-6
+peak_macs_per_s = { int8 = 1e9 }
+pj_per_mac = { int8 = 0.2 }
+[[perf.memory]]
+name = "sram"
+size_bytes = 1024
+read_bytes_per_s = 1e9
+write_bytes_per_s = 1e9
+pj_per_byte = 1.0
+holds = ["activations", "weights"]
+"""
+
+
+def test_perf_table_parses(tmp_path):
+    perf = load_target(write(tmp_path, GOOD + PERF)).perf
+    assert perf == Perf(
+        1e9, 1024, 1e-6, {"int8": 1e9}, {"int8": 0.2},
+        (MemoryLevel("sram", 1024, 1e9, 1e9, 1.0, ("activations", "weights")),),
+    )  # fmt: skip
+    assert load_target(write(tmp_path, GOOD)).perf is None
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ("clock_hz = 1e9", "clock = 1e9", r"unknown key 'perf.clock'"),
+        ("{ int8 = 1e9 }", "{ fp32 = 1e9 }", r"'perf.peak_macs_per_s' has no entry for int8"),
+        ("{ int8 = 0.2 }", "{ int8 = 0.2, fp16 = 1 }", r"'perf.pj_per_mac.fp16' is not one of"),
+        ("read_bytes_per_s = 1e9", "read_bytes_per_s = 0", r"read_bytes_per_s' must be > 0"),
+        ("write_bytes_per_s = 1e9", "write_bytes_per_s = 0", r"holds activations, so it needs"),
+        ('"activations", "weights"', '"weights"', r"no 'perf.memory' level holds activations"),
+        ('"activations", "weights"', '"code"', r"holds' must be a non-empty list"),
+        ("pj_per_byte = 1.0\n", "", r"missing key 'perf.memory\[0\].pj_per_byte'"),
+        ("ram_bytes = 1024", "ram_bytes = 'big'", r"'perf.ram_bytes' must be a number"),
+    ],
+)
+def test_bad_perf_tables_are_refused(tmp_path, old, new, message):
+    with pytest.raises(OpfuseError, match=message):
+        load_target(write(tmp_path, GOOD + PERF.replace(old, new)))
+
+
+def test_user_target_dir_is_searched_after_the_package(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPFUSE_TARGETS_DIR", str(tmp_path))
+    (tmp_path / "my-npu.toml").write_text(GOOD)
+    (tmp_path / "cortex-m7.toml").write_text(GOOD)  # a built-in name: the package's file wins
+    assert "my-npu" in list_targets() and load_target("my-npu").name == "my-npu"
+    assert load_target("cortex-m7").name == "cortex-m7"
 
 
 def test_missing_target_file(tmp_path):

@@ -165,6 +165,8 @@ def check_target(
     if group.stage == ELEMWISE:
         if elementwise and caps.elementwise_chains:
             return None
+        if is_affine_pair(group, v):
+            return None
         if elementwise and epilogue in caps.elementwise_epilogue:
             return None
         what = (
@@ -219,6 +221,20 @@ def check_target(
             f"{head}: its kernels apply only {describe(caps.anchor_epilogue)} in the output stage",
         )
     return _operands(v, x, group, target, head)
+
+
+def is_affine_pair(group: Group, v: ir.Node) -> bool:
+    """Mul by a constant then Add/Sub of a constant: one per-channel scale-and-shift, the form a
+    BatchNormalization with no linear producer takes. Every target runs it as one op (it ran as
+    one BatchNormalization before canonicalization), so splitting it must not cost a kernel."""
+    if len(group.nodes) != 1 or v.op_type not in ("Add", "Sub"):
+        return False
+    mul = group.nodes[0]
+    return (
+        mul.op_type == "Mul"
+        and any(is_constant(i) for i in mul.inputs)
+        and any(is_constant(i) for i in v.inputs)
+    )
 
 
 def is_residual(v: ir.Node, x: ir.Value) -> bool:

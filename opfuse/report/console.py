@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -17,6 +19,28 @@ if TYPE_CHECKING:
     from opfuse.validate import ValidationReport
 
 _out = Console(highlight=False)
+if not _out.is_terminal:  # piped: plain text, and wide enough that nothing wraps
+    _out = Console(highlight=False, width=160)
+_err = Console(stderr=True, highlight=False)
+
+
+@contextmanager
+def progress(label: str) -> Iterator[None]:
+    """A spinner on stderr while a long step runs; nothing when stderr is not a terminal."""
+    if not _err.is_terminal:
+        yield
+        return
+    with _err.status(label):
+        yield
+
+
+def print_figures(figures: dict) -> None:
+    table = Table(title="measured")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for key, value in figures.items():
+        table.add_row(key, f"{value:,.4g}" if isinstance(value, float) else str(value))
+    _out.print(table)
 
 
 def print_compile_summary(result: CompileResult, output: str) -> None:

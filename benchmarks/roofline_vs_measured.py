@@ -1,0 +1,167 @@
+"""The cost model against measurement: predicted vs measured time per kernel on this machine.
+
+For resnet18 and mobilenet_v2, before fusion (the model as imported, one node per kernel) and after
+(the fused partition on the calibrated ``host`` target), every kernel is cut into its own ONNX model:
+inputs = the kernel's external activation inputs, initializers = its weights, outputs = the values it
+writes. Each runs in onnxruntime with one thread; the time is the median of repeated session.run
+calls (so it includes the per-call overhead that ``opfuse calibrate`` measured as dispatch overhead).
+Before-fusion kernels run with ORT_DISABLE_ALL (op by op, as opfuse counts them); fused kernels run
+with ORT_ENABLE_EXTENDED, so ORT's own Conv+activation fusions (FusedConv) make them one kernel.
+
+Predictions: ``opfuse.analysis.analyze`` at the model's precision (fp32) on the ``host`` target
+(``opfuse calibrate``; if none is installed, this script calibrates into a temporary file).
+
+    python benchmarks/roofline_vs_measured.py [--models resnet18 mobilenet_v2] [--top 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+from onnx import helper
+
+from opfuse.analysis import analyze
+from opfuse.cost import KernelCost
+from opfuse.cost.calibrate import write_host_target
+from opfuse.errors import OpfuseError
+from opfuse.fusion.types import Kernel, Partition
+from opfuse.pipeline import compile_model
+from opfuse.targets import Target, load_target
+
+
+def host_target() -> Target:
+    try:
+        return load_target("host")
+    except OpfuseError:
+        path = Path(tempfile.mkdtemp()) / "host.toml"
+        print(f"no calibrated 'host' target installed: calibrating into {path} ...")
+        return load_target(write_host_target(path))
+
+
+def _info(value: ir.Value) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(
+        value.name, int(value.dtype), [int(d) for d in value.shape]
+    )
+
+
+def kernel_models(model: ir.Model, partition: Partition) -> list[onnx.ModelProto]:
+    """One ONNX model per kernel (see the module docstring)."""
+    proto = ir.to_proto(model)
+    nodes = {n.name: n for n in proto.graph.node}
+    inits = {t.name: t for t in proto.graph.initializer}
+    values = {v.name: v for v in model.graph.inputs}
+    for node in model.graph:
+        values.update({o.name: o for o in node.outputs if o is not None})
+    cut = []
+    for kernel in partition.kernels:
+        graph = helper.make_graph(
+            [nodes[n] for n in kernel.nodes],
+            kernel.name,
+            [_info(values[n]) for n in kernel.inputs if n not in inits],
+            [_info(values[n]) for n in kernel.outputs],
+            [inits[n] for n in kernel.inputs if n in inits],
+        )
+        sub = helper.make_model(graph, opset_imports=list(proto.opset_import))
+        sub.ir_version = proto.ir_version
+        cut.append(sub)
+    return cut
+
+
+def measure(sub: onnx.ModelProto, fused: bool, budget_s: float, rng: np.random.Generator) -> float:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        if fused
+        else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )
+    sess = ort.InferenceSession(sub.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    feeds = {}
+    for value in sess.get_inputs():
+        shape = [int(d) for d in value.shape]
+        feeds[value.name] = rng.standard_normal(shape).astype(np.float32)
+    for _ in range(2):
+        sess.run(None, feeds)
+    times: list[float] = []
+    end = time.perf_counter() + budget_s
+    while len(times) < 5 or (time.perf_counter() < end and len(times) < 200):
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def compare(
+    label: str, model: ir.Model, partition: Partition, costs: tuple[KernelCost, ...], fused: bool,
+    budget_s: float, top: int,
+) -> list[float]:  # fmt: skip
+    rng = np.random.default_rng(0)
+    rows: list[tuple[Kernel, KernelCost, float]] = []
+    for kernel, cost, sub in zip(
+        partition.kernels, costs, kernel_models(model, partition), strict=True
+    ):
+        rows.append((kernel, cost, measure(sub, fused, budget_s, rng)))
+    errors = [abs(c.latency_s - t) / t for _, c, t in rows]
+    predicted = sum(c.latency_s for _, c, _ in rows)
+    measured = sum(t for _, _, t in rows)
+    print(f"\n{label}: {len(rows)} kernels; top {top} by measured time")
+    print(f"  {'kernel':<34}{'ops':<28}{'bound':<8}{'pred us':>10}{'meas us':>10}{'err':>8}")
+    for kernel, cost, t in sorted(rows, key=lambda r: -r[2])[:top]:
+        ops = "+".join(kernel.ops)
+        err = (cost.latency_s - t) / t
+        print(
+            f"  {kernel.name[:33]:<34}{ops[:27]:<28}{cost.bound:<8}{cost.latency_s * 1e6:>10.1f}"
+            f"{t * 1e6:>10.1f}{err:>+8.0%}"
+        )
+    print(
+        f"  total: predicted {predicted * 1e3:.3f} ms, measured {measured * 1e3:.3f} ms "
+        f"({(predicted - measured) / measured:+.0%}); median |relative error| per kernel "
+        f"{statistics.median(errors):.0%}"
+    )
+    return errors
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["resnet18", "mobilenet_v2"])
+    parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--budget", type=float, default=0.12, help="seconds of repeats per kernel")
+    args = parser.parse_args(argv)
+    target = host_target()
+    perf = target.perf
+    assert perf is not None
+    print(
+        f"target {target.name}: fp32 {perf.peak_macs_per_s['fp32'] / 1e9:.1f} GMAC/s, "
+        f"dispatch {perf.dispatch_overhead_s * 1e6:.1f} us, levels "
+        + ", ".join(f"{m.name} {m.read_bytes_per_s / 1e9:.0f} GB/s" for m in perf.memory)
+    )
+    started = time.perf_counter()
+    everything: list[float] = []
+    for name in args.models:
+        result = compile_model(name, target)
+        analysis = analyze(result)
+        everything += compare(
+            f"{name} before fusion (ORT_DISABLE_ALL)", result.original, result.before,
+            analysis.before.cost.kernels, False, args.budget, args.top,
+        )  # fmt: skip
+        everything += compare(
+            f"{name} after fusion (ORT_ENABLE_EXTENDED)", result.optimized, result.partition,
+            analysis.after.cost.kernels, True, args.budget, args.top,
+        )  # fmt: skip
+    print(
+        f"\nall {len(everything)} kernels: median |relative error| {statistics.median(everything):.0%}"
+        f" ({time.perf_counter() - started:.0f} s)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""``calibrate``: measure this machine and write a target named ``host`` (``opfuse calibrate``).
+
+Measured, each the best of a few repeats, in well under 20 s:
+
+- streaming bandwidth of each cache level found in sysfs (L2, L3) and of DRAM: ``numpy.copyto``
+  between two arrays of half the level's size (DRAM: 64 MB each); a copy reads and writes every
+  byte, so the rate is 2 x size / time, used for both read and write bandwidth;
+- the fp32 GEMM rate of one thread: onnxruntime MatMul 1024x1024x1024, ``intra_op_num_threads=1``;
+  the int8 rate likewise with MatMulInteger (uint8), which MLAS runs with its integer kernels;
+- per-call overhead: the median of many ``session.run`` calls on a one-element Relu.
+
+Energy (pJ per byte and per MAC) cannot be measured this way; it is copied from ``x86-host``
+(Horowitz, ISSCC 2014), and so are the fusion capabilities. The file goes to the user's target
+folder (``opfuse.targets.user_targets_dir()``, by default ``~/.config/opfuse/targets/host.toml``),
+where ``load_target("host")`` finds it.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+from opfuse.targets import load_target, user_targets_dir
+
+_DRAM_ARRAY = 64 * 1024 * 1024
+
+
+def _cache_sizes() -> dict[str, int]:
+    """{"l2": bytes, "l3": bytes} from sysfs (Linux); empty where unknown."""
+    found: dict[str, int] = {}
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    for index in sorted(base.glob("index*")) if base.is_dir() else []:
+        try:
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            size = (index / "size").read_text().strip().upper()
+        except OSError:
+            continue
+        if kind == "Instruction" or level not in ("2", "3"):
+            continue
+        scale = {"K": 1024, "M": 1024 * 1024}.get(size[-1], 1)
+        found[f"l{level}"] = int(size.rstrip("KMB")) * scale
+    return found
+
+
+def _copy_rate(nbytes: int, budget_s: float = 1.0) -> float:
+    src = np.ones(max(nbytes // 4, 1024), dtype=np.float32)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)
+    best = float("inf")
+    reps = max(1, min(50, int(2e8 // src.nbytes)))  # copy ~200 MB per timing
+    end = time.perf_counter() + budget_s
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            np.copyto(dst, src)
+        best = min(best, (time.perf_counter() - t0) / reps)
+    return 2 * src.nbytes / best
+
+
+def _session(op: str, shapes: dict[str, tuple[int, ...]], dtype: int):  # noqa: ANN202
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+
+    inputs = [helper.make_tensor_value_info(n, dtype, s) for n, s in shapes.items()]
+    out_type = onnx.TensorProto.INT32 if op == "MatMulInteger" else dtype
+    out = helper.make_tensor_value_info("y", out_type, None)
+    graph = helper.make_graph([helper.make_node(op, list(shapes), ["y"])], "g", inputs, [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def _gemm_macs_per_s(int8: bool, n: int = 1024, budget_s: float = 2.0) -> float:
+    import onnx
+
+    rng = np.random.default_rng(0)
+    if int8:
+        sess = _session("MatMulInteger", {"a": (n, n), "b": (n, n)}, onnx.TensorProto.UINT8)
+        feeds = {k: rng.integers(0, 255, (n, n), dtype=np.uint8) for k in ("a", "b")}
+    else:
+        sess = _session("MatMul", {"a": (n, n), "b": (n, n)}, onnx.TensorProto.FLOAT)
+        feeds = {k: rng.standard_normal((n, n)).astype(np.float32) for k in ("a", "b")}
+    sess.run(None, feeds)
+    best = float("inf")
+    end = time.perf_counter() + budget_s
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        best = min(best, time.perf_counter() - t0)
+    return n**3 / best
+
+
+def _call_overhead_s(calls: int = 3000) -> float:
+    import onnx
+
+    sess = _session("Relu", {"x": (1,)}, onnx.TensorProto.FLOAT)
+    feeds = {"x": np.ones(1, dtype=np.float32)}
+    for _ in range(200):
+        sess.run(None, feeds)
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _clock_hz() -> float:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                return float(line.split(":")[1]) * 1e6
+    except (OSError, ValueError):
+        pass
+    return 1e9
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def calibrate() -> dict:
+    """Measure this machine (one thread); a dict of the figures ``write_host_target`` writes."""
+    levels = []
+    for name, size in _cache_sizes().items():
+        rate = _copy_rate(size // 2, budget_s=0.8)
+        levels.append({"name": name, "size_bytes": size, "bytes_per_s": rate})
+    levels.append({"name": "dram", "size_bytes": _ram_bytes(), "bytes_per_s": _copy_rate(_DRAM_ARRAY)})
+    return {
+        "cpu": _cpu_name(),
+        "clock_hz": _clock_hz(),
+        "ram_bytes": _ram_bytes(),
+        "peak_macs_per_s": {
+            "fp32": _gemm_macs_per_s(int8=False),
+            "int8": _gemm_macs_per_s(int8=True),
+        },
+        "dispatch_overhead_s": _call_overhead_s(),
+        "memory": levels,
+    }
+
+
+def _ram_bytes() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 8 * 1024**3
+
+
+def _toml_list(items: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+
+
+def host_target_text(figures: dict) -> str:
+    """The ``host`` target file for ``figures`` (as ``calibrate()`` returns them)."""
+    ref = load_target("x86-host")
+    assert ref.perf is not None
+    when = date.today().isoformat()
+    src = f"measured by opfuse calibrate on {when} ({figures['cpu']}, one thread)"
+    caps = ref.fusion
+    lines = [
+        'name = "host"',
+        f'description = "This machine, measured by opfuse calibrate: {figures["cpu"]}"',
+        f'source = """{src}; energy and fusion capabilities copied from x86-host."""',
+        'precisions = ["fp32", "int8"]',
+        "",
+        "[fusion]  # copied from x86-host (ONNX Runtime CPU execution provider)",
+    ]
+    for field in ("anchor_epilogue", "elementwise_epilogue", "pool_epilogue"):
+        lines.append(f"{field} = {_toml_list(getattr(caps, field))}")
+    for field in ("residual_add", "anchor_pool", "elementwise_chains", "recompute"):
+        lines.append(f"{field} = {str(getattr(caps, field)).lower()}")
+    lines += [f"max_chain = {caps.max_chain}", "", "[perf]"]
+    peak = figures["peak_macs_per_s"]
+    lines += [
+        f"clock_hz = {figures['clock_hz']:.6g}  # /proc/cpuinfo 'cpu MHz'",
+        f"ram_bytes = {int(figures['ram_bytes'])}  # physical memory (sysconf)",
+        f"dispatch_overhead_s = {figures['dispatch_overhead_s']:.6g}  # {src}: median "
+        "onnxruntime session.run on a one-element Relu",
+        f"peak_macs_per_s = {{ fp32 = {peak['fp32']:.6g}, int8 = {peak['int8']:.6g} }}  # {src}: "
+        "onnxruntime MatMul / MatMulInteger 1024^3",
+        "pj_per_mac = { "
+        + ", ".join(f"{p} = {ref.perf.pj_per_mac[p]:g}" for p in ("fp32", "int8"))
+        + " }  # copied from x86-host (Horowitz ISSCC 2014)",
+    ]
+    ref_pj = {m.name: m.pj_per_byte for m in ref.perf.memory}
+    for i, level in enumerate(figures["memory"]):
+        last = i == len(figures["memory"]) - 1
+        holds = ("activations", "weights") if last else ("activations",)
+        rate = level["bytes_per_s"]
+        lines += [
+            "",
+            "[[perf.memory]]",
+            f'name = "{level["name"]}"',
+            f"size_bytes = {int(level['size_bytes'])}  # sysfs cache size / physical memory",
+            f"read_bytes_per_s = {rate:.6g}  # {src}: numpy copy, 2 x bytes / time",
+            f"write_bytes_per_s = {rate:.6g}  # same measurement",
+            f"pj_per_byte = {ref_pj.get(level['name'], 12.5):g}  # copied from x86-host (Horowitz)",
+            f"holds = {_toml_list(holds)}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write_host_target(path: str | Path | None = None, figures: dict | None = None) -> Path:
+    """Measure (unless ``figures`` are given) and write the ``host`` target; return its path."""
+    target = Path(path) if path is not None else user_targets_dir() / "host.toml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = host_target_text(figures if figures is not None else calibrate())
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, target)
+    return target

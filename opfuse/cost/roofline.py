@@ -1,0 +1,151 @@
+"""``cost_model``: bytes, FLOPs, arithmetic intensity, roofline time and energy per kernel.
+
+Traffic (DESIGN.md, "Traffic accounting"): a kernel reads its external activation inputs and its
+weights (the initializers among ``Kernel.inputs``) and writes its outputs; a value that stays inside
+a kernel costs nothing. A value read twice by one kernel is read once.
+
+Level model (kept simple on purpose): every activation byte is served by one memory level and every
+weight byte by another. Weights come from the first level of the target that holds weights (flash on
+an MCU, DRAM elsewhere). Activations live in the innermost activation level at least as large as
+the arena (the planned arena when the caller gives one, else the arena's lower bound: the largest
+sum of tensors live at one step); if no level is that large, the outermost activation level. An
+arena that fits a cache is assumed to stay there. No per-tensor placement, no cache misses.
+
+Roofline (DESIGN.md, "Roofline"): compute time = FLOPs / (2 x peak MAC/s at the precision); memory
+time = sum over levels of bytes read / read bandwidth + bytes written / write bandwidth; latency =
+max of the two + the target's dispatch overhead. The ridge point is peak FLOP/s over the kernel's
+effective bandwidth (its bytes / its memory time), so "memory"-bound (intensity below the ridge)
+is the same statement as memory time > compute time. Energy = bytes x pJ/byte of their level +
+MACs x pJ/MAC at the precision (elementwise FLOPs carry no compute energy, per the design).
+
+Precision sets the bytes per element of floating-point activations and weights (integer tensors,
+such as shapes and indices, keep their own size) and the peak rate used.
+"""
+
+from __future__ import annotations
+
+import math
+
+import onnx_ir as ir
+
+from opfuse import ops
+from opfuse.cost.precision import BYTES_PER_ELEMENT, require_perf, resolve_precision
+from opfuse.cost.types import CostSide, KernelCost
+from opfuse.fusion.types import Kernel, Partition
+from opfuse.memory.lifetimes import live_ranges, value_bytes
+from opfuse.targets import MemoryLevel, Perf, Target
+
+
+def cost_model(
+    model: ir.Model,
+    partition: Partition,
+    target: Target,
+    precision: str | None = None,
+    activations_only: bool = False,
+    arena_bytes: int | None = None,
+) -> CostSide:
+    """Costs of ``partition``'s kernels of ``model`` on ``target`` (see the module docstring)."""
+    perf = require_perf(target)
+    prec = resolve_precision(model, target, precision)
+    bpe = BYTES_PER_ELEMENT[prec]
+    if arena_bytes is None:
+        arena_bytes = arena_lower_bound(model, partition, bpe)
+    act_level = perf.activation_level(arena_bytes)
+    w_level = perf.weight_level()
+    values = _values(model)
+    initializers = set(model.graph.initializers)
+    nodes = {n.name: n for n in model.graph}
+    kernels = tuple(
+        _kernel_cost(
+            k, nodes, values, initializers, perf, prec, bpe, activations_only, act_level, w_level
+        )
+        for k in partition.kernels
+    )
+    return CostSide(
+        target=target.name,
+        precision=prec,
+        activations_only=activations_only,
+        arena_bytes=arena_bytes,
+        activation_level=act_level.name,
+        weight_level=w_level.name,
+        kernels=kernels,
+    )
+
+
+def arena_lower_bound(model: ir.Model, partition: Partition, bytes_per_element: int) -> int:
+    """The largest sum of tensor sizes live at one step of the schedule (no plan is smaller)."""
+    tensors = live_ranges(model, partition, bytes_per_element)
+    steps = max(len(partition.kernels), 1)
+    return max(
+        (sum(t.size_bytes for t in tensors if t.live_at(s)) for s in range(steps)), default=0
+    )
+
+
+def _values(model: ir.Model) -> dict[str, ir.Value]:
+    graph = model.graph
+    found: dict[str, ir.Value] = {v.name: v for v in graph.inputs if v.name}
+    found.update({name: v for name, v in graph.initializers.items()})
+    for node in graph:
+        for out in node.outputs:
+            if out is not None and out.name:
+                found[out.name] = out
+    return found
+
+
+def _bytes(names: tuple[str, ...], values: dict[str, ir.Value], bpe: int) -> int:
+    return sum(value_bytes(values[n], bpe) for n in dict.fromkeys(names) if n in values)
+
+
+def _kernel_cost(
+    kernel: Kernel,
+    nodes: dict[str, ir.Node],
+    values: dict[str, ir.Value],
+    initializers: set[str],
+    perf: Perf,
+    precision: str,
+    bpe: int,
+    activations_only: bool,
+    act_level: MemoryLevel,
+    w_level: MemoryLevel,
+) -> KernelCost:
+    members = [nodes[n] for n in kernel.nodes if n in nodes]
+    flops = sum(ops.flops(n) for n in members)
+    macs = sum(ops.macs(n) for n in members)
+    act_in = tuple(n for n in kernel.inputs if n not in initializers)
+    weights = tuple(n for n in kernel.inputs if n in initializers)
+    act_read = _bytes(act_in, values, bpe)
+    w_read = 0 if activations_only else _bytes(weights, values, bpe)
+    written = _bytes(kernel.outputs, values, bpe)
+
+    memory_s = act_read / act_level.read_bytes_per_s + written / act_level.write_bytes_per_s
+    memory_s += w_read / w_level.read_bytes_per_s
+    peak_flops = 2.0 * perf.peak_macs_per_s[precision]
+    compute_s = flops / peak_flops
+    traffic = act_read + w_read + written
+    intensity = flops / traffic if traffic else math.inf
+    ridge = peak_flops * memory_s / traffic if traffic else 0.0
+    bound = "memory" if intensity < ridge else "compute"
+
+    by_level: dict[str, int] = {act_level.name: act_read + written}
+    by_level[w_level.name] = by_level.get(w_level.name, 0) + w_read
+    pj = (act_read + written) * act_level.pj_per_byte + w_read * w_level.pj_per_byte
+    pj += macs * perf.pj_per_mac[precision]
+    return KernelCost(
+        name=kernel.name,
+        ops=kernel.ops,
+        nodes=kernel.nodes,
+        flops=flops,
+        macs=macs,
+        activation_bytes_read=act_read,
+        weight_bytes_read=w_read,
+        bytes_read=act_read + w_read,
+        bytes_written=written,
+        arithmetic_intensity=intensity,
+        ridge_point=ridge,
+        bound=bound,
+        compute_s=compute_s,
+        memory_s=memory_s,
+        latency_s=max(compute_s, memory_s) + perf.dispatch_overhead_s,
+        energy_j=pj * 1e-12,
+        bytes_by_level=tuple(by_level.items()),
+    )

@@ -1,0 +1,1 @@
+"""Static CSS and JS inlined into the HTML pages (package data: ``opfuse.report.assets``)."""

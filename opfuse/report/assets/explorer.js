@@ -1,0 +1,121 @@
+/* The explorer: controls -> a key into the precomputed configurations -> readouts, strip, roofline.
+   No figure is computed here beyond a lookup; data-value attributes hold the raw numbers. */
+"use strict";
+(function () {
+  var D = OF.data("explorer-data"), S = Object.assign({}, D.default);
+  var strip = OF.strip(document.getElementById("strip"));
+  var chart = null, chartTarget = null, dots = null, shown = null;
+
+  function cfg() { return D.configs[S.target + "|" + S.precision + "|" + S.size]; }
+
+  var RO = [
+    ["traffic", "memory traffic", "traffic_bytes", OF.bytes],
+    ["intensity", "arithmetic intensity", "intensity", OF.intensity],
+    ["throughput", "achieved throughput", "throughput", OF.rate],
+    ["latency", "latency", "latency_s", OF.time],
+    ["verdict", "roofline verdict", "verdict", function (v) { return v + "-bound"; }],
+    ["speedup", "speedup from fusion", null, null],
+    ["kernels", "kernels (dispatches)", "kernels", String],
+    ["energy", "energy", "energy_j", OF.energy]];
+
+  function readouts() {
+    var host = document.getElementById("readouts"), c = cfg(), cur = S.fused ? c.on : c.off,
+      other = S.fused ? c.off : c.on;
+    host.textContent = "";
+    RO.forEach(function (r) {
+      var box = OF.html("div", { "class": "ro", id: "ro-" + r[0] }, null, host);
+      OF.html("div", { "class": "t" }, r[1], box);
+      var raw, text, note;
+      if (r[0] === "speedup") {
+        raw = c.off.latency_s / c.on.latency_s; text = raw.toFixed(2) + "x"; box.classList.add("speed");
+        note = "latency unfused " + OF.time(c.off.latency_s) + " / fused " + OF.time(c.on.latency_s);
+      } else {
+        raw = cur[r[2]]; text = r[3](raw);
+        note = "fusion " + (S.fused ? "off" : "on") + ": " + r[3](other[r[2]]);
+        if (r[0] === "verdict") {
+          box.classList.add(raw);
+          note = cur.memory_kernels + " of " + cur.kernels + " kernels memory-bound; " + note;
+        }
+      }
+      OF.html("div", { "class": "v", "data-value": String(raw) }, text, box);
+      OF.html("div", { "class": "n" }, note, box);
+    });
+  }
+
+  function buildChart() {
+    var host = document.getElementById("ex-roofline"), T = D.targets[S.target], xs = [], ys = [];
+    Object.keys(D.configs).forEach(function (k) {
+      if (k.split("|")[0] !== S.target) return;
+      ["on", "off"].forEach(function (f) { xs.push(D.configs[k][f].intensity); ys.push(D.configs[k][f].throughput); });
+    });
+    host.textContent = "";
+    var r = OF.rooflineRange(T.roofs, xs, ys);
+    chart = OF.roofline(host, { roofs: T.roofs, precision: S.precision, x: r.x, y: r.y, width: 640, height: 400 });
+    dots = { flip: OF.el("circle", { r: 7, "class": "dot-flip" }, chart.dots),
+      now: OF.el("circle", { r: 8, "class": "dot-now" }, chart.dots),
+      label: OF.el("text", { "class": "dot-label" }, chart.dots) };
+    chartTarget = S.target; shown = null;
+  }
+
+  var goal = null;
+  function roof() {
+    if (chartTarget !== S.target) buildChart(); else chart.drawRoofs(S.precision);
+    var c = cfg(), cur = S.fused ? c.on : c.off, other = S.fused ? c.off : c.on;
+    goal = { now: chart.place([cur.intensity, cur.throughput]), flip: chart.place([other.intensity, other.throughput]) };
+    dots.now.setAttribute("class", "dot-now " + cur.verdict);
+    dots.label.textContent = (S.fused ? "fused" : "unfused") + ", " + S.precision;
+    if (!shown) shown = { now: goal.now.slice(), flip: goal.flip.slice() };
+  }
+  function animate() {
+    if (goal && shown) {
+      ["now", "flip"].forEach(function (k) {
+        shown[k][0] += (goal[k][0] - shown[k][0]) * 0.18; shown[k][1] += (goal[k][1] - shown[k][1]) * 0.18;
+        dots[k].setAttribute("cx", shown[k][0]); dots[k].setAttribute("cy", shown[k][1]);
+      });
+      dots.label.setAttribute("x", shown.now[0] + 11); dots.label.setAttribute("y", shown.now[1] + 18);
+    }
+    requestAnimationFrame(animate);
+  }
+
+  function controls() {
+    var T = D.targets[S.target];
+    if (T.precisions.indexOf(S.precision) < 0) S.precision = T.precisions[0];
+    document.querySelectorAll("#fusion button").forEach(function (b) {
+      b.classList.toggle("on", (b.getAttribute("data-fused") === "1") === S.fused);
+    });
+    document.querySelectorAll("#precision button").forEach(function (b) {
+      var p = b.getAttribute("data-precision");
+      b.disabled = T.precisions.indexOf(p) < 0;
+      b.title = b.disabled ? S.target + " does not run " + p : "";
+      b.classList.toggle("on", p === S.precision);
+    });
+    document.getElementById("hardware").value = S.target;
+    var size = document.getElementById("size");
+    if (size) size.value = String(S.size);
+    document.getElementById("hw-desc").textContent = T.description;
+  }
+
+  function update() {
+    controls(); readouts(); roof();
+    var T = D.targets[S.target], levels = T.roofs.levels.filter(function (l) { return l.holds.indexOf("activations") >= 0; });
+    strip.set(D.ops, D.groups[S.target + "|" + S.size] || [], S.fused,
+      levels.length ? levels[levels.length - 1].name : "memory", S.precision);
+    document.getElementById("strip-note").textContent =
+      (D.total_ops > D.ops.length ? "First " + D.ops.length + " of " + D.total_ops + " operators. " : "") +
+      (S.fused ? "Fused: operators inside one kernel (purple outline) pass data on chip; only kernel outputs go to memory."
+        : "Unfused: every operator is its own kernel, so every intermediate is written to memory and read back.");
+    document.body.setAttribute("data-config", S.target + "|" + S.precision + "|" + S.size + "|" + (S.fused ? "on" : "off"));
+  }
+
+  document.querySelectorAll("#fusion button").forEach(function (b) {
+    b.addEventListener("click", function () { S.fused = b.getAttribute("data-fused") === "1"; update(); });
+  });
+  document.querySelectorAll("#precision button").forEach(function (b) {
+    b.addEventListener("click", function () { S.precision = b.getAttribute("data-precision"); update(); });
+  });
+  document.getElementById("hardware").addEventListener("change", function (ev) { S.target = ev.target.value; update(); });
+  var sizeSel = document.getElementById("size");
+  if (sizeSel) sizeSel.addEventListener("change", function (ev) { S.size = Number(ev.target.value); update(); });
+  update();
+  requestAnimationFrame(animate);
+})();

@@ -1,0 +1,92 @@
+/* The graph view: the canonicalized model's nodes boxed into their kernels (layout computed in
+   Python, opfuse/report/layout.py), edges between kernels, refused edges in red with their reason.
+   Scrollable; zoom with the buttons or ctrl + wheel. */
+"use strict";
+OF.graphView = function (D) {
+  var G = D.graph, L = G.layout, K = D.analysis.kernels;
+  var host = document.getElementById("graph-scroll");
+  if (!host || !G.kernels.length) return;
+  var svg = OF.el("svg", { viewBox: "0 0 " + L.width + " " + L.height, "class": "graph" }, host);
+  var defs = OF.el("defs", {}, svg);
+  ["plain", "refused"].forEach(function (k) {
+    var mk = OF.el("marker", { id: "arrow-" + k, viewBox: "0 0 10 10", refX: 9, refY: 5,
+      markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, defs);
+    OF.el("path", { d: "M0,0 L10,5 L0,10 z", "class": "arrow-" + k }, mk);
+  });
+  var byName = {}, rowOf = {};
+  G.nodes.forEach(function (n) { byName[n.name] = n; });
+  G.kernels.forEach(function (k) { k.nodes.forEach(function (n, j) { rowOf[n] = j; }); });
+  function rowY(name) {
+    var b = L.boxes[byName[name].kernel];
+    return b.y + L.head_h + rowOf[name] * L.row_h + L.row_h / 2;
+  }
+  var edgeG = OF.el("g", { "class": "edges" }, svg), boxG = OF.el("g", {}, svg);
+
+  G.kernels.forEach(function (k, i) {
+    var b = L.boxes[i], info = K[i] || {};
+    var g = OF.el("g", { "class": "kbox " + (info.bound || ""), "data-kernel": k.name }, boxG);
+    OF.el("rect", { x: b.x, y: b.y, width: b.w, height: b.h, rx: 6 }, g);
+    OF.el("text", { x: b.x + 8, y: b.y + 14, "class": "khead" }, g).textContent =
+      "#" + i + " " + (k.name.length > 40 ? k.name.slice(0, 39) + "\u2026" : k.name);
+    OF.tooltip(g, function () {
+      return "kernel #" + i + " " + k.name + "\n" + k.ops.join(" + ") +
+        (info.flops !== undefined ? "\n" + OF.flops(info.flops) + ", " + OF.bytes(info.bytes_read + info.bytes_written) +
+          " moved\n" + OF.time(info.latency_s) + ", " + info.bound + "-bound" : "");
+    });
+    k.nodes.forEach(function (name, j) {
+      var n = byName[name], y = b.y + L.head_h + j * L.row_h;
+      OF.el("rect", { x: b.x + 5, y: y + 1, width: b.w - 10, height: L.row_h - 3, rx: 3, "class": "nrow" }, g);
+      var t = OF.el("text", { x: b.x + 10, y: y + 13, "class": "nlabel" }, g);
+      OF.el("tspan", { "class": "op" }, t).textContent = n.op + " ";
+      var label = name + (n.sources.length ? " +" + n.sources.join(",") : "");
+      OF.el("tspan", {}, t).textContent = label.length > 40 ? label.slice(0, 39) + "\u2026" : label;
+    });
+  });
+
+  G.edges.forEach(function (e) {
+    if (e.kind === "internal") return;
+    var s = byName[e.src], d = byName[e.dst];
+    var sb = L.boxes[s.kernel], db = L.boxes[d.kernel], lane = L.lanes[s.kernel + ">" + d.kernel];
+    var path;
+    if (lane !== undefined) {
+      var lx = L.lane_x0 + lane * L.lane_gap, y1 = rowY(e.src), y2 = rowY(e.dst);
+      path = "M" + (sb.x + sb.w) + "," + y1 + " H" + (lx - 6) + " Q" + lx + "," + y1 + " " + lx + "," + (y1 + 6) +
+        " V" + (y2 - 6) + " Q" + lx + "," + y2 + " " + (lx - 6) + "," + y2 + " H" + (db.x + db.w + 1);
+    } else {
+      var x1 = sb.x + sb.w / 2, yy1 = sb.y + sb.h;
+      if (rowOf[e.dst] === 0) {
+        var x2 = db.x + db.w / 2, yy2 = db.y - 1;
+        path = "M" + x1 + "," + yy1 + " C" + x1 + "," + (yy1 + 22) + " " + x2 + "," + (yy2 - 22) + " " + x2 + "," + yy2;
+      } else {
+        var yr = rowY(e.dst);
+        path = "M" + x1 + "," + yy1 + " C" + x1 + "," + (yr) + " " + (db.x - 30) + "," + yr + " " + (db.x - 1) + "," + yr;
+      }
+    }
+    var cls = e.kind === "refused" ? "edge refused" : "edge";
+    var p = OF.el("path", { d: path, "class": cls, "marker-end": "url(#arrow-" + (e.kind === "refused" ? "refused" : "plain") + ")" }, edgeG);
+    var hit = OF.el("path", { d: path, "class": "edge-hit" }, edgeG);
+    OF.tooltip(hit, function () {
+      return e.src + " \u2192 " + e.dst + " (" + e.value + ")\n" +
+        (e.kind === "refused" ? "not fused: " + e.reason + "\n" + e.message : "crosses a kernel boundary");
+    });
+    hit.addEventListener("mouseenter", function () { p.classList.add("hover"); });
+    hit.addEventListener("mouseleave", function () { p.classList.remove("hover"); });
+  });
+
+  var zoom = 1;
+  function setZoom(z) {
+    zoom = Math.min(3, Math.max(0.15, z));
+    svg.setAttribute("width", L.width * zoom); svg.setAttribute("height", L.height * zoom);
+    document.getElementById("graph-zoom").textContent = Math.round(zoom * 100) + "%";
+  }
+  function fit() { setZoom((host.clientWidth - 20) / L.width); }
+  document.getElementById("graph-in").onclick = function () { setZoom(zoom * 1.25); };
+  document.getElementById("graph-out").onclick = function () { setZoom(zoom / 1.25); };
+  document.getElementById("graph-fit").onclick = fit;
+  document.getElementById("graph-one").onclick = function () { setZoom(1); };
+  host.addEventListener("wheel", function (ev) {
+    if (!ev.ctrlKey) return;
+    ev.preventDefault(); setZoom(zoom * (ev.deltaY < 0 ? 1.1 : 1 / 1.1));
+  }, { passive: false });
+  setZoom(1);
+};

@@ -1,0 +1,213 @@
+"""The interactive page "Operator Fusion & the Roofline Model": ``render_explorer(model)`` -> HTML.
+
+Every number the page shows is computed here, ahead of time, by the same cost model as
+``opfuse analyze``: one ``opfuse.analysis.analyze`` call per (target, precision, tensor size), each
+giving the unfused ("before") and fused ("after") figures. The page only looks them up, so it can
+never disagree with the CLI. For the toy pipeline (``seed_pipeline``) the tensor-size control
+rebuilds the model at each size (``opfuse.models.sized``); other models have one size.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import opfuse
+from opfuse.errors import OpfuseError
+from opfuse.ir.provenance import source_map
+from opfuse.models.sized import DEFAULT_SIZE, SIZES, write_sized
+from opfuse.pipeline import CompileResult, compile_model
+from opfuse.report.data import roofs
+from opfuse.report.page import esc, page
+from opfuse.targets import list_targets, load_target
+
+TOY = "seed_pipeline"
+PRECISIONS = ("int8", "fp16", "fp32")
+PLANNER = "greedy-inplace"
+STRIP_MAX = 10  # operators drawn in the pipeline strip
+_CSS = ["base.css", "explorer.css"]
+_JS = ["common.js", "roofline.js", "explorer_strip.js", "explorer.js"]
+
+
+def figures(side: dict[str, Any], kernels: list[dict[str, Any]]) -> dict[str, Any]:
+    """The readouts of one side (before or after) of an analysis, from its JSON."""
+    flops, traffic, latency = side["flops"], side["traffic_bytes"], side["latency_s"]
+    mem = sum(k["latency_s"] for k in kernels if k["bound"] == "memory")
+    total = sum(k["latency_s"] for k in kernels) or 1.0
+    n_mem = sum(1 for k in kernels if k["bound"] == "memory")
+    return {
+        "traffic_bytes": traffic,
+        "flops": flops,
+        "latency_s": latency,
+        "energy_j": side["energy_j"],
+        "kernels": side["kernels"],
+        "arena_bytes": side["peak_arena_bytes"],
+        "fits": side["fits"],
+        "intensity": flops / traffic if traffic else 0.0,
+        "throughput": flops / latency if latency else 0.0,
+        "verdict": "memory" if mem >= total / 2 else "compute",
+        "memory_kernels": n_mem,
+        "bounds": [k["bound"] for k in kernels],
+    }
+
+
+def analyze_config(result: CompileResult, precision: str) -> dict[str, Any]:
+    """Both sides of one configuration, exactly as ``opfuse analyze --json`` reports them."""
+    from opfuse.analysis import analyze
+    from opfuse.report.figures import before_kernels
+
+    analysis = analyze(result, precision=precision, planner=PLANNER)
+    summary = analysis.to_json()
+    before = before_kernels(analysis)
+    return {
+        "off": figures(summary["before"], before),
+        "on": figures(summary["after"], summary["kernels"]),
+    }
+
+
+def _groups(result: CompileResult, strip: list[str]) -> list[list[int]]:
+    """For each fused kernel, the indices of the strip's operators it runs."""
+    index = {name: i for i, name in enumerate(strip)}
+    sources = source_map(result.optimized)
+    out = []
+    for kernel in result.partition.kernels:
+        members = sorted(
+            {index[s] for n in kernel.nodes for s in sources.get(n, [n]) if s in index}
+        )
+        if members:
+            out.append(members)
+    return out
+
+
+def _results(model_source: str, folder: Path) -> dict[int, dict[str, CompileResult]]:
+    """Compile each size (the toy only) for each target: {size: {target: result}}."""
+    targets = [load_target(t) for t in list_targets()]
+    targets = [t for t in targets if t.perf is not None]
+    if not targets:
+        raise OpfuseError("no target has a [perf] table; the explorer needs the cost model")
+    sizes = SIZES if model_source == TOY else (0,)
+    out: dict[int, dict[str, CompileResult]] = {}
+    for size in sizes:
+        source: str | Path = model_source
+        if model_source == TOY and size != DEFAULT_SIZE:
+            source = write_sized(size, folder)
+        out[size] = {t.name: compile_model(source, t) for t in targets}
+    return out
+
+
+def explorer_data(model_source: str = TOY) -> dict[str, Any]:
+    """The precomputed table the explorer page looks up."""
+    # the sized models' files must outlive the analyses: a result re-imports its source lazily
+    with tempfile.TemporaryDirectory(prefix="opfuse-explorer-") as tmp:
+        return _explorer_data(model_source, _results(model_source, Path(tmp)))
+
+
+def _explorer_data(
+    model_source: str, results: dict[int, dict[str, CompileResult]]
+) -> dict[str, Any]:
+    first = next(iter(next(iter(results.values())).values()))
+    strip_nodes = list(first.original.graph)
+    strip = [n.name for n in strip_nodes][:STRIP_MAX]
+    targets: dict[str, Any] = {}
+    configs: dict[str, Any] = {}
+    groups: dict[str, Any] = {}
+    for size, by_target in results.items():
+        for name, result in by_target.items():
+            groups[f"{name}|{size}"] = _groups(result, strip)
+            ok = []
+            for precision in PRECISIONS:
+                if precision not in result.target.precisions:
+                    continue
+                try:
+                    configs[f"{name}|{precision}|{size}"] = analyze_config(result, precision)
+                except OpfuseError:
+                    continue
+                ok.append(precision)
+            targets[name] = {
+                "description": result.target.description,
+                "precisions": ok,
+                "roofs": roofs(result),
+            }
+    targets = {k: v for k, v in targets.items() if v["precisions"]}
+    default_target = "npu-generic" if "npu-generic" in targets else next(iter(targets))
+    return {
+        "model": model_source,
+        "toy": model_source == TOY,
+        "sizes": list(results),
+        "ops": [{"name": n.name, "op": n.op_type} for n in strip_nodes[:STRIP_MAX]],
+        "total_ops": len(strip_nodes),
+        "targets": targets,
+        "groups": groups,
+        "configs": configs,
+        "default": {
+            "target": default_target,
+            "precision": targets[default_target]["precisions"][0],
+            "size": DEFAULT_SIZE if model_source == TOY else 0,
+            "fused": True,
+        },
+        "version": opfuse.__version__,
+    }
+
+
+def _body(data: dict[str, Any]) -> str:
+    sizes = "".join(f'<option value="{s}">{s} &times; {s}</option>' for s in data["sizes"])
+    hardware = "".join(f'<option value="{esc(t)}">{esc(t)}</option>' for t in data["targets"])
+    precisions = "".join(f'<button data-precision="{p}">{p.upper()}</button>' for p in PRECISIONS)
+    size_ctl = (
+        f'<label>tensor size <select id="size">{sizes}</select></label>' if data["toy"] else ""
+    )
+    return f"""
+<header><h1>Operator Fusion &amp; the Roofline Model</h1>
+<div class="sub">{esc(data["model"])} &middot; every number from opfuse's cost model
+(opfuse analyze), precomputed for each setting &middot; works offline</div></header>
+<main>
+<section class="controls">
+  <div class="seg" id="fusion"><span class="lbl">fusion</span><button data-fused="1">ON</button>
+  <button data-fused="0">OFF</button></div>
+  <div class="seg" id="precision"><span class="lbl">precision</span>{precisions}</div>
+  <label>hardware <select id="hardware">{hardware}</select></label>
+  {size_ctl}
+  <span class="dim" id="hw-desc"></span>
+</section>
+<section><h2>Pipeline</h2><canvas id="strip" height="240"></canvas>
+  <p class="dim" id="strip-note"></p></section>
+<div class="ex-two">
+<section><h2>Readouts</h2><div id="readouts" class="readouts"></div></section>
+<section><h2>Roofline</h2><div id="ex-roofline"></div>
+  <p class="dim">Solid dot: this configuration; faint dot: the same with fusion flipped.</p></section>
+</div>
+</main>
+<footer>opfuse {esc(data["version"])} &middot; self-contained page, no network</footer>
+"""
+
+
+def render_explorer(model_source: str = TOY) -> str:
+    """The explorer page for ``model_source`` (a built-in name or a model path)."""
+    data = explorer_data(model_source)
+    return page(
+        "Operator Fusion & the Roofline Model", _CSS, _body(data), "explorer-data", data, _JS
+    )
+
+
+def write_explorer(model_source: str, path: str | Path) -> None:
+    """Render and write atomically (a missing or read-only folder raises OpfuseError)."""
+    from opfuse.api import write_text_atomic
+
+    write_text_atomic(Path(path), render_explorer(model_source))
+
+
+def serve(path: str | Path, port: int = 8000) -> None:  # pragma: no cover (blocks)
+    """Serve ``path``'s folder on 127.0.0.1:``port`` until interrupted (the page needs no server;
+    this is for a remote shell with a forwarded port)."""
+    import functools
+    import http.server
+
+    file = Path(path).resolve()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(file.parent))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
+        print(f"serving http://127.0.0.1:{port}/{file.name} (ctrl-c stops)", flush=True)
+        try:
+            httpd.serve_forever()
+        except KeyboardInterrupt:
+            pass

@@ -1,0 +1,77 @@
+"""The offline HTML report: ``render_report(report_data(result, analysis))`` -> one HTML file.
+
+The page is a template with empty sections that the inline JS fills from the embedded JSON
+(``opfuse.report.data``); there is no other source of numbers. See ``page.py`` for how it stays
+self-contained.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from opfuse.report.page import esc, page
+
+_CSS = ["base.css", "report.css"]
+_JS = ["common.js", "roofline.js", "graph.js", "timeline.js", "report.js"]
+
+
+def _body(data: dict[str, Any]) -> str:
+    a = data["analysis"]
+    graph = data["graph"]
+    refused = sum(1 for e in graph["edges"] if e["kind"] == "refused")
+    return f"""
+<header>
+  <h1>opfuse report: {esc(a["model"])} on {esc(a["target"])}</h1>
+  <div class="sub">precision {esc(a["precision"])} &middot; planner {esc(a["planner"])} &middot;
+  {data["original_nodes"]} imported nodes, {len(graph["nodes"])} after canonicalization,
+  {len(graph["kernels"])} kernels &middot; {esc(data["target_description"])}</div>
+</header>
+<main>
+<section id="summary"><h2>Before &rarr; after fusion</h2><div class="cards" id="cards"></div></section>
+<div class="two">
+<section id="roofline-section"><h2>Roofline</h2><div id="roofline"></div>
+  <p class="dim" id="roofline-legend"></p></section>
+<section id="decisions-section"><h2>Why not fused</h2>
+  <p class="dim">Every producer &rarr; consumer edge the partitioner left unfused, grouped by reason.</p>
+  <div id="decisions"></div></section>
+</div>
+<section id="passes-section"><h2>Passes that fired</h2><div id="passes"></div></section>
+<section id="kernels-section"><h2>Kernels after fusion</h2>
+  <p class="dim">Click a column to sort; hover a kernel name for its nodes.</p>
+  <div class="table-wrap"><table id="kernel-table"></table></div></section>
+<div class="graph-mem">
+<section id="graph-section"><h2>Graph</h2>
+  <div class="graph-tools"><button id="graph-out" title="zoom out">&minus;</button>
+  <button id="graph-in" title="zoom in">+</button><button id="graph-fit">fit</button>
+  <button id="graph-one">100%</button><span id="graph-zoom" class="dim"></span>
+  <span class="dim">ctrl + wheel zooms</span></div>
+  <p class="dim legend">Boxes are kernels (blue border: memory-bound, orange: compute-bound), rows their
+  nodes; &ldquo;+name&rdquo; marks a node a pass folded in.
+  <span class="legend-swatch" style="border-color:#c8322d;border-top-style:dashed"></span>refused edge
+  ({refused}; hover for the reason)
+  <span class="legend-swatch" style="border-color:#8c93a6"></span>kernel boundary</p>
+  <div id="graph-scroll"></div></section>
+<section id="memory-section"><h2>Memory timeline</h2>
+  <p class="dim">Each tensor in the activation arena: schedule step (x) by arena offset (y), both plans on
+  one byte scale. Hover a tensor for its name.</p>
+  <div id="timeline-before"></div><p class="dim" id="timeline-before-cap"></p>
+  <div id="timeline-after"></div><p class="dim" id="timeline-after-cap"></p></section>
+</div>
+</main>
+<footer>opfuse {esc(data["version"])} &middot; {esc(data["source"])} &middot; self-contained page, no network</footer>
+"""
+
+
+def render_report(data: dict[str, Any]) -> str:
+    """The report page for ``data`` (from ``opfuse.report.data.report_data``)."""
+    a = data["analysis"]
+    title = f"opfuse report: {a['model']} on {a['target']}"
+    return page(title, _CSS, _body(data), "report-data", data, _JS)
+
+
+def write_report(data: dict[str, Any], path: str | Path) -> None:
+    """Render and write atomically (a missing or read-only folder raises OpfuseError)."""
+    from opfuse.api import write_text_atomic
+
+    write_text_atomic(Path(path), render_report(data))

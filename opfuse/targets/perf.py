@@ -1,0 +1,155 @@
+"""The ``[perf]`` table of a target file, parsed into frozen, typed data for the cost model.
+
+Schema (every number in a target file carries its source in a comment beside it)::
+
+    [perf]
+    clock_hz = 180e6
+    ram_bytes = 262144                 # what the activation arena must fit into ("fits")
+    dispatch_overhead_s = 2e-6         # per kernel call / launch
+    peak_macs_per_s = { int8 = 3.6e8, fp32 = 6e7 }   # one entry per precision the target runs
+    pj_per_mac = { int8 = 0.23, fp32 = 4.6 }         # the same precisions
+    [[perf.memory]]                    # one table per level, innermost (fastest) first
+    name = "sram"
+    size_bytes = 196608
+    read_bytes_per_s = 7.2e8
+    write_bytes_per_s = 7.2e8          # 0 for a read-only level (flash)
+    pj_per_byte = 2.5
+    holds = ["activations"]            # "activations" and/or "weights"
+
+Level model (used by ``opfuse.cost``): weights are read from the first level that holds weights;
+activations live in the innermost level that holds activations and is at least as large as the
+planned arena, else in the outermost level that holds activations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from opfuse.errors import OpfuseError
+
+HOLDS = ("activations", "weights")
+_PERF_KEYS = ("clock_hz", "ram_bytes", "dispatch_overhead_s", "peak_macs_per_s", "pj_per_mac", "memory")
+_LEVEL_KEYS = (
+    "name",
+    "size_bytes",
+    "read_bytes_per_s",
+    "write_bytes_per_s",
+    "pj_per_byte",
+    "holds",
+)
+
+
+@dataclass(frozen=True)
+class MemoryLevel:
+    name: str
+    size_bytes: int
+    read_bytes_per_s: float
+    write_bytes_per_s: float  # 0.0: read-only at inference time (flash)
+    pj_per_byte: float
+    holds: tuple[str, ...]  # "activations", "weights"
+
+
+@dataclass(frozen=True)
+class Perf:
+    clock_hz: float
+    ram_bytes: int  # the activation arena must fit here
+    dispatch_overhead_s: float
+    peak_macs_per_s: dict[str, float]  # precision -> MAC/s (FLOP/s = 2x)
+    pj_per_mac: dict[str, float]
+    memory: tuple[MemoryLevel, ...]  # innermost first
+
+    def weight_level(self) -> MemoryLevel:
+        return next(m for m in self.memory if "weights" in m.holds)
+
+    def activation_level(self, arena_bytes: int) -> MemoryLevel:
+        """The innermost activation level the arena fits in, else the outermost one."""
+        levels = [m for m in self.memory if "activations" in m.holds]
+        for level in levels:
+            if arena_bytes <= level.size_bytes:
+                return level
+        return levels[-1]
+
+
+def _number(value: object, where: str, path: Path, positive: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise OpfuseError(f"{path}: '{where}' must be a number; got {value!r}")
+    if value < 0 or (positive and value == 0):
+        raise OpfuseError(f"{path}: '{where}' must be {'> 0' if positive else '>= 0'}; got {value!r}")
+    return float(value)
+
+
+def _rates(table: object, where: str, path: Path, precisions: tuple[str, ...]) -> dict[str, float]:
+    if not isinstance(table, dict):
+        raise OpfuseError(f"{path}: '{where}' must be a table of precision = number")
+    missing = [p for p in precisions if p not in table]
+    if missing:
+        raise OpfuseError(f"{path}: '{where}' has no entry for {', '.join(missing)}")
+    extra = [p for p in table if p not in precisions]
+    if extra:
+        raise OpfuseError(
+            f"{path}: '{where}.{extra[0]}' is not one of the target's precisions "
+            f"({', '.join(precisions)})"
+        )
+    return {p: _number(table[p], f"{where}.{p}", path) for p in precisions}
+
+
+def _level(table: object, i: int, path: Path) -> MemoryLevel:
+    where = f"perf.memory[{i}]"
+    if not isinstance(table, dict):
+        raise OpfuseError(f"{path}: '{where}' must be a table")
+    for key in table:
+        if key not in _LEVEL_KEYS:
+            raise OpfuseError(
+                f"{path}: unknown key '{where}.{key}' (known: {', '.join(_LEVEL_KEYS)})"
+            )
+    for key in _LEVEL_KEYS:
+        if key not in table:
+            raise OpfuseError(f"{path}: missing key '{where}.{key}'")
+    holds = table["holds"]
+    if not isinstance(holds, list) or not holds or any(h not in HOLDS for h in holds):
+        raise OpfuseError(f"{path}: '{where}.holds' must be a non-empty list of {', '.join(HOLDS)}")
+    if not isinstance(table["name"], str) or not table["name"]:
+        raise OpfuseError(f"{path}: '{where}.name' must be a non-empty string")
+    write = _number(table["write_bytes_per_s"], f"{where}.write_bytes_per_s", path, positive=False)
+    if write == 0 and "activations" in holds:
+        raise OpfuseError(f"{path}: '{where}' holds activations, so it needs a write bandwidth")
+    return MemoryLevel(
+        name=table["name"],
+        size_bytes=int(_number(table["size_bytes"], f"{where}.size_bytes", path)),
+        read_bytes_per_s=_number(table["read_bytes_per_s"], f"{where}.read_bytes_per_s", path),
+        write_bytes_per_s=write,
+        pj_per_byte=_number(table["pj_per_byte"], f"{where}.pj_per_byte", path, positive=False),
+        holds=tuple(holds),
+    )
+
+
+def parse_perf(table: object, path: Path, precisions: tuple[str, ...]) -> Perf | None:
+    """The typed ``[perf]`` table, or None when the file has none (the target only partitions)."""
+    if table is None or table == {}:
+        return None
+    if not isinstance(table, dict):
+        raise OpfuseError(f"{path}: 'perf' must be a table")
+    for key in table:
+        if key not in _PERF_KEYS:
+            raise OpfuseError(f"{path}: unknown key 'perf.{key}' (known: {', '.join(_PERF_KEYS)})")
+    for key in _PERF_KEYS:
+        if key not in table:
+            raise OpfuseError(f"{path}: missing key 'perf.{key}'")
+    levels = table["memory"]
+    if not isinstance(levels, list) or not levels:
+        raise OpfuseError(f"{path}: 'perf.memory' must be one or more [[perf.memory]] tables")
+    memory = tuple(_level(t, i, path) for i, t in enumerate(levels))
+    for need in HOLDS:
+        if not any(need in m.holds for m in memory):
+            raise OpfuseError(f"{path}: no 'perf.memory' level holds {need}")
+    return Perf(
+        clock_hz=_number(table["clock_hz"], "perf.clock_hz", path),
+        ram_bytes=int(_number(table["ram_bytes"], "perf.ram_bytes", path)),
+        dispatch_overhead_s=_number(
+            table["dispatch_overhead_s"], "perf.dispatch_overhead_s", path, positive=False
+        ),
+        peak_macs_per_s=_rates(table["peak_macs_per_s"], "perf.peak_macs_per_s", path, precisions),
+        pj_per_mac=_rates(table["pj_per_mac"], "perf.pj_per_mac", path, precisions),
+        memory=memory,
+    )

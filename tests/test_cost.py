@@ -1,0 +1,207 @@
+"""The cost model: the seeds' worked example exactly, roofline verdicts, fusion never costs more,
+precision scaling, the level model, analyze()'s JSON contract and the calibrated host target."""
+
+from __future__ import annotations
+
+import math
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from opfuse import models
+from opfuse.analysis import analyze
+from opfuse.cost import cost_model, resolve_precision
+from opfuse.cost.calibrate import host_target_text, write_host_target
+from opfuse.errors import OpfuseError
+from opfuse.frontends import import_proto
+from opfuse.fusion import trivial_partition
+from opfuse.pipeline import compile_model
+from opfuse.targets import load_target
+from tests.conftest import shared_onnx_models
+
+CONTRACT_SIDE = {
+    "kernels", "activation_bytes", "weight_bytes", "traffic_bytes", "flops", "macs",
+    "peak_arena_bytes", "arena_lower_bound_bytes", "latency_s", "energy_j", "fits",
+}  # fmt: skip
+CONTRACT_KERNEL = {
+    "name", "ops", "nodes", "flops", "macs", "bytes_read", "bytes_written",
+    "arithmetic_intensity", "bound", "latency_s", "energy_j",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def seed_block():
+    return compile_model("seed_block", "x86-host")
+
+
+def test_seed_worked_example_exactly(seed_block):
+    data = analyze(seed_block, precision="int8", activations_only=True).to_json()
+    assert data["before"]["kernels"] == 6 and data["before"]["traffic_bytes"] == 1_705_984
+    assert data["after"]["kernels"] == 2 and data["after"]["traffic_bytes"] == 501_760
+    assert data["before"]["traffic_bytes"] == 1666 * 1024 and data["after"]["traffic_bytes"] == 490 * 1024
+    assert data["before"]["weight_bytes"] == data["after"]["weight_bytes"] == 0
+
+
+def test_json_contract(seed_block):
+    data = analyze(seed_block).to_json()
+    assert list(data) == [
+        "model", "target", "precision", "planner", "before", "after", "kernels", "decisions", "passes",
+    ]  # fmt: skip
+    assert data["model"] == "seed_block" and data["target"] == "x86-host"
+    assert data["precision"] == "fp32" and data["planner"] == "greedy-inplace"
+    assert set(data["before"]) == CONTRACT_SIDE == set(data["after"])
+    assert all(set(k) == CONTRACT_KERNEL for k in data["kernels"])
+    assert [k["name"] for k in data["kernels"]] == ["fused_conv_clip", "fused_conv_clip_2"]
+    assert data["passes"]["fuse_bn_into_conv"] == 2
+    assert data["decisions"] and {"producer", "consumer", "reason"} <= set(data["decisions"][0])
+    assert all(k["bound"] in ("memory", "compute") for k in data["kernels"])
+
+
+def _single(op: str, shapes: list[tuple[int, ...]], out: tuple[int, ...], weights: int = 0):
+    """A one-node model: graph inputs for the activations, initializers for the last ``weights``."""
+    names = [f"x{i}" for i in range(len(shapes))]
+    inits = [
+        helper.make_tensor(n, TensorProto.FLOAT, s, [0.5] * math.prod(s))
+        for n, s in zip(names[len(names) - weights :], shapes[len(shapes) - weights :], strict=True)
+    ]
+    inputs = [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+        for n, s in zip(names[: len(names) - weights], shapes[: len(shapes) - weights], strict=True)
+    ]
+    node = helper.make_node(op, names, ["y"], name="n0")
+    graph = helper.make_graph(
+        [node], "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)], inits
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto.ir_version = 8
+    onnx.checker.check_model(proto)
+    model = import_proto(proto, "<test>")
+    return model, trivial_partition(model)
+
+
+def test_far_below_ridge_is_memory_bound_far_above_is_compute_bound():
+    target = load_target("x86-host")
+    relu, part = _single("Relu", [(1, 64, 128, 128)], (1, 64, 128, 128))
+    (k,) = cost_model(relu, part, target, arena_bytes=10**9).kernels  # activations in DRAM
+    assert k.arithmetic_intensity == pytest.approx(1 / 8)  # 1 FLOP per 4 B read + 4 B written
+    assert k.arithmetic_intensity < k.ridge_point / 10 and k.bound == "memory"
+    assert k.memory_s > k.compute_s
+    assert k.latency_s == pytest.approx(k.memory_s + target.perf.dispatch_overhead_s)
+    gemm, part = _single("MatMul", [(1024, 1024), (1024, 1024)], (1024, 1024), weights=1)
+    (k,) = cost_model(gemm, part, target).kernels
+    assert k.macs == 1024**3 and k.flops == 2 * 1024**3
+    assert k.arithmetic_intensity > 10 * k.ridge_point and k.bound == "compute"
+    assert k.compute_s == pytest.approx(k.flops / (2 * target.perf.peak_macs_per_s["fp32"]))
+    assert k.latency_s == pytest.approx(k.compute_s + target.perf.dispatch_overhead_s)
+    assert k.weight_bytes_read == 4 * 1024**2 and k.activation_bytes_read == 4 * 1024**2
+
+
+def test_energy_is_bytes_per_level_plus_macs():
+    target = load_target("cortex-m7")
+    gemm, part = _single("MatMul", [(1, 64), (64, 32)], (1, 32), weights=1)
+    side = cost_model(gemm, part, target, "int8")
+    (k,) = side.kernels
+    perf = target.perf
+    levels = {m.name: m for m in perf.memory}
+    assert side.activation_level == "dtcm" and side.weight_level == "flash"
+    expected = (64 + 32) * levels["dtcm"].pj_per_byte + 64 * 32 * levels["flash"].pj_per_byte
+    expected += k.macs * perf.pj_per_mac["int8"]
+    assert k.energy_j == pytest.approx(expected * 1e-12)
+    assert dict(k.bytes_by_level) == {"dtcm": 96, "flash": 2048}
+
+
+def test_activation_level_follows_the_arena():
+    target = load_target("cortex-m7")
+    model, part = _single("Relu", [(1, 16, 8, 8)], (1, 16, 8, 8))
+    assert cost_model(model, part, target, arena_bytes=100_000).activation_level == "dtcm"
+    assert cost_model(model, part, target, arena_bytes=300_000).activation_level == "axi_sram"
+    assert cost_model(model, part, target, arena_bytes=10**8).activation_level == "axi_sram"
+    x86 = load_target("x86-host")
+    assert cost_model(model, part, x86, arena_bytes=10**9).activation_level == "dram"
+
+
+def _sources() -> list:
+    return [
+        pytest.param(source, id=source.rsplit("/", 1)[-1])
+        for source in list(models.MODELS) + [str(p) for p in shared_onnx_models()]
+    ]
+
+
+@pytest.mark.parametrize("source", _sources())
+def test_fusion_never_increases_traffic_or_kernels(source):
+    for target in ("x86-host", "cortex-m7"):
+        result = compile_model(source, target)
+        for prec, only in (("int8", True), ("int8", False)):
+            before = cost_model(result.original, result.before, result.target, prec, only)
+            after = cost_model(result.optimized, result.partition, result.target, prec, only)
+            assert after.kernel_count <= before.kernel_count
+            assert after.activation_bytes <= before.activation_bytes
+            assert after.traffic_bytes <= before.traffic_bytes
+            assert after.macs == before.macs
+
+
+def test_figures_scale_with_precision():
+    result = compile_model("seed_block", "cortex-a76")
+    m, p, t = result.optimized, result.partition, result.target
+    sides = {prec: cost_model(m, p, t, prec, arena_bytes=1) for prec in ("fp32", "fp16", "int8")}
+    fp32, fp16, int8 = sides["fp32"], sides["fp16"], sides["int8"]
+    assert fp32.activation_bytes == 2 * fp16.activation_bytes == 4 * int8.activation_bytes
+    assert fp32.weight_bytes == 2 * fp16.weight_bytes == 4 * int8.weight_bytes
+    assert fp32.flops == int8.flops and fp32.macs == int8.macs
+    peak = t.perf.peak_macs_per_s
+    for prec, side in sides.items():
+        for k in side.kernels:
+            assert k.compute_s == pytest.approx(k.flops / (2 * peak[prec]))
+            assert k.arithmetic_intensity == pytest.approx(k.flops / k.traffic_bytes)
+    assert int8.latency_s < fp16.latency_s < fp32.latency_s
+    assert int8.energy_j < fp16.energy_j < fp32.energy_j
+
+
+def test_unknown_precision_raises_naming_supported(seed_block):
+    with pytest.raises(OpfuseError, match=r"unknown precision 'bf16'.*fp32, int8"):
+        analyze(seed_block, precision="bf16")
+    with pytest.raises(OpfuseError, match=r"'fp16' for target 'x86-host'"):
+        cost_model(seed_block.optimized, seed_block.partition, seed_block.target, "fp16")
+    assert OpfuseError.exit_code == 2
+
+
+def test_default_precision_is_the_models_own_or_the_targets_first(seed_block):
+    assert resolve_precision(seed_block.original, load_target("x86-host"), None) == "fp32"
+    assert resolve_precision(seed_block.original, load_target("ethos-u55"), None) == "int8"
+    assert analyze(compile_model("seed_block", "ethos-u55")).precision == "int8"
+
+
+def test_fits_against_target_ram():
+    m4 = analyze(compile_model("seed_block", "cortex-m4"), precision="int8")
+    assert m4.after.plan.peak_bytes > 196608 and not m4.after.fits
+    m7 = analyze(compile_model("seed_block", "cortex-m7"), precision="int8")
+    assert m7.after.fits and m7.after.plan.peak_bytes <= 524288
+    assert m7.after.to_json()["peak_arena_bytes"] <= m7.before.to_json()["peak_arena_bytes"]
+
+
+FIGURES = {
+    "cpu": "Test CPU",
+    "clock_hz": 3e9,
+    "ram_bytes": 16 * 1024**3,
+    "peak_macs_per_s": {"fp32": 5e10, "int8": 1e11},
+    "dispatch_overhead_s": 3e-6,
+    "memory": [
+        {"name": "l2", "size_bytes": 1 << 20, "bytes_per_s": 1e11},
+        {"name": "dram", "size_bytes": 16 * 1024**3, "bytes_per_s": 2e10},
+    ],
+}
+
+
+def test_host_target_written_to_user_dir_and_found_by_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPFUSE_TARGETS_DIR", str(tmp_path / "targets"))
+    path = write_host_target(figures=FIGURES)
+    assert path == tmp_path / "targets" / "host.toml"
+    host = load_target("host")
+    assert host.name == "host" and host.fusion == load_target("x86-host").fusion
+    assert host.perf.peak_macs_per_s == {"fp32": 5e10, "int8": 1e11}
+    assert [m.name for m in host.perf.memory] == ["l2", "dram"]
+    assert host.perf.weight_level().name == "dram"
+    assert "measured by opfuse calibrate" in host_target_text(FIGURES)
+    result = compile_model("seed_block", host)
+    assert analyze(result).after.cost.kernel_count == 2

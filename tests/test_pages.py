@@ -1,0 +1,235 @@
+"""The HTML report and the roofline explorer: self-contained, offline, and in agreement with the
+cost model. Browser tests drive Debian's Chromium through Playwright (no `playwright install`)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from opfuse.errors import OpfuseError
+from tests.conftest import REPO
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(os.environ.get("OPFUSE_TEST_ARTIFACTS", REPO / "artifacts"))
+DOCS_IMG = REPO / "docs" / "img"  # refreshed only with OPFUSE_UPDATE_DOCS_IMG=1
+REMOTE = re.compile(
+    r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|url\(\s*["']?\s*(?:https?:)?//|@import|"""
+    r"""<link[^>]+stylesheet|fonts\.googleapis""",
+    re.IGNORECASE,
+)
+
+
+@pytest.fixture(scope="module")
+def mobilenet_report(tmp_path_factory) -> tuple[Path, dict]:
+    from opfuse.analysis import analyze
+    from opfuse.pipeline import compile_model
+    from opfuse.report.data import report_data
+    from opfuse.report.html import write_report
+
+    result = compile_model("mobilenet_v2", "cortex-m7")
+    data = report_data(result, analyze(result, precision="int8"))
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    write_report(data, path)
+    return path, data
+
+
+@pytest.fixture(scope="module")
+def explorer_page(tmp_path_factory) -> Path:
+    from opfuse.report.explorer import render_explorer
+
+    path = tmp_path_factory.mktemp("explorer") / "explorer.html"
+    path.write_text(render_explorer(), encoding="utf-8")
+    return path
+
+
+def test_pages_fetch_nothing(mobilenet_report, explorer_page) -> None:
+    for path in (mobilenet_report[0], explorer_page):
+        text = path.read_text(encoding="utf-8")
+        assert not REMOTE.search(text), REMOTE.search(text)
+        assert not re.search(r"<script[^>]+src=", text)
+
+
+def test_report_size(mobilenet_report) -> None:
+    assert mobilenet_report[0].stat().st_size < 6 * 1024 * 1024
+
+
+def test_report_into_missing_folder_writes_nothing(mobilenet_report, tmp_path) -> None:
+    from opfuse.report.html import write_report
+
+    target = tmp_path / "no" / "such" / "report.html"
+    with pytest.raises(OpfuseError, match="does not exist") as info:
+        write_report(mobilenet_report[1], target)
+    assert info.value.exit_code == 2
+    assert not target.parent.exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_report_into_read_only_folder(mobilenet_report, tmp_path) -> None:
+    from opfuse.report.html import write_report
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        with pytest.raises(OpfuseError, match="cannot write"):
+            write_report(mobilenet_report[1], folder / "report.html")
+        assert list(folder.iterdir()) == []
+    finally:
+        folder.chmod(0o700)
+
+
+def test_explore_cli(run_cli, tmp_path) -> None:
+    out = tmp_path / "explorer.html"
+    code, stdout, _ = run_cli("explore", "-o", str(out))
+    assert code == 0 and out.stat().st_size > 10_000 and "wrote" in stdout
+    missing = tmp_path / "missing" / "explorer.html"
+    code, _, stderr = run_cli("explore", "-o", str(missing))
+    assert code == 2 and "does not exist" in stderr and len(stderr.strip().splitlines()) == 1
+    assert not missing.parent.exists()
+
+
+# -- in the browser ----------------------------------------------------------------------------
+
+needs_chromium = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="Debian's chromium is not installed (/usr/bin/chromium)"
+)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (/usr/bin/chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    with sync_api.sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+def open_offline(browser, path: Path, width: int = 1400, height: int = 900):
+    """A page on ``path`` with every non-file request aborted; returns (page, errors, blocked)."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    errors: list[str] = []
+    blocked: list[str] = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+    def route(r) -> None:
+        if r.request.url.startswith("file:"):
+            r.continue_()
+        else:
+            blocked.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    page.goto(path.as_uri())
+    page.wait_for_load_state("load")
+    return page, errors, blocked
+
+
+def shot(page, name: str, **kw) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), **kw)
+    if name in ("report", "explorer") and os.environ.get("OPFUSE_UPDATE_DOCS_IMG") == "1":
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(DOCS_IMG / f"{name}.png"), **kw)
+
+
+@needs_chromium
+def test_report_renders_offline(browser, mobilenet_report) -> None:
+    path, data = mobilenet_report
+    page, errors, blocked = open_offline(browser, path)
+    shot(page, "report")
+    shot(page, "report-full", full_page=True)
+    kernels = len(data["analysis"]["kernels"])
+    assert page.locator("#cards .card").count() == 6
+    assert page.locator("#kernel-table tbody tr").count() == kernels
+    assert page.locator("#roofline circle.dot.after").count() > 0
+    assert page.locator("#roofline circle.dot.before").count() > 0
+    assert page.locator("#graph-scroll g.kbox").count() == kernels
+    reasons = {d["reason"] for d in data["analysis"]["decisions"] if not d["fused"]}
+    assert page.locator("#decisions details.reason").count() == len(reasons)
+    assert page.locator("#timeline-before rect.tensor").count() == len(
+        data["memory"]["before"]["tensors"]
+    )
+    assert page.locator("#timeline-after rect.tensor").count() == len(
+        data["memory"]["after"]["tensors"]
+    )
+    fired = [k for k, v in data["analysis"]["passes"].items() if v]
+    assert page.locator("#passes .pass").count() == len(fired)
+    # sorting: click "latency" twice -> ascending; the first row is the fastest kernel
+    header = page.locator('#kernel-table th[data-key="latency_s"]')
+    header.click()
+    header.click()
+    first = page.locator("#kernel-table tbody tr td.c-name").first.text_content()
+    fastest = min(data["analysis"]["kernels"], key=lambda k: k["latency_s"])
+    assert first in {
+        k["name"] for k in data["analysis"]["kernels"] if k["latency_s"] == fastest["latency_s"]
+    }
+    assert errors == [] and blocked == []
+    page.close()
+
+
+def readouts(page) -> dict[str, float]:
+    return {
+        key: float(page.locator(f"#ro-{key} .v").get_attribute("data-value"))
+        for key in ("traffic", "intensity", "throughput", "latency", "speedup")
+    }
+
+
+def expected(target: str, precision: str, fused: bool) -> dict[str, float]:
+    from opfuse.analysis import analyze
+    from opfuse.pipeline import compile_model
+
+    summary = analyze(compile_model("seed_pipeline", target), precision=precision).to_json()
+    side = summary["after" if fused else "before"]
+    return {
+        "traffic": side["traffic_bytes"],
+        "intensity": side["flops"] / side["traffic_bytes"],
+        "throughput": side["flops"] / side["latency_s"],
+        "latency": side["latency_s"],
+        "speedup": summary["before"]["latency_s"] / summary["after"]["latency_s"],
+    }
+
+
+def assert_matches(page, target: str, precision: str, fused: bool) -> None:
+    assert page.locator("body").get_attribute("data-config") == (
+        f"{target}|{precision}|256|{'on' if fused else 'off'}"
+    )
+    got, want = readouts(page), expected(target, precision, fused)
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value, rel=1e-12), key
+
+
+@needs_chromium
+def test_explorer_agrees_with_analyze(browser, explorer_page) -> None:
+    page, errors, blocked = open_offline(browser, explorer_page)
+    assert_matches(page, "npu-generic", "int8", True)
+    page.wait_for_timeout(300)  # packets on their way
+    shot(page, "explorer", full_page=True)
+    page.click('#fusion button[data-fused="0"]')
+    assert_matches(page, "npu-generic", "int8", False)
+    page.click('#precision button[data-precision="fp16"]')
+    assert_matches(page, "npu-generic", "fp16", False)
+    page.select_option("#hardware", "cortex-a76")
+    assert_matches(page, "cortex-a76", "fp16", False)
+    page.click('#fusion button[data-fused="1"]')
+    assert_matches(page, "cortex-a76", "fp16", True)
+    page.wait_for_timeout(400)  # let packets and the roofline dot move
+    shot(page, "explorer-cortex-a76", full_page=True)
+    assert page.locator("#ex-roofline circle.dot-now").count() == 1
+    assert page.locator("#ex-roofline circle.dot-flip").count() == 1
+    assert errors == [] and blocked == []
+    page.close()
