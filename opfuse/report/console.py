@@ -35,11 +35,28 @@ def progress(label: str) -> Iterator[None]:
 
 
 def print_figures(figures: dict) -> None:
-    table = Table(title="measured")
+    """What `opfuse calibrate` measured, one figure a row."""
+    table = Table(title="measured on this machine")
     table.add_column("figure")
     table.add_column("value", justify="right")
     for key, value in figures.items():
-        table.add_row(key, f"{value:,.4g}" if isinstance(value, float) else str(value))
+        if key == "peak_macs_per_s":
+            for prec, rate in value.items():
+                table.add_row(f"peak {prec}", f"{rate / 1e9:,.1f} GMAC/s")
+        elif key == "memory":
+            for level in value:
+                table.add_row(
+                    f"{level['name']} ({level['size_bytes'] / 2**20:,.0f} MiB)",
+                    f"{level['bytes_per_s'] / 1e9:,.1f} GB/s",
+                )
+        elif key == "dispatch_overhead_s":
+            table.add_row("per-call overhead", f"{value * 1e6:,.2f} us")
+        elif key == "clock_hz":
+            table.add_row("clock", f"{value / 1e9:,.2f} GHz")
+        elif key == "ram_bytes":
+            table.add_row("RAM", f"{value / 2**30:,.1f} GiB")
+        else:
+            table.add_row(key, str(value))
     _out.print(table)
 
 

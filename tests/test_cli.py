@@ -1,0 +1,100 @@
+"""The command-line contract end to end: compile every shared model for every target, analyze's JSON,
+the report, and analyze's bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from opfuse.targets import list_targets
+from tests.conftest import shared_onnx_models
+from tests.test_bad_input import _assert_clean_error
+
+TARGETS = list_targets()
+
+
+@pytest.mark.parametrize("model", shared_onnx_models(), ids=lambda p: p.name)
+def test_every_shared_model_compiles_for_every_target(run_cli, tmp_path, model):
+    kernel_counts = {}
+    for target in TARGETS:
+        out = tmp_path / f"{target}.onnx"
+        code, _, err = run_cli("compile", str(model), "-o", str(out), "--target", target)
+        assert code == 0, err
+        emitted = onnx.load(out)
+        onnx.checker.check_model(emitted)
+        meta = {p.key: p.value for p in emitted.metadata_props}
+        assert meta["opfuse.target"] == target
+        kernels = json.loads(meta["opfuse.kernels"])
+        assert sum(len(k["nodes"]) for k in kernels) == len(emitted.graph.node)
+        kernel_counts[target] = len(kernels)
+    # The graph is target-independent; check its numerics once, in both flavours.
+    for flag in ((), ("--ort",)):
+        out = tmp_path / "checked.onnx"
+        code, stdout, err = run_cli("compile", str(model), "-o", str(out), "--check", *flag)
+        assert code == 0, err + stdout
+        assert "result: match" in stdout
+
+
+def test_analyze_json_gives_the_seeds_worked_example(run_cli):
+    code, out, err = run_cli(
+        "analyze", "seed_block", "--precision", "int8", "--activations-only", "--json", "-"
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    assert set(data) == {
+        "model", "target", "precision", "planner", "before", "after", "kernels", "decisions",
+        "passes",
+    }
+    before, after = data["before"], data["after"]
+    assert (before["kernels"], before["traffic_bytes"]) == (6, 1_705_984)
+    assert (after["kernels"], after["traffic_bytes"]) == (2, 501_760)
+    assert round(1 - after["traffic_bytes"] / before["traffic_bytes"], 2) == 0.71
+    assert before["kernels"] / after["kernels"] == 3
+    assert [k["name"] for k in data["kernels"]] == ["fused_conv_clip", "fused_conv_clip_2"]
+    assert data["passes"]["fuse_bn_into_conv"] == 2
+
+
+def test_analyze_prints_a_summary_and_writes_html(run_cli, tmp_path):
+    page = tmp_path / "report.html"
+    code, out, err = run_cli("analyze", "ds_cnn", "--target", "cortex-m4", "--html", str(page))
+    assert code == 0, err
+    assert "kernels after fusion" in out and "traffic" in out and "peak arena" in out
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "ds_cnn" in text
+
+
+def test_analyze_bad_input(run_cli, tmp_path):
+    code, _, err = run_cli("analyze", "seed_block", "--target", "z80")
+    _assert_clean_error(code, err, "unknown target", "z80")
+    code, _, err = run_cli("analyze", "seed_block", "--precision", "fp64")
+    _assert_clean_error(code, err, "unknown precision", "fp64")
+    page = tmp_path / "missing" / "report.html"
+    code, _, err = run_cli("analyze", "seed_block", "--html", str(page))
+    _assert_clean_error(code, err, "does not exist")
+    assert not page.parent.exists()
+
+
+def test_analyze_model_whose_shapes_cannot_be_static(run_cli, tmp_path):
+    # Reshape to a shape computed at run time from a graph input: no static shape exists.
+    w = numpy_helper.from_array(np.ones((4, 3, 1, 1), np.float32), "w")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+            helper.make_node("Reshape", ["c", "shape"], ["y"], name="reshape_by_input"),
+        ],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4]),
+            helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [w],
+    )
+    model = tmp_path / "runtime_shape.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    code, _, err = run_cli("analyze", str(model))
+    _assert_clean_error(code, err, "runtime_shape.onnx", "reshape_by_input")
