@@ -28,7 +28,7 @@ from opfuse.errors import OpfuseError
 from opfuse.frontends import import_proto, parse_input_shapes
 from opfuse.fusion import Partition
 from opfuse.ir.provenance import source_map
-from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, source_proto
+from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, gc_paused, source_proto
 from opfuse.pipeline import load as _load
 from opfuse.targets import Target, list_targets, load_target
 from opfuse.validate import ValidationReport
@@ -93,14 +93,16 @@ def analyze(
     activations_only: bool = False,
 ) -> Analysis:
     """Before vs after fusion on the result's target: costs, arena plans, fits verdict."""
-    return _analyze(result, precision, planner, activations_only)
+    with gc_paused():
+        return _analyze(result, precision, planner, activations_only)
 
 
 def emit(result: CompileResult, ort: bool = False) -> onnx.ModelProto:
     """The optimized model as ONNX, kernel grouping in its metadata."""
-    return emit_onnx(
-        result.optimized, result.partition, ort=ort, source_names=source_map(result.optimized)
-    )
+    with gc_paused():
+        return emit_onnx(
+            result.optimized, result.partition, ort=ort, source_names=source_map(result.optimized)
+        )
 
 
 def save(proto: onnx.ModelProto, path: str | Path, protect: str | Path | None = None) -> None:

@@ -6,6 +6,9 @@ imported ("before") is kept untouched beside the canonicalized one ("after").
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -77,6 +80,23 @@ def load(source: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = N
     return import_proto(read(source), str(source), input_shapes)
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a stage builds many small objects.
+
+    Graph stages allocate node, value and use objects by the hundred thousand; every gen-2 pass
+    walks all of them, which made partitioning a 10k-node graph 4x slower. Reference counting
+    still frees everything; cycles are collected when the collector resumes."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@gc_paused()
 def compile_model(
     source: str | Path,
     target: str | Target = DEFAULT_TARGET,

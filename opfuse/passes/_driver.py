@@ -55,15 +55,19 @@ def sweep(
     Returns the number of rewrites applied; ``counts`` is updated per pass.
     """
     graph = model.graph
-    by_op: dict[str, list[tuple[str, pattern.RewriteRule]]] = {}
+    by_op: dict[str, list[tuple[str, pattern.RewriteRule, tuple]]] = {}
     for rp in passes:
         for root in rp.roots:
-            by_op.setdefault(root, []).extend((rp.name, rule) for rule in rp.rules)
+            by_op.setdefault(root, []).extend(
+                (rp.name, rule, producer_ops(rule)) for rule in rp.rules
+            )
     applied = 0
     for node in graph:
         if node.domain not in ("", "ai.onnx") or (only is not None and node not in only):
             continue
-        for name, rule in by_op.get(node.op_type, ()):
+        for name, rule, needs in by_op.get(node.op_type, ()):
+            if needs and not _producers_are(node, needs):
+                continue  # cheap pre-check: the matcher would fail on the first edge anyway
             delta = rule.try_rewrite(model, graph, node)
             if delta is None:
                 continue
@@ -76,6 +80,34 @@ def sweep(
             applied += 1
             break
     return applied
+
+
+def producer_ops(rule: pattern.RewriteRule) -> tuple[tuple[int, str], ...]:
+    """(input index, op type) the rule's root requires of the producers of its inputs.
+
+    Read from the pattern itself (onnxscript's pattern IR); a form we do not recognise gives no
+    requirement, so the pre-check can only skip rules that could not match."""
+    try:
+        root = rule._target_pattern.outputs[0].producer()
+        needs = []
+        for i, value in enumerate(root.inputs):
+            producer = value.producer() if hasattr(value, "producer") else None
+            op = getattr(producer, "op", None)
+            if op is not None and type(op).__name__ == "StringConstantPattern":
+                needs.append((i, op.value()))
+        return tuple(needs)
+    except (AttributeError, IndexError, TypeError):
+        return ()
+
+
+def _producers_are(node: ir.Node, needs: tuple[tuple[int, str], ...]) -> bool:
+    for i, op_type in needs:
+        if i >= len(node.inputs) or node.inputs[i] is None:
+            return False
+        producer = node.inputs[i].producer()
+        if producer is None or producer.op_type != op_type:
+            return False
+    return True
 
 
 def _mark_neighbourhood(nodes: Iterable[ir.Node], touched: set[ir.Node]) -> None:
