@@ -40,12 +40,14 @@ def compile_cmd(
     model: str, output: str, target: str, input_shape: tuple[str, ...], ort: bool, check: bool
 ) -> None:
     """Canonicalize and fuse MODEL (a path or a built-in name) for a target; write ONNX."""
-    result = api.compile(model, target=target, input_shape=input_shape)
-    proto = api.emit(result, ort=ort)
-    api.save(proto, output, protect=model)
+    with console.progress(f"compiling {model} for {target}"):
+        result = api.compile(model, target=target, input_shape=input_shape)
+        proto = api.emit(result, ort=ort)
+        api.save(proto, output, protect=model)
     console.print_compile_summary(result, output)
     if check:
-        report = api.validate(model, proto, input_shape=input_shape)
+        with console.progress("running both models in onnxruntime"):
+            report = api.validate(model, proto, input_shape=input_shape)
         console.print_validation(report)
         if not report.ok:
             sys.exit(1)
@@ -67,9 +69,10 @@ def validate_cmd(
     input_shape: tuple[str, ...],
 ) -> None:
     """Run ORIGINAL and OPTIMIZED in onnxruntime on the same inputs; exit 1 beyond tolerance."""
-    report = api.validate(
-        original, optimized, inputs=inputs, rtol=rtol, atol=atol, input_shape=input_shape
-    )
+    with console.progress("running both models in onnxruntime"):
+        report = api.validate(
+            original, optimized, inputs=inputs, rtol=rtol, atol=atol, input_shape=input_shape
+        )
     console.print_validation(report)
     if not report.ok:
         sys.exit(1)
@@ -82,7 +85,8 @@ def validate_cmd(
 @click.option("--json", "json_dest", metavar="PATH|-", help="Write the decisions as JSON.")
 def fusion_cmd(model: str, target: str, input_shape: tuple[str, ...], json_dest: str | None) -> None:
     """Show the kernels MODEL fuses into on a target, and why every other edge was not fused."""
-    result = api.compile(model, target=target, input_shape=input_shape)
+    with console.progress(f"compiling {model} for {target}"):
+        result = api.compile(model, target=target, input_shape=input_shape)
     if json_dest:
         _write_json(api.fusion_json(result), json_dest)
         if json_dest == "-":
