@@ -1,0 +1,179 @@
+"""Small code-generation helpers: an indenting writer, C literals, attributes, shapes and strides."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from opfuse.errors import OpfuseError
+
+
+class CWriter:
+    """Lines of C with indentation; ``open``/``close`` wrap a brace block."""
+
+    def __init__(self, indent: int = 0) -> None:
+        self.lines: list[str] = []
+        self.depth = indent
+
+    def __call__(self, line: str = "") -> None:
+        self.lines.append(("    " * self.depth + line) if line else "")
+
+    def open(self, head: str) -> None:
+        self(head + " {")
+        self.depth += 1
+
+    def close(self, tail: str = "") -> None:
+        self.depth -= 1
+        self("}" + tail)
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def flit(x: float) -> str:
+    """A float32 C literal that reads back to exactly ``x`` (as float32)."""
+    x = float(np.float32(x))
+    if math.isnan(x):
+        return "NAN"
+    if math.isinf(x):
+        return "INFINITY" if x > 0 else "(-INFINITY)"
+    text = f"{x:.9g}"
+    if "e" not in text and "." not in text and "n" not in text:
+        text += ".0"
+    return f"{text}f" if not text.startswith("-") else f"({text}f)"
+
+
+def cname(text: str) -> str:
+    """A C identifier fragment for ``text``."""
+    out = "".join(c if c.isalnum() else "_" for c in text)
+    return out if out and not out[0].isdigit() else "_" + out
+
+
+def who(node: ir.Node) -> str:
+    return f"{node.op_type} node '{node.name}'"
+
+
+def attr(node: ir.Node, name: str, default=None):
+    a = node.attributes.get(name)
+    if a is None:
+        return default
+    value = a.value
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, tuple | list):
+        return list(value)
+    return value
+
+
+def dims(value: ir.Value | None, node: ir.Node) -> tuple[int, ...]:
+    if value is None or value.shape is None or any(not isinstance(d, int) for d in value.shape):
+        name = "an omitted input" if value is None else f"'{value.name}'"
+        raise OpfuseError(f"C backend: {who(node)}: {name} has no static shape")
+    return tuple(int(d) for d in value.shape)
+
+
+def const(value: ir.Value | None) -> np.ndarray | None:
+    """The constant array behind ``value`` (initializer or Constant node), else None."""
+    if value is None:
+        return None
+    if value.const_value is not None:
+        return value.const_value.numpy()
+    p = value.producer()
+    if p is not None and p.op_type == "Constant" and p.domain in ("", "ai.onnx"):
+        t = p.attributes.get("value")
+        if t is not None:
+            return t.value.numpy()
+        for key in ("value_float", "value_int"):
+            a = p.attributes.get(key)
+            if a is not None:
+                return np.array(a.value)
+        for key in ("value_floats", "value_ints"):
+            a = p.attributes.get(key)
+            if a is not None:
+                return np.array(list(a.value))
+    return None
+
+
+def need_const(node: ir.Node, index: int, what: str) -> np.ndarray:
+    value = node.inputs[index] if index < len(node.inputs) else None
+    arr = const(value)
+    if arr is None:
+        raise OpfuseError(
+            f"C backend: {who(node)}: its {what} (input {index}) must be a constant to emit C"
+        )
+    return arr
+
+
+def contiguous(shape: Sequence[int]) -> list[int]:
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    return strides
+
+
+def bcast_strides(shape: Sequence[int], out: Sequence[int]) -> list[int]:
+    """Element strides of an operand of ``shape`` broadcast (numpy rules) to ``out``."""
+    if len(shape) > len(out):
+        raise ValueError("operand has a higher rank than the output")
+    full = [1] * (len(out) - len(shape)) + list(shape)
+    own = contiguous(full)
+    strides = []
+    for d, (s, o) in enumerate(zip(full, out, strict=True)):
+        if s == o:
+            strides.append(own[d] if o != 1 else 0)
+        elif s == 1:
+            strides.append(0)
+        else:
+            raise ValueError(f"shape {tuple(shape)} does not broadcast to {tuple(out)}")
+    return strides
+
+
+def merge(shape: Sequence[int], groups: Sequence[Sequence[int]], strides: Sequence[int]):
+    """Strides on a view of ``shape`` whose dims merge the dims in each group, or None."""
+    out = []
+    for group in groups:
+        live = [d for d in group if shape[d] != 1]
+        if not live:
+            out.append(0)
+            continue
+        stride, span = strides[live[-1]], shape[live[-1]]
+        for d in reversed(live[:-1]):
+            if strides[d] != stride * span:
+                return None
+            span *= shape[d]
+        out.append(stride)
+    return out
+
+
+def collapse(out: Sequence[int], operands: Sequence[Sequence[int]]):
+    """Drop size-1 dims and merge adjacent dims where every operand's strides allow it.
+
+    Returns (shape, per-operand strides); the shape has at least one dim."""
+    keep = [d for d in range(len(out)) if out[d] != 1]
+    shape = [out[d] for d in keep] or [1]
+    strides = [[s[d] for d in keep] or [0] for s in operands]
+    d = len(shape) - 1
+    while d > 0:
+        if all(s[d - 1] == s[d] * shape[d] for s in strides):
+            shape[d - 1 : d + 1] = [shape[d - 1] * shape[d]]
+            for s in strides:
+                s[d - 1 : d + 1] = [s[d]]
+        d -= 1
+    return shape, strides
+
+
+def offset_expr(coords: Sequence[str], strides: Sequence[int]) -> str:
+    """``c0*s0 + c1*s1 + ...`` without zero terms ("0" when all are zero)."""
+    terms = []
+    for c, s in zip(coords, strides, strict=True):
+        if s == 0 or c == "0":
+            continue
+        terms.append(c if s == 1 else f"({c})*{s}")
+    return " + ".join(terms) if terms else "0"
+
+
+def pick_block(n: int, choices: Sequence[int] = (8, 4, 2, 1)) -> int:
+    return next(b for b in choices if n % b == 0)

@@ -1,0 +1,139 @@
+"""``validate_c`` (generated C vs onnxruntime on the original model) and ``bench`` (fused C,
+unfused C, onnxruntime with all optimizations and with none; one thread each)."""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from opfuse.backends.c.emit import emit_c
+from opfuse.backends.c.runner import CModel, build_shared
+from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, source_proto
+from opfuse.targets import Target
+from opfuse.validate import ValidationReport, compare, random_inputs
+from opfuse.validate import _session as _ref_session
+
+
+def _original(source: str | Path):
+    proto = source_proto(source)
+    return proto if proto is not None else source
+
+
+def _compiled(source, target) -> CompileResult:
+    return source if isinstance(source, CompileResult) else compile_model(source, target)
+
+
+def reference(source: str | Path, inputs: Mapping[str, np.ndarray] | None = None, seed: int = 0):
+    """(inputs, outputs by name) of onnxruntime on the original model, optimizations disabled."""
+    notes: list[str] = []
+    sess = _ref_session(_original(source), "original", notes)
+    feeds = dict(inputs) if inputs is not None else random_inputs(sess, seed)
+    names = [o.name for o in sess.get_outputs()]
+    return feeds, dict(zip(names, sess.run(None, feeds), strict=True)), notes
+
+
+def validate_c(
+    model_source: str | Path | CompileResult,
+    target: str | Target = DEFAULT_TARGET,
+    *,
+    fuse: bool = True,
+    planner: str = "greedy-inplace",
+    inputs: Mapping[str, np.ndarray] | None = None,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+    seed: int = 0,
+    outdir: Path | str | None = None,
+) -> ValidationReport:
+    """Emit C for the model, build it, run it and compare every output with onnxruntime."""
+    result = _compiled(model_source, target)
+    feeds, ref, notes = reference(result.source, inputs, seed)
+    with tempfile.TemporaryDirectory(prefix="opfuse-c-") as tmp:
+        folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
+        emit_c(result, folder, fuse=fuse, planner=planner)
+        build_shared(folder)
+        got = CModel(folder).run(feeds)
+    checks = tuple(
+        compare(name, np.asarray(r), np.asarray(got[name]).reshape(np.shape(r)), rtol, atol)
+        for name, r in ref.items()
+    )
+    label = "fused" if fuse else "unfused"
+    src = "given arrays" if inputs is not None else f"random (seed {seed})"
+    return ValidationReport(checks, rtol, atol, src,
+                            (*notes, f"generated C ({label}) vs onnxruntime on the original"))
+
+
+def _ort_session(source, level) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = level
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.log_severity_level = 3
+    model = _original(source)
+    data = model.SerializeToString() if not isinstance(model, str | Path) else str(model)
+    return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+
+
+def bench(
+    model_source: str | Path | CompileResult,
+    target: str | Target = DEFAULT_TARGET,
+    repeats: int = 20,
+    warmup: int = 2,
+    planner: str = "greedy-inplace",
+) -> dict:
+    """Median latency (s) of fused C, unfused C, onnxruntime ORT_ENABLE_ALL and ORT_DISABLE_ALL,
+    one thread each, measured in one run with the variants alternating every repetition."""
+    result = _compiled(model_source, target)
+    feeds, _, _ = reference(result.source)
+    with tempfile.TemporaryDirectory(prefix="opfuse-bench-") as tmp:
+        runners: dict[str, Callable[[], object]] = {}
+        keep = []
+        for key, fuse in (("fused_c_s", True), ("unfused_c_s", False)):
+            folder = Path(tmp) / key
+            emit_c(result, folder, fuse=fuse, planner=planner)
+            model = CModel(build_shared(folder))
+            bound = model.bind(feeds)
+            keep.append((model, bound))
+            runners[key] = (lambda m=model, b=bound: m.call(b))
+        levels = (("ort_all_s", ort.GraphOptimizationLevel.ORT_ENABLE_ALL),
+                  ("ort_disabled_s", ort.GraphOptimizationLevel.ORT_DISABLE_ALL))
+        for key, level in levels:
+            sess = _ort_session(result.source, level)
+            runners[key] = (lambda s=sess: s.run(None, feeds))
+        times: dict[str, list[float]] = {k: [] for k in runners}
+        for _ in range(warmup):
+            for fn in runners.values():
+                fn()
+        for _ in range(repeats):
+            for key, fn in runners.items():
+                t0 = time.perf_counter()
+                fn()
+                times[key].append(time.perf_counter() - t0)
+    out = {key: statistics.median(v) for key, v in times.items()}
+    out.update({
+        "model": result.source,
+        "target": result.target.name,
+        "repeats": repeats,
+        "fusion_speedup": out["unfused_c_s"] / out["fused_c_s"],
+        "fused_c_vs_ort_all": out["fused_c_s"] / out["ort_all_s"],
+    })
+    return out
+
+
+def format_bench(data: dict) -> str:
+    ms = {k: data[k] * 1e3 for k in ("fused_c_s", "unfused_c_s", "ort_all_s", "ort_disabled_s")}
+    return (
+        f"{data['model']} on {data['target']} (median of {data['repeats']}, one thread)\n"
+        f"  fused C          {ms['fused_c_s']:9.3f} ms\n"
+        f"  unfused C        {ms['unfused_c_s']:9.3f} ms\n"
+        f"  ORT_ENABLE_ALL   {ms['ort_all_s']:9.3f} ms\n"
+        f"  ORT_DISABLE_ALL  {ms['ort_disabled_s']:9.3f} ms\n"
+        f"  fusion speedup (unfused / fused C): {data['fusion_speedup']:.2f}x\n"
+        f"  fused C / ORT_ENABLE_ALL: {data['fused_c_vs_ort_all']:.2f}x"
+    )

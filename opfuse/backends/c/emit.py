@@ -1,0 +1,196 @@
+"""The C emitter driver: model + partition + memory plan -> model.h, model.c, weights.c, ...
+
+``fuse=False`` emits the canonicalized model with one kernel per node (the trivial partition of
+``result.optimized``), not the model as imported: the same weights and the same math, only the
+kernel boundaries differ, so fused vs unfused measures fusion alone (BatchNorm folding and the
+other rewrites are in both). Both use the same templates; every intermediate of the unfused
+version is stored in the arena.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx_ir as ir
+
+from opfuse.backends.c.cgen import CWriter, cname, dims
+from opfuse.backends.c.files import (
+    MAKEFILE,
+    main_c,
+    manifest,
+    model_h,
+    readme,
+    weights_c,
+    write_dir,
+)
+from opfuse.backends.c.kernels import check_covered, emit_kernel
+from opfuse.backends.c.tensors import Params, Store, WeightBlob
+from opfuse.errors import OpfuseError
+from opfuse.fusion import Partition, trivial_partition
+from opfuse.memory import MemoryPlan, plan_memory
+from opfuse.pipeline import CompileResult
+
+
+@dataclass(frozen=True)
+class CEmitted:
+    outdir: Path
+    fused: bool
+    planner: str
+    arena_bytes: int  # OPFUSE_ARENA_BYTES: the plan's peak
+    weights_bytes: int
+    kernels: int
+    inputs: tuple[tuple[str, tuple[int, ...]], ...]
+    outputs: tuple[tuple[str, tuple[int, ...]], ...]
+    plan: MemoryPlan
+
+
+def c_partition(result: CompileResult, fuse: bool) -> tuple[ir.Model, Partition]:
+    """The model and partition the C code follows (see the module docstring)."""
+    if fuse:
+        return result.optimized, result.partition
+    return result.optimized, trivial_partition(result.optimized)
+
+
+def _opset(model: ir.Model) -> int:
+    return int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 17)))
+
+
+def generate(
+    result: CompileResult, fuse: bool = True, planner: str = "greedy-inplace"
+) -> tuple[dict[str, str], dict, MemoryPlan]:
+    """The files' text (name -> text), the manifest and the memory plan."""
+    model, part = c_partition(result, fuse)
+    nodes = {n.name: n for n in model.graph}
+    check_covered(list(model.graph))
+    plan = plan_memory(model, part, planner)
+    blob = WeightBlob()
+    store = Store(plan, blob)
+    opset = _opset(model)
+    funcs = CWriter()
+    calls = CWriter(1)
+    for index, kernel in enumerate(part.kernels):
+        members = [nodes[n] for n in kernel.nodes]
+        aliased = any(o in plan.aliases for o in kernel.outputs)
+        params = Params(store, restrict=not aliased)
+        body = CWriter(1)
+        emit_kernel(body, members, params, opset)
+        fname = f"k{index}_{cname(kernel.name)}"
+        funcs(f"/* kernel {index}: {' + '.join(kernel.ops)} ({', '.join(kernel.nodes)}) */")
+        funcs(params.signature(fname) + " {")
+        funcs.lines.extend(body.lines)
+        funcs("}")
+        funcs()
+        calls(params.call(fname))
+    io = {"inputs": [], "outputs": []}
+    copy_in, copy_out = CWriter(1), CWriter(1)
+    for k, value in enumerate(model.graph.inputs):
+        io["inputs"].append(_io(value))
+        if value.name in plan.offsets:
+            copy_in(f"memcpy(A + {plan.offsets[value.name] // 4}, inputs[{k}], "
+                    f"{io['inputs'][-1]['size'] * 4}u);")
+    for k, value in enumerate(model.graph.outputs):
+        io["outputs"].append(_io(value))
+        node = value.producer() or next(iter(model.graph), None)
+        src = store.where(value, node) if node is not None else None
+        if src is None:
+            raise OpfuseError(f"C backend: graph output '{value.name}' has no producer")
+        copy_out(f"memcpy(outputs[{k}], {src}, {io['outputs'][-1]['size'] * 4}u);")
+    info = {
+        "source": result.source,
+        "target": result.target.name,
+        "fused": fuse,
+        "planner": planner,
+        "kernels": len(part.kernels),
+        "arena_bytes": plan.peak_bytes,
+        "weights_bytes": max(blob.size, 1) * 4,
+        **io,
+    }
+    files = {
+        "model.h": model_h(info),
+        "model.c": _model_c(info, funcs, calls, copy_in, copy_out),
+        "weights.c": weights_c(blob.data()),
+        "main.c": main_c(info),
+        "Makefile": MAKEFILE,
+        "README.md": readme(info),
+        "model.json": manifest(info),
+    }
+    return files, info, plan
+
+
+def _io(value: ir.Value) -> dict:
+    if value.dtype is not None and value.dtype != ir.DataType.FLOAT:
+        raise OpfuseError(
+            f"C backend: graph input/output '{value.name}' is {value.dtype.name}; "
+            "the C backend emits float32 models only"
+        )
+    shape = dims(value, value.producer() or _Named(value.name))
+    return {"name": value.name, "shape": list(shape), "size": math.prod(shape)}
+
+
+class _Named:
+    """Stands in for a node in error messages about graph inputs."""
+
+    def __init__(self, name: str) -> None:
+        self.op_type = "input"
+        self.name = name
+
+
+def _model_c(info: dict, funcs: CWriter, calls: CWriter, copy_in: CWriter, copy_out: CWriter):
+    n_in, n_out = len(info["inputs"]), len(info["outputs"])
+    ins = ["const float *input"] if n_in == 1 else [f"const float *input{i}" for i in range(n_in)]
+    outs = ["float *output"] if n_out == 1 else [f"float *output{i}" for i in range(n_out)]
+    in_names = [a.split("*")[1] for a in ins]
+    out_names = [a.split("*")[1] for a in outs]
+    head = f"""/* Generated by opfuse from {info['source']} for {info['target']}. Do not edit. */
+#include <math.h>
+#include <string.h>
+#include "model.h"
+
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \\
+    __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "weights.c holds little-endian float32 data"
+#endif
+
+/* The one activation arena: tensor offsets below are the memory plan's ({info['planner']}). */
+static float opfuse_arena[(OPFUSE_ARENA_BYTES + 3) / 4 + 1] OPFUSE_ALIGNED;
+#define A opfuse_arena
+#define W opfuse_weights.f
+
+"""
+    tail = [
+        "int opfuse_model_run_v(const float *const *inputs, float *const *outputs) {",
+        *copy_in.lines,
+        *calls.lines,
+        *copy_out.lines,
+        "    (void)inputs;",
+        "    return 0;",
+        "}",
+        "",
+        f"int opfuse_model_run({', '.join(ins + outs)}) {{",
+        f"    const float *inputs[{max(n_in, 1)}] = {{{', '.join(in_names) or '0'}}};",
+        f"    float *outputs[{max(n_out, 1)}] = {{{', '.join(out_names) or '0'}}};",
+        "    return opfuse_model_run_v(inputs, outputs);",
+        "}",
+    ]
+    return head + funcs.text() + "\n".join(tail) + "\n"
+
+
+def emit_c(
+    result: CompileResult, outdir: Path | str, fuse: bool = True, planner: str = "greedy-inplace"
+) -> CEmitted:
+    """Write the C project for ``result`` into ``outdir`` (atomically) and describe it."""
+    files, info, plan = generate(result, fuse, planner)
+    write_dir(Path(outdir), files)
+    return CEmitted(
+        outdir=Path(outdir),
+        fused=fuse,
+        planner=planner,
+        arena_bytes=info["arena_bytes"],
+        weights_bytes=info["weights_bytes"],
+        kernels=info["kernels"],
+        inputs=tuple((x["name"], tuple(x["shape"])) for x in info["inputs"]),
+        outputs=tuple((x["name"], tuple(x["shape"])) for x in info["outputs"]),
+        plan=plan,
+    )

@@ -1,0 +1,114 @@
+"""One C function per kernel: classify the kernel's members and call the right template.
+
+A kernel of the partition is one of
+* an anchor (Conv, ConvTranspose, Gemm, MatMul) + its epilogue chain (+ a pool and the pool's
+  epilogue, on ``anchor_pool`` targets);
+* a pool + its epilogue chain;
+* a standalone elementwise/broadcast chain;
+* one data-movement or reduction op.
+Anything else has no C kernel, which is an OpfuseError naming the op and the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import onnx_ir as ir
+
+from opfuse.backends.c import layout, norms
+from opfuse.backends.c.cgen import CWriter, collapse, contiguous, dims, offset_expr, who
+from opfuse.backends.c.conv import emit_conv
+from opfuse.backends.c.convt import emit_conv_transpose
+from opfuse.backends.c.epilogue import EPILOGUE_OPS, build_chain, emit_apply
+from opfuse.backends.c.matmul import emit_gemm, emit_matmul
+from opfuse.backends.c.pools import POOL_OPS, emit_pool_kernel
+from opfuse.backends.c.tensors import Params
+from opfuse.errors import OpfuseError
+
+ANCHOR_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+
+Single = Callable[[CWriter, ir.Node, Params], None]
+SINGLE: dict[str, Single] = {
+    **{op: layout.emit_view for op in layout.VIEW_OPS},
+    "Transpose": layout.emit_transpose,
+    "Concat": layout.emit_concat,
+    "Slice": layout.emit_slice,
+    "Split": layout.emit_split,
+    "Expand": layout.emit_expand,
+    "Pad": layout.emit_pad,
+    "Resize": layout.emit_resize,
+    "LayerNormalization": norms.emit_layernorm,
+    **{op: norms.emit_reduce for op in norms.REDUCE_OPS},
+}
+
+COVERED = frozenset(ANCHOR_OPS | POOL_OPS | EPILOGUE_OPS | SINGLE.keys() | {"Softmax", "Constant"})
+
+
+def _unsupported(node: ir.Node) -> OpfuseError:
+    domain = f" (domain {node.domain})" if node.domain not in ("", "ai.onnx") else ""
+    return OpfuseError(
+        f"C backend: no C kernel for op {node.op_type}{domain} (node '{node.name}'); "
+        f"covered ops: {', '.join(sorted(COVERED))}"
+    )
+
+
+def check_covered(nodes: list[ir.Node]) -> None:
+    for node in nodes:
+        if node.domain not in ("", "ai.onnx") or node.op_type not in COVERED:
+            raise _unsupported(node)
+
+
+def emit_kernel(w: CWriter, members: list[ir.Node], params: Params, opset: int) -> None:
+    """The body of one kernel function (parameters are collected in ``params``)."""
+    check_covered(members)
+    head = members[0]
+    op = head.op_type
+    if op in ANCHOR_OPS:
+        rest = members[1:]
+        at = next((i for i, n in enumerate(rest) if n.op_type in POOL_OPS), None)
+        pre = rest if at is None else rest[:at]
+        pool = None if at is None else rest[at]
+        post = [] if at is None else rest[at + 1 :]
+        if pool is not None and op != "Conv":
+            raise OpfuseError(f"C backend: {who(pool)}: a pool fused after {op} is not emitted")
+        if op == "Conv":
+            emit_conv(w, head, pre, pool, post, params)
+        elif op == "ConvTranspose":
+            emit_conv_transpose(w, head, pre, params)
+        elif op == "Gemm":
+            emit_gemm(w, head, pre, params)
+        else:
+            emit_matmul(w, head, pre, params)
+        return
+    if op in POOL_OPS:
+        emit_pool_kernel(w, members, params)
+        return
+    if op in EPILOGUE_OPS:
+        emit_elementwise(w, members, params)
+        return
+    if len(members) != 1:
+        raise OpfuseError(f"C backend: {who(head)}: a fused kernel cannot start with {op}")
+    if op == "Constant":
+        w(f"/* Constant '{head.name}': its value lives in weights.c */")
+    elif op == "Softmax":
+        norms.emit_softmax(w, head, params, opset)
+    else:
+        SINGLE[op](w, head, params)
+
+
+def emit_elementwise(w: CWriter, nodes: list[ir.Node], params: Params) -> None:
+    """A standalone elementwise/broadcast chain over its last node's output (dims collapsed)."""
+    last = nodes[-1].outputs[0]
+    shape = dims(last, nodes[-1])
+    chain = build_chain(nodes, shape, params, None, exact=False)
+    y = params.out(last, nodes[-1])
+    cs, strides = collapse(shape, [*(o.strides for o in chain.operands), contiguous(shape)])
+    coords = []
+    for d, size in enumerate(cs[:-1]):
+        w.open(f"for (int e{d} = 0; e{d} < {size}; ++e{d})")
+        coords.append(f"e{d}")
+    ys = strides[-1]
+    emit_apply(w, chain, strides[:-1], [*coords, "0"], cs[-1], None,
+               lambda i: f"{y}[{offset_expr([*coords, i], ys)}]")
+    for _ in cs[:-1]:
+        w.close()

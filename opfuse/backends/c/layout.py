@@ -1,0 +1,286 @@
+"""Data-movement kernels: Reshape family (views when the memory plan put input and output at the
+same offset, else one memcpy), Transpose, Concat, Slice, Split, Expand, Pad, Resize.
+
+Strided copies collapse adjacent dims whose strides allow it, so the innermost loop is as long as
+possible; index tables (Pad reflect/edge, Resize nearest) are static const arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import onnx_ir as ir
+
+from opfuse.backends.c.cgen import (
+    CWriter,
+    attr,
+    bcast_strides,
+    collapse,
+    const,
+    contiguous,
+    dims,
+    flit,
+    need_const,
+    offset_expr,
+    who,
+)
+from opfuse.backends.c.tensors import Params
+from opfuse.errors import OpfuseError
+
+VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
+
+
+def strided_copy(w: CWriter, dst: str, src: str, shape: Sequence[int], src_strides: Sequence[int],
+                 src_base: int = 0, dst_strides: Sequence[int] | None = None) -> None:
+    """``dst[i...] = src[src_base + sum(i_d * src_strides[d])]`` over ``shape``."""
+    if math.prod(shape) == 0:
+        return
+    dst_st = list(dst_strides) if dst_strides is not None else contiguous(shape)
+    cs, (ss, ds) = collapse(shape, [src_strides, dst_st])
+    loops = [f"i{d}" for d in range(len(cs))]
+    w.open("")
+    for d, size in enumerate(cs):
+        w(f"for (int i{d} = 0; i{d} < {size}; ++i{d})")
+    s_off = offset_expr(loops, ss)
+    d_off = offset_expr(loops, ds)
+    base = f"{src_base} + " if src_base else ""
+    w(f"    {dst}[{d_off}] = {src}[{base}{s_off}];")
+    w.close()
+
+
+def emit_view(w: CWriter, node: ir.Node, params: Params) -> None:
+    x_v, y_v = node.inputs[0], node.outputs[0]
+    store = params.store
+    n = math.prod(dims(y_v, node))
+    if store.is_arena(x_v) and store.plan.offsets[x_v.name] == store.plan.offsets[y_v.name]:
+        w(f"/* {node.op_type} '{node.name}': a view, the memory plan put its output on its input */")
+        return
+    x = params.inp(x_v, node)
+    y = params.out(y_v, node)
+    w(f"memcpy({y}, {x}, {n * 4}u);")
+
+
+def emit_transpose(w: CWriter, node: ir.Node, params: Params) -> None:
+    xs = dims(node.inputs[0], node)
+    perm = attr(node, "perm") or list(range(len(xs)))[::-1]
+    st = contiguous(xs)
+    out = [xs[p] for p in perm]
+    strided_copy(w, params.out(node.outputs[0], node), params.inp(node.inputs[0], node), out,
+                 [st[p] for p in perm])
+
+
+def emit_expand(w: CWriter, node: ir.Node, params: Params) -> None:
+    out = dims(node.outputs[0], node)
+    st = bcast_strides(dims(node.inputs[0], node), out)
+    strided_copy(w, params.out(node.outputs[0], node), params.inp(node.inputs[0], node), out, st)
+
+
+def emit_concat(w: CWriter, node: ir.Node, params: Params) -> None:
+    out = dims(node.outputs[0], node)
+    axis = int(attr(node, "axis", 0)) % len(out)
+    y = params.out(node.outputs[0], node)
+    outer = math.prod(out[:axis])
+    out_chunk = math.prod(out[axis:])
+    offset = 0
+    for value in node.inputs:
+        shape = dims(value, node)
+        chunk = math.prod(shape[axis:])
+        if chunk:
+            x = params.inp(value, node)
+            w(f"for (int o = 0; o < {outer}; ++o) "
+              f"memcpy({y} + o*{out_chunk} + {offset}, {x} + o*{chunk}, {chunk * 4}u);")
+        offset += chunk
+
+
+def _slice_params(node: ir.Node, xs: tuple[int, ...]) -> tuple[list[int], list[int]]:
+    """Start and step per dim."""
+    if len(node.inputs) > 1:
+        starts = need_const(node, 1, "starts").tolist()
+        ends = need_const(node, 2, "ends").tolist()
+        axes = need_const(node, 3, "axes").tolist() if len(node.inputs) > 3 and node.inputs[3] \
+            else list(range(len(starts)))
+        steps = need_const(node, 4, "steps").tolist() if len(node.inputs) > 4 and node.inputs[4] \
+            else [1] * len(starts)
+    else:
+        starts, ends = attr(node, "starts"), attr(node, "ends")
+        axes = attr(node, "axes") or list(range(len(starts)))
+        steps = [1] * len(starts)
+    begin = [0] * len(xs)
+    step = [1] * len(xs)
+    for s, e, a, t in zip(starts, ends, axes, steps, strict=True):
+        a = int(a) % len(xs)
+        lo, _, st = slice(int(s), int(e), int(t)).indices(xs[a])
+        begin[a], step[a] = lo, st
+    return begin, step
+
+
+def emit_slice(w: CWriter, node: ir.Node, params: Params) -> None:
+    xs = dims(node.inputs[0], node)
+    begin, step = _slice_params(node, xs)
+    st = contiguous(xs)
+    base = sum(b * s for b, s in zip(begin, st, strict=True))
+    strided_copy(w, params.out(node.outputs[0], node), params.inp(node.inputs[0], node),
+                 dims(node.outputs[0], node), [t * s for t, s in zip(step, st, strict=True)], base)
+
+
+def emit_split(w: CWriter, node: ir.Node, params: Params) -> None:
+    xs = dims(node.inputs[0], node)
+    axis = int(attr(node, "axis", 0)) % len(xs)
+    st = contiguous(xs)
+    x = params.inp(node.inputs[0], node)
+    start = 0
+    for out in node.outputs:
+        shape = dims(out, node)
+        if out.name and (out.consumers() or out.is_graph_output()):
+            strided_copy(w, params.out(out, node), x, shape, st, start * st[axis])
+        start += shape[axis]
+
+
+def emit_pad(w: CWriter, node: ir.Node, params: Params) -> None:
+    xs, ys = dims(node.inputs[0], node), dims(node.outputs[0], node)
+    mode = attr(node, "mode", "constant")
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        pads = [int(p) for p in need_const(node, 1, "pads").tolist()]
+        value = float(const(node.inputs[2]).ravel()[0]) if len(node.inputs) > 2 and \
+            node.inputs[2] is not None else 0.0
+        if len(node.inputs) > 3 and node.inputs[3] is not None:
+            raise OpfuseError(f"C backend: {who(node)}: Pad with an axes input is not emitted")
+    else:
+        pads = list(attr(node, "pads"))
+        value = float(attr(node, "value", 0.0))
+    r = len(xs)
+    begin = pads[:r]
+    x, y = params.inp(node.inputs[0], node), params.out(node.outputs[0], node)
+    tables = []
+    for d in range(r):
+        idx = []
+        for o in range(ys[d]):
+            i = o - begin[d]
+            if 0 <= i < xs[d]:
+                idx.append(i)
+            elif mode == "constant":
+                idx.append(-1)
+            elif mode == "edge":
+                idx.append(min(max(i, 0), xs[d] - 1))
+            elif mode == "reflect":
+                period = 2 * (xs[d] - 1) or 1
+                i = abs(i) % period
+                idx.append(i if i < xs[d] else period - i)
+            else:
+                raise OpfuseError(f"C backend: {who(node)}: Pad mode '{mode}' is not emitted")
+        tables.append(idx)
+    emit_gather(w, y, x, ys, xs, tables, flit(value))
+
+
+def emit_gather(w: CWriter, y: str, x: str, ys: Sequence[int], xs: Sequence[int],
+                tables: Sequence[Sequence[int]], fill: str | None = None) -> None:
+    """``y[o...] = x[t_0[o_0], t_1[o_1], ...]`` (``fill`` where any index is -1)."""
+    st = contiguous(xs)
+    yst = contiguous(ys)
+    w.open("")
+    identity = [list(t) == list(range(len(t))) and len(t) == xs[d] for d, t in enumerate(tables)]
+    for d, t in enumerate(tables):
+        if not identity[d]:
+            w(f"static const int t{d}[{len(t)}] = {{{', '.join(map(str, t))}}};")
+    src = ["0"]
+    for d, size in enumerate(ys):
+        w.open(f"for (int i{d} = 0; i{d} < {size}; ++i{d})")
+        idx = f"i{d}" if identity[d] else f"t{d}[i{d}]"
+        if fill is not None and not identity[d] and -1 in tables[d]:
+            w(f"const int s{d} = {idx};")
+            w(f"if (s{d} < 0) {{ for (int z = 0; z < {yst[d]}; ++z) "
+              f"{y}[{offset_expr([f'i{e}' for e in range(d + 1)], yst[: d + 1])} + z] = {fill}; "
+              "continue; }")
+            idx = f"s{d}"
+        src.append(f"({idx})*{st[d]}")
+    dst = offset_expr([f"i{d}" for d in range(len(ys))], yst)
+    w(f"{y}[{dst}] = {x}[{' + '.join(src)}];")
+    for _ in ys:
+        w.close()
+    w.close()
+
+
+def _resize_scales(node: ir.Node, xs, ys) -> list[float]:
+    idx = 2 if len(node.inputs) > 2 else 1
+    arr = const(node.inputs[idx]) if len(node.inputs) > idx and node.inputs[idx] else None
+    if arr is not None and arr.size == len(xs):
+        return [float(s) for s in arr.ravel()]
+    return [o / i for o, i in zip(ys, xs, strict=True)]
+
+
+def _source_coord(mode: str, o: int, scale: float, in_len: int, out_len: int) -> float:
+    if mode == "half_pixel":
+        return (o + 0.5) / scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return (o + 0.5) / scale - 0.5 if out_len > 1 else 0.0
+    if mode == "align_corners":
+        return 0.0 if out_len == 1 else o * (in_len - 1) / (out_len - 1)
+    if mode == "asymmetric":
+        return o / scale
+    if mode == "tf_half_pixel_for_nn":
+        return (o + 0.5) / scale
+    raise OpfuseError(f"C backend: Resize coordinate_transformation_mode '{mode}' is not emitted")
+
+
+def _nearest(x: float, how: str) -> int:
+    if how == "floor":
+        return math.floor(x)
+    if how == "ceil":
+        return math.ceil(x)
+    frac = x - math.floor(x)
+    if frac == 0.5:
+        return math.floor(x) if how == "round_prefer_floor" else math.ceil(x)
+    return round(x)
+
+
+def emit_resize(w: CWriter, node: ir.Node, params: Params) -> None:
+    xs, ys = dims(node.inputs[0], node), dims(node.outputs[0], node)
+    mode = attr(node, "mode", "nearest")
+    ctm = attr(node, "coordinate_transformation_mode", "half_pixel")
+    scales = _resize_scales(node, xs, ys)
+    x, y = params.inp(node.inputs[0], node), params.out(node.outputs[0], node)
+    coords = [[_source_coord(ctm, o, scales[d], xs[d], ys[d]) for o in range(ys[d])]
+              for d in range(len(xs))]
+    if mode == "nearest":
+        how = attr(node, "nearest_mode", "round_prefer_floor")
+        tables = [[min(max(_nearest(c, how), 0), xs[d] - 1) for c in coords[d]]
+                  for d in range(len(xs))]
+        emit_gather(w, y, x, ys, xs, tables)
+        return
+    if mode != "linear" or len(xs) < 2:
+        raise OpfuseError(f"C backend: {who(node)}: Resize mode '{mode}' is not emitted")
+    for d in range(len(xs) - 2):
+        if xs[d] != ys[d]:
+            raise OpfuseError(f"C backend: {who(node)}: linear Resize of a non-spatial dim")
+    ih, iw, oh, ow = xs[-2], xs[-1], ys[-2], ys[-1]
+    tab = []
+    for d, n_in in ((0, ih), (1, iw)):
+        lo, hi, f = [], [], []
+        for c in coords[len(xs) - 2 + d]:
+            c = min(max(c, 0.0), n_in - 1)
+            a = int(math.floor(c))
+            lo.append(a)
+            hi.append(min(a + 1, n_in - 1))
+            f.append(c - a)
+        tab.append((lo, hi, f))
+    w.open("")
+    for name, (lo, hi, f) in zip(("h", "w"), tab, strict=True):
+        w(f"static const int {name}0[{len(lo)}] = {{{', '.join(map(str, lo))}}};")
+        w(f"static const int {name}1[{len(hi)}] = {{{', '.join(map(str, hi))}}};")
+        w(f"static const float {name}f[{len(f)}] = {{{', '.join(flit(v) for v in f)}}};")
+    planes = math.prod(xs[:-2])
+    w.open(f"for (int p = 0; p < {planes}; ++p)")
+    w(f"const float *xp = {x} + p*{ih * iw};")
+    w(f"float *yp = {y} + p*{oh * ow};")
+    w.open(f"for (int i = 0; i < {oh}; ++i)")
+    w("const float *r0 = xp + h0[i]*" + str(iw) + ", *r1 = xp + h1[i]*" + str(iw) + ";")
+    w("const float fy = hf[i];")
+    w.open(f"for (int j = 0; j < {ow}; ++j)")
+    w("const float top = r0[w0[j]] + (r0[w1[j]] - r0[w0[j]]) * wf[j];")
+    w("const float bot = r1[w0[j]] + (r1[w1[j]] - r1[w0[j]]) * wf[j];")
+    w(f"yp[i*{ow} + j] = top + (bot - top) * fy;")
+    w.close()
+    w.close()
+    w.close()
+    w.close()

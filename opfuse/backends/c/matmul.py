@@ -1,0 +1,148 @@
+"""Gemm and (batched, broadcasting) MatMul kernels, epilogue fused.
+
+``Y[.., m, n] = sum_k A[.., m, k] * B[.., k, n]``: for each row m, an accumulator of NB output
+columns is kept on the stack and updated with ``a[m,k] * B[k, n0:n0+NB]``, a contiguous inner loop
+gcc vectorizes. A constant B of Gemm with transB=1 is transposed at compile time (and alpha folded
+into it) so that loop stays contiguous; runtime operands are read through their strides.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx_ir as ir
+
+from opfuse.backends.c.cgen import (
+    CWriter,
+    attr,
+    bcast_strides,
+    const,
+    contiguous,
+    dims,
+    flit,
+    offset_expr,
+    who,
+)
+from opfuse.backends.c.epilogue import build_chain, emit_apply
+from opfuse.backends.c.tensors import Params
+from opfuse.errors import OpfuseError
+
+NB = 256  # output columns per accumulator tile
+
+
+def emit_gemm(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
+    a_v, b_v = node.inputs[0], node.inputs[1]
+    c_v = node.inputs[2] if len(node.inputs) > 2 else None
+    a_shape, b_shape = dims(a_v, node), dims(b_v, node)
+    ta, tb = int(attr(node, "transA", 0)), int(attr(node, "transB", 0))
+    alpha, beta = float(attr(node, "alpha", 1.0)), float(attr(node, "beta", 1.0))
+    m, k = (a_shape[1], a_shape[0]) if ta else a_shape
+    n = b_shape[0] if tb else b_shape[1]
+    a = params.inp(a_v, node)
+    a_st = (1, m) if ta else (k, 1)  # strides of (m, k)
+    b_arr = const(b_v)
+    if b_arr is not None:
+        kn = (b_arr.T if tb else b_arr).astype(np.float32) * np.float32(alpha)
+        b = params.weight(f"{b_v.name}:kn:{alpha}", kn)
+        b_st, scale = (n, 1), None
+    else:
+        b = params.inp(b_v, node)
+        b_st, scale = ((1, k) if tb else (n, 1)), (flit(alpha) if alpha != 1.0 else None)
+    bias = None
+    if c_v is not None and beta != 0.0:
+        bias = (params.inp(c_v, node), bcast_strides(dims(c_v, node), (m, n)), beta)
+    shape = dims(node.outputs[0], node)
+    chain = build_chain(pre, shape, params, node.outputs[0].name)
+    y = params.out((pre or [node])[-1].outputs[0], node)
+    w.open(f"for (int m = 0; m < {m}; ++m)")
+    _rows(w, chain, [], "m", n, k, f"{a} + m*{a_st[0]}", a_st[1], b, b_st, scale, bias, y, (m, n))
+    w.close()
+
+
+def _rows(w, chain, batch, mvar, n, k, a_row, a_k, b, b_st, scale, bias, y, mn) -> None:
+    """Tiles of one output row: ``acc[:] = sum_k a_row[k] * B[k, n0:]``, epilogue, one store."""
+    tile = min(NB, n)
+    full, rem = divmod(n, tile)
+    ys = contiguous(chain.shape)
+    row = offset_expr([*batch, mvar], ys[:-1])
+    for width, count, start in ((tile, full, 0), (rem, 1 if rem else 0, full * tile)):
+        if count == 0:
+            continue
+        w.open(f"for (int t = 0; t < {count}; ++t)" if count > 1 else "")
+        w(f"const int n0 = {start} + {'t*' + str(tile) if count > 1 else '0'};")
+        w(f"float acc[{width}];")
+        w(f"for (int i = 0; i < {width}; ++i) acc[i] = 0.0f;")
+        w.open(f"for (int kk = 0; kk < {k}; ++kk)")
+        w(f"const float av = ({a_row})[kk*{a_k}];")
+        w(f"const float *br = {b} + kk*{b_st[0]} + n0*{b_st[1]};")
+        bi = "i" if b_st[1] == 1 else f"i*{b_st[1]}"
+        w(f"for (int i = 0; i < {width}; ++i) acc[i] += av * br[{bi}];")
+        w.close()
+        if scale is not None:
+            w(f"for (int i = 0; i < {width}; ++i) acc[i] *= {scale};")
+        if bias is not None:
+            ptr, st, beta = bias
+            ci = "0" if st[1] == 0 else "i"
+            mul = "" if beta == 1.0 else f"{flit(beta)} * "
+            w(f"for (int i = 0; i < {width}; ++i) "
+              f"acc[i] += {mul}({ptr} + {offset_expr([mvar, 'n0'], st)})[{ci}];")
+        vs = [o.strides for o in chain.operands]
+        emit_apply(w, chain, vs, [*batch, mvar, "n0"], width, lambda i: f"acc[{i}]",
+                   lambda i: f"{y}[{row} + n0 + {i}]")
+        w.close()
+    del mn
+
+
+def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
+    a_v, b_v = node.inputs[0], node.inputs[1]
+    a_shape, b_shape = dims(a_v, node), dims(b_v, node)
+    if len(a_shape) == 0 or len(b_shape) == 0:
+        raise OpfuseError(f"C backend: {who(node)}: MatMul of a scalar")
+    a2 = (1, *a_shape) if len(a_shape) == 1 else a_shape
+    b2 = (*b_shape, 1) if len(b_shape) == 1 else b_shape
+    m, k = a2[-2], a2[-1]
+    n = b2[-1]
+    batch = tuple(np.broadcast_shapes(a2[:-2], b2[:-2]))
+    shape = dims(node.outputs[0], node)
+    if math.prod(shape) != math.prod(batch) * m * n:
+        raise OpfuseError(f"C backend: {who(node)}: unexpected output shape {list(shape)}")
+    full = (*batch, m, n)
+    a = params.inp(a_v, node)
+    b = params.inp(b_v, node)
+    a_st = bcast_strides(a2, (*batch, m, k))
+    b_st = bcast_strides(b2, (*batch, k, n))
+    chain = build_chain(pre, shape, params, node.outputs[0].name)
+    if shape != full:  # 1-D operands dropped a dim: view the chain on the full shape
+        from opfuse.backends.c.epilogue import Chain, Operand
+
+        ops = []
+        for o in chain.operands:
+            src = o.strides
+            ops.append(Operand(o.ptr, tuple(_restride(src, shape, full))))
+        chain = Chain(full, chain.steps, ops)
+    y = params.out((pre or [node])[-1].outputs[0], node)
+    coords = []
+    for d, size in enumerate(batch):
+        w.open(f"for (int b{d} = 0; b{d} < {size}; ++b{d})")
+        coords.append(f"b{d}")
+    w.open(f"for (int m = 0; m < {m}; ++m)")
+    a_row = f"{a} + " + offset_expr([*coords, "m"], a_st[:-1])
+    b_base = f"{b} + " + offset_expr(coords, b_st[:-2]) if coords else b
+    _rows(w, chain, coords, "m", n, k, a_row, a_st[-1], f"({b_base})", (b_st[-2], b_st[-1]),
+          None, None, y, (m, n))
+    w.close()
+    for _ in batch:
+        w.close()
+
+
+def _restride(strides, shape, full) -> list[int]:
+    """Strides on ``shape`` re-expressed on ``full`` (same elements, size-1 dims inserted)."""
+    out, j = [], 0
+    for size in full:
+        if j < len(shape) and shape[j] == size:
+            out.append(strides[j])
+            j += 1
+        else:
+            out.append(0)
+    return out

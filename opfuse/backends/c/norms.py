@@ -1,0 +1,143 @@
+"""Reduction kernels: Softmax, LayerNormalization, ReduceMean/ReduceSum/ReduceMax/ReduceMin.
+
+A reduction over a contiguous run of ``n`` elements keeps 8 partial sums so gcc can vectorize it
+without -ffast-math (a float reduction may not be reordered otherwise).
+"""
+
+from __future__ import annotations
+
+import math
+
+import onnx_ir as ir
+
+from opfuse.backends.c.cgen import (
+    CWriter,
+    attr,
+    collapse,
+    const,
+    contiguous,
+    dims,
+    flit,
+    offset_expr,
+    who,
+)
+from opfuse.backends.c.tensors import Params
+from opfuse.errors import OpfuseError
+
+REDUCE_OPS = frozenset({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"})
+
+
+def _sum8(w: CWriter, out: str, n: int, expr: str) -> None:
+    """``float out = sum_{i<n} expr(i)`` with 8 partial sums."""
+    w("float s8[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};")
+    w(f"for (int i = 0; i + 8 <= {n}; i += 8) for (int l = 0; l < 8; ++l) "
+      f"s8[l] += {expr.replace('@', '(i + l)')};")
+    w(f"float {out} = ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));")
+    if n % 8:
+        w(f"for (int i = {n - n % 8}; i < {n}; ++i) {out} += {expr.replace('@', 'i')};")
+
+
+def emit_softmax(w: CWriter, node: ir.Node, params: Params, opset: int) -> None:
+    xs = dims(node.inputs[0], node)
+    axis = int(attr(node, "axis", -1 if opset >= 13 else 1)) % max(len(xs), 1)
+    outer = math.prod(xs[:axis])
+    if opset >= 13:
+        n, inner = xs[axis], math.prod(xs[axis + 1 :])
+    else:
+        n, inner = math.prod(xs[axis:]), 1
+    x, y = params.inp(node.inputs[0], node), params.out(node.outputs[0], node)
+    w.open(f"for (int o = 0; o < {outer}; ++o)")
+    w.open(f"for (int q = 0; q < {inner}; ++q)")
+    w(f"const float *xr = {x} + o*{n * inner} + q;")
+    w(f"float *yr = {y} + o*{n * inner} + q;")
+    w("float mx = -INFINITY;")
+    w(f"for (int i = 0; i < {n}; ++i) mx = xr[i*{inner}] > mx ? xr[i*{inner}] : mx;")
+    w("float sum = 0.0f;")
+    w(f"for (int i = 0; i < {n}; ++i) {{ const float e = expf(xr[i*{inner}] - mx); "
+      f"yr[i*{inner}] = e; sum += e; }}")
+    w("const float inv = 1.0f / sum;")
+    w(f"for (int i = 0; i < {n}; ++i) yr[i*{inner}] *= inv;")
+    w.close()
+    w.close()
+
+
+def emit_layernorm(w: CWriter, node: ir.Node, params: Params) -> None:
+    xs = dims(node.inputs[0], node)
+    for extra in node.outputs[1:]:
+        if extra is not None and extra.name and (extra.consumers() or extra.is_graph_output()):
+            raise OpfuseError(f"C backend: {who(node)}: its Mean/InvStdDev outputs are not emitted")
+    axis = int(attr(node, "axis", -1)) % len(xs)
+    eps = flit(attr(node, "epsilon", 1e-5))
+    outer, n = math.prod(xs[:axis]), math.prod(xs[axis:])
+    x, y = params.inp(node.inputs[0], node), params.out(node.outputs[0], node)
+    ops = []
+    for i in (1, 2):
+        value = node.inputs[i] if len(node.inputs) > i else None
+        if value is None:
+            ops.append(None)
+            continue
+        size = math.prod(dims(value, node))
+        if size not in (1, n):
+            raise OpfuseError(f"C backend: {who(node)}: scale/bias must cover the normalized dims")
+        ptr = params.inp(value, node)
+        ops.append(f"{ptr}[0]" if size == 1 else f"{ptr}[i]")
+    w.open(f"for (int o = 0; o < {outer}; ++o)")
+    w(f"const float *xr = {x} + o*{n};")
+    w(f"float *yr = {y} + o*{n};")
+    w.open("")
+    _sum8(w, "sum", n, "xr[@]")
+    w(f"const float mean = sum * {flit(1.0 / n)};")
+    w.open("")
+    _sum8(w, "sq", n, "(xr[@] - mean) * (xr[@] - mean)")
+    w(f"const float rstd = 1.0f / sqrtf(sq * {flit(1.0 / n)} + {eps});")
+    scale = f" * {ops[0]}" if ops[0] else ""
+    bias = f" + {ops[1]}" if ops[1] else ""
+    w(f"for (int i = 0; i < {n}; ++i) yr[i] = (xr[i] - mean) * rstd{scale}{bias};")
+    w.close()
+    w.close()
+    w.close()
+
+
+def emit_reduce(w: CWriter, node: ir.Node, params: Params) -> None:
+    xs = dims(node.inputs[0], node)
+    axes = attr(node, "axes")
+    if axes is None and len(node.inputs) > 1 and node.inputs[1] is not None:
+        arr = const(node.inputs[1])
+        if arr is None:
+            raise OpfuseError(f"C backend: {who(node)}: its axes must be a constant")
+        axes = arr.ravel().tolist()
+    if not axes:
+        axes = [] if attr(node, "noop_with_empty_axes", 0) else list(range(len(xs)))
+    red = sorted({int(a) % len(xs) for a in axes})
+    keep = [d for d in range(len(xs)) if d not in red]
+    st = contiguous(xs)
+    oshape = [xs[d] for d in keep]
+    rshape = [xs[d] for d in red]
+    ost = contiguous(oshape)
+    co, (cx, cy) = collapse(oshape, [[st[d] for d in keep], ost]) if keep else ([1], ([0], [0]))
+    cr, (crs,) = collapse(rshape, [[st[d] for d in red]]) if red else ([1], ([0],))
+    x, y = params.inp(node.inputs[0], node), params.out(node.outputs[0], node)
+    count = math.prod(rshape)
+    op = node.op_type
+    init = {"ReduceMax": "-INFINITY", "ReduceMin": "INFINITY"}.get(op, "0.0f")
+    w.open("")
+    outer = [f"o{d}" for d in range(len(co))]
+    for d, size in enumerate(co):
+        w.open(f"for (int o{d} = 0; o{d} < {size}; ++o{d})")
+    w(f"const float *xb = {x} + {offset_expr(outer, cx)};")
+    w(f"float acc = {init};")
+    inner = [f"r{d}" for d in range(len(cr))]
+    for d, size in enumerate(cr):
+        w(f"for (int r{d} = 0; r{d} < {size}; ++r{d})")
+    t = f"xb[{offset_expr(inner, crs)}]"
+    if op == "ReduceMax":
+        w(f"    acc = {t} > acc ? {t} : acc;")
+    elif op == "ReduceMin":
+        w(f"    acc = {t} < acc ? {t} : acc;")
+    else:
+        w(f"    acc += {t};")
+    scale = f" * {flit(1.0 / max(count, 1))}" if op == "ReduceMean" else ""
+    w(f"{y}[{offset_expr(outer, cy)}] = acc{scale};")
+    for _ in co:
+        w.close()
+    w.close()

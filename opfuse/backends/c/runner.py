@@ -1,0 +1,152 @@
+"""Host runner: build the generated C with the system compiler, load it with ctypes, run it, and
+compare it against onnxruntime on the original model."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from opfuse.errors import OpfuseError
+
+LIB = "libopfuse_model.so"
+WARN = ("-Wall", "-Wextra", "-Werror")
+BASE = ("-O3", "-std=c99", "-ffp-contract=fast")  # FMA: -std=c99 alone turns contraction off
+
+
+def compiler() -> str:
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if not cc:
+        raise OpfuseError("C backend: no C compiler found (install gcc or set CC)")
+    return cc
+
+
+def _run(cmd: Sequence[str], cwd: Path) -> None:
+    proc = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        msg = (proc.stderr or proc.stdout).strip().splitlines()
+        head = "\n".join(msg[:20])
+        raise OpfuseError(f"C backend: compiling {cwd} failed ({' '.join(cmd[:3])} ...):\n{head}")
+
+
+def build_shared(
+    outdir: Path | str, extra: Sequence[str] = ("-march=native",), name: str = LIB
+) -> Path:
+    """``gcc -O3 -std=c99 -Wall -Wextra -Werror -shared -fPIC`` (+ ``extra``) -> the library path.
+
+    ``-march=native`` by default: onnxruntime dispatches to the host's vector units at run time,
+    so the C is built for them too when the two are compared."""
+    outdir = Path(outdir)
+    cc = compiler()
+    _run([cc, *BASE, *WARN, *extra, "-fPIC", "-c", "weights.c", "-o", f"{name}.w.o"], outdir)
+    _run([cc, *BASE, *WARN, *extra, "-fPIC", "-c", "model.c", "-o", f"{name}.m.o"], outdir)
+    _run([cc, "-shared", "-o", name, f"{name}.m.o", f"{name}.w.o", "-lm"], outdir)
+    return outdir / name
+
+
+def build_executable(
+    outdir: Path | str, flags: Sequence[str] = (), name: str = "opfuse_demo"
+) -> Path:
+    """Build the harness (main.c) with ``flags`` (e.g. sanitizers) -> the executable's path."""
+    outdir = Path(outdir)
+    cc = compiler()
+    _run([cc, "-std=c99", *WARN, *flags, "-o", name, "main.c", "model.c", "weights.c", "-lm"],
+         outdir)
+    return outdir / name
+
+
+def manifest(outdir: Path) -> dict:
+    try:
+        return json.loads((Path(outdir) / "model.json").read_text())
+    except FileNotFoundError:
+        raise OpfuseError(f"{outdir}: no model.json (not an opfuse C output folder)") from None
+
+
+def _as_inputs(info: dict, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    arrays = []
+    for item in info["inputs"]:
+        if item["name"] not in inputs:
+            raise OpfuseError(f"run_c: no value for input '{item['name']}'")
+        arr = np.ascontiguousarray(inputs[item["name"]], dtype=np.float32)
+        if arr.size != item["size"]:
+            raise OpfuseError(
+                f"run_c: input '{item['name']}' has {arr.size} values, the model takes "
+                f"{item['size']} ({item['shape']})"
+            )
+        arrays.append(arr)
+    return arrays
+
+
+class CModel:
+    """A built model loaded with ctypes."""
+
+    def __init__(self, lib_or_dir: Path | str) -> None:
+        path = Path(lib_or_dir)
+        if path.is_dir():
+            lib = path / LIB
+            if not lib.exists():
+                lib = build_shared(path)
+            folder = path
+        else:
+            lib, folder = path, path.parent
+        self.info = manifest(folder)
+        self.lib = ctypes.CDLL(str(lib.resolve()))
+        self.fn = self.lib.opfuse_model_run_v
+        self.fn.restype = ctypes.c_int
+        fp = ctypes.POINTER(ctypes.c_float)
+        self.fn.argtypes = [ctypes.POINTER(fp), ctypes.POINTER(fp)]
+        self.outs = [np.zeros(o["shape"], np.float32) for o in self.info["outputs"]]
+        self._out_ptrs = (fp * len(self.outs))(*[o.ctypes.data_as(fp) for o in self.outs])
+        self._fp = fp
+
+    def bind(self, inputs: Mapping[str, np.ndarray]):
+        """Argument arrays for ``call`` (kept alive by the caller)."""
+        arrays = _as_inputs(self.info, inputs)
+        ptrs = (self._fp * max(len(arrays), 1))(*[a.ctypes.data_as(self._fp) for a in arrays])
+        return arrays, ptrs
+
+    def call(self, bound) -> None:
+        self.fn(bound[1], self._out_ptrs)
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        bound = self.bind(inputs)
+        self.call(bound)
+        return {o["name"]: arr.copy() for o, arr in zip(self.info["outputs"], self.outs,
+                                                        strict=True)}
+
+
+def run_c(outdir_or_lib: Path | str, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run the generated model once (building it first if needed); outputs by name."""
+    return CModel(outdir_or_lib).run(inputs)
+
+
+def run_executable(exe: Path, info: dict, inputs: Mapping[str, np.ndarray],
+                   prefix: Sequence[str] = (), env: Mapping[str, str] | None = None,
+                   repeats: int = 1) -> tuple[dict[str, np.ndarray], subprocess.CompletedProcess]:
+    """Run the harness (optionally under ``prefix``, e.g. valgrind) on files in a temp folder."""
+    with tempfile.TemporaryDirectory(prefix="opfuse-run-") as tmp:
+        tmpdir = Path(tmp)
+        args = []
+        for k, arr in enumerate(_as_inputs(info, inputs)):
+            path = tmpdir / f"in{k}.bin"
+            arr.astype("<f4").tofile(path)
+            args.append(str(path))
+        outs = [tmpdir / f"out{k}.bin" for k in range(len(info["outputs"]))]
+        cmd = [*prefix, str(exe), *args, *map(str, outs), str(repeats)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+        if proc.returncode != 0:
+            raise OpfuseError(
+                f"C backend: {exe.name} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+            )
+        result = {
+            o["name"]: np.fromfile(path, dtype="<f4").reshape(o["shape"])
+            for o, path in zip(info["outputs"], outs, strict=True)
+        }
+    return result, proc
