@@ -105,6 +105,41 @@ def emit(result: CompileResult, ort: bool = False) -> onnx.ModelProto:
         )
 
 
+def emit_c(
+    result: CompileResult, outdir: str | Path, fuse: bool = True, planner: str = DEFAULT_PLANNER
+):
+    """Write the C project (model.h, model.c, weights.c, Makefile) for ``result`` into ``outdir``."""
+    from opfuse.backends.c import emit_c as _emit_c
+
+    with gc_paused():
+        return _emit_c(result, Path(outdir), fuse=fuse, planner=planner)
+
+
+def validate_c(
+    source: str | Path,
+    target: str | Target = DEFAULT_TARGET,
+    fuse: bool = True,
+    inputs: str | Path | Mapping[str, np.ndarray] | None = None,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+    input_shape: ShapeArg = None,
+) -> ValidationReport:
+    """Compile to C, build with the system compiler, run, and compare with onnxruntime."""
+    from opfuse.backends.c import validate_c as _validate_c
+    from opfuse.validate import read_npz
+
+    result = compile(source, target, input_shape)
+    feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
+    return _validate_c(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol)
+
+
+def bench(source: str | Path, target: str | Target = DEFAULT_TARGET, repeats: int = 20) -> dict:
+    """Median latency of fused C, unfused C, onnxruntime ORT_ENABLE_ALL and ORT_DISABLE_ALL."""
+    from opfuse.backends.c import bench as _bench
+
+    return _bench(compile(source, target), repeats=repeats)
+
+
 def save(proto: onnx.ModelProto, path: str | Path, protect: str | Path | None = None) -> None:
     """Write atomically; refuse to overwrite ``protect`` (the input model)."""
     protected = protect if protect is not None and Path(protect).exists() else None

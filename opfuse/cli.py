@@ -31,23 +31,52 @@ def cli() -> None:
 
 @cli.command("compile")
 @click.argument("model")
-@click.option("-o", "--output", required=True, help="Where to write the optimized ONNX model.")
+@click.option("-o", "--output", required=True,
+              help="The optimized ONNX file, or with --emit c the folder for the C project.")
 @click.option("--target", default=api.DEFAULT_TARGET, show_default=True, help="Target profile.")
 @click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
+@click.option("--emit", "emit_kind", type=click.Choice(["onnx", "c"]), default="onnx",
+              show_default=True, help="Portable ONNX, or C99 with fused kernels and a static arena.")
+@click.option("--no-fuse", is_flag=True, help="With --emit c: one kernel per node (for comparison).")
 @click.option("--ort", is_flag=True, help="Emit com.microsoft FusedConv/FusedGemm for onnxruntime.")
-@click.option("--check", is_flag=True, help="Run original and output in onnxruntime and compare.")
+@click.option("--check", is_flag=True, help="Run the original and the output and compare.")
 def compile_cmd(
-    model: str, output: str, target: str, input_shape: tuple[str, ...], ort: bool, check: bool
+    model: str,
+    output: str,
+    target: str,
+    input_shape: tuple[str, ...],
+    emit_kind: str,
+    no_fuse: bool,
+    ort: bool,
+    check: bool,
 ) -> None:
-    """Canonicalize and fuse MODEL (a path or a built-in name) for a target; write ONNX."""
+    """Canonicalize and fuse MODEL (a path or a built-in name) for a target; write ONNX or C."""
+    if emit_kind == "c" and ort:
+        raise OpfuseError("--ort applies to --emit onnx only")
+    if emit_kind == "onnx" and no_fuse:
+        raise OpfuseError("--no-fuse applies to --emit c only")
     with console.progress(f"compiling {model} for {target}"):
         result = api.compile(model, target=target, input_shape=input_shape)
-        proto = api.emit(result, ort=ort)
-        api.save(proto, output, protect=model)
+        if emit_kind == "c":
+            if Path(output).resolve() == Path(model).resolve():
+                raise OpfuseError(f"{output}: is the input model; choose another folder")
+            emitted = api.emit_c(result, output, fuse=not no_fuse)
+        else:
+            proto = api.emit(result, ort=ort)
+            api.save(proto, output, protect=model)
     console.print_compile_summary(result, output)
+    if emit_kind == "c":
+        click.echo(
+            f"C: {emitted.kernels} kernels, arena {emitted.arena_bytes:,} bytes "
+            f"(OPFUSE_ARENA_BYTES), weights {emitted.weights_bytes:,} bytes"
+        )
     if check:
-        with console.progress("running both models in onnxruntime"):
-            report = api.validate(model, proto, input_shape=input_shape)
+        with console.progress("running both in onnxruntime" if emit_kind == "onnx"
+                              else "building the C and running it beside onnxruntime"):
+            if emit_kind == "c":
+                report = api.validate_c(model, target, fuse=not no_fuse, input_shape=input_shape)
+            else:
+                report = api.validate(model, proto, input_shape=input_shape)
         console.print_validation(report)
         if not report.ok:
             sys.exit(1)
@@ -55,27 +84,60 @@ def compile_cmd(
 
 @cli.command("validate")
 @click.argument("original")
-@click.argument("optimized")
+@click.argument("optimized", required=False)
+@click.option("--backend", type=click.Choice(["onnx", "c"]), default="onnx", show_default=True,
+              help="c: compile ORIGINAL to C, build and run it, and compare with onnxruntime.")
+@click.option("--target", default=api.DEFAULT_TARGET, show_default=True,
+              help="Target whose fusion the C follows (--backend c).")
 @click.option("--inputs", type=click.Path(dir_okay=False), help=".npz file of named inputs.")
 @click.option("--rtol", type=float, default=1e-4, show_default=True)
 @click.option("--atol", type=float, default=1e-4, show_default=True)
 @click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
 def validate_cmd(
     original: str,
-    optimized: str,
+    optimized: str | None,
+    backend: str,
+    target: str,
     inputs: str | None,
     rtol: float,
     atol: float,
     input_shape: tuple[str, ...],
 ) -> None:
-    """Run ORIGINAL and OPTIMIZED in onnxruntime on the same inputs; exit 1 beyond tolerance."""
-    with console.progress("running both models in onnxruntime"):
-        report = api.validate(
-            original, optimized, inputs=inputs, rtol=rtol, atol=atol, input_shape=input_shape
-        )
+    """Run ORIGINAL and OPTIMIZED (or ORIGINAL's generated C) on the same inputs; exit 1 beyond
+    tolerance."""
+    if backend == "onnx" and optimized is None:
+        raise OpfuseError("validate needs ORIGINAL and OPTIMIZED (or --backend c with one model)")
+    if backend == "c" and optimized is not None:
+        raise OpfuseError("--backend c takes one model: it compiles ORIGINAL to C itself")
+    with console.progress("running the models"):
+        if backend == "c":
+            report = api.validate_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
+                                    input_shape=input_shape)
+        else:
+            report = api.validate(original, optimized, inputs=inputs, rtol=rtol, atol=atol,
+                                  input_shape=input_shape)
     console.print_validation(report)
     if not report.ok:
         sys.exit(1)
+
+
+@cli.command("bench")
+@click.argument("model")
+@click.option("--target", default=api.DEFAULT_TARGET, show_default=True, help="Target profile.")
+@click.option("--repeats", type=click.IntRange(1), default=20, show_default=True)
+@click.option("--json", "json_dest", metavar="PATH|-", help="Write the medians as JSON.")
+def bench_cmd(model: str, target: str, repeats: int, json_dest: str | None) -> None:
+    """Median latency, one thread: fused C, unfused C, onnxruntime at ORT_ENABLE_ALL and
+    ORT_DISABLE_ALL, measured in one run."""
+    from opfuse.backends.c import format_bench
+
+    with console.progress(f"building and timing {model}"):
+        data = api.bench(model, target, repeats=repeats)
+    if json_dest:
+        _write_json(data, json_dest)
+        if json_dest == "-":
+            return
+    click.echo(format_bench(data))
 
 
 @cli.command("fusion")

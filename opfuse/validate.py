@@ -259,15 +259,19 @@ def random_inputs(sess: ort.InferenceSession, seed: int = 0) -> dict[str, np.nda
     return feeds
 
 
-def _npz_inputs(path: Path, sess: ort.InferenceSession) -> dict[str, np.ndarray]:
+def read_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """Named arrays from an .npz file (no pickles)."""
     try:
         with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
+            return {k: data[k] for k in data.files}
     except FileNotFoundError:
         raise OpfuseError(f"{path}: no such file") from None
     except Exception as exc:
         raise OpfuseError(f"{path}: not a readable .npz file: {_first_line(exc)}") from None
-    return _given_inputs(arrays, sess, str(path))
+
+
+def _npz_inputs(path: Path, sess: ort.InferenceSession) -> dict[str, np.ndarray]:
+    return _given_inputs(read_npz(path), sess, str(path))
 
 
 def _given_inputs(

@@ -98,3 +98,31 @@ def test_analyze_model_whose_shapes_cannot_be_static(run_cli, tmp_path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
     code, _, err = run_cli("analyze", str(model))
     _assert_clean_error(code, err, "runtime_shape.onnx", "reshape_by_input")
+
+
+def test_compile_emit_c_and_validate_and_bench(run_cli, tmp_path):
+    out = tmp_path / "ds_cnn_c"
+    code, stdout, err = run_cli("compile", "ds_cnn", "--emit", "c", "-o", str(out), "--check")
+    assert code == 0, err
+    assert "result: match" in stdout
+    assert {"model.h", "model.c", "weights.c", "Makefile", "README.md"} <= {
+        p.name for p in out.iterdir()
+    }
+    code, stdout, err = run_cli("validate", "ds_cnn", "--backend", "c", "--target", "cortex-m7")
+    assert code == 0, err
+    assert "result: match" in stdout
+    code, stdout, err = run_cli("bench", "ds_cnn", "--repeats", "2", "--json", "-")
+    assert code == 0, err
+    data = json.loads(stdout)
+    for key in ("fused_c_s", "unfused_c_s", "ort_all_s", "ort_disabled_s"):
+        assert data[key] > 0
+
+
+def test_compile_emit_c_bad_options(run_cli, tmp_path):
+    code, _, err = run_cli("compile", "ds_cnn", "--emit", "c", "--ort", "-o", str(tmp_path / "x"))
+    _assert_clean_error(code, err, "--ort")
+    code, _, err = run_cli("compile", "ds_cnn", "--no-fuse", "-o", str(tmp_path / "x.onnx"))
+    _assert_clean_error(code, err, "--no-fuse")
+    code, _, err = run_cli("validate", "ds_cnn")
+    _assert_clean_error(code, err, "OPTIMIZED")
+    assert not list(tmp_path.iterdir())
