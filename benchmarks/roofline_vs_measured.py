@@ -9,7 +9,9 @@ Before-fusion kernels run with ORT_DISABLE_ALL (op by op, as opfuse counts them)
 with ORT_ENABLE_EXTENDED, so ORT's own Conv+activation fusions (FusedConv) make them one kernel.
 
 Predictions: ``opfuse.analysis.analyze`` at the model's precision (fp32) on the ``host`` target
-(``opfuse calibrate``; if none is installed, this script calibrates into a temporary file).
+(``opfuse calibrate``; if none is installed, this script calibrates into a temporary file). A host
+target written before ``[perf.efficiency]`` existed runs every class at the GEMM peak: re-calibrate.
+At the end, the errors per kernel class (``opfuse.cost.kclass``: the anchor's, else the first op's).
 
     python benchmarks/roofline_vs_measured.py [--models resnet18 mobilenet_v2] [--top 20]
 """
@@ -103,7 +105,7 @@ def measure(sub: onnx.ModelProto, fused: bool, budget_s: float, rng: np.random.G
 def compare(
     label: str, model: ir.Model, partition: Partition, costs: tuple[KernelCost, ...], fused: bool,
     budget_s: float, top: int,
-) -> list[float]:  # fmt: skip
+) -> list[tuple[str, float]]:  # fmt: skip
     rng = np.random.default_rng(0)
     rows: list[tuple[Kernel, KernelCost, float]] = []
     for kernel, cost, sub in zip(
@@ -114,20 +116,33 @@ def compare(
     predicted = sum(c.latency_s for _, c, _ in rows)
     measured = sum(t for _, _, t in rows)
     print(f"\n{label}: {len(rows)} kernels; top {top} by measured time")
-    print(f"  {'kernel':<34}{'ops':<28}{'bound':<8}{'pred us':>10}{'meas us':>10}{'err':>8}")
+    print(
+        f"  {'kernel':<30}{'ops':<22}{'class':<12}{'bound':<8}{'pred us':>10}{'meas us':>10}{'err':>8}"
+    )
     for kernel, cost, t in sorted(rows, key=lambda r: -r[2])[:top]:
         ops = "+".join(kernel.ops)
         err = (cost.latency_s - t) / t
         print(
-            f"  {kernel.name[:33]:<34}{ops[:27]:<28}{cost.bound:<8}{cost.latency_s * 1e6:>10.1f}"
-            f"{t * 1e6:>10.1f}{err:>+8.0%}"
+            f"  {kernel.name[:29]:<30}{ops[:21]:<22}{cost.kernel_class:<12}{cost.bound:<8}"
+            f"{cost.latency_s * 1e6:>10.1f}{t * 1e6:>10.1f}{err:>+8.0%}"
         )
     print(
         f"  total: predicted {predicted * 1e3:.3f} ms, measured {measured * 1e3:.3f} ms "
         f"({(predicted - measured) / measured:+.0%}); median |relative error| per kernel "
         f"{statistics.median(errors):.0%}"
     )
-    return errors
+    return [(c.kernel_class, (c.latency_s - t) / t) for _, c, t in rows]
+
+
+def print_classes(signed: list[tuple[str, float]]) -> None:
+    """Median |relative error| and median signed error (- = predicted too fast) per class."""
+    print(f"\n  {'class':<12}{'kernels':>8}{'median |err|':>14}{'median err':>12}")
+    for klass in sorted({c for c, _ in signed}):
+        errs = [e for c, e in signed if c == klass]
+        print(
+            f"  {klass:<12}{len(errs):>8}{statistics.median(abs(e) for e in errs):>14.0%}"
+            f"{statistics.median(errs):>+12.0%}"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -139,13 +154,17 @@ def main(argv: list[str] | None = None) -> None:
     target = host_target()
     perf = target.perf
     assert perf is not None
+    if not perf.efficiency:
+        print("warning: this host target has no [perf.efficiency]; run `opfuse calibrate` again")
     print(
         f"target {target.name}: fp32 {perf.peak_macs_per_s['fp32'] / 1e9:.1f} GMAC/s, "
         f"dispatch {perf.dispatch_overhead_s * 1e6:.1f} us, levels "
         + ", ".join(f"{m.name} {m.read_bytes_per_s / 1e9:.0f} GB/s" for m in perf.memory)
+        + "; efficiency "
+        + (", ".join(f"{k} {v:.3g}" for k, v in perf.efficiency.items()) or "none (1.0)")
     )
     started = time.perf_counter()
-    everything: list[float] = []
+    everything: list[tuple[str, float]] = []
     for name in args.models:
         result = compile_model(name, target)
         analysis = analyze(result)
@@ -158,9 +177,11 @@ def main(argv: list[str] | None = None) -> None:
             analysis.after.cost.kernels, True, args.budget, args.top,
         )  # fmt: skip
     print(
-        f"\nall {len(everything)} kernels: median |relative error| {statistics.median(everything):.0%}"
-        f" ({time.perf_counter() - started:.0f} s)"
+        f"\nall {len(everything)} kernels: median |relative error| "
+        f"{statistics.median(abs(e) for _, e in everything):.0%} "
+        f"({time.perf_counter() - started:.0f} s); per kernel class:"
     )
+    print_classes(everything)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@ precision scaling, the level model, analyze()'s JSON contract and the calibrated
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from pathlib import Path
 
 import onnx
 import pytest
@@ -51,14 +53,16 @@ def test_json_contract(seed_block):
     assert data["model"] == "seed_block" and data["target"] == "x86-host"
     assert data["precision"] == "fp32" and data["planner"] == "greedy-inplace"
     assert set(data["before"]) == CONTRACT_SIDE == set(data["after"])
-    assert all(set(k) == CONTRACT_KERNEL for k in data["kernels"])
+    assert all(set(k) == CONTRACT_KERNEL | {"kernel_class", "efficiency"} for k in data["kernels"])
     assert [k["name"] for k in data["kernels"]] == ["fused_conv_clip", "fused_conv_clip_2"]
     assert data["passes"]["fuse_bn_into_conv"] == 2
     assert data["decisions"] and {"producer", "consumer", "reason"} <= set(data["decisions"][0])
     assert all(k["bound"] in ("memory", "compute") for k in data["kernels"])
 
 
-def _single(op: str, shapes: list[tuple[int, ...]], out: tuple[int, ...], weights: int = 0):
+def _single(
+    op: str, shapes: list[tuple[int, ...]], out: tuple[int, ...], weights: int = 0, **attrs
+):
     """A one-node model: graph inputs for the activations, initializers for the last ``weights``."""
     names = [f"x{i}" for i in range(len(shapes))]
     inits = [
@@ -69,7 +73,7 @@ def _single(op: str, shapes: list[tuple[int, ...]], out: tuple[int, ...], weight
         helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
         for n, s in zip(names[: len(names) - weights], shapes[: len(shapes) - weights], strict=True)
     ]
-    node = helper.make_node(op, names, ["y"], name="n0")
+    node = helper.make_node(op, names, ["y"], name="n0", **attrs)
     graph = helper.make_graph(
         [node], "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)], inits
     )
@@ -190,6 +194,7 @@ FIGURES = {
         {"name": "l2", "size_bytes": 1 << 20, "bytes_per_s": 1e11},
         {"name": "dram", "size_bytes": 16 * 1024**3, "bytes_per_s": 2e10},
     ],
+    "efficiency": {"conv": 0.8, "depthwise": 0.04},
 }
 
 
@@ -201,7 +206,94 @@ def test_host_target_written_to_user_dir_and_found_by_name(tmp_path, monkeypatch
     assert host.name == "host" and host.fusion == load_target("x86-host").fusion
     assert host.perf.peak_macs_per_s == {"fp32": 5e10, "int8": 1e11}
     assert [m.name for m in host.perf.memory] == ["l2", "dram"]
-    assert host.perf.weight_level().name == "dram"
+    assert host.perf.weight_level(10**9).name == "dram" and host.perf.weight_level(1).name == "l2"
+    assert host.perf.efficiency == {"conv": 0.8, "depthwise": 0.04}
     assert "measured by opfuse calibrate" in host_target_text(FIGURES)
     result = compile_model("seed_block", host)
     assert analyze(result).after.cost.kernel_count == 2
+
+
+def _with_efficiency(name: str, **efficiency: float):
+    target = load_target(name)
+    return dataclasses.replace(target, perf=dataclasses.replace(target.perf, efficiency=efficiency))
+
+
+def _conv(group: int = 1, k: int = 3):
+    c = 32
+    shapes = [(1, c, 16, 16), (c, c // group, k, k)]
+    return _single("Conv", shapes, (1, c, 17 - k, 17 - k), 1, group=group)
+
+
+def test_efficiency_scales_compute_time_exactly():
+    plain = load_target("x86-host")
+    assert plain.perf.efficiency == {} and plain.perf.efficiency_of("conv") == 1.0  # absent: 1.0
+    model, part = _conv()
+    (k1,) = cost_model(model, part, plain).kernels
+    assert k1.kernel_class == "conv" and k1.efficiency == 1.0
+    assert k1.compute_s == pytest.approx(k1.flops / (2 * plain.perf.peak_macs_per_s["fp32"]))
+    slow = _with_efficiency("x86-host", conv=0.25, depthwise=0.5)
+    (k4,) = cost_model(model, part, slow).kernels
+    assert k4.efficiency == 0.25 and k4.compute_s == pytest.approx(4 * k1.compute_s, rel=1e-12)
+    assert k4.memory_s == k1.memory_s and k4.energy_j == k1.energy_j  # time only
+    assert k4.ridge_point == pytest.approx(k1.ridge_point / 4)
+    assert k4.latency_s == pytest.approx(max(k4.compute_s, k4.memory_s) + slow.perf.dispatch_overhead_s)
+    dw_model, dw_part = _conv(group=32)
+    (dw,) = cost_model(dw_model, dw_part, slow).kernels
+    assert dw.kernel_class == "depthwise" and dw.efficiency == 0.5
+    pw_model, pw_part = _conv(k=1)
+    (pw,) = cost_model(pw_model, pw_part, slow).kernels
+    assert pw.kernel_class == "conv1x1" and pw.efficiency == 1.0  # not in the table
+
+
+def test_kernel_class_is_the_anchors():
+    result = compile_model("seed_block", "x86-host")
+    side = cost_model(result.optimized, result.partition, result.target)
+    # Conv+Clip kernels: the anchor's class, not the epilogue's
+    assert [k.kernel_class for k in side.kernels] == ["depthwise", "conv1x1"]
+    before = cost_model(result.original, result.before, result.target)
+    assert {k.kernel_class for k in before.kernels} == {"depthwise", "conv1x1", "elementwise"}
+
+
+def test_seed_example_unaffected_by_efficiency():
+    result = compile_model("seed_block", _with_efficiency("x86-host", conv=0.1, elementwise=0.2))
+    data = analyze(result, precision="int8", activations_only=True).to_json()
+    assert (data["before"]["traffic_bytes"], data["after"]["traffic_bytes"]) == (1_705_984, 501_760)
+    assert data["before"]["kernels"] == 6 and data["after"]["kernels"] == 2
+
+
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        ("conv = 0", r"my\.toml: 'perf\.efficiency\.conv' must be > 0"),
+        ("depthwise = 1.5", r"my\.toml: 'perf\.efficiency\.depthwise' must be in \(0, 1\]"),
+        ("winograd = 0.5", r"my\.toml: unknown kernel class 'perf\.efficiency\.winograd'"),
+        ("pool = 'slow'", r"my\.toml: 'perf\.efficiency\.pool' must be a number"),
+    ],
+)
+def test_bad_efficiency_is_refused_naming_file_and_key(tmp_path, table, message):
+    text = (Path(__file__).resolve().parents[1] / "opfuse/targets/x86-host.toml").read_text()
+    path = tmp_path / "my.toml"
+    table = f"\n[perf.efficiency]\n{table}\n\n[[perf.memory]]"
+    path.write_text(text.replace("\n[[perf.memory]]", table, 1))
+    with pytest.raises(OpfuseError, match=message):
+        load_target(path)
+
+
+def test_weights_in_the_last_level_cache_when_they_fit():
+    x86 = load_target("x86-host")  # 32 MB L3 holds weights; resnet18 fp32 (45 MB) does not fit
+    small = compile_model("mobilenet_v2", x86)
+    big = compile_model("resnet18", x86)
+    assert cost_model(small.optimized, small.partition, x86).weight_level == "l3"
+    assert cost_model(big.optimized, big.partition, x86).weight_level == "dram"
+    m7 = load_target("cortex-m7")  # an MCU reads weights from flash in place, whatever their size
+    model, part = _single("MatMul", [(1, 64), (64, 32)], (1, 32), weights=1)
+    assert cost_model(model, part, m7, "int8").weight_level == "flash"
+
+
+def test_measured_efficiency_is_flops_over_time_over_peak():
+    from opfuse.cost.efficiency import CASES, measure_efficiency
+
+    eff = measure_efficiency(1e10, 1e-6, timer=lambda proto, budget: 1e-3 + 1e-6)
+    assert set(eff) == {c[0] for c in CASES} and all(0 < v <= 1 for v in eff.values())
+    assert eff["conv"] == 1.0  # ~29 MFLOP in 1 ms against a 20 GFLOP/s peak: capped at 1
+    assert eff["pool"] < 0.1 and "pool" in str(eff)

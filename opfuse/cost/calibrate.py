@@ -1,13 +1,21 @@
 """``calibrate``: measure this machine and write a target named ``host`` (``opfuse calibrate``).
 
-Measured, each the best of a few repeats, in well under 20 s:
+Measured in about 12 s (the rates the best of a few repeats, the efficiencies medians):
 
 - streaming bandwidth of each cache level found in sysfs (L2, L3) and of DRAM: ``numpy.copyto``
-  between two arrays of half the level's size (DRAM: 64 MB each); a copy reads and writes every
+  between two arrays of a quarter of the level's size each, so that both together fill half of it
+  (two halves filled the whole level and spilled into the next: L3 read 67 instead of ~120 GB/s
+  here) (DRAM: 64 MB each); a copy reads and writes every
   byte, so the rate is 2 x size / time, used for both read and write bandwidth;
 - the fp32 GEMM rate of one thread: onnxruntime MatMul 1024x1024x1024, ``intra_op_num_threads=1``;
   the int8 rate likewise with MatMulInteger (uint8), which MLAS runs with its integer kernels;
-- per-call overhead: the median of many ``session.run`` calls on a one-element Relu.
+- per-call overhead: the median of many ``session.run`` calls on a one-element Relu;
+- per-class compute efficiency (``[perf.efficiency]``): one-node models of each kernel class at
+  typical mobile-CNN sizes, as a fraction of the fp32 GEMM peak (``opfuse.cost.efficiency``). They
+  are measured in fp32 and written once, for every precision.
+
+Cache levels are written with ``holds = ["activations", "weights"]``: across repeated inference the
+weights stay in the last-level cache when they fit it with the arena (``opfuse.cost.roofline``).
 
 Energy (pJ per byte and per MAC) cannot be measured this way; it is copied from ``x86-host``
 (Horowitz, ISSCC 2014), and so are the fusion capabilities. The file goes to the user's target
@@ -26,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from opfuse.cost.efficiency import measure_efficiency
 from opfuse.targets import load_target, user_targets_dir
 
 _DRAM_ARRAY = 64 * 1024 * 1024
@@ -140,19 +149,21 @@ def calibrate() -> dict:
     """Measure this machine (one thread); a dict of the figures ``write_host_target`` writes."""
     levels = []
     for name, size in _cache_sizes().items():
-        rate = _copy_rate(size // 2, budget_s=0.8)
+        rate = _copy_rate(size // 4, budget_s=0.8)
         levels.append({"name": name, "size_bytes": size, "bytes_per_s": rate})
-    levels.append({"name": "dram", "size_bytes": _ram_bytes(), "bytes_per_s": _copy_rate(_DRAM_ARRAY)})
+    levels.append(
+        {"name": "dram", "size_bytes": _ram_bytes(), "bytes_per_s": _copy_rate(_DRAM_ARRAY)}
+    )
+    peak = {"fp32": _gemm_macs_per_s(int8=False), "int8": _gemm_macs_per_s(int8=True)}
+    overhead = _call_overhead_s()
     return {
         "cpu": _cpu_name(),
         "clock_hz": _clock_hz(),
         "ram_bytes": _ram_bytes(),
-        "peak_macs_per_s": {
-            "fp32": _gemm_macs_per_s(int8=False),
-            "int8": _gemm_macs_per_s(int8=True),
-        },
-        "dispatch_overhead_s": _call_overhead_s(),
+        "peak_macs_per_s": peak,
+        "dispatch_overhead_s": overhead,
         "memory": levels,
+        "efficiency": measure_efficiency(peak["fp32"], overhead),
     }
 
 
@@ -199,10 +210,17 @@ def host_target_text(figures: dict) -> str:
         + ", ".join(f"{p} = {ref.perf.pj_per_mac[p]:g}" for p in ("fp32", "int8"))
         + " }  # copied from x86-host (Horowitz ISSCC 2014)",
     ]
+    efficiency = figures.get("efficiency") or {}
+    if efficiency:
+        lines += [
+            "",
+            f"[perf.efficiency]  # {src}: onnxruntime one-node models per class (fp32, typical "
+            "mobile-CNN sizes), FLOPs / (median time - overhead) / fp32 GEMM peak; median of shapes",
+        ]
+        lines += [f"{k} = {v:.4g}  # {src}" for k, v in efficiency.items()]
     ref_pj = {m.name: m.pj_per_byte for m in ref.perf.memory}
-    for i, level in enumerate(figures["memory"]):
-        last = i == len(figures["memory"]) - 1
-        holds = ("activations", "weights") if last else ("activations",)
+    for level in figures["memory"]:
+        holds = ("activations", "weights")  # caches keep what is reused; DRAM holds everything
         rate = level["bytes_per_s"]
         lines += [
             "",

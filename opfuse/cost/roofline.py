@@ -5,18 +5,31 @@ weights (the initializers among ``Kernel.inputs``) and writes its outputs; a val
 a kernel costs nothing. A value read twice by one kernel is read once.
 
 Level model (kept simple on purpose): every activation byte is served by one memory level and every
-weight byte by another. Weights come from the first level of the target that holds weights (flash on
-an MCU, DRAM elsewhere). Activations live in the innermost activation level at least as large as
+weight byte by another. Activations live in the innermost activation level at least as large as
 the arena (the planned arena when the caller gives one, else the arena's lower bound: the largest
 sum of tensors live at one step); if no level is that large, the outermost activation level. An
-arena that fits a cache is assumed to stay there. No per-tensor placement, no cache misses.
+arena that fits a cache is assumed to stay there. Weights, for repeated inference (every run reads
+every weight once, so what stays resident between runs is the whole set): the innermost level that
+holds weights and is at least as large as all the model's weights, plus the arena when that level
+holds activations too (they share it); else the outermost weight level. So on a CPU whose last-level
+cache says ``holds = ["activations", "weights"]`` a model whose weights and arena fit it reads its
+weights at cache bandwidth (mobilenet_v2 fp32, 14 MB, in a 32 MB L3) and one that does not reads
+them from DRAM (resnet18 fp32, 45 MB), all of them: no partial residency. An MCU's flash is its
+only weight level (TFLite Micro reads weights in place), so nothing changes there. No per-tensor
+placement, no cache misses.
 
-Roofline (DESIGN.md, "Roofline"): compute time = FLOPs / (2 x peak MAC/s at the precision); memory
-time = sum over levels of bytes read / read bandwidth + bytes written / write bandwidth; latency =
-max of the two + the target's dispatch overhead. The ridge point is peak FLOP/s over the kernel's
-effective bandwidth (its bytes / its memory time), so "memory"-bound (intensity below the ridge)
-is the same statement as memory time > compute time. Energy = bytes x pJ/byte of their level +
-MACs x pJ/MAC at the precision (elementwise FLOPs carry no compute energy, per the design).
+Roofline (DESIGN.md, "Roofline"): compute time = FLOPs / (2 x peak MAC/s at the precision x
+efficiency[class]), where efficiency is the target's attainable fraction of peak for the kernel's
+class (``[perf.efficiency]``; 1.0 where the table or the class is absent; classes in
+``opfuse.cost.kclass``: the anchor's, else the first op's). A depthwise conv or a pool cannot use
+the GEMM datapath the peak is quoted for; the efficiency says how much of it the target's kernels
+reach (measured on the host by ``opfuse calibrate``). Memory time = sum over levels of bytes read /
+read bandwidth + bytes written / write bandwidth; latency = max of the two + the target's dispatch
+overhead. The ridge point is the attainable FLOP/s (peak x efficiency) over the kernel's effective
+bandwidth (its bytes / its memory time), so "memory"-bound (intensity below the ridge) is the same
+statement as memory time > compute time. Energy = bytes x pJ/byte of their level + MACs x pJ/MAC at
+the precision (elementwise FLOPs carry no compute energy, per the design; efficiency changes time,
+not energy).
 
 Precision sets the bytes per element of floating-point activations and weights (integer tensors,
 such as shapes and indices, keep their own size) and the peak rate used.
@@ -29,6 +42,7 @@ import math
 import onnx_ir as ir
 
 from opfuse import ops
+from opfuse.cost.kclass import kernel_class
 from opfuse.cost.precision import BYTES_PER_ELEMENT, require_perf, resolve_precision
 from opfuse.cost.types import CostSide, KernelCost
 from opfuse.fusion.types import Kernel, Partition
@@ -51,9 +65,10 @@ def cost_model(
     if arena_bytes is None:
         arena_bytes = arena_lower_bound(model, partition, bpe)
     act_level = perf.activation_level(arena_bytes)
-    w_level = perf.weight_level()
     values = _values(model)
     initializers = set(model.graph.initializers)
+    used = {n for k in partition.kernels for n in k.inputs if n in initializers}
+    w_level = perf.weight_level(_bytes(tuple(sorted(used)), values, bpe), arena_bytes)
     nodes = {n.name: n for n in model.graph}
     kernels = tuple(
         _kernel_cost(
@@ -119,7 +134,9 @@ def _kernel_cost(
 
     memory_s = act_read / act_level.read_bytes_per_s + written / act_level.write_bytes_per_s
     memory_s += w_read / w_level.read_bytes_per_s
-    peak_flops = 2.0 * perf.peak_macs_per_s[precision]
+    klass = kernel_class(members)
+    efficiency = perf.efficiency_of(klass)
+    peak_flops = 2.0 * perf.peak_macs_per_s[precision] * efficiency  # attainable for this class
     compute_s = flops / peak_flops
     traffic = act_read + w_read + written
     intensity = flops / traffic if traffic else math.inf
@@ -148,4 +165,6 @@ def _kernel_cost(
         latency_s=max(compute_s, memory_s) + perf.dispatch_overhead_s,
         energy_j=pj * 1e-12,
         bytes_by_level=tuple(by_level.items()),
+        kernel_class=klass,
+        efficiency=efficiency,
     )

@@ -20,11 +20,13 @@ class KernelCost:
     arithmetic_intensity: float  # FLOPs / (bytes_read + bytes_written); inf if no bytes move
     ridge_point: float  # peak FLOP/s / this kernel's effective bandwidth (FLOPs per byte)
     bound: str  # "memory" (intensity below the ridge point) or "compute"
-    compute_s: float  # FLOPs / peak FLOP/s
+    compute_s: float  # FLOPs / (peak FLOP/s x efficiency)
     memory_s: float  # sum over levels of bytes / bandwidth
     latency_s: float  # max(compute_s, memory_s) + dispatch overhead
     energy_j: float  # bytes x pJ/byte per level + MACs x pJ/MAC
     bytes_by_level: tuple[tuple[str, int], ...]  # (level name, bytes read + written there)
+    kernel_class: str = "other"  # opfuse.cost.kclass: the anchor's class, else the first op's
+    efficiency: float = 1.0  # the target's attainable fraction of peak for that class
 
     @property
     def traffic_bytes(self) -> int:
@@ -44,6 +46,8 @@ class KernelCost:
             "bound": self.bound,
             "latency_s": self.latency_s,
             "energy_j": self.energy_j,
+            "kernel_class": self.kernel_class,
+            "efficiency": self.efficiency,
         }
 
 

@@ -15,21 +15,47 @@ Schema (every number in a target file carries its source in a comment beside it)
     write_bytes_per_s = 7.2e8          # 0 for a read-only level (flash)
     pj_per_byte = 2.5
     holds = ["activations"]            # "activations" and/or "weights"
+    [perf.efficiency]                  # optional: attainable fraction of peak per kernel class
+    conv = 0.8                         # absent class (or absent table): 1.0
+    depthwise = 0.25
 
-Level model (used by ``opfuse.cost``): weights are read from the first level that holds weights;
-activations live in the innermost level that holds activations and is at least as large as the
-planned arena, else in the outermost level that holds activations.
+Level model (used by ``opfuse.cost``): activations live in the innermost level that holds
+activations and is at least as large as the planned arena, else in the outermost level that holds
+activations. Weights are read from the innermost level that holds weights and is at least as large
+as the model's weights (plus the arena, when the level holds activations too: both stay resident
+across repeated inferences), else from the outermost level that holds weights. A cache level says
+``holds = ["activations", "weights"]``; an MCU's SRAM that TFLite Micro never copies weights into
+says ``["activations"]``.
+
+Efficiency (used by ``opfuse.cost``): compute time = FLOPs / (2 x peak MAC/s x efficiency[class]),
+where the class is that of the kernel's anchor, else its first op (``opfuse.cost.kclass``):
+``conv`` (dense k x k, grouped), ``conv1x1``, ``depthwise``, ``gemm`` (Gemm, MatMul), ``pool``
+(windowed MaxPool/AveragePool), ``reduce`` (global pools, Reduce*, Softmax, LayerNormalization),
+``elementwise`` (unary and broadcasting arithmetic, BatchNormalization), ``movement`` (reshape,
+concat, pad, ...), ``other``. Each value is in (0, 1]; a class the table omits runs at 1.0.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from opfuse.errors import OpfuseError
 
 HOLDS = ("activations", "weights")
+KERNEL_CLASSES = (
+    "conv",
+    "conv1x1",
+    "depthwise",
+    "gemm",
+    "pool",
+    "reduce",
+    "elementwise",
+    "movement",
+    "other",
+)
 _PERF_KEYS = ("clock_hz", "ram_bytes", "dispatch_overhead_s", "peak_macs_per_s", "pj_per_mac", "memory")
+_OPTIONAL_KEYS = ("efficiency",)
 _LEVEL_KEYS = (
     "name",
     "size_bytes",
@@ -58,9 +84,21 @@ class Perf:
     peak_macs_per_s: dict[str, float]  # precision -> MAC/s (FLOP/s = 2x)
     pj_per_mac: dict[str, float]
     memory: tuple[MemoryLevel, ...]  # innermost first
+    # kernel class -> attainable fraction of peak in (0, 1]; a class not listed runs at 1.0
+    efficiency: dict[str, float] = field(default_factory=dict)
 
-    def weight_level(self) -> MemoryLevel:
-        return next(m for m in self.memory if "weights" in m.holds)
+    def efficiency_of(self, kernel_class: str) -> float:
+        return self.efficiency.get(kernel_class, 1.0)
+
+    def weight_level(self, weight_bytes: int = 0, arena_bytes: int = 0) -> MemoryLevel:
+        """The innermost weight level that holds all ``weight_bytes`` (and the arena, if it holds
+        activations too), else the outermost one."""
+        levels = [m for m in self.memory if "weights" in m.holds]
+        for level in levels:
+            shared = arena_bytes if "activations" in level.holds else 0
+            if weight_bytes + shared <= level.size_bytes:
+                return level
+        return levels[-1]
 
     def activation_level(self, arena_bytes: int) -> MemoryLevel:
         """The innermost activation level the arena fits in, else the outermost one."""
@@ -130,9 +168,10 @@ def parse_perf(table: object, path: Path, precisions: tuple[str, ...]) -> Perf |
         return None
     if not isinstance(table, dict):
         raise OpfuseError(f"{path}: 'perf' must be a table")
+    known = _PERF_KEYS + _OPTIONAL_KEYS
     for key in table:
-        if key not in _PERF_KEYS:
-            raise OpfuseError(f"{path}: unknown key 'perf.{key}' (known: {', '.join(_PERF_KEYS)})")
+        if key not in known:
+            raise OpfuseError(f"{path}: unknown key 'perf.{key}' (known: {', '.join(known)})")
     for key in _PERF_KEYS:
         if key not in table:
             raise OpfuseError(f"{path}: missing key 'perf.{key}'")
@@ -152,4 +191,24 @@ def parse_perf(table: object, path: Path, precisions: tuple[str, ...]) -> Perf |
         peak_macs_per_s=_rates(table["peak_macs_per_s"], "perf.peak_macs_per_s", path, precisions),
         pj_per_mac=_rates(table["pj_per_mac"], "perf.pj_per_mac", path, precisions),
         memory=memory,
+        efficiency=_efficiency(table.get("efficiency", {}), path),
     )
+
+
+def _efficiency(table: object, path: Path) -> dict[str, float]:
+    if not isinstance(table, dict):
+        raise OpfuseError(f"{path}: 'perf.efficiency' must be a table of kernel class = fraction")
+    found: dict[str, float] = {}
+    for key, value in table.items():
+        where = f"perf.efficiency.{key}"
+        if key not in KERNEL_CLASSES:
+            raise OpfuseError(
+                f"{path}: unknown kernel class '{where}' (known: {', '.join(KERNEL_CLASSES)})"
+            )
+        fraction = _number(value, where, path)
+        if fraction > 1:
+            raise OpfuseError(
+                f"{path}: '{where}' must be in (0, 1] (a fraction of peak); got {value!r}"
+            )
+        found[key] = fraction
+    return found
