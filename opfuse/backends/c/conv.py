@@ -6,6 +6,11 @@ is a block of OCB output channels times a run of output columns kept on the stac
 runs over contiguous output columns (and, at stride 1, contiguous input columns), which gcc -O3
 vectorizes. The epilogue chain is applied to the accumulator block before the single store.
 
+Dispatch with constant weights (the fast paths): depthwise -> dwconv.py; 1x1 stride 1 unpadded
+over >= PIXELS_1X1 pixels -> the pixel-vectorized GEMM below; every other conv -> convdirect.py
+(register tile of output pixels x output channels, vectorized over channels). The row paths
+below remain for runtime (non-constant) weights and for a conv that ends in a fused pool.
+
 * 1x1, stride 1, no padding, one group: a GEMM over the flattened H*W (tiles of PB columns).
 * otherwise: one output row at a time; per kernel column the valid output range is computed at
   compile time, so there are no bounds tests in the inner loop.
@@ -30,12 +35,15 @@ from opfuse.backends.c.cgen import (
     pick_block,
     who,
 )
+from opfuse.backends.c.convdirect import emit_direct, pack_weights
+from opfuse.backends.c.dwconv import emit_depthwise
 from opfuse.backends.c.epilogue import Chain, build_chain, emit_apply
 from opfuse.backends.c.pools import PoolGeom, emit_pool_row, pads_for, pool_geom, window
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 
-PB = 64  # columns per tile of the 1x1 path
+PB = 32  # columns per tile of the 1x1 path
+PIXELS_1X1 = 256  # 1x1 convs over at least this many pixels vectorize over pixels
 ROW_MIN = 128  # short rows are accumulated several at a time, up to this many columns
 SHORT_ROW = 32  # rows narrower than this count as short
 
@@ -127,7 +135,6 @@ def emit_conv(
     shape = dims(node.outputs[0], node)
     x = params.inp(node.inputs[0], node)
     ocb = pick_block(g.ocg, (8, 4, 2, 1)) if g.icg > 1 or g.ocg > 1 else 1
-    wts = _Weights(node, g, ocb, params)
     bias = node.inputs[2] if len(node.inputs) > 2 else None
     b = params.inp(bias, node) if bias is not None else None
     chain = _four(build_chain(pre, shape, params, node.outputs[0].name), shape)
@@ -135,9 +142,26 @@ def emit_conv(
         pshape = dims(pool.outputs[0], pool)
         post_chain = _four(build_chain(post, pshape, params, pool.outputs[0].name), pshape)
         y = params.out((post or [pool])[-1].outputs[0], node)
+        wts = _Weights(node, g, ocb, params)
         _conv_pool(w, g, x, wts, b, chain, pool_geom(pool, shape, pshape), post_chain, y)
         return
     y = params.out((pre or [node])[-1].outputs[0], node)
+    arr = const(node.inputs[1])
+    if arr is not None and g.icg == 1 and g.ocg == 1:
+        emit_depthwise(w, g, x, params.inp(node.inputs[1], node), b, chain, y)
+        return
+    flat = chain.view([[0], [1], [2, 3]])
+    if (arr is not None and g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and g.group == 1
+            and flat is not None and g.oh * g.ow >= PIXELS_1X1 and g.oc % 8 == 0):
+        wts = _Weights(node, g, 8, params)
+        _conv1x1(w, g, x, wts, b, chain, flat, y)
+        return
+    if arr is not None:
+        packed, meta = pack_weights(arr.reshape(g.oc, g.icg, g.k[0], g.k[1]), g.group)
+        wp = params.weight(f"{node.inputs[1].name}:direct", packed)
+        emit_direct(w, g, x, wp, meta, b, chain, y)
+        return
+    wts = _Weights(node, g, ocb, params)
     flat = chain.view([[0], [1], [2, 3]])
     if g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and g.group == 1 and flat is not None:
         _conv1x1(w, g, x, wts, b, chain, flat, y)

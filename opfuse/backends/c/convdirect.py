@@ -1,0 +1,176 @@
+"""Register-blocked direct convolution with constant weights (any kernel, stride, dilation, padding,
+groups), vectorized over output channels; the epilogue runs on the register tile before the store.
+
+The output tile is ``acc[PT][OCV]``: PT output pixels of one output row times OCV output channels.
+Weights are repacked at compile time to ``[group][block][ICg][KH][KW][OCV]`` (a block's last
+channels zero-padded), so for one input channel and kernel tap the OCV weights are one contiguous
+vector; each input pixel is a scalar broadcast. Per (ic, kh) the generated loop over the OCV lanes
+holds PT*KW fused multiply-adds whose input offsets are compile-time constants, so gcc -O3
+vectorizes it over the lanes and keeps the whole tile in registers across the reduction.
+
+Horizontal padding costs nothing at run time: the row is cut into tiles at compile-time columns and
+a tap that would read outside the row is simply not emitted for that tile (runs of tiles with the
+same taps share one loop). Rows above/below the input are skipped per kernel row.
+
+After the reduction the tile (+ bias) goes through the fused epilogue chain and is stored once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from opfuse.backends.c.cgen import CWriter
+from opfuse.backends.c.epilogue import Chain, emit_apply
+
+LANES = 8  # a block's channel count is padded to a multiple of this
+
+
+def oc_blocks(ocg: int) -> list[tuple[int, int, int]]:
+    """(first channel, channels, padded width) of the output-channel blocks of one group."""
+    full = 32 if ocg >= 32 else 16 if ocg >= 16 else 0
+    blocks = []
+    start = 0
+    if full:
+        while ocg - start >= full:
+            blocks.append((start, full, full))
+            start += full
+    rest = ocg - start
+    if rest:
+        blocks.append((start, rest, -(-rest // LANES) * LANES))
+    return blocks
+
+
+def pack_weights(arr: np.ndarray, group: int) -> tuple[np.ndarray, list[tuple[int, int, int, int]]]:
+    """Packed weights and, per block, (first channel, channels, width, offset in the packed array).
+
+    ``arr`` is ONNX ``[OC][ICg][KH][KW]``; blocks repeat per group at the same offsets plus the
+    group's stride (the returned offsets are for group 0; the group stride is ``size // group``)."""
+    oc, icg, kh, kw = arr.shape
+    ocg = oc // group
+    blocks = oc_blocks(ocg)
+    parts, meta, off = [], [], 0
+    for start, width, ocv in blocks:
+        meta.append((start, width, ocv, off))
+        off += icg * kh * kw * ocv
+    for grp in range(group):
+        for start, width, ocv in blocks:
+            sub = arr[grp * ocg + start : grp * ocg + start + width].astype(np.float32)
+            pad = np.zeros((ocv, icg, kh, kw), np.float32)
+            pad[:width] = sub
+            parts.append(pad.transpose(1, 2, 3, 0).ravel())
+    return np.concatenate(parts), meta
+
+
+def row_tiles(ow: int, most: int = 8) -> list[tuple[int, int]]:
+    """(first column, width) of the pixel tiles of one output row, at most ``most`` wide."""
+    if ow <= most:
+        return [(0, ow)]
+    pt = next((d for d in range(most, most // 2, -1) if ow % d == 0), most)
+    return [(c0, min(pt, ow - c0)) for c0 in range(0, ow, pt)]
+
+
+def _taps(g, c0: int, pt: int) -> tuple[tuple[int, int, int], ...]:
+    """The (pixel, kernel column, input offset from the tile's first input column) taps that read
+    inside the row for the tile starting at output column ``c0``."""
+    out = []
+    for p in range(pt):
+        for kw in range(g.k[1]):
+            iw = (c0 + p) * g.s[1] - g.p[1] + kw * g.d[1]
+            if 0 <= iw < g.iw:
+                out.append((p, kw, iw - c0 * g.s[1]))
+    return tuple(out)
+
+
+def tile_runs(g, ocv: int) -> list[tuple[int, int, int, tuple]]:
+    """Runs of consecutive tiles with the same width and taps: (first column, width, count, taps).
+
+    A tile holds PT x OCV accumulators: 16 x 16 or 8 x 32 (16 512-bit registers)."""
+    runs: list[list] = []
+    for c0, pt in row_tiles(g.ow, 16 if ocv <= 16 else 8):
+        taps = _taps(g, c0, pt)
+        last = runs[-1] if runs else None
+        if last is not None and last[1] == pt and last[3] == taps:
+            last[2] += 1
+        else:
+            runs.append([c0, pt, 1, taps])
+    return [tuple(r) for r in runs]
+
+
+def _kh_always_valid(g) -> bool:
+    return all(0 <= oh * g.s[0] - g.p[0] + kh * g.d[0] < g.ih
+               for oh in range(g.oh) for kh in range(g.k[0]))
+
+
+def emit_direct(w: CWriter, g, x: str, wp: str, meta, b: str | None, chain: Chain, y: str) -> None:
+    """The kernel body (see the module docstring); ``wp`` the packed weights from pack_weights."""
+    vs = [(o.strides[0], o.strides[2], o.strides[3], o.strides[1]) for o in chain.operands]
+    group_size = sum(g.icg * g.k[0] * g.k[1] * ocv for _, _, ocv, _ in meta)
+    w.open(f"for (int n = 0; n < {g.n}; ++n)")
+    w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
+    w(f"const float *xg = {x} + (n*{g.c} + grp*{g.icg})*{g.ih * g.iw};")
+    full = [m for m in meta if m[2] == m[1] and m[1] == meta[0][1]]
+    classes = []
+    if len(full) > 1:
+        classes.append((full, True))
+    classes += [([m], False) for m in meta if not (len(full) > 1 and m in full)]
+    for blocks, looped in classes:  # weight block outermost: each is read from memory once
+        start, width, ocv, off = blocks[0]
+        size = g.icg * g.k[0] * g.k[1] * ocv
+        w.open("")
+        if looped:
+            w.open(f"for (int ob = 0; ob < {len(blocks)}; ++ob)")
+            w(f"const int ocl = {start} + ob*{width};")
+            w(f"const float *wb = {wp} + grp*{group_size} + {off} + ob*{size};")
+        else:
+            w(f"const int ocl = {start};")
+            w(f"const float *wb = {wp} + grp*{group_size} + {off};")
+        w(f"const int oc0 = grp*{g.ocg} + ocl;")
+        w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+        for c0, pt, count, taps in tile_runs(g, ocv):
+            _tile(w, g, c0, pt, count, taps, ocv, width, b, chain, vs, y)
+        w.close()
+        if looped:
+            w.close()
+        w.close()
+    w.close()
+    w.close()
+
+
+def _tile(w: CWriter, g, c0: int, pt: int, count: int, taps, ocv: int, width: int, b, chain, vs,
+          y: str) -> None:
+    kk = g.k[0] * g.k[1]
+    if count > 1:
+        w.open(f"for (int t = 0; t < {count}; ++t)")
+        w(f"const int c0 = {c0} + t*{pt};")
+    else:
+        w.open("")
+        w(f"const int c0 = {c0};")
+    w(f"float acc[{pt}][{ocv}];")
+    w(f"for (int p = 0; p < {pt}; ++p) for (int o = 0; o < {ocv}; ++o) acc[p][o] = 0.0f;")
+    w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
+    w(f"const float *xc = xg + ic*{g.ih * g.iw} + c0*{g.s[1]};")
+    w(f"const float *wc = wb + ic*{kk * ocv};")
+    w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
+    w(f"const int ih = oh*{g.s[0]} - {g.p[0]} + kh*{g.d[0]};")
+    if not _kh_always_valid(g):
+        w(f"if (ih < 0 || ih >= {g.ih}) continue;")
+    w(f"const float *xr = xc + ih*{g.iw};")
+    w(f"const float *wk = wc + kh*{g.k[1] * ocv};")
+    w.open(f"for (int o = 0; o < {ocv}; ++o)")
+    used = sorted({kw for _, kw, _ in taps})
+    for kw in used:
+        w(f"const float w{kw} = wk[{kw * ocv} + o];")
+    for p, kw, off in taps:
+        w(f"acc[{p}][o] += xr[{off}] * w{kw};")
+    w.close()
+    w.close()
+    w.close()
+    # epilogue vectorized over the channel lanes (operands indexed on a (n, h, w, c) view), in place
+    w.open(f"for (int p = 0; p < {pt}; ++p)")
+    bias = f" + {b}[oc0 + o]" if b is not None else ""
+    emit_apply(w, chain, vs, ["n", "oh", "c0 + p", "oc0"], width, lambda i: f"acc[p][{i}]{bias}",
+               lambda i: f"acc[p][{i}]", var="o")
+    w.close()
+    w(f"for (int o = 0; o < {width}; ++o) for (int p = 0; p < {pt}; ++p) "
+      f"{y}[((n*{g.oc} + oc0 + o)*{g.oh} + oh)*{g.ow} + c0 + p] = acc[p][o];")
+    w.close()
