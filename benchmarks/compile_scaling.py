@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 import opfuse
+from opfuse.runtime import ENABLE_EXTENDED, one_thread_session
 
 NODES_PER_BLOCK = 7
 C = 8
@@ -104,10 +104,7 @@ def main() -> None:
                 opfuse.emit(opfuse.compile(path, target=args.target))
 
             def run_ort(data: bytes = proto.SerializeToString()) -> None:
-                so = ort.SessionOptions()
-                so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-                so.intra_op_num_threads = 1
-                ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+                one_thread_session(data, ENABLE_EXTENDED)
 
             t_ours = _median_time(run_opfuse, args.repeat)
             t_ort = _median_time(run_ort, args.repeat)

@@ -26,29 +26,13 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
 from opfuse.backends.onnx import emit_onnx
 from opfuse.pipeline import compile_model, source_proto
+from opfuse.runtime import DISABLE_ALL, ENABLE_EXTENDED, one_thread_session
 from opfuse.validate import random_inputs
 
 VARIANTS = ("a: original EXTENDED", "b: opfuse --ort OFF", "c: opfuse std OFF", "d: original OFF")
-
-
-def _options(level: ort.GraphOptimizationLevel, dump: Path | None = None) -> ort.SessionOptions:
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = level
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    opts.log_severity_level = 3
-    if dump is not None:
-        opts.optimized_model_filepath = str(dump)
-    return opts
-
-
-def _session(model: bytes, opts: ort.SessionOptions) -> ort.InferenceSession:
-    return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
 
 
 def _ops(proto: onnx.ModelProto) -> Counter:
@@ -63,18 +47,14 @@ def bench(name: str, target: str, runs: int, warmup: int) -> dict[str, float]:
     result = compile_model(name, target)
     ours_ort = emit_onnx(result.optimized, result.partition, ort=True)
     ours_std = emit_onnx(result.optimized, result.partition)
-    off, ext = (
-        ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-        ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-    )
     orig_bytes = original.SerializeToString()
     with tempfile.TemporaryDirectory() as tmp:
         dump = Path(tmp) / "ort_extended.onnx"
         sessions = [
-            _session(orig_bytes, _options(ext, dump)),
-            _session(ours_ort.SerializeToString(), _options(off)),
-            _session(ours_std.SerializeToString(), _options(off)),
-            _session(orig_bytes, _options(off)),
+            one_thread_session(orig_bytes, ENABLE_EXTENDED, dump),
+            one_thread_session(ours_ort, DISABLE_ALL),
+            one_thread_session(ours_std, DISABLE_ALL),
+            one_thread_session(orig_bytes, DISABLE_ALL),
         ]
         ort_graph = onnx.load(dump, load_external_data=False)
     feeds = random_inputs(sessions[3])

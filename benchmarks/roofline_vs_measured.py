@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx_ir as ir
-import onnxruntime as ort
 from onnx import helper
 
 from opfuse.analysis import analyze
@@ -36,6 +35,7 @@ from opfuse.cost.calibrate import write_host_target
 from opfuse.errors import OpfuseError
 from opfuse.fusion.types import Kernel, Partition
 from opfuse.pipeline import compile_model
+from opfuse.runtime import DISABLE_ALL, ENABLE_EXTENDED, one_thread_session
 from opfuse.targets import Target, load_target
 
 
@@ -78,15 +78,7 @@ def kernel_models(model: ir.Model, partition: Partition) -> list[onnx.ModelProto
 
 
 def measure(sub: onnx.ModelProto, fused: bool, budget_s: float, rng: np.random.Generator) -> float:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    opts.graph_optimization_level = (
-        ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-        if fused
-        else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    )
-    sess = ort.InferenceSession(sub.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    sess = one_thread_session(sub, ENABLE_EXTENDED if fused else DISABLE_ALL)
     feeds = {}
     for value in sess.get_inputs():
         shape = [int(d) for d in value.shape]

@@ -75,8 +75,9 @@ def _copy_rate(nbytes: int, budget_s: float = 1.0) -> float:
 
 def _session(op: str, shapes: dict[str, tuple[int, ...]], dtype: int):  # noqa: ANN202
     import onnx
-    import onnxruntime as ort
     from onnx import helper
+
+    from opfuse.runtime import ENABLE_ALL, one_thread_session
 
     inputs = [helper.make_tensor_value_info(n, dtype, s) for n, s in shapes.items()]
     out_type = onnx.TensorProto.INT32 if op == "MatMulInteger" else dtype
@@ -84,10 +85,7 @@ def _session(op: str, shapes: dict[str, tuple[int, ...]], dtype: int):  # noqa: 
     graph = helper.make_graph([helper.make_node(op, list(shapes), ["y"])], "g", inputs, [out])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return one_thread_session(model, ENABLE_ALL)
 
 
 def _gemm_macs_per_s(int8: bool, n: int = 1024, budget_s: float = 2.0) -> float:

@@ -105,13 +105,9 @@ def _flops(proto) -> int:  # noqa: ANN001 (onnx.ModelProto)
 
 
 def _median_run_s(proto, budget_s: float) -> float:  # noqa: ANN001 (onnx.ModelProto)
-    import onnxruntime as ort
+    from opfuse.runtime import ENABLE_EXTENDED, one_thread_session
 
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    sess = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    sess = one_thread_session(proto, ENABLE_EXTENDED)
     rng = np.random.default_rng(1)
     feeds = {
         v.name: rng.standard_normal([int(d) for d in v.shape]).astype(np.float32)
