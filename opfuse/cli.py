@@ -68,7 +68,8 @@ def compile_cmd(
     if emit_kind == "c":
         click.echo(
             f"C: {emitted.kernels} kernels, arena {emitted.arena_bytes:,} bytes "
-            f"(OPFUSE_ARENA_BYTES), weights {emitted.weights_bytes:,} bytes"
+            f"(OPFUSE_ARENA_BYTES), stack scratch {emitted.stack_scratch_bytes:,} bytes, "
+            f"weights {emitted.weights_bytes:,} bytes"
         )
     if check:
         with console.progress("running both in onnxruntime" if emit_kind == "onnx"

@@ -3,6 +3,7 @@ AddressSanitizer/UndefinedBehaviorSanitizer, and its arena is the memory planner
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ from onnx import TensorProto, helper
 
 from opfuse.backends.c import build_executable, emit_c, run_c, run_executable, validate_c
 from opfuse.backends.c.check import reference
+from opfuse.backends.c.runner import CModel
 from opfuse.errors import OpfuseError
 from opfuse.models import MODELS
 from opfuse.pipeline import compile_model
@@ -114,6 +116,32 @@ def test_makefile_and_demo(tmp_path: Path) -> None:
     np.testing.assert_allclose(got["fc"], ref["fc"], atol=1e-4 * np.abs(ref["fc"]).max())
 
 
+@pytest.mark.parametrize("name", ["seed_block", "tiny_transformer", "pools"])
+def test_zero_copy_api_equals_copying_run(name: str, tmp_path: Path) -> None:
+    source = name
+    if name in CASES:  # several outputs
+        source = tmp_path / f"{name}.onnx"
+        onnx.save(CASES[name], source)
+    emit_c(compile_model(source), tmp_path / "c")
+    header = (tmp_path / "c" / "model.h").read_text()
+    for decl in ("float *opfuse_model_input(int i);", "float *opfuse_model_output(int i);",
+                 "int opfuse_model_invoke(void);"):
+        assert decl in header
+    assert "opfuse_model_invoke()" in (tmp_path / "c" / "README.md").read_text()
+    feeds, ref, _ = reference(source)
+    model = CModel(tmp_path / "c")
+    zero = model.run(feeds)
+    copying = model.run_copying(feeds)
+    again = model.run(feeds)  # inputs rewritten: the same result after a copying run
+    for key, value in ref.items():
+        np.testing.assert_array_equal(zero[key], copying[key])
+        np.testing.assert_array_equal(zero[key], again[key])
+        np.testing.assert_allclose(zero[key], value, atol=1e-4 * np.abs(value).max() + 1e-6)
+    arena = int(re.search(r"#define OPFUSE_ARENA_BYTES (\d+)", header).group(1))
+    base = model.ins[0].ctypes.data
+    assert all(abs(v.ctypes.data - base) < arena for v in model.outs)  # both in the arena
+
+
 SAN = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
        "-fno-omit-frame-pointer"]
 
@@ -179,6 +207,22 @@ CASES = {
         [N("Conv", ["x", "w", "b"], ["y"], group=2, auto_pad="SAME_UPPER", strides=[2, 2]),
          N("HardSwish", ["y"], ["z"])],
         [_f("x", [1, 4, 9, 8])], [_f("z", None)], [_w("w", [6, 2, 3, 3]), _w("b", [6], 2)]),
+    "conv_line_buffer": _model(  # 4 KB planes: the direct conv's ring buffer of input rows
+        [N("Conv", ["x", "w", "b"], ["y"], group=2, pads=[0, 1, 0, 1], strides=[1, 2]),
+         N("Relu", ["y"], ["r"]), N("Conv", ["r", "w2"], ["z"], pads=[1, 1, 1, 1])],
+        [_f("x", [1, 24, 32, 32])], [_f("z", None)],
+        [_w("w", [40, 12, 3, 3]), _w("b", [40], 1), _w("w2", [16, 40, 3, 3], 2)]),
+    "conv_pixels": _model(  # few input channels x taps: the pixel-vectorized conv (convpix)
+        [N("Conv", ["x", "w", "b"], ["y"], pads=[1, 0, 2, 1], strides=[1, 3], dilations=[2, 1]),
+         N("HardSwish", ["y"], ["h"]), N("Conv", ["h", "w2"], ["z"], pads=[0, 1, 0, 1], strides=[1, 2])],
+        [_f("x", [2, 2, 9, 52])], [_f("z", None)],
+        [_w("w", [12, 2, 3, 3]), _w("b", [12], 1), _w("w2", [9, 12, 1, 2], 2)]),
+    "depthwise_strided_phases": _model(  # dwconv's column-phase band at horizontal stride > 1
+        [N("Conv", ["x", "w", "b"], ["y"], group=5, strides=[2, 3], pads=[0, 2, 1, 1],
+           dilations=[1, 2]), N("Conv", ["y", "w2"], ["z"], group=5, strides=[1, 2],
+                                 pads=[1, 1, 1, 0])],
+        [_f("x", [1, 5, 13, 17])], [_f("z", None)],
+        [_w("w", [5, 1, 3, 3]), _w("b", [5], 1), _w("w2", [5, 1, 3, 2], 2)]),
     "resize_nearest": _model(
         [N("Resize", ["x", "", "s"], ["y"], mode="nearest")],
         [_f("x", [1, 2, 3, 4])], [_f("y", None)], [_fl("s", [1, 1, 2, 1.5])]),
@@ -249,3 +293,25 @@ def test_run_c_checks_input_size(tmp_path: Path) -> None:
     emit_c(compile_model("ds_cnn"), tmp_path / "c")
     with pytest.raises(OpfuseError, match="input 'input'"):
         run_c(tmp_path / "c", {"input": np.zeros(3, np.float32)})
+
+
+def test_stack_scratch_is_declared(tmp_path):
+    """Every float array a kernel puts on the stack is counted in OPFUSE_STACK_SCRATCH_BYTES:
+    memory outside the arena that a deployment has to budget."""
+    import re
+
+    from opfuse.api import compile as compile_model_api
+    from opfuse.api import emit_c
+
+    emitted = emit_c(compile_model_api("seed_pipeline"), tmp_path / "c")
+    header = (tmp_path / "c" / "model.h").read_text()
+    declared = int(re.search(r"#define OPFUSE_STACK_SCRATCH_BYTES (\d+)", header).group(1))
+    assert declared == emitted.stack_scratch_bytes
+    source = (tmp_path / "c" / "model.c").read_text()
+    per_kernel = []
+    for body in source.split("\nstatic void k")[1:]:
+        arrays = re.findall(r"^\s*float\s+\w+((?:\[\d+\])+)", body, flags=re.M)
+        per_kernel.append(
+            sum(4 * math.prod(int(n) for n in re.findall(r"\d+", dims)) for dims in arrays)
+        )
+    assert per_kernel and declared == max(per_kernel) > 0

@@ -36,6 +36,8 @@ from opfuse.backends.c.cgen import (
     who,
 )
 from opfuse.backends.c.convdirect import emit_direct, pack_weights
+from opfuse.backends.c.convpix import emit_pixels
+from opfuse.backends.c.convpix import fits as fits_pixels
 from opfuse.backends.c.dwconv import emit_depthwise
 from opfuse.backends.c.epilogue import Chain, build_chain, emit_apply
 from opfuse.backends.c.pools import PoolGeom, emit_pool_row, pads_for, pool_geom, window
@@ -155,6 +157,10 @@ def emit_conv(
             and flat is not None and g.oh * g.ow >= PIXELS_1X1 and g.oc % 8 == 0):
         wts = _Weights(node, g, 8, params)
         _conv1x1(w, g, x, wts, b, chain, flat, y)
+        return
+    if fits_pixels(g, arr):
+        wt = params.weight(f"{node.inputs[1].name}:pix", arr.astype(np.float32).ravel())
+        emit_pixels(w, g, x, wt, b, chain, y)
         return
     if arr is not None:
         packed, meta = pack_weights(arr.reshape(g.oc, g.icg, g.k[0], g.k[1]), g.group)

@@ -125,9 +125,15 @@ def emit_direct(w: CWriter, g, x: str, wp: str, meta, b: str | None, chain: Chai
             w(f"const int ocl = {start};")
             w(f"const float *wb = {wp} + grp*{group_size} + {off};")
         w(f"const int oc0 = grp*{g.ocg} + ocl;")
+        lb = line_buffer(g)
+        if lb:
+            w(f"float lb[{g.icg * g.k[0] * lb}] OPFUSE_ALIGNED;")
+            w("int next = 0;")
         w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+        if lb:
+            _fill(w, g, lb)
         for c0, pt, count, taps in tile_runs(g, ocv):
-            _tile(w, g, c0, pt, count, taps, ocv, width, b, chain, vs, y)
+            _tile(w, g, c0, pt, count, taps, ocv, width, b, chain, vs, y, lb)
         w.close()
         if looped:
             w.close()
@@ -136,8 +142,40 @@ def emit_direct(w: CWriter, g, x: str, wp: str, meta, b: str | None, chain: Chai
     w.close()
 
 
+def line_buffer(g) -> int:
+    """The padded row length of a line buffer for this conv, or 0 for none.
+
+    When the input planes lie a multiple of 4 KB apart (e.g. 256x256 float planes: 256 KB), the
+    same row of every plane falls in the same cache set, of L1 (8-way) and of a 256 KB 16-way
+    L2 alike; with more planes than ways, a row is evicted before the next output row reads it
+    again and every input line is fetched from memory ~KH times. Then the KH input rows a
+    output row needs are kept in a ring buffer on the stack (ICg x KH rows, padded by a cache
+    line so they do not alias): each input row is copied in once (one streaming read of the
+    input) and the tiles read the buffer from cache. Only for vertical stride and dilation 1
+    and a buffer of at most 64 KB."""
+    plane = g.ih * g.iw * 4
+    iwp = -(-g.iw // 16) * 16 + 16
+    if (g.s[0] != 1 or g.d[0] != 1 or plane % 4096 or g.icg * g.k[0] <= 8 or g.k[0] < 2
+            or g.icg * g.k[0] * iwp * 4 > 64 * 1024):
+        return 0
+    return iwp
+
+
+def _fill(w: CWriter, g, iwp: int) -> None:
+    """Copy the input rows the output row ``oh`` needs that are not in the ring buffer yet."""
+    kh = g.k[0]
+    last = f"oh - {g.p[0]} + {kh - 1}"
+    w.open(f"for (; next <= {last} && next < {g.ih}; ++next)")
+    w(f"for (int ic = 0; ic < {g.icg}; ++ic) memcpy(lb + (ic*{kh} + next % {kh})*{iwp}, "
+      f"xg + ic*{g.ih * g.iw} + next*{g.iw}, {g.iw * 4}u);")
+    w.close()
+    w(f"int ro[{kh}];")
+    w(f"for (int kh = 0; kh < {kh}; ++kh) "
+      f"ro[kh] = (((oh - {g.p[0]} + kh) % {kh} + {kh}) % {kh})*{iwp};")
+
+
 def _tile(w: CWriter, g, c0: int, pt: int, count: int, taps, ocv: int, width: int, b, chain, vs,
-          y: str) -> None:
+          y: str, lb: int = 0) -> None:
     kk = g.k[0] * g.k[1]
     if count > 1:
         w.open(f"for (int t = 0; t < {count}; ++t)")
@@ -148,13 +186,17 @@ def _tile(w: CWriter, g, c0: int, pt: int, count: int, taps, ocv: int, width: in
     w(f"float acc[{pt}][{ocv}];")
     w(f"for (int p = 0; p < {pt}; ++p) for (int o = 0; o < {ocv}; ++o) acc[p][o] = 0.0f;")
     w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
-    w(f"const float *xc = xg + ic*{g.ih * g.iw} + c0*{g.s[1]};")
+    if lb:
+        w(f"const float *xc = lb + ic*{g.k[0] * lb} + c0*{g.s[1]};")
+    else:
+        w(f"const float *xc = xg + ic*{g.ih * g.iw} + c0*{g.s[1]};")
     w(f"const float *wc = wb + ic*{kk * ocv};")
     w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
-    w(f"const int ih = oh*{g.s[0]} - {g.p[0]} + kh*{g.d[0]};")
+    if not (lb and _kh_always_valid(g)):
+        w(f"const int ih = oh*{g.s[0]} - {g.p[0]} + kh*{g.d[0]};")
     if not _kh_always_valid(g):
         w(f"if (ih < 0 || ih >= {g.ih}) continue;")
-    w(f"const float *xr = xc + ih*{g.iw};")
+    w(f"const float *xr = xc + {'ro[kh]' if lb else f'ih*{g.iw}'};")
     w(f"const float *wk = wc + kh*{g.k[1] * ocv};")
     w.open(f"for (int o = 0; o < {ocv}; ++o)")
     used = sorted({kw for _, kw, _ in taps})

@@ -4,7 +4,8 @@ Per channel, the KH*KW weights and the bias are loaded into scalars once. The ou
 processed in bands: the input rows a band reads are copied into a small zero-bordered buffer on
 the stack, so every tap reads inside it and the arithmetic has no tests. At stride 1 the band is
 computed as one flat loop over the padded width (columns past the output width are computed and
-dropped), otherwise row by row; both are sums of KH*KW products at compile-time offsets that gcc
+dropped), otherwise row by row, with the band's rows split into their column phases at a
+horizontal stride > 1 (so a stride-2 tap is a contiguous load, not a strided gather); both are sums of KH*KW products at compile-time offsets that gcc
 vectorizes. The band's values (+ bias) then go through the epilogue chain in one flat vectorized
 loop (no data-dependent branches) and are stored once.
 """
@@ -23,6 +24,8 @@ def emit_depthwise(w: CWriter, g, x: str, wt: str, b: str | None, chain: Chain, 
     wp = max(g.iw + pw, (g.ow - 1) * sw + (kw_n - 1) * dw + 1)  # padded row width
     if sw == 1:
         wp = max(wp, g.ow + (kw_n - 1) * dw)
+    else:  # column phases: padded column q of a band row at (q % sw)*hw + q / sw
+        wp = sw * -(-wp // sw)
     rows_for = lambda rb: (rb - 1) * sh + (kh_n - 1) * dh + 1  # noqa: E731
     rb = g.oh
     while rb > 1 and rows_for(rb) * wp > BAND_FLOATS:
@@ -57,15 +60,27 @@ def _band(w: CWriter, g, rows: int, wp: int, flat, chain: Chain, y: str) -> None
     w.open(f"for (int r = 0; r < {br}; ++r)")
     w(f"const int ih = oh0*{sh} - {ph} + r;")
     w(f"if (ih < 0 || ih >= {g.ih}) continue;")
-    w(f"for (int i = 0; i < {g.iw}; ++i) xp[r*{wp} + {pw} + i] = xc[ih*{g.iw} + i];")
+    if sw == 1:
+        w(f"for (int i = 0; i < {g.iw}; ++i) xp[r*{wp} + {pw} + i] = xc[ih*{g.iw} + i];")
+    else:  # split the row into its sw column phases: the taps then load contiguous vectors
+        hw = wp // sw
+        for f in range(sw):
+            j0 = next((j for j in range(hw) if j * sw + f >= pw), hw)
+            j1 = next((j for j in range(hw) if j * sw + f - pw >= g.iw), hw)
+            if j0 < j1:
+                w(f"for (int j = {j0}; j < {j1}; ++j) xp[r*{wp} + {f * hw} + j] = "
+                  f"xc[ih*{g.iw} + j*{sw} + {f - pw}];")
     w.close()
 
     def tap_sum(base: str, step: int) -> str:
         terms = ["bv"]
         for kh in range(kh_n):
             for kw in range(kw_n):
-                off = kh * dh * wp + kw * dw
-                idx = (f"{base}*{step}" if step != 1 else base) + (f" + {off}" if off else "")
+                col = kw * dw
+                if step > 1:  # phase layout (see the band copy)
+                    col = (col % step) * (wp // step) + col // step
+                off = kh * dh * wp + col
+                idx = base + (f" + {off}" if off else "")
                 terms.append(f"w{kh * kw_n + kw} * xp[{idx}]")
         return " + ".join(terms)
 

@@ -10,6 +10,7 @@ version is stored in the arena.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,7 @@ class CEmitted:
     fused: bool
     planner: str
     arena_bytes: int  # OPFUSE_ARENA_BYTES: the plan's peak
+    stack_scratch_bytes: int  # OPFUSE_STACK_SCRATCH_BYTES: one kernel's largest stack scratch
     weights_bytes: int
     kernels: int
     inputs: tuple[tuple[str, tuple[int, ...]], ...]
@@ -70,12 +72,14 @@ def generate(
     opset = _opset(model)
     funcs = CWriter()
     calls = CWriter(1)
+    scratch = 0
     for index, kernel in enumerate(part.kernels):
         members = [nodes[n] for n in kernel.nodes]
         aliased = any(o in plan.aliases for o in kernel.outputs)
         params = Params(store, restrict=not aliased)
         body = CWriter(1)
         emit_kernel(body, members, params, opset)
+        scratch = max(scratch, stack_scratch_bytes(body.lines))
         fname = f"k{index}_{cname(kernel.name)}"
         funcs(f"/* kernel {index}: {' + '.join(kernel.ops)} ({', '.join(kernel.nodes)}) */")
         funcs(params.signature(fname) + " {")
@@ -83,20 +87,19 @@ def generate(
         funcs("}")
         funcs()
         calls(params.call(fname))
-    io = {"inputs": [], "outputs": []}
-    copy_in, copy_out = CWriter(1), CWriter(1)
-    for k, value in enumerate(model.graph.inputs):
+    io: dict[str, list] = {"inputs": [], "outputs": []}
+    where_in, where_out = [], []
+    for value in model.graph.inputs:
         io["inputs"].append(_io(value))
-        if value.name in plan.offsets:
-            copy_in(f"memcpy(A + {plan.offsets[value.name] // 4}, inputs[{k}], "
-                    f"{io['inputs'][-1]['size'] * 4}u);")
-    for k, value in enumerate(model.graph.outputs):
+        where_in.append(f"A + {plan.offsets[value.name] // 4}" if value.name in plan.offsets
+                        else None)
+    for value in model.graph.outputs:
         io["outputs"].append(_io(value))
         node = value.producer() or next(iter(model.graph), None)
         src = store.where(value, node) if node is not None else None
         if src is None:
             raise OpfuseError(f"C backend: graph output '{value.name}' has no producer")
-        copy_out(f"memcpy(outputs[{k}], {src}, {io['outputs'][-1]['size'] * 4}u);")
+        where_out.append(src)
     info = {
         "source": result.source,
         "target": result.target.name,
@@ -104,12 +107,13 @@ def generate(
         "planner": planner,
         "kernels": len(part.kernels),
         "arena_bytes": plan.peak_bytes,
+        "stack_scratch_bytes": scratch,
         "weights_bytes": max(blob.size, 1) * 4,
         **io,
     }
     files = {
         "model.h": model_h(info),
-        "model.c": _model_c(info, funcs, calls, copy_in, copy_out),
+        "model.c": _model_c(info, funcs, calls, where_in, where_out),
         "weights.c": weights_c(blob.data()),
         "main.c": main_c(info),
         "Makefile": MAKEFILE,
@@ -117,6 +121,21 @@ def generate(
         "model.json": manifest(info),
     }
     return files, info, plan
+
+
+_LOCAL_ARRAY = re.compile(r"^\s*float\s+\w+((?:\[\d+\])+)")
+
+
+def stack_scratch_bytes(lines: list[str]) -> int:
+    """Bytes of float arrays a kernel body declares on the stack (tiles, line buffers): memory
+    outside the arena that a deployment must budget for its stack. Arrays in sibling blocks are
+    added up, so this is an upper bound."""
+    total = 0
+    for line in lines:
+        match = _LOCAL_ARRAY.match(line)
+        if match:
+            total += 4 * math.prod(int(n) for n in re.findall(r"\d+", match.group(1)))
+    return total
 
 
 def _io(value: ir.Value) -> dict:
@@ -137,7 +156,20 @@ class _Named:
         self.name = name
 
 
-def _model_c(info: dict, funcs: CWriter, calls: CWriter, copy_in: CWriter, copy_out: CWriter):
+def _pointers(kind: str, where: list[str | None], items: list[dict]) -> list[str]:
+    """``opfuse_model_<kind>(i)``: a switch over the arena pointers (an input the schedule never
+    reads gets a small static buffer of its own, so the caller can still write it)."""
+    lines, spare = [], []
+    for k, (src, item) in enumerate(zip(where, items, strict=True)):
+        if src is None:
+            spare.append(f"static float opfuse_unused_{kind}{k}[{max(item['size'], 1)}];")
+            src = f"opfuse_unused_{kind}{k}"
+        lines.append(f"    case {k}: return (float *)({src});")
+    return [*spare, f"float *opfuse_model_{kind}(int i) {{", "    switch (i) {", *lines,
+            "    default: return 0;", "    }", "}", ""]
+
+
+def _model_c(info: dict, funcs: CWriter, calls: CWriter, where_in: list, where_out: list):
     n_in, n_out = len(info["inputs"]), len(info["outputs"])
     ins = ["const float *input"] if n_in == 1 else [f"const float *input{i}" for i in range(n_in)]
     outs = ["float *output"] if n_out == 1 else [f"float *output{i}" for i in range(n_out)]
@@ -159,12 +191,28 @@ static float opfuse_arena[(OPFUSE_ARENA_BYTES + 3) / 4 + 1] OPFUSE_ALIGNED;
 #define W opfuse_weights.f
 
 """
+    copy_in = [f"    opfuse_copy(opfuse_model_input({k}), inputs[{k}], {x['size']}u);"
+               for k, x in enumerate(info["inputs"])]
+    copy_out = [f"    opfuse_copy(outputs[{k}], opfuse_model_output({k}), {x['size']}u);"
+                for k, x in enumerate(info["outputs"])]
     tail = [
-        "int opfuse_model_run_v(const float *const *inputs, float *const *outputs) {",
-        *copy_in.lines,
+        *_pointers("input", where_in, info["inputs"]),
+        *_pointers("output", where_out, info["outputs"]),
+        "int opfuse_model_invoke(void) {",
         *calls.lines,
-        *copy_out.lines,
+        "    return 0;",
+        "}",
+        "",
+        "static void opfuse_copy(float *dst, const float *src, unsigned n) {",
+        "    if (dst != src) memmove(dst, src, (size_t)n * sizeof(float));",
+        "}",
+        "",
+        "int opfuse_model_run_v(const float *const *inputs, float *const *outputs) {",
+        *copy_in,
+        "    opfuse_model_invoke();",
+        *copy_out,
         "    (void)inputs;",
+        "    (void)outputs;",
         "    return 0;",
         "}",
         "",
@@ -188,6 +236,7 @@ def emit_c(
         fused=fuse,
         planner=planner,
         arena_bytes=info["arena_bytes"],
+        stack_scratch_bytes=info["stack_scratch_bytes"],
         weights_bytes=info["weights_bytes"],
         kernels=info["kernels"],
         inputs=tuple((x["name"], tuple(x["shape"])) for x in info["inputs"]),

@@ -85,7 +85,9 @@ def _as_inputs(info: dict, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]
 
 
 class CModel:
-    """A built model loaded with ctypes."""
+    """A built model loaded with ctypes, driven through the zero-copy API: the inputs are written
+    into the arena (``opfuse_model_input``), ``opfuse_model_invoke`` runs the schedule, and the
+    outputs are read from the arena (``opfuse_model_output``); ``outs`` are numpy views of it."""
 
     def __init__(self, lib_or_dir: Path | str) -> None:
         path = Path(lib_or_dir)
@@ -98,28 +100,55 @@ class CModel:
             lib, folder = path, path.parent
         self.info = manifest(folder)
         self.lib = ctypes.CDLL(str(lib.resolve()))
-        self.fn = self.lib.opfuse_model_run_v
-        self.fn.restype = ctypes.c_int
         fp = ctypes.POINTER(ctypes.c_float)
-        self.fn.argtypes = [ctypes.POINTER(fp), ctypes.POINTER(fp)]
-        self.outs = [np.zeros(o["shape"], np.float32) for o in self.info["outputs"]]
-        self._out_ptrs = (fp * len(self.outs))(*[o.ctypes.data_as(fp) for o in self.outs])
+        self.invoke = self.lib.opfuse_model_invoke
+        self.invoke.restype = ctypes.c_int
+        self.invoke.argtypes = []
+        self.ins = [self._view("input", k, x) for k, x in enumerate(self.info["inputs"])]
+        self.outs = [self._view("output", k, x) for k, x in enumerate(self.info["outputs"])]
         self._fp = fp
 
-    def bind(self, inputs: Mapping[str, np.ndarray]):
-        """Argument arrays for ``call`` (kept alive by the caller)."""
-        arrays = _as_inputs(self.info, inputs)
-        ptrs = (self._fp * max(len(arrays), 1))(*[a.ctypes.data_as(self._fp) for a in arrays])
-        return arrays, ptrs
+    def _view(self, kind: str, k: int, item: dict) -> np.ndarray:
+        fn = getattr(self.lib, f"opfuse_model_{kind}")
+        fn.restype = ctypes.POINTER(ctypes.c_float)
+        fn.argtypes = [ctypes.c_int]
+        ptr = fn(k)
+        if not ptr:
+            raise OpfuseError(f"C backend: opfuse_model_{kind}({k}) returned NULL")
+        size = max(int(item["size"]), 1)
+        return np.ctypeslib.as_array(ptr, shape=(size,))[: item["size"]].reshape(item["shape"])
 
-    def call(self, bound) -> None:
-        self.fn(bound[1], self._out_ptrs)
+    def bind(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        """The checked input arrays, for ``write`` (kept alive by the caller)."""
+        return _as_inputs(self.info, inputs)
+
+    def write(self, bound: list[np.ndarray]) -> None:
+        """Write the inputs into the arena (needed before every invoke: the planner may reuse
+        an input's bytes in place)."""
+        for view, arr in zip(self.ins, bound, strict=True):
+            view.reshape(-1)[...] = arr.reshape(-1)
+
+    def call(self, bound: list[np.ndarray]) -> None:
+        self.write(bound)
+        self.invoke()
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        bound = self.bind(inputs)
-        self.call(bound)
+        self.call(self.bind(inputs))
         return {o["name"]: arr.copy() for o, arr in zip(self.info["outputs"], self.outs,
                                                         strict=True)}
+
+    def run_copying(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The same through the copying wrapper ``opfuse_model_run_v``."""
+        arrays = self.bind(inputs)
+        fp = self._fp
+        ins = (fp * max(len(arrays), 1))(*[a.ctypes.data_as(fp) for a in arrays])
+        res = [np.zeros(o["shape"], np.float32) for o in self.info["outputs"]]
+        outs = (fp * max(len(res), 1))(*[a.ctypes.data_as(fp) for a in res])
+        fn = self.lib.opfuse_model_run_v
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.POINTER(fp), ctypes.POINTER(fp)]
+        fn(ins, outs)
+        return {o["name"]: a for o, a in zip(self.info["outputs"], res, strict=True)}
 
 
 def run_c(outdir_or_lib: Path | str, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
