@@ -6,6 +6,10 @@ For each model: median latency of fused C, unfused C (the same canonicalized mod
 node), onnxruntime ORT_ENABLE_ALL and ORT_DISABLE_ALL, measured in one run with the variants
 alternating; then the fusion speedup (aim >= 1.3x on mobilenet_v2) and fused C / ORT_ENABLE_ALL
 (aim: within 2x). Numbers are from the machine it runs on; a shared or loaded machine is noisy.
+
+The C variants are timed on ``opfuse_model_invoke()``, the zero-copy API (inputs written into the
+arena through ``opfuse_model_input`` before each repetition, untimed, as a deployed application's
+producer writes them; outputs read in place), see ``opfuse.backends.c.check.bench``.
 """
 
 from __future__ import annotations
