@@ -78,7 +78,9 @@ def import_proto(
         input_size_limit=_FOLD_LIMIT,
         output_size_limit=_FOLD_LIMIT,
         # onnxscript keeps ConstantOfShape to keep files small; a weight it builds must be a
-        # real initializer for BatchNorm folding and weight accounting, so fold it.
+        # real initializer for BatchNorm folding and weight accounting, so fold it. (Its folder
+        # also forwards Identity and inference Dropout, as every runtime's loader does: no
+        # runtime runs them as kernels, so "before" does not count them either.)
         should_fold=lambda node: True if node.op_type == "ConstantOfShape" else None,
     )
     _constants_to_initializers(model)
