@@ -4,14 +4,13 @@ and in total (DESIGN.md, "Traffic accounting" and "Roofline"). ``roofline.py`` s
 from __future__ import annotations
 
 from opfuse.cost.precision import BYTES_PER_ELEMENT, model_precision, resolve_precision
-from opfuse.cost.roofline import arena_lower_bound, cost_model
+from opfuse.cost.roofline import cost_model
 from opfuse.cost.types import CostSide, KernelCost
 
 __all__ = [
     "BYTES_PER_ELEMENT",
     "CostSide",
     "KernelCost",
-    "arena_lower_bound",
     "cost_model",
     "model_precision",
     "resolve_precision",

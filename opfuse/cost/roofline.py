@@ -46,7 +46,8 @@ from opfuse.cost.kclass import kernel_class
 from opfuse.cost.precision import BYTES_PER_ELEMENT, require_perf, resolve_precision
 from opfuse.cost.types import CostSide, KernelCost
 from opfuse.fusion.types import Kernel, Partition
-from opfuse.memory.lifetimes import live_ranges, value_bytes
+from opfuse.memory import arena_lower_bound
+from opfuse.memory.lifetimes import value_bytes
 from opfuse.targets import MemoryLevel, Perf, Target
 
 
@@ -84,15 +85,6 @@ def cost_model(
         activation_level=act_level.name,
         weight_level=w_level.name,
         kernels=kernels,
-    )
-
-
-def arena_lower_bound(model: ir.Model, partition: Partition, bytes_per_element: int) -> int:
-    """The largest sum of tensor sizes live at one step of the schedule (no plan is smaller)."""
-    tensors = live_ranges(model, partition, bytes_per_element)
-    steps = max(len(partition.kernels), 1)
-    return max(
-        (sum(t.size_bytes for t in tensors if t.live_at(s)) for s in range(steps)), default=0
     )
 
 

@@ -9,7 +9,14 @@ from __future__ import annotations
 from opfuse.memory.inplace import DATA_MOVEMENT, inplace_aliases, kernel_in_place
 from opfuse.memory.lifetimes import ALIGNMENT, TensorLife, align, live_ranges
 from opfuse.memory.placement import ORDERINGS, lower_bound
-from opfuse.memory.plan import PLANNERS, MemoryPlan, fits, plan_memory, plan_tensors
+from opfuse.memory.plan import (
+    PLANNERS,
+    MemoryPlan,
+    arena_lower_bound,
+    fits,
+    plan_memory,
+    plan_tensors,
+)
 from opfuse.memory.verify import AllocationError, verify_allocation
 
 __all__ = [
@@ -21,6 +28,7 @@ __all__ = [
     "MemoryPlan",
     "TensorLife",
     "align",
+    "arena_lower_bound",
     "fits",
     "inplace_aliases",
     "kernel_in_place",

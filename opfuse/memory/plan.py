@@ -98,6 +98,14 @@ def plan_memory(
     )
 
 
+def arena_lower_bound(
+    model: ir.Model, partition: Partition, bytes_per_element: int | None = None
+) -> int:
+    """The largest sum of aligned tensor sizes live at one step of ``partition``'s schedule: no
+    arena for that schedule is smaller, whatever the planner (before any in-place merging)."""
+    return lower_bound(buffers_of(live_ranges(model, partition, bytes_per_element)))
+
+
 def plan_tensors(
     tensors: tuple[TensorLife, ...], planner: str, aliases: dict[str, str] | None = None
 ) -> MemoryPlan:
