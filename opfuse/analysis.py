@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from opfuse.cost import BYTES_PER_ELEMENT, CostSide, KernelCost, cost_model, resolve_precision
 from opfuse.cost.precision import require_perf
 from opfuse.memory import MemoryPlan, plan_memory
-from opfuse.pipeline import CompileResult
+from opfuse.pipeline import CompileResult, gc_paused
 
 DEFAULT_PLANNER = "greedy-inplace"
 
@@ -80,6 +80,7 @@ class Analysis:
         }
 
 
+@gc_paused()
 def analyze(
     result: CompileResult,
     precision: str | None = None,

@@ -21,8 +21,7 @@ import onnx
 import onnx_ir as ir
 
 from opfuse import models
-from opfuse.analysis import DEFAULT_PLANNER, Analysis
-from opfuse.analysis import analyze as _analyze
+from opfuse.analysis import DEFAULT_PLANNER, Analysis, analyze
 from opfuse.backends.onnx import emit_onnx, save_model
 from opfuse.errors import OpfuseError
 from opfuse.frontends import import_proto, parse_input_shapes
@@ -38,9 +37,11 @@ __all__ = [
     "DEFAULT_TARGET",
     "Analysis",
     "analyze",
+    "bench",
     "CompileResult",
     "compile",
     "emit",
+    "emit_c",
     "fuse",
     "fusion_json",
     "get_target",
@@ -49,6 +50,7 @@ __all__ = [
     "load",
     "save",
     "validate",
+    "validate_c",
 ]
 
 ShapeArg = Mapping[str, Iterable[int]] | Iterable[str] | None
@@ -84,17 +86,6 @@ def fuse(
 def fusion_json(result: CompileResult) -> dict:
     """What `opfuse fusion --json` prints: target, kernels, decisions, passes."""
     return result.fusion_json()
-
-
-def analyze(
-    result: CompileResult,
-    precision: str | None = None,
-    planner: str = DEFAULT_PLANNER,
-    activations_only: bool = False,
-) -> Analysis:
-    """Before vs after fusion on the result's target: costs, arena plans, fits verdict."""
-    with gc_paused():
-        return _analyze(result, precision, planner, activations_only)
 
 
 def emit(result: CompileResult, ort: bool = False) -> onnx.ModelProto:
