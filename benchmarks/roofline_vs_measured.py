@@ -24,7 +24,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import onnx
 import onnx_ir as ir
 from onnx import helper
@@ -35,7 +34,7 @@ from opfuse.cost.calibrate import write_host_target
 from opfuse.errors import OpfuseError
 from opfuse.fusion.types import Kernel, Partition
 from opfuse.pipeline import compile_model
-from opfuse.runtime import DISABLE_ALL, ENABLE_EXTENDED, one_thread_session
+from opfuse.runtime import DISABLE_ALL, ENABLE_EXTENDED, median_run_s, one_thread_session
 from opfuse.targets import Target, load_target
 
 
@@ -77,33 +76,20 @@ def kernel_models(model: ir.Model, partition: Partition) -> list[onnx.ModelProto
     return cut
 
 
-def measure(sub: onnx.ModelProto, fused: bool, budget_s: float, rng: np.random.Generator) -> float:
+def measure(sub: onnx.ModelProto, fused: bool, budget_s: float, seed: int) -> float:
     sess = one_thread_session(sub, ENABLE_EXTENDED if fused else DISABLE_ALL)
-    feeds = {}
-    for value in sess.get_inputs():
-        shape = [int(d) for d in value.shape]
-        feeds[value.name] = rng.standard_normal(shape).astype(np.float32)
-    for _ in range(2):
-        sess.run(None, feeds)
-    times: list[float] = []
-    end = time.perf_counter() + budget_s
-    while len(times) < 5 or (time.perf_counter() < end and len(times) < 200):
-        t0 = time.perf_counter()
-        sess.run(None, feeds)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return median_run_s(sess, budget_s, seed=seed, warmup=2, min_runs=5, max_runs=200)
 
 
 def compare(
     label: str, model: ir.Model, partition: Partition, costs: tuple[KernelCost, ...], fused: bool,
     budget_s: float, top: int,
 ) -> list[tuple[str, float]]:  # fmt: skip
-    rng = np.random.default_rng(0)
     rows: list[tuple[Kernel, KernelCost, float]] = []
-    for kernel, cost, sub in zip(
-        partition.kernels, costs, kernel_models(model, partition), strict=True
+    for seed, (kernel, cost, sub) in enumerate(
+        zip(partition.kernels, costs, kernel_models(model, partition), strict=True)
     ):
-        rows.append((kernel, cost, measure(sub, fused, budget_s, rng)))
+        rows.append((kernel, cost, measure(sub, fused, budget_s, seed)))
     errors = [abs(c.latency_s - t) / t for _, c, t in rows]
     predicted = sum(c.latency_s for _, c, _ in rows)
     measured = sum(t for _, _, t in rows)

@@ -5,8 +5,11 @@ One place, so a benchmark, calibration and validation can never disagree on how 
 
 from __future__ import annotations
 
+import statistics
+import time
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnxruntime as ort
 
@@ -43,3 +46,29 @@ def one_thread_session(
     return ort.InferenceSession(
         data, one_thread_options(level, dump), providers=["CPUExecutionProvider"]
     )
+
+
+def median_run_s(
+    sess: ort.InferenceSession,
+    budget_s: float,
+    seed: int = 0,
+    warmup: int = 2,
+    min_runs: int = 5,
+    max_runs: int = 2000,
+) -> float:
+    """Median seconds of ``sess.run`` on seeded normal float32 inputs: ``warmup`` runs, then at
+    least ``min_runs`` and as many more as ``budget_s`` allows (at most ``max_runs``)."""
+    rng = np.random.default_rng(seed)
+    feeds = {
+        v.name: rng.standard_normal([int(d) for d in v.shape]).astype(np.float32)
+        for v in sess.get_inputs()
+    }
+    for _ in range(warmup):
+        sess.run(None, feeds)
+    times: list[float] = []
+    end = time.perf_counter() + budget_s
+    while len(times) < min_runs or (time.perf_counter() < end and len(times) < max_runs):
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)

@@ -26,7 +26,6 @@ batch-1 classifier is a GEMV, bound by reading its weights, which the memory tim
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -105,23 +104,10 @@ def _flops(proto) -> int:  # noqa: ANN001 (onnx.ModelProto)
 
 
 def _median_run_s(proto, budget_s: float) -> float:  # noqa: ANN001 (onnx.ModelProto)
-    from opfuse.runtime import ENABLE_EXTENDED, one_thread_session
+    from opfuse.runtime import ENABLE_EXTENDED, median_run_s, one_thread_session
 
     sess = one_thread_session(proto, ENABLE_EXTENDED)
-    rng = np.random.default_rng(1)
-    feeds = {
-        v.name: rng.standard_normal([int(d) for d in v.shape]).astype(np.float32)
-        for v in sess.get_inputs()
-    }
-    for _ in range(3):
-        sess.run(None, feeds)
-    times: list[float] = []
-    end = time.perf_counter() + budget_s
-    while len(times) < 7 or (time.perf_counter() < end and len(times) < 2000):
-        t0 = time.perf_counter()
-        sess.run(None, feeds)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return median_run_s(sess, budget_s, seed=1, warmup=3, min_runs=7, max_runs=2000)
 
 
 class Fractions(dict):
