@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -23,7 +21,6 @@ import onnx_ir as ir
 from opfuse import models
 from opfuse.analysis import DEFAULT_PLANNER, Analysis, analyze
 from opfuse.backends.onnx import emit_onnx, save_model
-from opfuse.errors import OpfuseError
 from opfuse.frontends import import_proto, parse_input_shapes
 from opfuse.fusion import Partition
 from opfuse.ir.provenance import source_map
@@ -180,21 +177,3 @@ def get_target(name: str) -> Target:
 
 def list_models() -> list[models.ModelSpec]:
     return list(models.MODELS.values())
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write a text file via a temporary file in the same folder and a rename."""
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise OpfuseError(f"{path}: folder '{folder}' does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise OpfuseError(f"{path}: cannot write: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise OpfuseError(f"{path}: cannot write: {exc.strerror}") from None

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from opfuse import api
+from opfuse.atomic import write_atomic
 from opfuse.errors import OpfuseError
 from opfuse.report import console
 
@@ -20,7 +21,7 @@ def _write_json(data: dict, dest: str) -> None:
     if dest == "-":
         sys.stdout.write(text)
     else:
-        api.write_text_atomic(Path(dest), text)
+        write_atomic(dest, text)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

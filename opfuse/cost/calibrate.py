@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from opfuse.atomic import write_atomic
 from opfuse.cost.efficiency import measure_efficiency
 from opfuse.targets import load_target, user_targets_dir
 
@@ -238,7 +239,5 @@ def write_host_target(path: str | Path | None = None, figures: dict | None = Non
     target = Path(path) if path is not None else user_targets_dir() / "host.toml"
     target.parent.mkdir(parents=True, exist_ok=True)
     text = host_target_text(figures if figures is not None else calibrate())
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
+    write_atomic(target, text)
     return target

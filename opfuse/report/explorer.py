@@ -192,9 +192,9 @@ def render_explorer(model_source: str = TOY) -> str:
 
 def write_explorer(model_source: str, path: str | Path) -> None:
     """Render and write atomically (a missing or read-only folder raises OpfuseError)."""
-    from opfuse.api import write_text_atomic
+    from opfuse.atomic import write_atomic
 
-    write_text_atomic(Path(path), render_explorer(model_source))
+    write_atomic(path, render_explorer(model_source))
 
 
 def serve(path: str | Path, port: int = 8000) -> None:  # pragma: no cover (blocks)

@@ -72,6 +72,6 @@ def render_report(data: dict[str, Any]) -> str:
 
 def write_report(data: dict[str, Any], path: str | Path) -> None:
     """Render and write atomically (a missing or read-only folder raises OpfuseError)."""
-    from opfuse.api import write_text_atomic
+    from opfuse.atomic import write_atomic
 
-    write_text_atomic(Path(path), render_report(data))
+    write_atomic(path, render_report(data))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import onnx
 
+from opfuse.atomic import write_atomic
 from opfuse.errors import OpfuseError
 
 _PROTO_LIMIT = 2**31 - 1
@@ -33,7 +34,7 @@ def save_model(
     if proto.ByteSize() > _PROTO_LIMIT:
         _save_external(proto, path)
         return
-    _write_atomic(path, proto.SerializeToString())
+    write_atomic(path, proto.SerializeToString())
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -44,23 +45,6 @@ def _same_file(a: Path, b: Path) -> bool:
         pass
     return a.resolve() == b.resolve()
 
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise OpfuseError(f"{path}: cannot write: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise OpfuseError(f"{path}: cannot write: {exc.strerror or exc}") from None
-        raise
 
 
 def _save_external(proto: onnx.ModelProto, path: Path) -> None:
