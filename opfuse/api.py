@@ -21,7 +21,7 @@ import onnx_ir as ir
 from opfuse import models
 from opfuse.analysis import DEFAULT_PLANNER, Analysis, analyze
 from opfuse.backends.onnx import emit_onnx, save_model
-from opfuse.frontends import import_proto, parse_input_shapes
+from opfuse.frontends import parse_input_shapes
 from opfuse.fusion import Partition
 from opfuse.ir.provenance import source_map
 from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, gc_paused, source_proto
@@ -141,21 +141,6 @@ def _as_proto(source: str | Path | onnx.ModelProto) -> onnx.ModelProto | str | P
     return built if built is not None else source
 
 
-def _inputs_for_shapes(model: onnx.ModelProto | str | Path, shapes: dict) -> dict | None:
-    """Seeded random inputs of the bound shapes, for models with dynamic dims."""
-    if not shapes:
-        return None
-    if isinstance(model, onnx.ModelProto):
-        ir_model = import_proto(model, "<original>", shapes)
-    else:
-        ir_model = _load(model, shapes)
-    rng = np.random.default_rng(0)
-    return {
-        v.name: rng.standard_normal(tuple(v.shape)).astype(v.dtype.numpy())
-        for v in ir_model.graph.inputs
-    }
-
-
 def validate(
     original: str | Path | onnx.ModelProto,
     optimized: str | Path | onnx.ModelProto,
@@ -165,10 +150,14 @@ def validate(
     input_shape: ShapeArg = None,
 ) -> ValidationReport:
     """Run both models in onnxruntime on the same seeded (or given) inputs and compare outputs."""
-    orig = _as_proto(original)
-    if inputs is None:
-        inputs = _inputs_for_shapes(orig, _shapes(input_shape))
-    return _validate(orig, _as_proto(optimized), inputs=inputs, rtol=rtol, atol=atol)
+    return _validate(
+        _as_proto(original),
+        _as_proto(optimized),
+        inputs=inputs,
+        rtol=rtol,
+        atol=atol,
+        input_shapes=_shapes(input_shape),
+    )
 
 
 def get_target(name: str) -> Target:

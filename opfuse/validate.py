@@ -18,7 +18,7 @@ Positions where both models give the same NaN or infinity count as equal.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,13 +68,14 @@ def validate(
     rtol: float = 1e-4,
     atol: float = 1e-4,
     seed: int = 0,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> ValidationReport:
     """Compare ``optimized`` against ``original`` (see the module docstring for the rule)."""
     notes: list[str] = []
     ref_sess = _session(original, "original", notes)
     opt_sess = _session(optimized, "optimized", notes)
     if inputs is None:
-        feeds = random_inputs(ref_sess, seed)
+        feeds = random_inputs(ref_sess, seed, input_shapes)
         source = f"random (seed {seed})"
     elif isinstance(inputs, str | Path):
         feeds = _npz_inputs(Path(inputs), ref_sess)
@@ -233,11 +234,19 @@ def _dtype(arg: ort.NodeArg) -> np.dtype:
     return _DTYPES[arg.type]
 
 
-def random_inputs(sess: ort.InferenceSession, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded random values for every input of ``sess`` (leading symbolic dim -> 1)."""
+def random_inputs(
+    sess: ort.InferenceSession,
+    seed: int = 0,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> dict[str, np.ndarray]:
+    """Seeded random values for every input of ``sess``: shapes from ``input_shapes`` (the CLI's
+    --input-shape) where given, else the model's, a leading symbolic dim bound to 1."""
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     for arg in sess.get_inputs():
+        if input_shapes and arg.name in input_shapes:
+            _put_random(feeds, arg, list(input_shapes[arg.name]), rng)
+            continue
         shape = []
         for axis, dim in enumerate(arg.shape):
             if isinstance(dim, int) and dim >= 0:
@@ -246,17 +255,23 @@ def random_inputs(sess: ort.InferenceSession, seed: int = 0) -> dict[str, np.nda
                 shape.append(1)
             else:
                 raise OpfuseError(
-                    f"input '{arg.name}' dim {axis} ('{dim}') is symbolic; "
-                    "give input values with --inputs FILE.npz"
+                    f"input '{arg.name}' dim {axis} ('{dim}') is symbolic; bind it with "
+                    "--input-shape or give input values with --inputs FILE.npz"
                 )
-        dtype = _dtype(arg)
-        if dtype.kind == "f":
-            feeds[arg.name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype.kind == "b":
-            feeds[arg.name] = rng.integers(0, 2, size=shape).astype(dtype)
-        else:
-            feeds[arg.name] = rng.integers(0, 10, size=shape).astype(dtype)
+        _put_random(feeds, arg, shape, rng)
     return feeds
+
+
+def _put_random(
+    feeds: dict[str, np.ndarray], arg: ort.NodeArg, shape: list[int], rng: np.random.Generator
+) -> None:
+    dtype = _dtype(arg)
+    if dtype.kind == "f":
+        feeds[arg.name] = rng.standard_normal(shape).astype(dtype)
+    elif dtype.kind == "b":
+        feeds[arg.name] = rng.integers(0, 2, size=shape).astype(dtype)
+    else:
+        feeds[arg.name] = rng.integers(0, 10, size=shape).astype(dtype)
 
 
 def read_npz(path: str | Path) -> dict[str, np.ndarray]:

@@ -92,8 +92,11 @@ def test_dynamic_dim_with_input_shape_compiles(run_cli, tmp_path):
     model = tmp_path / "dyn.onnx"
     onnx.save(_conv_model(("batch", 3, "height", "width")), model)
     out = tmp_path / "out.onnx"
-    code, _, err = run_cli("compile", str(model), "-o", str(out), "--input-shape", "x=1x3x16x12")
+    code, stdout, err = run_cli(
+        "compile", str(model), "-o", str(out), "--input-shape", "x=1x3x16x12", "--check"
+    )
     assert code == 0, err
+    assert "result: match" in stdout and "1x4x16x12" in stdout
     shape = onnx.load(out).graph.input[0].type.tensor_type.shape
     assert [d.dim_value for d in shape.dim] == [1, 3, 16, 12]
 
