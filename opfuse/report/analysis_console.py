@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
+
+from opfuse.report.console import _out
 
 if TYPE_CHECKING:
     from opfuse.analysis import Analysis
 
-_out = Console(highlight=False)
-if not _out.is_terminal:  # piped: plain text, and wide enough that nothing wraps
-    _out = Console(highlight=False, width=160)
 
 
 def fmt_count(n: float) -> str:

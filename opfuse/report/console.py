@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from opfuse.targets import Target
     from opfuse.validate import ValidationReport
 
-_out = Console(highlight=False)
+_out = Console(highlight=False)  # shared by every terminal view
 if not _out.is_terminal:  # piped: plain text, and wide enough that nothing wraps
     _out = Console(highlight=False, width=160)
 _err = Console(stderr=True, highlight=False)
