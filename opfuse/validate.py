@@ -72,8 +72,8 @@ def validate(
 ) -> ValidationReport:
     """Compare ``optimized`` against ``original`` (see the module docstring for the rule)."""
     notes: list[str] = []
-    ref_sess = _session(original, "original", notes)
-    opt_sess = _session(optimized, "optimized", notes)
+    ref_sess = reference_session(original, "original", notes)
+    opt_sess = reference_session(optimized, "optimized", notes)
     if inputs is None:
         feeds = random_inputs(ref_sess, seed, input_shapes)
         source = f"random (seed {seed})"
@@ -189,7 +189,9 @@ def _options() -> ort.SessionOptions:
     return opts
 
 
-def _session(model: ModelArg, role: str, notes: list[str]) -> ort.InferenceSession:
+def reference_session(model: ModelArg, role: str, notes: list[str]) -> ort.InferenceSession:
+    """An onnxruntime session for validation (optimizations off), upgrading an old opset when
+    onnxruntime refuses it; the upgrade is recorded in ``notes``."""
     label = _label(model, role)
     if isinstance(model, str | Path) and not Path(model).is_file():
         raise OpfuseError(f"{label}: no such file")

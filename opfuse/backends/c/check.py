@@ -17,8 +17,7 @@ from opfuse.backends.c.runner import CModel, build_shared
 from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, source_proto
 from opfuse.runtime import one_thread_session
 from opfuse.targets import Target
-from opfuse.validate import ValidationReport, compare, random_inputs
-from opfuse.validate import _session as _ref_session
+from opfuse.validate import ValidationReport, compare, random_inputs, reference_session
 
 
 def _original(source: str | Path):
@@ -33,7 +32,7 @@ def _compiled(source, target) -> CompileResult:
 def reference(source: str | Path, inputs: Mapping[str, np.ndarray] | None = None, seed: int = 0):
     """(inputs, outputs by name) of onnxruntime on the original model, optimizations disabled."""
     notes: list[str] = []
-    sess = _ref_session(_original(source), "original", notes)
+    sess = reference_session(_original(source), "original", notes)
     feeds = dict(inputs) if inputs is not None else random_inputs(sess, seed)
     names = [o.name for o in sess.get_outputs()]
     return feeds, dict(zip(names, sess.run(None, feeds), strict=True)), notes
