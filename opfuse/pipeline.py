@@ -18,7 +18,8 @@ import onnx_ir as ir
 
 from opfuse import models
 from opfuse.errors import OpfuseError
-from opfuse.frontends import import_proto, read_onnx
+from opfuse.frontends import import_proto
+from opfuse.frontends.registry import frontend_for, known_suffix
 from opfuse.fusion import Partition, partition, trivial_partition
 from opfuse.ir import infer_shapes, require_static, verify
 from opfuse.passes import canonicalize
@@ -68,11 +69,11 @@ def read(source: str | Path) -> onnx.ModelProto:
     proto = source_proto(source)
     if proto is not None:
         return proto
-    if not Path(source).exists() and not str(source).endswith(".onnx"):
+    if not Path(source).exists() and not known_suffix(source):
         raise OpfuseError(
             f"{source}: no such file or built-in model (built-ins: {', '.join(models.MODELS)})"
         )
-    return read_onnx(Path(source))
+    return frontend_for(source).read(Path(source))  # by extension: .onnx, .tflite
 
 
 def load(source: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> ir.Model:
