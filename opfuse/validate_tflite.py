@@ -51,11 +51,13 @@ def validate_against_reference(
     steps: float = ONNX_STEPS,
     rtol: float = 1e-4,
     atol: float = 1e-4,
+    reference=None,
 ) -> ValidationReport:
-    """Run ``run`` (feeds by name -> outputs by name) beside ``source``'s reference."""
+    """Run ``run`` (feeds by name -> outputs by name) beside ``source``'s reference (a runner of
+    opfuse.frontends.registry, made here unless given)."""
     from opfuse.frontends.registry import frontend_for
 
-    ref = frontend_for(source).reference(Path(source))
+    ref = reference or frontend_for(source).reference(Path(source))
     feeds_list = [dict(inputs)] if inputs is not None else [
         ref.random_inputs(seed + k) for k in range(trials)
     ]
@@ -116,8 +118,10 @@ def validate_onnx_against_source(
     source: str | Path, optimized: ModelArg, **kwargs
 ) -> ValidationReport:
     """``optimized`` (ONNX) in onnxruntime, optimizations off, beside ``source``'s reference."""
+    from opfuse.frontends.registry import frontend_for
     from opfuse.validate import reference_session
 
+    reference = frontend_for(source).reference(Path(source))  # the source's errors first
     sess = reference_session(optimized, "optimized", [])
     names = [o.name for o in sess.get_outputs()]
     label = str(optimized) if isinstance(optimized, str | Path) else "the emitted ONNX"
@@ -132,4 +136,6 @@ def validate_onnx_against_source(
         except Exception as exc:
             raise OpfuseError(f"{label}: onnxruntime failed to run it: {exc}") from None
 
-    return validate_against_reference(source, run, label=f"onnxruntime on {label}", **kwargs)
+    return validate_against_reference(
+        source, run, label=f"onnxruntime on {label}", reference=reference, **kwargs
+    )
