@@ -95,8 +95,10 @@ def _output(g: Graph, index: int, taken: set[str]) -> onnx.ValueInfoProto:
         want = g.fresh(t.name)  # an input, constant or repeated output passes through Identity
         g.nodes.append(helper.make_node("Identity", [value], [want], name=g.fresh("out_Identity")))
     else:
-        want = value if value == t.name or t.name in g._used else t.name
-        if want != value:
+        want = t.name if t.name in produced or t.name not in g._used else g.fresh(t.name)
+        if value != want:
+            if want in produced:  # the tensor's name went to its NCHW form: give that another
+                _rename(g, want, g.fresh(f"{want}_nchw"))
             _rename(g, value, want)
     taken.add(want)
     return _info(want, t.dtype, t.shape)
