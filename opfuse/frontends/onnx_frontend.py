@@ -22,6 +22,7 @@ from onnx_ir.passes.common import (
 from opfuse.errors import OpfuseError
 from opfuse.frontends.graph_order import sort_or_raise
 from opfuse.frontends.qdq import fold_qdq
+from opfuse.frontends.qoperator import has_qoperators, qoperator_to_qdq
 from opfuse.ir import require_static, verify
 
 MIN_IR_VERSION = 8  # initializers need not be graph inputs from IR 4 on; ORT 1.32 reads 8 to 11
@@ -65,6 +66,8 @@ def import_proto(
     if not proto.HasField("graph") or not proto.graph.output:
         raise OpfuseError(f"{path}: not an ONNX model (no graph with outputs)")
     sort_or_raise(proto.graph, str(path))
+    if has_qoperators(proto):  # QLinearConv, QGemm...: QDQ first, so one fold serves both forms
+        qoperator_to_qdq(proto, str(path))
     proto = _upgrade(proto, path)
     _bind_proto_inputs(proto, input_shapes or {}, path)
     proto = _infer_proto(proto, path)
