@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from opfuse.cost import BYTES_PER_ELEMENT, CostSide, KernelCost, cost_model, resolve_precision
-from opfuse.cost.precision import require_perf
+from opfuse.cost import CostSide, KernelCost, cost_model, resolve_precision
+from opfuse.cost.precision import element_bytes, precision_note, require_perf
 from opfuse.memory import MemoryPlan, plan_memory
 from opfuse.pipeline import CompileResult, gc_paused
+from opfuse.quant import is_quantized
 
 DEFAULT_PLANNER = "greedy-inplace"
 
@@ -54,6 +55,7 @@ class Analysis:
     model: str
     target: str
     precision: str
+    precision_note: str  # "" when the precision is the model's own (opfuse.cost.precision)
     planner: str
     activations_only: bool
     ram_bytes: int
@@ -71,6 +73,7 @@ class Analysis:
             "model": self.model,
             "target": self.target,
             "precision": self.precision,
+            "precision_note": self.precision_note,
             "planner": self.planner,
             "before": self.before.to_json(),
             "after": self.after.to_json(),
@@ -90,8 +93,9 @@ def analyze(
     """Costs and arena plans of ``result`` before and after fusion on its target."""
     target = result.target
     perf = require_perf(target)
-    prec = resolve_precision(result.original, target, precision)
-    bpe = BYTES_PER_ELEMENT[prec]
+    own = None if is_quantized(result.original) else precision  # int8 models: their own dtypes
+    prec = resolve_precision(result.original, target, own)
+    bpe = element_bytes(result.original, prec)
 
     def side(model, partition) -> Side:  # noqa: ANN001 (ir.Model, Partition)
         plan = plan_memory(model, partition, planner=planner, bytes_per_element=bpe)
@@ -102,6 +106,7 @@ def analyze(
         model=result.source,
         target=target.name,
         precision=prec,
+        precision_note=precision_note(result.original, precision, prec),
         planner=planner,
         activations_only=activations_only,
         ram_bytes=perf.ram_bytes,

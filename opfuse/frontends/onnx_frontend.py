@@ -21,6 +21,8 @@ from onnx_ir.passes.common import (
 
 from opfuse.errors import OpfuseError
 from opfuse.frontends.graph_order import sort_or_raise
+from opfuse.frontends.qdq import fold_qdq
+from opfuse.frontends.qoperator import has_qoperators, qoperator_to_qdq
 from opfuse.ir import require_static, verify
 
 MIN_IR_VERSION = 8  # initializers need not be graph inputs from IR 4 on; ORT 1.32 reads 8 to 11
@@ -64,6 +66,8 @@ def import_proto(
     if not proto.HasField("graph") or not proto.graph.output:
         raise OpfuseError(f"{path}: not an ONNX model (no graph with outputs)")
     sort_or_raise(proto.graph, str(path))
+    if has_qoperators(proto):  # QLinearConv, QGemm...: QDQ first, so one fold serves both forms
+        qoperator_to_qdq(proto, str(path))
     proto = _upgrade(proto, path)
     _bind_proto_inputs(proto, input_shapes or {}, path)
     proto = _infer_proto(proto, path)
@@ -81,15 +85,24 @@ def import_proto(
         # real initializer for BatchNorm folding and weight accounting, so fold it. (Its folder
         # also forwards Identity and inference Dropout, as every runtime's loader does: no
         # runtime runs them as kernels, so "before" does not count them either.)
-        should_fold=lambda node: True if node.op_type == "ConstantOfShape" else None,
+        should_fold=_should_fold,
     )
     _constants_to_initializers(model)
     onnxscript.optimizer.remove_unused_nodes(model)
+    fold_qdq(model)  # after shape inference: the folded graph (Conv on int8) is not valid ONNX
     model.ir_version = max(model.ir_version or 0, MIN_IR_VERSION)
     NameFixPass()(model)
     require_static(model, str(path))
     verify(model, "import")
     return model
+
+
+def _should_fold(node: ir.Node) -> bool | None:
+    if node.op_type == "ConstantOfShape":
+        return True
+    if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+        return False  # int8 weights behind DQ stay int8: the QDQ fold reads them
+    return None
 
 
 def _constants_to_initializers(model: ir.Model) -> None:

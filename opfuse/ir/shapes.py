@@ -11,10 +11,17 @@ import onnx
 import onnx_ir as ir
 
 from opfuse.errors import OpfuseError
+from opfuse.quant import is_quantized
 
 
 def infer_shapes(model: ir.Model) -> None:
-    """Fill shapes and dtypes in place with onnx's inference (data propagation on)."""
+    """Fill shapes and dtypes in place with onnx's inference (data propagation on).
+
+    A quantized graph (docs/architecture.md, "int8 in the IR": Conv on int8) is not valid ONNX, so
+    onnx cannot infer it: it is left as it is (the QDQ fold and every rewrite set their shapes and
+    dtypes themselves), and ``require_static`` names any value still unknown."""
+    if is_quantized(model):
+        return
     proto = ir.to_proto(model)
     try:
         inferred = onnx.shape_inference.infer_shapes(

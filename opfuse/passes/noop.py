@@ -30,6 +30,7 @@ from onnxscript.rewriter.rules.common import (
 
 from opfuse.passes._driver import RulePass, rule_pass
 from opfuse.passes._linear import const, static_shape
+from opfuse.quant import get_quant
 
 
 class NoOpReshape(pattern.RewriteRuleClassBase):
@@ -41,6 +42,8 @@ class NoOpReshape(pattern.RewriteRuleClassBase):
         before, after = static_shape(x), static_shape(y)
         if before is None or before != after:
             return result.fail(f"{y.name}: Reshape changes the shape (or it is not static)")
+        if get_quant(x) != get_quant(y):
+            return result.fail(f"{y.name}: int8 Reshape requantizes (other params than {x.name})")
         return result
 
     def rewrite(self, op, x: ir.Value, shape: ir.Value, y: ir.Value) -> ir.Value:

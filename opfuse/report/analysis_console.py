@@ -87,6 +87,8 @@ def print_analysis(a: Analysis, max_rows: int = 40) -> None:
     for row in summary_rows(a):
         summary.add_row(*row)
     _out.print(Panel(summary, title=title, expand=False))
+    if a.precision_note:
+        _out.print(a.precision_note)
 
     kernels = Table(title=f"{len(a.kernels)} kernels after fusion")
     for col in ("#", "kernel", "FLOPs", "read", "written", "FLOP/B", "bound", "latency", "energy"):
