@@ -43,8 +43,9 @@ over the graph, then Identity forwarding and constant folding:
    the ``+ 3`` of a hard-swish into a Conv bias, and so that an exporter's NHWC BatchNorm (Mul/Add
    between Transpose pairs) sits right after its Conv when the folds run.
 2. folds into producers: BatchNorm, then per-channel affine, Pad into Conv/pools.
-3. leftover BatchNorms become Mul + Add (only after every linear op had its chance to absorb them);
-   a Transpose still moving only size-1 axes becomes a Reshape.
+3. leftover BatchNorms become Mul + Add (only after every linear op had its chance to absorb them).
+
+In a round where none of these fired, a Transpose still moving only size-1 axes becomes a Reshape.
 
 The layout passes move Transposes only downstream and never add one on a side input, so they
 terminate; when one reused a Transpose that sits later in the graph the nodes are re-sorted.
@@ -84,8 +85,13 @@ def _phases() -> list[list[RulePass]]:
     return [
         [*noop_passes(), *hardswish_passes(), *layout_passes(), pads[0]],
         [*batchnorm_pass(), affine_pass(), *pads[1:]],
-        [batchnorm_affine_pass(), reshape_pass()],
+        [batchnorm_affine_pass()],
     ]
+
+
+# Only once the rounds above change nothing: a Transpose that might still cancel with another one
+# is worth more as a Transpose than as a Reshape.
+LATE = [reshape_pass()]
 
 
 def layout_passes() -> list[RulePass]:
@@ -108,6 +114,7 @@ PASS_NAMES: tuple[str, ...] = (
     "remove_identity",
     "remove_dropout",
     *(p.name for phase in PHASES for p in phase),
+    *(p.name for p in LATE),
     "fold_constants",
 )
 
@@ -126,6 +133,8 @@ def canonicalize(model: ir.Model) -> dict[str, int]:
         for phase in PHASES:
             fired += sweep(model, phase, counts, only=only, touched=touched)
             forwarded += forward_sweep(graph, original, counts)
+        if not fired and not forwarded:
+            fired += sweep(model, LATE, counts, touched=touched)
         if sum(counts[name] for name in LAYOUT_NAMES) != moved:
             graph.sort()  # a reused or kept Transpose may sit after a reader of it
         if fired or forwarded:  # drop what the rewrites left dead (a Pad folded away, old weights)

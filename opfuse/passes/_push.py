@@ -36,6 +36,10 @@ from opfuse.passes._layout import (
     transpose_source,
 )
 
+REDUCE_OPS = (
+    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+    "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
+)
 UNARY_OPS = (
     "Relu", "LeakyRelu", "PRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Clip", "Elu",
     "Selu", "Celu", "Softplus", "Softsign", "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal",
@@ -48,7 +52,7 @@ ELEMENTWISE_OPS = (
 )
 # Everything a Transpose can move past: a Transpose read only by these is worth moving even when
 # another reader still needs it (that reader will move it too).
-MOVABLE = (*UNARY_OPS, *ELEMENTWISE_OPS, "Transpose", "Pad", "Concat")
+MOVABLE = (*UNARY_OPS, *ELEMENTWISE_OPS, *REDUCE_OPS, "Transpose", "Pad", "Concat", "Identity")
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
 """Two Transposes of the same value with the same permutation compute the same tensor: keep one.
 
-    a = Transpose(x, p), b = Transpose(x, p)   ->   readers of b read a
+    a = Transpose(x, p), b = Transpose(x, p)   ->   readers of b read a   (a comes first)
 
 This is what remains after moving Transposes: a model input transposed for its first Conv and
 again (by ``transpose_elementwise``, which reuses the first one, or by the exporter) for a
-residual Add. ``b`` is replaced by an Identity of ``a`` that the forwarding sweep removes; the
-graph is re-sorted afterwards since ``a`` may come after ``b``'s readers. Not applied when ``b`` is
-a graph output (its name must stay).
+residual Add. The sweep visits ``a`` first, and ``b`` is replaced by an Identity of ``a`` (inserted
+after ``a``) that the forwarding sweep removes; the graph is re-sorted afterwards in case a partial
+sweep met them in the other order. Not applied when ``b`` is a graph output (its name must stay).
 """
 
 from __future__ import annotations
@@ -24,20 +24,22 @@ class DedupeTransposes(LayoutRule):
         perm = perm_of(node)
         x = node.inputs[0] if node.inputs else None
         y = node.outputs[0]
-        if perm is None or x is None or y.is_graph_output():
+        if perm is None or x is None:
             return None
         twin = next(
             (
                 user for user, _ in x.uses()
                 if user is not node and user.graph is graph and perm_of(user) == perm
+                and not user.outputs[0].is_graph_output()
             ),
             None,
         )
         if twin is None:
             return None
-        out = new_value(y, y.shape, get_quant_of(y))
-        new = ir.Node("", "Identity", [twin.outputs[0]], outputs=[out], name=f"{node.name}_dedup")
-        return Delta(Match([node], [y]), [new], [out])
+        old = twin.outputs[0]
+        out = new_value(old, old.shape, get_quant_of(old))
+        new = ir.Node("", "Identity", [y], outputs=[out], name=f"{twin.name}_dedup")
+        return Delta(Match([twin], [old]), [new], [out])
 
 
 def dedupe_pass() -> RulePass:

@@ -34,12 +34,7 @@ from opfuse.passes._layout import (
     transpose_source,
 )
 from opfuse.passes._linear import const
-from opfuse.passes._push import Operands, worth_moving
-
-REDUCE_OPS = (
-    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-    "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
-)
+from opfuse.passes._push import REDUCE_OPS, Operands, worth_moving
 
 
 class PushTransposeReduce(LayoutRule):
