@@ -22,9 +22,7 @@ from opfuse.frontends import import_proto, read_onnx
 from opfuse.fusion import Partition, partition, trivial_partition
 from opfuse.ir import infer_shapes, require_static, verify
 from opfuse.passes import canonicalize
-from opfuse.targets import Target, load_target
-
-DEFAULT_TARGET = "x86-host"
+from opfuse.targets import DEFAULT_TARGET, Target, load_target
 
 
 @dataclass(frozen=True)
