@@ -30,9 +30,9 @@ try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-heavy = sorted({m.split('.')[0] for m in sys.modules} & set(%r))
+heavy = sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv.pop(1).split(',')))
 print(json.dumps(heavy), file=sys.stderr)
-""" % (HEAVY,)
+"""
 
 
 def _env() -> dict[str, str]:
@@ -43,7 +43,7 @@ def _env() -> dict[str, str]:
 
 def heavy_imports(args: tuple[str, ...]) -> list[str]:
     """The heavy top-level modules a process running `opfuse ARGS` has imported when it ends."""
-    proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", PROBE, ",".join(HEAVY), *args], capture_output=True, text=True,
                           env=_env(), timeout=120, check=False)
     return json.loads(proc.stderr.strip().splitlines()[-1])
 

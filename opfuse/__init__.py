@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from opfuse.errors import OpfuseError
+from opfuse.errors import OpfuseError as OpfuseError  # re-exported
 
 __version__ = "0.1.0"
 
