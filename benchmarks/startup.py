@@ -25,12 +25,13 @@ LIGHT_COMMANDS = (("--help",), ("models",), ("targets",))
 # Runs one command in-process and prints the top-level heavy modules it imported, as JSON.
 PROBE = """
 import json, sys
+wanted = set(sys.argv.pop(1).split(','))
 from opfuse.cli import main
 try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-heavy = sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv.pop(1).split(',')))
+heavy = sorted({m.split('.')[0] for m in sys.modules} & wanted)
 print(json.dumps(heavy), file=sys.stderr)
 """
 
