@@ -54,9 +54,12 @@ class CompileResult:
 
 
 def source_proto(source: str | Path) -> onnx.ModelProto | None:
-    """The built-in model named ``source``, or None when ``source`` should be read as a path."""
+    """The built-in model named ``source``, or None when ``source`` should be read as a path.
+
+    A file wins over a built-in name; a folder never does (``compile ds_cnn --emit c -o ds_cnn``
+    writes a folder named like the built-in, and ``validate ds_cnn`` must still find the built-in)."""
     text = str(source)
-    if Path(text).exists() or text not in models.MODELS:
+    if Path(text).is_file() or text not in models.MODELS:
         return None
     return models.build_model(text)
 
@@ -66,11 +69,14 @@ def read(source: str | Path) -> onnx.ModelProto:
     proto = source_proto(source)
     if proto is not None:
         return proto
-    if not Path(source).exists() and not str(source).endswith(".onnx"):
+    path = Path(source)
+    if not path.is_file():
+        found = "a folder, not a model file" if path.is_dir() else "no such file"
         raise OpfuseError(
-            f"{source}: no such file or built-in model (built-ins: {', '.join(models.MODELS)})"
+            f"{source}: {found}, and not a built-in model name "
+            f"(built-ins: {', '.join(models.MODELS)})"
         )
-    return read_onnx(Path(source))
+    return read_onnx(path)
 
 
 def load(source: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> ir.Model:
