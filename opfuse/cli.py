@@ -28,7 +28,8 @@ class _LazyApi:
 
 api = _LazyApi()
 
-_SHAPE_HELP = "Bind a dynamic input: NAME=1x3x224x224 (repeatable). A leading symbolic dim is 1."
+_SHAPE_HELP = ("Bind a dynamic input: NAME=1x3x224x224 (repeatable). A leading symbolic dim is 1. "
+               "Also gives the shape of any value inference cannot know (a custom op's output).")
 
 
 def _write_json(data: dict, dest: str) -> None:

@@ -111,11 +111,10 @@ def compile_model(
     proto = read(source)
     optimized = import_proto(proto, str(source), input_shapes)
     counts = canonicalize(optimized)
-    try:  # rewrites set the shapes of what they create; infer only where one did not
-        require_static(optimized)
-    except OpfuseError:
+    # rewrites set the shapes of what they create; infer only where one did not (values after an
+    # opaque op of unknown size stay unknown, and analysis reports them as such)
+    if require_static(optimized, allow_unknown=True):
         infer_shapes(optimized)
-        require_static(optimized, "after canonicalization")
     verify(optimized, "canonicalize")
     return CompileResult(
         source=str(source),
