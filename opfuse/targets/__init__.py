@@ -17,7 +17,10 @@ from pathlib import Path
 from opfuse.errors import OpfuseError
 from opfuse.targets.perf import MemoryLevel, Perf, parse_perf
 
+DEFAULT_TARGET = "x86-host"
+
 __all__ = [
+    "DEFAULT_TARGET",
     "FusionCaps",
     "MemoryLevel",
     "Perf",
