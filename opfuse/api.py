@@ -39,6 +39,7 @@ __all__ = [
     "compile",
     "emit",
     "emit_c",
+    "emulate_c",
     "fuse",
     "fusion_json",
     "get_target",
@@ -119,6 +120,25 @@ def validate_c(
     result = compile(source, target, input_shape)
     feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
     return _validate_c(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol)
+
+
+def emulate_c(
+    source: str | Path,
+    target: str | Target = "cortex-m7",
+    inputs: str | Path | Mapping[str, np.ndarray] | None = None,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+    input_shape: ShapeArg = None,
+    timeout_s: float = 300.0,
+):  # -> opfuse.backends.c.emulate.Emulation
+    """Compile to C, cross-compile for the target's board, run in QEMU and compare with
+    onnxruntime; with the ELF's footprint and per-kernel instruction counts."""
+    from opfuse.backends.c.emulate import emulate_c as _emulate_c
+    from opfuse.validate import read_npz
+
+    result = compile(source, target, input_shape)
+    feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
+    return _emulate_c(result, inputs=feeds, rtol=rtol, atol=atol, timeout_s=timeout_s)
 
 
 def bench(source: str | Path, target: str | Target = DEFAULT_TARGET, repeats: int = 20) -> dict:

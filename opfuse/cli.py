@@ -111,6 +111,10 @@ def compile_cmd(
 @click.option("--rtol", type=float, default=1e-4, show_default=True)
 @click.option("--atol", type=float, default=1e-4, show_default=True)
 @click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
+@click.option("--emulate", is_flag=True, help="With --backend c: cross-compile for the target's "
+              "board (cortex-m4, cortex-m7) and run it in QEMU; print footprint and counts.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300,
+              show_default=True, help="With --emulate: seconds the QEMU run may take.")
 def validate_cmd(
     original: str,
     optimized: str | None,
@@ -120,13 +124,20 @@ def validate_cmd(
     rtol: float,
     atol: float,
     input_shape: tuple[str, ...],
+    emulate: bool,
+    timeout_s: float,
 ) -> None:
     """Run ORIGINAL and OPTIMIZED (or ORIGINAL's generated C) on the same inputs; exit 1 beyond
     tolerance."""
+    if emulate and backend != "c":
+        raise OpfuseError("--emulate runs the generated C: use it with --backend c")
     if backend == "onnx" and optimized is None:
         raise OpfuseError("validate needs ORIGINAL and OPTIMIZED (or --backend c with one model)")
     if backend == "c" and optimized is not None:
         raise OpfuseError("--backend c takes one model: it compiles ORIGINAL to C itself")
+    if emulate:
+        _validate_emulated(original, target, inputs, rtol, atol, input_shape, timeout_s)
+        return
     with console.progress("running the models"):
         if backend == "c":
             report = api.validate_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
@@ -136,6 +147,19 @@ def validate_cmd(
                                   input_shape=input_shape)
     console.print_validation(report)
     if not report.ok:
+        sys.exit(1)
+
+
+def _validate_emulated(original: str, target: str, inputs: str | None, rtol: float,
+                       atol: float, input_shape: tuple[str, ...], timeout_s: float) -> None:
+    from opfuse.backends.c.emulate import format_emulation
+
+    with console.progress(f"cross-compiling for {target} and running it in QEMU"):
+        emu = api.emulate_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
+                            input_shape=input_shape, timeout_s=timeout_s)
+    console.print_validation(emu.report)
+    click.echo(format_emulation(emu))
+    if not emu.report.ok:
         sys.exit(1)
 
 

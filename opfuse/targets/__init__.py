@@ -15,11 +15,13 @@ from importlib import resources
 from pathlib import Path
 
 from opfuse.errors import OpfuseError
+from opfuse.targets.board import Board, parse_board
 from opfuse.targets.perf import MemoryLevel, Perf, parse_perf
 
 DEFAULT_TARGET = "x86-host"
 
 __all__ = [
+    "Board",
     "DEFAULT_TARGET",
     "FusionCaps",
     "MemoryLevel",
@@ -62,9 +64,10 @@ class Target:
     fusion: FusionCaps
     precisions: tuple[str, ...]
     perf: Perf | None = None  # rates, memory levels, energy; None when the file has no [perf]
+    board: Board | None = None  # the emulated board (QEMU) the C runs on; None without [board]
 
 
-_TOP_KEYS = ("name", "description", "source", "precisions", "fusion", "perf")
+_TOP_KEYS = ("name", "description", "source", "precisions", "fusion", "perf", "board")
 _REQUIRED = ("name", "source", "precisions", "fusion")
 _CLASSES = ("clamp", "activation", "arith")
 _CLASS_FIELDS = ("anchor_epilogue", "elementwise_epilogue", "pool_epilogue")
@@ -146,6 +149,7 @@ def parse_target(path: Path) -> Target:
         fusion=_caps(data["fusion"], path),
         precisions=tuple(precisions),
         perf=perf,
+        board=parse_board(data.get("board"), path),
     )
 
 

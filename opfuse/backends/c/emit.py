@@ -16,6 +16,7 @@ from pathlib import Path
 
 import onnx_ir as ir
 
+from opfuse.backends.c.board import board_files
 from opfuse.backends.c.cgen import CWriter, cname, dims
 from opfuse.backends.c.files import (
     MAKEFILE,
@@ -88,7 +89,9 @@ def generate(
         funcs.lines.extend(body.lines)
         funcs("}")
         funcs()
+        calls(f"OPFUSE_PROFILE_MARK({index});")
         calls(params.call(fname))
+    calls(f"OPFUSE_PROFILE_MARK({len(part.kernels)});")
     io: dict[str, list] = {"inputs": [], "outputs": []}
     where_in, where_out = [], []
     for value in model.graph.inputs:
@@ -122,6 +125,10 @@ def generate(
         "README.md": readme(info),
         "model.json": manifest(info),
     }
+    if result.target.board is not None:  # Cortex-M: startup, linker script, harness, `make run`
+        extra = board_files(result.target.board, info)
+        files["Makefile"] += extra.pop("Makefile+")
+        files.update(extra)
     return files, info, plan
 
 
@@ -191,6 +198,15 @@ def _model_c(info: dict, funcs: CWriter, calls: CWriter, where_in: list, where_o
 static float opfuse_arena[(OPFUSE_ARENA_BYTES + 3) / 4 + 1] OPFUSE_ALIGNED;
 #define A opfuse_arena
 #define W opfuse_weights.f
+
+/* Per-kernel counts in the emulator harness only (opfuse/backends/c/board): built with
+   -DOPFUSE_PROFILE, the schedule marks the start of each kernel; otherwise the marks are empty. */
+#ifdef OPFUSE_PROFILE
+void opfuse_profile_mark(int kernel);
+#define OPFUSE_PROFILE_MARK(k) opfuse_profile_mark(k)
+#else
+#define OPFUSE_PROFILE_MARK(k) ((void)0)
+#endif
 
 """
     copy_in = [f"    opfuse_copy(opfuse_model_input({k}), inputs[{k}], {x['size']}u);"
