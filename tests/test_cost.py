@@ -49,10 +49,11 @@ def test_json_contract(seed_block):
     data = analyze(seed_block).to_json()
     assert list(data) == [
         "model", "target", "precision", "planner", "before", "after", "kernels", "decisions", "passes",
+        "accounting", "canonical", "deployment",
     ]  # fmt: skip
     assert data["model"] == "seed_block" and data["target"] == "x86-host"
     assert data["precision"] == "fp32" and data["planner"] == "greedy-inplace"
-    assert set(data["before"]) == CONTRACT_SIDE == set(data["after"])
+    assert set(data["before"]) == CONTRACT_SIDE == set(data["after"]) == set(data["canonical"])
     assert all(set(k) == CONTRACT_KERNEL | {"kernel_class", "efficiency"} for k in data["kernels"])
     assert [k["name"] for k in data["kernels"]] == ["fused_conv_clip", "fused_conv_clip_2"]
     assert data["passes"]["fuse_bn_into_conv"] == 2
