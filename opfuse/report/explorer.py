@@ -180,6 +180,9 @@ def _body(data: dict[str, Any]) -> str:
   {size_ctl}
   <span class="dim" id="hw-desc"></span>
 </section>
+<section id="ex-verdict-section"><h2>Does it deploy?</h2><ul id="ex-verdict"></ul>
+  <p class="dim">For the setting above, fused or not. Sizes in KiB/MiB (1024 B), bandwidth in GB/s
+  (10<sup>9</sup> B/s).</p></section>
 <section><h2>Pipeline</h2><canvas id="strip" height="240"></canvas>
   <p class="dim" id="strip-note"></p></section>
 <div class="ex-two">
