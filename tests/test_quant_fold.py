@@ -163,3 +163,61 @@ def test_constant_only_int8_node_is_not_evaluated_as_numpy_int8():
 def test_float_pipeline_still_compiles():  # the fold leaves float models untouched
     result = compile_model("seed_block", "x86-host")
     assert not any(get_quant(v) for n in result.optimized.graph for v in n.outputs)
+
+
+def test_every_quantizable_op_folds_and_runs():
+    """A chain through the whole QDQ op table, each op between its own DQ and Q: every op folds
+    (no DQ/Q left but the boundary ones) and the emitted QDQ runs like the source."""
+    g = QDQGraph((1, 4, 8, 8))
+    state = {"q": g.x, "s": 0.05, "z": 10}
+
+    def step(op_type, *extra, scale=0.05, zp=0, **attrs):
+        x = g.act(state["q"], state["s"], state["z"])
+        y = g.op(op_type, [x, *extra], **attrs)
+        state.update(q=g.q(y, scale, zp), s=scale, z=zp)
+        return x
+
+    def weight(shape):
+        return g.weight(shape)[0]
+
+    x = g.act(state["q"], state["s"], state["z"])
+    dw, ws = g.weight((4, 1, 3, 3))
+    conv = g.op("Conv", [x, dw, g.bias(ws * np.float32(0.05))], group=4, pads=[1] * 4)
+    state.update(q=g.q(conv, 0.05, 0), s=0.05, z=0)
+    step("ConvTranspose", weight((4, 4, 2, 2)), strides=[2, 2])
+    step("MaxPool", kernel_shape=[2, 2], strides=[2, 2])
+    step("AveragePool", kernel_shape=[2, 2], strides=[2, 2])
+    step("Pad", g.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)))
+    step("Resize", "", g.const(np.array([1, 1, 2, 2], np.float32)), mode="nearest")
+    step("DepthToSpace", blocksize=2)
+    step("HardSwish")
+    step("Tanh", scale=1 / 128)
+    step("LeakyRelu", alpha=0.2, scale=1 / 128)
+    step("PRelu", g.dq(g.const(np.full((1, 1, 1), 50, np.int8)), np.float32(0.004), np.int8(0)), scale=1 / 128)
+    step("Transpose", perm=[0, 1, 3, 2], scale=1 / 128)
+    a = g.act(state["q"], state["s"], state["z"])
+    state.update(q=g.q(g.op("Concat", [a, a], axis=1), 1 / 128, 0))
+    step("Sub", g.dq(g.const(np.full((1, 2, 1, 1), 20, np.int8)), np.float32(0.01), np.int8(0)), scale=1 / 64)
+    step("Mul", g.dq(g.const(np.full((1, 2, 1, 1), 90, np.int8)), np.float32(0.02), np.int8(0)), scale=1 / 64)
+    step("ReduceMean", axes=[2], keepdims=1, scale=1 / 64)
+    step("Squeeze", g.const(np.array([2], np.int64)), scale=1 / 64)
+    step("Unsqueeze", g.const(np.array([2], np.int64)), scale=1 / 64)
+    step("Reshape", g.const(np.array([1, 2, 4, 6], np.int64)), scale=1 / 64)
+    step("GlobalAveragePool", scale=1 / 64)
+    step("Flatten", scale=1 / 64)
+    w, ws = g.weight((3, 2))
+    step("Gemm", w, g.bias(ws / np.float32(64)), transB=1, scale=0.02)
+    step("MatMul", g.dq(g.const(np.full((3, 5), 60, np.int8)), np.float32(0.01), np.int8(0)), scale=0.01)
+    step("Clip", g.const(np.float32(0.0)), g.const(np.float32(6.0)), scale=0.01, zp=-128)
+    step("Relu", scale=0.01, zp=-128)
+    step("Softmax", axis=-1, scale=1 / 256, zp=-128)
+    step("Sigmoid", scale=1 / 256, zp=-128)
+    source = g.model(g.act(state["q"], state["s"], state["z"]))
+    result = compile_model_from(source, "cortex-m7")
+    ops = _ops(result.optimized)
+    assert ops.count("QuantizeLinear") == ops.count("DequantizeLinear") == 1
+    float_ops = [n.op_type for n in source.graph.node if n.op_type not in ("QuantizeLinear", "DequantizeLinear")]
+    assert [op for op in ops if op not in ("QuantizeLinear", "DequantizeLinear")] == float_ops
+    assert all(get_quant(n.outputs[0]) is not None for n in result.optimized.graph
+               if n.op_type != "DequantizeLinear")  # fmt: skip
+    _assert_matches_source(source, result, 1 / 256)
