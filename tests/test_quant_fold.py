@@ -221,3 +221,20 @@ def test_every_quantizable_op_folds_and_runs():
     assert all(get_quant(n.outputs[0]) is not None for n in result.optimized.graph
                if n.op_type != "DequantizeLinear")  # fmt: skip
     _assert_matches_source(source, result, 1 / 256)
+
+
+def test_two_quantizers_of_one_output_keep_a_requantize():
+    g = QDQGraph((1, 4, 8, 8))
+    c = g.conv(g.act(g.x, 0.05, 10), 0.05, 4, 4, pads=[1, 1, 1, 1])
+    a = g.op("Relu", [g.act(g.q(c, 0.06, 3), 0.06, 3)])
+    b = g.op("Sigmoid", [g.act(g.q(c, 0.1, 0), 0.1, 0)])
+    a = g.act(g.q(a, 0.06, 3), 0.06, 3)
+    b = g.act(g.q(b, 1 / 256, -128), 1 / 256, -128)
+    source = g.model(g.act(g.q(g.op("Add", [a, b]), 0.07, 0), 0.07, 0))
+    result = compile_model_from(source, "cortex-m7")
+    conv = _by_op(result.optimized, "Conv")
+    assert float(get_quant(conv.outputs[0]).scale[0]) == pytest.approx(0.06)
+    requant = [n for n in result.optimized.graph if n.op_type == "QuantizeLinear"][1:]
+    assert len(requant) == 1 and float(get_quant(requant[0].outputs[0]).scale[0]) == pytest.approx(0.1)
+    assert requant[0].inputs[0].producer().op_type == "DequantizeLinear"
+    _assert_matches_source(source, result, 0.07)
