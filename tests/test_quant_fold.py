@@ -80,12 +80,13 @@ def compile_model_from(proto, target: str):
     return compile_model(str(path), target)
 
 
-def test_emitted_conv_relu_is_the_qdq_form_onnxruntime_fuses():
-    source = conv_relu()
+@pytest.mark.parametrize("clamp", ["Relu", "Clip"])
+def test_emitted_conv_relu_is_the_qdq_form_onnxruntime_fuses(clamp):
+    source = conv_relu(clamp=clamp)
     result = compile_model_from(source, "cortex-m7")
     emitted = api.emit(result)
     ops = [n.op_type for n in emitted.graph.node if n.op_type not in ("DequantizeLinear",)]
-    assert ops[ops.index("Conv") + 1] == "Relu"  # no Q/DQ between a conv and its own clamp
+    assert ops[ops.index("Conv") + 1] == clamp  # no Q/DQ between a conv and its own clamp
     _assert_matches_source(source, result, 0.04)
 
 
