@@ -44,7 +44,13 @@ QUANTIZED_PARAMS = {"Clip": (1, 2), "Pad": (2,)}
 FLOAT_PARAMS = {"Resize": (1, 2)}
 FLOAT_SUFFIX = "_qop_float"  # names the QOperator rewrite gives its float temporaries
 FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE)
-_RANGES = {ir.DataType.INT8: (-128, 127), ir.DataType.UINT8: (0, 255), ir.DataType.INT32: (-(2**31), 2**31 - 1)}
+_RANGES = {
+    ir.DataType.INT8: (-128, 127),
+    ir.DataType.UINT8: (0, 255),
+    ir.DataType.INT16: (-(2**15), 2**15 - 1),
+    ir.DataType.UINT16: (0, 2**16 - 1),
+    ir.DataType.INT32: (-(2**31), 2**31 - 1),
+}
 
 
 def fold_qdq(model: ir.Model) -> int:
