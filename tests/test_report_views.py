@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,12 @@ def test_three_columns_agree_with_analyze_json(browser, m7) -> None:
         for side in ("before", "canonical", "after"):
             cell = rows.nth(i).locator(f'td[data-side="{side}"]')
             assert float(cell.get_attribute("data-value")) == pytest.approx(data[side][key], rel=1e-12)
+    # sizes in binary units written as the terminal writes them; no decimal-looking KB/MB labels
+    from opfuse.report.units import fmt_bytes
+
+    arena = page.locator('#columns tr[data-key="peak_arena_bytes"] td[data-side="after"]')
+    assert arena.text_content() == fmt_bytes(data["after"]["peak_arena_bytes"])
+    assert not re.search(r"\d (KB|MB|GB)(?!/s)\b", page.locator("main").inner_text())
     headers = page.locator("#columns thead th").all_text_contents()
     assert headers[1:4] == ["as imported", "after canonicalization", "after fusion"]
     # the cards show fusion's own gain: canonical -> fused
@@ -254,4 +261,23 @@ def test_kernel_csv_download(browser, m7, tmp_path) -> None:
     assert [r["name"] for r in rows] == [k["name"] for k in data["kernels"]]
     assert [int(r["flops"]) for r in rows] == [k["flops"] for k in data["kernels"]]
     assert errors == [] and blocked == []
+    page.close()
+
+
+def test_report_prints_on_a4(browser, m7, tmp_path) -> None:
+    """Under the print stylesheet, at A4's printable width (210 mm less 2 x 12 mm margins, 703 px at
+    96 dpi), nothing sticks out sideways; Chromium then lays the page out as an A4 PDF."""
+    page, errors, _ = open_offline(browser, m7[0], width=700)
+    page.emulate_media(media="print")
+    wide = page.evaluate("""() => { const vw = document.documentElement.clientWidth, out = [];
+      for (const el of document.querySelectorAll('main *')) {
+        const r = el.getBoundingClientRect();
+        if (r.width > 0 && r.right > vw + 1) out.push(el.tagName + '.' + el.getAttribute('class'));
+      }
+      return out.slice(0, 10); }""")
+    assert wide == []
+    pdf = tmp_path / "report.pdf"
+    page.pdf(path=str(pdf), format="A4", margin={"top": "12mm", "bottom": "12mm", "left": "12mm", "right": "12mm"})
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    assert errors == []
     page.close()
