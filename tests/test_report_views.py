@@ -126,6 +126,7 @@ def test_clicking_roofline_dots_selects_every_kernel_there(browser, m7) -> None:
     page.locator('#kernel-table tbody tr[data-kernel="3"]').click()
     assert page.locator("#graph-scroll g.kbox.selected").get_attribute("data-index") == "3"
     assert page.locator("#roofline circle.dot.after.selected").get_attribute("data-kernel") == "3"
+    assert page.locator("#timeline-after rect.tl-selected").get_attribute("data-step") == "3"
     assert errors == []
     page.close()
 

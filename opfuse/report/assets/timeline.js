@@ -52,6 +52,14 @@ OF.timelines = function (D) {
       OF.el("text", { x: px + 4, y: m.t + 10, "class": "tl-step" }, svg).textContent =
         "peak step " + peak.step + ": " + OF.bytes(peak.live_bytes) + " live";
     }
+    if (phase === "after") {  /* the kernel selected in another view: its step */
+      var mark = OF.el("rect", { y: m.t, height: H - m.t - m.b, width: Math.max(2, sx(1) - sx(0)),
+        "class": "tl-selected", visibility: "hidden" }, svg);
+      OF.onSelect(function (i) {
+        mark.setAttribute("x", sx(i)); mark.setAttribute("visibility", "visible");
+        mark.setAttribute("data-step", String(i));
+      });
+    }
     var cap = document.getElementById("timeline-" + phase + "-cap");
     if (cap) cap.textContent = phase + ": arena " + OF.bytes(P.peak_bytes) + " (" + P.planner + "), lower bound " +
       OF.bytes(P.lower_bound_bytes) + ", " + P.tensors.length + " tensors" +
