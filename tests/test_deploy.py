@@ -72,6 +72,23 @@ def test_peak_tensors_are_those_live_at_the_peak(m7_json) -> None:
     assert peak["live_bytes"] == m7_json["after"]["arena_lower_bound_bytes"]
 
 
+def test_peak_step_counts_an_in_place_chain_once() -> None:
+    from opfuse.memory import TensorLife, peak_step, plan_tensors
+
+    # a (0-1) is overwritten in place by b (1-2); c (1-3) lives beside them; d (3) after
+    lives = (
+        TensorLife("a", 1000, 0, 1, "input"),
+        TensorLife("b", 1000, 1, 2, "intermediate"),
+        TensorLife("c", 500, 1, 3, "intermediate"),
+        TensorLife("d", 2000, 3, 3, "output"),
+    )
+    merged = peak_step(plan_tensors(lives, "greedy-inplace", {"b": "a"}))
+    assert (merged.step, merged.live_bytes) == (3, align(500) + align(2000))
+    plain = peak_step(plan_tensors(lives, "greedy"))
+    assert plain.step == 1 and plain.live_bytes == 2 * align(1000) + align(500)
+    assert [t.name for t in plain.tensors] == ["a", "b", "c"]
+
+
 def test_three_columns(m7_json, run_cli) -> None:
     from opfuse.pipeline import compile_model
 
