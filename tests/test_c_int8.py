@@ -241,3 +241,76 @@ def test_pad_value_is_the_zero_point() -> None:
     out = g.op("Pad", [xi, g.const(np.array([0, 0, 1, 2, 0, 0, 2, 0], np.int64))],
                (1, c, h + 3, w_ + 2), sx, zx)
     _compare(m.to_bytes(), g.model(out), _inputs((1, h, w_, c), 61), nchw, nhwc)
+
+
+UNARY = {  # TFLite op, IR op, options, input (scale, zp), output (scale, zp)
+    "logistic": ("LOGISTIC", "Sigmoid", None, (0.05, 3), (1 / 256, -128)),
+    "logistic_wide": ("LOGISTIC", "Sigmoid", None, (0.2, -10), (1 / 256, -128)),
+    "tanh": ("TANH", "Tanh", None, (0.03, -2), (1 / 128, 0)),
+    "tanh_wide": ("TANH", "Tanh", None, (0.15, 7), (1 / 128, 0)),
+    "hard_swish": ("HARD_SWISH", "HardSwish", None, (0.05, -20), (0.04, -90)),
+    "hard_swish_2": ("HARD_SWISH", "HardSwish", None, (0.11, 10), (0.05, -60)),
+    "leaky_relu": ("LEAKY_RELU", "LeakyRelu", tb.leaky_relu_options(0.2), (0.05, 3),
+                   (0.04, -10)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNARY))
+def test_unary_matches_tflite_micro(case: str) -> None:
+    code, op, opts, (si, zi), (so, zo) = UNARY[case]
+    m = tb.TFLiteModel()
+    x = m.tensor((1, 256), np.int8, si, zi)
+    y = m.tensor((1, 256), np.int8, so, zo)
+    m.op(code, [x], [y], opts)
+    m.inputs, m.outputs = [x], [y]
+    g = QGraph()
+    xi = g.input((1, 256), si, zi)
+    attrs = {"alpha": 0.2} if op == "LeakyRelu" else {}
+    out = g.op(op, [xi], (1, 256), so, zo, **attrs)
+    every = [np.arange(-128, 128, dtype=np.int8).reshape(1, 256)]  # the whole table
+    ident = lambda a: a  # noqa: E731
+    _compare(m.to_bytes(), g.model(out), every + _inputs((1, 256), 71)[:3], ident, ident)
+
+
+def test_quantize_dequantize_match_tflite_micro() -> None:
+    rng = np.random.default_rng(81)
+    m = tb.TFLiteModel()
+    x = m.tensor((1, 40), np.float32)
+    q = m.tensor((1, 40), np.int8, 0.037, -6)
+    y = m.tensor((1, 40), np.float32)
+    m.op("QUANTIZE", [x], [q])
+    m.op("DEQUANTIZE", [q], [y])
+    m.inputs, m.outputs = [x], [y]
+    g = QGraph()
+    xi = g.input((1, 40), dtype=np.float32)
+    qi = g.op("QuantizeLinear", [xi], (1, 40), 0.037, -6)
+    out = g.op("DequantizeLinear", [qi], (1, 40), dtype=np.float32)
+    model = g.model(out)
+    # values on and between the rounding ties of the quantizer
+    xs = [(rng.integers(-300, 300, (1, 40)) * 0.037 / 2).astype(np.float32) for _ in range(10)]
+    xs += [rng.uniform(-6, 6, (1, 40)).astype(np.float32) for _ in range(10)]
+    ref = tb.run_tflm(m.to_bytes(), [[a] for a in xs])
+    got = run_c(model, [{xi.name: a} for a in xs])
+    for r, c in zip(ref, got, strict=True):
+        assert np.array_equal(r[0], c[out.name])
+
+
+def test_concat_and_reshape_match_tflite_micro() -> None:
+    m = tb.TFLiteModel()
+    a = m.tensor((1, 3, 4, 2), np.int8, 0.05, 1)
+    b = m.tensor((1, 3, 4, 5), np.int8, 0.05, 1)
+    y = m.tensor((1, 3, 4, 7), np.int8, 0.05, 1)
+    m.op("CONCATENATION", [a, b], [y], tb.concat_options(3))
+    m.inputs, m.outputs = [a, b], [y]
+    g = QGraph()
+    ai = g.input((1, 2, 3, 4), 0.05, 1)
+    bi = g.input((1, 5, 3, 4), 0.05, 1)
+    out = g.op("Concat", [ai, bi], (1, 7, 3, 4), 0.05, 1, axis=1)
+    flat = g.op("Reshape", [out, g.const(np.array([1, 84], np.int64))], (1, 84), 0.05, 1)
+    model = g.model(flat)
+    xa, xb = _inputs((1, 3, 4, 2), 91), _inputs((1, 3, 4, 5), 92)
+    ref = tb.run_tflm(m.to_bytes(), [[p, q] for p, q in zip(xa, xb, strict=True)])
+    got = run_c(model, [{ai.name: nchw(p), bi.name: nchw(q)} for p, q in zip(xa, xb,
+                                                                          strict=True)])
+    for r, c in zip(ref, got, strict=True):
+        assert np.array_equal(nchw(r[0]).reshape(1, 84), c[flat.name])

@@ -62,8 +62,16 @@ def tflite_table(op: str, qi: QuantParams, qo: QuantParams, lo: int, hi: int,
     """The exact TFLite table of ``op``, or None where only the float form is written."""
     if op == "LeakyRelu":
         return leaky_relu_table(qi, qo, lo, hi, 0.01 if alpha is None else alpha)
-    if op == "Identity":
+    if op == "Identity" and qi == qo:
         return np.arange(lo, hi + 1, dtype=np.int32)
+    if lo != -128:  # TFLite's integer kernels below are int8 ones
+        return None
+    if op == "Sigmoid":
+        return sigmoid_table(qi)
+    if op == "Tanh":
+        return tanh_table(qi)
+    if op == "HardSwish":
+        return hard_swish_table(qi, qo)
     return None
 
 
@@ -127,3 +135,130 @@ def softmax_tables(mult: int, left_shift: int, diff_min: int, lo: int, hi: int):
         exps.append(e)
         terms.append(rdbpot(e, 12))
     return np.array(exps, np.int64).astype(np.int32), np.array(terms, np.int32)
+
+
+def _recip_newton(a: int, minus_one: bool) -> int:
+    """1/(1+a) (or (1-a)/(1+a)) for a in [0, 1) Q0.31, by three Newton-Raphson steps in Q2.29."""
+    s = a + INT32_MAX
+    half = (s + (1 if s >= 0 else -1)) // 2 if s >= 0 else -((-s + 1) // 2)
+    x = 1515870810 + srdhm(half, -1010580540)
+    for _ in range(3):
+        one_minus = (1 << 29) - srdhm(half, x)
+        x = x + _sat_shift_left(srdhm(x, one_minus), 2)
+    return _sat_shift_left(x - (1 << 29), 2) if minus_one else _sat_shift_left(x, 1)
+
+
+def _frexp_multiplier(real: float) -> tuple[int, int]:
+    """TFLite's inline frexp + round (no renormalization) of the logistic/tanh prepare."""
+    import math
+
+    q, shift = math.frexp(real)
+    return int(math.floor(q * (1 << 31) + 0.5)), shift
+
+
+def _input_radius(integer_bits: int, left_shift: int) -> int:
+    import math
+
+    return math.floor(((1 << integer_bits) - 1) * (1 << (31 - integer_bits)) / (1 << left_shift))
+
+
+def sigmoid_table(qi: QuantParams) -> np.ndarray:
+    """TFLite int8 LOGISTIC (output scale 1/256, zero point -128): input in Q4.27."""
+    m, shift = _frexp_multiplier(float(qi.scale[0]) * (1 << 27))
+    radius = _input_radius(4, shift)
+    zi = int(qi.zero_point[0])
+    out = []
+    for q in range(-128, 128):
+        x = q - zi
+        if x <= -radius:
+            out.append(-128)
+            continue
+        if x >= radius:
+            out.append(127)
+            continue
+        a = mbqm(x, m, shift)
+        if a == 0:
+            r = 1 << 30
+        else:
+            pos = _recip_newton(exp_on_negative_values(-abs(a), 4), False)
+            r = pos if a > 0 else INT32_MAX - pos
+        out.append(min(max(rdbpot(r, 23) - 128, -128), 127))
+    return np.array(out, np.int32)
+
+
+def tanh_table(qi: QuantParams) -> np.ndarray:
+    """TFLite int8 TANH (output scale 1/128, zero point 0): input in Q4.27."""
+    m, shift = _frexp_multiplier(float(qi.scale[0]) * (1 << 27))
+    radius = _input_radius(4, shift)
+    zi = int(qi.zero_point[0])
+    out = []
+    for q in range(-128, 128):
+        x = q - zi
+        if x <= -radius:
+            out.append(-128)
+            continue
+        if x >= radius:
+            out.append(127)
+            continue
+        a = mbqm(x, m, shift)
+        if a == 0:
+            r = 0
+        else:
+            n = a if a < 0 else -a
+            t = _recip_newton(exp_on_negative_values(n, 5), True)
+            r = -t if a < 0 else t
+        out.append(min(max(rdbpot(r, 24), -128), 127))
+    return np.array(out, np.int32)
+
+
+def _srdhm16(a: int, b: int) -> int:
+    if a == b == -(1 << 15):
+        return (1 << 15) - 1
+    ab = a * b
+    nudge = (1 << 14) if ab >= 0 else 1 - (1 << 14)
+    v = ab + nudge
+    return _wrap16(abs(v) >> 15 if v >= 0 else -(abs(v) >> 15))
+
+
+def _wrap16(x: int) -> int:
+    return ((x + (1 << 15)) % (1 << 16)) - (1 << 15)
+
+
+def _sat16(x: int) -> int:
+    return min(max(x, -(1 << 15)), (1 << 15) - 1)
+
+
+def _to16(m: int) -> int:
+    return (1 << 15) - 1 if m >= INT32_MAX - (1 << 15) else (m + (1 << 15)) >> 16
+
+
+def hard_swish_table(qi: QuantParams, qo: QuantParams) -> np.ndarray:
+    """TFLite int8 HARD_SWISH: 16-bit fixed point with a hi-res input scale of s_in / 128."""
+    si, so = np.float32(qi.scale[0]), np.float32(qo.scale[0])
+    hires = np.float32(np.float32(1.0 / 128.0) * si)
+    om, oe = quantize_multiplier(float(np.float32(hires / so)))
+    rm, re = quantize_multiplier(float(np.float32(hires / np.float32(3.0 / 32768.0))))
+    om16, rm16 = _to16(om), _to16(rm)
+    zi, zo = int(qi.zero_point[0]), int(qo.zero_point[0])
+    out = []
+    for q in range(-128, 128):
+        v = _wrap16(q - zi)
+        hi = _wrap16(v * 128)
+        pre = _srdhm16(hi, om16)
+        r = hi
+        if re > 0:
+            r = _sat16(r * (1 << (re - 1)))
+        r = _srdhm16(r, rm16)
+        if re > 0:
+            r = _sat16(r * 2)
+        if re < 0:
+            r = rdbpot(r, -re)
+        r = _wrap16((r + (1 << 15)) >> 1)
+        if r == pre == -(1 << 15):
+            p = (1 << 15) - 1
+        else:
+            ab = r * pre
+            p = _wrap16(abs(ab) >> 15 if ab >= 0 else -(abs(ab) >> 15))
+        o = _wrap16(rdbpot(p, -oe) + zo)
+        out.append(min(max(o, -128), 127))
+    return np.array(out, np.int32)
