@@ -109,7 +109,6 @@ def test_int8_c_is_warning_free_and_sanitizer_clean(tmp_path: Path) -> None:
 
 def _qdq_residual_onnx(model_ir, params) -> bytes:
     """The same residual block as QDQ ONNX (DequantizeLinear -> float ops -> QuantizeLinear)."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     wt, ws, bias, sx, zx, sc, zc, sy, zy = params
@@ -168,3 +167,46 @@ def test_build_dir_is_temporary() -> None:
     model, _ = _residual()
     run_c(model, _feeds(model)[:1])
     assert set(Path(tempfile.gettempdir()).glob("opfuse-q-*")) == before
+
+
+def _residual_tflite(params) -> bytes:
+    from tests import tflite_builder as tb
+
+    wt, ws, bias, sx, zx, sc, zc, sy, zy = params
+    c, h, w = wt.shape[0], 7, 9
+    m = tb.TFLiteModel()
+    x = m.tensor((1, h, w, c), np.int8, sx, zx)
+    wi = m.tensor((c, 3, 3, c), np.int8, ws, 0, 0, wt.transpose(0, 2, 3, 1))
+    bi = m.tensor((c,), np.int32, sx * ws, 0, 0, bias)
+    t = m.tensor((1, h, w, c), np.int8, sc, zc)
+    y = m.tensor((1, h, w, c), np.int8, sy, zy)
+    m.op("CONV_2D", [x, wi, bi], [t], tb.conv_options((1, 1), "SAME", "relu"))
+    m.op("ADD", [t, x], [y], tb.add_options())
+    m.inputs, m.outputs = [x], [y]
+    return m.to_bytes()
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_validate_int8_counts_differences_in_steps(tmp_path: Path, broken: bool) -> None:
+    pytest.importorskip("tflite_micro")
+    from opfuse.backends.c.check_int8 import tflm_runner, validate_c_int8
+
+    model, params = _residual()
+    if broken:  # a reference whose output zero point is one step off
+        params = (*params[:-1], params[-1] + 1)
+    path = tmp_path / "residual.tflite"
+    path.write_bytes(_residual_tflite(params))
+    tflm = tflm_runner(path)
+
+    def reference(inputs):  # the IR here is NCHW; the TFLite file NHWC
+        out = tflm([np.ascontiguousarray(inputs[0].transpose(0, 2, 3, 1))])
+        return [np.ascontiguousarray(out[0].transpose(0, 3, 1, 2))]
+
+    report = validate_c_int8(compile_ir(model), reference, runs=5, allowed=0)
+    check = report.outputs[0]
+    assert check.elements == 5 * 6 * 7 * 9
+    if broken:
+        assert not report.ok and check.differing > 0 and check.max_steps == 1
+    else:
+        assert report.ok and check.differing == 0
+    assert "quantization steps" in report.format()
