@@ -10,12 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from opfuse.cost import BYTES_PER_ELEMENT, CostSide, KernelCost, cost_model, resolve_precision
-from opfuse.cost.precision import require_perf
+from opfuse.cost import CostSide, KernelCost, cost_model, resolve_precision
+from opfuse.cost.precision import element_bytes, precision_note, require_perf
+from opfuse.ir import unknown_size_values
 from opfuse.memory import MemoryPlan, plan_memory
 from opfuse.pipeline import CompileResult, gc_paused
+from opfuse.quant import is_quantized
 
 DEFAULT_PLANNER = "greedy-inplace"
+# The totals that leave out tensors of unknown size (custom ops without type information).
+LOWER_BOUND_FIELDS = ("activation_bytes", "traffic_bytes", "flops", "macs", "peak_arena_bytes",
+                      "arena_lower_bound_bytes", "latency_s", "energy_j")
 
 
 @dataclass(frozen=True)
@@ -25,9 +30,12 @@ class Side:
     cost: CostSide
     plan: MemoryPlan
     fits: bool
+    unknown: tuple[str, ...] = ()  # tensors of unknown size: counted 0, so totals are lower bounds
 
     def to_json(self) -> dict:
         data = self.cost.totals_json()
+        data["unknown_bytes_tensors"] = list(self.unknown)
+        data["lower_bounds"] = list(LOWER_BOUND_FIELDS) if self.unknown else []
         data["peak_arena_bytes"] = self.plan.peak_bytes
         data["arena_lower_bound_bytes"] = self.plan.lower_bound_bytes
         data["fits"] = self.fits
@@ -45,6 +53,8 @@ class Side:
                 "latency_s",
                 "energy_j",
                 "fits",
+                "unknown_bytes_tensors",
+                "lower_bounds",
             )
         }
 
@@ -54,6 +64,7 @@ class Analysis:
     model: str
     target: str
     precision: str
+    precision_note: str  # "" when the precision is the model's own (opfuse.cost.precision)
     planner: str
     activations_only: bool
     ram_bytes: int
@@ -71,9 +82,11 @@ class Analysis:
             "model": self.model,
             "target": self.target,
             "precision": self.precision,
+            "precision_note": self.precision_note,
             "planner": self.planner,
             "before": self.before.to_json(),
             "after": self.after.to_json(),
+            "unknown_bytes_tensors": list(self.after.unknown),
             "kernels": [k.to_json() for k in self.kernels],
             "decisions": self.fusion["decisions"],
             "passes": self.fusion["passes"],
@@ -90,18 +103,20 @@ def analyze(
     """Costs and arena plans of ``result`` before and after fusion on its target."""
     target = result.target
     perf = require_perf(target)
-    prec = resolve_precision(result.original, target, precision)
-    bpe = BYTES_PER_ELEMENT[prec]
+    own = None if is_quantized(result.original) else precision  # int8 models: their own dtypes
+    prec = resolve_precision(result.original, target, own)
+    bpe = element_bytes(result.original, prec)
 
     def side(model, partition) -> Side:  # noqa: ANN001 (ir.Model, Partition)
         plan = plan_memory(model, partition, planner=planner, bytes_per_element=bpe)
         cost = cost_model(model, partition, target, prec, activations_only, plan.peak_bytes)
-        return Side(cost, plan, plan.peak_bytes <= perf.ram_bytes)
+        return Side(cost, plan, plan.peak_bytes <= perf.ram_bytes, unknown_size_values(model))
 
     return Analysis(
         model=result.source,
         target=target.name,
         precision=prec,
+        precision_note=precision_note(result.original, precision, prec),
         planner=planner,
         activations_only=activations_only,
         ram_bytes=perf.ram_bytes,

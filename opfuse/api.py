@@ -39,6 +39,7 @@ __all__ = [
     "compile",
     "emit",
     "emit_c",
+    "emulate_c",
     "fuse",
     "fusion_json",
     "get_target",
@@ -126,6 +127,25 @@ def validate_c(
     return _validate_c(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol)
 
 
+def emulate_c(
+    source: str | Path,
+    target: str | Target = "cortex-m7",
+    inputs: str | Path | Mapping[str, np.ndarray] | None = None,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+    input_shape: ShapeArg = None,
+    timeout_s: float = 300.0,
+):  # -> opfuse.backends.c.emulate.Emulation
+    """Compile to C, cross-compile for the target's board, run in QEMU and compare with
+    onnxruntime; with the ELF's footprint and per-kernel instruction counts."""
+    from opfuse.backends.c.emulate import emulate_c as _emulate_c
+    from opfuse.validate import read_npz
+
+    result = compile(source, target, input_shape)
+    feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
+    return _emulate_c(result, inputs=feeds, rtol=rtol, atol=atol, timeout_s=timeout_s)
+
+
 def bench(source: str | Path, target: str | Target = DEFAULT_TARGET, repeats: int = 20) -> dict:
     """Median latency of fused C, unfused C, onnxruntime ORT_ENABLE_ALL and ORT_DISABLE_ALL."""
     from opfuse.backends.c import bench as _bench
@@ -154,7 +174,16 @@ def validate(
     atol: float = 1e-4,
     input_shape: ShapeArg = None,
 ) -> ValidationReport:
-    """Run both models in onnxruntime on the same seeded (or given) inputs and compare outputs."""
+    """Run both models in onnxruntime on the same seeded (or given) inputs and compare outputs.
+    A .tflite ``original`` runs in its own reference (TFLite Micro or LiteRT) instead."""
+    if isinstance(original, str | Path) and Path(original).suffix.lower() == ".tflite":
+        from opfuse.validate import read_npz
+        from opfuse.validate_tflite import validate_onnx_against_source
+
+        feeds = read_npz(inputs) if isinstance(inputs, str | Path) else inputs
+        return validate_onnx_against_source(
+            original, _as_proto(optimized), inputs=feeds, rtol=rtol, atol=atol
+        )
     return _validate(
         _as_proto(original),
         _as_proto(optimized),

@@ -110,3 +110,94 @@ def run_c(model: ir.Model, feeds: list[dict[str, np.ndarray]], fuse: bool = True
         build_shared(folder)
         cm = CModel(folder)
         return [cm.run(f) for f in feeds]
+
+
+# --- the same ops as TFLite files (tests/tflite_builder.py), run in TFLite Micro ---------------
+
+_ACT = {None: 0, "relu": 1, "relu_n1_to_1": 2, "relu6": 3}
+_PAD = {"SAME": 0, "VALID": 1}
+
+
+def tensor(b, shape, dtype, scale=None, zero_point=0, axis=0, data=None) -> int:
+    """A tensor of TfliteBuilder ``b`` with a generated name."""
+    return b.tensor(f"t{b_count(b)}", shape, dtype,
+                    data=None if data is None else np.asarray(data, dtype), scale=scale,
+                    zero_point=zero_point, axis=axis)
+
+
+def b_count(b) -> int:
+    """A fresh number per builder (tensor names must be unique)."""
+    b.opfuse_count = getattr(b, "opfuse_count", 0) + 1
+    return b.opfuse_count
+
+
+def add_op(b, code: str, inputs, outputs, options=None) -> None:
+    if options is None:
+        b.op(code, inputs, outputs)
+    else:
+        b.op(code, inputs, outputs, options[0], **options[1])
+
+
+def conv_options(stride=(1, 1), padding="SAME", act=None, dilation=(1, 1)):
+    return ("Conv2DOptions", {"Padding": _PAD[padding], "StrideW": stride[1],
+                              "StrideH": stride[0], "FusedActivationFunction": _ACT[act],
+                              "DilationWFactor": dilation[1], "DilationHFactor": dilation[0]})
+
+
+def dw_options(stride=(1, 1), padding="SAME", multiplier=1, act=None, dilation=(1, 1)):
+    return ("DepthwiseConv2DOptions", {
+        "Padding": _PAD[padding], "StrideW": stride[1], "StrideH": stride[0],
+        "DepthMultiplier": multiplier, "FusedActivationFunction": _ACT[act],
+        "DilationWFactor": dilation[1], "DilationHFactor": dilation[0]})
+
+
+def fc_options(act=None):
+    return ("FullyConnectedOptions", {"FusedActivationFunction": _ACT[act]})
+
+
+def add_options(act=None):
+    return ("AddOptions", {"FusedActivationFunction": _ACT[act]})
+
+
+def sub_options(act=None):
+    return ("SubOptions", {"FusedActivationFunction": _ACT[act]})
+
+
+def mul_options(act=None):
+    return ("MulOptions", {"FusedActivationFunction": _ACT[act]})
+
+
+def pool_options(kernel, stride, padding="VALID", act=None):
+    return ("Pool2DOptions", {"Padding": _PAD[padding], "StrideW": stride[1],
+                              "StrideH": stride[0], "FilterWidth": kernel[1],
+                              "FilterHeight": kernel[0], "FusedActivationFunction": _ACT[act]})
+
+
+def softmax_options(beta=1.0):
+    return ("SoftmaxOptions", {"Beta": beta})
+
+
+def reducer_options(keep_dims=True):
+    return ("ReducerOptions", {"KeepDims": bool(keep_dims)})
+
+
+def concat_options(axis, act=None):
+    return ("ConcatenationOptions", {"Axis": axis, "FusedActivationFunction": _ACT[act]})
+
+
+def leaky_relu_options(alpha):
+    return ("LeakyReluOptions", {"Alpha": alpha})
+
+
+def run_tflm(model: bytes, runs: list[list[np.ndarray]], count: int = 1) -> list[list[np.ndarray]]:
+    """Run ``model`` in TFLite Micro's Python interpreter once per input list; the outputs."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    interp = runtime.Interpreter.from_bytes(model)
+    results = []
+    for inputs in runs:
+        for i, x in enumerate(inputs):
+            interp.set_input(x, i)
+        interp.invoke()
+        results.append([np.array(interp.get_output(i)).copy() for i in range(count)])
+    return results

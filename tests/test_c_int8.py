@@ -9,6 +9,7 @@ import pytest
 
 pytest.importorskip("tflite_micro")
 
+from tests import qgraphs as q  # noqa: E402
 from tests import tflite_builder as tb  # noqa: E402
 from tests.qgraphs import QGraph, run_c  # noqa: E402
 
@@ -36,7 +37,7 @@ def _inputs(shape, seed: int, dtype=np.int8) -> list[np.ndarray]:
 
 def _compare(tfl: bytes, model, xs_nhwc: list[np.ndarray], to_ir, from_ir,
              fuse: bool = True) -> None:
-    ref = tb.run_tflm(tfl, [[x] for x in xs_nhwc])
+    ref = q.run_tflm(tfl, [[x] for x in xs_nhwc])
     name = model.graph.inputs[0].name
     got = run_c(model, [{name: to_ir(x)} for x in xs_nhwc], fuse=fuse)
     out = model.graph.outputs[0].name
@@ -78,21 +79,21 @@ def test_conv_matches_tflite_micro(case: str) -> None:
     sx, zx, sy, zy = 0.04, int(rng.integers(-20, 20)), 0.09, int(rng.integers(-10, 10))
     ws = rng.uniform(0.002, 0.02, oc).astype(np.float32)
     bias = rng.integers(-3000, 3000, oc).astype(np.int32)
-    m = tb.TFLiteModel()
-    x = m.tensor((1, h, w_, c), np.int8, sx, zx)
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, h, w_, c), np.int8, sx, zx)
     if mult is None:
         wt = rng.integers(-127, 128, (oc, k, k, c)).astype(np.int8)  # OHWI
-        wi = m.tensor(wt.shape, np.int8, ws, 0, 0, wt)
-        opts, code = tb.conv_options((s, s), padding, act, (d, d)), "CONV_2D"
+        wi = q.tensor(m, wt.shape, np.int8, ws, 0, 0, wt)
+        opts, code = q.conv_options((s, s), padding, act, (d, d)), "CONV_2D"
         w_ir, group = wt.transpose(0, 3, 1, 2), 1
     else:
         wt = rng.integers(-127, 128, (1, k, k, oc)).astype(np.int8)  # 1HWO
-        wi = m.tensor(wt.shape, np.int8, ws, 0, 3, wt)
-        opts, code = tb.dw_options((s, s), padding, mult, act, (d, d)), "DEPTHWISE_CONV_2D"
+        wi = q.tensor(m, wt.shape, np.int8, ws, 0, 3, wt)
+        opts, code = q.dw_options((s, s), padding, mult, act, (d, d)), "DEPTHWISE_CONV_2D"
         w_ir, group = wt[0].transpose(2, 0, 1)[:, None], c
-    bi = m.tensor((oc,), np.int32, sx * ws, 0, 0, bias)
-    y = m.tensor((1, oh, ow, oc), np.int8, sy, zy)
-    m.op(code, [x, wi, bi], [y], opts)
+    bi = q.tensor(m, (oc,), np.int32, sx * ws, 0, 0, bias)
+    y = q.tensor(m, (1, oh, ow, oc), np.int8, sy, zy)
+    q.add_op(m, code, [x, wi, bi], [y], opts)
     m.inputs, m.outputs = [x], [y]
 
     g = QGraph()
@@ -106,7 +107,7 @@ def test_conv_matches_tflite_micro(case: str) -> None:
     elif act == "relu6":
         out = g.op("Clip", [out, g.const(np.float32(0.0)), g.const(np.float32(6.0))],
                    (1, oc, oh, ow), sy, zy)
-    _compare(m.to_bytes(), g.model(out), _inputs((1, h, w_, c), seed), nchw, nhwc)
+    _compare(m.build(), g.model(out), _inputs((1, h, w_, c), seed), nchw, nhwc)
 
 
 @pytest.mark.parametrize("act", [None, "relu"])
@@ -118,12 +119,12 @@ def test_fully_connected_matches_tflite_micro(act, per_channel) -> None:
     ws = (rng.uniform(0.002, 0.02, n) if per_channel else np.full(1, 0.01)).astype(np.float32)
     wt = rng.integers(-127, 128, (n, k)).astype(np.int8)
     bias = rng.integers(-5000, 5000, n).astype(np.int32)
-    m = tb.TFLiteModel()
-    x = m.tensor((1, k), np.int8, sx, zx)
-    wi = m.tensor(wt.shape, np.int8, ws, 0, 0, wt)
-    bi = m.tensor((n,), np.int32, sx * np.broadcast_to(ws, (n,)), 0, 0, bias)
-    y = m.tensor((1, n), np.int8, sy, zy)
-    m.op("FULLY_CONNECTED", [x, wi, bi], [y], tb.fc_options(act))
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, k), np.int8, sx, zx)
+    wi = q.tensor(m, wt.shape, np.int8, ws, 0, 0, wt)
+    bi = q.tensor(m, (n,), np.int32, sx * np.broadcast_to(ws, (n,)), 0, 0, bias)
+    y = q.tensor(m, (1, n), np.int8, sy, zy)
+    q.add_op(m, "FULLY_CONNECTED", [x, wi, bi], [y], q.fc_options(act))
     m.inputs, m.outputs = [x], [y]
     g = QGraph()
     xi = g.input((1, k), sx, zx)
@@ -132,14 +133,14 @@ def test_fully_connected_matches_tflite_micro(act, per_channel) -> None:
     if act == "relu":
         out = g.op("Relu", [out], (1, n), sy, zy)
     ident = lambda a: a  # noqa: E731
-    _compare(m.to_bytes(), g.model(out), _inputs((1, k), 12), ident, ident)
+    _compare(m.build(), g.model(out), _inputs((1, k), 12), ident, ident)
 
 
 BINARY = {
-    "add": ("ADD", "Add", tb.add_options, (0.05, 3, 0.02, -7, 0.06, 2)),
-    "add_relu_big_ratio": ("ADD", "Add", tb.add_options, (0.5, -3, 0.01, 9, 0.3, -1)),
-    "sub": ("SUB", "Sub", tb.sub_options, (0.05, 3, 0.04, -7, 0.08, 2)),
-    "mul": ("MUL", "Mul", tb.mul_options, (0.05, 3, 0.02, -7, 0.01, 2)),
+    "add": ("ADD", "Add", q.add_options, (0.05, 3, 0.02, -7, 0.06, 2)),
+    "add_relu_big_ratio": ("ADD", "Add", q.add_options, (0.5, -3, 0.01, 9, 0.3, -1)),
+    "sub": ("SUB", "Sub", q.sub_options, (0.05, 3, 0.04, -7, 0.08, 2)),
+    "mul": ("MUL", "Mul", q.mul_options, (0.05, 3, 0.02, -7, 0.01, 2)),
 }
 
 
@@ -148,11 +149,11 @@ def test_binary_matches_tflite_micro(case: str) -> None:
     code, op, opts, (s1, z1, s2, z2, so, zo) = BINARY[case]
     act = "relu" if "relu" in case else None
     shape = (1, 5, 6, 3)
-    m = tb.TFLiteModel()
-    a = m.tensor(shape, np.int8, s1, z1)
-    b = m.tensor(shape, np.int8, s2, z2)
-    y = m.tensor(shape, np.int8, so, zo)
-    m.op(code, [a, b], [y], opts(act))
+    m = tb.TfliteBuilder()
+    a = q.tensor(m, shape, np.int8, s1, z1)
+    b = q.tensor(m, shape, np.int8, s2, z2)
+    y = q.tensor(m, shape, np.int8, so, zo)
+    q.add_op(m, code, [a, b], [y], opts(act))
     m.inputs, m.outputs = [a, b], [y]
     g = QGraph()
     ai = g.input((1, 3, 5, 6), s1, z1)
@@ -162,7 +163,7 @@ def test_binary_matches_tflite_micro(case: str) -> None:
         out = g.op("Relu", [out], (1, 3, 5, 6), so, zo)
     model = g.model(out)
     xa, xb = _inputs(shape, 21), _inputs(shape, 22)
-    ref = tb.run_tflm(m.to_bytes(), [[p, q] for p, q in zip(xa, xb, strict=True)])
+    ref = q.run_tflm(m.build(), [[p, q] for p, q in zip(xa, xb, strict=True)])
     got = run_c(model, [{ai.name: nchw(p), bi.name: nchw(q)} for p, q in zip(xa, xb,
                                                                           strict=True)])
     for r, c in zip(ref, got, strict=True):
@@ -177,11 +178,11 @@ def test_pool_matches_tflite_micro(kind: str) -> None:
     ow, pl, pr = _out(w_, k, s, 1, padding)
     sx, zx = 0.07, -5
     act = "relu" if "relu" in kind else None
-    m = tb.TFLiteModel()
-    x = m.tensor((1, h, w_, c), np.int8, sx, zx)
-    y = m.tensor((1, oh, ow, c), np.int8, sx, zx)
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, h, w_, c), np.int8, sx, zx)
+    y = q.tensor(m, (1, oh, ow, c), np.int8, sx, zx)
     code = "AVERAGE_POOL_2D" if kind.startswith("avg") else "MAX_POOL_2D"
-    m.op(code, [x], [y], tb.pool_options((k, k), (s, s), padding, act))
+    q.add_op(m, code, [x], [y], q.pool_options((k, k), (s, s), padding, act))
     m.inputs, m.outputs = [x], [y]
     g = QGraph()
     xi = g.input((1, c, h, w_), sx, zx)
@@ -190,7 +191,7 @@ def test_pool_matches_tflite_micro(kind: str) -> None:
                pads=[pt, pl, pb, pr])
     if act:
         out = g.op("Relu", [out], (1, c, oh, ow), sx, zx)
-    _compare(m.to_bytes(), g.model(out), _inputs((1, h, w_, c), 31), nchw, nhwc)
+    _compare(m.build(), g.model(out), _inputs((1, h, w_, c), 31), nchw, nhwc)
 
 
 @pytest.mark.parametrize("same_params", [True, False])
@@ -198,49 +199,49 @@ def test_mean_matches_tflite_micro(same_params: bool) -> None:
     h, w_, c = 7, 6, 10
     sx, zx = 0.05, 3
     sy, zy = (sx, zx) if same_params else (0.02, -6)
-    m = tb.TFLiteModel()
-    x = m.tensor((1, h, w_, c), np.int8, sx, zx)
-    axes = m.tensor((2,), np.int32, data=np.array([1, 2], np.int32))
-    y = m.tensor((1, 1, 1, c), np.int8, sy, zy)
-    m.op("MEAN", [x, axes], [y], tb.reducer_options(True))
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, h, w_, c), np.int8, sx, zx)
+    axes = q.tensor(m, (2,), np.int32, data=np.array([1, 2], np.int32))
+    y = q.tensor(m, (1, 1, 1, c), np.int8, sy, zy)
+    q.add_op(m, "MEAN", [x, axes], [y], q.reducer_options(True))
     m.inputs, m.outputs = [x], [y]
     g = QGraph()
     xi = g.input((1, c, h, w_), sx, zx)
     out = g.op("ReduceMean", [xi, g.const(np.array([2, 3], np.int64))], (1, c, 1, 1), sy, zy,
                keepdims=1)
-    _compare(m.to_bytes(), g.model(out), _inputs((1, h, w_, c), 41), nchw, nhwc)
+    _compare(m.build(), g.model(out), _inputs((1, h, w_, c), 41), nchw, nhwc)
 
 
 @pytest.mark.parametrize("scale", [0.02, 0.1, 0.5])
 def test_softmax_matches_tflite_micro(scale: float) -> None:
     n = 12
-    m = tb.TFLiteModel()
-    x = m.tensor((1, n), np.int8, scale, 4)
-    y = m.tensor((1, n), np.int8, 1.0 / 256, -128)
-    m.op("SOFTMAX", [x], [y], tb.softmax_options(1.0))
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, n), np.int8, scale, 4)
+    y = q.tensor(m, (1, n), np.int8, 1.0 / 256, -128)
+    q.add_op(m, "SOFTMAX", [x], [y], q.softmax_options(1.0))
     m.inputs, m.outputs = [x], [y]
     g = QGraph()
     xi = g.input((1, n), scale, 4)
     out = g.op("Softmax", [xi], (1, n), 1.0 / 256, -128, axis=-1)
     ident = lambda a: a  # noqa: E731
-    _compare(m.to_bytes(), g.model(out), _inputs((1, n), 51), ident, ident)
+    _compare(m.build(), g.model(out), _inputs((1, n), 51), ident, ident)
 
 
 def test_pad_value_is_the_zero_point() -> None:
     h, w_, c = 4, 5, 3
     sx, zx = 0.1, -17
     pads = np.array([[0, 0], [1, 2], [2, 0], [0, 0]], np.int32)
-    m = tb.TFLiteModel()
-    x = m.tensor((1, h, w_, c), np.int8, sx, zx)
-    p = m.tensor((4, 2), np.int32, data=pads)
-    y = m.tensor((1, h + 3, w_ + 2, c), np.int8, sx, zx)
-    m.op("PAD", [x, p], [y])
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, h, w_, c), np.int8, sx, zx)
+    p = q.tensor(m, (4, 2), np.int32, data=pads)
+    y = q.tensor(m, (1, h + 3, w_ + 2, c), np.int8, sx, zx)
+    q.add_op(m, "PAD", [x, p], [y])
     m.inputs, m.outputs = [x], [y]
     g = QGraph()
     xi = g.input((1, c, h, w_), sx, zx)
     out = g.op("Pad", [xi, g.const(np.array([0, 0, 1, 2, 0, 0, 2, 0], np.int64))],
                (1, c, h + 3, w_ + 2), sx, zx)
-    _compare(m.to_bytes(), g.model(out), _inputs((1, h, w_, c), 61), nchw, nhwc)
+    _compare(m.build(), g.model(out), _inputs((1, h, w_, c), 61), nchw, nhwc)
 
 
 UNARY = {  # TFLite op, IR op, options, input (scale, zp), output (scale, zp)
@@ -250,7 +251,7 @@ UNARY = {  # TFLite op, IR op, options, input (scale, zp), output (scale, zp)
     "tanh_wide": ("TANH", "Tanh", None, (0.15, 7), (1 / 128, 0)),
     "hard_swish": ("HARD_SWISH", "HardSwish", None, (0.05, -20), (0.04, -90)),
     "hard_swish_2": ("HARD_SWISH", "HardSwish", None, (0.11, 10), (0.05, -60)),
-    "leaky_relu": ("LEAKY_RELU", "LeakyRelu", tb.leaky_relu_options(0.2), (0.05, 3),
+    "leaky_relu": ("LEAKY_RELU", "LeakyRelu", q.leaky_relu_options(0.2), (0.05, 3),
                    (0.04, -10)),
 }
 
@@ -258,10 +259,10 @@ UNARY = {  # TFLite op, IR op, options, input (scale, zp), output (scale, zp)
 @pytest.mark.parametrize("case", sorted(UNARY))
 def test_unary_matches_tflite_micro(case: str) -> None:
     code, op, opts, (si, zi), (so, zo) = UNARY[case]
-    m = tb.TFLiteModel()
-    x = m.tensor((1, 256), np.int8, si, zi)
-    y = m.tensor((1, 256), np.int8, so, zo)
-    m.op(code, [x], [y], opts)
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, 256), np.int8, si, zi)
+    y = q.tensor(m, (1, 256), np.int8, so, zo)
+    q.add_op(m, code, [x], [y], opts)
     m.inputs, m.outputs = [x], [y]
     g = QGraph()
     xi = g.input((1, 256), si, zi)
@@ -269,17 +270,17 @@ def test_unary_matches_tflite_micro(case: str) -> None:
     out = g.op(op, [xi], (1, 256), so, zo, **attrs)
     every = [np.arange(-128, 128, dtype=np.int8).reshape(1, 256)]  # the whole table
     ident = lambda a: a  # noqa: E731
-    _compare(m.to_bytes(), g.model(out), every + _inputs((1, 256), 71)[:3], ident, ident)
+    _compare(m.build(), g.model(out), every + _inputs((1, 256), 71)[:3], ident, ident)
 
 
 def test_quantize_dequantize_match_tflite_micro() -> None:
     rng = np.random.default_rng(81)
-    m = tb.TFLiteModel()
-    x = m.tensor((1, 40), np.float32)
-    q = m.tensor((1, 40), np.int8, 0.037, -6)
-    y = m.tensor((1, 40), np.float32)
-    m.op("QUANTIZE", [x], [q])
-    m.op("DEQUANTIZE", [q], [y])
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, 40), np.float32)
+    qt = q.tensor(m, (1, 40), np.int8, 0.037, -6)
+    y = q.tensor(m, (1, 40), np.float32)
+    q.add_op(m, "QUANTIZE", [x], [qt])
+    q.add_op(m, "DEQUANTIZE", [qt], [y])
     m.inputs, m.outputs = [x], [y]
     g = QGraph()
     xi = g.input((1, 40), dtype=np.float32)
@@ -289,18 +290,18 @@ def test_quantize_dequantize_match_tflite_micro() -> None:
     # values on and between the rounding ties of the quantizer
     xs = [(rng.integers(-300, 300, (1, 40)) * 0.037 / 2).astype(np.float32) for _ in range(10)]
     xs += [rng.uniform(-6, 6, (1, 40)).astype(np.float32) for _ in range(10)]
-    ref = tb.run_tflm(m.to_bytes(), [[a] for a in xs])
+    ref = q.run_tflm(m.build(), [[a] for a in xs])
     got = run_c(model, [{xi.name: a} for a in xs])
     for r, c in zip(ref, got, strict=True):
         assert np.array_equal(r[0], c[out.name])
 
 
 def test_concat_and_reshape_match_tflite_micro() -> None:
-    m = tb.TFLiteModel()
-    a = m.tensor((1, 3, 4, 2), np.int8, 0.05, 1)
-    b = m.tensor((1, 3, 4, 5), np.int8, 0.05, 1)
-    y = m.tensor((1, 3, 4, 7), np.int8, 0.05, 1)
-    m.op("CONCATENATION", [a, b], [y], tb.concat_options(3))
+    m = tb.TfliteBuilder()
+    a = q.tensor(m, (1, 3, 4, 2), np.int8, 0.05, 1)
+    b = q.tensor(m, (1, 3, 4, 5), np.int8, 0.05, 1)
+    y = q.tensor(m, (1, 3, 4, 7), np.int8, 0.05, 1)
+    q.add_op(m, "CONCATENATION", [a, b], [y], q.concat_options(3))
     m.inputs, m.outputs = [a, b], [y]
     g = QGraph()
     ai = g.input((1, 2, 3, 4), 0.05, 1)
@@ -309,7 +310,7 @@ def test_concat_and_reshape_match_tflite_micro() -> None:
     flat = g.op("Reshape", [out, g.const(np.array([1, 84], np.int64))], (1, 84), 0.05, 1)
     model = g.model(flat)
     xa, xb = _inputs((1, 3, 4, 2), 91), _inputs((1, 3, 4, 5), 92)
-    ref = tb.run_tflm(m.to_bytes(), [[p, q] for p, q in zip(xa, xb, strict=True)])
+    ref = q.run_tflm(m.build(), [[p, q] for p, q in zip(xa, xb, strict=True)])
     got = run_c(model, [{ai.name: nchw(p), bi.name: nchw(q)} for p, q in zip(xa, xb,
                                                                           strict=True)])
     for r, c in zip(ref, got, strict=True):

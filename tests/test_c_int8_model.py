@@ -42,6 +42,7 @@ def _feeds(model, seed: int = 0) -> list[dict[str, np.ndarray]]:
 
 def test_residual_fused_equals_unfused_and_tflite_micro() -> None:
     pytest.importorskip("tflite_micro")
+    from tests import qgraphs as q
     from tests import tflite_builder as tb
 
     model, (wt, ws, bias, sx, zx, sc, zc, sy, zy) = _residual()
@@ -52,17 +53,17 @@ def test_residual_fused_equals_unfused_and_tflite_micro() -> None:
     unfused = run_c(model, feeds, fuse=False)
     out = model.graph.outputs[0].name
     c, h, w = wt.shape[0], 7, 9
-    m = tb.TFLiteModel()
-    x = m.tensor((1, h, w, c), np.int8, sx, zx)
-    wi = m.tensor((c, 3, 3, c), np.int8, ws, 0, 0, wt.transpose(0, 2, 3, 1))
-    bi = m.tensor((c,), np.int32, sx * ws, 0, 0, bias)
-    t = m.tensor((1, h, w, c), np.int8, sc, zc)
-    y = m.tensor((1, h, w, c), np.int8, sy, zy)
-    m.op("CONV_2D", [x, wi, bi], [t], tb.conv_options((1, 1), "SAME", "relu"))
-    m.op("ADD", [t, x], [y], tb.add_options())
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, h, w, c), np.int8, sx, zx)
+    wi = q.tensor(m, (c, 3, 3, c), np.int8, ws, 0, 0, wt.transpose(0, 2, 3, 1))
+    bi = q.tensor(m, (c,), np.int32, sx * ws, 0, 0, bias)
+    t = q.tensor(m, (1, h, w, c), np.int8, sc, zc)
+    y = q.tensor(m, (1, h, w, c), np.int8, sy, zy)
+    q.add_op(m, "CONV_2D", [x, wi, bi], [t], q.conv_options((1, 1), "SAME", "relu"))
+    q.add_op(m, "ADD", [t, x], [y], q.add_options())
     m.inputs, m.outputs = [x], [y]
     name = model.graph.inputs[0].name
-    ref = tb.run_tflm(m.to_bytes(), [[f[name].transpose(0, 2, 3, 1)] for f in feeds])
+    ref = q.run_tflm(m.build(), [[f[name].transpose(0, 2, 3, 1)] for f in feeds])
     for f, u, r in zip(fused, unfused, ref, strict=True):
         assert np.array_equal(f[out], u[out])
         assert np.array_equal(f[out].transpose(0, 2, 3, 1), r[0])
@@ -170,20 +171,21 @@ def test_build_dir_is_temporary() -> None:
 
 
 def _residual_tflite(params) -> bytes:
+    from tests import qgraphs as q
     from tests import tflite_builder as tb
 
     wt, ws, bias, sx, zx, sc, zc, sy, zy = params
     c, h, w = wt.shape[0], 7, 9
-    m = tb.TFLiteModel()
-    x = m.tensor((1, h, w, c), np.int8, sx, zx)
-    wi = m.tensor((c, 3, 3, c), np.int8, ws, 0, 0, wt.transpose(0, 2, 3, 1))
-    bi = m.tensor((c,), np.int32, sx * ws, 0, 0, bias)
-    t = m.tensor((1, h, w, c), np.int8, sc, zc)
-    y = m.tensor((1, h, w, c), np.int8, sy, zy)
-    m.op("CONV_2D", [x, wi, bi], [t], tb.conv_options((1, 1), "SAME", "relu"))
-    m.op("ADD", [t, x], [y], tb.add_options())
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, h, w, c), np.int8, sx, zx)
+    wi = q.tensor(m, (c, 3, 3, c), np.int8, ws, 0, 0, wt.transpose(0, 2, 3, 1))
+    bi = q.tensor(m, (c,), np.int32, sx * ws, 0, 0, bias)
+    t = q.tensor(m, (1, h, w, c), np.int8, sc, zc)
+    y = q.tensor(m, (1, h, w, c), np.int8, sy, zy)
+    q.add_op(m, "CONV_2D", [x, wi, bi], [t], q.conv_options((1, 1), "SAME", "relu"))
+    q.add_op(m, "ADD", [t, x], [y], q.add_options())
     m.inputs, m.outputs = [x], [y]
-    return m.to_bytes()
+    return m.build()
 
 
 @pytest.mark.parametrize("broken", [False, True])

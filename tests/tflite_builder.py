@@ -1,223 +1,206 @@
-"""Write small int8 TFLite models (one or a few ops) with the flatbuffers Builder, to run in TFLite
-Micro as the reference for the int8 C kernels.
+"""Build small .tflite files in tests: the flatbuffers Builder with the `tflite` package's generated
+builder functions. For single-op checks of the TFLite frontend and of int8 C kernels against
+TFLite Micro.
 
-The installed ``tflite`` package has readers only, so the tables are written here by field slot
-(slot numbers from the TFLite schema, as the package's readers use them). Layout NHWC, filters
-OHWI (depthwise 1HWO), as TFLite stores them.
+    b = TfliteBuilder()
+    x = b.input("x", (1, 8, 8, 3), np.int8, scale=0.05, zero_point=-3)
+    w = b.const("w", rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8),
+                scale=np.full(4, 0.01), zero_point=0, axis=0)          # per channel
+    bias = b.const("b", np.zeros(4, np.int32), scale=0.05 * np.full(4, 0.01), axis=0)
+    y = b.tensor("y", (1, 8, 8, 4), np.int8, scale=0.1, zero_point=5)
+    b.op("CONV_2D", [x, w, bias], [y], "Conv2DOptions",
+         Padding=SAME, StrideH=1, StrideW=1, DilationHFactor=1, DilationWFactor=1,
+         FusedActivationFunction=RELU)
+    b.output(y)
+    path.write_bytes(b.build())
+
+Options are given by table name and field names as in the schema (``Conv2DOptions``,
+``StrideH``...); a field left out takes the schema default (0, except where noted there).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 import flatbuffers
 import numpy as np
+import tflite
+from tflite.BuiltinOperator import BuiltinOperator
+from tflite.BuiltinOptions import BuiltinOptions
+from tflite.TensorType import TensorType
 
-# BuiltinOperator codes and BuiltinOptions union types (TFLite schema)
-OPS = {"ADD": 0, "AVERAGE_POOL_2D": 1, "CONCATENATION": 2, "CONV_2D": 3, "DEPTHWISE_CONV_2D": 4,
-       "DEQUANTIZE": 6, "FULLY_CONNECTED": 9, "LOGISTIC": 14, "MAX_POOL_2D": 17, "MUL": 18,
-       "RESHAPE": 22, "SOFTMAX": 25, "TANH": 28, "PAD": 34, "MEAN": 40, "SUB": 41,
-       "LEAKY_RELU": 98, "QUANTIZE": 114, "HARD_SWISH": 117}
-ACT = {None: 0, "relu": 1, "relu_n1_to_1": 2, "relu6": 3}
-PAD = {"SAME": 0, "VALID": 1}
-TYPES = {np.dtype(np.float32): 0, np.dtype(np.int32): 2, np.dtype(np.uint8): 3,
-         np.dtype(np.int64): 4, np.dtype(np.int8): 9}
+SAME, VALID = 0, 1
+NONE, RELU, RELU_N1_TO_1, RELU6 = 0, 1, 2, 3
 
-
-@dataclass
-class Tensor:
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    scale: np.ndarray | None = None
-    zero_point: np.ndarray | None = None
-    axis: int = 0
-    data: np.ndarray | None = None
+_TYPES = {
+    np.dtype(np.float32): TensorType.FLOAT32, np.dtype(np.float16): TensorType.FLOAT16,
+    np.dtype(np.int32): TensorType.INT32, np.dtype(np.int64): TensorType.INT64,
+    np.dtype(np.int16): TensorType.INT16, np.dtype(np.int8): TensorType.INT8,
+    np.dtype(np.uint8): TensorType.UINT8, np.dtype(np.bool_): TensorType.BOOL,
+}
 
 
-@dataclass
-class Op:
-    code: str
-    inputs: list[int]
-    outputs: list[int]
-    options: tuple[int, list[tuple[str, int, object]]] | None = None  # (union type, fields)
+class TfliteBuilder:
+    def __init__(self) -> None:
+        self._tensors: list[dict] = []
+        self._buffers: list[bytes] = [b""]  # buffer 0: the empty sentinel
+        self._codes: list[tuple[int, str]] = []
+        self._ops: list[dict] = []
+        self.inputs: list[int] = []
+        self.outputs: list[int] = []
 
-
-@dataclass
-class TFLiteModel:
-    tensors: list[Tensor] = field(default_factory=list)
-    ops: list[Op] = field(default_factory=list)
-    inputs: list[int] = field(default_factory=list)
-    outputs: list[int] = field(default_factory=list)
-
-    def tensor(self, shape, dtype, scale=None, zero_point=None, axis=0, data=None) -> int:
-        s = None if scale is None else np.atleast_1d(np.asarray(scale, np.float32))
-        z = None
-        if s is not None:
-            z = np.atleast_1d(np.asarray(0 if zero_point is None else zero_point, np.int64))
-            if z.size == 1 and s.size > 1:
-                z = np.zeros(s.size, np.int64) + z[0]
-        self.tensors.append(Tensor(tuple(int(d) for d in shape), np.dtype(dtype), s, z, axis,
-                                   None if data is None else np.asarray(data, dtype)))
-        return len(self.tensors) - 1
-
-    def op(self, code: str, inputs: list[int], outputs: list[int], options=None) -> None:
-        self.ops.append(Op(code, inputs, outputs, options))
-
-    def to_bytes(self) -> bytes:
-        return _write(self)
-
-
-def _vec(b: flatbuffers.Builder, values, kind: str) -> int:
-    size = {"i": 4, "l": 8, "f": 4, "B": 1}[kind]
-    b.StartVector(size, len(values), size)
-    for v in reversed(list(values)):
-        {"i": b.PrependInt32, "l": b.PrependInt64, "f": b.PrependFloat32,
-         "B": b.PrependUint8}[kind](v)
-    return b.EndVector()
-
-
-def _table(b: flatbuffers.Builder, fields: list[tuple[str, int, object]]) -> int:
-    """A table from (kind, slot, value): kind 'o' offset, 'i' int32, 'b' int8/bool, 'f' float."""
-    b.StartObject(max((s for _, s, _ in fields), default=-1) + 1)
-    for kind, slot, value in fields:
-        if kind == "o":
-            b.PrependUOffsetTRelativeSlot(slot, value, 0)
-        elif kind == "i":
-            b.PrependInt32Slot(slot, int(value), -12345)
-        elif kind == "b":
-            b.PrependInt8Slot(slot, int(value), -123)
-        elif kind == "B":
-            b.PrependUint8Slot(slot, int(value), 255)
-        elif kind == "f":
-            b.PrependFloat32Slot(slot, float(value), -1.5e30)
-    return b.EndObject()
-
-
-def _write(m: TFLiteModel) -> bytes:
-    b = flatbuffers.Builder(1024)
-    # buffers: 0 is the empty sentinel, then one per constant tensor
-    buffer_index, buffers = [], [_table(b, [])]
-    for t in m.tensors:
-        if t.data is None:
-            buffer_index.append(0)
-            continue
-        raw = np.ascontiguousarray(t.data).astype(t.dtype.newbyteorder("<")).tobytes()
-        b.StartVector(1, len(raw), 16)
-        b.head = b.head - len(raw)
-        b.Bytes[b.head : b.head + len(raw)] = raw
-        data = b.EndVector()
-        buffers.append(_table(b, [("o", 0, data)]))
-        buffer_index.append(len(buffers) - 1)
-    tensors = []
-    for i, t in enumerate(m.tensors):
-        shape = _vec(b, t.shape, "i")
-        name = b.CreateString(f"t{i}")
+    # --- tensors ---------------------------------------------------------------------------
+    def tensor(self, name: str, shape: Sequence[int], dtype, *, data: np.ndarray | None = None,
+               scale=None, zero_point=0, axis: int = 0) -> int:
+        """An activation (``data`` None) or constant; ``scale`` given: quantized (per channel
+        along ``axis`` when several scales)."""
+        buffer = 0
+        if data is not None:
+            buffer = len(self._buffers)
+            self._buffers.append(np.ascontiguousarray(data, dtype=dtype).tobytes())
         quant = None
-        if t.scale is not None:
-            sc = _vec(b, t.scale.tolist(), "f")
-            zp = _vec(b, t.zero_point.tolist(), "l")
-            quant = _table(b, [("o", 2, sc), ("o", 3, zp), ("i", 6, t.axis)])
-        fields = [("o", 0, shape), ("b", 1, TYPES[t.dtype]), ("i", 2, buffer_index[i]),
-                  ("o", 3, name)]
-        if quant is not None:
-            fields.append(("o", 4, quant))
-        tensors.append(_table(b, fields))
-    codes = sorted({op.code for op in m.ops}, key=list(OPS).index)
-    code_tabs = [_table(b, [("b", 0, min(OPS[c], 127)), ("i", 2, 1), ("i", 3, OPS[c])])
-                 for c in codes]
-    ops = []
-    for op in m.ops:
-        ins, outs = _vec(b, op.inputs, "i"), _vec(b, op.outputs, "i")
-        fields = [("i", 0, codes.index(op.code)), ("o", 1, ins), ("o", 2, outs)]
-        if op.options is not None:
-            utype, ofields = op.options
-            resolved = []
-            for kind, slot, value in ofields:
-                if kind == "vi":
-                    resolved.append(("o", slot, _vec(b, value, "i")))
-                else:
-                    resolved.append((kind, slot, value))
-            opt = _table(b, resolved)
-            fields += [("B", 3, utype), ("o", 4, opt)]
-        ops.append(_table(b, fields))
+        if scale is not None:
+            s = np.atleast_1d(np.asarray(scale, np.float32))
+            z = np.atleast_1d(np.asarray(zero_point, np.int64))
+            if z.size == 1 and s.size > 1:
+                z = np.full(s.shape, int(z[0]), np.int64)
+            quant = (s, z, axis)
+        self._tensors.append({"name": name, "shape": [int(d) for d in shape],
+                              "type": _TYPES[np.dtype(dtype)], "buffer": buffer, "quant": quant})
+        return len(self._tensors) - 1
 
-    def offsets(items: list[int]) -> int:
-        b.StartVector(4, len(items), 4)
-        for it in reversed(items):
-            b.PrependUOffsetTRelative(it)
+    def const(self, name: str, data: np.ndarray, **quant) -> int:
+        data = np.asarray(data)
+        return self.tensor(name, data.shape, data.dtype, data=data, **quant)
+
+    def input(self, name: str, shape: Sequence[int], dtype, **quant) -> int:
+        index = self.tensor(name, shape, dtype, **quant)
+        self.inputs.append(index)
+        return index
+
+    def output(self, index: int) -> None:
+        self.outputs.append(index)
+
+    # --- operators -------------------------------------------------------------------------
+    def op(self, opcode: str, inputs: Sequence[int], outputs: Sequence[int],
+           options: str | None = None, *, custom_code: str = "", custom_options: bytes = b"",
+           **fields) -> int:
+        """Append operator ``opcode`` (a BuiltinOperator name, or CUSTOM with ``custom_code``)."""
+        code = (getattr(BuiltinOperator, opcode), custom_code)
+        if code not in self._codes:
+            self._codes.append(code)
+        self._ops.append({"code": self._codes.index(code), "inputs": list(inputs),
+                          "outputs": list(outputs), "options": options, "fields": fields,
+                          "custom": custom_options})
+        return len(self._ops) - 1
+
+    # --- serialization ---------------------------------------------------------------------
+    def build(self) -> bytes:
+        b = flatbuffers.Builder(1024)
+        buffers = [self._buffer(b, data) for data in self._buffers]
+        tensors = [self._tensor(b, t) for t in self._tensors]
+        ops = [self._op(b, op) for op in self._ops]
+        codes = [self._code(b, builtin, custom) for builtin, custom in self._codes]
+        name = b.CreateString("main")
+        t_vec = self._offsets(b, tflite.SubGraphStartTensorsVector, tensors)
+        o_vec = self._offsets(b, tflite.SubGraphStartOperatorsVector, ops)
+        i_vec = b.CreateNumpyVector(np.asarray(self.inputs, np.int32))
+        out_vec = b.CreateNumpyVector(np.asarray(self.outputs, np.int32))
+        tflite.SubGraphStart(b)
+        tflite.SubGraphAddTensors(b, t_vec)
+        tflite.SubGraphAddInputs(b, i_vec)
+        tflite.SubGraphAddOutputs(b, out_vec)
+        tflite.SubGraphAddOperators(b, o_vec)
+        tflite.SubGraphAddName(b, name)
+        graph = tflite.SubGraphEnd(b)
+        g_vec = self._offsets(b, tflite.ModelStartSubgraphsVector, [graph])
+        c_vec = self._offsets(b, tflite.ModelStartOperatorCodesVector, codes)
+        b_vec = self._offsets(b, tflite.ModelStartBuffersVector, buffers)
+        desc = b.CreateString("opfuse tests/tflite_builder.py")
+        tflite.ModelStart(b)
+        tflite.ModelAddVersion(b, 3)
+        tflite.ModelAddOperatorCodes(b, c_vec)
+        tflite.ModelAddSubgraphs(b, g_vec)
+        tflite.ModelAddDescription(b, desc)
+        tflite.ModelAddBuffers(b, b_vec)
+        b.Finish(tflite.ModelEnd(b), file_identifier=b"TFL3")
+        return bytes(b.Output())
+
+    @staticmethod
+    def _offsets(b, start, items: list[int]) -> int:
+        start(b, len(items))
+        for item in reversed(items):
+            b.PrependUOffsetTRelative(item)
         return b.EndVector()
 
-    t_vec, o_vec = offsets(tensors), offsets(ops)
-    sg = _table(b, [("o", 0, t_vec), ("o", 1, _vec(b, m.inputs, "i")),
-                    ("o", 2, _vec(b, m.outputs, "i")), ("o", 3, o_vec),
-                    ("o", 4, b.CreateString("main"))])
-    sg_vec, code_vec, buf_vec = offsets([sg]), offsets(code_tabs), offsets(buffers)
-    desc = b.CreateString("opfuse test")
-    model = _table(b, [("i", 0, 3), ("o", 1, code_vec), ("o", 2, sg_vec), ("o", 3, desc),
-                       ("o", 4, buf_vec)])
-    b.Finish(model, file_identifier=b"TFL3")
-    return bytes(b.Output())
+    @staticmethod
+    def _buffer(b, data: bytes) -> int:
+        vec = None
+        if data:
+            b.StartVector(1, len(data), 16)  # TFLite Micro reads constants in place: align them
+            b.head -= len(data)
+            b.Bytes[b.head : b.head + len(data)] = data
+            vec = b.EndVector()
+        tflite.BufferStart(b)
+        if vec is not None:
+            tflite.BufferAddData(b, vec)
+        return tflite.BufferEnd(b)
 
+    @staticmethod
+    def _tensor(b, t: dict) -> int:
+        quant = None
+        if t["quant"] is not None:
+            s, z, axis = t["quant"]
+            s_vec = b.CreateNumpyVector(s.astype(np.float32))
+            z_vec = b.CreateNumpyVector(z.astype(np.int64))
+            tflite.QuantizationParametersStart(b)
+            tflite.QuantizationParametersAddScale(b, s_vec)
+            tflite.QuantizationParametersAddZeroPoint(b, z_vec)
+            tflite.QuantizationParametersAddQuantizedDimension(b, axis)
+            quant = tflite.QuantizationParametersEnd(b)
+        shape = b.CreateNumpyVector(np.asarray(t["shape"], np.int32))
+        name = b.CreateString(t["name"])
+        tflite.TensorStart(b)
+        tflite.TensorAddShape(b, shape)
+        tflite.TensorAddType(b, t["type"])
+        tflite.TensorAddBuffer(b, t["buffer"])
+        tflite.TensorAddName(b, name)
+        if quant is not None:
+            tflite.TensorAddQuantization(b, quant)
+        return tflite.TensorEnd(b)
 
-# --- options of the ops the tests build ---
+    @staticmethod
+    def _op(b, op: dict) -> int:
+        options = None
+        if op["options"]:
+            table = op["options"]
+            vectors = {k: b.CreateNumpyVector(np.asarray(v, np.int32))
+                       for k, v in op["fields"].items() if isinstance(v, list | tuple)}
+            getattr(tflite, f"{table}Start")(b)
+            for key, value in op["fields"].items():
+                getattr(tflite, f"{table}Add{key}")(b, vectors.get(key, value))
+            options = getattr(tflite, f"{table}End")(b)
+        custom = b.CreateNumpyVector(np.frombuffer(op["custom"], np.uint8)) if op["custom"] else None
+        ins = b.CreateNumpyVector(np.asarray(op["inputs"], np.int32))
+        outs = b.CreateNumpyVector(np.asarray(op["outputs"], np.int32))
+        tflite.OperatorStart(b)
+        tflite.OperatorAddOpcodeIndex(b, op["code"])
+        tflite.OperatorAddInputs(b, ins)
+        tflite.OperatorAddOutputs(b, outs)
+        if options is not None:
+            tflite.OperatorAddBuiltinOptionsType(b, getattr(BuiltinOptions, op["options"]))
+            tflite.OperatorAddBuiltinOptions(b, options)
+        if custom is not None:
+            tflite.OperatorAddCustomOptions(b, custom)
+        return tflite.OperatorEnd(b)
 
-def conv_options(stride=(1, 1), padding="SAME", act=None, dilation=(1, 1)):
-    return (1, [("b", 0, PAD[padding]), ("i", 1, stride[1]), ("i", 2, stride[0]),
-                ("b", 3, ACT[act]), ("i", 4, dilation[1]), ("i", 5, dilation[0])])
-
-
-def dw_options(stride=(1, 1), padding="SAME", multiplier=1, act=None, dilation=(1, 1)):
-    return (2, [("b", 0, PAD[padding]), ("i", 1, stride[1]), ("i", 2, stride[0]),
-                ("i", 3, multiplier), ("b", 4, ACT[act]), ("i", 5, dilation[1]),
-                ("i", 6, dilation[0])])
-
-
-def fc_options(act=None):
-    return (8, [("b", 0, ACT[act])])
-
-
-def add_options(act=None):
-    return (11, [("b", 0, ACT[act])])
-
-
-def sub_options(act=None):
-    return (28, [("b", 0, ACT[act])])
-
-
-def mul_options(act=None):
-    return (21, [("b", 0, ACT[act])])
-
-
-def pool_options(kernel, stride, padding="VALID", act=None):
-    return (5, [("b", 0, PAD[padding]), ("i", 1, stride[1]), ("i", 2, stride[0]),
-                ("i", 3, kernel[1]), ("i", 4, kernel[0]), ("b", 5, ACT[act])])
-
-
-def softmax_options(beta=1.0):
-    return (9, [("f", 0, beta)])
-
-
-def reducer_options(keep_dims=True):
-    return (27, [("b", 0, int(keep_dims))])
-
-
-def concat_options(axis, act=None):
-    return (10, [("i", 0, axis), ("b", 1, ACT[act])])
-
-
-def leaky_relu_options(alpha):
-    return (75, [("f", 0, alpha)])
-
-
-def run_tflm(model: bytes, runs: list[list[np.ndarray]], count: int = 1) -> list[list[np.ndarray]]:
-    """Run ``model`` in TFLite Micro's Python interpreter once per input list; the outputs."""
-    from tflite_micro.python.tflite_micro import runtime
-
-    interp = runtime.Interpreter.from_bytes(model)
-    results = []
-    for inputs in runs:
-        for i, x in enumerate(inputs):
-            interp.set_input(x, i)
-        interp.invoke()
-        results.append([np.array(interp.get_output(i)).copy() for i in range(count)])
-    return results
+    @staticmethod
+    def _code(b, builtin: int, custom: str) -> int:
+        name = b.CreateString(custom) if custom else None
+        tflite.OperatorCodeStart(b)
+        tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(builtin, 127))
+        tflite.OperatorCodeAddBuiltinCode(b, builtin)
+        tflite.OperatorCodeAddVersion(b, 1)
+        if name is not None:
+            tflite.OperatorCodeAddCustomCode(b, name)
+        return tflite.OperatorCodeEnd(b)

@@ -87,6 +87,16 @@ def print_analysis(a: Analysis, max_rows: int = 40) -> None:
     for row in summary_rows(a):
         summary.add_row(*row)
     _out.print(Panel(summary, title=title, expand=False))
+    if a.precision_note:
+        _out.print(a.precision_note)
+    if a.after.unknown or a.before.unknown:
+        names = a.after.unknown or a.before.unknown
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        _out.print(
+            f"unknown size: {len(names)} tensors ({shown}) have no known shape or type; they count "
+            "0 bytes, so traffic, arena, FLOPs, latency and energy above are lower bounds "
+            "(give a shape with --input-shape NAME=DIMS)"
+        )
 
     kernels = Table(title=f"{len(a.kernels)} kernels after fusion")
     for col in ("#", "kernel", "FLOPs", "read", "written", "FLOP/B", "bound", "latency", "energy"):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import onnx_ir as ir
 
+from opfuse.backends.c.board import board_files
 from opfuse.backends.c.cgen import CWriter, cname, dims
 from opfuse.backends.c.ctype import FLOAT, INT8, UINT8, ctype_of
 from opfuse.backends.c.files import (
@@ -32,6 +33,7 @@ from opfuse.backends.c.kernels import check_covered, emit_kernel
 from opfuse.backends.c.tensors import Params, Store, WeightBlob
 from opfuse.errors import OpfuseError
 from opfuse.fusion import Partition, trivial_partition
+from opfuse.ir import require_static
 from opfuse.memory import MemoryPlan, plan_memory
 from opfuse.pipeline import CompileResult
 from opfuse.quant import get_quant
@@ -69,6 +71,7 @@ def generate(
     model, part = c_partition(result, fuse)
     nodes = {n.name: n for n in model.graph}
     check_covered(list(model.graph))
+    require_static(model, "C backend")  # a static arena needs every size (custom ops: analyze)
     plan = plan_memory(model, part, planner)
     blob = WeightBlob()
     store = Store(plan, blob, rounding_of(model))
@@ -89,7 +92,9 @@ def generate(
         funcs.lines.extend(body.lines)
         funcs("}")
         funcs()
+        calls(f"OPFUSE_PROFILE_MARK({index});")
         calls(params.call(fname))
+    calls(f"OPFUSE_PROFILE_MARK({len(part.kernels)});")
     io: dict[str, list] = {"inputs": [], "outputs": []}
     where_in, where_out = [], []
     for value in model.graph.inputs:
@@ -126,6 +131,10 @@ def generate(
         "README.md": readme(info),
         "model.json": manifest(info),
     }
+    if result.target.board is not None:  # Cortex-M: startup, linker script, harness, `make run`
+        extra = board_files(result.target.board, info)
+        files["Makefile"] += extra.pop("Makefile+")
+        files.update(extra)
     return files, info, plan
 
 
@@ -221,6 +230,15 @@ static float opfuse_arena[(OPFUSE_ARENA_BYTES + 3) / 4 + 1] OPFUSE_ALIGNED;
 #define W opfuse_weights.f
 #define AB ((unsigned char *)opfuse_arena)
 #define WB opfuse_weights.bytes
+
+/* Per-kernel counts in the emulator harness only (opfuse/backends/c/board): built with
+   -DOPFUSE_PROFILE, the schedule marks the start of each kernel; otherwise the marks are empty. */
+#ifdef OPFUSE_PROFILE
+void opfuse_profile_mark(int kernel);
+#define OPFUSE_PROFILE_MARK(k) opfuse_profile_mark(k)
+#else
+#define OPFUSE_PROFILE_MARK(k) ((void)0)
+#endif
 
 """
     size = {"float": 4, "int8_t": 1, "uint8_t": 1}
