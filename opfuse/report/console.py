@@ -109,9 +109,6 @@ def print_fusion(result: CompileResult) -> None:
 def print_validation(report: ValidationReport) -> None:
     from opfuse.validate import format_report
 
-    if hasattr(report, "format"):  # the int8 report (opfuse.backends.c.check_int8)
-        _out.print(report.format())
-        return
     _out.print(format_report(report))
 
 
