@@ -33,6 +33,8 @@ def validate_c_int8(result: CompileResult, *, fuse: bool = True, trials: int = T
     tflite = str(result.source).lower().endswith(".tflite")
     if steps is None:
         steps = 0 if tflite else 1
+    if reference is None and not tflite:
+        reference = _stepped(result)
     with tempfile.TemporaryDirectory(prefix="opfuse-c8-") as tmp:
         folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
         emit_c(result, folder, fuse=fuse)
@@ -45,3 +47,30 @@ def validate_c_int8(result: CompileResult, *, fuse: bool = True, trials: int = T
         label = f"generated int8 C ({'fused' if fuse else 'unfused'})"
         return validate_against_reference(result.source, run, label=label, seed=seed,
                                           trials=trials, steps=steps, reference=reference)
+
+
+def _stepped(result: CompileResult):
+    """onnxruntime on the original ONNX, with each float output that a DequantizeLinear writes
+    measured in that quantizer's steps (as TFLite's reference does for DEQUANTIZE)."""
+    from dataclasses import replace
+
+    from opfuse.frontends.registry import OnnxReference
+    from opfuse.quant import get_quant
+
+    import onnxruntime as ort
+
+    from opfuse.runtime import one_thread_session
+
+    ref = OnnxReference(Path(result.source))
+    # onnxruntime's int8 execution: ORT_ENABLE_ALL turns QDQ into its QLinear kernels
+    ref.session = one_thread_session(str(result.source), ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    ref.name = "onnxruntime (ORT_ENABLE_ALL: its QLinear int8 kernels)"
+    steps: dict[str, float] = {}
+    for value in result.optimized.graph.outputs:
+        node = value.producer()
+        if node is not None and node.op_type == "DequantizeLinear":
+            q = get_quant(node.inputs[0])
+            if q is not None and q.scale.size == 1:
+                steps[value.name] = float(q.scale[0])
+    ref.outputs = tuple(replace(o, scale=steps.get(o.name, o.scale)) for o in ref.outputs)
+    return ref

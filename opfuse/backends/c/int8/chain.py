@@ -123,9 +123,9 @@ class Chain8:
                 expr = (f"opfuse_requant_f(({x} - {z1}) * ({y} - {z2}), "
                         f"{flit(np.float32(s1) * np.float32(s2) / np.float32(so))})")
             else:
-                sign = "+" if op == "Add" else "-"
-                expr = (f"opfuse_quantize_f((float)({x} - {z1}) * {flit(np.float32(s1) / so)} "
-                        f"{sign} (float)({y} - {z2}) * {flit(np.float32(s2) / so)})")
+                s2c = flit(s2 if op == "Add" else -s2)
+                expr = (f"opfuse_qadd_f({x} - {z1}, {flit(s1)}, {y} - {z2}, {s2c}, "
+                        f"{flit(so)})")
         elif op == "Mul":
             m, s = quantize_multiplier(float(s1) * float(s2) / so)
             expr = f"opfuse_requant(({x} - {z1}) * ({y} - {z2}), {m}, {s})"

@@ -56,6 +56,25 @@ static inline int32_t opfuse_quantize_f(float v) {
 static inline int32_t opfuse_clamp(int32_t v, int32_t lo, int32_t hi) {
     return v < lo ? lo : (v > hi ? hi : v);
 }
+/* QLinearAdd/Sub as onnxruntime computes it: each input dequantized in float, summed, divided
+   by the output scale, rounded half to even. Kept free of fused multiply-adds, whatever the
+   build flags, so every rounding is the one onnxruntime makes. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+__attribute__((noinline, unused))
+#endif
+static int32_t opfuse_qadd_f(int32_t a, float sa, int32_t b, float sb, float so) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+    const float fa = (float)a * sa;
+    const float fb = (float)b * sb;
+    return opfuse_quantize_f((fa + fb) / so);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
 
 """
 
