@@ -54,11 +54,10 @@ def _stepped(result: CompileResult):
     measured in that quantizer's steps (as TFLite's reference does for DEQUANTIZE)."""
     from dataclasses import replace
 
-    from opfuse.frontends.registry import OnnxReference
-    from opfuse.quant import get_quant
-
     import onnxruntime as ort
 
+    from opfuse.frontends.registry import OnnxReference
+    from opfuse.quant import get_quant
     from opfuse.runtime import one_thread_session
 
     ref = OnnxReference(Path(result.source))
