@@ -67,6 +67,10 @@ CONV_CASES = {
     "dw_s1_relu6": (9, 7, 8, 8, 3, 1, "SAME", 1, "relu6", 1, 7),
     "dw_s2_mult2": (10, 9, 3, 6, 3, 2, "SAME", 1, "relu", 2, 8),
     "dw_valid_5x5": (11, 11, 4, 4, 5, 2, "VALID", 1, None, 1, 9),
+    # 16k output channels on short rows: the channel-vectorized path
+    "lanes_16_relu": (6, 7, 8, 16, 3, 1, "SAME", 1, "relu", None, 10),
+    "lanes_32_s2": (9, 9, 5, 32, 3, 2, "SAME", 1, "relu6", None, 11),
+    "lanes_dw_mult16": (5, 6, 2, 32, 3, 1, "SAME", 1, None, 16, 12),
 }
 
 

@@ -51,6 +51,8 @@ def _bias(params: Params, node: ir.Node, index: int, channels: int) -> str | Non
 
 OCB_CHOICES = (8, 4, 2, 1)  # output channels per register block
 PIX_TILE = 64  # output pixels per tile of the pointwise path
+LANES = 16  # a group with a multiple of this many output channels can vectorize over them
+SHORT_ROW = 32  # output rows shorter than this vectorize over channels instead
 
 
 def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
@@ -72,7 +74,6 @@ def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
     if pointwise:  # no padding: sum (x - z_x) w = sum x w - z_x sum w, folded into the bias
         bias = bias - zx * arr.astype(np.int64).reshape(g.oc, -1).sum(axis=1)
     _check_zero_point(node, wv)
-    wt = params.weight(f"{wv.name}:ocb{ocb}", w4.transpose(0, 2, 3, 1).astype(np.int8), INT8)
     b = params.weight(f"{node.name}:bias", bias.astype(np.int32), INT32)
     rq = requant_arrays(params, f"{node.name}", conv_scales(xq, wq, yq, g.oc, rounding(params)))
     x = params.inp(xv, node)
@@ -102,6 +103,12 @@ def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
         w.close()
         w.close()
 
+    if not pointwise and g.ocg % LANES == 0 and g.ow < SHORT_ROW:
+        wc = params.weight(f"{wv.name}:lanes",
+                           arr.reshape(g.group, g.ocg, g.icg, taps).transpose(0, 2, 3, 1), INT8)
+        _channel_lanes(w, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, y)
+        return
+    wt = params.weight(f"{wv.name}:ocb{ocb}", w4.transpose(0, 2, 3, 1).astype(np.int8), INT8)
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
     w.open(f"for (int ob = 0; ob < {g.ocg // ocb}; ++ob)")
@@ -149,14 +156,68 @@ def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
                 continue
             off = kw * dw - pw
             idx = f"i*{sw} + {off}" if sw != 1 else f"i + {off}"
-            w.open(f"for (int j = 0; j < {ocb}; ++j)")
-            w(f"const int32_t wv = wk[(kh*{g.k[1]} + {kw})*{ocb} + j];")
-            w(f"for (int i = {lo}; i < {hi}; ++i) acc[j][i] += ((int32_t)xr[{idx}] - {zx}) * wv;")
+            w.open("")  # the block's weights of this tap in registers, one pass over the row
+            for j in range(ocb):
+                w(f"const int32_t w{j} = wk[(kh*{g.k[1]} + {kw})*{ocb} + {j}];")
+            w.open(f"for (int i = {lo}; i < {hi}; ++i)")
+            w(f"const int32_t xv = (int32_t)xr[{idx}] - {zx};")
+            for j in range(ocb):
+                w(f"acc[{j}][i] += xv * w{j};")
+            w.close()
             w.close()
         w.close()
         w.close()
         epilogue(g.ow, f"oh*{g.ow}", "oh")
         w.close()
+    w.close()
+    w.close()
+    w.close()
+
+
+def _channel_lanes(w: CWriter, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, y) -> None:
+    """Short rows: one output pixel at a time, vectorized over the group's output channels
+    (weights packed [group][ICg][KH][KW][OCg], so a tap's channel weights are one vector)."""
+    (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
+    taps = g.k[0] * g.k[1]
+    plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
+    w.open(f"for (int n = 0; n < {g.n}; ++n)")
+    w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
+    w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
+    w(f"const int8_t *wg = {wc} + grp*{g.icg * taps * g.ocg};")
+    w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+    w(f"const int ih0 = oh*{sh} - {ph};")
+    w(f"const int kh0 = ih0 < 0 ? (-ih0 + {dh - 1}) / {dh} : 0;")
+    w(f"const int khe = ({g.ih} - ih0 + {dh - 1}) / {dh};")
+    w(f"const int kh1 = khe < {g.k[0]} ? khe : {g.k[0]};")
+    w.open(f"for (int ow = 0; ow < {g.ow}; ++ow)")
+    w(f"const int iw0 = ow*{sw} - {pw};")
+    w(f"const int kw0 = iw0 < 0 ? (-iw0 + {dw - 1}) / {dw} : 0;")
+    w(f"const int kwe = ({g.iw} - iw0 + {dw - 1}) / {dw};")
+    w(f"const int kw1 = kwe < {g.k[1]} ? kwe : {g.k[1]};")
+    w(f"int32_t acc[{g.ocg}];")
+    w(f"for (int o = 0; o < {g.ocg}; ++o) acc[o] = 0;")
+    w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
+    w(f"const {xct.name} *xc = xg + ic*{plane_in};")
+    w.open("for (int kh = kh0; kh < kh1; ++kh)")
+    w(f"const {xct.name} *xr = xc + (ih0 + kh*{dh})*{g.iw} + iw0;")
+    w(f"const int8_t *wr = wg + (ic*{g.k[0]} + kh)*{g.k[1] * g.ocg};")
+    w.open("for (int kw = kw0; kw < kw1; ++kw)")
+    w(f"const int32_t xv = (int32_t)xr[kw*{dw}] - {zx};")
+    w(f"const int8_t *wv = wr + kw*{g.ocg};")
+    w(f"for (int o = 0; o < {g.ocg}; ++o) acc[o] += xv * wv[o];")
+    w.close()
+    w.close()
+    w.close()
+    w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
+    w(f"const int oc = grp*{g.ocg} + o;")
+    w(f"int32_t v = opfuse_clamp({rq(f'acc[o] + {b}[oc]', 'oc')} + {zy}, {yct.lo}, {yct.hi});")
+    if chain is not None:
+        coords = ["n", "oc", "oh", "ow"] if len(shape) == 4 else ["n", "oc", "ow"]
+        v = chain.emit(w, "v", coords)
+        w(f"v = {v};")
+    w(f"{y}[(n*{g.oc} + oc)*{plane_out} + oh*{g.ow} + ow] = ({yct.name})v;")
+    w.close()
+    w.close()
     w.close()
     w.close()
     w.close()
