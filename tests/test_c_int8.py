@@ -71,6 +71,8 @@ CONV_CASES = {
     "lanes_16_relu": (6, 7, 8, 16, 3, 1, "SAME", 1, "relu", None, 10),
     "lanes_32_s2": (9, 9, 5, 32, 3, 2, "SAME", 1, "relu6", None, 11),
     "lanes_dw_mult16": (5, 6, 2, 32, 3, 1, "SAME", 1, None, 16, 12),
+    "lanes_pointwise": (5, 5, 24, 16, 1, 1, "VALID", 1, "relu", None, 13),
+    "pointwise_folded": (12, 12, 24, 16, 1, 1, "VALID", 1, None, None, 14),
 }
 
 

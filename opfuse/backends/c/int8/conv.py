@@ -71,6 +71,9 @@ def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
     zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
     bias = _bias_array(node, 2, g.oc)
     pointwise = g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and not any(_pads_end(node))
+    # few output pixels per row (or per plane, for a pointwise conv): vectorize over channels
+    lanes = g.ocg % LANES == 0 and (g.oh * g.ow < PIX_TILE if pointwise else g.ow < SHORT_ROW)
+    pointwise = pointwise and not lanes
     if pointwise:  # no padding: sum (x - z_x) w = sum x w - z_x sum w, folded into the bias
         bias = bias - zx * arr.astype(np.int64).reshape(g.oc, -1).sum(axis=1)
     _check_zero_point(node, wv)
@@ -103,7 +106,7 @@ def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
         w.close()
         w.close()
 
-    if not pointwise and g.ocg % LANES == 0 and g.ow < SHORT_ROW:
+    if lanes:
         wc = params.weight(f"{wv.name}:lanes",
                            arr.reshape(g.group, g.ocg, g.icg, taps).transpose(0, 2, 3, 1), INT8)
         _channel_lanes(w, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, y)
