@@ -21,6 +21,7 @@ from onnx_ir.passes.common import (
 
 from opfuse.errors import OpfuseError
 from opfuse.frontends.graph_order import sort_or_raise
+from opfuse.frontends.proto_check import check_proto
 from opfuse.frontends.value_info import (
     bind_value_shapes,
     clear_nonpositive_dims,
@@ -68,6 +69,7 @@ def import_proto(
     proto = copy
     if not proto.HasField("graph") or not proto.graph.output:
         raise OpfuseError(f"{path}: not an ONNX model (no graph with outputs)")
+    check_proto(proto, str(path))  # data sizes, attribute types, names: before any library
     sort_or_raise(proto.graph, str(path))
     proto = _upgrade(proto, path)
     clear_nonpositive_dims(proto)  # exporters' -1 dims are unknown dims

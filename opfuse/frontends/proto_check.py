@@ -1,0 +1,200 @@
+"""Structural checks on a raw ModelProto before any library builds objects from it.
+
+onnx_ir and onnxscript trust the proto they are given: a tensor whose data is shorter than its
+shape, an attribute whose declared type differs from the field it fills, or a node reading a name
+nothing defines surfaces deep inside them as a ValueError or TypeError. Each is checked here once,
+at import, and reported as one line naming the node, tensor or value (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import onnx
+from onnx import AttributeProto, TensorProto
+
+from opfuse.errors import OpfuseError
+
+MAX_ELEMENTS = 1 << 31  # no edge model has a tensor this large; beyond it is a corrupt dim
+
+# AttributeProto.type -> the field that holds its value
+_ATTR_FIELD = {
+    AttributeProto.FLOAT: "f",
+    AttributeProto.INT: "i",
+    AttributeProto.STRING: "s",
+    AttributeProto.TENSOR: "t",
+    AttributeProto.GRAPH: "g",
+    AttributeProto.SPARSE_TENSOR: "sparse_tensor",
+    AttributeProto.TYPE_PROTO: "tp",
+    AttributeProto.FLOATS: "floats",
+    AttributeProto.INTS: "ints",
+    AttributeProto.STRINGS: "strings",
+    AttributeProto.TENSORS: "tensors",
+    AttributeProto.GRAPHS: "graphs",
+    AttributeProto.SPARSE_TENSORS: "sparse_tensors",
+    AttributeProto.TYPE_PROTOS: "type_protos",
+}
+_SCALAR_FIELDS = ("f", "i", "s", "t", "g", "sparse_tensor", "tp")
+
+
+def check_proto(proto: onnx.ModelProto, where: str) -> None:
+    """Raise OpfuseError naming the first structural fault of ``proto``."""
+    _check_graph(proto.graph, where, outer=set())
+
+
+def _label(node: onnx.NodeProto, index: int) -> str:
+    return f"node '{node.name}' ({node.op_type})" if node.name else f"node #{index} ({node.op_type})"
+
+
+def _check_graph(graph: onnx.GraphProto, where: str, outer: set[str]) -> None:
+    initializers = [t.name for t in graph.initializer]
+    seen_init: set[str] = set()
+    for tensor in graph.initializer:
+        if tensor.name in seen_init:
+            raise OpfuseError(f"{where}: initializer '{tensor.name}' is defined twice")
+        seen_init.add(tensor.name)
+        check_tensor(tensor, f"{where}: initializer '{tensor.name}'")
+    inputs = [vi.name for vi in graph.input]
+    _check_shadowing(graph, where)
+    defined = set(outer) | set(inputs) | set(initializers)
+    written: dict[str, str] = {}
+    for index, node in enumerate(graph.node):
+        label = _label(node, index)
+        for name in node.output:
+            if not name:
+                continue
+            if name in written:
+                raise OpfuseError(
+                    f"{where}: value '{name}' is written by both {written[name]} and {label}"
+                )
+            if name in inputs or name in seen_init:
+                raise OpfuseError(f"{where}: {label} writes '{name}', which is a graph input "
+                                  "or initializer")
+            written[name] = label
+    available = defined | set(written)
+    for index, node in enumerate(graph.node):
+        for attr in node.attribute:  # a subgraph sees every name of the enclosing scopes
+            _check_attribute(attr, f"{where}: {_label(node, index)}", available)
+        for name in node.input:
+            if name and name not in available:
+                raise OpfuseError(
+                    f"{where}: {_label(node, index)} reads '{name}', which no node, graph input "
+                    "or initializer provides"
+                )
+    for vi in graph.output:
+        if not vi.name:
+            raise OpfuseError(f"{where}: a graph output has no name")
+        if vi.name not in available:
+            raise OpfuseError(f"{where}: graph output '{vi.name}' is never produced")
+
+
+def _check_shadowing(graph: onnx.GraphProto, where: str) -> None:
+    """An initializer named like a graph input is that input's default value (IR >= 4), so it
+    must fit the input's declared type and shape."""
+    inits = {t.name: t for t in graph.initializer}
+    for vi in graph.input:
+        tensor = inits.get(vi.name)
+        if tensor is None or not vi.type.HasField("tensor_type"):
+            continue
+        declared = vi.type.tensor_type
+        if declared.elem_type and declared.elem_type != tensor.data_type:
+            raise OpfuseError(f"{where}: initializer '{vi.name}' shadows the graph input of that "
+                              "name with another element type")
+        if declared.HasField("shape"):
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in declared.shape.dim]
+            if len(dims) != len(tensor.dims) or any(
+                d is not None and d != t for d, t in zip(dims, tensor.dims, strict=True)
+            ):
+                raise OpfuseError(
+                    f"{where}: initializer '{vi.name}' {list(tensor.dims)} shadows the graph "
+                    f"input of that name, declared {[d if d is not None else '?' for d in dims]}"
+                )
+
+
+def _check_attribute(attr: AttributeProto, where: str, scope: set[str]) -> None:
+    at = f"{where} attribute '{attr.name}'"
+    if attr.ref_attr_name:
+        raise OpfuseError(f"{at} refers to a function attribute outside a function")
+    field = _ATTR_FIELD.get(attr.type)
+    if field is None:
+        raise OpfuseError(f"{at} has no valid type ({attr.type})")
+    for other in _SCALAR_FIELDS:
+        if other != field and attr.HasField(other):
+            raise OpfuseError(f"{at} is declared {AttributeProto.AttributeType.Name(attr.type)} "
+                              f"but holds a value of another type")
+    for other in set(_ATTR_FIELD.values()) - set(_SCALAR_FIELDS):
+        if other != field and len(getattr(attr, other)):
+            raise OpfuseError(f"{at} is declared {AttributeProto.AttributeType.Name(attr.type)} "
+                              f"but holds a value of another type")
+    if field in _SCALAR_FIELDS and field not in ("f", "i", "s") and not attr.HasField(field):
+        raise OpfuseError(f"{at} is declared {AttributeProto.AttributeType.Name(attr.type)} "
+                          "but holds no value")
+    if attr.type == AttributeProto.TENSOR:
+        check_tensor(attr.t, at)
+    elif attr.type == AttributeProto.TENSORS:
+        for tensor in attr.tensors:
+            check_tensor(tensor, at)
+    elif attr.type == AttributeProto.GRAPH:
+        _check_graph(attr.g, at, scope)
+    elif attr.type == AttributeProto.GRAPHS:
+        for g in attr.graphs:
+            _check_graph(g, at, scope)
+
+
+def _elements(dims: Iterable[int], at: str) -> int:
+    dims = list(dims)
+    if any(d < 0 for d in dims):
+        raise OpfuseError(f"{at} has a negative dim {dims}")
+    n = math.prod(dims)
+    if n > MAX_ELEMENTS:
+        raise OpfuseError(f"{at} has {n:,} elements (dims {dims}): more than opfuse accepts")
+    return n
+
+
+_TYPED_FIELD = {
+    TensorProto.FLOAT: "float_data",
+    TensorProto.DOUBLE: "double_data",
+    TensorProto.INT64: "int64_data",
+    TensorProto.UINT64: "uint64_data",
+    TensorProto.UINT32: "uint64_data",
+    TensorProto.INT32: "int32_data",
+    TensorProto.INT16: "int32_data",
+    TensorProto.INT8: "int32_data",
+    TensorProto.UINT16: "int32_data",
+    TensorProto.UINT8: "int32_data",
+    TensorProto.BOOL: "int32_data",
+    TensorProto.FLOAT16: "int32_data",
+    TensorProto.BFLOAT16: "int32_data",
+    TensorProto.STRING: "string_data",
+}
+
+
+def check_tensor(tensor: TensorProto, at: str) -> None:
+    """The tensor's element type is known and its data holds exactly as many elements as its
+    dims say (raw bytes or the typed field)."""
+    if tensor.data_location == TensorProto.EXTERNAL:
+        return  # read from its file later, where the length is checked by the reader
+    if tensor.HasField("segment"):
+        raise OpfuseError(f"{at}: segmented tensors are not supported")
+    dtype = tensor.data_type
+    if dtype not in _TYPED_FIELD:
+        name = TensorProto.DataType.Name(dtype) if dtype in TensorProto.DataType.values() else dtype
+        raise OpfuseError(f"{at}: element type {name} is not supported")
+    n = _elements(tensor.dims, at)
+    field = _TYPED_FIELD[dtype]
+    if tensor.raw_data:
+        if dtype == TensorProto.STRING:
+            raise OpfuseError(f"{at}: a string tensor cannot have raw data")
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(dtype).itemsize
+        have, want = len(tensor.raw_data), n * itemsize
+    else:
+        have, want = len(getattr(tensor, field)), n
+        for other in set(_TYPED_FIELD.values()) - {field}:
+            if len(getattr(tensor, other)):
+                raise OpfuseError(f"{at}: data stored in {other}, which its element type "
+                                  f"({TensorProto.DataType.Name(dtype)}) does not use")
+    if have != want:
+        unit = "bytes" if tensor.raw_data else "elements"
+        raise OpfuseError(f"{at}: data holds {have} {unit}, its dims {list(tensor.dims)} need "
+                          f"{want}")
