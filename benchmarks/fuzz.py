@@ -400,9 +400,13 @@ def main() -> None:
     args = parser.parse_args()
     seeds = seed_protos(SMALL_SEEDS + (LARGE_SEEDS if args.all else ()))
     shown: Counter = Counter()
+    tally: Counter = Counter()
     t0 = time.perf_counter()
 
     def report(i: int, name: str, what: str, outcome: Outcome) -> None:
+        tally[outcome.kind] += 1
+        if (i + 1) % 500 == 0:
+            print(f"... {i + 1} cases, {time.perf_counter() - t0:.0f} s: {dict(tally)}", flush=True)
         if args.only is not None or (outcome.kind in BAD and shown[outcome.kind] < args.show):
             shown[outcome.kind] += 1
             print(f"case {i} [{name}] {what}: {outcome.kind}: {outcome.detail}", flush=True)

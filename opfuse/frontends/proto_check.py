@@ -48,34 +48,31 @@ def _label(node: onnx.NodeProto, index: int) -> str:
 
 
 def _check_graph(graph: onnx.GraphProto, where: str, outer: set[str]) -> None:
-    initializers = [t.name for t in graph.initializer]
     seen_init: set[str] = set()
     for tensor in graph.initializer:
-        if tensor.name in seen_init:
-            raise OpfuseError(f"{where}: initializer '{tensor.name}' is defined twice")
-        seen_init.add(tensor.name)
-        check_tensor(tensor, f"{where}: initializer '{tensor.name}'")
-    inputs = [vi.name for vi in graph.input]
+        name = tensor.name
+        if name in seen_init:
+            raise OpfuseError(f"{where}: initializer '{name}' is defined twice")
+        seen_init.add(name)
+        check_tensor(tensor, f"{where}: initializer '{name}'")
+    inputs = {vi.name for vi in graph.input}
     _check_shadowing(graph, where)
-    defined = set(outer) | set(inputs) | set(initializers)
-    written: dict[str, str] = {}
-    for index, node in enumerate(graph.node):
-        label = _label(node, index)
-        for name in node.output:
+    taken = inputs | seen_init
+    available = set(outer) | taken
+    nodes = list(graph.node)
+    outputs = [list(node.output) for node in nodes]
+    for index, outs in enumerate(outputs):
+        for name in outs:
             if not name:
                 continue
-            if name in written:
-                raise OpfuseError(
-                    f"{where}: value '{name}' is written by both {written[name]} and {label}"
-                )
-            if name in inputs or name in seen_init:
-                raise OpfuseError(f"{where}: {label} writes '{name}', which is a graph input "
-                                  "or initializer")
-            written[name] = label
-    available = defined | set(written)
-    for index, node in enumerate(graph.node):
-        for attr in node.attribute:  # a subgraph sees every name of the enclosing scopes
-            _check_attribute(attr, f"{where}: {_label(node, index)}", available)
+            if name in available:  # written twice, or over a graph input or an initializer
+                raise OpfuseError(f"{where}: {_label(nodes[index], index)} writes '{name}', "
+                                  f"{_owner(name, taken, nodes, outputs, index)}")
+            available.add(name)
+    for index, node in enumerate(nodes):
+        if len(node.attribute):  # a subgraph sees every name of the enclosing scopes
+            for attr in node.attribute:
+                _check_attribute(attr, f"{where}: {_label(node, index)}", available)
         for name in node.input:
             if name and name not in available:
                 raise OpfuseError(
@@ -87,6 +84,16 @@ def _check_graph(graph: onnx.GraphProto, where: str, outer: set[str]) -> None:
             raise OpfuseError(f"{where}: a graph output has no name")
         if vi.name not in available:
             raise OpfuseError(f"{where}: graph output '{vi.name}' is never produced")
+
+
+def _owner(name: str, taken: set[str], nodes: list, outputs: list[list[str]], upto: int) -> str:
+    """What else defines ``name`` (for the error message only)."""
+    if name in taken:
+        return "which is a graph input or initializer"
+    first = next((i for i in range(upto) if name in outputs[i]), None)
+    if first is None:
+        return "a name the enclosing graph already defines"
+    return f"which {_label(nodes[first], first)} writes too"
 
 
 def _check_shadowing(graph: onnx.GraphProto, where: str) -> None:
@@ -144,7 +151,7 @@ def _check_attribute(attr: AttributeProto, where: str, scope: set[str]) -> None:
 
 def _elements(dims: Iterable[int], at: str) -> int:
     dims = list(dims)
-    if any(d < 0 for d in dims):
+    if dims and min(dims) < 0:
         raise OpfuseError(f"{at} has a negative dim {dims}")
     n = math.prod(dims)
     if n > MAX_ELEMENTS:
@@ -170,6 +177,13 @@ _TYPED_FIELD = {
 }
 
 
+_ITEMSIZE = {
+    dtype: onnx.helper.tensor_dtype_to_np_dtype(dtype).itemsize
+    for dtype in _TYPED_FIELD
+    if dtype != TensorProto.STRING
+}
+
+
 def check_tensor(tensor: TensorProto, at: str) -> None:
     """The tensor's element type is known and its data holds exactly as many elements as its
     dims say (raw bytes or the typed field)."""
@@ -183,11 +197,11 @@ def check_tensor(tensor: TensorProto, at: str) -> None:
         raise OpfuseError(f"{at}: element type {name} is not supported")
     n = _elements(tensor.dims, at)
     field = _TYPED_FIELD[dtype]
-    if tensor.raw_data:
+    raw = tensor.raw_data
+    if raw:
         if dtype == TensorProto.STRING:
             raise OpfuseError(f"{at}: a string tensor cannot have raw data")
-        itemsize = onnx.helper.tensor_dtype_to_np_dtype(dtype).itemsize
-        have, want = len(tensor.raw_data), n * itemsize
+        have, want = len(raw), n * _ITEMSIZE[dtype]
     else:
         have, want = len(getattr(tensor, field)), n
         for other in set(_TYPED_FIELD.values()) - {field}:
@@ -195,6 +209,6 @@ def check_tensor(tensor: TensorProto, at: str) -> None:
                 raise OpfuseError(f"{at}: data stored in {other}, which its element type "
                                   f"({TensorProto.DataType.Name(dtype)}) does not use")
     if have != want:
-        unit = "bytes" if tensor.raw_data else "elements"
+        unit = "bytes" if raw else "elements"
         raise OpfuseError(f"{at}: data holds {have} {unit}, its dims {list(tensor.dims)} need "
                           f"{want}")
