@@ -217,8 +217,15 @@ def main() -> None:
     parser.add_argument("--all", action="store_true", help="also the large built-ins")
     parser.add_argument("--only", type=int, help="run this one case, verbosely")
     parser.add_argument("--show", type=int, default=5, help="examples per bad outcome")
+    parser.add_argument("--write", metavar="PATH", help="with --only: save the mutated model")
     args = parser.parse_args()
     seeds = seed_protos(SMALL_SEEDS + (LARGE_SEEDS if args.all else ()))
+    if args.write and args.only is not None:
+        names = sorted(seeds)
+        data, what = mutate(seeds[names[args.only % len(names)]],
+                            random.Random(args.seed * 1_000_003 + args.only))
+        Path(args.write).write_bytes(data)
+        print(f"wrote {args.write}: {what}")
     shown: Counter = Counter()
     tally: Counter = Counter()
     t0 = time.perf_counter()

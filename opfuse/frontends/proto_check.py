@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from functools import cache
 
 import onnx
 from onnx import AttributeProto, TensorProto
@@ -40,17 +41,75 @@ _SCALAR_FIELDS = ("f", "i", "s", "t", "g", "sparse_tensor", "tp")
 
 def check_proto(proto: onnx.ModelProto, where: str) -> None:
     """Raise OpfuseError naming the first structural fault of ``proto``."""
-    _check_graph(proto.graph, where, outer=set())
+    _require_text((proto.producer_name, proto.producer_version, proto.domain, proto.doc_string,
+                   *(o.domain for o in proto.opset_import),
+                   *(x for p in proto.metadata_props for x in (p.key, p.value))), where, "model")
+    versions = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in proto.opset_import}
+    _check_graph(proto.graph, where, outer=set(), versions=versions)
+
+
+def _require_text(values: Iterable[object], where: str, what: str) -> None:
+    """Every name is text: a proto2 string field holding invalid UTF-8 reads back as bytes,
+    which onnx_ir cannot write back."""
+    for value in values:
+        if type(value) is not str:
+            raise OpfuseError(f"{where}: {what} has a name or string that is not UTF-8 text "
+                              f"({value!r:.60})")
+
+
+def _value_texts(vi: onnx.ValueInfoProto) -> tuple:
+    tensor = vi.type.tensor_type
+    return (vi.name, vi.doc_string, vi.type.denotation,
+            *(x for d in tensor.shape.dim for x in (d.dim_param, d.denotation)))
+
+
+@cache
+def _schema(op_type: str, version: int, domain: str) -> onnx.defs.OpSchema | None:
+    try:
+        return onnx.defs.get_schema(op_type, version, domain)
+    except Exception:  # no such op at that version: shape inference names it
+        return None
+
+
+def _check_arity(node: onnx.NodeProto, label: str, versions: dict[str, int]) -> None:
+    """A standard op has as many inputs and outputs as its schema allows, and no required one
+    left empty (the rewrites index a Conv's weight without asking whether it is there)."""
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    if domain not in ("", "ai.onnx.ml") or domain not in versions:
+        return
+    schema = _schema(node.op_type, versions[domain], domain)
+    if schema is None:
+        return
+    for kind, names, params, low, high in (
+        ("inputs", node.input, schema.inputs, schema.min_input, schema.max_input),
+        ("outputs", node.output, schema.outputs, schema.min_output, schema.max_output),
+    ):
+        if not low <= len(names) <= high:
+            span = f"{low}" if low == high else f"{low} to {high}"
+            raise OpfuseError(f"{label} has {len(names)} {kind}; {node.op_type} takes {span}")
+        for i, name in enumerate(names):
+            if name or not params:
+                continue
+            param = params[min(i, len(params) - 1)]
+            if param.option != onnx.defs.OpSchema.FormalParameterOption.Optional:
+                raise OpfuseError(f"{label}: {kind[:-1]} {i} ('{param.name}') is required but "
+                                  "empty")
 
 
 def _label(node: onnx.NodeProto, index: int) -> str:
     return f"node '{node.name}' ({node.op_type})" if node.name else f"node #{index} ({node.op_type})"
 
 
-def _check_graph(graph: onnx.GraphProto, where: str, outer: set[str]) -> None:
+def _check_graph(
+    graph: onnx.GraphProto, where: str, outer: set[str], versions: dict[str, int]
+) -> None:
+    _require_text((graph.name, graph.doc_string), where, "the graph")
+    for vi in (*graph.input, *graph.output, *graph.value_info):
+        _require_text(_value_texts(vi), where, "a graph input, output or value_info")
     seen_init: set[str] = set()
     for tensor in graph.initializer:
         name = tensor.name
+        _require_text((name, tensor.doc_string), where, "an initializer")
         if name in seen_init:
             raise OpfuseError(f"{where}: initializer '{name}' is defined twice")
         seen_init.add(name)
@@ -69,12 +128,22 @@ def _check_graph(graph: onnx.GraphProto, where: str, outer: set[str]) -> None:
                 raise OpfuseError(f"{where}: {_label(nodes[index], index)} writes '{name}', "
                                   f"{_owner(name, taken, nodes, outputs, index)}")
             available.add(name)
+    arity_ok: set[tuple] = set()  # (domain, op, #inputs, #outputs) already checked
     for index, node in enumerate(nodes):
+        ins, outs = list(node.input), outputs[index]
+        op, domain = node.op_type, node.domain
+        _require_text((op, domain, node.name, node.doc_string, *outs, *ins), where,
+                      f"node #{index}")
+        key = (domain, op, len(ins), len(outs))
+        if key not in arity_ok or "" in ins or "" in outs:
+            _check_arity(node, f"{where}: {_label(node, index)}", versions)
+            arity_ok.add(key)
         if len(node.attribute):  # a subgraph sees every name of the enclosing scopes
             for attr in node.attribute:
-                _check_attribute(attr, f"{where}: {_label(node, index)}", available)
-        for name in node.input:
-            if name and name not in available:
+                _require_text((attr.name, attr.doc_string), where, f"node #{index}")
+                _check_attribute(attr, f"{where}: {_label(node, index)}", available, versions)
+        for name in ins:
+            if name not in available and name:
                 raise OpfuseError(
                     f"{where}: {_label(node, index)} reads '{name}', which no node, graph input "
                     "or initializer provides"
@@ -119,7 +188,9 @@ def _check_shadowing(graph: onnx.GraphProto, where: str) -> None:
                 )
 
 
-def _check_attribute(attr: AttributeProto, where: str, scope: set[str]) -> None:
+def _check_attribute(
+    attr: AttributeProto, where: str, scope: set[str], versions: dict[str, int]
+) -> None:
     at = f"{where} attribute '{attr.name}'"
     if attr.ref_attr_name:
         raise OpfuseError(f"{at} refers to a function attribute outside a function")
@@ -143,10 +214,10 @@ def _check_attribute(attr: AttributeProto, where: str, scope: set[str]) -> None:
         for tensor in attr.tensors:
             check_tensor(tensor, at)
     elif attr.type == AttributeProto.GRAPH:
-        _check_graph(attr.g, at, scope)
+        _check_graph(attr.g, at, scope, versions)
     elif attr.type == AttributeProto.GRAPHS:
         for g in attr.graphs:
-            _check_graph(g, at, scope)
+            _check_graph(g, at, scope, versions)
 
 
 def _elements(dims: Iterable[int], at: str) -> int:
