@@ -25,6 +25,7 @@ from tests.conftest import shared_onnx_models
 CONTRACT_SIDE = {
     "kernels", "activation_bytes", "weight_bytes", "traffic_bytes", "flops", "macs",
     "peak_arena_bytes", "arena_lower_bound_bytes", "latency_s", "energy_j", "fits",
+    "unknown_bytes_tensors", "lower_bounds",
 }  # fmt: skip
 CONTRACT_KERNEL = {
     "name", "ops", "nodes", "flops", "macs", "bytes_read", "bytes_written",
@@ -49,6 +50,7 @@ def test_json_contract(seed_block):
     data = analyze(seed_block).to_json()
     assert list(data) == [
         "model", "target", "precision", "planner", "before", "after", "kernels", "decisions", "passes",
+        "unknown_bytes_tensors",
     ]  # fmt: skip
     assert data["model"] == "seed_block" and data["target"] == "x86-host"
     assert data["precision"] == "fp32" and data["planner"] == "greedy-inplace"
