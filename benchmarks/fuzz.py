@@ -188,17 +188,20 @@ def run_case(model_bytes: bytes, folder: Path, timeout: float) -> Outcome:
 
 
 def fuzz(cases: int, seed: int = 0, timeout: float = 20.0, seeds: dict[str, bytes] | None = None,
-         only: int | None = None, on_case: Callable[[int, str, str, Outcome], None] | None = None
-         ) -> Counter:
-    """Run ``cases`` cases (case i uses Random(seed * 1_000_003 + i)); counts by outcome."""
+         only: int | None = None, on_case: Callable[[int, str, str, Outcome], None] | None = None,
+         offset: int = 0, stride: int = 1) -> Counter:
+    """Run cases ``offset, offset + stride, ...`` below ``cases`` (case i uses
+    Random(seed * 1_000_003 + i)); counts by outcome."""
     import opfuse.api  # noqa: F401  (imported once here, not in every forked child)
 
     seeds = seeds or seed_protos()
     names = sorted(seeds)
     counts: Counter = Counter()
-    with tempfile.TemporaryDirectory(prefix="opfuse-fuzz-") as tmp:
+    shm = Path("/dev/shm")  # outputs are fsynced: on tmpfs that costs nothing
+    base = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+    with tempfile.TemporaryDirectory(prefix="opfuse-fuzz-", dir=base) as tmp:
         folder = Path(tmp)
-        for i in range(cases) if only is None else [only]:
+        for i in range(offset, cases, stride) if only is None else [only]:
             rng = random.Random(seed * 1_000_003 + i)
             name = names[i % len(names)]
             data, what = mutate(seeds[name], rng)
@@ -207,6 +210,29 @@ def fuzz(cases: int, seed: int = 0, timeout: float = 20.0, seeds: dict[str, byte
             if on_case is not None:
                 on_case(i, name, what, outcome)
     return counts
+
+
+def _parallel(jobs: int, work: Callable[[int], Counter]) -> Counter:
+    """Run ``work(k)`` for k < jobs in forked workers; the sum of their counts."""
+    pipes = []
+    for k in range(jobs):
+        read_fd, write_fd = os.pipe()
+        if os.fork() == 0:
+            os.close(read_fd)
+            counts = work(k)
+            os.write(write_fd, json.dumps(dict(counts)).encode())
+            os._exit(0)
+        os.close(write_fd)
+        pipes.append(read_fd)
+    total: Counter = Counter()
+    for fd in pipes:
+        with os.fdopen(fd, "rb") as fh:
+            total.update(json.loads(fh.read() or b"{}"))
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            return total
 
 
 def main() -> None:
@@ -218,6 +244,7 @@ def main() -> None:
     parser.add_argument("--only", type=int, help="run this one case, verbosely")
     parser.add_argument("--show", type=int, default=5, help="examples per bad outcome")
     parser.add_argument("--write", metavar="PATH", help="with --only: save the mutated model")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (case i to i %% N)")
     args = parser.parse_args()
     seeds = seed_protos(SMALL_SEEDS + (LARGE_SEEDS if args.all else ()))
     if args.write and args.only is not None:
@@ -238,7 +265,11 @@ def main() -> None:
             shown[outcome.kind] += 1
             print(f"case {i} [{name}] {what}: {outcome.kind}: {outcome.detail}", flush=True)
 
-    counts = fuzz(args.cases, args.seed, args.timeout, seeds, args.only, report)
+    if args.jobs > 1 and args.only is None:
+        counts = _parallel(args.jobs, lambda k: fuzz(args.cases, args.seed, args.timeout, seeds,
+                                                     None, report, k, args.jobs))
+    else:
+        counts = fuzz(args.cases, args.seed, args.timeout, seeds, args.only, report)
     elapsed = time.perf_counter() - t0
     total = sum(counts.values())
     print(f"{total} cases in {elapsed:.0f} s (seed {args.seed}, {len(seeds)} seed models)")
