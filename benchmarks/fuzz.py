@@ -245,6 +245,8 @@ def main() -> None:
     parser.add_argument("--show", type=int, default=5, help="examples per bad outcome")
     parser.add_argument("--write", metavar="PATH", help="with --only: save the mutated model")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (case i to i %% N)")
+    parser.add_argument("--status", metavar="PREFIX",
+                        help="each worker keeps its counts so far in PREFIX.<pid> (JSON)")
     args = parser.parse_args()
     seeds = seed_protos(SMALL_SEEDS + (LARGE_SEEDS if args.all else ()))
     if args.write and args.only is not None:
@@ -259,8 +261,13 @@ def main() -> None:
 
     def report(i: int, name: str, what: str, outcome: Outcome) -> None:
         tally[outcome.kind] += 1
+        if args.status:  # this worker's counts so far, readable while a long run goes on
+            path, tmp = Path(f"{args.status}.{os.getpid()}"), Path(f"{args.status}.{os.getpid()}~")
+            tmp.write_text(json.dumps(dict(tally)))
+            tmp.replace(path)
         if (i + 1) % 500 == 0:
-            print(f"... {i + 1} cases, {time.perf_counter() - t0:.0f} s: {dict(tally)}", flush=True)
+            print(f"... case {i + 1}, {time.perf_counter() - t0:.0f} s: this worker {dict(tally)}",
+                  flush=True)
         if args.only is not None or (outcome.kind in BAD and shown[outcome.kind] < args.show):
             shown[outcome.kind] += 1
             print(f"case {i} [{name}] {what}: {outcome.kind}: {outcome.detail}", flush=True)
