@@ -125,10 +125,10 @@ class Analysis:
             "planner": self.planner,
             "before": self.before.to_json(),
             "after": self.after.to_json(),
-            "unknown_bytes_tensors": list(self.after.unknown),
             "kernels": [k.to_json() for k in self.kernels],
             "decisions": self.fusion["decisions"],
             "passes": self.fusion["passes"],
+            "unknown_bytes_tensors": list(self.after.unknown),  # sizes no one states: see sides
             # what --activations-only changed, the folded-only column, the deployment verdict
             "accounting": "activations-only" if self.activations_only else "activations+weights",
             **({"canonical": self.canonical.to_json()} if self.canonical is not None else {}),

@@ -283,7 +283,16 @@ def explore_cmd(model: str, output: str, serve: bool, port: int) -> None:
         explorer.serve(output, port)
 
 
+def _quiet_libraries() -> None:
+    """onnx_ir and onnxscript log warnings about odd models; the user gets opfuse's one line."""
+    import logging
+
+    for name in ("onnx_ir", "onnxscript"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
 def main(argv: list[str] | None = None) -> None:
+    _quiet_libraries()
     try:
         cli.main(args=argv, prog_name="opfuse", standalone_mode=False)
     except click.exceptions.Abort:

@@ -39,6 +39,10 @@ def test_every_shared_model_compiles_for_every_target(run_cli, tmp_path, model):
         assert "result: match" in stdout
 
 
+def after_lower_bounds(data: dict) -> list:
+    return data["after"]["lower_bounds"]
+
+
 def test_analyze_json_gives_the_seeds_worked_example(run_cli):
     code, out, err = run_cli(
         "analyze", "seed_block", "--precision", "int8", "--activations-only", "--json", "-"
@@ -49,6 +53,7 @@ def test_analyze_json_gives_the_seeds_worked_example(run_cli):
         "model", "target", "precision", "precision_note", "planner", "before", "after", "kernels", "decisions",
         "passes", "unknown_bytes_tensors", "accounting", "canonical", "deployment",
     }
+    assert data["unknown_bytes_tensors"] == [] and after_lower_bounds(data) == []
     before, after = data["before"], data["after"]
     assert (before["kernels"], before["traffic_bytes"]) == (6, 1_705_984)
     assert (after["kernels"], after["traffic_bytes"]) == (2, 501_760)
@@ -96,8 +101,13 @@ def test_analyze_model_whose_shapes_cannot_be_static(run_cli, tmp_path):
     )
     model = tmp_path / "runtime_shape.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
-    code, _, err = run_cli("analyze", str(model))
-    _assert_clean_error(code, err, "runtime_shape.onnx", "reshape_by_input")
+    # analyze takes it, as onnxruntime does: the sizes it cannot know are listed, not invented
+    code, out, err = run_cli("analyze", str(model), "--json", "-")
+    assert code == 0, err
+    assert json.loads(out)["unknown_bytes_tensors"] == ["y"]
+    # a static arena cannot hold it: the C backend refuses in one line naming the node
+    code, _, err = run_cli("compile", str(model), "--emit", "c", "-o", str(tmp_path / "c"))
+    _assert_clean_error(code, err, "C backend", "reshape_by_input", "dynamic")
 
 
 def test_compile_emit_c_and_validate_and_bench(run_cli, tmp_path):

@@ -49,8 +49,8 @@ def test_seed_worked_example_exactly(seed_block):
 def test_json_contract(seed_block):
     data = analyze(seed_block).to_json()
     assert list(data) == [
-        "model", "target", "precision", "precision_note", "planner", "before", "after", "unknown_bytes_tensors", "kernels", "decisions", "passes",
-        "accounting", "canonical", "deployment",
+        "model", "target", "precision", "precision_note", "planner", "before", "after", "kernels", "decisions",
+        "passes", "unknown_bytes_tensors", "accounting", "canonical", "deployment",
     ]  # fmt: skip
     assert data["model"] == "seed_block" and data["target"] == "x86-host"
     assert data["precision"] == "fp32" and data["planner"] == "greedy-inplace"

@@ -21,6 +21,7 @@ from onnx_ir.passes.common import (
 
 from opfuse.errors import OpfuseError
 from opfuse.frontends.graph_order import sort_or_raise
+from opfuse.frontends.proto_check import check_proto
 from opfuse.frontends.qdq import fold_qdq
 from opfuse.frontends.qoperator import has_qoperators, qoperator_to_qdq
 from opfuse.frontends.value_info import (
@@ -70,6 +71,7 @@ def import_proto(
     proto = copy
     if not proto.HasField("graph") or not proto.graph.output:
         raise OpfuseError(f"{path}: not an ONNX model (no graph with outputs)")
+    check_proto(proto, str(path))  # data sizes, attribute types, names: before any library
     sort_or_raise(proto.graph, str(path))
     if has_qoperators(proto):  # QLinearConv, QGemm...: QDQ first, so one fold serves both forms
         qoperator_to_qdq(proto, str(path))

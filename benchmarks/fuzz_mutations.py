@@ -1,0 +1,192 @@
+"""The fuzzer's mutations of a serialized ONNX model (benchmarks/fuzz.py runs them).
+
+Byte level: bit flips and truncation. Structure level: delete, duplicate or set to an edge value any
+field anywhere in the proto, out-of-range attributes, tensors whose data is shorter than their
+shape, initializers shadowing graph inputs, and two nodes writing one name. Every mutation draws
+from the ``random.Random`` it is given, so a case is reproduced from its seed.
+"""
+
+from __future__ import annotations
+
+import random
+
+import onnx
+from google.protobuf.descriptor import FieldDescriptor
+
+EDGE_INTS = (0, -1, 1, 2, 3, -2, 7, 99, -99, 2**31 - 1, -(2**31), 2**62, 2**63 - 1)
+EDGE_FLOATS = (0.0, -1.0, 1e30, -1e30, float("nan"), float("inf"), 1e-30)
+
+
+def _repeated(field: FieldDescriptor) -> bool:
+    flag = getattr(field, "is_repeated", None)  # protobuf >= 5; older ones have ``label``
+    return bool(flag) if flag is not None else field.label == FieldDescriptor.LABEL_REPEATED
+
+
+def _messages(msg, path: str = ""):
+    """(path, message) for ``msg`` and every message inside it."""
+    yield path, msg
+    for field, value in msg.ListFields():
+        if field.type != FieldDescriptor.TYPE_MESSAGE:
+            continue
+        if _repeated(field):
+            for i, item in enumerate(value):
+                yield from _messages(item, f"{path}.{field.name}[{i}]")
+        else:
+            yield from _messages(value, f"{path}.{field.name}")
+
+
+def _edge_scalar(field: FieldDescriptor, rng: random.Random):
+    t = field.type
+    if t in (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE):
+        return rng.choice(EDGE_FLOATS)
+    if t == FieldDescriptor.TYPE_BOOL:
+        return rng.random() < 0.5
+    if t == FieldDescriptor.TYPE_STRING:
+        return rng.choice(["", "x", "a" * 300, "..", "/etc/passwd", "\u00e9", "w1"])
+    if t == FieldDescriptor.TYPE_BYTES:
+        return bytes(rng.randrange(256) for _ in range(rng.choice((0, 1, 3, 17))))
+    if t == FieldDescriptor.TYPE_ENUM:
+        return rng.choice([v.number for v in field.enum_type.values] + [0])
+    value = rng.choice(EDGE_INTS)
+    if t in (FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED32,
+             FieldDescriptor.TYPE_FIXED64):
+        value = abs(value)
+    if t in (FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SFIXED32,
+             FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_FIXED32):
+        value = max(min(value, 2**31 - 1), -(2**31)) if value < 2**32 else 2**31 - 1
+        if t in (FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_FIXED32):
+            value = abs(value)
+    return value
+
+
+def mutate_field(proto: onnx.ModelProto, rng: random.Random) -> str:
+    """Delete, duplicate or set one field somewhere in the model."""
+    path, msg = rng.choice(list(_messages(proto)))
+    fields = [f for f in msg.DESCRIPTOR.fields]
+    if not fields:
+        return "noop"
+    field = rng.choice(fields)
+    where = f"{path}.{field.name}"
+    if _repeated(field):
+        items = getattr(msg, field.name)
+        if not len(items):
+            return f"empty {where}"
+        i = rng.randrange(len(items))
+        action = rng.choice(("delete", "duplicate", "set"))
+        if action == "delete":
+            del items[i]
+        elif action == "duplicate":
+            if field.type == FieldDescriptor.TYPE_MESSAGE:
+                items.add().CopyFrom(items[i])
+            else:
+                items.append(items[i])
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            items[i].Clear()
+        else:
+            items[i] = _edge_scalar(field, rng)
+        return f"{action} {where}[{i}]"
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        msg.ClearField(field.name)
+        return f"clear {where}"
+    if rng.random() < 0.3:
+        msg.ClearField(field.name)
+        return f"clear {where}"
+    setattr(msg, field.name, _edge_scalar(field, rng))
+    return f"set {where}"
+
+
+def mutate_attribute(proto: onnx.ModelProto, rng: random.Random) -> str:
+    """An out-of-range attribute: axis 99, stride 0, negative pads, group 0, perm out of range."""
+    nodes = [n for n in proto.graph.node if n.attribute]
+    if not nodes:
+        return "noop"
+    node = rng.choice(nodes)
+    attr = rng.choice(list(node.attribute))
+    if attr.type == onnx.AttributeProto.INT:
+        attr.i = rng.choice(EDGE_INTS)
+    elif attr.type == onnx.AttributeProto.INTS and len(attr.ints):
+        attr.ints[rng.randrange(len(attr.ints))] = rng.choice(EDGE_INTS)
+        if rng.random() < 0.3:
+            attr.ints.append(rng.choice(EDGE_INTS))
+    elif attr.type == onnx.AttributeProto.FLOAT:
+        attr.f = rng.choice(EDGE_FLOATS)
+    elif attr.type == onnx.AttributeProto.STRING:
+        attr.s = rng.choice([b"", b"NOPE", b"SAME_UPPER", b"\xff"])
+    else:
+        attr.type = rng.choice([t for t in range(1, 14) if t != attr.type])
+    return f"attribute {node.name}.{attr.name}"
+
+
+def short_tensor(proto: onnx.ModelProto, rng: random.Random) -> str:
+    """An initializer whose data is shorter (or longer) than its shape says."""
+    inits = list(proto.graph.initializer)
+    if not inits:
+        return "noop"
+    t = rng.choice(inits)
+    if t.raw_data:
+        cut = rng.randrange(len(t.raw_data))
+        t.raw_data = t.raw_data[:cut] if rng.random() < 0.8 else t.raw_data + b"\0" * 7
+    elif len(t.float_data):
+        del t.float_data[rng.randrange(len(t.float_data)):]
+    elif len(t.int64_data):
+        del t.int64_data[rng.randrange(len(t.int64_data)):]
+    elif len(t.dims):
+        t.dims[rng.randrange(len(t.dims))] += rng.choice((1, 5, 1000))
+    return f"short tensor {t.name}"
+
+
+def shadow_input(proto: onnx.ModelProto, rng: random.Random) -> str:
+    """An initializer with the name of a graph input (of the same or of another shape)."""
+    graph = proto.graph
+    if not graph.input:
+        return "noop"
+    vi = rng.choice(list(graph.input))
+    dims = [d.dim_value if d.dim_value > 0 else 1 for d in vi.type.tensor_type.shape.dim]
+    if rng.random() < 0.5 and dims:
+        dims[-1] += 1
+    n = 1
+    for d in dims:
+        n *= d
+    n = min(n, 1 << 20)
+    t = onnx.helper.make_tensor(vi.name, onnx.TensorProto.FLOAT, dims if n < (1 << 20) else [n],
+                                [0.5] * n)
+    graph.initializer.append(t)
+    return f"shadow input {vi.name}"
+
+
+def rename_collision(proto: onnx.ModelProto, rng: random.Random) -> str:
+    """Two nodes writing the same value, or a node reading a value nothing writes."""
+    nodes = list(proto.graph.node)
+    if len(nodes) < 2:
+        return "noop"
+    a, b = rng.sample(nodes, 2)
+    if rng.random() < 0.5 and a.output and b.output:
+        b.output[0] = a.output[0]
+        return f"collide {b.name}->{a.output[0]}"
+    if a.input:
+        a.input[rng.randrange(len(a.input))] = rng.choice(["ghost", "", b.output[0] if b.output
+                                                           else "ghost"])
+    return f"rewire {a.name}"
+
+
+STRUCTURED = (mutate_field, mutate_field, mutate_attribute, short_tensor, shadow_input,
+              rename_collision)
+
+
+def mutate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """One case: the mutated bytes and what was done."""
+    kind = rng.random()
+    if kind < 0.15:  # bit flips
+        buf = bytearray(data)
+        flips = rng.randint(1, 8)
+        for _ in range(flips):
+            i = rng.randrange(len(buf))
+            buf[i] ^= 1 << rng.randrange(8)
+        return bytes(buf), f"flip {flips} bits"
+    if kind < 0.25:  # truncation
+        cut = rng.randrange(len(data))
+        return data[:cut], f"truncate at {cut}/{len(data)}"
+    proto = onnx.ModelProto()
+    proto.ParseFromString(data)
+    steps = [rng.choice(STRUCTURED)(proto, rng) for _ in range(rng.choice((1, 1, 1, 2, 3)))]
+    return proto.SerializeToString(), "; ".join(steps)
