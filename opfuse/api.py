@@ -118,6 +118,10 @@ def validate_c(
 
     result = compile(source, target, input_shape)
     feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
+    if Path(str(source)).suffix.lower() == ".tflite":  # TFLite Micro / LiteRT is the reference
+        from opfuse.validate_tflite import validate_c_against_source
+
+        return validate_c_against_source(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol)
     return _validate_c(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol)
 
 

@@ -139,3 +139,26 @@ def validate_onnx_against_source(
     return validate_against_reference(
         source, run, label=f"onnxruntime on {label}", reference=reference, **kwargs
     )
+
+
+def validate_c_against_source(
+    result, *, fuse: bool = True, planner: str = "greedy-inplace",
+    inputs: Mapping[str, np.ndarray] | None = None, seed: int = 0, trials: int = 20,
+    steps: float = 0, rtol: float = 1e-4, atol: float = 1e-4, outdir: str | Path | None = None,
+) -> ValidationReport:
+    """The generated C of ``result`` (a CompileResult of a .tflite) beside the source's reference;
+    an int8 output must be bit-exact by default (``steps`` 0)."""
+    import tempfile
+
+    from opfuse.backends.c.emit import emit_c
+    from opfuse.backends.c.runner import CModel, build_shared
+
+    with tempfile.TemporaryDirectory(prefix="opfuse-c-") as tmp:
+        folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
+        emit_c(result, folder, fuse=fuse, planner=planner)
+        build_shared(folder)
+        model = CModel(folder)
+        return validate_against_reference(
+            result.source, model.run, label=f"generated C ({'fused' if fuse else 'unfused'})",
+            inputs=inputs, seed=seed, trials=trials, steps=steps, rtol=rtol, atol=atol,
+        )
