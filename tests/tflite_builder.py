@@ -244,3 +244,33 @@ class TfliteBuilder:
         if name is not None:
             tflite.OperatorCodeAddCustomCode(b, name)
         return tflite.OperatorCodeEnd(b)
+
+
+def check_against_tflite(path, steps: float | None, seeds=range(3)):
+    """Run ``path`` in its TFLite reference and its imported proto in onnxruntime on seeded inputs:
+    float outputs within 1e-4 x max(|ref|, 1), quantized ones within ``steps`` quantization steps;
+    then compile it through the whole pipeline. Returns the reference runner."""
+    import onnxruntime as ort
+
+    from opfuse.frontends.tflite.reference import TfliteReference
+    from opfuse.pipeline import compile_model, read
+
+    ref = TfliteReference(path)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    proto = read(path)
+    sess = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    for seed in seeds:
+        feeds = ref.random_inputs(seed)
+        want = ref.run(feeds)
+        got = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds), strict=True))
+        for spec in ref.outputs:
+            a, o = want[spec.name].astype(np.float64), got[spec.name].astype(np.float64)
+            assert a.shape == o.shape
+            if steps is None:
+                assert np.abs(a - o).max() <= 1e-4 * max(np.abs(a).max(), 1.0)
+            else:
+                scale = spec.scale if want[spec.name].dtype.kind == "f" else 1.0
+                assert np.abs(a - o).max() / scale <= steps, np.abs(a - o).max() / scale
+    compile_model(path)  # and it goes through the whole pipeline
+    return ref
