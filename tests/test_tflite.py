@@ -207,3 +207,13 @@ def test_validate_exits_1_when_the_onnx_differs(tmp_path, run_cli):
     onnx.save(proto, path)
     code, text, _ = run_cli("validate", str(model("vww_96_int8")), str(path))
     assert code == 1 and "MISMATCH" in text
+
+
+def test_unfused_c_of_vww_96_float_matches_litert():
+    """Its depthwise convs (16x48x48, stride 2, pads after only) once crashed the unfused C:
+    gcc -march=native stored to unaligned stack bands with aligned vector moves."""
+    import opfuse
+    from opfuse.validate_tflite import validate_c_against_source
+
+    report = validate_c_against_source(opfuse.compile(model("vww_96_float")), fuse=False, trials=2)
+    assert report.ok
