@@ -40,6 +40,7 @@ __all__ = [
     "compile",
     "emit",
     "emit_c",
+    "emulate_c",
     "fuse",
     "fusion_json",
     "get_target",
@@ -115,15 +116,39 @@ def validate_c(
 ) -> ValidationReport:
     """Compile to C, build with the system compiler, run, and compare with onnxruntime."""
     from opfuse.backends.c import validate_c as _validate_c
+    from opfuse.backends.c.int8.requant import is_quantized
     from opfuse.validate import read_npz
 
     result = compile(source, target, input_shape)
+    if is_quantized(result.optimized):  # int8: against TFLite Micro / onnxruntime, in steps
+        from opfuse.backends.c.check_int8 import validate_c_int8
+
+        return validate_c_int8(result, fuse=fuse)
     feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
-    if frontend_for(source).name != "onnx":  # TFLite Micro / LiteRT is the reference
+    if frontend_for(source).name != "onnx":  # a float .tflite: LiteRT is the reference
         from opfuse.validate_tflite import validate_c_against_source
 
         return validate_c_against_source(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol)
     return _validate_c(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol)
+
+
+def emulate_c(
+    source: str | Path,
+    target: str | Target = "cortex-m7",
+    inputs: str | Path | Mapping[str, np.ndarray] | None = None,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+    input_shape: ShapeArg = None,
+    timeout_s: float = 300.0,
+):  # -> opfuse.backends.c.emulate.Emulation
+    """Compile to C, cross-compile for the target's board, run in QEMU and compare with
+    onnxruntime; with the ELF's footprint and per-kernel instruction counts."""
+    from opfuse.backends.c.emulate import emulate_c as _emulate_c
+    from opfuse.validate import read_npz
+
+    result = compile(source, target, input_shape)
+    feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
+    return _emulate_c(result, inputs=feeds, rtol=rtol, atol=atol, timeout_s=timeout_s)
 
 
 def bench(source: str | Path, target: str | Target = DEFAULT_TARGET, repeats: int = 20) -> dict:

@@ -8,12 +8,28 @@ from pathlib import Path
 
 import click
 
-from opfuse import api
 from opfuse.atomic import write_atomic
 from opfuse.errors import OpfuseError
 from opfuse.report import console
+from opfuse.targets import DEFAULT_TARGET
 
-_SHAPE_HELP = "Bind a dynamic input: NAME=1x3x224x224 (repeatable). A leading symbolic dim is 1."
+
+class _LazyApi:
+    """opfuse.api, imported on first use: `opfuse --help`, `models` and `targets` then start
+    without loading onnx_ir, onnxscript or onnxruntime (benchmarks/startup.py measures it)."""
+
+    DEFAULT_TARGET = DEFAULT_TARGET  # read by the option decorators at import
+
+    def __getattr__(self, name: str):
+        from opfuse import api as module
+
+        return getattr(module, name)
+
+
+api = _LazyApi()
+
+_SHAPE_HELP = ("Bind a dynamic input: NAME=1x3x224x224 (repeatable). A leading symbolic dim is 1. "
+               "Also gives the shape of any value inference cannot know (a custom op's output).")
 
 
 def _write_json(data: dict, dest: str) -> None:
@@ -95,6 +111,10 @@ def compile_cmd(
 @click.option("--rtol", type=float, default=1e-4, show_default=True)
 @click.option("--atol", type=float, default=1e-4, show_default=True)
 @click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
+@click.option("--emulate", is_flag=True, help="With --backend c: cross-compile for the target's "
+              "board (cortex-m4, cortex-m7) and run it in QEMU; print footprint and counts.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300,
+              show_default=True, help="With --emulate: seconds the QEMU run may take.")
 def validate_cmd(
     original: str,
     optimized: str | None,
@@ -104,13 +124,20 @@ def validate_cmd(
     rtol: float,
     atol: float,
     input_shape: tuple[str, ...],
+    emulate: bool,
+    timeout_s: float,
 ) -> None:
     """Run ORIGINAL and OPTIMIZED (or ORIGINAL's generated C) on the same inputs; exit 1 beyond
     tolerance."""
+    if emulate and backend != "c":
+        raise OpfuseError("--emulate runs the generated C: use it with --backend c")
     if backend == "onnx" and optimized is None:
         raise OpfuseError("validate needs ORIGINAL and OPTIMIZED (or --backend c with one model)")
     if backend == "c" and optimized is not None:
         raise OpfuseError("--backend c takes one model: it compiles ORIGINAL to C itself")
+    if emulate:
+        _validate_emulated(original, target, inputs, rtol, atol, input_shape, timeout_s)
+        return
     with console.progress("running the models"):
         if backend == "c":
             report = api.validate_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
@@ -120,6 +147,19 @@ def validate_cmd(
                                   input_shape=input_shape)
     console.print_validation(report)
     if not report.ok:
+        sys.exit(1)
+
+
+def _validate_emulated(original: str, target: str, inputs: str | None, rtol: float,
+                       atol: float, input_shape: tuple[str, ...], timeout_s: float) -> None:
+    from opfuse.backends.c.emulate import format_emulation
+
+    with console.progress(f"cross-compiling for {target} and running it in QEMU"):
+        emu = api.emulate_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
+                            input_shape=input_shape, timeout_s=timeout_s)
+    console.print_validation(emu.report)
+    click.echo(format_emulation(emu))
+    if not emu.report.ok:
         sys.exit(1)
 
 
@@ -215,13 +255,17 @@ def calibrate_cmd(output: str | None) -> None:
 @cli.command("models")
 def models_cmd() -> None:
     """List the built-in models (usable wherever a model path is taken)."""
-    console.print_models(api.list_models())
+    from opfuse import models
+
+    console.print_models(list(models.MODELS.values()))
 
 
 @cli.command("targets")
 def targets_cmd() -> None:
     """List the target profiles."""
-    console.print_targets([api.get_target(name) for name in api.list_targets()])
+    from opfuse.targets import list_targets, load_target
+
+    console.print_targets([load_target(name) for name in list_targets()])
 
 
 @cli.command("explore")

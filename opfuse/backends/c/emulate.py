@@ -1,0 +1,255 @@
+"""Run the generated C where it deploys: cross-compile it for the target's Cortex-M board
+(``[board]`` in the target file), run it in QEMU and compare with onnxruntime on the host.
+
+Steps: check the tools (one line naming the Debian package when one is missing); check that the
+weights, the arena and the stack fit the board (before compiling); emit the C with the board
+files (opfuse.backends.c.board) and the reference inputs in inputs.c; build with
+``arm-none-eabi-gcc`` and the target's flags (-Wall -Wextra -Werror); read the footprint from the
+ELF (opfuse.backends.c.footprint); run ``qemu-system-arm -icount`` with a timeout; parse the
+outputs' exact bit patterns and the per-kernel timer marks.
+
+Counts: QEMU models no cycle timing. With ``-icount shift=S`` virtual time advances 2**S ns per
+instruction executed, and the board's CMSDK timer counts that virtual time, so the timer read
+between kernels gives *instructions*, not cycles: ticks x (1e9 / timer_hz) / 2**S. They are
+printed beside the cost model's predicted cycles (latency x clock) for comparison only.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from opfuse.backends.c.board import (
+    ELF,
+    ICOUNT_SHIFT,
+    MCU_SOURCES,
+    board_files,
+    cflags,
+    ldflags,
+    qemu_args,
+)
+from opfuse.backends.c.files import write_dir
+from opfuse.backends.c.footprint import Footprint, check_fits, footprint, format_footprint
+from opfuse.errors import OpfuseError
+from opfuse.pipeline import CompileResult
+from opfuse.targets import Board, Target
+from opfuse.validate import ValidationReport, compare
+
+CC, QEMU = "arm-none-eabi-gcc", "qemu-system-arm"
+
+
+@dataclass(frozen=True)
+class KernelCount:
+    index: int
+    name: str
+    ops: tuple[str, ...]
+    instructions: int  # QEMU -icount: instructions executed, not cycles
+    predicted_cycles: float | None  # the cost model's latency x the target's clock
+
+
+@dataclass(frozen=True)
+class Emulation:
+    report: ValidationReport
+    target: str
+    board: Board
+    footprint: Footprint
+    analyzed: dict  # analyze's figures: peak_arena_bytes, weight_bytes
+    limits: dict  # the deployed part's flash and ram (target [perf]); None where absent
+    arena_bytes: int  # OPFUSE_ARENA_BYTES
+    kernels: tuple[KernelCount, ...]
+    instructions: int  # the whole invoke
+    qemu_s: float  # wall time of the QEMU run
+
+
+def require_board(target: Target) -> Board:
+    if target.board is None:
+        raise OpfuseError(f"target '{target.name}' has no [board] table: --emulate runs on a "
+                          "target with an emulated board (cortex-m4, cortex-m7)")
+    return target.board
+
+
+def require_tools() -> None:
+    """One line naming the Debian package for the first missing tool (OpfuseError: exit 2)."""
+    if shutil.which(CC) is None:
+        raise OpfuseError(f"{CC} not found: install the Debian package gcc-arm-none-eabi")
+    libc = subprocess.run([CC, "-print-file-name=libc.a"], capture_output=True, text=True)
+    if not Path(libc.stdout.strip()).is_absolute():  # gcc echoes the bare name when absent
+        raise OpfuseError(f"{CC} has no C library: install the Debian package "
+                          "libnewlib-arm-none-eabi")
+    if shutil.which(QEMU) is None:
+        raise OpfuseError(f"{QEMU} not found: install the Debian package qemu-system-arm")
+
+
+def build_elf(folder: Path, board: Board) -> Path:
+    cmd = [CC, *cflags(board), *ldflags(), "-o", ELF, *MCU_SOURCES, "-lm"]
+    proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True)
+    if proc.returncode != 0:
+        head = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[:20])
+        raise OpfuseError(f"C backend: cross-compiling {folder} for {board.name} failed:\n{head}")
+    return folder / ELF
+
+
+def _words(lines: list[str], start: int, count: int) -> tuple[np.ndarray, int]:
+    words: list[int] = []
+    i = start
+    while len(words) < count:
+        words.extend(int(w, 16) for w in lines[i].split())
+        i += 1
+    return np.array(words, dtype=np.uint32), i
+
+
+def parse_output(text: str) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """(outputs as uint32 bit patterns, timer marks, the two calibration marks)."""
+    lines = text.splitlines()
+    if "OPFUSE-BEGIN" not in lines or "OPFUSE-END" not in lines:
+        raise OpfuseError(f"the emulated run printed no complete result:\n{text[-1000:]}")
+    i = lines.index("OPFUSE-BEGIN") + 1
+    outs: list[np.ndarray] = []
+    marks = calib = np.zeros(0, np.uint32)
+    while lines[i] != "OPFUSE-END":
+        tag, _, count = lines[i].split()
+        words, i = _words(lines, i + 1, int(count))
+        if tag == "O":
+            outs.append(words)
+        elif tag == "M":
+            marks = words
+        elif tag == "C":
+            calib = words
+    return outs, marks, calib
+
+
+def run_qemu(elf: Path, board: Board, timeout_s: float) -> tuple[str, float]:
+    """The semihosting console text of one run (written through a chardev file)."""
+    console = elf.parent / "semihosting.txt"
+    args = qemu_args(board, str(elf))
+    at = args.index("-semihosting-config") + 1
+    args[at] += ",chardev=opfuse_semi"
+    cmd = [QEMU, *args, "-chardev", f"file,id=opfuse_semi,path={console}"]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise OpfuseError(f"QEMU ({board.name}) did not finish within {timeout_s:g} s "
+                          "(raise --timeout)") from None
+    wall = time.perf_counter() - t0
+    text = console.read_text() if console.exists() else ""
+    if proc.returncode != 0:
+        raise OpfuseError(f"the emulated run on {board.name} exited {proc.returncode} "
+                          f"({'a fault' if 'OPFUSE-FAULT' in text else 'error'}): "
+                          f"{(proc.stderr or text).strip()[-500:]}")
+    return text, wall
+
+
+def instructions(ticks: int, board: Board) -> float:
+    return ticks * (1e9 / board.timer_hz) / 2**ICOUNT_SHIFT
+
+
+def kernel_counts(result: CompileResult, marks: np.ndarray, calib: np.ndarray,
+                  board: Board) -> tuple[tuple[KernelCount, ...], int]:
+    """Per kernel: instructions between its marks (less one mark's cost) beside the cost
+    model's predicted cycles (analyze's kernels after fusion: the partition the C follows)."""
+    from opfuse.analysis import analyze
+
+    m = marks.astype(np.int64)
+    overhead = int(calib[0]) - int(calib[1]) if len(calib) == 2 else 0
+    part = result.partition.kernels
+    costs = analyze(result).kernels
+    perf = result.target.perf
+    predicted = ([k.latency_s * perf.clock_hz for k in costs]
+                 if perf is not None and len(costs) == len(part) else [None] * len(part))
+    counts = tuple(
+        KernelCount(i, k.name, tuple(k.ops),
+                    round(instructions(max(int(m[i] - m[i + 1]) - overhead, 0), board)),
+                    predicted[i])
+        for i, k in enumerate(part)
+    )
+    return counts, round(instructions(int(m[0] - m[-1]), board))
+
+
+def emulate_c(
+    result: CompileResult,
+    *,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+    seed: int = 0,
+    timeout_s: float = 300.0,
+    outdir: Path | str | None = None,
+) -> Emulation:
+    """Cross-compile ``result``'s C for its target's board, run it in QEMU, compare with
+    onnxruntime and measure the footprint and per-kernel instructions."""
+    from opfuse.backends.c.check import reference
+    from opfuse.backends.c.emit import generate
+
+    board = require_board(result.target)
+    require_tools()
+    files, info, _ = generate(result, True)
+    check_fits(board, info, str(result.source))
+    feeds, ref, notes = reference(result.source, inputs, seed)
+    arrays = [np.asarray(feeds[x["name"]], np.float32) for x in info["inputs"]]
+    what = "given arrays" if inputs is not None else f"random, seed {seed}: the reference's"
+    files["inputs.c"] = board_files(board, info, arrays, what)["inputs.c"]
+    with tempfile.TemporaryDirectory(prefix="opfuse-mcu-") as tmp:
+        folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
+        write_dir(folder, files)
+        elf = build_elf(folder, board)
+        fp = footprint(elf)
+        text, wall = run_qemu(elf, board, timeout_s)
+    outs, marks, calib = parse_output(text)
+    checks = []
+    for item, words in zip(info["outputs"], outs, strict=True):
+        r = np.asarray(ref[item["name"]])
+        got = words.view(np.float32).reshape(np.shape(r))
+        checks.append(compare(item["name"], r, got, rtol, atol))
+    src = "given arrays" if inputs is not None else f"random (seed {seed})"
+    report = ValidationReport(tuple(checks), rtol, atol, src,
+                              (*notes, f"generated C on {board.name} (QEMU) vs onnxruntime "
+                               "on the original"))
+    counts, total = kernel_counts(result, marks, calib, board)
+    return Emulation(report, result.target.name, board, fp, _analyzed(result), _limits(
+        result.target), info["arena_bytes"], counts, total, wall)
+
+
+def _analyzed(result: CompileResult) -> dict:
+    from opfuse.analysis import analyze
+
+    side = analyze(result).to_json()["after"]
+    return {"peak_arena_bytes": side["peak_arena_bytes"], "weight_bytes": side["weight_bytes"]}
+
+
+def _limits(target: Target) -> dict:
+    perf = target.perf
+    if perf is None:
+        return {}
+    flash = [m.size_bytes for m in perf.memory if "weights" in m.holds and m.write_bytes_per_s == 0]
+    return {"ram": perf.ram_bytes, "flash": flash[0] if flash else None}
+
+
+def format_counts(emu: Emulation) -> str:
+    lines = [
+        f"per-kernel counts on {emu.board.name} (QEMU -icount: instructions executed, NOT cycles;"
+        f" the cost model predicts cycles on {emu.target}):",
+        f"  {'#':>3} {'kernel':<34} {'instructions':>14} {'predicted cycles':>17} {'ratio':>7}",
+    ]
+    for k in emu.kernels:
+        pred = "-" if k.predicted_cycles is None else f"{k.predicted_cycles:,.0f}"
+        ratio = ("-" if not k.predicted_cycles else f"{k.instructions / k.predicted_cycles:.2f}")
+        lines.append(f"  {k.index:>3} {k.name[:34]:<34} {k.instructions:>14,} {pred:>17} "
+                     f"{ratio:>7}")
+    lines.append(f"  invoke total: {emu.instructions:,} instructions "
+                 f"(QEMU run {emu.qemu_s:.2f} s wall)")
+    return "\n".join(lines)
+
+
+def format_emulation(emu: Emulation) -> str:
+    return (format_footprint(emu.footprint, emu.target, emu.board, emu.analyzed, emu.limits)
+            + f"\n  OPFUSE_ARENA_BYTES {emu.arena_bytes:,}; the ELF's opfuse_arena "
+            f"{emu.footprint.arena:,} (rounded up to whole floats, plus one guard float)\n"
+            + format_counts(emu))

@@ -1,0 +1,69 @@
+"""The ``[board]`` table of a target file: the emulated board the generated C runs on under QEMU
+(``opfuse validate --backend c --emulate``, ``make run`` in a ``compile --emit c`` folder).
+
+Schema (every number carries its source in a comment beside it)::
+
+    [board]
+    name = "mps2-an500"               # QEMU machine (qemu-system-arm -M NAME)
+    cflags = ["-mcpu=cortex-m7", "-mthumb", "-mfpu=fpv5-d16", "-mfloat-abi=hard", "-O2"]
+    flash_origin = 0x00000000         # code and constants (the linker script's FLASH region)
+    flash_bytes = 4194304
+    ram_origin = 0x20000000           # .data, .bss (the arena) and the stack (RAM region)
+    ram_bytes = 4194304
+    stack_bytes = 16384               # at least; the kernels' stack scratch is added
+    timer_hz = 25e6                   # the CMSDK APB timer's clock (per-kernel counts)
+
+The board is where the code is *run*; ``[perf]`` describes the part it is *deployed* on (the
+footprint is printed against both).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from opfuse.errors import OpfuseError
+
+_KEYS = ("name", "cflags", "flash_origin", "flash_bytes", "ram_origin", "ram_bytes",
+         "stack_bytes", "timer_hz")
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str  # the QEMU machine
+    cflags: tuple[str, ...]  # the target's compiler flags (CPU, FPU, float ABI, optimization)
+    flash_origin: int
+    flash_bytes: int
+    ram_origin: int
+    ram_bytes: int
+    stack_bytes: int
+    timer_hz: float
+
+
+def parse_board(table: object, path: Path) -> Board | None:
+    """The checked ``[board]`` table, or None when the file has none."""
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise OpfuseError(f"{path}: 'board' must be a table")
+    for key in table:
+        if key not in _KEYS:
+            raise OpfuseError(f"{path}: unknown key 'board.{key}' (known: {', '.join(_KEYS)})")
+    for key in _KEYS:
+        if key not in table:
+            raise OpfuseError(f"{path}: missing key 'board.{key}'")
+    name, cflags = table["name"], table["cflags"]
+    if not isinstance(name, str) or not name:
+        raise OpfuseError(f"{path}: 'board.name' must be a QEMU machine name")
+    if not isinstance(cflags, list) or not all(isinstance(f, str) for f in cflags):
+        raise OpfuseError(f"{path}: 'board.cflags' must be a list of strings")
+    ints = {}
+    for key in ("flash_origin", "flash_bytes", "ram_origin", "ram_bytes", "stack_bytes"):
+        value = table[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise OpfuseError(f"{path}: 'board.{key}' must be an integer >= 0; got {value!r}")
+        ints[key] = value
+    timer = table["timer_hz"]
+    if isinstance(timer, bool) or not isinstance(timer, (int, float)) or timer <= 0:
+        raise OpfuseError(f"{path}: 'board.timer_hz' must be a number > 0; got {timer!r}")
+    return Board(name=name, cflags=tuple(cflags), timer_hz=float(timer), **ints)

@@ -1,0 +1,154 @@
+"""The generated C on an emulated Cortex-M: cross-compiled with the target's flags and
+-Wall -Wextra -Werror, run in QEMU (mps2-an386 / mps2-an500), compared with onnxruntime; the
+ELF's footprint; per-kernel instruction counts; ``make run``; bad setups and models too big."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opfuse.backends.c.board import cflags
+from opfuse.backends.c.board.harness import demo_inputs
+from opfuse.backends.c.check import reference
+from opfuse.backends.c.emulate import emulate_c, parse_output
+from opfuse.backends.c.footprint import footprint
+from opfuse.errors import OpfuseError
+from opfuse.pipeline import compile_model
+from opfuse.targets import load_target, parse_target
+
+TOOLS = ("arm-none-eabi-gcc", "qemu-system-arm")
+needs_tools = pytest.mark.skipif(
+    any(shutil.which(t) is None for t in TOOLS),
+    reason="needs gcc-arm-none-eabi, libnewlib-arm-none-eabi and qemu-system-arm",
+)
+TARGETS = ("cortex-m4", "cortex-m7")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cli(*args: str, path: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if path is not None:
+        env["PATH"] = path
+    return subprocess.run([os.path.realpath(sys.executable), "-m", "opfuse", *args],
+                          capture_output=True, text=True, env=env, cwd=REPO)
+
+
+@needs_tools
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", ["seed_block", "ds_cnn"])
+def test_emulated_run_matches_onnxruntime(name: str, target: str, tmp_path: Path) -> None:
+    result = compile_model(name, target)
+    emu = emulate_c(result, outdir=tmp_path / "c")
+    assert emu.report.ok, emu.report
+    for out in emu.report.outputs:
+        assert out.max_abs_err <= 1e-4 * out.max_ref + 1e-6, out
+    assert {"-Wall", "-Wextra", "-Werror"} <= set(cflags(result.target.board))
+    assert f"-mcpu={target}" in result.target.board.cflags
+    # the arena in the ELF is OPFUSE_ARENA_BYTES (declared in whole floats plus one guard float)
+    # and OPFUSE_ARENA_BYTES is analyze's peak
+    assert emu.arena_bytes <= emu.footprint.arena <= emu.arena_bytes + 8
+    assert emu.analyzed["peak_arena_bytes"] == emu.arena_bytes
+    assert emu.footprint.weights >= emu.analyzed["weight_bytes"] - 64  # repacked, same floats
+    assert emu.footprint.flash < result.target.board.flash_bytes
+    assert emu.footprint.ram < result.target.board.ram_bytes
+    # counts: one per kernel, and they add up to the invoke's total (less the marks' own cost)
+    counts = [k.instructions for k in emu.kernels]
+    assert len(counts) == len(result.partition.kernels)
+    assert all(k.predicted_cycles and k.predicted_cycles > 0 for k in emu.kernels)
+    assert 0.99 * emu.instructions <= sum(counts) <= emu.instructions
+    macs = [_macs(result, i) for i in range(len(counts))]
+    assert int(np.argmax(counts)) == int(np.argmax(macs))
+
+
+def _macs(result, index: int) -> int:
+    from opfuse.analysis import analyze
+
+    return analyze(result).kernels[index].macs
+
+
+@needs_tools
+def test_footprint_reads_the_elf_sections(tmp_path: Path) -> None:
+    emu = emulate_c(compile_model("ds_cnn", "cortex-m7"), outdir=tmp_path / "c")
+    elf = tmp_path / "c" / "opfuse_mcu.elf"
+    again = footprint(elf)
+    assert again == emu.footprint
+    out = subprocess.run(["arm-none-eabi-size", "-A", str(elf)], capture_output=True, text=True)
+    sizes = {p[0]: int(p[1]) for p in (line.split() for line in out.stdout.splitlines())
+             if len(p) == 3 and p[1].isdigit()}
+    assert again.flash + again.harness_inputs == sizes[".text"] + sizes[".rodata"] + sizes.get(
+        ".data", 0) + sizes.get(".ARM.exidx", 0)
+    assert again.ram == sizes.get(".data", 0) + sizes[".bss"] + sizes[".stack"]
+
+
+@needs_tools
+def test_make_run_in_the_compiled_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "ds"
+    proc = _cli("compile", "ds_cnn", "--target", "cortex-m7", "--emit", "c", "-o", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    for name in ("startup.c", "board.ld", "harness.c", "inputs.c"):
+        assert (folder / name).is_file()
+    run = subprocess.run(["make", "-s", "run"], cwd=folder, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    outs, marks, _ = parse_output(run.stdout + run.stderr)  # the console: stdout or stderr
+    assert len(marks) == len(compile_model("ds_cnn", "cortex-m7").partition.kernels) + 1
+    import json
+
+    info = json.loads((folder / "model.json").read_text())
+    feeds = {x["name"]: a.reshape(x["shape"]) for x, a in zip(info["inputs"], demo_inputs(info),
+                                                               strict=True)}
+    _, ref, _ = reference("ds_cnn", feeds)
+    got = outs[0].view(np.float32).reshape(ref["fc"].shape)
+    np.testing.assert_allclose(got, ref["fc"], rtol=1e-4, atol=1e-4)
+
+
+@needs_tools
+@pytest.mark.parametrize("target", TARGETS)
+def test_model_too_big_for_the_board_is_reported_before_running(target: str) -> None:
+    proc = _cli("validate", "mobilenet_v2", "--backend", "c", "--target", target, "--emulate")
+    assert proc.returncode == 2
+    board = load_target(target).board.name
+    assert f"mobilenet_v2 does not fit {board}" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_missing_cross_compiler_names_the_debian_package(tmp_path: Path) -> None:
+    proc = _cli("validate", "ds_cnn", "--backend", "c", "--target", "cortex-m7", "--emulate",
+                path=str(tmp_path))
+    assert proc.returncode == 2
+    assert "install the Debian package gcc-arm-none-eabi" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="needs gcc-arm-none-eabi")
+def test_missing_qemu_names_the_debian_package(tmp_path: Path) -> None:
+    (tmp_path / "arm-none-eabi-gcc").symlink_to(shutil.which("arm-none-eabi-gcc"))
+    proc = _cli("validate", "ds_cnn", "--backend", "c", "--target", "cortex-m4", "--emulate",
+                path=str(tmp_path))
+    assert proc.returncode == 2
+    assert "install the Debian package qemu-system-arm" in proc.stderr
+
+
+def test_emulate_needs_a_board_and_the_c_backend(run_cli) -> None:
+    code, _, err = run_cli("validate", "ds_cnn", "--backend", "c", "--emulate")
+    assert code == 2 and "has no [board] table" in err
+    code, _, err = run_cli("validate", "ds_cnn", "--target", "cortex-m7", "--emulate")
+    assert code == 2 and "use it with --backend c" in err
+
+
+def test_board_table_is_checked(tmp_path: Path) -> None:
+    text = (REPO / "opfuse" / "targets" / "cortex-m7.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("timer_hz = 25e6", "timer_hz = 25e6\nflash_kb = 4"))
+    with pytest.raises(OpfuseError, match=r"unknown key 'board.flash_kb'"):
+        parse_target(bad)
+    bad.write_text(text.replace("ram_bytes = 4194304", 'ram_bytes = "4M"'))
+    with pytest.raises(OpfuseError, match=r"'board.ram_bytes' must be an integer"):
+        parse_target(bad)
+    assert load_target("x86-host").board is None
