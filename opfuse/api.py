@@ -22,6 +22,7 @@ from opfuse import models
 from opfuse.analysis import DEFAULT_PLANNER, Analysis, analyze
 from opfuse.backends.onnx import emit_onnx, save_model
 from opfuse.frontends import parse_input_shapes
+from opfuse.frontends.registry import frontend_for
 from opfuse.fusion import Partition
 from opfuse.ir.provenance import source_map
 from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, gc_paused, source_proto
@@ -124,6 +125,10 @@ def validate_c(
 
         return validate_c_int8(result, fuse=fuse)
     feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
+    if frontend_for(source).name != "onnx":  # a float .tflite: LiteRT is the reference
+        from opfuse.validate_tflite import validate_c_against_source
+
+        return validate_c_against_source(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol)
     return _validate_c(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol)
 
 
@@ -176,7 +181,7 @@ def validate(
 ) -> ValidationReport:
     """Run both models in onnxruntime on the same seeded (or given) inputs and compare outputs.
     A .tflite ``original`` runs in its own reference (TFLite Micro or LiteRT) instead."""
-    if isinstance(original, str | Path) and Path(original).suffix.lower() == ".tflite":
+    if isinstance(original, str | Path) and frontend_for(original).name != "onnx":
         from opfuse.validate import read_npz
         from opfuse.validate_tflite import validate_onnx_against_source
 

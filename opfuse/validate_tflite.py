@@ -11,7 +11,7 @@ Per output, over all trials:
   number of differing elements and the largest difference in quantization steps; ok when that is
   at most ``steps``;
 * float outputs: the usual rule of opfuse.validate (max abs err <= atol + rtol * max|reference|);
-* a classifier output (shape (1, N), N >= 2) also reports top-1 agreement.
+* a classifier output (shape (1, N), N >= 2, not an input's shape) also reports top-1 agreement.
 
 onnxruntime evaluates QDQ in float with round-half-to-even, TFLite Micro in fixed point, so the
 emitted ONNX of an int8 model is close, not bit-exact: ``steps`` is the allowance.
@@ -106,12 +106,19 @@ def validate_against_reference(
         else:
             checks.append(compare(spec.name, ref_all, out_all, rtol, atol))
             checks[-1] = OutputCheck(**{**checks[-1].__dict__, "shape": tuple(pairs[0][0].shape)})
-        if len(spec.shape) == 2 and spec.shape[0] == 1 and spec.shape[1] >= 2:
+        if _classifier(spec, ref.inputs):
             notes.append(f"{spec.name}: top-1 agreement {t.top1}/{t.trials}")
     source_text = "given arrays" if inputs is not None else (
         f"random (seeds {seed}..{seed + len(feeds_list) - 1}), source layout and dtype")
     notes.insert(0, f"reference: {ref.name} on {source}; compared: {label}")
     return ValidationReport(tuple(checks), rtol, atol, source_text, tuple(notes))
+
+
+def _classifier(spec, inputs) -> bool:
+    """A (1, N) output, N >= 2, unlike every input's shape (an autoencoder's is not a class)."""
+    shape = tuple(spec.shape)
+    return (len(shape) == 2 and shape[0] == 1 and shape[1] >= 2
+            and all(tuple(i.shape) != shape for i in inputs))
 
 
 def validate_onnx_against_source(
@@ -139,3 +146,26 @@ def validate_onnx_against_source(
     return validate_against_reference(
         source, run, label=f"onnxruntime on {label}", reference=reference, **kwargs
     )
+
+
+def validate_c_against_source(
+    result, *, fuse: bool = True, planner: str = "greedy-inplace",
+    inputs: Mapping[str, np.ndarray] | None = None, seed: int = 0, trials: int = 20,
+    steps: float = 0, rtol: float = 1e-4, atol: float = 1e-4, outdir: str | Path | None = None,
+) -> ValidationReport:
+    """The generated C of ``result`` (a CompileResult of a .tflite) beside the source's reference;
+    an int8 output must be bit-exact by default (``steps`` 0)."""
+    import tempfile
+
+    from opfuse.backends.c.emit import emit_c
+    from opfuse.backends.c.runner import CModel, build_shared
+
+    with tempfile.TemporaryDirectory(prefix="opfuse-c-") as tmp:
+        folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
+        emit_c(result, folder, fuse=fuse, planner=planner)
+        build_shared(folder)
+        model = CModel(folder)
+        return validate_against_reference(
+            result.source, model.run, label=f"generated C ({'fused' if fuse else 'unfused'})",
+            inputs=inputs, seed=seed, trials=trials, steps=steps, rtol=rtol, atol=atol,
+        )

@@ -185,3 +185,35 @@ def test_onnx_use_does_not_import_tflite():
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO,
                    env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+
+
+def test_cli_validate_backend_c_of_a_float_tflite_uses_litert(run_cli):
+    code, text, err = run_cli("validate", str(model("pretrainedResnet")), "--backend", "c")
+    assert code == 0, err
+    assert "LiteRT" in text and "top-1 agreement 20/20" in text
+
+
+def test_validate_exits_1_when_the_onnx_differs(tmp_path, run_cli):
+    """A model whose output is off by more than the allowance fails: the check can fail."""
+    import onnx
+
+    from opfuse.pipeline import read
+
+    proto = read(model("vww_96_int8"))
+    q = next(n for n in reversed(proto.graph.node) if n.op_type == "QuantizeLinear")
+    zero = next(t for t in proto.graph.initializer if t.name == q.input[2])
+    zero.CopyFrom(onnx.numpy_helper.from_array(np.asarray(77, np.int8), zero.name))
+    path = tmp_path / "shifted.onnx"
+    onnx.save(proto, path)
+    code, text, _ = run_cli("validate", str(model("vww_96_int8")), str(path))
+    assert code == 1 and "MISMATCH" in text
+
+
+def test_unfused_c_of_vww_96_float_matches_litert():
+    """Its depthwise convs (16x48x48, stride 2, pads after only) once crashed the unfused C:
+    gcc -march=native stored to unaligned stack bands with aligned vector moves."""
+    import opfuse
+    from opfuse.validate_tflite import validate_c_against_source
+
+    report = validate_c_against_source(opfuse.compile(model("vww_96_float")), fuse=False, trials=2)
+    assert report.ok

@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
-from tests.tflite_builder import RELU, RELU6, SAME, VALID, TfliteBuilder
+from tests.tflite_builder import RELU, RELU6, SAME, VALID, TfliteBuilder, check_against_tflite
 
 F32, I8 = np.float32, np.int8
 RNG = np.random.default_rng(7)
@@ -286,38 +285,13 @@ def _build(tmp_path, name, fn, dtype):
     return path
 
 
-def _compare(path, steps):
-    from opfuse.frontends.tflite.reference import TfliteReference
-    from opfuse.pipeline import compile_model, read
-
-    ref = TfliteReference(path)
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    proto = read(path)
-    sess = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    for seed in range(3):
-        feeds = ref.random_inputs(seed)
-        want = ref.run(feeds)
-        got = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds), strict=True))
-        for spec in ref.outputs:
-            a, o = want[spec.name].astype(np.float64), got[spec.name].astype(np.float64)
-            assert a.shape == o.shape
-            if steps is None:
-                assert np.abs(a - o).max() <= 1e-4 * max(np.abs(a).max(), 1.0)
-            else:
-                scale = spec.scale if want[spec.name].dtype.kind == "f" else 1.0
-                assert np.abs(a - o).max() / scale <= steps, np.abs(a - o).max() / scale
-    compile_model(path)  # and it goes through the whole pipeline
-    return ref
-
-
 @pytest.mark.parametrize("name", sorted(CASES) + sorted(FLOAT_ONLY))
 def test_float_op_matches_litert(tmp_path, name):
     path = _build(tmp_path, name, {**CASES, **FLOAT_ONLY}[name], F32)
-    assert _compare(path, None).kind == "litert"
+    assert check_against_tflite(path, None).kind == "litert"
 
 
 @pytest.mark.parametrize("name", sorted(set(CASES) - NO_INT8) + sorted(INT8_ONLY))
 def test_int8_op_is_within_steps_of_tflite_micro(tmp_path, name):
     path = _build(tmp_path, name, {**CASES, **INT8_ONLY}[name], I8)
-    assert _compare(path, 2).kind == "tflite-micro"
+    assert check_against_tflite(path, 2).kind == "tflite-micro"

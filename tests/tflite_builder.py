@@ -51,9 +51,11 @@ class TfliteBuilder:
 
     # --- tensors ---------------------------------------------------------------------------
     def tensor(self, name: str, shape: Sequence[int], dtype, *, data: np.ndarray | None = None,
-               scale=None, zero_point=0, axis: int = 0) -> int:
+               scale=None, zero_point=0, axis: int = 0, sparsity: dict | None = None) -> int:
         """An activation (``data`` None) or constant; ``scale`` given: quantized (per channel
-        along ``axis`` when several scales)."""
+        along ``axis`` when several scales). ``sparsity``: ``data`` holds only the stored values
+        of a sparse constant, described by ``traversal_order``, ``block_map`` and ``dim_metadata``
+        (a list of ``("dense", size)`` or ``("csr", segments, indices)``)."""
         buffer = 0
         if data is not None:
             buffer = len(self._buffers)
@@ -66,7 +68,8 @@ class TfliteBuilder:
                 z = np.full(s.shape, int(z[0]), np.int64)
             quant = (s, z, axis)
         self._tensors.append({"name": name, "shape": [int(d) for d in shape],
-                              "type": _TYPES[np.dtype(dtype)], "buffer": buffer, "quant": quant})
+                              "type": _TYPES[np.dtype(dtype)], "buffer": buffer, "quant": quant,
+                              "sparsity": sparsity})
         return len(self._tensors) - 1
 
     def const(self, name: str, data: np.ndarray, **quant) -> int:
@@ -158,6 +161,7 @@ class TfliteBuilder:
             tflite.QuantizationParametersAddZeroPoint(b, z_vec)
             tflite.QuantizationParametersAddQuantizedDimension(b, axis)
             quant = tflite.QuantizationParametersEnd(b)
+        sparsity = TfliteBuilder._sparsity(b, t["sparsity"]) if t["sparsity"] else None
         shape = b.CreateNumpyVector(np.asarray(t["shape"], np.int32))
         name = b.CreateString(t["name"])
         tflite.TensorStart(b)
@@ -167,7 +171,43 @@ class TfliteBuilder:
         tflite.TensorAddName(b, name)
         if quant is not None:
             tflite.TensorAddQuantization(b, quant)
+        if sparsity is not None:
+            tflite.TensorAddSparsity(b, sparsity)
         return tflite.TensorEnd(b)
+
+    @staticmethod
+    def _sparsity(b, spec: dict) -> int:
+        from tflite.SparseIndexVector import SparseIndexVector
+
+        def int32_vector(values) -> int:
+            vec = b.CreateNumpyVector(np.asarray(values, np.int32))
+            tflite.Int32VectorStart(b)
+            tflite.Int32VectorAddValues(b, vec)
+            return tflite.Int32VectorEnd(b)
+
+        levels = []
+        for level in spec["dim_metadata"]:
+            arrays = [int32_vector(level[1]), int32_vector(level[2])] if level[0] == "csr" else []
+            tflite.DimensionMetadataStart(b)
+            if level[0] == "dense":
+                tflite.DimensionMetadataAddFormat(b, 0)
+                tflite.DimensionMetadataAddDenseSize(b, int(level[1]))
+            else:
+                tflite.DimensionMetadataAddFormat(b, 1)
+                tflite.DimensionMetadataAddArraySegmentsType(b, SparseIndexVector.Int32Vector)
+                tflite.DimensionMetadataAddArraySegments(b, arrays[0])
+                tflite.DimensionMetadataAddArrayIndicesType(b, SparseIndexVector.Int32Vector)
+                tflite.DimensionMetadataAddArrayIndices(b, arrays[1])
+            levels.append(tflite.DimensionMetadataEnd(b))
+        order = b.CreateNumpyVector(np.asarray(spec["traversal_order"], np.int32))
+        block = b.CreateNumpyVector(np.asarray(spec.get("block_map", []), np.int32))
+        metadata = TfliteBuilder._offsets(b, tflite.SparsityParametersStartDimMetadataVector,
+                                          levels)
+        tflite.SparsityParametersStart(b)
+        tflite.SparsityParametersAddTraversalOrder(b, order)
+        tflite.SparsityParametersAddBlockMap(b, block)
+        tflite.SparsityParametersAddDimMetadata(b, metadata)
+        return tflite.SparsityParametersEnd(b)
 
     @staticmethod
     def _op(b, op: dict) -> int:
@@ -204,3 +244,33 @@ class TfliteBuilder:
         if name is not None:
             tflite.OperatorCodeAddCustomCode(b, name)
         return tflite.OperatorCodeEnd(b)
+
+
+def check_against_tflite(path, steps: float | None, seeds=range(3)):
+    """Run ``path`` in its TFLite reference and its imported proto in onnxruntime on seeded inputs:
+    float outputs within 1e-4 x max(|ref|, 1), quantized ones within ``steps`` quantization steps;
+    then compile it through the whole pipeline. Returns the reference runner."""
+    import onnxruntime as ort
+
+    from opfuse.frontends.tflite.reference import TfliteReference
+    from opfuse.pipeline import compile_model, read
+
+    ref = TfliteReference(path)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    proto = read(path)
+    sess = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    for seed in seeds:
+        feeds = ref.random_inputs(seed)
+        want = ref.run(feeds)
+        got = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds), strict=True))
+        for spec in ref.outputs:
+            a, o = want[spec.name].astype(np.float64), got[spec.name].astype(np.float64)
+            assert a.shape == o.shape
+            if steps is None:
+                assert np.abs(a - o).max() <= 1e-4 * max(np.abs(a).max(), 1.0)
+            else:
+                scale = spec.scale if want[spec.name].dtype.kind == "f" else 1.0
+                assert np.abs(a - o).max() / scale <= steps, np.abs(a - o).max() / scale
+    compile_model(path)  # and it goes through the whole pipeline
+    return ref

@@ -14,7 +14,8 @@ import onnxruntime as ort
 
 from opfuse.backends.c.emit import emit_c
 from opfuse.backends.c.runner import CModel, build_shared
-from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, source_proto
+from opfuse.frontends.registry import frontend_for
+from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, read, source_proto
 from opfuse.runtime import one_thread_session
 from opfuse.targets import Target
 from opfuse.validate import ValidationReport, compare, random_inputs, reference_session
@@ -22,6 +23,8 @@ from opfuse.validate import ValidationReport, compare, random_inputs, reference_
 
 def _original(source: str | Path):
     proto = source_proto(source)
+    if proto is None and frontend_for(source).name != "onnx":
+        return read(source)  # a .tflite runs in onnxruntime as its imported proto
     return proto if proto is not None else source
 
 

@@ -54,8 +54,8 @@ def _band(w: CWriter, g, rows: int, wp: int, flat, chain: Chain, y: str) -> None
     kh_n, kw_n = g.k
     (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
     br = (rows - 1) * sh + (kh_n - 1) * dh + 1  # input rows of the band
-    w(f"float xp[{br * wp}];")
-    w(f"float u[{rows * g.ow}];")
+    w(f"float xp[{br * wp}] OPFUSE_ALIGNED;")  # gcc -march=native stores with aligned vector moves
+    w(f"float u[{rows * g.ow}] OPFUSE_ALIGNED;")
     w(f"for (int i = 0; i < {br * wp}; ++i) xp[i] = 0.0f;")
     w.open(f"for (int r = 0; r < {br}; ++r)")
     w(f"const int ih = oh0*{sh} - {ph} + r;")
@@ -86,7 +86,7 @@ def _band(w: CWriter, g, rows: int, wp: int, flat, chain: Chain, y: str) -> None
 
     if sw == 1 and sh == 1:
         span = (rows - 1) * wp + g.ow
-        w(f"float t[{span}];")
+        w(f"float t[{span}] OPFUSE_ALIGNED;")
         w(f"for (int q = 0; q < {span}; ++q) t[q] = {tap_sum('q', 1)};")
         w(f"for (int r = 0; r < {rows}; ++r) for (int i = 0; i < {g.ow}; ++i) "
           f"u[r*{g.ow} + i] = t[r*{wp} + i];")

@@ -99,3 +99,4 @@ def custom(g: Graph, op: Operator) -> None:
     for o, name in zip(op.outputs, outs, strict=True):
         g.value_info_for(name, o)
         g.alias(o, name, L.identity(len(g.shape(o))))
+        g.pinned.add(o)  # what follows works in the custom op's layout

@@ -83,8 +83,9 @@ def read_tflite_file(path: str | Path) -> TfliteModel:
         raise OpfuseError(f"{path}: not a TFLite model (no 'TFL3' flatbuffer identifier)")
     try:
         return _decode(data, str(path))
-    except OpfuseError:
-        raise
+    except OpfuseError as exc:
+        text = str(exc)
+        raise OpfuseError(text if text.startswith(str(path)) else f"{path}: {text}") from None
     except Exception as exc:  # flatbuffers reads past the end as IndexError / struct.error
         raise OpfuseError(
             f"{path}: cannot decode the TFLite flatbuffer (truncated or corrupt: "

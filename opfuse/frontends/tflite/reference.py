@@ -1,5 +1,6 @@
-"""Reference runners for .tflite models: TFLite Micro's Python interpreter for quantized models
-(its integer kernels are what the int8 C must match), LiteRT on one thread for float models.
+"""Reference runners for .tflite models: TFLite Micro's Python interpreter for int8 models (its
+integer kernels are what the int8 C must match), LiteRT on one thread for float models and for
+uint8 ones (TFLite Micro has no uint8 kernels).
 
 Inputs and outputs are in the source model's layout and dtype (NHWC, int8), named as the graph
 inputs and outputs of the imported ONNX proto, which keeps them (docs/architecture.md,
@@ -25,6 +26,11 @@ class TensorSpec:
     zero_point: int = 0
 
 
+def _has_uint8(model) -> bool:
+    return any(t.data is None and t.dtype == np.uint8 and t.quant is not None
+               for t in model.tensors)
+
+
 class TfliteReference:
     """Runs a .tflite file; ``kind`` is 'tflite-micro' or 'litert'."""
 
@@ -34,7 +40,8 @@ class TfliteReference:
 
         self.path = Path(path)
         self.model = read_model(self.path)
-        self.kind = kind or ("tflite-micro" if is_quantized(self.model) else "litert")
+        self.kind = kind or ("tflite-micro" if is_quantized(self.model) and not _has_uint8(self.model)
+                             else "litert")
         self.inputs = tuple(self._spec(i) for i in self.model.inputs)
         self.outputs = tuple(self._spec(i) for i in self.model.outputs)
         self._interp = None
