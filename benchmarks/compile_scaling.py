@@ -6,7 +6,8 @@ compile = import + canonicalize + partition + emit ONNX. analyze = ``opfuse.anal
 result (re-import of the original, op-by-op and fused cost models, both arena plans), what
 ``opfuse analyze`` adds after compiling. ORT time = InferenceSession creation at ORT_ENABLE_EXTENDED
 (its graph optimizer does the comparable rewrites). Median of repeated runs. The growth columns are
-the time ratio to the previous size divided by the node ratio (1.0 = linear).
+the time ratio to the previous size divided by the node ratio (1.0 = linear). "cpu" columns are
+process CPU seconds, which a loaded machine does not inflate.
 
     python benchmarks/compile_scaling.py [--sizes 1000 10000 100000] [--repeat 3] [--no-ort]
 """
@@ -82,12 +83,19 @@ def residual_graph(n_nodes: int, seed: int = 0) -> onnx.ModelProto:
 
 
 def _median_time(fn, repeat: int) -> float:
-    times = []
+    return _median_times(fn, repeat)[0]
+
+
+def _median_times(fn, repeat: int) -> tuple[float, float]:
+    """Median wall-clock and process CPU seconds (CPU time is what a shared machine's load does
+    not inflate; on an idle machine the two agree)."""
+    wall, cpu = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def main() -> None:
@@ -98,8 +106,9 @@ def main() -> None:
     ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime's session creation")
     args = ap.parse_args()
     print(
-        f"{'nodes':>7} {'compile s':>9} {'us/node':>8} {'growth':>6} {'analyze s':>9} "
-        f"{'us/node':>8} {'growth':>6} {'ORT ext s':>9} {'compile/ORT':>11}"
+        f"{'nodes':>7} {'compile s':>9} {'cpu s':>7} {'us/node':>8} {'growth':>6} "
+        f"{'analyze s':>9} {'cpu s':>7} {'us/node':>8} {'growth':>6} {'ORT ext s':>9} "
+        f"{'compile/ORT':>11}"
     )
     prev: tuple[int, float, float] | None = None
     with tempfile.TemporaryDirectory() as tmp:
@@ -121,8 +130,9 @@ def main() -> None:
             def run_ort(data: bytes = proto.SerializeToString()) -> None:
                 one_thread_session(data, ENABLE_EXTENDED)
 
-            t_compile = _median_time(run_compile, args.repeat)
-            t_analyze = _median_time(run_analyze, args.repeat)  # each on a fresh compile result
+            t_compile, cpu_compile = _median_times(run_compile, args.repeat)
+            # each on a fresh compile result
+            t_analyze, cpu_analyze = _median_times(run_analyze, args.repeat)
             t_ort = float("nan") if args.no_ort else _median_time(run_ort, args.repeat)
             growth_c = growth_a = "     -"
             if prev is not None:
@@ -130,8 +140,9 @@ def main() -> None:
                 growth_c = f"{t_compile / prev[1] / scale:>6.2f}"
                 growth_a = f"{t_analyze / prev[2] / scale:>6.2f}"
             print(
-                f"{n:>7} {t_compile:>9.3f} {t_compile / n * 1e6:>8.1f} {growth_c} "
-                f"{t_analyze:>9.3f} {t_analyze / n * 1e6:>8.1f} {growth_a} {t_ort:>9.3f} "
+                f"{n:>7} {t_compile:>9.3f} {cpu_compile:>7.2f} {t_compile / n * 1e6:>8.1f} "
+                f"{growth_c} {t_analyze:>9.3f} {cpu_analyze:>7.2f} {t_analyze / n * 1e6:>8.1f} "
+                f"{growth_a} {t_ort:>9.3f} "
                 f"{t_compile / t_ort:>11.2f}",
                 flush=True,
             )
