@@ -1,11 +1,15 @@
-"""Compile time against graph size, beside onnxruntime's session creation on the same graphs.
+"""Compile and analyze time against graph size, beside onnxruntime's session creation.
 
 Graphs are repeated residual blocks (Conv -> BatchNormalization -> Relu -> Conv -> BN -> Add ->
 Relu) on a small 1x8x8x8 tensor, so the time measured is per-node work, not arithmetic.
-opfuse time = import + canonicalize + partition + emit ONNX. ORT time = InferenceSession creation at
-ORT_ENABLE_EXTENDED (its graph optimizer does the comparable rewrites). Median of repeated runs.
+compile = import + canonicalize + partition + emit ONNX. analyze = ``opfuse.analyze`` on the compiled
+result (re-import of the original, op-by-op and fused cost models, both arena plans), what
+``opfuse analyze`` adds after compiling. ORT time = InferenceSession creation at ORT_ENABLE_EXTENDED
+(its graph optimizer does the comparable rewrites). Median of repeated runs. The growth columns are
+the time ratio to the previous size divided by the node ratio (1.0 = linear). "cpu" columns are
+process CPU seconds, which a loaded machine does not inflate.
 
-    python benchmarks/compile_scaling.py [--sizes 1000 5000 20000] [--repeat 3]
+    python benchmarks/compile_scaling.py [--sizes 1000 10000 100000] [--repeat 3] [--no-ort]
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import opfuse
+from opfuse.analysis import analyze
 from opfuse.runtime import ENABLE_EXTENDED, one_thread_session
 
 NODES_PER_BLOCK = 7
@@ -78,40 +83,70 @@ def residual_graph(n_nodes: int, seed: int = 0) -> onnx.ModelProto:
 
 
 def _median_time(fn, repeat: int) -> float:
-    times = []
+    return _median_times(fn, repeat)[0]
+
+
+def _median_times(fn, repeat: int) -> tuple[float, float]:
+    """Median wall-clock and process CPU seconds (CPU time is what a shared machine's load does
+    not inflate; on an idle machine the two agree)."""
+    wall, cpu = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 20000])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--target", default="x86-host")
+    ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime's session creation")
     args = ap.parse_args()
-    print(f"{'nodes':>7} {'opfuse s':>9} {'us/node':>8} {'ORT ext s':>9} {'us/node':>8} {'ratio':>6}")
+    print(
+        f"{'nodes':>7} {'compile s':>9} {'cpu s':>7} {'us/node':>8} {'growth':>6} "
+        f"{'analyze s':>9} {'cpu s':>7} {'us/node':>8} {'growth':>6} {'ORT ext s':>9} "
+        f"{'compile/ORT':>11}"
+    )
+    prev: tuple[int, float, float] | None = None
     with tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes:
             proto = residual_graph(size)
             path = Path(tmp) / f"g{size}.onnx"
             onnx.save(proto, path)
             n = len(proto.graph.node)
+            compiled = []
 
-            def run_opfuse(path: Path = path) -> None:
-                opfuse.emit(opfuse.compile(path, target=args.target))
+            def run_compile(path: Path = path, compiled: list = compiled) -> None:
+                result = opfuse.compile(path, target=args.target)
+                opfuse.emit(result)
+                compiled.append(result)
+
+            def run_analyze(compiled: list = compiled) -> None:
+                analyze(compiled.pop())
 
             def run_ort(data: bytes = proto.SerializeToString()) -> None:
                 one_thread_session(data, ENABLE_EXTENDED)
 
-            t_ours = _median_time(run_opfuse, args.repeat)
-            t_ort = _median_time(run_ort, args.repeat)
+            t_compile, cpu_compile = _median_times(run_compile, args.repeat)
+            # each on a fresh compile result
+            t_analyze, cpu_analyze = _median_times(run_analyze, args.repeat)
+            t_ort = float("nan") if args.no_ort else _median_time(run_ort, args.repeat)
+            growth_c = growth_a = "     -"
+            if prev is not None:
+                scale = n / prev[0]
+                growth_c = f"{t_compile / prev[1] / scale:>6.2f}"
+                growth_a = f"{t_analyze / prev[2] / scale:>6.2f}"
             print(
-                f"{n:>7} {t_ours:>9.3f} {t_ours / n * 1e6:>8.1f} {t_ort:>9.3f} "
-                f"{t_ort / n * 1e6:>8.1f} {t_ours / t_ort:>6.2f}"
+                f"{n:>7} {t_compile:>9.3f} {cpu_compile:>7.2f} {t_compile / n * 1e6:>8.1f} "
+                f"{growth_c} {t_analyze:>9.3f} {cpu_analyze:>7.2f} {t_analyze / n * 1e6:>8.1f} "
+                f"{growth_a} {t_ort:>9.3f} "
+                f"{t_compile / t_ort:>11.2f}",
+                flush=True,
             )
+            prev = (n, t_compile, t_analyze)
 
 
 if __name__ == "__main__":

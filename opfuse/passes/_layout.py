@@ -43,7 +43,7 @@ class LayoutRule:
     name = "layout"
 
     def try_rewrite(self, model, graph, node, **_) -> Delta | None:
-        if node.graph is not graph or any(o.is_graph_input() for o in node.outputs):
+        if node.graph is not graph:
             return None
         return self.rewrite(graph, node)
 
