@@ -45,6 +45,10 @@ CASES = {
     "gemm": lambda: _model([N("Flatten", ["x"], ["f"]), N("Gemm", ["f", "w", "b"], ["y"], transB=1)],
                            [_init("w", (10, 800), 0.05), _init("b", (10,))]),
     "many_ops": ops_model,
+    "conv_resize_linear": lambda: _model(
+        [N("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+         N("Resize", ["c", "", "", "sz"], ["y"], mode="linear")],
+        [*CONV, numpy_helper.from_array(np.array([1, 8, 17, 23], np.int64), "sz")]),
 }
 
 
