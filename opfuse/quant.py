@@ -168,11 +168,6 @@ def mean_multiplier(s_in: float, s_out: float, count: int) -> tuple[int, int]:
     return int((m << shift) // count), s - shift
 
 
-def quantize_multiplier_greater_than_one(real: float) -> tuple[int, int]:
-    m, s = quantize_multiplier(real)
-    return m, s
-
-
 def softmax_params(beta: float, input_scale: float, integer_bits: int = 5) -> tuple[int, int, int]:
     """(input multiplier, left shift, diff_min) of TFLite's int8 softmax (double rounding)."""
     real = min(beta * float(input_scale) * (1 << (31 - integer_bits)), (1 << 31) - 1.0)

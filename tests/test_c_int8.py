@@ -321,3 +321,23 @@ def test_concat_and_reshape_match_tflite_micro() -> None:
                                                                           strict=True)])
     for r, c in zip(ref, got, strict=True):
         assert np.array_equal(nchw(r[0]).reshape(1, 84), c[flat.name])
+
+
+@pytest.mark.parametrize("ctm", ["half_pixel", "align_corners", "asymmetric"])
+@pytest.mark.parametrize("size", [(9, 13), (3, 4)])
+def test_resize_bilinear_matches_tflite_micro(ctm: str, size) -> None:
+    h, w_, c = 5, 7, 3
+    oh, ow = size
+    sx, zx = 0.06, -9
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, h, w_, c), np.int8, sx, zx)
+    s = q.tensor(m, (2,), np.int32, data=np.array([oh, ow], np.int32))
+    y = q.tensor(m, (1, oh, ow, c), np.int8, sx, zx)
+    m.op("RESIZE_BILINEAR", [x, s], [y], "ResizeBilinearOptions",
+         AlignCorners=ctm == "align_corners", HalfPixelCenters=ctm == "half_pixel")
+    m.inputs, m.outputs = [x], [y]
+    g = QGraph()
+    xi = g.input((1, c, h, w_), sx, zx)
+    out = g.op("Resize", [xi, None, None, g.const(np.array([1, c, oh, ow], np.int64))],
+               (1, c, oh, ow), sx, zx, mode="linear", coordinate_transformation_mode=ctm)
+    _compare(m.build(), g.model(out), _inputs((1, h, w_, c), 101), nchw, nhwc)

@@ -45,6 +45,10 @@ CASES = {
     "gemm": lambda: _model([N("Flatten", ["x"], ["f"]), N("Gemm", ["f", "w", "b"], ["y"], transB=1)],
                            [_init("w", (10, 800), 0.05), _init("b", (10,))]),
     "many_ops": ops_model,
+    "conv_resize_linear": lambda: _model(
+        [N("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+         N("Resize", ["c", "", "", "sz"], ["y"], mode="linear")],
+        [*CONV, numpy_helper.from_array(np.array([1, 8, 17, 23], np.int64), "sz")]),
 }
 
 
@@ -57,3 +61,14 @@ def test_qdq_op_within_one_step_of_onnxruntime(case: str, tmp_path: Path) -> Non
     report = validate_c_int8(compile(path), trials=20, steps=1)
     assert report.ok, "\n".join(report.notes)
     assert all(o.max_abs_err <= 1 for o in report.outputs)
+
+
+@pytest.mark.parametrize("case", ["conv_relu6", "residual_add", "many_ops"])
+def test_uint8_activations_within_one_step_of_onnxruntime(case: str, tmp_path: Path) -> None:
+    from opfuse.api import compile
+    from opfuse.backends.c.check_int8 import validate_c_int8
+
+    path = quantize(CASES[case](), tmp_path, "qdq", per_channel=True, activation="uint8",
+                    samples=8)
+    report = validate_c_int8(compile(path), trials=10, steps=1)
+    assert report.ok, "\n".join(report.notes)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import flit
@@ -47,8 +46,6 @@ _BY_DTYPE = {
     ir.DataType.INT16: INT16,
     ir.DataType.INT32: INT32,
 }
-_BY_NUMPY = {np.dtype(np.float32): FLOAT, np.dtype(np.int8): INT8, np.dtype(np.uint8): UINT8,
-             np.dtype(np.int16): INT16, np.dtype(np.int32): INT32}
 
 
 def ctype_of(value: ir.Value | None) -> CType | None:
@@ -56,7 +53,3 @@ def ctype_of(value: ir.Value | None) -> CType | None:
     if value is None or value.dtype is None:
         return FLOAT if value is not None else None
     return _BY_DTYPE.get(value.dtype)
-
-
-def ctype_of_array(arr: np.ndarray) -> CType | None:
-    return _BY_NUMPY.get(np.dtype(arr.dtype))

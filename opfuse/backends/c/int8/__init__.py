@@ -13,7 +13,12 @@ from opfuse.backends.c.cgen import CWriter, attr, who
 from opfuse.backends.c.ctype import ctype_of
 from opfuse.backends.c.int8.chain import CHAIN_OPS, emit_elementwise8
 from opfuse.backends.c.int8.conv import emit_conv8, emit_gemm8
-from opfuse.backends.c.int8.move import emit_concat8, emit_dequantize, emit_quantize
+from opfuse.backends.c.int8.move import (
+    emit_concat8,
+    emit_dequantize,
+    emit_quantize,
+    emit_resize_bilinear8,
+)
 from opfuse.backends.c.int8.pools import emit_pool8, emit_reduce_mean8
 from opfuse.backends.c.int8.softmax import emit_softmax8
 from opfuse.backends.c.tensors import Params
@@ -44,9 +49,13 @@ def _single(fn):
 
 
 def _resize(w: CWriter, node: ir.Node, params: Params) -> None:
-    if attr(node, "mode", "nearest") != "nearest":
-        raise OpfuseError(f"C backend: {who(node)}: an int8 Resize is emitted in nearest mode only")
-    layout.emit_resize(w, node, params)
+    mode = attr(node, "mode", "nearest")
+    if mode == "linear":
+        emit_resize_bilinear8(w, node, params)
+    elif mode == "nearest":
+        layout.emit_resize(w, node, params)
+    else:
+        raise OpfuseError(f"C backend: {who(node)}: an int8 Resize in mode '{mode}' is not emitted")
 
 
 def _softmax(w, members, params, opset) -> None:

@@ -26,14 +26,6 @@ def quant(value: ir.Value | None, node: ir.Node, what: str = "") -> QuantParams:
     return q
 
 
-def tensor_quant(value: ir.Value, node: ir.Node) -> tuple[float, int]:
-    """(scale, zero point) of a per-tensor quantized value."""
-    q = quant(value, node)
-    if q.scale.size != 1:
-        raise OpfuseError(f"C backend: {who(node)}: '{value.name}' must be quantized per tensor")
-    return float(q.scale[0]), int(q.zero_point[0])
-
-
 def int_ctype(value: ir.Value, node: ir.Node) -> CType:
     ct = ctype_of(value)
     if ct is None or ct.is_float or ct.size != 1:

@@ -101,3 +101,95 @@ def emit_concat8(w: CWriter, node: ir.Node, params: Params) -> None:
               f"{y}[o*{out_chunk} + {offset} + i] = ({yct.name})opfuse_clamp({expr} + {zo}, "
               f"{yct.lo}, {yct.hi});")
         offset += chunk
+
+
+def _tflite_axis(out_len: int, in_len: int, ctm: str) -> tuple[list[int], list[int], list[int]]:
+    """TFLite's integer bilinear source positions (10 fractional bits): (lower, upper, fraction)
+    per output index, computed as its ResizeBilinearInteger does."""
+    scale = ((1 << 10) * in_len + out_len // 2) // out_len
+    if ctm == "align_corners" and out_len > 1:
+        scale = ((1 << 10) * (in_len - 1) + (out_len - 1) // 2) // (out_len - 1)
+    lo, hi, frac = [], [], []
+    for o in range(out_len):
+        v = o * scale + (scale // 2 - (1 << 9) if ctm == "half_pixel" else 0)
+        low = max(int(v / (1 << 10)), 0)  # C division truncates toward zero
+        high = min(int((v + (1 << 10) - 1) / (1 << 10)), in_len - 1)
+        lo.append(low)
+        hi.append(high)
+        frac.append(v - (1 << 10) * low)
+    return lo, hi, frac
+
+
+def emit_resize_bilinear8(w: CWriter, node: ir.Node, params: Params) -> None:
+    """int8 bilinear Resize of the two last dims: TFLite's RESIZE_BILINEAR integer arithmetic
+    (10-bit source positions, the four products summed in 64 bits, rounded half away from zero
+    by 2^20); ONNX rounding: dequantize, interpolate in float, quantize."""
+    from opfuse.backends.c.layout import _resize_scales, _source_coord
+
+    xv, yv = node.inputs[0], node.outputs[0]
+    xs, ys = dims(xv, node), dims(yv, node)
+    if len(xs) != 4 or xs[:2] != ys[:2]:
+        raise OpfuseError(f"C backend: {who(node)}: an int8 bilinear Resize of a non-spatial dim")
+    xq, yq = quant(xv, node, "input"), quant(yv, node, "output")
+    xct, yct = int_ctype(xv, node), int_ctype(yv, node)
+    ctm = attr(node, "coordinate_transformation_mode", "half_pixel")
+    (ih, iw), (oh, ow) = xs[2:], ys[2:]
+    x, y = params.inp(xv, node), params.out(yv, node)
+    planes = xs[0] * xs[1]
+    w.open("")
+    if rounding(params) != ONNX:
+        if xq != yq:
+            raise OpfuseError(f"C backend: {who(node)}: an int8 bilinear Resize (TFLite) needs "
+                              "the same quantization on its input and output")
+        if ctm not in ("half_pixel", "align_corners", "asymmetric"):
+            raise OpfuseError(f"C backend: {who(node)}: coordinate_transformation_mode '{ctm}' "
+                              "has no TFLite integer form")
+        for name, (lo, hi, frac) in (("h", _tflite_axis(oh, ih, ctm)),
+                                     ("w", _tflite_axis(ow, iw, ctm))):
+            w(f"static const int {name}0[{len(lo)}] = {{{', '.join(map(str, lo))}}};")
+            w(f"static const int {name}1[{len(hi)}] = {{{', '.join(map(str, hi))}}};")
+            w(f"static const int32_t {name}f[{len(frac)}] = {{{', '.join(map(str, frac))}}};")
+        w.open(f"for (int p = 0; p < {planes}; ++p)")
+        w(f"const {xct.name} *xp = {x} + p*{ih * iw};")
+        w.open(f"for (int i = 0; i < {oh}; ++i)")
+        w.open(f"for (int j = 0; j < {ow}; ++j)")
+        w("const int64_t fy = hf[i], fx = wf[j];")
+        w(f"const int64_t s = (int64_t)xp[h0[i]*{iw} + w0[j]] * (1024 - fy) * (1024 - fx)"
+          f" + (int64_t)xp[h1[i]*{iw} + w0[j]] * fy * (1024 - fx)"
+          f" + (int64_t)xp[h0[i]*{iw} + w1[j]] * (1024 - fy) * fx"
+          f" + (int64_t)xp[h1[i]*{iw} + w1[j]] * fy * fx;")
+        w(f"{y}[p*{oh * ow} + i*{ow} + j] = ({yct.name})((s + (s > 0 ? (1 << 19) : -(1 << 19)))"
+          " / (1 << 20));")
+    else:
+        scales = _resize_scales(node, xs, ys)
+        tabs = []
+        for d, (n_in, n_out) in enumerate(((ih, oh), (iw, ow))):
+            lo, hi, f = [], [], []
+            for o in range(n_out):
+                c = min(max(_source_coord(ctm, o, scales[2 + d], n_in, n_out), 0.0), n_in - 1)
+                a = int(c)
+                lo.append(a)
+                hi.append(min(a + 1, n_in - 1))
+                f.append(c - a)
+            tabs.append((lo, hi, f))
+        for name, (lo, hi, f) in zip(("h", "w"), tabs, strict=True):
+            w(f"static const int {name}0[{len(lo)}] = {{{', '.join(map(str, lo))}}};")
+            w(f"static const int {name}1[{len(hi)}] = {{{', '.join(map(str, hi))}}};")
+            w(f"static const float {name}f[{len(f)}] = {{{', '.join(flit(v) for v in f)}}};")
+        zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
+        k = flit(float(xq.scale[0]) / float(yq.scale[0]))
+        w.open(f"for (int p = 0; p < {planes}; ++p)")
+        w(f"const {xct.name} *xp = {x} + p*{ih * iw};")
+        w.open(f"for (int i = 0; i < {oh}; ++i)")
+        w.open(f"for (int j = 0; j < {ow}; ++j)")
+        w(f"const float a = (float)(xp[h0[i]*{iw} + w0[j]] - {zx}), "
+          f"b = (float)(xp[h0[i]*{iw} + w1[j]] - {zx});")
+        w(f"const float c = (float)(xp[h1[i]*{iw} + w0[j]] - {zx}), "
+          f"d = (float)(xp[h1[i]*{iw} + w1[j]] - {zx});")
+        w("const float top = a + (b - a) * wf[j], bot = c + (d - c) * wf[j];")
+        w(f"{y}[p*{oh * ow} + i*{ow} + j] = ({yct.name})opfuse_clamp(opfuse_quantize_f("
+          f"(top + (bot - top) * hf[i]) * {k}) + {zy}, {yct.lo}, {yct.hi});")
+    w.close()
+    w.close()
+    w.close()
+    w.close()
