@@ -21,11 +21,12 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from opfuse.analysis import Analysis, analyze
 from opfuse.backends.c.board import (
     ELF,
     ICOUNT_SHIFT,
@@ -34,9 +35,12 @@ from opfuse.backends.c.board import (
     cflags,
     ldflags,
     qemu_args,
+    stack_bytes,
 )
+from opfuse.backends.c.board.startup import linker_script
 from opfuse.backends.c.files import write_dir
 from opfuse.backends.c.footprint import Footprint, check_fits, footprint, format_footprint
+from opfuse.cost import KernelCost
 from opfuse.errors import OpfuseError
 from opfuse.pipeline import CompileResult
 from opfuse.targets import Board, Target
@@ -151,16 +155,14 @@ def instructions(ticks: int, board: Board) -> float:
     return ticks * (1e9 / board.timer_hz) / 2**ICOUNT_SHIFT
 
 
-def kernel_counts(result: CompileResult, marks: np.ndarray, calib: np.ndarray,
-                  board: Board) -> tuple[tuple[KernelCount, ...], int]:
+def kernel_counts(result: CompileResult, marks: np.ndarray, calib: np.ndarray, board: Board,
+                  costs: tuple[KernelCost, ...]) -> tuple[tuple[KernelCount, ...], int]:
     """Per kernel: instructions between its marks (less one mark's cost) beside the cost
-    model's predicted cycles (analyze's kernels after fusion: the partition the C follows)."""
-    from opfuse.analysis import analyze
-
+    model's predicted cycles (``costs``: analyze's kernels after fusion, the partition the C
+    follows)."""
     m = marks.astype(np.int64)
     overhead = int(calib[0]) - int(calib[1]) if len(calib) == 2 else 0
     part = result.partition.kernels
-    costs = analyze(result).kernels
     perf = result.target.perf
     predicted = ([k.latency_s * perf.clock_hz for k in costs]
                  if perf is not None and len(costs) == len(part) else [None] * len(part))
@@ -212,19 +214,37 @@ def emulate_c(
     report = ValidationReport(tuple(checks), rtol, atol, src,
                               (*notes, f"generated C on {board.name} (QEMU) vs onnxruntime "
                                "on the original"))
-    counts, total = kernel_counts(result, marks, calib, board)
-    return Emulation(report, result.target.name, board, fp, _analyzed(result), _limits(
-        result.target), info["arena_bytes"], counts, total, wall)
+    analysis = analyze(result)
+    counts, total = kernel_counts(result, marks, calib, board, analysis.kernels)
+    return Emulation(report, result.target.name, board, fp, analyzed(analysis),
+                     part_limits(result.target), info["arena_bytes"], counts, total, wall)
 
 
-def _analyzed(result: CompileResult) -> dict:
-    from opfuse.analysis import analyze
+def link_footprint(result: CompileResult) -> tuple[Footprint, dict]:
+    """(the ELF's footprint, the manifest) without running: linked for a widened copy of the
+    target's board, so that a model too big for the board still gives its figures."""
+    from opfuse.backends.c.emit import generate
 
-    side = analyze(result).to_json()["after"]
+    board = require_board(result.target)
+    require_tools()
+    files, info, _ = generate(result, True)
+    half = 0x20000000  # flash from 0, RAM from 0x20000000: up to the peripherals at 0x40000000
+    roomy = replace(board, flash_bytes=half - board.flash_origin,
+                    ram_bytes=2 * half - board.ram_origin)
+    files["board.ld"] = linker_script(roomy, stack_bytes(board, info))
+    with tempfile.TemporaryDirectory(prefix="opfuse-mcu-") as tmp:
+        folder = Path(tmp) / "model"
+        write_dir(folder, files)
+        return footprint(build_elf(folder, roomy)), info
+
+
+def analyzed(analysis: Analysis) -> dict:
+    """analyze's figures the footprint is printed beside."""
+    side = analysis.to_json()["after"]
     return {"peak_arena_bytes": side["peak_arena_bytes"], "weight_bytes": side["weight_bytes"]}
 
 
-def _limits(target: Target) -> dict:
+def part_limits(target: Target) -> dict:
     perf = target.perf
     if perf is None:
         return {}
