@@ -109,8 +109,8 @@ def print_footprint(rows: list[dict]) -> None:
         print(f"{r['model'][:34]:<34} {r['target']:<10} {r['flash']:>12,}{over[0]}"
               f"{_n(lim.get('flash')):>10} {r['ram']:>11,}{over[1]}{_n(lim.get('ram')):>8} "
               f"{r['arena']:>11,} {r['arena_bytes']:>12,} {r['peak_arena']:>11,}  {r['run']}")
-    print("(! over the deployed part's limit; arena ELF = OPFUSE_ARENA_BYTES in whole floats + "
-          "one guard float; analyze = its peak arena)")
+    print("(! over the deployed part's limit; arena ELF: the opfuse_arena symbol's size; "
+          "analyze: its peak arena)")
 
 
 def print_counts(kernels: list[dict]) -> dict:

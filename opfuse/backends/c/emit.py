@@ -193,7 +193,8 @@ def _model_c(info: dict, funcs: CWriter, calls: CWriter, where_in: list, where_o
 #endif
 
 /* The one activation arena: tensor offsets below are the memory plan's ({info['planner']}). */
-static float opfuse_arena[(OPFUSE_ARENA_BYTES + 3) / 4 + 1] OPFUSE_ALIGNED;
+/* Exactly OPFUSE_ARENA_BYTES (the ELF's opfuse_arena symbol; one float for an empty arena). */
+static float opfuse_arena[OPFUSE_ARENA_BYTES > 0 ? (OPFUSE_ARENA_BYTES + 3) / 4 : 1] OPFUSE_ALIGNED;
 #define A opfuse_arena
 #define W opfuse_weights.f
 

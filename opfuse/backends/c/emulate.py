@@ -271,5 +271,6 @@ def format_counts(emu: Emulation) -> str:
 def format_emulation(emu: Emulation) -> str:
     return (format_footprint(emu.footprint, emu.target, emu.board, emu.analyzed, emu.limits)
             + f"\n  OPFUSE_ARENA_BYTES {emu.arena_bytes:,}; the ELF's opfuse_arena "
-            f"{emu.footprint.arena:,} (rounded up to whole floats, plus one guard float)\n"
+            f"{emu.footprint.arena:,}"
+            f"{'' if emu.footprint.arena == emu.arena_bytes else ' (DIFFERENT)'}\n"
             + format_counts(emu))
