@@ -126,6 +126,7 @@ def generate(
     if result.target.board is not None:  # Cortex-M: startup, linker script, harness, `make run`
         extra = board_files(result.target.board, info)
         files["Makefile"] += extra.pop("Makefile+")
+        files["README.md"] += extra.pop("README.md+")
         files.update(extra)
     return files, info, plan
 
