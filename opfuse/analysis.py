@@ -4,18 +4,31 @@ Before = the model as imported on the trivial partition (every node its own kern
 intermediate materialized); after = the canonicalized model on the fused partition. Both sides use
 the same precision and the same arena planner, so their difference is exactly what opfuse did. The
 planned arena also decides which memory level activations live in (``opfuse.cost.roofline``).
+
+Canonical = the canonicalized model on its trivial partition: before -> canonical is what folding
+(BatchNorm into Conv, ...) bought, canonical -> after what fusion itself bought. The deployment
+verdict (``deployment_json``) sets the fused side against the target: arena vs RAM, stored weights vs
+flash, the step at the arena's peak and where the time goes (``opfuse.memory.peak``,
+``opfuse.cost.summary``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from opfuse.cost import BYTES_PER_ELEMENT, CostSide, KernelCost, cost_model, resolve_precision
-from opfuse.cost.precision import require_perf
-from opfuse.memory import MemoryPlan, plan_memory
+from opfuse.cost import CostSide, KernelCost, cost_model, resolve_precision
+from opfuse.cost.precision import element_bytes, precision_note, require_perf
+from opfuse.cost.summary import stored_weight_bytes, time_split
+from opfuse.fusion import trivial_partition
+from opfuse.ir import unknown_size_values
+from opfuse.memory import MemoryPlan, peak_step, plan_memory
 from opfuse.pipeline import CompileResult, gc_paused
+from opfuse.quant import is_quantized
 
 DEFAULT_PLANNER = "greedy-inplace"
+# The totals that leave out tensors of unknown size (custom ops without type information).
+LOWER_BOUND_FIELDS = ("activation_bytes", "traffic_bytes", "flops", "macs", "peak_arena_bytes",
+                      "arena_lower_bound_bytes", "latency_s", "energy_j")
 
 
 @dataclass(frozen=True)
@@ -25,9 +38,13 @@ class Side:
     cost: CostSide
     plan: MemoryPlan
     fits: bool
+    stored_weight_bytes: int = 0  # distinct weights the side stores (flash), whatever the accounting
+    unknown: tuple[str, ...] = ()  # tensors of unknown size: counted 0, so totals are lower bounds
 
     def to_json(self) -> dict:
         data = self.cost.totals_json()
+        data["unknown_bytes_tensors"] = list(self.unknown)
+        data["lower_bounds"] = list(LOWER_BOUND_FIELDS) if self.unknown else []
         data["peak_arena_bytes"] = self.plan.peak_bytes
         data["arena_lower_bound_bytes"] = self.plan.lower_bound_bytes
         data["fits"] = self.fits
@@ -45,6 +62,8 @@ class Side:
                 "latency_s",
                 "energy_j",
                 "fits",
+                "unknown_bytes_tensors",
+                "lower_bounds",
             )
         }
 
@@ -54,12 +73,43 @@ class Analysis:
     model: str
     target: str
     precision: str
+    precision_note: str  # "" when the precision is the model's own (opfuse.cost.precision)
     planner: str
     activations_only: bool
     ram_bytes: int
     before: Side
     after: Side
     fusion: dict  # CompileResult.fusion_json(): kernels, decisions, passes
+    canonical: Side | None = None  # canonicalized model, one kernel per node
+    flash_bytes: int | None = None  # the target's flash; None: the target file does not say
+    dispatch_overhead_s: float = 0.0
+
+    def side(self, which: str) -> Side:
+        return {"before": self.before, "canonical": self.canonical, "after": self.after}[which]
+
+    def deployment_json(self, which: str = "after") -> dict:
+        """The deployment verdict of one side: arena vs RAM, weights vs flash (margins: positive
+        is headroom, negative is the overage), the step at the arena's peak with the tensors live
+        there, and where the time goes (``opfuse.cost.summary.TimeSplit``)."""
+        side = self.side(which)
+        peak = peak_step(side.plan)
+        peak_json = peak.to_json()
+        kernels = side.cost.kernels
+        peak_json["kernel"] = kernels[peak.step].name if 0 <= peak.step < len(kernels) else ""
+        weights, flash = side.stored_weight_bytes, self.flash_bytes
+        return {
+            "side": which,
+            "arena_bytes": side.plan.peak_bytes,
+            "ram_bytes": self.ram_bytes,
+            "fits_ram": side.fits,
+            "ram_margin_bytes": self.ram_bytes - side.plan.peak_bytes,
+            "weight_bytes": weights,
+            "flash_bytes": flash,
+            "fits_flash": None if flash is None else weights <= flash,
+            "flash_margin_bytes": None if flash is None else flash - weights,
+            "peak": peak_json,
+            "time": time_split(side.cost, self.dispatch_overhead_s).to_json(),
+        }
 
     @property
     def kernels(self) -> tuple[KernelCost, ...]:
@@ -71,12 +121,18 @@ class Analysis:
             "model": self.model,
             "target": self.target,
             "precision": self.precision,
+            "precision_note": self.precision_note,
             "planner": self.planner,
             "before": self.before.to_json(),
             "after": self.after.to_json(),
+            "unknown_bytes_tensors": list(self.after.unknown),
             "kernels": [k.to_json() for k in self.kernels],
             "decisions": self.fusion["decisions"],
             "passes": self.fusion["passes"],
+            # what --activations-only changed, the folded-only column, the deployment verdict
+            "accounting": "activations-only" if self.activations_only else "activations+weights",
+            **({"canonical": self.canonical.to_json()} if self.canonical is not None else {}),
+            "deployment": self.deployment_json("after"),
         }
 
 
@@ -90,22 +146,29 @@ def analyze(
     """Costs and arena plans of ``result`` before and after fusion on its target."""
     target = result.target
     perf = require_perf(target)
-    prec = resolve_precision(result.original, target, precision)
-    bpe = BYTES_PER_ELEMENT[prec]
+    own = None if is_quantized(result.original) else precision  # int8 models: their own dtypes
+    prec = resolve_precision(result.original, target, own)
+    bpe = element_bytes(result.original, prec)
 
     def side(model, partition) -> Side:  # noqa: ANN001 (ir.Model, Partition)
         plan = plan_memory(model, partition, planner=planner, bytes_per_element=bpe)
         cost = cost_model(model, partition, target, prec, activations_only, plan.peak_bytes)
-        return Side(cost, plan, plan.peak_bytes <= perf.ram_bytes)
+        stored = stored_weight_bytes(model, partition, prec)
+        fits = plan.peak_bytes <= perf.ram_bytes
+        return Side(cost, plan, fits, stored, unknown_size_values(model))
 
     return Analysis(
         model=result.source,
         target=target.name,
         precision=prec,
+        precision_note=precision_note(result.original, precision, prec),
         planner=planner,
         activations_only=activations_only,
         ram_bytes=perf.ram_bytes,
         before=side(result.original, result.before),
         after=side(result.optimized, result.partition),
         fusion=result.fusion_json(),
+        canonical=side(result.optimized, trivial_partition(result.optimized)),
+        flash_bytes=perf.flash_bytes,
+        dispatch_overhead_s=perf.dispatch_overhead_s,
     )

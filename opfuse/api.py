@@ -169,7 +169,16 @@ def validate(
     atol: float = 1e-4,
     input_shape: ShapeArg = None,
 ) -> ValidationReport:
-    """Run both models in onnxruntime on the same seeded (or given) inputs and compare outputs."""
+    """Run both models in onnxruntime on the same seeded (or given) inputs and compare outputs.
+    A .tflite ``original`` runs in its own reference (TFLite Micro or LiteRT) instead."""
+    if isinstance(original, str | Path) and Path(original).suffix.lower() == ".tflite":
+        from opfuse.validate import read_npz
+        from opfuse.validate_tflite import validate_onnx_against_source
+
+        feeds = read_npz(inputs) if isinstance(inputs, str | Path) else inputs
+        return validate_onnx_against_source(
+            original, _as_proto(optimized), inputs=feeds, rtol=rtol, atol=atol
+        )
     return _validate(
         _as_proto(original),
         _as_proto(optimized),

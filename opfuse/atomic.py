@@ -1,5 +1,6 @@
 """Every file opfuse writes goes through here: a temporary file in the destination folder, then a
-rename, so a failed write leaves neither a partial file nor the temporary one."""
+rename, so a failed write leaves neither a partial file nor the temporary one. The file gets the mode
+``open()`` would give it (0666 less the umask: 0644 under umask 022), not mkstemp's 0600."""
 
 from __future__ import annotations
 
@@ -8,6 +9,25 @@ import tempfile
 from pathlib import Path
 
 from opfuse.errors import OpfuseError
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where /proc says it (Linux >= 4.7); else set and
+    restored at once."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def umask_mode(base: int = 0o666) -> int:
+    """``base`` less the umask: the mode a plain ``open()`` (0o666) or ``mkdir()`` (0o777) gives."""
+    return base & ~current_umask()
 
 
 def write_atomic(path: str | Path, data: bytes | str) -> None:
@@ -24,6 +44,7 @@ def write_atomic(path: str | Path, data: bytes | str) -> None:
     except OSError as exc:
         raise OpfuseError(f"{path}: cannot write: {exc.strerror}") from None
     try:
+        os.fchmod(fd, umask_mode())
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
             fh.flush()

@@ -8,12 +8,28 @@ from pathlib import Path
 
 import click
 
-from opfuse import api
 from opfuse.atomic import write_atomic
 from opfuse.errors import OpfuseError
 from opfuse.report import console
+from opfuse.targets import DEFAULT_TARGET
 
-_SHAPE_HELP = "Bind a dynamic input: NAME=1x3x224x224 (repeatable). A leading symbolic dim is 1."
+
+class _LazyApi:
+    """opfuse.api, imported on first use: `opfuse --help`, `models` and `targets` then start
+    without loading onnx_ir, onnxscript or onnxruntime (benchmarks/startup.py measures it)."""
+
+    DEFAULT_TARGET = DEFAULT_TARGET  # read by the option decorators at import
+
+    def __getattr__(self, name: str):
+        from opfuse import api as module
+
+        return getattr(module, name)
+
+
+api = _LazyApi()
+
+_SHAPE_HELP = ("Bind a dynamic input: NAME=1x3x224x224 (repeatable). A leading symbolic dim is 1. "
+               "Also gives the shape of any value inference cannot know (a custom op's output).")
 
 
 def _write_json(data: dict, dest: str) -> None:
@@ -239,13 +255,17 @@ def calibrate_cmd(output: str | None) -> None:
 @cli.command("models")
 def models_cmd() -> None:
     """List the built-in models (usable wherever a model path is taken)."""
-    console.print_models(api.list_models())
+    from opfuse import models
+
+    console.print_models(list(models.MODELS.values()))
 
 
 @cli.command("targets")
 def targets_cmd() -> None:
     """List the target profiles."""
-    console.print_targets([api.get_target(name) for name in api.list_targets()])
+    from opfuse.targets import list_targets, load_target
+
+    console.print_targets([load_target(name) for name in list_targets()])
 
 
 @cli.command("explore")

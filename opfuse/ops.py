@@ -183,6 +183,9 @@ OPS: dict[str, OpInfo] = {
     "Gather": _inj(),
     "Expand": _inj(),
     "Shape": _inj(),
+    # float <-> int8 conversions kept at a quantized graph's boundaries (docs/architecture.md)
+    "QuantizeLinear": OpInfo(OpKind.ELEMWISE, flops_per_elem=2),
+    "DequantizeLinear": OpInfo(OpKind.ELEMWISE, flops_per_elem=2),
 }
 
 _OPAQUE = OpInfo(OpKind.OPAQUE)

@@ -18,13 +18,12 @@ import onnx_ir as ir
 
 from opfuse import models
 from opfuse.errors import OpfuseError
-from opfuse.frontends import import_proto, read_onnx
+from opfuse.frontends import import_proto
+from opfuse.frontends.registry import frontend_for
 from opfuse.fusion import Partition, partition, trivial_partition
 from opfuse.ir import infer_shapes, require_static, verify
 from opfuse.passes import canonicalize
-from opfuse.targets import Target, load_target
-
-DEFAULT_TARGET = "x86-host"
+from opfuse.targets import DEFAULT_TARGET, Target, load_target
 
 
 @dataclass(frozen=True)
@@ -56,9 +55,12 @@ class CompileResult:
 
 
 def source_proto(source: str | Path) -> onnx.ModelProto | None:
-    """The built-in model named ``source``, or None when ``source`` should be read as a path."""
+    """The built-in model named ``source``, or None when ``source`` should be read as a path.
+
+    A file wins over a built-in name; a folder never does (``compile ds_cnn --emit c -o ds_cnn``
+    writes a folder named like the built-in, and ``validate ds_cnn`` must still find the built-in)."""
     text = str(source)
-    if Path(text).exists() or text not in models.MODELS:
+    if Path(text).is_file() or text not in models.MODELS:
         return None
     return models.build_model(text)
 
@@ -68,11 +70,14 @@ def read(source: str | Path) -> onnx.ModelProto:
     proto = source_proto(source)
     if proto is not None:
         return proto
-    if not Path(source).exists() and not str(source).endswith(".onnx"):
+    path = Path(source)
+    if not path.is_file():
+        found = "a folder, not a model file" if path.is_dir() else "no such file"
         raise OpfuseError(
-            f"{source}: no such file or built-in model (built-ins: {', '.join(models.MODELS)})"
+            f"{source}: {found}, and not a built-in model name "
+            f"(built-ins: {', '.join(models.MODELS)})"
         )
-    return read_onnx(Path(source))
+    return frontend_for(source).read(path)  # by extension: .onnx, .tflite
 
 
 def load(source: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> ir.Model:
@@ -107,11 +112,10 @@ def compile_model(
     proto = read(source)
     optimized = import_proto(proto, str(source), input_shapes)
     counts = canonicalize(optimized)
-    try:  # rewrites set the shapes of what they create; infer only where one did not
-        require_static(optimized)
-    except OpfuseError:
+    # rewrites set the shapes of what they create; infer only where one did not (values after an
+    # opaque op of unknown size stay unknown, and analysis reports them as such)
+    if require_static(optimized, allow_unknown=True):
         infer_shapes(optimized)
-        require_static(optimized, "after canonicalization")
     verify(optimized, "canonicalize")
     return CompileResult(
         source=str(source),

@@ -72,6 +72,14 @@ def get_quant(value) -> QuantParams | None:
     return value.meta.get(QUANT)
 
 
+def is_quantized(model) -> bool:
+    """Whether any value of ``model``'s main graph carries QuantParams."""
+    graph = model.graph
+    if any(QUANT in v.meta for v in (*graph.inputs, *graph.initializers.values())):
+        return True
+    return any(QUANT in v.meta for node in graph for v in node.outputs)
+
+
 def set_quant(value, params: QuantParams | None) -> None:
     if params is None:
         value.meta.pop(QUANT, None)

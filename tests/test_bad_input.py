@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.conftest import SHARED_ONNX
+from tests.conftest import shared_onnx
 
 
 def _conv_model(input_dims=(1, 3, 8, 8)) -> onnx.ModelProto:
@@ -50,7 +50,7 @@ def test_empty_file(run_cli, tmp_path):
 
 
 def test_truncated_protobuf(run_cli, tmp_path):
-    data = (SHARED_ONNX / "mobilenet_v2_128_0.5.onnx").read_bytes()
+    data = shared_onnx("mobilenet_v2_128_0.5.onnx").read_bytes()
     model = tmp_path / "truncated.onnx"
     model.write_bytes(data[: len(data) // 3])
     code, err = _compile(run_cli, model, tmp_path)

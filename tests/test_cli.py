@@ -46,8 +46,8 @@ def test_analyze_json_gives_the_seeds_worked_example(run_cli):
     assert code == 0, err
     data = json.loads(out)
     assert set(data) == {
-        "model", "target", "precision", "planner", "before", "after", "kernels", "decisions",
-        "passes",
+        "model", "target", "precision", "precision_note", "planner", "before", "after", "kernels", "decisions",
+        "passes", "unknown_bytes_tensors", "accounting", "canonical", "deployment",
     }
     before, after = data["before"], data["after"]
     assert (before["kernels"], before["traffic_bytes"]) == (6, 1_705_984)

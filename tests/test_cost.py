@@ -25,6 +25,7 @@ from tests.conftest import shared_onnx_models
 CONTRACT_SIDE = {
     "kernels", "activation_bytes", "weight_bytes", "traffic_bytes", "flops", "macs",
     "peak_arena_bytes", "arena_lower_bound_bytes", "latency_s", "energy_j", "fits",
+    "unknown_bytes_tensors", "lower_bounds",
 }  # fmt: skip
 CONTRACT_KERNEL = {
     "name", "ops", "nodes", "flops", "macs", "bytes_read", "bytes_written",
@@ -48,11 +49,12 @@ def test_seed_worked_example_exactly(seed_block):
 def test_json_contract(seed_block):
     data = analyze(seed_block).to_json()
     assert list(data) == [
-        "model", "target", "precision", "planner", "before", "after", "kernels", "decisions", "passes",
+        "model", "target", "precision", "precision_note", "planner", "before", "after", "unknown_bytes_tensors", "kernels", "decisions", "passes",
+        "accounting", "canonical", "deployment",
     ]  # fmt: skip
     assert data["model"] == "seed_block" and data["target"] == "x86-host"
     assert data["precision"] == "fp32" and data["planner"] == "greedy-inplace"
-    assert set(data["before"]) == CONTRACT_SIDE == set(data["after"])
+    assert set(data["before"]) == CONTRACT_SIDE == set(data["after"]) == set(data["canonical"])
     assert all(set(k) == CONTRACT_KERNEL | {"kernel_class", "efficiency"} for k in data["kernels"])
     assert [k["name"] for k in data["kernels"]] == ["fused_conv_clip", "fused_conv_clip_2"]
     assert data["passes"]["fuse_bn_into_conv"] == 2

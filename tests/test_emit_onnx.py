@@ -18,7 +18,7 @@ from opfuse.frontends import import_proto, load_onnx
 from opfuse.fusion import Kernel, Partition, partition, trivial_partition
 from opfuse.targets import load_target
 from opfuse.validate import validate
-from tests.conftest import SHARED_ONNX, shared_onnx_models
+from tests.conftest import shared_onnx, shared_onnx_models
 
 X86 = load_target("x86-host")
 
@@ -134,7 +134,7 @@ def test_ort_flavor_respects_partition_and_shared_values() -> None:
 
 
 def test_ort_flavor_on_mobilenet_captures_conv_clip() -> None:
-    path = SHARED_ONNX / "mobilenet_v2_128_0.5.onnx"
+    path = shared_onnx("mobilenet_v2_128_0.5.onnx")
     model = load_onnx(path)
     fused = _emit(model, ort=True)
     assert _ops(fused)["FusedConv"] >= 35  # onnxruntime itself fuses 35 Conv+Clip at EXTENDED
@@ -142,7 +142,7 @@ def test_ort_flavor_on_mobilenet_captures_conv_clip() -> None:
 
 
 def test_metadata_round_trip(tmp_path: Path) -> None:
-    model = load_onnx(SHARED_ONNX / "mobilenet_v2_128_0.5.onnx")
+    model = load_onnx(shared_onnx("mobilenet_v2_128_0.5.onnx"))
     part = partition(model, X86)
     sources = {node.name: (f"orig/{node.name}",) for node in model.graph}
     proto = emit_onnx(model, part, source_names=sources)
@@ -170,14 +170,14 @@ def test_metadata_round_trip(tmp_path: Path) -> None:
 
 
 def test_partition_mismatch_raises() -> None:
-    model = load_onnx(SHARED_ONNX / "pytorch-converted_test_Conv2d_groups.onnx")
+    model = load_onnx(shared_onnx("pytorch-converted_test_Conv2d_groups.onnx"))
     wrong = Partition("x86-host", (Kernel("conv", ("nope",), ("Conv",), (), ()),), ())
     with pytest.raises(OpfuseError, match="does not match the model"):
         emit_onnx(model, wrong)
 
 
 def test_save_refuses_to_overwrite_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    model = load_onnx(SHARED_ONNX / "pytorch-converted_test_Conv2d_groups.onnx")
+    model = load_onnx(shared_onnx("pytorch-converted_test_Conv2d_groups.onnx"))
     proto = _emit(model)
     src = tmp_path / "in.onnx"
     src.write_bytes(b"original")
@@ -192,7 +192,7 @@ def test_save_refuses_to_overwrite_input(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_failed_save_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    model = load_onnx(SHARED_ONNX / "pytorch-converted_test_Conv2d_groups.onnx")
+    model = load_onnx(shared_onnx("pytorch-converted_test_Conv2d_groups.onnx"))
     proto = _emit(model)
     out = tmp_path / "out.onnx"
 
@@ -218,7 +218,7 @@ def test_large_model_saved_with_external_data(
     from opfuse.backends.onnx import save as save_module
 
     monkeypatch.setattr(save_module, "_PROTO_LIMIT", 0)  # pretend the model is over 2 GB
-    path = SHARED_ONNX / "mobilenet_v2_128_0.5.onnx"
+    path = shared_onnx("mobilenet_v2_128_0.5.onnx")
     proto = _emit(load_onnx(path))
     out = tmp_path / "big.onnx"
     save_model(proto, out)

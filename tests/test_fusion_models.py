@@ -13,7 +13,7 @@ from opfuse.targets import list_targets, load_target
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "onnx"
 MODELS = sorted(p.name for p in SHARED.glob("*.onnx"))
-pytestmark = pytest.mark.skipif(not MODELS, reason=f"no shared models in {SHARED}")
+pytestmark = pytest.mark.skipif(not MODELS, reason=f"../shared/models not present ({SHARED})")
 
 
 @cache

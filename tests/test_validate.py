@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from opfuse.errors import OpfuseError
 from opfuse.validate import compare, cosine, format_report, validate
-from tests.conftest import SHARED_ONNX
+from tests.conftest import shared_onnx
 
 
 def _conv_model(scale: float = 1.0, batch: int | str = 1, width: int | str = 6) -> onnx.ModelProto:
@@ -50,7 +50,7 @@ def test_identical_models_pass_with_zero_error() -> None:
 
 
 def test_shared_model_against_itself() -> None:
-    path = SHARED_ONNX / "mobilenet_v2_128_0.5.onnx"  # leading symbolic batch -> 1
+    path = shared_onnx("mobilenet_v2_128_0.5.onnx")  # leading symbolic batch -> 1
     report = validate(path, str(path))
     assert report.ok and report.outputs[0].shape == (1, 2)
 
@@ -137,6 +137,6 @@ def test_unloadable_model_names_the_file(tmp_path: Path) -> None:
 
 
 def test_old_opset_original_is_upgraded_to_run() -> None:
-    path = SHARED_ONNX / "pytorch-converted_test_BatchNorm2d_eval.onnx"  # BatchNormalization-6
+    path = shared_onnx("pytorch-converted_test_BatchNorm2d_eval.onnx")  # BatchNormalization-6
     report = validate(path, path)
     assert report.ok and report.notes and "upgraded" in report.notes[0]

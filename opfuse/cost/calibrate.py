@@ -194,7 +194,9 @@ def host_target_text(figures: dict) -> str:
     ]
     for field in ("anchor_epilogue", "elementwise_epilogue", "pool_epilogue"):
         lines.append(f"{field} = {_toml_list(getattr(caps, field))}")
-    for field in ("residual_add", "anchor_pool", "elementwise_chains", "recompute"):
+    for field in (
+        "residual_add", "anchor_pool", "elementwise_chains", "recompute", "int8_requantize_once"
+    ):
         lines.append(f"{field} = {str(getattr(caps, field)).lower()}")
     lines += [f"max_chain = {caps.max_chain}", "", "[perf]"]
     peak = figures["peak_macs_per_s"]

@@ -32,7 +32,8 @@ the precision (elementwise FLOPs carry no compute energy, per the design; effici
 not energy).
 
 Precision sets the bytes per element of floating-point activations and weights (integer tensors,
-such as shapes and indices, keep their own size) and the peak rate used.
+such as shapes and indices, keep their own size) and the peak rate used. A quantized model
+(docs/architecture.md, "int8 in the IR") is costed at its own dtypes and its int8 rate.
 """
 
 from __future__ import annotations
@@ -43,11 +44,12 @@ import onnx_ir as ir
 
 from opfuse import ops
 from opfuse.cost.kclass import kernel_class
-from opfuse.cost.precision import BYTES_PER_ELEMENT, require_perf, resolve_precision
+from opfuse.cost.precision import element_bytes, require_perf, resolve_precision
 from opfuse.cost.types import CostSide, KernelCost
 from opfuse.fusion.types import Kernel, Partition
 from opfuse.memory import arena_lower_bound
 from opfuse.memory.lifetimes import value_bytes
+from opfuse.quant import is_quantized
 from opfuse.targets import MemoryLevel, Perf, Target
 
 
@@ -61,8 +63,8 @@ def cost_model(
 ) -> CostSide:
     """Costs of ``partition``'s kernels of ``model`` on ``target`` (see the module docstring)."""
     perf = require_perf(target)
-    prec = resolve_precision(model, target, precision)
-    bpe = BYTES_PER_ELEMENT[prec]
+    prec = resolve_precision(model, target, None if is_quantized(model) else precision)
+    bpe = element_bytes(model, prec)
     if arena_bytes is None:
         arena_bytes = arena_lower_bound(model, partition, bpe)
     act_level = perf.activation_level(arena_bytes)

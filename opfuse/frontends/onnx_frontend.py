@@ -21,6 +21,13 @@ from onnx_ir.passes.common import (
 
 from opfuse.errors import OpfuseError
 from opfuse.frontends.graph_order import sort_or_raise
+from opfuse.frontends.qdq import fold_qdq
+from opfuse.frontends.qoperator import has_qoperators, qoperator_to_qdq
+from opfuse.frontends.value_info import (
+    bind_value_shapes,
+    clear_nonpositive_dims,
+    without_inferable_annotations,
+)
 from opfuse.ir import require_static, verify
 
 MIN_IR_VERSION = 8  # initializers need not be graph inputs from IR 4 on; ORT 1.32 reads 8 to 11
@@ -64,8 +71,11 @@ def import_proto(
     if not proto.HasField("graph") or not proto.graph.output:
         raise OpfuseError(f"{path}: not an ONNX model (no graph with outputs)")
     sort_or_raise(proto.graph, str(path))
+    if has_qoperators(proto):  # QLinearConv, QGemm...: QDQ first, so one fold serves both forms
+        qoperator_to_qdq(proto, str(path))
     proto = _upgrade(proto, path)
-    _bind_proto_inputs(proto, input_shapes or {}, path)
+    clear_nonpositive_dims(proto)  # exporters' -1 dims are unknown dims
+    _bind_proto_inputs(proto, bind_value_shapes(proto, dict(input_shapes or {})), path)
     proto = _infer_proto(proto, path)
     try:
         model = ir.from_proto(proto)
@@ -81,15 +91,24 @@ def import_proto(
         # real initializer for BatchNorm folding and weight accounting, so fold it. (Its folder
         # also forwards Identity and inference Dropout, as every runtime's loader does: no
         # runtime runs them as kernels, so "before" does not count them either.)
-        should_fold=lambda node: True if node.op_type == "ConstantOfShape" else None,
+        should_fold=_should_fold,
     )
     _constants_to_initializers(model)
     onnxscript.optimizer.remove_unused_nodes(model)
+    fold_qdq(model)  # after shape inference: the folded graph (Conv on int8) is not valid ONNX
     model.ir_version = max(model.ir_version or 0, MIN_IR_VERSION)
     NameFixPass()(model)
-    require_static(model, str(path))
+    require_static(model, str(path), allow_unknown=True)  # opaque ops may have unknown sizes
     verify(model, "import")
     return model
+
+
+def _should_fold(node: ir.Node) -> bool | None:
+    if node.op_type == "ConstantOfShape":
+        return True
+    if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+        return False  # int8 weights behind DQ stay int8: the QDQ fold reads them
+    return None
 
 
 def _constants_to_initializers(model: ir.Model) -> None:
@@ -172,13 +191,23 @@ def _upgrade(proto: onnx.ModelProto, path: Path) -> onnx.ModelProto:
 
 
 def _infer_proto(proto: onnx.ModelProto, path: Path) -> onnx.ModelProto:
-    """Shapes on the proto, before the IR is built: one C++ pass, no extra serialization."""
+    """Shapes on the proto, before the IR is built: one C++ pass, no extra serialization. When
+    the model's own annotations contradict inference (stale exports), inference wins."""
     try:
         return onnx.shape_inference.infer_shapes(
             proto, check_type=True, strict_mode=True, data_prop=True
         )
     except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as exc:
-        raise OpfuseError(f"{path}: shape inference failed: {_first_line(exc)}") from None
+        error = exc
+    stripped = without_inferable_annotations(proto)
+    if stripped is not None:
+        try:
+            return onnx.shape_inference.infer_shapes(
+                stripped, check_type=True, strict_mode=True, data_prop=True
+            )
+        except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as exc:
+            error = exc  # with the annotations gone, what is left is the model's own fault
+    raise OpfuseError(f"{path}: shape inference failed: {_first_line(error)}") from None
 
 
 def _bind_proto_inputs(
@@ -190,8 +219,8 @@ def _bind_proto_inputs(
     for name in shapes:
         if name not in inputs:
             raise OpfuseError(
-                f"{path}: --input-shape names '{name}', which is not a graph input "
-                f"(inputs: {', '.join(inputs) or 'none'})"
+                f"{path}: --input-shape names '{name}', which is not a graph input or a "
+                f"value a node produces (inputs: {', '.join(inputs) or 'none'})"
             )
     for name, vi in inputs.items():
         tensor = vi.type.tensor_type

@@ -46,6 +46,7 @@ from opfuse.fusion.rules import (
     Group,
     Refusal,
     check_length,
+    check_quant,
     check_structure,
     check_target,
     initial_stage,
@@ -100,6 +101,7 @@ def _check(p: ir.Node, v: ir.Node, x: ir.Value, group: Group, target: Target) ->
     return (
         check_structure(p, v, x, group, target.name)
         or check_target(p, v, x, group, target)
+        or check_quant(p, v, x, group, target)
         or check_length(v, group, target)
     )
 

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 import onnx_ir as ir
 
 from opfuse.ops import ACTIVATION, ARITH, CLAMP, OpKind, kind, op_info
+from opfuse.quant import get_quant
 from opfuse.targets import Target
 
+CONVERSIONS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 POOLS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
 
 # Group stages: what the kernel's last op was, hence what it may still take.
@@ -124,6 +126,13 @@ def check_structure(
                 "(opfuse does not recompute producers)",
             )
     out_v = v.outputs[0] if v.outputs else None
+    for node in (p, v):
+        if node.op_type in CONVERSIONS and node.domain in ("", "ai.onnx"):
+            return Refusal(
+                "dtype_mismatch",
+                f"{head}: {_who(node)} converts between float and "
+                f"{_int_name(node)}, so it runs as its own kernel",
+            )
     if (
         out_v is not None
         and x.dtype is not None
@@ -266,6 +275,33 @@ def _operands(v: ir.Node, x: ir.Value, group: Group, target: Target, head: str) 
             "read no second tensor in the output stage",
         )
     return None
+
+
+def check_quant(
+    p: ir.Node, v: ir.Node, x: ir.Value, group: Group, target: Target
+) -> Refusal | None:
+    """An int8 edge p -(x)-> v: v's own requantization clamp always joins (it is the kernel's
+    output clamp); anything else needs a target whose int8 kernels requantize once at the end
+    (``int8_requantize_once``), since x's requantization disappears inside the kernel."""
+    params = get_quant(x)
+    if params is None:
+        return None
+    out_v = v.outputs[0] if v.outputs else None
+    if op_info(v).epilogue == CLAMP and get_quant(out_v) == params:
+        return None
+    if target.fusion.int8_requantize_once:
+        return None
+    return Refusal(
+        "not_supported_by_target",
+        f"{v.op_type} cannot join {group.label} on {target.name}: its int8 kernels requantize "
+        f"every op's output ('{x.name}' is int8), so only a clamp on the same parameters folds "
+        "into the requantization (int8_requantize_once = false)",
+    )
+
+
+def _int_name(node: ir.Node) -> str:
+    value = node.outputs[0] if node.op_type == "QuantizeLinear" else node.inputs[0]
+    return value.dtype.name.lower() if value is not None and value.dtype is not None else "int8"
 
 
 def check_length(v: ir.Node, group: Group, target: Target) -> Refusal | None:

@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from opfuse.ir.shapes import infer_shapes, require_static
+from opfuse.ir.shapes import (
+    infer_shapes,
+    is_static,
+    require_static,
+    unknown_size_producer,
+    unknown_size_values,
+)
 from opfuse.ir.verify import verify
 
-__all__ = ["infer_shapes", "require_static", "verify"]
+__all__ = [
+    "infer_shapes",
+    "is_static",
+    "require_static",
+    "unknown_size_producer",
+    "unknown_size_values",
+    "verify",
+]

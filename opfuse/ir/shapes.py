@@ -11,10 +11,17 @@ import onnx
 import onnx_ir as ir
 
 from opfuse.errors import OpfuseError
+from opfuse.quant import is_quantized
 
 
 def infer_shapes(model: ir.Model) -> None:
-    """Fill shapes and dtypes in place with onnx's inference (data propagation on)."""
+    """Fill shapes and dtypes in place with onnx's inference (data propagation on).
+
+    A quantized graph (docs/architecture.md, "int8 in the IR": Conv on int8) is not valid ONNX, so
+    onnx cannot infer it: it is left as it is (the QDQ fold and every rewrite set their shapes and
+    dtypes themselves), and ``require_static`` names any value still unknown."""
+    if is_quantized(model):
+        return
     proto = ir.to_proto(model)
     try:
         inferred = onnx.shape_inference.infer_shapes(
@@ -52,17 +59,45 @@ def _dim_text(dim: object) -> str:
     return f"'{dim}'" if str(dim) not in ("", "None") else "unknown"
 
 
-def require_static(model: ir.Model, where: str = "") -> None:
-    """Raise naming the first value (graph input, node output) without a static shape or dtype."""
+def require_static(model: ir.Model, where: str = "", allow_unknown: bool = False) -> tuple[str, ...]:
+    """Raise naming the first value (graph input, node output) without a static shape or dtype.
+
+    With ``allow_unknown``, node outputs may stay unknown (what a custom-domain op, or a Loop,
+    produces when nothing says its size): they are returned, and the stages downstream treat
+    them as opaque and of unknown size (docs/architecture.md). Graph inputs must be static."""
     prefix = f"{where}: " if where else ""
     graph = model.graph
     for value in graph.inputs:
         _check_value(value, prefix, "input")
+    unknown: list[str] = []
     for node in graph:
         for value in node.outputs:
             if not value.uses() and not value.is_graph_output():
                 continue  # an unused optional output (Dropout's mask, ...) needs no shape
+            if allow_unknown:
+                if not is_static(value):
+                    unknown.append(value.name)
+                continue
             _check_value(value, prefix, f"output of node '{node.name}' ({node.op_type})")
+    return tuple(unknown)
+
+
+def is_static(value: ir.Value) -> bool:
+    """Whether ``value`` has a dtype and a fully known shape (its size in bytes is known)."""
+    return value.dtype is not None and value.shape is not None and _all_static(value.shape) and all(
+        d >= 0 for d in value.shape
+    )
+
+
+def unknown_size_values(model: ir.Model) -> tuple[str, ...]:
+    """The node outputs whose size is not known (see ``require_static(allow_unknown=True)``)."""
+    return require_static(model, allow_unknown=True)
+
+
+def unknown_size_producer(model: ir.Model) -> ir.Node | None:
+    """The first node with an output of unknown size, in graph order (for one-line errors)."""
+    unknown = set(unknown_size_values(model))
+    return next((n for n in model.graph if any(v.name in unknown for v in n.outputs)), None)
 
 
 def _check_value(value: ir.Value, prefix: str, role: str) -> None:

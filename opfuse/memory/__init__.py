@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from opfuse.memory.inplace import DATA_MOVEMENT, inplace_aliases, kernel_in_place
 from opfuse.memory.lifetimes import ALIGNMENT, TensorLife, align, live_ranges
+from opfuse.memory.peak import PeakStep, peak_step
 from opfuse.memory.placement import ORDERINGS, lower_bound
 from opfuse.memory.plan import (
     PLANNERS,
@@ -24,6 +25,7 @@ __all__ = [
     "DATA_MOVEMENT",
     "ORDERINGS",
     "PLANNERS",
+    "PeakStep",
     "AllocationError",
     "MemoryPlan",
     "TensorLife",
@@ -34,6 +36,7 @@ __all__ = [
     "kernel_in_place",
     "live_ranges",
     "lower_bound",
+    "peak_step",
     "plan_memory",
     "plan_tensors",
     "verify_allocation",

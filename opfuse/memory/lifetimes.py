@@ -46,8 +46,13 @@ class TensorLife:
 def value_bytes(value: ir.Value, bytes_per_element: int | None = None) -> int:
     """Bytes of ``value``. ``bytes_per_element`` re-sizes floating-point values only (analysing an
     fp32 model at int8 or fp16 activations); integer and bool values (indices, masks) keep their
-    own element size."""
+    own element size. A value of unknown size (after an opaque op nothing describes) counts 0 bytes:
+    analyze lists it and marks its totals as lower bounds instead of inventing a size."""
     dtype = value.dtype
+    if value.shape is None or not all(isinstance(d, int) and d >= 0 for d in value.shape) or (
+        dtype is None and value.const_value is None
+    ):
+        return 0
     if dtype is None:
         itemsize = float(bytes_per_element or 4)
     elif bytes_per_element is not None and dtype.is_floating_point():

@@ -19,6 +19,7 @@ import onnxscript.optimizer
 from onnxscript.rewriter import pattern
 
 from opfuse.ir.provenance import SOURCES_KEY, sources_of
+from opfuse.quant import get_quant, set_quant
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def sweep(
             if needs and not _producers_are(node, needs):
                 continue  # cheap pre-check: the matcher would fail on the first edge anyway
             delta = rule.try_rewrite(model, graph, node)
-            if delta is None:
+            if delta is None or not quant_safe(name, delta.match.nodes):
                 continue
             _apply(graph, node, rule, delta)
             if touched is not None:
@@ -80,6 +81,29 @@ def sweep(
             applied += 1
             break
     return applied
+
+
+# Passes that read QuantParams and stay exact on int8 values (docs/architecture.md, "int8 in the
+# IR"); every other pass leaves a match that touches a quantized value alone.
+QUANT_AWARE = frozenset({
+    "normalize_conv_auto_pad", "fuse_pad_into_conv", "fuse_pad_into_avgpool",
+    "fuse_pad_into_maxpool",
+})  # fmt: skip
+# Passes that remove data movement: exact on int8 only when every value has the same params
+# (otherwise the op was also a requantization).
+QUANT_SAME_PARAMS = frozenset({"remove_noop_reshape", "remove_noop_transpose", "merge_transposes",
+                               "remove_noop_cast"})
+
+
+def quant_safe(name: str, nodes: Sequence[ir.Node]) -> bool:
+    """Whether pass ``name`` may rewrite the matched ``nodes`` of a (possibly) quantized graph."""
+    values = [v for n in nodes for v in (*n.inputs, *n.outputs) if v is not None]
+    params = [get_quant(v) for v in values if not (v.is_initializer() or v.const_value is not None)]
+    if all(p is None for p in params) or name in QUANT_AWARE:
+        return True
+    if name in QUANT_SAME_PARAMS:
+        return all(p is not None and p == params[0] for p in params)
+    return False
 
 
 def producer_ops(rule: pattern.RewriteRule) -> tuple[tuple[int, str], ...]:
@@ -130,6 +154,9 @@ def _apply(graph: ir.Graph, root: ir.Node, rule: pattern.RewriteRule, delta) -> 
         graph.initializers[value.name] = value
     onnxscript.optimizer.basic_constant_propagation(delta.new_nodes)
     removed = list(delta.match.nodes) if rule.remove_nodes else []
+    for old, new in zip(delta.match.outputs, delta.new_outputs, strict=False):
+        if get_quant(new) is None:  # a value a rule creates keeps the params of the one it replaces
+            set_quant(new, get_quant(old))
     ir.convenience.replace_nodes_and_values(
         graph, root, removed, delta.new_nodes, delta.match.outputs, delta.new_outputs
     )

@@ -37,6 +37,7 @@ from opfuse.passes._linear import (
     scale_weight,
     static_shape,
 )
+from opfuse.quant import get_quant
 
 ARITH_OPS = ("Mul", "Div", "Add", "Sub")
 
@@ -58,6 +59,8 @@ class FoldAffineIntoLinear(pattern.RewriteRuleClassBase):
     def check(self, context, x: ir.Value, c: ir.Value, lin: ir.Value) -> MatchResult:
         result = MatchResult()
         node = lin.producer()
+        if get_quant(lin) is not None or get_quant(node.inputs[1]) is not None:
+            return result.fail(f"{node.name}: quantized; folding would change its int8 weights' scales")
         weights = linear_weights(node)
         if weights is None:
             return result.fail(f"{node.name}: weights or bias are not constants")

@@ -31,6 +31,7 @@ from onnxscript.rewriter.rules.common import _fuse_batchnorm as lib
 
 from opfuse.passes._driver import RulePass, rule_pass
 from opfuse.passes._linear import const, emit_linear, static_shape
+from opfuse.quant import get_quant
 
 
 def bn_scale_shift(bn: ir.Node) -> tuple[np.ndarray, np.ndarray] | None:
@@ -58,6 +59,8 @@ def _guard(x: ir.Value, inbound_out: ir.Value, batchnorm_out: ir.Value) -> Match
     if any(v is None for v in lin.inputs[1:]):
         return result.fail(f"{lin.name}: an omitted optional input")
     w = lin.inputs[1]
+    if get_quant(w) is not None or get_quant(inbound_out) is not None:
+        return result.fail(f"{lin.name}: quantized; folding would change its int8 weights' scales")
     if w.const_value is None:
         return result.fail(f"{lin.name}: non-constant weights")
     if any(v.const_value.dtype != w.const_value.dtype for v in params):

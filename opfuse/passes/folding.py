@@ -16,6 +16,8 @@ from __future__ import annotations
 import onnx_ir as ir
 import onnxscript.optimizer
 
+from opfuse.quant import get_quant
+
 _NO_LIMIT = 1 << 40
 
 
@@ -23,9 +25,19 @@ def has_foldable(graph: ir.Graph) -> bool:
     """Whether a node reads only constants (and reads something)."""
     for node in graph:
         inputs = [v for v in node.inputs if v is not None]
-        if inputs and all(v.const_value is not None for v in inputs):
+        if inputs and all(v.const_value is not None for v in inputs) and _should_fold(node) is None:
             return True
     return False
+
+
+def _should_fold(node: ir.Node) -> bool | None:
+    """Never evaluate an int8 node with float semantics: a quantized Add of two constants is not
+    numpy's int8 addition (docs/architecture.md, "int8 in the IR"); Q/DQ keep int8 weights int8."""
+    if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+        return False
+    if any(get_quant(v) is not None for v in (*node.inputs, *node.outputs) if v is not None):
+        return False
+    return None
 
 
 def fold_constants(model: ir.Model) -> int:
@@ -39,6 +51,7 @@ def fold_constants(model: ir.Model) -> int:
         onnx_shape_inference=False,
         input_size_limit=_NO_LIMIT,
         output_size_limit=_NO_LIMIT,
+        should_fold=_should_fold,
     )
     onnxscript.optimizer.remove_unused_nodes(model)
     return max(before - len(model.graph), 0)

@@ -9,8 +9,9 @@
 
 Removing ``y = f(x)`` replaces every use of y with x. When y is a graph output, x takes its name;
 that is impossible when x is a graph input, an initializer or itself a graph output, so the op is
-kept then (as an Identity). The no-op Transpose/Cast rules and Transpose∘Transpose are onnxscript's
-(``no_op_transpose_rule``, ``no_op_cast_rule``, ``transpose_transpose_rule``); they, and our
+kept then (as an Identity). The no-op Transpose/Cast rules are onnxscript's (``no_op_transpose_rule``,
+``no_op_cast_rule``); Transpose∘Transpose is ``transpose_merge`` (which also handles an inner
+Transpose with other readers), followed by ``transpose_dedupe``. They, and our
 no-op Reshape rule, rewrite to Identity, which the forwarding sweep then removes uncounted (the
 count goes to the rule that fired). Dropout is in opset >= 12 a node with an optional
 ``training_mode`` input, which onnxscript's attribute-based Dropout rules never match, so it is
@@ -22,14 +23,13 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.rewriter import pattern
 from onnxscript.rewriter._basics import MatchResult
-from onnxscript.rewriter.rules.common import (
-    no_op_cast_rule,
-    no_op_transpose_rule,
-    transpose_transpose_rule,
-)
+from onnxscript.rewriter.rules.common import no_op_cast_rule, no_op_transpose_rule
 
 from opfuse.passes._driver import RulePass, rule_pass
 from opfuse.passes._linear import const, static_shape
+from opfuse.passes.transpose_dedupe import dedupe_pass
+from opfuse.passes.transpose_merge import merge_pass
+from opfuse.quant import get_quant
 
 
 class NoOpReshape(pattern.RewriteRuleClassBase):
@@ -41,6 +41,8 @@ class NoOpReshape(pattern.RewriteRuleClassBase):
         before, after = static_shape(x), static_shape(y)
         if before is None or before != after:
             return result.fail(f"{y.name}: Reshape changes the shape (or it is not static)")
+        if get_quant(x) != get_quant(y):
+            return result.fail(f"{y.name}: int8 Reshape requantizes (other params than {x.name})")
         return result
 
     def rewrite(self, op, x: ir.Value, shape: ir.Value, y: ir.Value) -> ir.Value:
@@ -51,7 +53,8 @@ def noop_passes() -> list[RulePass]:
     return [
         rule_pass("remove_noop_reshape", ("Reshape",), [NoOpReshape.rule()]),
         rule_pass("remove_noop_transpose", ("Transpose",), [no_op_transpose_rule]),
-        rule_pass("merge_transposes", ("Transpose",), [transpose_transpose_rule]),
+        merge_pass(),
+        dedupe_pass(),
         rule_pass("remove_noop_cast", ("Cast",), [no_op_cast_rule]),
     ]
 

@@ -6,6 +6,11 @@ With a constant-mode Pad adding ``p`` (>= 0) on spatial axes only, value ``v``:
     AveragePool(Pad(x, p, 0))            = AveragePool(x, pads = pads + p, count_include_pad = 1)
     MaxPool(Pad(x, p, v))                = MaxPool(x, pads = pads + p)    when v <= every x
 
+On int8 values (docs/architecture.md, "int8 in the IR") implicit padding is the real 0, i.e. the
+input's zero point: a quantized Pad folds into a Conv or AveragePool only when its value equals
+the zero point and it does not requantize (same params on both sides); into a MaxPool also when
+its value is the dtype's minimum, which no input is below.
+
 A Conv's implicit padding is zero, so only ``v = 0`` folds (onnxscript's ``fuse_pad_into_conv_rule``,
 after ``normalize_pad_format_conv_rule`` spelled out any ``auto_pad``). An AveragePool that counts
 padding divides by the full window, which is what averaging over the zero-padded tensor does; a
@@ -25,11 +30,12 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter import pattern
 from onnxscript.rewriter._basics import MatchResult
-from onnxscript.rewriter.rules.common import fuse_pad_into_conv_rule, normalize_pad_format_conv_rule
-from onnxscript.rewriter.rules.common._fuse_pad_into_conv import fill_pads_with_axes
+from onnxscript.rewriter.rules.common import normalize_pad_format_conv_rule
+from onnxscript.rewriter.rules.common._fuse_pad_into_conv import FuseConvPad, fill_pads_with_axes
 
 from opfuse.passes._driver import RulePass, rule_pass
 from opfuse.passes._linear import const, static_shape
+from opfuse.quant import get_quant
 
 _NONNEGATIVE = ("Relu", "Sigmoid", "HardSigmoid", "Softplus", "Abs", "Exp")
 
@@ -75,12 +81,18 @@ class FusePadIntoPool(pattern.RewriteRuleClassBase):
         result = MatchResult()
         node = pooled.producer()
         shape = static_shape(x)
-        if shape is None or x.dtype not in (ir.DataType.FLOAT, ir.DataType.FLOAT16):
+        params = get_quant(x)
+        if shape is None or (params is None and x.dtype not in (ir.DataType.FLOAT, ir.DataType.FLOAT16)):
             return result.fail(f"{x.name}: no static shape or not float")
         read = read_pad(padded.producer(), len(shape))
         if read is None:
             return result.fail(f"{padded.name}: not a constant, non-negative, spatial Pad")
         pads, value = read
+        if params is not None:
+            failed = _quant_pad_fails(x, padded, value, self.pool == "MaxPool")
+            if failed:
+                return result.fail(failed)
+            value = 0.0 if value == params.zero_point[0] else -math.inf  # in real terms
         attrs = node.attributes
         if attrs.get_string("auto_pad", "NOTSET") != "NOTSET" or attrs.get_int("ceil_mode", 0):
             return result.fail(f"{node.name}: auto_pad or ceil_mode")
@@ -112,6 +124,41 @@ class FusePadIntoPool(pattern.RewriteRuleClassBase):
         return op.op(self.pool, x, _name=node.name, **attrs)
 
 
+def _quant_pad_fails(x: ir.Value, padded: ir.Value, value: float, minimum_ok: bool) -> str | None:
+    """Why an int8 Pad of ``x`` filling ``value`` does not fold (None when it does)."""
+    params = get_quant(x)
+    assert params is not None
+    if params.per_channel or get_quant(padded) != params:
+        return f"{padded.name}: the int8 Pad requantizes (other params than {x.name})"
+    if value == params.zero_point[0]:
+        return None
+    if minimum_ok and x.dtype is not None and value <= np.iinfo(x.dtype.numpy()).min:
+        return None
+    return f"{padded.name}: pad value {value:g} is not the zero point {params.zero_point[0]} of {x.name}"
+
+
+class FuseQuantizedConvPad(FuseConvPad):
+    """onnxscript's Conv(Pad(x)) fold, exact on int8: the pad value must be x's zero point."""
+
+    def check(self, context, x: ir.Value, pad: ir.Value, conv: ir.Value) -> MatchResult:
+        params = get_quant(x)
+        if params is None:
+            return super().check(context, x, pad, conv)
+        result = MatchResult()
+        shape = static_shape(x)
+        read = read_pad(pad.producer(), len(shape)) if shape is not None else None
+        if read is None:
+            return result.fail(f"{pad.name}: not a constant, non-negative, spatial Pad")
+        failed = _quant_pad_fails(x, pad, read[1], minimum_ok=False)
+        if failed:
+            return result.fail(failed)
+        if conv.producer().attributes.get_string("auto_pad", "NOTSET") != "NOTSET":
+            return result.fail(f"{conv.name}: auto_pad")
+        spatial = len(shape) - 2
+        self._pads_list = [0, 0, *read[0][:spatial], 0, 0, *read[0][spatial:]]
+        return result
+
+
 def _lower_bound(x: ir.Value) -> float:
     """A value no element of ``x`` is below, from its producer; -inf when unknown."""
     node = x.producer()
@@ -132,7 +179,7 @@ def _lower_bound(x: ir.Value) -> float:
 def pad_passes() -> list[RulePass]:
     return [
         rule_pass("normalize_conv_auto_pad", ("Conv",), [normalize_pad_format_conv_rule]),
-        rule_pass("fuse_pad_into_conv", ("Conv",), [fuse_pad_into_conv_rule]),
+        rule_pass("fuse_pad_into_conv", ("Conv",), [FuseQuantizedConvPad.rule()]),
         rule_pass("fuse_pad_into_avgpool", ("AveragePool",), [FusePadIntoPool.rule("AveragePool")]),
         rule_pass("fuse_pad_into_maxpool", ("MaxPool",), [FusePadIntoPool.rule("MaxPool")]),
     ]

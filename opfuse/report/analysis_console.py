@@ -4,75 +4,58 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from opfuse.report.console import _out
+from opfuse.report.units import fmt_bytes, fmt_count, fmt_energy, fmt_time
+from opfuse.report.verdict import verdict_lines
 
 if TYPE_CHECKING:
     from opfuse.analysis import Analysis
 
 
 
-def fmt_count(n: float) -> str:
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:,.2f}{unit}"
-    return f"{int(n)}"
-
-
-def fmt_bytes(n: float) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= scale:
-            return f"{n / scale:,.1f} {unit}"
-    return f"{int(n):,} B"
-
-
-def fmt_time(s: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if s >= scale:
-            return f"{s / scale:,.2f} {unit}"
-    return f"{s / 1e-9:,.1f} ns"
-
-
-def fmt_energy(j: float) -> str:
-    for unit, scale in (("J", 1.0), ("mJ", 1e-3), ("uJ", 1e-6)):
-        if j >= scale:
-            return f"{j / scale:,.2f} {unit}"
-    return f"{j / 1e-9:,.1f} nJ"
-
-
-def _ratio(before: float, after: float, lower_is_better: bool = True) -> str:
+def _change(before: float, after: float) -> str:
+    """A short change for the folding and fusion columns."""
     if not before:
         return "-"
     change = (after - before) / before * 100
-    if after and lower_is_better and after < before:
-        return f"{before / after:.2f}x less ({change:+.0f}%)"
-    return f"{change:+.0f}%"
+    return "same" if round(change) == 0 and after == before else f"{change:+.0f}%"
 
 
-def summary_rows(a: Analysis) -> list[tuple[str, str, str, str]]:
+def _speed(before: float, after: float) -> str:
+    return f"{before / after:.2f}x" if after else "-"
+
+
+def summary_rows(a: Analysis) -> list[tuple[str, ...]]:
+    """Rows: figure, as imported, after canonicalization, after fusion, folding's change (imported ->
+    canonical), fusion's own change (canonical -> fused)."""
     b, f = a.before, a.after
-    cb, cf = b.cost, f.cost
-    ram = a.ram_bytes
+    c = a.canonical if a.canonical is not None else a.before
+    cb, cc, cf = b.cost, c.cost, f.cost
+
+    def row(label: str, fmt, get, change=_change) -> tuple[str, ...]:  # noqa: ANN001
+        x, y, z = get(b, cb), get(c, cc), get(f, cf)
+        return (label, fmt(x), fmt(y), fmt(z), change(x, y), change(y, z))
+
+    def fit(side) -> str:  # noqa: ANN001
+        return "fits" if side.fits else "does NOT fit"
+
     return [
-        ("kernels", f"{cb.kernel_count:,}", f"{cf.kernel_count:,}",
-         _ratio(cb.kernel_count, cf.kernel_count)),
-        ("traffic", fmt_bytes(cb.traffic_bytes), fmt_bytes(cf.traffic_bytes),
-         _ratio(cb.traffic_bytes, cf.traffic_bytes)),
-        ("  activations", fmt_bytes(cb.activation_bytes), fmt_bytes(cf.activation_bytes),
-         _ratio(cb.activation_bytes, cf.activation_bytes)),
-        ("  weights", fmt_bytes(cb.weight_bytes), fmt_bytes(cf.weight_bytes),
-         _ratio(cb.weight_bytes, cf.weight_bytes)),
-        ("FLOPs", fmt_count(cb.flops), fmt_count(cf.flops), _ratio(cb.flops, cf.flops)),
-        ("peak arena", fmt_bytes(b.plan.peak_bytes), fmt_bytes(f.plan.peak_bytes),
-         _ratio(b.plan.peak_bytes, f.plan.peak_bytes)),
-        ("  vs RAM " + fmt_bytes(ram), "fits" if b.fits else "does NOT fit",
-         "fits" if f.fits else "does NOT fit", f"lower bound {fmt_bytes(f.plan.lower_bound_bytes)}"),
-        ("latency", fmt_time(cb.latency_s), fmt_time(cf.latency_s),
-         f"{cb.latency_s / cf.latency_s:.2f}x faster" if cf.latency_s else "-"),
-        ("energy", fmt_energy(cb.energy_j), fmt_energy(cf.energy_j),
-         _ratio(cb.energy_j, cf.energy_j)),
+        row("kernels", lambda v: f"{v:,}", lambda s, k: k.kernel_count),
+        row("traffic", fmt_bytes, lambda s, k: k.traffic_bytes),
+        row("  activations", fmt_bytes, lambda s, k: k.activation_bytes),
+        row("  weights" + (" (not counted)" if a.activations_only else ""), fmt_bytes,
+            lambda s, k: k.weight_bytes),
+        row("FLOPs", fmt_count, lambda s, k: k.flops),
+        row("peak arena", fmt_bytes, lambda s, k: s.plan.peak_bytes),
+        ("  vs RAM " + fmt_bytes(a.ram_bytes), fit(b), fit(c), fit(f), "", ""),
+        row("latency", fmt_time, lambda s, k: k.latency_s,
+            lambda x, y: f"{_speed(x, y)} faster" if y else "-"),
+        row("energy", fmt_energy, lambda s, k: k.energy_j),
     ]
 
 
@@ -82,11 +65,27 @@ def print_analysis(a: Analysis, max_rows: int = 40) -> None:
         + (", activations only" if a.activations_only else "")
     )
     summary = Table(show_edge=False, box=None, pad_edge=False)
-    for col, justify in (("", "left"), ("before", "right"), ("after", "right"), ("change", "left")):
+    for col, justify in (("", "left"), ("imported", "right"), ("canonical", "right"),
+                         ("fused", "right"), ("folding", "right"), ("fusion", "right")):
         summary.add_column(col, justify=justify)
     for row in summary_rows(a):
         summary.add_row(*row)
-    _out.print(Panel(summary, title=title, expand=False))
+    verdict = Text()
+    for line in verdict_lines(a.to_json()):  # the deployment verdict first: does it fit
+        mark, style = {True: ("ok ", "green"), False: ("NO ", "bold red")}.get(line["ok"], ("   ", ""))
+        verdict.append(mark, style=style)
+        verdict.append(line["text"] + "\n", style="bold" if line["ok"] is False else "")
+    _out.print(Panel(Group(verdict, summary), title=title, expand=False))
+    if a.precision_note:
+        _out.print(a.precision_note)
+    if a.after.unknown or a.before.unknown:
+        names = a.after.unknown or a.before.unknown
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        _out.print(
+            f"unknown size: {len(names)} tensors ({shown}) have no known shape or type; they count "
+            "0 bytes, so traffic, arena, FLOPs, latency and energy above are lower bounds "
+            "(give a shape with --input-shape NAME=DIMS)"
+        )
 
     kernels = Table(title=f"{len(a.kernels)} kernels after fusion")
     for col in ("#", "kernel", "FLOPs", "read", "written", "FLOP/B", "bound", "latency", "energy"):

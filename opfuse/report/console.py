@@ -10,8 +10,6 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from opfuse.fusion import REASONS
-
 if TYPE_CHECKING:
     from opfuse.models import ModelSpec
     from opfuse.pipeline import CompileResult
@@ -93,6 +91,8 @@ def print_fusion(result: CompileResult) -> None:
         for reason, items in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
             why.add_row(reason, str(len(items)), items[0].message)
         _out.print(why)
+        from opfuse.fusion import REASONS  # here, not at the top: `opfuse --help` stays light
+
         _out.print(
             "\n".join(f"  {r}: {REASONS.get(r, '')}" for r in sorted(by_reason)), style="dim"
         )

@@ -128,6 +128,8 @@ def roofs(result: CompileResult) -> dict[str, Any]:
 def report_data(result: CompileResult, analysis: Analysis) -> dict[str, Any]:
     """What the report page shows, for ``render_report``."""
     from opfuse.report.figures import before_kernels, levels, memory_plans
+    from opfuse.report.refusals import ranked_refusals
+    from opfuse.report.verdict import verdict_lines
 
     summary = analysis.to_json()
     plan_before, plan_after = memory_plans(analysis)
@@ -146,4 +148,6 @@ def report_data(result: CompileResult, analysis: Analysis) -> dict[str, Any]:
         },
         "roofs": roofs(result),
         "reasons": dict(REASONS),
+        "verdict": verdict_lines(summary),
+        "refusals": ranked_refusals(result, analysis.precision),
     }

@@ -30,12 +30,13 @@ _CSS = ["base.css", "explorer.css"]
 _JS = ["common.js", "roofline.js", "explorer_strip.js", "explorer.js"]
 
 
-def figures(side: dict[str, Any], kernels: list[dict[str, Any]]) -> dict[str, Any]:
-    """The readouts of one side (before or after) of an analysis, from its JSON."""
+def figures(side: dict[str, Any], kernels: list[dict[str, Any]], dep: dict[str, Any]) -> dict[str, Any]:
+    """The readouts of one side (before or after) of an analysis, from its JSON. The verdict is the
+    per-kernel rule applied to the whole schedule (``opfuse.cost.summary.TimeSplit.bound``:
+    memory-bound when its intensity is below its ridge point); the share of time spent in
+    memory-bound kernels is given beside it, as the latency-weighted view."""
     flops, traffic, latency = side["flops"], side["traffic_bytes"], side["latency_s"]
-    mem = sum(k["latency_s"] for k in kernels if k["bound"] == "memory")
-    total = sum(k["latency_s"] for k in kernels) or 1.0
-    n_mem = sum(1 for k in kernels if k["bound"] == "memory")
+    split = dep["time"]
     return {
         "traffic_bytes": traffic,
         "flops": flops,
@@ -46,23 +47,32 @@ def figures(side: dict[str, Any], kernels: list[dict[str, Any]]) -> dict[str, An
         "fits": side["fits"],
         "intensity": flops / traffic if traffic else 0.0,
         "throughput": flops / latency if latency else 0.0,
-        "verdict": "memory" if mem >= total / 2 else "compute",
-        "memory_kernels": n_mem,
+        "verdict": split["bound"],
+        "ridge_point": split["ridge_point"],
+        "memory_kernels": split["memory_bound_kernels"],
+        "memory_share": split["memory_bound_share"],
         "bounds": [k["bound"] for k in kernels],
     }
 
 
 def analyze_config(result: CompileResult, precision: str) -> dict[str, Any]:
-    """Both sides of one configuration, exactly as ``opfuse analyze --json`` reports them."""
+    """Both sides of one configuration, exactly as ``opfuse analyze --json`` reports them, with
+    each side's deployment verdict (``opfuse.report.verdict``)."""
     from opfuse.analysis import analyze
     from opfuse.report.figures import before_kernels
+    from opfuse.report.verdict import deployment_lines
 
     analysis = analyze(result, precision=precision, planner=PLANNER)
     summary = analysis.to_json()
     before = before_kernels(analysis)
+    dep_off, dep_on = analysis.deployment_json("before"), summary["deployment"]
     return {
-        "off": figures(summary["before"], before),
-        "on": figures(summary["after"], summary["kernels"]),
+        "off": figures(summary["before"], before, dep_off),
+        "on": figures(summary["after"], summary["kernels"], dep_on),
+        "verdict": {
+            "off": deployment_lines(dep_off, analysis.target, summary["accounting"]),
+            "on": deployment_lines(dep_on, analysis.target, summary["accounting"]),
+        },
     }
 
 
@@ -170,6 +180,9 @@ def _body(data: dict[str, Any]) -> str:
   {size_ctl}
   <span class="dim" id="hw-desc"></span>
 </section>
+<section id="ex-verdict-section"><h2>Does it deploy?</h2><ul id="ex-verdict"></ul>
+  <p class="dim">For the setting above, fused or not. Sizes in KiB/MiB (1024 B), bandwidth in GB/s
+  (10<sup>9</sup> B/s).</p></section>
 <section><h2>Pipeline</h2><canvas id="strip" height="240"></canvas>
   <p class="dim" id="strip-note"></p></section>
 <div class="ex-two">
@@ -197,16 +210,47 @@ def write_explorer(model_source: str, path: str | Path) -> None:
     write_atomic(path, render_explorer(model_source))
 
 
-def serve(path: str | Path, port: int = 8000) -> None:  # pragma: no cover (blocks)
-    """Serve ``path``'s folder on 127.0.0.1:``port`` until interrupted (the page needs no server;
-    this is for a remote shell with a forwarded port)."""
-    import functools
+def page_server(path: str | Path, port: int = 8000) -> Any:
+    """An HTTP server on 127.0.0.1:``port`` (0: any free port) that answers GET and HEAD for ``/``
+    and ``/NAME`` (the page's file name) with the page, and 404 for every other path: no directory
+    listing, no other file of the page's folder. The page is read once, now."""
     import http.server
 
     file = Path(path).resolve()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(file.parent))
-    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
-        print(f"serving http://127.0.0.1:{port}/{file.name} (ctrl-c stops)", flush=True)
+    body = file.read_bytes()
+    paths = {"/", f"/{file.name}"}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self, send_body: bool) -> None:
+            if self.path.split("?", 1)[0] not in paths:
+                self.send_error(404, "not found")
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            if send_body:
+                self.wfile.write(body)
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            self._answer(True)
+
+        def do_HEAD(self) -> None:  # noqa: N802
+            self._answer(False)
+
+        def log_message(self, fmt: str, *args: Any) -> None:
+            pass
+
+    return http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+
+
+def serve(path: str | Path, port: int = 8000) -> None:  # pragma: no cover (blocks)
+    """Serve the page ``path`` (and nothing else) on 127.0.0.1:``port`` until interrupted (the page
+    needs no server; this is for a remote shell with a forwarded port)."""
+    with page_server(path, port) as httpd:
+        name = Path(path).name
+        print(f"serving http://127.0.0.1:{httpd.server_address[1]}/{name} (ctrl-c stops)", flush=True)
         try:
             httpd.serve_forever()
         except KeyboardInterrupt:

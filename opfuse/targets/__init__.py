@@ -18,8 +18,11 @@ from opfuse.errors import OpfuseError
 from opfuse.targets.board import Board, parse_board
 from opfuse.targets.perf import MemoryLevel, Perf, parse_perf
 
+DEFAULT_TARGET = "x86-host"
+
 __all__ = [
     "Board",
+    "DEFAULT_TARGET",
     "FusionCaps",
     "MemoryLevel",
     "Perf",
@@ -44,6 +47,10 @@ class FusionCaps:
     elementwise_epilogue: tuple[str, ...] = ()  # classes a standalone elementwise op may absorb
     pool_epilogue: tuple[str, ...] = ()  # classes a pool may absorb
     max_chain: int = 8  # most ops in one kernel
+    # an int8 kernel keeps its accumulator through arithmetic/activation epilogues (a residual
+    # Add, a requantizing clamp) and requantizes once at the end; when false, an int8 kernel
+    # takes only a clamp that is its own requantization clamp (docs/architecture.md)
+    int8_requantize_once: bool = False
     # may duplicate a cheap producer with several consumers; not implemented by the partitioner
     # (every target keeps it false), kept so a target file can say it
     recompute: bool = False

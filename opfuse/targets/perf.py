@@ -5,6 +5,7 @@ Schema (every number in a target file carries its source in a comment beside it)
     [perf]
     clock_hz = 180e6
     ram_bytes = 262144                 # what the activation arena must fit into ("fits")
+    flash_bytes = 2097152              # optional: what the weights must fit into; absent: unknown
     dispatch_overhead_s = 2e-6         # per kernel call / launch
     peak_macs_per_s = { int8 = 3.6e8, fp32 = 6e7 }   # one entry per precision the target runs
     pj_per_mac = { int8 = 0.23, fp32 = 4.6 }         # the same precisions
@@ -55,7 +56,7 @@ KERNEL_CLASSES = (
     "other",
 )
 _PERF_KEYS = ("clock_hz", "ram_bytes", "dispatch_overhead_s", "peak_macs_per_s", "pj_per_mac", "memory")
-_OPTIONAL_KEYS = ("efficiency",)
+_OPTIONAL_KEYS = ("efficiency", "flash_bytes")
 _LEVEL_KEYS = (
     "name",
     "size_bytes",
@@ -86,6 +87,8 @@ class Perf:
     memory: tuple[MemoryLevel, ...]  # innermost first
     # kernel class -> attainable fraction of peak in (0, 1]; a class not listed runs at 1.0
     efficiency: dict[str, float] = field(default_factory=dict)
+    # where the weights are stored (an MCU's flash); None: the target file does not say
+    flash_bytes: int | None = None
 
     def efficiency_of(self, kernel_class: str) -> float:
         return self.efficiency.get(kernel_class, 1.0)
@@ -192,6 +195,11 @@ def parse_perf(table: object, path: Path, precisions: tuple[str, ...]) -> Perf |
         pj_per_mac=_rates(table["pj_per_mac"], "perf.pj_per_mac", path, precisions),
         memory=memory,
         efficiency=_efficiency(table.get("efficiency", {}), path),
+        flash_bytes=(
+            int(_number(table["flash_bytes"], "perf.flash_bytes", path))
+            if "flash_bytes" in table
+            else None
+        ),
     )
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from opfuse.passes import canonicalize
 from opfuse.passes._linear import LINEAR_OPS
+from tests.conftest import shared_onnx
 from tests.passes._passes_util import SHARED_MODELS, assert_same_outputs, op_counts
 
 try:  # the driver imports stages other engineers are still writing
@@ -20,7 +21,7 @@ except ImportError:  # pragma: no cover
 MODELS = sorted(SHARED_MODELS.glob("*.onnx"))
 
 
-@pytest.mark.skipif(not MODELS, reason=f"no models in {SHARED_MODELS}")
+@pytest.mark.skipif(not MODELS, reason=f"../shared/models not present ({SHARED_MODELS})")
 @pytest.mark.parametrize("path", MODELS, ids=[p.stem for p in MODELS])
 def test_shared_model(path: Path) -> None:
     before = load(path)
@@ -45,7 +46,7 @@ def test_shared_model(path: Path) -> None:
 
 
 def test_weights_as_graph_inputs_keep_bn() -> None:
-    path = SHARED_MODELS / "conv_bn_relu_maxpool_test.onnx"
+    path = shared_onnx("conv_bn_relu_maxpool_test.onnx")
     if not path.exists():
         pytest.skip(f"{path} missing")
     model = load(path)

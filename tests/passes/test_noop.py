@@ -103,12 +103,14 @@ def test_transpose_pairs(p: list[int], q: list[int], left: int) -> None:
     assert counts["merge_transposes"] == 1
 
 
-def test_transpose_pair_with_shared_middle_is_kept() -> None:
+def test_transpose_pair_with_shared_middle_cancels_the_outer_one() -> None:
     nodes = [
         helper.make_node("Transpose", ["x"], ["a"], perm=[1, 0]),
         helper.make_node("Transpose", ["a"], ["b"], perm=[1, 0]),
         helper.make_node("Add", ["a", "a"], ["z"]),
     ]
     proto = make_model(nodes, {"x": [2, 3]}, {"b": None, "z": None})
-    _, after, _ = canonicalized(proto)
-    assert op_counts(after)["Transpose"] == 2
+    _, after, counts = canonicalized(proto)
+    # b = x (an Identity: input -> output); the shared middle moves past the Add
+    assert op_counts(after) == {"Identity": 1, "Add": 1, "Transpose": 1}
+    assert counts["merge_transposes"] == 1 and counts["push_transpose_elementwise"] == 1

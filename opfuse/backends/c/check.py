@@ -29,11 +29,12 @@ def _compiled(source, target) -> CompileResult:
     return source if isinstance(source, CompileResult) else compile_model(source, target)
 
 
-def reference(source: str | Path, inputs: Mapping[str, np.ndarray] | None = None, seed: int = 0):
+def reference(source: str | Path, inputs: Mapping[str, np.ndarray] | None = None, seed: int = 0,
+              input_shapes: Mapping[str, tuple[int, ...]] | None = None):
     """(inputs, outputs by name) of onnxruntime on the original model, optimizations disabled."""
     notes: list[str] = []
     sess = reference_session(_original(source), "original", notes)
-    feeds = dict(inputs) if inputs is not None else random_inputs(sess, seed)
+    feeds = dict(inputs) if inputs is not None else random_inputs(sess, seed, input_shapes)
     names = [o.name for o in sess.get_outputs()]
     return feeds, dict(zip(names, sess.run(None, feeds), strict=True)), notes
 
@@ -52,7 +53,7 @@ def validate_c(
 ) -> ValidationReport:
     """Emit C for the model, build it, run it and compare every output with onnxruntime."""
     result = _compiled(model_source, target)
-    feeds, ref, notes = reference(result.source, inputs, seed)
+    feeds, ref, notes = reference(result.source, inputs, seed, result.input_shapes)
     with tempfile.TemporaryDirectory(prefix="opfuse-c-") as tmp:
         folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
         emit_c(result, folder, fuse=fuse, planner=planner)

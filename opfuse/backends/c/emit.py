@@ -31,6 +31,7 @@ from opfuse.backends.c.kernels import check_covered, emit_kernel
 from opfuse.backends.c.tensors import Params, Store, WeightBlob
 from opfuse.errors import OpfuseError
 from opfuse.fusion import Partition, trivial_partition
+from opfuse.ir import require_static
 from opfuse.memory import MemoryPlan, plan_memory
 from opfuse.pipeline import CompileResult
 
@@ -67,6 +68,7 @@ def generate(
     model, part = c_partition(result, fuse)
     nodes = {n.name: n for n in model.graph}
     check_covered(list(model.graph))
+    require_static(model, "C backend")  # a static arena needs every size (custom ops: analyze)
     plan = plan_memory(model, part, planner)
     blob = WeightBlob()
     store = Store(plan, blob)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from opfuse.atomic import umask_mode
 from opfuse.errors import OpfuseError
 
 _TABLE = [f"\\{i:03o}" for i in range(256)]
@@ -247,6 +248,7 @@ def write_dir(outdir: Path, files: dict[str, str]) -> None:
     except OSError as exc:
         raise OpfuseError(f"{outdir}: cannot write: {exc.strerror}") from None
     try:
+        tmp.chmod(umask_mode(0o777))  # mkdtemp's 0700 would become the project folder's mode
         for name, text in files.items():
             (tmp / name).write_text(text, encoding="utf-8")
         if not outdir.exists():

@@ -24,8 +24,10 @@ import onnx
 import onnx_ir as ir
 
 from opfuse.backends.onnx.ort_fusion import MS_DOMAIN, fuse_for_ort
+from opfuse.backends.onnx.qdq import expand_qdq, quant_map
 from opfuse.errors import OpfuseError
 from opfuse.fusion.types import Partition
+from opfuse.quant import ONNX, ROUNDING
 
 KERNELS_KEY = "opfuse.kernels"
 TARGET_KEY = "opfuse.target"
@@ -61,6 +63,15 @@ def emit_onnx(
     proto.producer_name = "opfuse"
     proto.producer_version = _opfuse_version()
     kernel_of = _kernel_index(proto.graph, partition)
+    annotated = quant_map(model)
+    if annotated:
+        if ort:
+            raise OpfuseError(
+                "--ort: FusedConv/FusedGemm are float kernels; a quantized model is emitted as QDQ "
+                "ONNX without --ort (onnxruntime's ORT_ENABLE_ALL turns it into QLinear kernels)"
+            )
+        expand_qdq(proto.graph, annotated, kernel_of)
+        _set_props(proto.metadata_props, {ROUNDING: str(model.meta.get(ROUNDING, ONNX))})
     if ort:
         fused = fuse_for_ort(proto.graph, kernel_of)
         if fused and not any(op.domain == MS_DOMAIN for op in proto.opset_import):

@@ -1,4 +1,6 @@
-/* Shared helpers for the report and the explorer: number formatting, SVG elements, tooltips. */
+/* Shared helpers for the report and the explorer: number formatting, SVG elements, tooltips, and a
+   selection every view follows. Units as in the terminal (opfuse/report/units.py): sizes in KiB/MiB
+   (1024), bandwidth in decimal GB/s (10^9 B/s). */
 "use strict";
 var OF = (function () {
   var SVGNS = ["http:", "", "www.w3.org", "2000", "svg"].join("/");
@@ -26,7 +28,7 @@ var OF = (function () {
     return v.toFixed(d) + " " + units[i];
   }
 
-  function bytes(v) { return v < 1024 ? v + " B" : scaled(v, ["B", "KB", "MB", "GB", "TB"], 1024); }
+  function bytes(v) { return Math.abs(v) < 1024 ? v + " B" : scaled(v, ["B", "KiB", "MiB", "GiB", "TiB"], 1024); }
   function count(v) { return scaled(v, ["", "K", "M", "G", "T", "P"], 1000).trim(); }
   function flops(v) { return scaled(v, ["FLOP", "KFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"], 1000); }
   function rate(v) { return scaled(v, ["FLOP/s", "KFLOP/s", "MFLOP/s", "GFLOP/s", "TFLOP/s", "PFLOP/s"], 1000); }
@@ -54,18 +56,33 @@ var OF = (function () {
   }
 
   var tip = null;
-  function tooltip(target, textFn) {
+  function showTip(ev, text) {
     if (!tip) { tip = html("div", { "class": "of-tip" }, "", document.body); tip.style.display = "none"; }
-    target.addEventListener("mousemove", function (ev) {
-      tip.textContent = textFn();
-      tip.style.display = "block";
-      var x = ev.clientX + 14, y = ev.clientY + 14;
-      var w = tip.offsetWidth, h = tip.offsetHeight;
-      if (x + w > window.innerWidth - 8) x = ev.clientX - w - 14;
-      if (y + h > window.innerHeight - 8) y = ev.clientY - h - 14;
-      tip.style.left = x + "px"; tip.style.top = y + "px";
-    });
-    target.addEventListener("mouseleave", function () { tip.style.display = "none"; });
+    tip.textContent = text;
+    tip.style.display = "block";
+    var x = ev.clientX + 14, y = ev.clientY + 14;
+    var w = tip.offsetWidth, h = tip.offsetHeight;
+    if (x + w > window.innerWidth - 8) x = Math.max(4, ev.clientX - w - 14);
+    if (y + h > window.innerHeight - 8) y = Math.max(4, ev.clientY - h - 14);
+    tip.style.left = x + "px"; tip.style.top = y + "px";
+  }
+  function hideTip() { if (tip) tip.style.display = "none"; }
+  function tooltip(target, textFn) {
+    target.addEventListener("mousemove", function (ev) { showTip(ev, textFn()); });
+    target.addEventListener("mouseleave", hideTip);
+  }
+
+  /* One selected kernel for every view: views register a listener; select(i, from) tells the others. */
+  var listeners = [];
+  function onSelect(fn) { listeners.push(fn); }
+  function select(i, from) { listeners.forEach(function (fn) { fn(i, from); }); }
+
+  /* A download built here from text: no network, no server. */
+  function download(name, text, type) {
+    var url = URL.createObjectURL(new Blob([text], { type: type || "text/plain" }));
+    var a = html("a", { href: url, download: name }, null, document.body);
+    a.click(); a.remove();
+    setTimeout(function () { URL.revokeObjectURL(url); }, 1000);
   }
 
   function data(id) { return JSON.parse(document.getElementById(id).textContent); }
@@ -80,6 +97,6 @@ var OF = (function () {
   }
 
   return { el: el, html: html, bytes: bytes, count: count, flops: flops, rate: rate, bw: bw,
-    time: time, energy: energy, intensity: intensity, ratio: ratio, pct: pct, tooltip: tooltip,
-    data: data, logTicks: logTicks };
+    time: time, energy: energy, intensity: intensity, ratio: ratio, pct: pct, tooltip: tooltip, showTip: showTip, hideTip: hideTip,
+    data: data, logTicks: logTicks, onSelect: onSelect, select: select, download: download };
 })();

@@ -32,13 +32,30 @@
       } else {
         raw = cur[r[2]]; text = r[3](raw);
         note = "fusion " + (S.fused ? "off" : "on") + ": " + r[3](other[r[2]]);
-        if (r[0] === "verdict") {
+        if (r[0] === "verdict") {  /* the per-kernel rule on the whole schedule; latency-weighted beside it */
           box.classList.add(raw);
-          note = cur.memory_kernels + " of " + cur.kernels + " kernels memory-bound; " + note;
+          box.setAttribute("data-intensity", String(cur.intensity));
+          box.setAttribute("data-ridge", String(cur.ridge_point));
+          note = OF.intensity(cur.intensity) + (raw === "memory" ? " below" : " at or above") + " the ridge " +
+            OF.intensity(cur.ridge_point) + " (per-kernel rule on the whole schedule); " + cur.memory_kernels +
+            " of " + cur.kernels + " kernels memory-bound, " + (cur.memory_share * 100).toFixed(1) +
+            "% of the time (latency-weighted); " + note;
         }
       }
       OF.html("div", { "class": "v", "data-value": String(raw) }, text, box);
       OF.html("div", { "class": "n" }, note, box);
+    });
+  }
+
+  function verdict() {
+    var host = document.getElementById("ex-verdict"), lines = cfg().verdict[S.fused ? "on" : "off"];
+    host.textContent = "";
+    lines.forEach(function (line) {
+      var cls = line.ok === true ? "ok" : line.ok === false ? "bad" : "info";
+      var li = OF.html("li", { "class": "v-" + cls, "data-key": line.key }, null, host);
+      OF.html("span", { "class": "mark" }, line.ok === true ? "fits" : line.ok === false ? "does not fit" :
+        line.key === "flash" ? "unknown" : "", li);
+      OF.html("span", { "class": "text" }, line.text, li);
     });
   }
 
@@ -96,7 +113,7 @@
   }
 
   function update() {
-    controls(); readouts(); roof();
+    controls(); verdict(); readouts(); roof();
     var T = D.targets[S.target], levels = T.roofs.levels.filter(function (l) { return l.holds.indexOf("activations") >= 0; });
     strip.set(D.ops, D.groups[S.target + "|" + S.size] || [], S.fused,
       levels.length ? levels[levels.length - 1].name : "memory", S.precision);

@@ -1,6 +1,8 @@
 /* The graph view: the canonicalized model's nodes boxed into their kernels (layout computed in
    Python, opfuse/report/layout.py), edges between kernels, refused edges in red with their reason.
-   Scrollable; zoom with the buttons or ctrl + wheel. */
+   Scrollable; zoom with the buttons or ctrl + wheel (anchored at the cursor); "fit" shows the whole
+   graph; the search box finds a node or kernel by name and scrolls to it; a click on a kernel
+   selects it in every view (OF.select). */
 "use strict";
 OF.graphView = function (D) {
   var G = D.graph, L = G.layout, K = D.analysis.kernels;
@@ -24,7 +26,8 @@ OF.graphView = function (D) {
 
   G.kernels.forEach(function (k, i) {
     var b = L.boxes[i], info = K[i] || {};
-    var g = OF.el("g", { "class": "kbox " + (info.bound || ""), "data-kernel": k.name }, boxG);
+    var g = OF.el("g", { "class": "kbox " + (info.bound || ""), "data-kernel": k.name, "data-index": i }, boxG);
+    g.addEventListener("click", function () { OF.select(i, "graph"); });
     OF.el("rect", { x: b.x, y: b.y, width: b.w, height: b.h, rx: 6 }, g);
     OF.el("text", { x: b.x + 8, y: b.y + 14, "class": "khead" }, g).textContent =
       "#" + i + " " + (k.name.length > 40 ? k.name.slice(0, 39) + "\u2026" : k.name);
@@ -73,20 +76,72 @@ OF.graphView = function (D) {
     hit.addEventListener("mouseleave", function () { p.classList.remove("hover"); });
   });
 
-  var zoom = 1;
-  function setZoom(z) {
-    zoom = Math.min(3, Math.max(0.15, z));
+  var zoom = 1, minZoom = 0.15;
+  function setZoom(z, ax, ay) {  /* (ax, ay): the point of the view that stays put, in host pixels */
+    var old = zoom;
+    zoom = Math.min(3, Math.max(minZoom, z));
+    if (ax === undefined) { ax = host.clientWidth / 2; ay = host.clientHeight / 2; }
+    var gx = (host.scrollLeft + ax) / old, gy = (host.scrollTop + ay) / old;  /* graph coordinates */
     svg.setAttribute("width", L.width * zoom); svg.setAttribute("height", L.height * zoom);
+    host.scrollLeft = gx * zoom - ax; host.scrollTop = gy * zoom - ay;
     document.getElementById("graph-zoom").textContent = Math.round(zoom * 100) + "%";
   }
-  function fit() { setZoom((host.clientWidth - 20) / L.width); }
+  function fit() {  /* the whole graph in the box, both ways; below the usual floor when it must */
+    var z = Math.min((host.clientWidth - 4) / L.width, (host.clientHeight - 4) / L.height);
+    minZoom = Math.min(0.15, z);
+    setZoom(z); host.scrollLeft = 0; host.scrollTop = 0;
+  }
   document.getElementById("graph-in").onclick = function () { setZoom(zoom * 1.25); };
   document.getElementById("graph-out").onclick = function () { setZoom(zoom / 1.25); };
   document.getElementById("graph-fit").onclick = fit;
   document.getElementById("graph-one").onclick = function () { setZoom(1); };
   host.addEventListener("wheel", function (ev) {
     if (!ev.ctrlKey) return;
-    ev.preventDefault(); setZoom(zoom * (ev.deltaY < 0 ? 1.1 : 1 / 1.1));
+    ev.preventDefault();
+    var r = host.getBoundingClientRect();
+    setZoom(zoom * (ev.deltaY < 0 ? 1.1 : 1 / 1.1), ev.clientX - r.left, ev.clientY - r.top);
   }, { passive: false });
+
+  var boxes = boxG.querySelectorAll("g.kbox");
+  function show(i, row) {  /* scroll kernel i (and its node row, if given) to the middle of the view */
+    var b = L.boxes[i], y = row === undefined ? b.y + b.h / 2 : b.y + L.head_h + (row + 0.5) * L.row_h;
+    host.scrollLeft = (b.x + b.w / 2) * zoom - host.clientWidth / 2;
+    host.scrollTop = y * zoom - host.clientHeight / 2;
+  }
+  OF.onSelect(function (i, from) {
+    boxes.forEach(function (g) { g.classList.remove("selected"); });
+    if (!boxes[i]) return;
+    boxes[i].classList.add("selected");
+    if (from !== "graph" && from !== "search") show(i);
+  });
+
+  var search = document.getElementById("graph-search"), found = document.getElementById("graph-found");
+  var hits = [], at = 0;
+  function find(q) {
+    q = q.trim().toLowerCase(); hits = []; at = 0;
+    if (!q) return;
+    G.kernels.forEach(function (k, i) {
+      if (k.name.toLowerCase().indexOf(q) >= 0) hits.push({ kernel: i, row: undefined, name: k.name });
+      k.nodes.forEach(function (n, j) {
+        var node = byName[n], names = [n].concat(node.sources || []);
+        if (names.some(function (x) { return x.toLowerCase().indexOf(q) >= 0; })) hits.push({ kernel: i, row: j, name: n });
+      });
+    });
+  }
+  function go(step) {
+    if (!hits.length) { found.textContent = search.value.trim() ? "no match" : ""; return; }
+    at = (at + step + hits.length) % hits.length;
+    var h = hits[at];
+    OF.select(h.kernel, "search");
+    show(h.kernel, h.row);
+    found.textContent = (at + 1) + " of " + hits.length + ": " + h.name + " (kernel #" + h.kernel + ")";
+    search.setAttribute("data-kernel", String(h.kernel));
+  }
+  if (search) {
+    search.addEventListener("input", function () { find(search.value); go(0); });
+    search.addEventListener("keydown", function (ev) {
+      if (ev.key === "Enter") { ev.preventDefault(); go(ev.shiftKey ? -1 : 1); }
+    });
+  }
   setZoom(1);
 };

@@ -1,8 +1,20 @@
-/* The report page: summary cards, roofline, kernel table, decisions, passes. Graph view and memory
-   timeline live in graph.js and timeline.js. Every number shown is read from the embedded JSON. */
+/* The report page: deployment verdict, summary cards, three columns, roofline, passes. The kernel
+   table, the refusals, the graph and the memory timeline live in kernels.js, refusals.js, graph.js
+   and timeline.js. Every number shown is read from the embedded JSON. */
 "use strict";
 (function () {
-  var D = OF.data("report-data"), A = D.analysis, B = A.before, F = A.after;
+  var D = OF.data("report-data"), A = D.analysis, B = A.before, C = A.canonical || A.before, F = A.after;
+
+  function verdict() {
+    var host = document.getElementById("verdict");
+    (D.verdict || []).forEach(function (line) {
+      var cls = line.ok === true ? "ok" : line.ok === false ? "bad" : "info";
+      var li = OF.html("li", { "class": "v-" + cls, "data-key": line.key }, null, host);
+      OF.html("span", { "class": "mark" }, line.ok === true ? "fits" : line.ok === false ? "does not fit" :
+        line.key === "flash" ? "unknown" : "", li);
+      OF.html("span", { "class": "text" }, line.text, li);
+    });
+  }
 
   function card(host, title, before, after, note, cls, raw) {
     var c = OF.html("div", { "class": "card " + (cls || ""), "data-card": title }, null, host);
@@ -14,20 +26,50 @@
   }
 
   function summary() {
+    /* cards: fusion's own gain (after canonicalization -> after fusion); folding's in the notes */
     var host = document.getElementById("cards");
-    card(host, "kernels", String(B.kernels), String(F.kernels),
-      OF.ratio(B.kernels, F.kernels) + " fewer dispatches", "", F.kernels);
-    card(host, "memory traffic", OF.bytes(B.traffic_bytes), OF.bytes(F.traffic_bytes),
-      OF.pct(B.traffic_bytes, F.traffic_bytes) + " \u00b7 activations " + OF.bytes(F.activation_bytes) +
-      ", weights " + OF.bytes(F.weight_bytes), "", F.traffic_bytes);
+    card(host, "kernels", String(C.kernels), String(F.kernels),
+      "fusion " + OF.pct(C.kernels, F.kernels) + "; folding first took " + B.kernels + " \u2192 " + C.kernels, "", F.kernels);
+    card(host, "memory traffic", OF.bytes(C.traffic_bytes), OF.bytes(F.traffic_bytes),
+      "fusion " + OF.pct(C.traffic_bytes, F.traffic_bytes) + ", folding " + OF.pct(B.traffic_bytes, C.traffic_bytes) +
+      " \u00b7 activations " + OF.bytes(F.activation_bytes) + ", weights " +
+      (A.accounting === "activations-only" ? "not counted" : OF.bytes(F.weight_bytes)), "", F.traffic_bytes);
     var ram = D.roofs.ram_bytes;
-    card(host, "activation arena", OF.bytes(B.peak_arena_bytes), OF.bytes(F.peak_arena_bytes),
-      (ram ? (F.fits ? "fits" : "does NOT fit") + " in " + OF.bytes(ram) + " RAM" : "no RAM size") +
+    card(host, "activation arena", OF.bytes(C.peak_arena_bytes), OF.bytes(F.peak_arena_bytes),
+      (ram ? (F.fits ? "fits in " : "does not fit in ") + OF.bytes(ram) + " RAM" : "no RAM size") +
       " \u00b7 lower bound " + OF.bytes(F.arena_lower_bound_bytes), F.fits ? "good" : "bad", F.peak_arena_bytes);
-    card(host, "latency", OF.time(B.latency_s), OF.time(F.latency_s), "roofline-bound estimate", "", F.latency_s);
-    card(host, "energy", OF.energy(B.energy_j), OF.energy(F.energy_j), OF.pct(B.energy_j, F.energy_j), "", F.energy_j);
-    card(host, "speedup from fusion", null, OF.ratio(B.latency_s, F.latency_s),
-      OF.flops(F.flops) + " per inference", "accent", B.latency_s / F.latency_s);
+    card(host, "latency", OF.time(C.latency_s), OF.time(F.latency_s), "roofline-bound estimate \u00b7 imported " +
+      OF.time(B.latency_s), "", F.latency_s);
+    card(host, "energy", OF.energy(C.energy_j), OF.energy(F.energy_j), "fusion " + OF.pct(C.energy_j, F.energy_j) +
+      ", folding " + OF.pct(B.energy_j, C.energy_j), "", F.energy_j);
+    card(host, "speedup from fusion", null, OF.ratio(C.latency_s, F.latency_s),
+      "with folding " + OF.ratio(B.latency_s, F.latency_s) + " \u00b7 " + OF.flops(F.flops) + " per inference",
+      "accent", C.latency_s / F.latency_s);
+  }
+
+  var ROWS = [["kernels", "kernels", String], ["traffic", "traffic_bytes", OF.bytes],
+    ["activation traffic", "activation_bytes", OF.bytes], ["weight traffic", "weight_bytes", OF.bytes],
+    ["FLOPs", "flops", OF.flops], ["peak arena", "peak_arena_bytes", OF.bytes],
+    ["latency", "latency_s", OF.time], ["energy", "energy_j", OF.energy]];
+
+  function columns() {
+    var t = document.getElementById("columns"), head = OF.html("tr", {}, null, OF.html("thead", {}, null, t));
+    ["", "as imported", "after canonicalization", "after fusion", "folding", "fusion"].forEach(function (h) {
+      OF.html("th", {}, h, head);
+    });
+    var body = OF.html("tbody", {}, null, t);
+    ROWS.forEach(function (r) {
+      var label = r[0] + (r[1] === "weight_bytes" && A.accounting === "activations-only" ? " (not counted)" : "");
+      var tr = OF.html("tr", { "data-key": r[1] }, null, body);
+      OF.html("td", { "class": "c-name" }, label, tr);
+      [["before", B], ["canonical", C], ["after", F]].forEach(function (s) {
+        OF.html("td", { "data-side": s[0], "data-value": String(s[1][r[1]]) }, r[2](s[1][r[1]]), tr);
+      });
+      var change = r[1] === "latency_s" ? function (a, b) { return OF.ratio(a, b) + " faster"; }
+        : function (a, b) { return a === b ? "same" : OF.pct(a, b) || "\u2013"; };
+      OF.html("td", { "class": "chg" }, change(B[r[1]], C[r[1]]), tr);
+      OF.html("td", { "class": "chg" }, change(C[r[1]], F[r[1]]), tr);
+    });
   }
 
   function roofline() {
@@ -44,92 +86,55 @@
     if (!D.roofs.levels.length) { OF.html("p", { "class": "dim" }, "The target has no [perf] table.", host); return; }
     var r = OF.rooflineRange(D.roofs, pts.map(function (p) { return p.x; }), pts.map(function (p) { return p.y; }));
     var chart = OF.roofline(host, { roofs: D.roofs, precision: A.precision, x: r.x, y: r.y, width: 660, height: 420 });
+    var byKernel = {};
     pts.forEach(function (p) {
-      var xy = chart.place([p.x, p.y]);
-      var dot = OF.el("circle", { cx: xy[0], cy: xy[1], r: p.phase === "after" ? 5 : 4,
-        "class": "dot " + p.phase + " " + p.k.bound }, chart.dots);
-      OF.tooltip(dot, function () {
-        var k = p.k;
-        return (p.phase === "after" ? "after #" : "before #") + p.i + " " + k.name + "\n" +
-          (k.nodes || []).join(", ") + "\n" + OF.flops(k.flops) + ", " +
-          OF.bytes(k.bytes_read + k.bytes_written) + " moved\nintensity " + OF.intensity(k.arithmetic_intensity) +
-          "\n" + OF.rate(p.y) + " attained, " + OF.time(k.latency_s) + "\n" + k.bound + "-bound";
+      p.xy = chart.place([p.x, p.y]);
+      p.dot = OF.el("circle", { cx: p.xy[0], cy: p.xy[1], r: p.phase === "after" ? 5 : 4,
+        "class": "dot " + p.phase + " " + p.k.bound, "data-kernel": p.phase === "after" ? p.i : "" }, chart.dots);
+      if (p.phase === "after") byKernel[p.i] = p;
+    });
+    function label(p) {
+      var k = p.k;
+      return (p.phase === "after" ? "after #" : "before #") + p.i + " " + k.name + ": " + OF.flops(k.flops) + ", " +
+        OF.bytes(k.bytes_read + k.bytes_written) + ", " + OF.intensity(k.arithmetic_intensity) + ", " +
+        OF.rate(p.y) + ", " + OF.time(k.latency_s) + ", " + k.bound + "-bound";
+    }
+    /* Dots that overlap are all reachable: hovering lists every dot within 6 px; a click selects the
+       nearest kernel after fusion, and clicking the same spot again steps to the next one there. */
+    function near(ev) {
+      var m = chart.svg.getScreenCTM(), scale = m ? m.a : 1, out = [];
+      var pt = chart.svg.createSVGPoint(); pt.x = ev.clientX; pt.y = ev.clientY;
+      var q = m ? pt.matrixTransform(m.inverse()) : pt;
+      pts.forEach(function (p) {
+        var d = Math.hypot(p.xy[0] - q.x, p.xy[1] - q.y) * scale;
+        if (d <= 6) out.push({ p: p, d: d });
       });
+      return out.sort(function (a, b) { return a.d - b.d || (a.p.phase === "after" ? -1 : 1); }).map(function (o) { return o.p; });
+    }
+    var cycle = { key: "", n: 0 };
+    chart.svg.addEventListener("mousemove", function (ev) {
+      var hits = near(ev);
+      if (!hits.length) { OF.hideTip(); return; }
+      OF.showTip(ev, (hits.length > 1 ? hits.length + " kernels here (click steps through them):\n" : "") +
+        hits.slice(0, 12).map(label).join("\n") + (hits.length > 12 ? "\n\u2026 and " + (hits.length - 12) + " more" : ""));
+    });
+    chart.svg.addEventListener("mouseleave", OF.hideTip);
+    chart.svg.addEventListener("click", function (ev) {
+      var hits = near(ev).filter(function (p) { return p.phase === "after"; });
+      if (!hits.length) return;
+      var key = hits.map(function (p) { return p.i; }).join(",");
+      cycle.n = key === cycle.key ? (cycle.n + 1) % hits.length : 0; cycle.key = key;
+      OF.select(hits[cycle.n].i, "roofline");
+    });
+    OF.onSelect(function (i) {
+      pts.forEach(function (p) { p.dot.classList.remove("selected"); });
+      if (byKernel[i]) { byKernel[i].dot.classList.add("selected"); chart.dots.appendChild(byKernel[i].dot); }
     });
     var skipped = (D.before_kernels || []).length + A.kernels.length - pts.length;
-    var legend = document.getElementById("roofline-legend");
-    legend.textContent = "Filled: after fusion (" + A.kernels.length + " kernels); hollow: before (" +
-      (D.before_kernels || []).length + "). Blue: memory-bound, orange: compute-bound." +
+    document.getElementById("roofline-legend").textContent = "Filled: after fusion (" + A.kernels.length +
+      " kernels); hollow: as imported (" + (D.before_kernels || []).length + "). Blue: memory-bound, orange: " +
+      "compute-bound. Click a dot to select its kernel. Bandwidth in GB/s (10\u2079 B/s)." +
       (skipped ? " " + skipped + " kernels without FLOPs (data movement) are not plotted." : "");
-  }
-
-  var COLS = [
-    ["#", "i", null], ["kernel", "name", null], ["ops", "ops", null], ["FLOPs", "flops", OF.flops],
-    ["MACs", "macs", OF.count], ["read", "bytes_read", OF.bytes], ["written", "bytes_written", OF.bytes],
-    ["intensity", "arithmetic_intensity", OF.intensity], ["bound", "bound", null],
-    ["latency", "latency_s", OF.time], ["share", "share", function (v) { return (v * 100).toFixed(1) + "%"; }],
-    ["energy", "energy_j", OF.energy]];
-
-  function table() {
-    var rows = A.kernels.map(function (k, i) {
-      var r = Object.assign({}, k);
-      r.i = i; r.ops = k.ops.join("+");
-      if (k.arithmetic_intensity === null) r.arithmetic_intensity = Infinity; r.share = F.latency_s > 0 ? k.latency_s / F.latency_s : 0;
-      return r;
-    });
-    var t = document.getElementById("kernel-table"), head = OF.html("tr", {}, null, OF.html("thead", {}, null, t));
-    var body = OF.html("tbody", {}, null, t), state = { key: "i", dir: 1 };
-    COLS.forEach(function (c) {
-      var th = OF.html("th", { "data-key": c[1], title: "sort by " + c[0] }, c[0], head);
-      th.addEventListener("click", function () {
-        state.dir = state.key === c[1] ? -state.dir : (typeof rows[0][c[1]] === "number" ? -1 : 1);
-        state.key = c[1]; fill();
-      });
-    });
-    function fill() {
-      rows.sort(function (a, b) {
-        var x = a[state.key], y = b[state.key];
-        return (x < y ? -1 : x > y ? 1 : a.i - b.i) * state.dir;
-      });
-      body.textContent = "";
-      rows.forEach(function (r) {
-        var tr = OF.html("tr", { "class": r.bound }, null, body);
-        COLS.forEach(function (c) {
-          var v = r[c[1]];
-          var td = OF.html("td", { "class": "c-" + c[1] }, c[2] ? c[2](v) : String(v), tr);
-          if (c[1] === "name") td.title = r.nodes.join(", ");
-        });
-      });
-      head.querySelectorAll("th").forEach(function (th) {
-        th.className = th.getAttribute("data-key") === state.key ? (state.dir > 0 ? "asc" : "desc") : "";
-      });
-    }
-    fill();
-  }
-
-  function decisions() {
-    var host = document.getElementById("decisions"), groups = {};
-    A.decisions.filter(function (d) { return !d.fused; }).forEach(function (d) {
-      (groups[d.reason] = groups[d.reason] || []).push(d);
-    });
-    var keys = Object.keys(groups).sort(function (a, b) { return groups[b].length - groups[a].length; });
-    if (!keys.length) OF.html("p", {}, "Every producer-consumer edge was fused.", host);
-    keys.forEach(function (reason, n) {
-      var det = OF.html("details", { "class": "reason", "data-reason": reason }, null, host);
-      if (n < 2) det.open = true;
-      var sum = OF.html("summary", {}, null, det);
-      OF.html("b", {}, reason, sum);
-      OF.html("span", { "class": "badge" }, groups[reason].length + " edges", sum);
-      OF.html("span", { "class": "dim" }, " " + (D.reasons[reason] || ""), sum);
-      var ul = OF.html("ul", {}, null, det);
-      groups[reason].forEach(function (d) {
-        var li = OF.html("li", {}, null, ul);
-        OF.html("code", {}, d.producer, li);
-        li.appendChild(document.createTextNode(" \u2192 "));
-        OF.html("code", {}, d.consumer, li);
-        OF.html("span", { "class": "dim" }, "  " + d.message, li);
-      });
-    });
   }
 
   function passes() {
@@ -148,7 +153,9 @@
     if (idle.length) OF.html("p", { "class": "dim idle" }, "Did not fire: " + idle.join(", "), host.parentNode);
   }
 
-  summary(); roofline(); table(); decisions(); passes();
+  verdict(); summary(); columns(); roofline(); passes();
+  if (OF.kernelTable) OF.kernelTable(D);
+  if (OF.refusals) OF.refusals(D);
   if (OF.graphView) OF.graphView(D);
   if (OF.timelines) OF.timelines(D);
 })();

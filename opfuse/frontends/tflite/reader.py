@@ -1,0 +1,207 @@
+"""Read a .tflite flatbuffer into plain Python objects (docs/architecture.md, "Layout of TFLite models").
+
+Only the first subgraph is read (the main graph; control-flow subgraphs are refused by their op).
+Nothing is interpreted here beyond decoding: shapes stay NHWC, quantization stays as stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from opfuse.errors import OpfuseError
+
+_IDENTIFIER = b"TFL3"
+
+
+@dataclass(frozen=True, eq=False)
+class TensorQuant:
+    """real = scale * (q - zero_point); per channel along ``dim`` when scale has several entries."""
+
+    scale: np.ndarray  # float32 (n,)
+    zero_point: np.ndarray  # int64 (n,)
+    dim: int
+
+
+@dataclass(frozen=True, eq=False)
+class Tensor:
+    index: int
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    data: np.ndarray | None  # constant contents (shaped), None for activations
+    quant: TensorQuant | None
+    sparsity: object | None = None  # tflite.SparsityParameters of a sparse constant
+
+
+@dataclass(frozen=True, eq=False)
+class Operator:
+    index: int
+    opcode: str  # builtin name such as CONV_2D, or CUSTOM
+    custom_code: str
+    inputs: tuple[int, ...]  # tensor indices, -1 for an omitted optional input
+    outputs: tuple[int, ...]
+    options: object | None  # the tflite.*Options table of the builtin, or None
+    custom_options: bytes = b""
+
+
+@dataclass(frozen=True, eq=False)
+class TfliteModel:
+    path: str
+    tensors: tuple[Tensor, ...]
+    operators: tuple[Operator, ...]
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    description: str = ""
+    signature: dict = field(default_factory=dict)
+
+
+def _dtypes() -> dict[int, np.dtype]:
+    from tflite.TensorType import TensorType as T
+
+    table = {
+        T.FLOAT32: np.float32, T.FLOAT16: np.float16, T.FLOAT64: np.float64,
+        T.INT32: np.int32, T.INT64: np.int64, T.INT16: np.int16, T.INT8: np.int8,
+        T.UINT8: np.uint8, T.BOOL: np.bool_, T.UINT16: np.uint16, T.UINT32: np.uint32,
+    }
+    return {k: np.dtype(v) for k, v in table.items()}
+
+
+def _names(enum: type) -> dict[int, str]:
+    return {v: k for k, v in vars(enum).items() if not k.startswith("_")}
+
+
+def read_tflite_file(path: str | Path) -> TfliteModel:
+    """Decode ``path``; a truncated or foreign file raises OpfuseError naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise OpfuseError(f"{path}: no such file")
+    data = path.read_bytes()
+    if len(data) < 8 or data[4:8] != _IDENTIFIER:
+        raise OpfuseError(f"{path}: not a TFLite model (no 'TFL3' flatbuffer identifier)")
+    try:
+        return _decode(data, str(path))
+    except OpfuseError:
+        raise
+    except Exception as exc:  # flatbuffers reads past the end as IndexError / struct.error
+        raise OpfuseError(
+            f"{path}: cannot decode the TFLite flatbuffer (truncated or corrupt: "
+            f"{type(exc).__name__})"
+        ) from None
+
+
+def _decode(data: bytes, path: str) -> TfliteModel:
+    import tflite
+    from tflite.BuiltinOperator import BuiltinOperator
+    from tflite.BuiltinOptions import BuiltinOptions
+
+    model = tflite.Model.GetRootAsModel(data, 0)
+    if model.SubgraphsLength() < 1:
+        raise OpfuseError(f"{path}: TFLite model has no subgraph")
+    graph = model.Subgraphs(0)
+    dtypes = _dtypes()
+    type_names = _names(tflite.TensorType)
+    tensors = []
+    for i in range(graph.TensorsLength()):
+        t = graph.Tensors(i)
+        if t.Type() not in dtypes:
+            raise OpfuseError(
+                f"{path}: tensor {i} '{_text(t.Name())}' has type "
+                f"{type_names.get(t.Type(), t.Type())}, which opfuse does not read"
+            )
+        dtype = dtypes[t.Type()]
+        shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+        tensors.append(
+            Tensor(
+                index=i,
+                name=_text(t.Name()) or f"t{i}",
+                shape=shape,
+                dtype=dtype,
+                data=_buffer(model, data, t.Buffer(), dtype, shape, t.Sparsity() is not None),
+                quant=_quant(t.Quantization()),
+                sparsity=t.Sparsity(),
+            )
+        )
+    op_names = _names(BuiltinOperator)
+    option_names = _names(BuiltinOptions)
+    operators = []
+    for k in range(graph.OperatorsLength()):
+        op = graph.Operators(k)
+        code = model.OperatorCodes(op.OpcodeIndex())
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        options = None
+        table = op.BuiltinOptions()
+        if table is not None and op.BuiltinOptionsType() in option_names:
+            cls = getattr(tflite, option_names[op.BuiltinOptionsType()], None)
+            if cls is not None:
+                options = cls()
+                options.Init(table.Bytes, table.Pos)
+        custom = op.CustomOptionsAsNumpy() if op.CustomOptionsLength() else None
+        operators.append(
+            Operator(
+                index=k,
+                opcode=op_names.get(builtin, f"BUILTIN_{builtin}"),
+                custom_code=_text(code.CustomCode()),
+                inputs=tuple(int(i) for i in op.InputsAsNumpy()) if op.InputsLength() else (),
+                outputs=tuple(int(i) for i in op.OutputsAsNumpy()) if op.OutputsLength() else (),
+                options=options,
+                custom_options=bytes(custom.tobytes()) if custom is not None else b"",
+            )
+        )
+    for index in _indices(graph.InputsAsNumpy, graph.InputsLength()) + _indices(
+        graph.OutputsAsNumpy, graph.OutputsLength()
+    ):
+        if not 0 <= index < len(tensors):
+            raise OpfuseError(f"{path}: graph refers to tensor {index}, which does not exist")
+    return TfliteModel(
+        path=path,
+        tensors=tuple(tensors),
+        operators=tuple(operators),
+        inputs=tuple(_indices(graph.InputsAsNumpy, graph.InputsLength())),
+        outputs=tuple(_indices(graph.OutputsAsNumpy, graph.OutputsLength())),
+        description=_text(model.Description()),
+    )
+
+
+def _indices(getter, length: int) -> list[int]:
+    return [int(i) for i in getter()] if length else []
+
+
+def _text(raw) -> str:
+    if raw is None:
+        return ""
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+
+
+def _buffer(model, data: bytes, index: int, dtype: np.dtype, shape, sparse: bool):
+    if index <= 0 or index >= model.BuffersLength():
+        return None  # buffer 0 is the empty sentinel: an activation
+    buf = model.Buffers(index)
+    offset, size = int(buf.Offset()), int(buf.Size())
+    if offset > 1:  # large models keep constants after the flatbuffer
+        raw = np.frombuffer(data[offset : offset + size], dtype=np.uint8)
+        if raw.size != size:
+            raise OpfuseError("constant data runs past the end of the file")
+    elif buf.DataLength():
+        raw = buf.DataAsNumpy()
+    else:
+        return None
+    array = np.frombuffer(raw.tobytes(), dtype=dtype)
+    if sparse:
+        return array.copy()  # stored values only; DENSIFY expands them
+    count = int(np.prod(shape)) if shape else 1
+    if array.size != count:
+        raise OpfuseError(f"constant holds {array.size} values, its shape {list(shape)} needs {count}")
+    return array.reshape(shape).copy()
+
+
+def _quant(q) -> TensorQuant | None:
+    if q is None or not q.ScaleLength():
+        return None
+    scale = q.ScaleAsNumpy().astype(np.float32)
+    zero = q.ZeroPointAsNumpy().astype(np.int64) if q.ZeroPointLength() else np.zeros_like(scale, np.int64)
+    if zero.size == 1 and scale.size > 1:
+        zero = np.full(scale.shape, int(zero[0]), dtype=np.int64)
+    return TensorQuant(scale=scale, zero_point=zero, dim=int(q.QuantizedDimension()))

@@ -1,0 +1,121 @@
+"""Reference runners for .tflite models: TFLite Micro's Python interpreter for quantized models
+(its integer kernels are what the int8 C must match), LiteRT on one thread for float models.
+
+Inputs and outputs are in the source model's layout and dtype (NHWC, int8), named as the graph
+inputs and outputs of the imported ONNX proto, which keeps them (docs/architecture.md,
+"Layout of TFLite models").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from opfuse.errors import OpfuseError
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    scale: float | None  # one quantization step of the value (int8: its scale)
+    zero_point: int = 0
+
+
+class TfliteReference:
+    """Runs a .tflite file; ``kind`` is 'tflite-micro' or 'litert'."""
+
+    def __init__(self, path: str | Path, kind: str | None = None):
+        from opfuse.frontends.tflite import read_model
+        from opfuse.frontends.tflite.convert import is_quantized
+
+        self.path = Path(path)
+        self.model = read_model(self.path)
+        self.kind = kind or ("tflite-micro" if is_quantized(self.model) else "litert")
+        self.inputs = tuple(self._spec(i) for i in self.model.inputs)
+        self.outputs = tuple(self._spec(i) for i in self.model.outputs)
+        self._interp = None
+
+    @property
+    def name(self) -> str:
+        return "TFLite Micro" if self.kind == "tflite-micro" else "LiteRT (1 thread)"
+
+    def _spec(self, index: int) -> TensorSpec:
+        t = self.model.tensors[index]
+        scale, zero = None, 0
+        if t.quant is not None and t.dtype.kind in "iu":
+            scale, zero = float(t.quant.scale[0]), int(t.quant.zero_point[0])
+        elif t.dtype.kind == "f":
+            scale = self._dequantized_step(index)
+        return TensorSpec(t.name, t.shape, t.dtype, scale, zero)
+
+    def _dequantized_step(self, index: int) -> float | None:
+        """A float output made by DEQUANTIZE still moves in steps of its source's scale."""
+        for op in self.model.operators:
+            if op.opcode == "DEQUANTIZE" and op.outputs and op.outputs[0] == index:
+                q = self.model.tensors[op.inputs[0]].quant
+                return float(q.scale[0]) if q is not None else None
+        return None
+
+    def _load(self):
+        if self._interp is not None:
+            return self._interp
+        try:
+            if self.kind == "tflite-micro":
+                from tflite_micro.python.tflite_micro import runtime
+
+                self._interp = runtime.Interpreter.from_file(str(self.path))
+            else:
+                from ai_edge_litert.interpreter import Interpreter
+
+                interp = Interpreter(model_path=str(self.path), num_threads=1)
+                interp.allocate_tensors()
+                self._interp = interp
+        except ImportError as exc:
+            raise OpfuseError(
+                f"{self.path}: the reference runner needs {exc.name}: pip install 'opfuse[tflite]'"
+            ) from None
+        except Exception as exc:
+            raise OpfuseError(f"{self.path}: {self.name} cannot load it: {exc}") from None
+        return self._interp
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Outputs by name for inputs by name (each in the source's layout and dtype)."""
+        interp = self._load()
+        arrays = []
+        for spec in self.inputs:
+            if spec.name not in feeds:
+                raise OpfuseError(f"{self.path}: no value for input '{spec.name}'")
+            arrays.append(np.ascontiguousarray(feeds[spec.name], dtype=spec.dtype))
+        try:
+            if self.kind == "tflite-micro":
+                for i, a in enumerate(arrays):
+                    interp.set_input(a, i)
+                interp.invoke()
+                outs = [np.array(interp.get_output(i)) for i in range(len(self.outputs))]
+                interp.reset()
+            else:
+                for d, a in zip(interp.get_input_details(), arrays, strict=True):
+                    interp.set_tensor(d["index"], a)
+                interp.invoke()
+                outs = [np.array(interp.get_tensor(d["index"]))
+                        for d in interp.get_output_details()]
+        except Exception as exc:
+            raise OpfuseError(f"{self.path}: {self.name} failed to run it: {exc}") from None
+        return {spec.name: out for spec, out in zip(self.outputs, outs, strict=True)}
+
+    def random_inputs(self, seed: int) -> dict[str, np.ndarray]:
+        """Seeded inputs over the whole range of each input's type (float: standard normal)."""
+        rng = np.random.default_rng(seed)
+        feeds = {}
+        for spec in self.inputs:
+            if spec.dtype.kind in "iu":
+                info = np.iinfo(spec.dtype)
+                feeds[spec.name] = rng.integers(info.min, info.max, size=spec.shape,
+                                                endpoint=True).astype(spec.dtype)
+            else:
+                feeds[spec.name] = rng.standard_normal(spec.shape).astype(spec.dtype)
+        return feeds
