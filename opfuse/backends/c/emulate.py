@@ -240,16 +240,16 @@ def link_footprint(result: CompileResult) -> tuple[Footprint, dict]:
 
 def analyzed(analysis: Analysis) -> dict:
     """analyze's figures the footprint is printed beside."""
-    side = analysis.to_json()["after"]
-    return {"peak_arena_bytes": side["peak_arena_bytes"], "weight_bytes": side["weight_bytes"]}
+    verdict = analysis.deployment_json("after")  # what analyze's deployment verdict prints
+    return {"peak_arena_bytes": verdict["arena_bytes"], "weight_bytes": verdict["weight_bytes"]}
 
 
 def part_limits(target: Target) -> dict:
+    """The deployed part's RAM (arena) and flash (weights) from [perf]; None where absent."""
     perf = target.perf
     if perf is None:
         return {}
-    flash = [m.size_bytes for m in perf.memory if "weights" in m.holds and m.write_bytes_per_s == 0]
-    return {"ram": perf.ram_bytes, "flash": flash[0] if flash else None}
+    return {"ram": perf.ram_bytes, "flash": perf.flash_bytes}
 
 
 def format_counts(emu: Emulation) -> str:
