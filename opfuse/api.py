@@ -115,9 +115,14 @@ def validate_c(
 ) -> ValidationReport:
     """Compile to C, build with the system compiler, run, and compare with onnxruntime."""
     from opfuse.backends.c import validate_c as _validate_c
+    from opfuse.backends.c.int8.requant import is_quantized
     from opfuse.validate import read_npz
 
     result = compile(source, target, input_shape)
+    if is_quantized(result.optimized):  # int8: against TFLite Micro / onnxruntime, in steps
+        from opfuse.backends.c.check_int8 import validate_c_int8
+
+        return validate_c_int8(result, fuse=fuse)
     feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
     return _validate_c(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol)
 

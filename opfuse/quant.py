@@ -102,3 +102,80 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
     if shift < -31:
         return 0, 0
     return q, shift
+
+
+# --- requantization arithmetic, computed once per op at generation time (as TFLite's Prepare) ---
+
+
+def round_away(x: float) -> int:
+    """Round half away from zero (C's round / TfLiteRound)."""
+    return int(math.floor(abs(x) + 0.5)) * (1 if x >= 0 else -1)
+
+
+def multipliers(real) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel (multiplier, shift) int32 arrays of real multipliers (float64)."""
+    pairs = [quantize_multiplier(float(r)) for r in np.atleast_1d(np.asarray(real, np.float64))]
+    return (np.array([p[0] for p in pairs], np.int32), np.array([p[1] for p in pairs], np.int32))
+
+
+def conv_scales(x: QuantParams, w: QuantParams, y: QuantParams, channels: int,
+                rounding: str = TFLITE) -> np.ndarray:
+    """Real multipliers of an accumulator, one per output channel: s_x * s_w[c] / s_y.
+
+    TFLite computes them in double from the float32 scales; onnxruntime in float32."""
+    ws = np.broadcast_to(w.scale, (channels,)) if w.scale.size == 1 else w.scale
+    if rounding == ONNX:
+        return (np.float32(x.scale[0]) * ws.astype(np.float32) / np.float32(y.scale[0])).astype(
+            np.float32)
+    return np.float64(x.scale[0]) * ws.astype(np.float64) / np.float64(y.scale[0])
+
+
+def quantize_real(f: float, q: QuantParams, rounding: str = TFLITE) -> int:
+    """The integer of real ``f`` under per-tensor ``q`` (not saturated): TFLite rounds
+    f / scale (float32) half away from zero; ONNX rounds half to even."""
+    r = float(np.float32(f) / np.float32(q.scale[0]))
+    return (round_away(r) if rounding == TFLITE else int(np.rint(r))) + int(q.zero_point[0])
+
+
+def activation_range(q: QuantParams, lo: float | None, hi: float | None, qmin: int, qmax: int,
+                     rounding: str = TFLITE) -> tuple[int, int]:
+    """The integer clamp of a real range [lo, hi] (None: open), as TFLite's
+    CalculateActivationRangeQuantized: each bound quantized, then intersected with the type."""
+    a, b = qmin, qmax
+    if lo is not None:
+        a = max(a, quantize_real(lo, q, rounding))
+    if hi is not None:
+        b = min(b, quantize_real(hi, q, rounding))
+    return a, b
+
+
+def add_params(s1: float, s2: float, so: float, left_shift: int = 20) -> dict:
+    """TFLite's int8 ADD/SUB rescaling: both inputs to twice the larger scale with ``left_shift``
+    bits of headroom, then one output multiplier (all shifts <= 0)."""
+    twice = 2.0 * max(float(s1), float(s2))
+    m1, sh1 = quantize_multiplier(float(s1) / twice)
+    m2, sh2 = quantize_multiplier(float(s2) / twice)
+    mo, sho = quantize_multiplier(twice / ((1 << left_shift) * float(so)))
+    return {"left_shift": left_shift, "m1": m1, "s1": sh1, "m2": m2, "s2": sh2,
+            "mo": mo, "so": sho}
+
+
+def mean_multiplier(s_in: float, s_out: float, count: int) -> tuple[int, int]:
+    """TFLite's int8 MEAN: QuantizeMultiplier(s_in / s_out), then 1/count folded into it."""
+    m, s = quantize_multiplier(float(s_in) / float(s_out))
+    shift = count.bit_length() - 1
+    shift = min(shift, 32, 31 + s)
+    return int((m << shift) // count), s - shift
+
+
+def quantize_multiplier_greater_than_one(real: float) -> tuple[int, int]:
+    m, s = quantize_multiplier(real)
+    return m, s
+
+
+def softmax_params(beta: float, input_scale: float, integer_bits: int = 5) -> tuple[int, int, int]:
+    """(input multiplier, left shift, diff_min) of TFLite's int8 softmax (double rounding)."""
+    real = min(beta * float(input_scale) * (1 << (31 - integer_bits)), (1 << 31) - 1.0)
+    m, shift = quantize_multiplier(real)
+    radius = math.floor(((1 << integer_bits) - 1) * (1 << (31 - integer_bits)) / (1 << shift))
+    return m, shift, -radius

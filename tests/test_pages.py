@@ -10,18 +10,9 @@ from pathlib import Path
 import pytest
 
 from opfuse.errors import OpfuseError
+from tests.browser import chromium, needs_chromium, open_offline
 from tests.conftest import REPO
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 ARTIFACTS = Path(os.environ.get("OPFUSE_TEST_ARTIFACTS", REPO / "artifacts"))
 DOCS_IMG = REPO / "docs" / "img"  # refreshed only with OPFUSE_UPDATE_DOCS_IMG=1
 REMOTE = re.compile(
@@ -102,41 +93,10 @@ def test_explore_cli(run_cli, tmp_path) -> None:
 
 # -- in the browser ----------------------------------------------------------------------------
 
-needs_chromium = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian's chromium is not installed (/usr/bin/chromium)"
-)
-
-
 @pytest.fixture(scope="module")
 def browser():
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed (/usr/bin/chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-    with sync_api.sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield chromium
-        chromium.close()
-
-
-def open_offline(browser, path: Path, width: int = 1400, height: int = 900):
-    """A page on ``path`` with every non-file request aborted; returns (page, errors, blocked)."""
-    page = browser.new_page(viewport={"width": width, "height": height})
-    errors: list[str] = []
-    blocked: list[str] = []
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-
-    def route(r) -> None:
-        if r.request.url.startswith("file:"):
-            r.continue_()
-        else:
-            blocked.append(r.request.url)
-            r.abort()
-
-    page.route("**/*", route)
-    page.goto(path.as_uri())
-    page.wait_for_load_state("load")
-    return page, errors, blocked
+    with chromium() as launched:
+        yield launched
 
 
 def shot(page, name: str, **kw) -> None:
@@ -159,8 +119,22 @@ def test_report_renders_offline(browser, mobilenet_report) -> None:
     assert page.locator("#roofline circle.dot.after").count() > 0
     assert page.locator("#roofline circle.dot.before").count() > 0
     assert page.locator("#graph-scroll g.kbox").count() == kernels
-    reasons = {d["reason"] for d in data["analysis"]["decisions"] if not d["fused"]}
-    assert page.locator("#decisions details.reason").count() == len(reasons)
+    # why not fused: one group per (producer op, consumer op), the one-anchor refusals apart and
+    # collapsed, every refused edge in exactly one group, and no scroll box inside the page
+    op = {n["name"]: n["op"] for n in data["graph"]["nodes"]}
+    refused = [d for d in data["analysis"]["decisions"] if not d["fused"]]
+    anchor = [d for d in refused if "holds one anchor" in d["message"]]
+    pairs = {(d in anchor, op[d["producer"]], op[d["consumer"]]) for d in refused}
+    assert anchor and page.locator("#decisions details.reason").count() == len(pairs)
+    top = page.locator("#decisions > details.reason")
+    counts = [int(top.nth(i).get_attribute("data-count")) for i in range(top.count())]
+    expected = page.locator("#decisions > details.expected")
+    assert expected.count() == 1 and not expected.evaluate("e => e.open")
+    assert int(expected.get_attribute("data-count")) == len(anchor)
+    assert sum(counts) + len(anchor) == len(refused)
+    saved = [int(top.nth(i).get_attribute("data-saved")) for i in range(top.count())]
+    assert saved == sorted(saved, reverse=True)  # ranked by the bytes fusing would save
+    assert page.locator("#decisions").evaluate("e => getComputedStyle(e).overflowY") == "visible"
     assert page.locator("#timeline-before rect.tensor").count() == len(
         data["memory"]["before"]["tensors"]
     )

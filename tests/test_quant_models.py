@@ -24,6 +24,7 @@ from tests.quant_util import (
     random_inputs,
     session,
 )
+from tests.test_bad_input import _assert_clean_error
 
 pytest.importorskip("onnxruntime.quantization")
 
@@ -113,9 +114,16 @@ def test_emitted_qdq_matches_onnxruntime_on_the_source_within_one_step(qmodels, 
         assert np.all(np.abs(want - have) <= step * 1.001), name
 
 
-def test_ort_flavour_refuses_a_quantized_model(qmodels):
+def test_ort_flavour_refuses_a_quantized_model(qmodels, run_cli, tmp_path):
     with pytest.raises(OpfuseError, match="quantized model"):
         api.emit(api.compile(str(qmodels["resnet18", "qdq"]), "x86-host"), ort=True)
+    out = tmp_path / "out.onnx"
+    code, _, err = run_cli("compile", str(qmodels["resnet18", "qdq"]), "--ort", "-o", str(out))
+    _assert_clean_error(code, err, "--ort", "quantized model")
+    assert not out.exists()
+    code, _, err = run_cli("compile", str(qmodels["resnet18", "qdq"]), "-o", str(out), "--check")
+    assert code == 0, err
+    assert out.exists()
 
 
 @pytest.mark.parametrize("name", list(SIZES))

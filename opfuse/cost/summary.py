@@ -2,7 +2,8 @@
 time goes, the schedule's bound by the per-kernel rule, and what fusing a refused edge would save.
 
 All of them are sums over ``CostSide.kernels`` or over the model's values, sized exactly as
-``cost_model`` sizes them (docs/architecture.md, "Traffic accounting" and "Roofline").
+``cost_model`` sizes them (``opfuse.cost.roofline`` states the accounting; docs/architecture.md,
+"Pipeline": figures are computed in cost and memory, only shown by report).
 """
 
 from __future__ import annotations

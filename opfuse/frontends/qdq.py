@@ -42,8 +42,15 @@ PASS_THROUGH = frozenset({
 # value) or kept float (Resize's roi and scales).
 QUANTIZED_PARAMS = {"Clip": (1, 2), "Pad": (2,)}
 FLOAT_PARAMS = {"Resize": (1, 2)}
+FLOAT_SUFFIX = "_qop_float"  # names the QOperator rewrite gives its float temporaries
 FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE)
-_RANGES = {ir.DataType.INT8: (-128, 127), ir.DataType.UINT8: (0, 255), ir.DataType.INT32: (-(2**31), 2**31 - 1)}
+_RANGES = {
+    ir.DataType.INT8: (-128, 127),
+    ir.DataType.UINT8: (0, 255),
+    ir.DataType.INT16: (-(2**15), 2**15 - 1),
+    ir.DataType.UINT16: (0, 2**16 - 1),
+    ir.DataType.INT32: (-(2**31), 2**31 - 1),
+}
 
 
 def fold_qdq(model: ir.Model) -> int:
@@ -198,6 +205,10 @@ def _fold(graph: ir.Graph, node: ir.Node, chain: list[ir.Node]) -> None:
         # the float Pad fills real 0, which is the zero point in the integer domain
         _quantize_param(graph, node, 2, params, dtype, default=0.0)
     result = last.outputs[0]
+    if result.name and result.name.endswith(FLOAT_SUFFIX) and not readers[0].outputs[0].is_graph_output():
+        name = readers[0].outputs[0].name  # the QOperator rewrite's float temporary: take the int8 name
+        readers[0].outputs[0].name = None
+        result.name = name
     for reader in readers:
         q_out = reader.outputs[0]
         if node_params(reader) == (params, dtype):

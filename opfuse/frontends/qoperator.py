@@ -23,6 +23,7 @@ import onnx
 from onnx import numpy_helper
 
 from opfuse.errors import OpfuseError
+from opfuse.frontends.qdq import FLOAT_SUFFIX
 
 MS = "com.microsoft"
 # op type -> float op for the single-input (x, sx, zx, sy, zy) forms
@@ -90,7 +91,7 @@ class _Rewriter:
 
     def float_op(self, op_type: str, inputs: list[str], node: onnx.NodeProto, out: str | None = None,
                  domain: str = "", drop: tuple[str, ...] = ()) -> str:
-        raw = out or self.fresh(f"{node.output[0]}_float")
+        raw = out or self.fresh(f"{node.output[0]}{FLOAT_SUFFIX}")
         attrs = [a for a in node.attribute if a.name not in drop]
         new = onnx.helper.make_node(op_type, inputs, [raw], name=node.name or self.fresh(op_type), domain=domain)
         new.attribute.extend(attrs)

@@ -3,7 +3,7 @@
 The peak step is the first step where the buffers live at once (aliased tensors share one buffer)
 add up to the most bytes; that sum is the plan's ``lower_bound_bytes``. The arena can be larger than
 it (placement leaves gaps), but no plan of these buffers is smaller, so these are the tensors to
-shrink or split (docs/architecture.md, "Memory plan").
+shrink or split (``opfuse.memory.plan`` states the planners; docs/architecture.md, "Pipeline").
 """
 
 from __future__ import annotations

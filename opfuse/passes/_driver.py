@@ -88,11 +88,14 @@ def sweep(
 QUANT_AWARE = frozenset({
     "normalize_conv_auto_pad", "fuse_pad_into_conv", "fuse_pad_into_avgpool",
     "fuse_pad_into_maxpool",
+    # the layout pushes move each value's params with it (per-channel axes remapped: _layout.py)
+    "push_transpose_unary", "push_transpose_affine", "push_transpose_elementwise",
+    "push_transpose_pad", "push_transpose_concat", "push_transpose_reduce",
 })  # fmt: skip
 # Passes that remove data movement: exact on int8 only when every value has the same params
 # (otherwise the op was also a requantization).
 QUANT_SAME_PARAMS = frozenset({"remove_noop_reshape", "remove_noop_transpose", "merge_transposes",
-                               "remove_noop_cast"})
+                               "remove_noop_cast", "dedupe_transposes", "transpose_to_reshape"})
 
 
 def quant_safe(name: str, nodes: Sequence[ir.Node]) -> bool:

@@ -198,7 +198,8 @@ def test_quant_params_move_with_the_values() -> None:
     model = import_model(make_model(nodes, {"x": [1, 3, 4, 5]}, {"y": None}, inits), raw=True)
     values = {v.name: v for n in model.graph for v in (*n.inputs, *n.outputs)}
     per_tensor = make_params(0.1, 3)
-    set_quant(values["t"], per_tensor)
+    for name in ("x", "t", "y"):  # a Transpose moves elements: the same params on both sides
+        set_quant(values[name], per_tensor)
     set_quant(values["c"], make_params([0.1, 0.2, 0.3], 0, axis=0))
     set_quant(values["m"], make_params([0.5, 0.6, 0.7], 0, axis=3))  # NHWC channel axis
     set_quant(values["r"], per_tensor)

@@ -18,6 +18,7 @@ import onnx_ir as ir
 
 from opfuse.backends.c.board import board_files
 from opfuse.backends.c.cgen import CWriter, cname, dims
+from opfuse.backends.c.ctype import FLOAT, INT8, UINT8, ctype_of
 from opfuse.backends.c.files import (
     MAKEFILE,
     main_c,
@@ -27,6 +28,7 @@ from opfuse.backends.c.files import (
     weights_c,
     write_dir,
 )
+from opfuse.backends.c.int8.requant import helpers, int8_info, rounding_of
 from opfuse.backends.c.kernels import check_covered, emit_kernel
 from opfuse.backends.c.tensors import Params, Store, WeightBlob
 from opfuse.errors import OpfuseError
@@ -34,6 +36,7 @@ from opfuse.fusion import Partition, trivial_partition
 from opfuse.ir import require_static
 from opfuse.memory import MemoryPlan, plan_memory
 from opfuse.pipeline import CompileResult
+from opfuse.quant import get_quant
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ def generate(
     require_static(model, "C backend")  # a static arena needs every size (custom ops: analyze)
     plan = plan_memory(model, part, planner)
     blob = WeightBlob()
-    store = Store(plan, blob)
+    store = Store(plan, blob, rounding_of(model))
     opset = _opset(model)
     funcs = CWriter()
     calls = CWriter(1)
@@ -96,7 +99,7 @@ def generate(
     where_in, where_out = [], []
     for value in model.graph.inputs:
         io["inputs"].append(_io(value))
-        where_in.append(f"A + {plan.offsets[value.name] // 4}" if value.name in plan.offsets
+        where_in.append(store.where(value, _Named(value.name)) if value.name in plan.offsets
                         else None)
     for value in model.graph.outputs:
         io["outputs"].append(_io(value))
@@ -113,12 +116,15 @@ def generate(
         "kernels": len(part.kernels),
         "arena_bytes": plan.peak_bytes,
         "stack_scratch_bytes": scratch,
-        "weights_bytes": max(blob.size, 1) * 4,
+        "weights_bytes": len(blob.data()),
         **io,
     }
+    quant = int8_info(model)
+    if quant:
+        info["quant"] = quant
     files = {
         "model.h": model_h(info),
-        "model.c": _model_c(info, funcs, calls, where_in, where_out),
+        "model.c": _model_c(info, funcs, calls, where_in, where_out, helpers(model)),
         "weights.c": weights_c(blob.data()),
         "main.c": main_c(info),
         "Makefile": MAKEFILE,
@@ -133,29 +139,44 @@ def generate(
     return files, info, plan
 
 
-_LOCAL_ARRAY = re.compile(r"^\s*float\s+\w+((?:\[\d+\])+)")
+_LOCAL_ARRAY = re.compile(r"^\s*(float|int8_t|uint8_t|int16_t|int32_t|int64_t)\s+\w+((?:\[\d+\])+)")
+_SIZES = {"float": 4, "int8_t": 1, "uint8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8}
 
 
 def stack_scratch_bytes(lines: list[str]) -> int:
-    """Bytes of float arrays a kernel body declares on the stack (tiles, line buffers): memory
+    """Bytes of arrays a kernel body declares on the stack (tiles, line buffers): memory
     outside the arena that a deployment must budget for its stack. Arrays in sibling blocks are
     added up, so this is an upper bound."""
     total = 0
     for line in lines:
         match = _LOCAL_ARRAY.match(line)
         if match:
-            total += 4 * math.prod(int(n) for n in re.findall(r"\d+", match.group(1)))
+            total += _SIZES[match.group(1)] * math.prod(
+                int(n) for n in re.findall(r"\d+", match.group(2)))
     return total
 
 
 def _io(value: ir.Value) -> dict:
-    if value.dtype is not None and value.dtype != ir.DataType.FLOAT:
+    ct = ctype_of(value)
+    if ct not in (FLOAT, INT8, UINT8):
         raise OpfuseError(
             f"C backend: graph input/output '{value.name}' is {value.dtype.name}; "
-            "the C backend emits float32 models only"
+            "the C backend takes and returns float32, int8 or uint8 tensors only"
         )
     shape = dims(value, value.producer() or _Named(value.name))
-    return {"name": value.name, "shape": list(shape), "size": math.prod(shape)}
+    item = {"name": value.name, "shape": list(shape), "size": math.prod(shape)}
+    if ct is not FLOAT:
+        item["ctype"] = ct.name
+    q = get_quant(value)
+    if q is not None and q.scale.size == 1:
+        item["scale"] = float(q.scale[0])
+        item["zero_point"] = int(q.zero_point[0])
+    return item
+
+
+def io_ctype(item: dict) -> str:
+    """The C element type of one graph input or output in the manifest."""
+    return item.get("ctype", "float")
 
 
 class _Named:
@@ -170,19 +191,28 @@ def _pointers(kind: str, where: list[str | None], items: list[dict]) -> list[str
     """``opfuse_model_<kind>(i)``: a switch over the arena pointers (an input the schedule never
     reads gets a small static buffer of its own, so the caller can still write it)."""
     lines, spare = [], []
+    ret = common_ctype(items)
     for k, (src, item) in enumerate(zip(where, items, strict=True)):
         if src is None:
-            spare.append(f"static float opfuse_unused_{kind}{k}[{max(item['size'], 1)}];")
+            spare.append(f"static {io_ctype(item)} opfuse_unused_{kind}{k}"
+                         f"[{max(item['size'], 1)}];")
             src = f"opfuse_unused_{kind}{k}"
-        lines.append(f"    case {k}: return (float *)({src});")
-    return [*spare, f"float *opfuse_model_{kind}(int i) {{", "    switch (i) {", *lines,
+        lines.append(f"    case {k}: return ({ret} *)({src});")
+    return [*spare, f"{ret} *opfuse_model_{kind}(int i) {{", "    switch (i) {", *lines,
             "    default: return 0;", "    }", "}", ""]
 
 
-def _model_c(info: dict, funcs: CWriter, calls: CWriter, where_in: list, where_out: list):
+def common_ctype(items: list[dict]) -> str:
+    """The pointer type of opfuse_model_input/output: the items' C type, or void if they mix."""
+    kinds = {io_ctype(x) for x in items}
+    return kinds.pop() if len(kinds) == 1 else ("float" if not kinds else "void")
+
+
+def _model_c(info: dict, funcs: CWriter, calls: CWriter, where_in: list, where_out: list,
+             extra: str = ""):
     n_in, n_out = len(info["inputs"]), len(info["outputs"])
-    ins = ["const float *input"] if n_in == 1 else [f"const float *input{i}" for i in range(n_in)]
-    outs = ["float *output"] if n_out == 1 else [f"float *output{i}" for i in range(n_out)]
+    ins, outs = run_args(info)
+    ti, to = common_ctype(info["inputs"]), common_ctype(info["outputs"])
     in_names = [a.split("*")[1] for a in ins]
     out_names = [a.split("*")[1] for a in outs]
     head = f"""/* Generated by opfuse from {info['source']} for {info['target']}. Do not edit. */
@@ -200,6 +230,8 @@ def _model_c(info: dict, funcs: CWriter, calls: CWriter, where_in: list, where_o
 static float opfuse_arena[OPFUSE_ARENA_BYTES > 0 ? (OPFUSE_ARENA_BYTES + 3) / 4 : 1] OPFUSE_ALIGNED;
 #define A opfuse_arena
 #define W opfuse_weights.f
+#define AB ((unsigned char *)opfuse_arena)
+#define WB opfuse_weights.bytes
 
 /* Per-kernel counts in the emulator harness only (opfuse/backends/c/board): built with
    -DOPFUSE_PROFILE, the schedule marks the start of each kernel; otherwise the marks are empty. */
@@ -211,10 +243,11 @@ void opfuse_profile_mark(int kernel);
 #endif
 
 """
-    copy_in = [f"    opfuse_copy(opfuse_model_input({k}), inputs[{k}], {x['size']}u);"
-               for k, x in enumerate(info["inputs"])]
-    copy_out = [f"    opfuse_copy(outputs[{k}], opfuse_model_output({k}), {x['size']}u);"
-                for k, x in enumerate(info["outputs"])]
+    size = {"float": 4, "int8_t": 1, "uint8_t": 1}
+    copy_in = [f"    opfuse_copy(opfuse_model_input({k}), inputs[{k}], "
+               f"{x['size'] * size[io_ctype(x)]}u);" for k, x in enumerate(info["inputs"])]
+    copy_out = [f"    opfuse_copy(outputs[{k}], opfuse_model_output({k}), "
+                f"{x['size'] * size[io_ctype(x)]}u);" for k, x in enumerate(info["outputs"])]
     tail = [
         *_pointers("input", where_in, info["inputs"]),
         *_pointers("output", where_out, info["outputs"]),
@@ -223,11 +256,11 @@ void opfuse_profile_mark(int kernel);
         "    return 0;",
         "}",
         "",
-        "static void opfuse_copy(float *dst, const float *src, unsigned n) {",
-        "    if (dst != src) memmove(dst, src, (size_t)n * sizeof(float));",
+        "static void opfuse_copy(void *dst, const void *src, unsigned nbytes) {",
+        "    if (dst != src) memmove(dst, src, (size_t)nbytes);",
         "}",
         "",
-        "int opfuse_model_run_v(const float *const *inputs, float *const *outputs) {",
+        f"int opfuse_model_run_v(const {ti} *const *inputs, {to} *const *outputs) {{",
         *copy_in,
         "    opfuse_model_invoke();",
         *copy_out,
@@ -237,12 +270,22 @@ void opfuse_profile_mark(int kernel);
         "}",
         "",
         f"int opfuse_model_run({', '.join(ins + outs)}) {{",
-        f"    const float *inputs[{max(n_in, 1)}] = {{{', '.join(in_names) or '0'}}};",
-        f"    float *outputs[{max(n_out, 1)}] = {{{', '.join(out_names) or '0'}}};",
+        f"    const {ti} *inputs[{max(n_in, 1)}] = {{{', '.join(in_names) or '0'}}};",
+        f"    {to} *outputs[{max(n_out, 1)}] = {{{', '.join(out_names) or '0'}}};",
         "    return opfuse_model_run_v(inputs, outputs);",
         "}",
     ]
-    return head + funcs.text() + "\n".join(tail) + "\n"
+    return head + extra + funcs.text() + "\n".join(tail) + "\n"
+
+
+def run_args(info: dict) -> tuple[list[str], list[str]]:
+    """The parameters of opfuse_model_run: inputs then outputs, each in its own C type."""
+    ins, outs = info["inputs"], info["outputs"]
+    a = [f"const {io_ctype(x)} *input" + ("" if len(ins) == 1 else str(i))
+         for i, x in enumerate(ins)]
+    b = [f"{io_ctype(x)} *output" + ("" if len(outs) == 1 else str(i))
+         for i, x in enumerate(outs)]
+    return a, b
 
 
 def emit_c(

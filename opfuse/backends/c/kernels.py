@@ -20,6 +20,7 @@ from opfuse.backends.c.cgen import CWriter, collapse, contiguous, dims, offset_e
 from opfuse.backends.c.conv import emit_conv
 from opfuse.backends.c.convt import emit_conv_transpose
 from opfuse.backends.c.epilogue import EPILOGUE_OPS, build_chain, emit_apply
+from opfuse.backends.c.int8 import INT8_KERNELS, is_int8_kernel
 from opfuse.backends.c.matmul import emit_gemm, emit_matmul
 from opfuse.backends.c.pools import POOL_OPS, emit_pool_kernel
 from opfuse.backends.c.tensors import Params
@@ -41,7 +42,22 @@ SINGLE: dict[str, Single] = {
     **{op: norms.emit_reduce for op in norms.REDUCE_OPS},
 }
 
-COVERED = frozenset(ANCHOR_OPS | POOL_OPS | EPILOGUE_OPS | SINGLE.keys() | {"Softmax", "Constant"})
+FLOAT_COVERED = frozenset(
+    ANCHOR_OPS | POOL_OPS | EPILOGUE_OPS | SINGLE.keys() | {"Softmax", "Constant"})
+
+Emitter = Callable[[CWriter, list[ir.Node], Params, int], None]
+
+
+def _emit_float(w: CWriter, members: list[ir.Node], params: Params, opset: int) -> None:
+    _emit_float_kernel(w, members, params, opset)
+
+
+# The kernel registry: (head op, dtype) -> emitter. int8 kernels are siblings of the float ones.
+REGISTRY: dict[tuple[str, str], Emitter] = {
+    **{(op, "float"): _emit_float for op in FLOAT_COVERED},
+    **{(op, "int8"): fn for op, fn in INT8_KERNELS.items()},
+}
+COVERED = frozenset(op for op, _ in REGISTRY)
 
 
 def _unsupported(node: ir.Node) -> OpfuseError:
@@ -58,9 +74,25 @@ def check_covered(nodes: list[ir.Node]) -> None:
             raise _unsupported(node)
 
 
+def kernel_dtype(members: list[ir.Node]) -> str:
+    return "int8" if is_int8_kernel(members) else "float"
+
+
 def emit_kernel(w: CWriter, members: list[ir.Node], params: Params, opset: int) -> None:
-    """The body of one kernel function (parameters are collected in ``params``)."""
+    """The body of one kernel function (parameters are collected in ``params``), from the
+    registry entry of its head op and dtype."""
     check_covered(members)
+    key = (members[0].op_type, kernel_dtype(members))
+    if key not in REGISTRY:
+        have = sorted(op for op, dt in REGISTRY if dt == key[1])
+        raise OpfuseError(
+            f"C backend: no {key[1]} C kernel for op {key[0]} (node '{members[0].name}'); "
+            f"{key[1]} kernels: {', '.join(have)}"
+        )
+    REGISTRY[key](w, members, params, opset)
+
+
+def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset: int) -> None:
     head = members[0]
     op = head.op_type
     if op in ANCHOR_OPS:

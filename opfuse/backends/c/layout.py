@@ -25,8 +25,10 @@ from opfuse.backends.c.cgen import (
     offset_expr,
     who,
 )
+from opfuse.backends.c.ctype import FLOAT, ctype_of
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.quant import get_quant, quantize_real
 
 VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
 
@@ -58,7 +60,12 @@ def emit_view(w: CWriter, node: ir.Node, params: Params) -> None:
         return
     x = params.inp(x_v, node)
     y = params.out(y_v, node)
-    w(f"memcpy({y}, {x}, {n * 4}u);")
+    w(f"memcpy({y}, {x}, {n * _esize(y_v)}u);")
+
+
+def _esize(value: ir.Value) -> int:
+    """Bytes per element of ``value`` in the arena (float32 unless its dtype says otherwise)."""
+    return (ctype_of(value) or FLOAT).size
 
 
 def emit_transpose(w: CWriter, node: ir.Node, params: Params) -> None:
@@ -89,7 +96,8 @@ def emit_concat(w: CWriter, node: ir.Node, params: Params) -> None:
         if chunk:
             x = params.inp(value, node)
             w(f"for (int o = 0; o < {outer}; ++o) "
-              f"memcpy({y} + o*{out_chunk} + {offset}, {x} + o*{chunk}, {chunk * 4}u);")
+              f"memcpy({y} + o*{out_chunk} + {offset}, {x} + o*{chunk}, "
+              f"{chunk * _esize(node.outputs[0])}u);")
         offset += chunk
 
 
@@ -170,7 +178,23 @@ def emit_pad(w: CWriter, node: ir.Node, params: Params) -> None:
             else:
                 raise OpfuseError(f"C backend: {who(node)}: Pad mode '{mode}' is not emitted")
         tables.append(idx)
-    emit_gather(w, y, x, ys, xs, tables, flit(value))
+    emit_gather(w, y, x, ys, xs, tables, _pad_fill(node, value))
+
+
+def _pad_fill(node: ir.Node, value: float) -> str:
+    """The pad value as a C literal of the output's type: for a quantized output the constant
+    is quantized (0.0 -> the zero point, TFLite's PAD); an integer constant is taken as is."""
+    out = node.outputs[0]
+    ct = ctype_of(out) or FLOAT
+    if ct.is_float:
+        return flit(value)
+    q = get_quant(out)
+    raw = const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] is not None else None
+    if raw is not None and raw.dtype.kind in "iu":
+        return ct.lit(int(raw.ravel()[0]))
+    if q is None:
+        return ct.lit(int(value))
+    return ct.lit(min(max(quantize_real(value, q), ct.lo), ct.hi))
 
 
 def emit_gather(w: CWriter, y: str, x: str, ys: Sequence[int], xs: Sequence[int],

@@ -69,12 +69,27 @@ def manifest(outdir: Path) -> dict:
         raise OpfuseError(f"{outdir}: no model.json (not an opfuse C output folder)") from None
 
 
+_NUMPY = {"float": np.dtype("<f4"), "int8_t": np.dtype("i1"), "uint8_t": np.dtype("u1")}
+_CTYPES = {"float": ctypes.c_float, "int8_t": ctypes.c_int8, "uint8_t": ctypes.c_uint8}
+
+
+def io_dtype(item: dict) -> np.dtype:
+    """The numpy dtype of one graph input or output of the manifest (float32 unless int8/uint8)."""
+    return _NUMPY[item.get("ctype", "float")]
+
+
 def _as_inputs(info: dict, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     arrays = []
     for item in info["inputs"]:
         if item["name"] not in inputs:
             raise OpfuseError(f"run_c: no value for input '{item['name']}'")
-        arr = np.ascontiguousarray(inputs[item["name"]], dtype=np.float32)
+        given = np.asarray(inputs[item["name"]])
+        want = io_dtype(item)
+        if want.kind != "f" and given.dtype != want:
+            raise OpfuseError(
+                f"run_c: input '{item['name']}' is {given.dtype}, the model takes {want}"
+            )
+        arr = np.ascontiguousarray(given, dtype=want)
         if arr.size != item["size"]:
             raise OpfuseError(
                 f"run_c: input '{item['name']}' has {arr.size} values, the model takes "
@@ -110,7 +125,7 @@ class CModel:
 
     def _view(self, kind: str, k: int, item: dict) -> np.ndarray:
         fn = getattr(self.lib, f"opfuse_model_{kind}")
-        fn.restype = ctypes.POINTER(ctypes.c_float)
+        fn.restype = ctypes.POINTER(_CTYPES[item.get("ctype", "float")])
         fn.argtypes = [ctypes.c_int]
         ptr = fn(k)
         if not ptr:
@@ -140,10 +155,10 @@ class CModel:
     def run_copying(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The same through the copying wrapper ``opfuse_model_run_v``."""
         arrays = self.bind(inputs)
-        fp = self._fp
-        ins = (fp * max(len(arrays), 1))(*[a.ctypes.data_as(fp) for a in arrays])
-        res = [np.zeros(o["shape"], np.float32) for o in self.info["outputs"]]
-        outs = (fp * max(len(res), 1))(*[a.ctypes.data_as(fp) for a in res])
+        fp = ctypes.c_void_p
+        ins = (fp * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+        res = [np.zeros(o["shape"], io_dtype(o)) for o in self.info["outputs"]]
+        outs = (fp * max(len(res), 1))(*[a.ctypes.data for a in res])
         fn = self.lib.opfuse_model_run_v
         fn.restype = ctypes.c_int
         fn.argtypes = [ctypes.POINTER(fp), ctypes.POINTER(fp)]
@@ -165,7 +180,7 @@ def run_executable(exe: Path, info: dict, inputs: Mapping[str, np.ndarray],
         args = []
         for k, arr in enumerate(_as_inputs(info, inputs)):
             path = tmpdir / f"in{k}.bin"
-            arr.astype("<f4").tofile(path)
+            arr.tofile(path)
             args.append(str(path))
         outs = [tmpdir / f"out{k}.bin" for k in range(len(info["outputs"]))]
         cmd = [*prefix, str(exe), *args, *map(str, outs), str(repeats)]
@@ -175,7 +190,7 @@ def run_executable(exe: Path, info: dict, inputs: Mapping[str, np.ndarray],
                 f"C backend: {exe.name} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
             )
         result = {
-            o["name"]: np.fromfile(path, dtype="<f4").reshape(o["shape"])
+            o["name"]: np.fromfile(path, dtype=io_dtype(o)).reshape(o["shape"])
             for o, path in zip(info["outputs"], outs, strict=True)
         }
     return result, proc

@@ -7,73 +7,95 @@ import numpy as np
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import const, who
+from opfuse.backends.c.ctype import FLOAT, CType, ctype_of
 from opfuse.errors import OpfuseError
 from opfuse.memory import MemoryPlan
 
-WEIGHT_ALIGN = 16  # floats (64 bytes): every weight starts on a cache line
+WEIGHT_ALIGN = 64  # bytes: every weight starts on a cache line
 
 
 class WeightBlob:
-    """All constant float arrays, one after another (each 64-byte aligned), deduplicated by key."""
+    """All constant arrays, one after another (each 64-byte aligned), deduplicated by key.
+
+    Offsets are in bytes; float arrays are read through ``opfuse_weights.f`` (offset / 4) and
+    arrays of any other C type through a typed pointer at their byte offset."""
 
     def __init__(self) -> None:
-        self.chunks: list[np.ndarray] = []
+        self.chunks: list[bytes] = []
         self.offsets: dict[str, int] = {}
-        self.size = 0  # floats
+        self.nbytes = 0
 
-    def add(self, key: str, array: np.ndarray) -> int:
+    def add_bytes(self, key: str, array: np.ndarray, ctype: CType = FLOAT) -> int:
+        """Byte offset of ``array`` stored as ``ctype`` (little-endian)."""
         if key in self.offsets:
             return self.offsets[key]
-        data = np.ascontiguousarray(array, dtype=np.float32).ravel()
-        pad = -self.size % WEIGHT_ALIGN
+        data = np.ascontiguousarray(array).astype(ctype.np_dtype).ravel().tobytes()
+        pad = -self.nbytes % WEIGHT_ALIGN
         if pad:
-            self.chunks.append(np.zeros(pad, np.float32))
-        offset = self.size + pad
+            self.chunks.append(bytes(pad))
+        offset = self.nbytes + pad
         self.chunks.append(data)
-        self.size = offset + data.size
+        self.nbytes = offset + len(data)
         self.offsets[key] = offset
         return offset
 
-    def data(self) -> np.ndarray:
-        if not self.chunks:
-            return np.zeros(1, np.float32)
-        return np.concatenate(self.chunks)
+    def add(self, key: str, array: np.ndarray) -> int:
+        """Float index of ``array`` stored as float32."""
+        return self.add_bytes(key, array, FLOAT) // 4
+
+    @property
+    def size(self) -> int:
+        """Size in floats (rounded up)."""
+        return -(-self.nbytes // 4)
+
+    def data(self) -> bytes:
+        raw = b"".join(self.chunks)
+        return raw + bytes(-len(raw) % 4) if raw else bytes(4)
 
 
 class Store:
     """Resolves values to C pointer expressions: ``A + k`` (arena) or ``W + k`` (weights)."""
 
-    def __init__(self, plan: MemoryPlan, blob: WeightBlob) -> None:
+    def __init__(self, plan: MemoryPlan, blob: WeightBlob, rounding: str = "tflite") -> None:
         self.plan = plan
+        self.rounding = rounding  # int8 semantics: "tflite" or "onnx" (opfuse.quant.ROUNDING)
         self.blob = blob
         self.sizes = {t.name: t.size_bytes for t in plan.tensors}
 
     def is_arena(self, value: ir.Value) -> bool:
         return value.name in self.plan.offsets
 
-    def where(self, value: ir.Value, node: ir.Node) -> str:
+    def where(self, value: ir.Value, node: ir.Node, ctype: CType | None = None) -> str:
+        """Pointer expression of ``value``: float values as ``A + k`` / ``W + k`` (float index),
+        other C types as a typed pointer at the byte offset. A constant is stored as ``ctype``
+        (float32 by default)."""
         arr = const(value)
         if arr is not None:
             if arr.dtype.kind not in "fiub":
                 raise OpfuseError(f"C backend: {who(node)}: constant '{value.name}' is not numeric")
-            return f"W + {self.blob.add(value.name, arr)}"
+            return self.weight(value.name, arr, ctype or FLOAT)
         if not self.is_arena(value):
             raise OpfuseError(
                 f"C backend: {who(node)}: value '{value.name}' is neither a constant nor in the "
                 "memory plan"
             )
-        if value.dtype is not None and value.dtype != ir.DataType.FLOAT:
+        ct = ctype_of(value)
+        if ct is None:
             raise OpfuseError(
                 f"C backend: {who(node)}: '{value.name}' is {value.dtype.name}; the C backend "
-                "emits float32 activations only"
+                "emits float32, int8, uint8 and int32 activations only"
             )
         offset = self.plan.offsets[value.name]
-        if offset % 4:
-            raise OpfuseError(f"C backend: arena offset of '{value.name}' is not float aligned")
-        return f"A + {offset // 4}"
+        if ct is FLOAT:
+            if offset % 4:
+                raise OpfuseError(f"C backend: arena offset of '{value.name}' is not float aligned")
+            return f"A + {offset // 4}"
+        return f"({ct.name} *)(AB + {offset})"
 
-    def weight(self, key: str, array: np.ndarray) -> str:
-        return f"W + {self.blob.add(key, array)}"
+    def weight(self, key: str, array: np.ndarray, ctype: CType = FLOAT) -> str:
+        if ctype is FLOAT:
+            return f"W + {self.blob.add(key, array)}"
+        return f"(const {ctype.name} *)(WB + {self.blob.add_bytes(key + ':' + ctype.name, array, ctype)})"
 
 
 class Params:
@@ -94,19 +116,26 @@ class Params:
             self.by_key[key] = name
         return self.by_key[key]
 
-    def inp(self, value: ir.Value, node: ir.Node) -> str:
-        where = self.store.where(value, node)
-        return self._add("in:" + value.name, f"const float *{self.restrict} {{name}}", where)
+    def inp(self, value: ir.Value, node: ir.Node, ctype: CType | None = None) -> str:
+        """A read-only parameter for ``value`` (a constant is stored as ``ctype``, float32 by
+        default; an arena value has its own C type)."""
+        where = self.store.where(value, node, ctype)
+        ct = ctype if const(value) is not None else ctype_of(value)
+        name = (ct or FLOAT).name
+        key = "in:" + value.name + ("" if ct in (None, FLOAT) else ":" + name)
+        return self._add(key, f"const {name} *{self.restrict} {{name}}", where)
 
-    def weight(self, key: str, array: np.ndarray) -> str:
-        where = self.store.weight(key, array)
-        return self._add("w:" + key, f"const float *{self.restrict} {{name}}", where)
+    def weight(self, key: str, array: np.ndarray, ctype: CType = FLOAT) -> str:
+        where = self.store.weight(key, array, ctype)
+        wkey = "w:" + key + ("" if ctype is FLOAT else ":" + ctype.name)
+        return self._add(wkey, f"const {ctype.name} *{self.restrict} {{name}}", where)
 
     def out(self, value: ir.Value, node: ir.Node) -> str:
         where = self.store.where(value, node)
-        if where.startswith("W"):
+        if where.startswith("W") or where.startswith("(const"):
             raise OpfuseError(f"C backend: {who(node)}: output '{value.name}' is a constant")
-        return self._add("out:" + value.name, f"float *{self.restrict} {{name}}", where)
+        name = (ctype_of(value) or FLOAT).name
+        return self._add("out:" + value.name, f"{name} *{self.restrict} {{name}}", where)
 
     def signature(self, fname: str) -> str:
         return f"static void {fname}({', '.join(self.decls) or 'void'})"

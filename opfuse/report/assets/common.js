@@ -28,7 +28,8 @@ var OF = (function () {
     return v.toFixed(d) + " " + units[i];
   }
 
-  function bytes(v) { return Math.abs(v) < 1024 ? v + " B" : scaled(v, ["B", "KiB", "MiB", "GiB", "TiB"], 1024); }
+  /* as opfuse.report.units.fmt_bytes: one decimal from KiB up, so a size reads the same as in the terminal */
+  function bytes(v) { return Math.abs(v) < 1024 ? v + " B" : scaled(v, ["B", "KiB", "MiB", "GiB", "TiB"], 1024, 1); }
   function count(v) { return scaled(v, ["", "K", "M", "G", "T", "P"], 1000).trim(); }
   function flops(v) { return scaled(v, ["FLOP", "KFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"], 1000); }
   function rate(v) { return scaled(v, ["FLOP/s", "KFLOP/s", "MFLOP/s", "GFLOP/s", "TFLOP/s", "PFLOP/s"], 1000); }

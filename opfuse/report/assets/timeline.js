@@ -45,6 +45,21 @@ OF.timelines = function (D) {
     hline(P.peak_bytes, "tl-peak", "arena " + OF.bytes(P.peak_bytes));
     if (P.lower_bound_bytes < P.peak_bytes * 0.97) hline(P.lower_bound_bytes, "tl-lb", "lower bound " + OF.bytes(P.lower_bound_bytes));
     if (ram) hline(ram, "tl-ram", "target RAM " + OF.bytes(ram));
+    var peak = phase === "after" && D.analysis.deployment ? D.analysis.deployment.peak : null;
+    if (peak && peak.step >= 0) {  /* the step the verdict names: most bytes live at once */
+      var px = sx(peak.step + 0.5);
+      OF.el("line", { x1: px, x2: px, y1: m.t, y2: H - m.b, "class": "tl-step" }, svg);
+      OF.el("text", { x: px + 4, y: m.t + 10, "class": "tl-step" }, svg).textContent =
+        "peak step " + peak.step + ": " + OF.bytes(peak.live_bytes) + " live";
+    }
+    if (phase === "after") {  /* the kernel selected in another view: its step */
+      var mark = OF.el("rect", { y: m.t, height: H - m.t - m.b, width: Math.max(2, sx(1) - sx(0)),
+        "class": "tl-selected", visibility: "hidden" }, svg);
+      OF.onSelect(function (i) {
+        mark.setAttribute("x", sx(i)); mark.setAttribute("visibility", "visible");
+        mark.setAttribute("data-step", String(i));
+      });
+    }
     var cap = document.getElementById("timeline-" + phase + "-cap");
     if (cap) cap.textContent = phase + ": arena " + OF.bytes(P.peak_bytes) + " (" + P.planner + "), lower bound " +
       OF.bytes(P.lower_bound_bytes) + ", " + P.tensors.length + " tensors" +

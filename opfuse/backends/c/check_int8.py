@@ -1,0 +1,75 @@
+"""``validate --backend c`` of a quantized model: the generated int8 C beside the source's own
+reference (docs/architecture.md, "int8 in the IR"), through opfuse.validate_tflite's comparison
+(differing elements and the largest difference in quantization steps, top-1 of classifiers).
+
+* ``.tflite``: TFLite Micro's interpreter on the same file, fed the same buffers (the C takes and
+  returns the source's layout and dtype, and its inputs and outputs keep the source's names).
+  Bit-exact is the rule: ``steps`` 0.
+* quantized ONNX: onnxruntime on the original model; within one quantization step passes.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from opfuse.backends.c.emit import emit_c
+from opfuse.backends.c.runner import CModel, build_shared
+from opfuse.pipeline import CompileResult
+from opfuse.validate import ValidationReport
+
+TRIALS = 20
+
+
+def validate_c_int8(result: CompileResult, *, fuse: bool = True, trials: int = TRIALS,
+                    seed: int = 0, steps: float | None = None, reference=None,
+                    outdir: Path | str | None = None) -> ValidationReport:
+    """Emit and build the int8 C of ``result``; compare it on ``trials`` seeded inputs with
+    ``reference`` (a runner as in opfuse.frontends.registry; the source's own by default)."""
+    from opfuse.validate_tflite import validate_against_reference
+
+    tflite = str(result.source).lower().endswith(".tflite")
+    if steps is None:
+        steps = 0 if tflite else 1
+    if reference is None and not tflite:
+        reference = _stepped(result)
+    with tempfile.TemporaryDirectory(prefix="opfuse-c8-") as tmp:
+        folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
+        emit_c(result, folder, fuse=fuse)
+        build_shared(folder)
+        model = CModel(folder)
+
+        def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            return model.run(feeds)
+
+        label = f"generated int8 C ({'fused' if fuse else 'unfused'})"
+        return validate_against_reference(result.source, run, label=label, seed=seed,
+                                          trials=trials, steps=steps, reference=reference)
+
+
+def _stepped(result: CompileResult):
+    """onnxruntime on the original ONNX, with each float output that a DequantizeLinear writes
+    measured in that quantizer's steps (as TFLite's reference does for DEQUANTIZE)."""
+    from dataclasses import replace
+
+    import onnxruntime as ort
+
+    from opfuse.frontends.registry import OnnxReference
+    from opfuse.quant import get_quant
+    from opfuse.runtime import one_thread_session
+
+    ref = OnnxReference(Path(result.source))
+    # onnxruntime's int8 execution: ORT_ENABLE_ALL turns QDQ into its QLinear kernels
+    ref.session = one_thread_session(str(result.source), ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    ref.name = "onnxruntime (ORT_ENABLE_ALL: its QLinear int8 kernels)"
+    steps: dict[str, float] = {}
+    for value in result.optimized.graph.outputs:
+        node = value.producer()
+        if node is not None and node.op_type == "DequantizeLinear":
+            q = get_quant(node.inputs[0])
+            if q is not None and q.scale.size == 1:
+                steps[value.name] = float(q.scale[0])
+    ref.outputs = tuple(replace(o, scale=steps.get(o.name, o.scale)) for o in ref.outputs)
+    return ref

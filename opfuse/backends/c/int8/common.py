@@ -1,0 +1,121 @@
+"""What every int8 kernel needs: a value's quantization parameters and C type, the rounding mode,
+and the requantization call in that mode (docs/architecture.md, "int8 in the IR")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx_ir as ir
+
+from opfuse.backends.c.cgen import const, flit, who
+from opfuse.backends.c.ctype import FLOAT, INT32, CType, ctype_of
+from opfuse.backends.c.tensors import Params
+from opfuse.errors import OpfuseError
+from opfuse.quant import ONNX, TFLITE, QuantParams, get_quant, multipliers
+
+
+def quant(value: ir.Value | None, node: ir.Node, what: str = "") -> QuantParams:
+    """``value``'s quantization parameters; an int8 kernel without them is a bad graph."""
+    q = get_quant(value) if value is not None else None
+    if q is None:
+        name = "an omitted input" if value is None else f"'{value.name}'"
+        raise OpfuseError(
+            f"C backend: {who(node)}: {what or 'value'} {name} has no quantization parameters"
+        )
+    return q
+
+
+def tensor_quant(value: ir.Value, node: ir.Node) -> tuple[float, int]:
+    """(scale, zero point) of a per-tensor quantized value."""
+    q = quant(value, node)
+    if q.scale.size != 1:
+        raise OpfuseError(f"C backend: {who(node)}: '{value.name}' must be quantized per tensor")
+    return float(q.scale[0]), int(q.zero_point[0])
+
+
+def int_ctype(value: ir.Value, node: ir.Node) -> CType:
+    ct = ctype_of(value)
+    if ct is None or ct.is_float or ct.size != 1:
+        raise OpfuseError(
+            f"C backend: {who(node)}: '{value.name}' is "
+            f"{value.dtype.name if value.dtype else 'untyped'}; int8 kernels take int8 or uint8"
+        )
+    return ct
+
+
+def rounding(params: Params) -> str:
+    return getattr(params.store, "rounding", TFLITE)
+
+
+@dataclass(frozen=True)
+class Requant:
+    """Per-channel requantization of an int32 accumulator, as C: TFLite's (multiplier, shift)
+    arrays or ONNX's float scales, stored once in weights.c."""
+
+    mode: str
+    mult: str  # C pointer of the multipliers (tflite) or the float scales (onnx)
+    shift: str | None
+    scalar: bool
+
+    def __call__(self, acc: str, ch: str = "0") -> str:
+        i = "0" if self.scalar else ch
+        if self.mode == ONNX:
+            return f"opfuse_requant_f({acc}, {self.mult}[{i}])"
+        return f"opfuse_requant({acc}, {self.mult}[{i}], {self.shift}[{i}])"
+
+
+def requant_arrays(params: Params, key: str, real: np.ndarray) -> Requant:
+    """Store the multipliers of ``real`` (float64 for tflite, float32 for onnx) for one kernel."""
+    mode = rounding(params)
+    real = np.atleast_1d(real)
+    scalar = real.size == 1
+    if mode == ONNX:
+        f = params.weight(f"{key}:rqf", real.astype(np.float32), FLOAT)
+        return Requant(mode, f, None, scalar)
+    m, s = multipliers(real)
+    return Requant(mode, params.weight(f"{key}:rqm", m, INT32),
+                   params.weight(f"{key}:rqs", s, INT32), scalar)
+
+
+def rescale_expr(mode: str, x: str, real: float) -> str:
+    """``x`` (an int32 expression) times one real multiplier, in the model's mode, as C."""
+    from opfuse.quant import quantize_multiplier
+
+    if mode == ONNX:
+        return f"opfuse_requant_f({x}, {flit(real)})"
+    m, s = quantize_multiplier(float(real))
+    return f"opfuse_requant({x}, {m}, {s})"
+
+
+def clamp_bounds(node: ir.Node, q: QuantParams, ct: CType, mode: str) -> tuple[int, int]:
+    """The integer range of a Relu or Clip on a value quantized by ``q`` (its input and output
+    share parameters: docs/architecture.md)."""
+    from opfuse.backends.c.cgen import attr
+    from opfuse.quant import activation_range
+
+    if node.op_type == "Relu":
+        return activation_range(q, 0.0, None, ct.lo, ct.hi, mode)
+    bounds: list[float | int | None] = []
+    for i, name in ((1, "min"), (2, "max")):
+        v = node.inputs[i] if len(node.inputs) > i else None
+        if v is not None:
+            arr = const(v)
+            if arr is None:
+                raise OpfuseError(f"C backend: {who(node)}: its {name} must be a constant")
+            if arr.dtype.kind in "iu":  # already quantized
+                bounds.append(int(arr.ravel()[0]))
+                continue
+            bounds.append(float(arr.ravel()[0]))
+        else:
+            a = attr(node, name)
+            bounds.append(None if a is None else float(a))
+    lo, hi = bounds
+    flo = lo if isinstance(lo, float) else None
+    fhi = hi if isinstance(hi, float) else None
+    a, b = activation_range(q, flo, fhi, ct.lo, ct.hi, mode)
+    if isinstance(lo, int):
+        a = max(a, lo)
+    if isinstance(hi, int):
+        b = min(b, hi)
+    return a, b

@@ -1,0 +1,293 @@
+"""int8 anchors: Conv (general, grouped, depthwise with multiplier, 1x1) and Gemm/MatMul with
+constant weights, TFLite's reference semantics: (x - z_x) * (w - z_w) summed in int32, + int32
+bias, per-channel requantization, + z_y, clamp (the fused activation), then the int8 epilogue.
+
+Layout NCHW (the IR's; docs/architecture.md "Layout of TFLite models"). Taps outside the input
+contribute nothing (the input's zero point is TFLite's padding value); the valid kernel window of
+each output pixel is computed once per pixel, so the tap loops have no tests. Weights are int8 in
+weights.c, biases int32; a nonzero weight zero point is subtracted at generation time (int16).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from opfuse.backends.c.cgen import CWriter, attr, const, dims, who
+from opfuse.backends.c.conv import conv_geom
+from opfuse.backends.c.ctype import INT8, INT32
+from opfuse.backends.c.int8.chain import Chain8
+from opfuse.backends.c.int8.common import int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.pools import window
+from opfuse.backends.c.tensors import Params
+from opfuse.errors import OpfuseError
+from opfuse.quant import conv_scales
+
+
+def _check_zero_point(node: ir.Node, value: ir.Value) -> None:
+    if np.any(quant(value, node, "weight").zero_point):
+        raise OpfuseError(f"C backend: {who(node)}: weights with a nonzero zero point are not "
+                          "emitted")
+
+
+def _weights(params: Params, node: ir.Node, value: ir.Value, key: str,
+             layout: np.ndarray) -> str:
+    """Store constant int8 weights (already in the kernel's layout)."""
+    _check_zero_point(node, value)
+    return params.weight(key, layout.astype(np.int8), INT8)
+
+
+def _bias(params: Params, node: ir.Node, index: int, channels: int) -> str | None:
+    v = node.inputs[index] if len(node.inputs) > index else None
+    if v is None:
+        return None
+    arr = const(v)
+    if arr is None:
+        raise OpfuseError(f"C backend: {who(node)}: an int8 kernel needs a constant bias")
+    if arr.dtype.kind not in "iu":
+        raise OpfuseError(f"C backend: {who(node)}: an int8 kernel's bias must be int32")
+    return params.weight(f"{v.name}:bias", np.broadcast_to(arr.ravel(), (channels,)), INT32)
+
+
+OCB_CHOICES = (8, 4, 2, 1)  # output channels per register block
+PIX_TILE = 64  # output pixels per tile of the pointwise path
+LANES = 16  # a group with a multiple of this many output channels can vectorize over them
+SHORT_ROW = 32  # output rows shorter than this vectorize over channels instead
+
+
+def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
+    g = conv_geom(node)
+    xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
+    arr = const(wv)
+    if arr is None:
+        raise OpfuseError(f"C backend: {who(node)}: an int8 Conv needs constant weights")
+    xq, wq, yq = quant(xv, node, "input"), quant(wv, node, "weight"), quant(yv, node, "output")
+    if xq.scale.size != 1 or yq.scale.size != 1:
+        raise OpfuseError(f"C backend: {who(node)}: activations must be quantized per tensor")
+    xct, yct = int_ctype(xv, node), int_ctype(yv, node)
+    ocb = next(b for b in OCB_CHOICES if g.ocg % b == 0)
+    taps = g.k[0] * g.k[1]
+    w4 = arr.astype(np.int32).reshape(g.oc // ocb, ocb, g.icg, taps)
+    zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
+    bias = _bias_array(node, 2, g.oc)
+    pointwise = g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and not any(_pads_end(node))
+    # few output pixels per row (or per plane, for a pointwise conv): vectorize over channels
+    lanes = g.ocg % LANES == 0 and (g.oh * g.ow < PIX_TILE if pointwise else g.ow < SHORT_ROW)
+    pointwise = pointwise and not lanes
+    if pointwise:  # no padding: sum (x - z_x) w = sum x w - z_x sum w, folded into the bias
+        bias = bias - zx * arr.astype(np.int64).reshape(g.oc, -1).sum(axis=1)
+    _check_zero_point(node, wv)
+    b = params.weight(f"{node.name}:bias", bias.astype(np.int32), INT32)
+    rq = requant_arrays(params, f"{node.name}", conv_scales(xq, wq, yq, g.oc, rounding(params)))
+    x = params.inp(xv, node)
+    shape = dims(yv, node)
+    chain = Chain8(pre, shape, params, yv.name) if pre else None
+    y = params.out((pre or [node])[-1].outputs[0], node)
+    plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
+
+    def epilogue(width: int, col: str, oh: str | None) -> None:
+        """Requantize acc[j][i] of channels oc0.. and store (through the chain)."""
+        w.open(f"for (int j = 0; j < {ocb}; ++j)")
+        w("const int oc = oc0 + j;")
+        w(f"const int32_t bj = {b}[oc];")
+        w(f"{yct.name} *yr = {y} + (n*{g.oc} + oc)*{plane_out} + {col};")
+        w.open(f"for (int i = 0; i < {width}; ++i)")
+        w(f"int32_t v = opfuse_clamp({rq('acc[j][i] + bj', 'oc')} + {zy}, {yct.lo}, {yct.hi});")
+        if chain is not None:
+            if oh is None:
+                pix = f"({col} + i)"
+                hw = [f"{pix} / {g.ow}", f"{pix} % {g.ow}"]
+            else:
+                hw = [oh, "i"]
+            coords = ["n", "oc", *hw] if len(shape) == 4 else ["n", "oc", hw[1]]
+            v = chain.emit(w, "v", coords)
+            w(f"v = {v};")
+        w(f"yr[i] = ({yct.name})v;")
+        w.close()
+        w.close()
+
+    if lanes:
+        wc = params.weight(f"{wv.name}:lanes",
+                           arr.reshape(g.group, g.ocg, g.icg, taps).transpose(0, 2, 3, 1), INT8)
+        _channel_lanes(w, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, y)
+        return
+    wt = params.weight(f"{wv.name}:ocb{ocb}", w4.transpose(0, 2, 3, 1).astype(np.int8), INT8)
+    w.open(f"for (int n = 0; n < {g.n}; ++n)")
+    w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
+    w.open(f"for (int ob = 0; ob < {g.ocg // ocb}; ++ob)")
+    w(f"const int oc0 = grp*{g.ocg} + ob*{ocb};")
+    w(f"const int8_t *wb = {wt} + (oc0 / {ocb})*{g.icg * taps * ocb};")
+    w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
+    if pointwise:
+        tile = min(PIX_TILE, plane_out)
+        full, rest = divmod(plane_out, tile)
+        for count, start, width in ((full, 0, tile), (1 if rest else 0, full * tile, rest)):
+            if not count:
+                continue
+            w.open(f"for (int t = 0; t < {count}; ++t)")
+            w(f"const int p0 = {start} + t*{tile};")
+            w(f"int32_t acc[{ocb}][{width}];")
+            w(f"for (int j = 0; j < {ocb}; ++j) for (int i = 0; i < {width}; ++i) acc[j][i] = 0;")
+            w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
+            w(f"const {xct.name} *xr = xg + ic*{plane_in} + p0;")
+            w(f"const int8_t *wk = wb + ic*{ocb};")
+            for j in range(ocb):
+                w(f"const int32_t w{j} = wk[{j}];")
+            w.open(f"for (int i = 0; i < {width}; ++i)")
+            w("const int32_t xv = xr[i];")
+            for j in range(ocb):
+                w(f"acc[{j}][i] += xv * w{j};")
+            w.close()
+            w.close()
+            epilogue(width, "p0", None)
+            w.close()
+    else:
+        (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
+        w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+        w(f"int32_t acc[{ocb}][{g.ow}];")
+        w(f"for (int j = 0; j < {ocb}; ++j) for (int i = 0; i < {g.ow}; ++i) acc[j][i] = 0;")
+        w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
+        w(f"const {xct.name} *xc = xg + ic*{plane_in};")
+        w(f"const int8_t *wk = wb + ic*{taps * ocb};")
+        w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
+        w(f"const int ih = oh*{sh} - {ph} + kh*{dh};")
+        w(f"if (ih < 0 || ih >= {g.ih}) continue;")
+        w(f"const {xct.name} *xr = xc + ih*{g.iw};")
+        for kw in range(g.k[1]):
+            lo, hi = window(g.iw, g.ow, g.k[1], sw, dw, pw, kw)
+            if lo >= hi:
+                continue
+            off = kw * dw - pw
+            idx = f"i*{sw} + {off}" if sw != 1 else f"i + {off}"
+            w.open("")  # the block's weights of this tap in registers, one pass over the row
+            for j in range(ocb):
+                w(f"const int32_t w{j} = wk[(kh*{g.k[1]} + {kw})*{ocb} + {j}];")
+            w.open(f"for (int i = {lo}; i < {hi}; ++i)")
+            w(f"const int32_t xv = (int32_t)xr[{idx}] - {zx};")
+            for j in range(ocb):
+                w(f"acc[{j}][i] += xv * w{j};")
+            w.close()
+            w.close()
+        w.close()
+        w.close()
+        epilogue(g.ow, f"oh*{g.ow}", "oh")
+        w.close()
+    w.close()
+    w.close()
+    w.close()
+
+
+def _channel_lanes(w: CWriter, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, y) -> None:
+    """Short rows: one output pixel at a time, vectorized over the group's output channels
+    (weights packed [group][ICg][KH][KW][OCg], so a tap's channel weights are one vector)."""
+    (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
+    taps = g.k[0] * g.k[1]
+    plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
+    w.open(f"for (int n = 0; n < {g.n}; ++n)")
+    w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
+    w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
+    w(f"const int8_t *wg = {wc} + grp*{g.icg * taps * g.ocg};")
+    w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+    w(f"const int ih0 = oh*{sh} - {ph};")
+    w(f"const int kh0 = ih0 < 0 ? (-ih0 + {dh - 1}) / {dh} : 0;")
+    w(f"const int khe = ({g.ih} - ih0 + {dh - 1}) / {dh};")
+    w(f"const int kh1 = khe < {g.k[0]} ? khe : {g.k[0]};")
+    w.open(f"for (int ow = 0; ow < {g.ow}; ++ow)")
+    w(f"const int iw0 = ow*{sw} - {pw};")
+    w(f"const int kw0 = iw0 < 0 ? (-iw0 + {dw - 1}) / {dw} : 0;")
+    w(f"const int kwe = ({g.iw} - iw0 + {dw - 1}) / {dw};")
+    w(f"const int kw1 = kwe < {g.k[1]} ? kwe : {g.k[1]};")
+    w(f"int32_t acc[{g.ocg}];")
+    w(f"for (int o = 0; o < {g.ocg}; ++o) acc[o] = 0;")
+    w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
+    w(f"const {xct.name} *xc = xg + ic*{plane_in};")
+    w.open("for (int kh = kh0; kh < kh1; ++kh)")
+    w(f"const {xct.name} *xr = xc + (ih0 + kh*{dh})*{g.iw} + iw0;")
+    w(f"const int8_t *wr = wg + (ic*{g.k[0]} + kh)*{g.k[1] * g.ocg};")
+    w.open("for (int kw = kw0; kw < kw1; ++kw)")
+    w(f"const int32_t xv = (int32_t)xr[kw*{dw}] - {zx};")
+    w(f"const int8_t *wv = wr + kw*{g.ocg};")
+    w(f"for (int o = 0; o < {g.ocg}; ++o) acc[o] += xv * wv[o];")
+    w.close()
+    w.close()
+    w.close()
+    w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
+    w(f"const int oc = grp*{g.ocg} + o;")
+    w(f"int32_t v = opfuse_clamp({rq(f'acc[o] + {b}[oc]', 'oc')} + {zy}, {yct.lo}, {yct.hi});")
+    if chain is not None:
+        coords = ["n", "oc", "oh", "ow"] if len(shape) == 4 else ["n", "oc", "ow"]
+        v = chain.emit(w, "v", coords)
+        w(f"v = {v};")
+    w(f"{y}[(n*{g.oc} + oc)*{plane_out} + oh*{g.ow} + ow] = ({yct.name})v;")
+    w.close()
+    w.close()
+    w.close()
+    w.close()
+    w.close()
+
+
+def _pads_end(node: ir.Node) -> list[int]:
+    pads = attr(node, "pads")
+    return list(pads[len(pads) // 2 :]) if pads else []
+
+
+def _bias_array(node: ir.Node, index: int, channels: int) -> np.ndarray:
+    v = node.inputs[index] if len(node.inputs) > index else None
+    if v is None:
+        return np.zeros(channels, np.int64)
+    arr = const(v)
+    if arr is None or arr.dtype.kind not in "iu":
+        raise OpfuseError(f"C backend: {who(node)}: an int8 kernel needs a constant int32 bias")
+    return np.broadcast_to(arr.ravel().astype(np.int64), (channels,)).copy()
+
+
+def emit_gemm8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
+    """Gemm (alpha = beta = 1, transA = 0) or MatMul with a constant 2-D B: y[m, n] over K."""
+    av, bv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
+    arr = const(bv)
+    if arr is None or arr.ndim != 2:
+        raise OpfuseError(f"C backend: {who(node)}: an int8 {node.op_type} needs a constant 2-D B")
+    tb = node.op_type == "Gemm" and int(attr(node, "transB", 0))
+    if node.op_type == "Gemm" and (int(attr(node, "transA", 0))
+                                   or float(attr(node, "alpha", 1.0)) != 1.0
+                                   or float(attr(node, "beta", 1.0)) != 1.0):
+        raise OpfuseError(f"C backend: {who(node)}: an int8 Gemm needs transA=0, alpha=beta=1")
+    nk = arr if tb else arr.T
+    n_out, k = nk.shape
+    a_shape = dims(av, node)
+    if a_shape[-1] != k:
+        raise OpfuseError(f"C backend: {who(node)}: A's last dim is not B's K")
+    rows = int(np.prod(a_shape[:-1])) if len(a_shape) > 1 else 1
+    aq, bq, yq = quant(av, node, "input"), quant(bv, node, "weight"), quant(yv, node, "output")
+    act = int_ctype(av, node)
+    yct = int_ctype(yv, node)
+    wt = _weights(params, node, bv, f"{bv.name}:nk", np.ascontiguousarray(nk))
+    b = _bias(params, node, 2, n_out) if node.op_type == "Gemm" else None
+    rq = requant_arrays(params, node.name, conv_scales(aq, bq, yq, n_out, rounding(params)))
+    a = params.inp(av, node)
+    shape = dims(yv, node)
+    chain = Chain8(pre, shape, params, yv.name) if pre else None
+    y = params.out((pre or [node])[-1].outputs[0], node)
+    za, zy = int(aq.zero_point[0]), int(yq.zero_point[0])
+    w.open(f"for (int m = 0; m < {rows}; ++m)")
+    w(f"const {act.name} *ar = {a} + m*{k};")
+    w.open(f"for (int j = 0; j < {n_out}; ++j)")
+    w(f"const int8_t *br = {wt} + j*{k};")
+    w(f"int32_t acc = {b + '[j]' if b else '0'};")
+    w(f"for (int kk = 0; kk < {k}; ++kk) acc += ((int32_t)ar[kk] - {za}) * br[kk];")
+    w(f"int32_t v = opfuse_clamp({rq('acc', 'j')} + {zy}, {yct.lo}, {yct.hi});")
+    if chain is not None:
+        if len(shape) == 2:
+            coords = ["m", "j"]
+        else:  # batched rows: the chain sees the output's own dims
+            lead = list(shape[:-1])
+            coords, rest = [], "m"
+            for d in range(len(lead) - 1, -1, -1):
+                coords.insert(0, f"({rest}) % {lead[d]}")
+                rest = f"({rest}) / {lead[d]}"
+            coords.append("j")
+        v = chain.emit(w, "v", coords)
+        w(f"v = {v};")
+    w(f"{y}[m*{n_out} + j] = ({yct.name})v;")
+    w.close()
+    w.close()

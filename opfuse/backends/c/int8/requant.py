@@ -1,0 +1,112 @@
+"""The one requantization helper of an int8 model, per rounding mode (docs/architecture.md,
+"int8 in the IR"), and the model-level facts the int8 kernels share.
+
+``tflite``: ``opfuse_requant(x, multiplier, shift)`` is TFLite's MultiplyByQuantizedMultiplier
+with TFLite Micro's default double rounding: a saturating rounding doubling high multiply by the
+Q31 multiplier (after a left shift for positive shifts), then a rounding divide by a power of two
+(ties away from zero). The left shift wraps in 32 bits as TFLite's does (through uint32, so it is
+defined behaviour, not signed overflow).
+
+``onnx``: ``opfuse_requant_f(x, scale)`` is the float form: x * scale in float32, rounded half to
+even (rintf in the default rounding mode), as onnxruntime's requantization.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from opfuse.quant import ONNX, ROUNDING, TFLITE, get_quant
+
+TFLITE_HELPER = r"""/* TFLite's MultiplyByQuantizedMultiplier (double rounding): x * m * 2^(s - 31). */
+static inline int32_t opfuse_srdhm(int32_t a, int32_t b) {
+    if (a == b && a == INT32_MIN) return INT32_MAX;
+    {
+        const int64_t ab = (int64_t)a * (int64_t)b;
+        const int64_t nudge = ab >= 0 ? ((int64_t)1 << 30) : (1 - ((int64_t)1 << 30));
+        return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
+    }
+}
+static inline int32_t opfuse_rdbpot(int32_t x, int e) {
+    const int32_t mask = (int32_t)(((int64_t)1 << e) - 1);
+    const int32_t rem = x & mask;
+    const int32_t thr = (mask >> 1) + (x < 0 ? 1 : 0);
+    return (x >> e) + (rem > thr ? 1 : 0);
+}
+static inline int32_t opfuse_requant(int32_t x, int32_t m, int s) {
+    const int ls = s > 0 ? s : 0;
+    return opfuse_rdbpot(opfuse_srdhm((int32_t)((uint32_t)x << ls), m), s > 0 ? 0 : -s);
+}
+static inline int32_t opfuse_clamp(int32_t v, int32_t lo, int32_t hi) {
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+
+"""
+
+ONNX_HELPER = r"""/* ONNX requantization: x * scale in float32, rounded half to even. */
+static inline int32_t opfuse_requant_f(int32_t x, float scale) {
+    float v = rintf((float)x * scale);
+    v = v < -1073741824.0f ? -1073741824.0f : (v > 1073741824.0f ? 1073741824.0f : v);
+    return (int32_t)v;
+}
+static inline int32_t opfuse_quantize_f(float v) {
+    v = rintf(v);
+    v = v < -1073741824.0f ? -1073741824.0f : (v > 1073741824.0f ? 1073741824.0f : v);
+    return (int32_t)v;
+}
+static inline int32_t opfuse_clamp(int32_t v, int32_t lo, int32_t hi) {
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+/* QLinearAdd/Sub as onnxruntime computes it: each input dequantized in float, summed, divided
+   by the output scale, rounded half to even. Kept free of fused multiply-adds, whatever the
+   build flags, so every rounding is the one onnxruntime makes. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+__attribute__((noinline, unused))
+#endif
+static int32_t opfuse_qadd_f(int32_t a, float sa, int32_t b, float sb, float so) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+    const float fa = (float)a * sa;
+    const float fb = (float)b * sb;
+    return opfuse_quantize_f((fa + fb) / so);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
+"""
+
+
+def is_quantized(model: ir.Model) -> bool:
+    """Whether any value of the model carries quantization parameters or an 8-bit dtype."""
+    if ROUNDING in model.meta:
+        return True
+    for node in model.graph:
+        for v in (*node.inputs, *node.outputs):
+            if v is not None and (get_quant(v) is not None
+                                  or v.dtype in (ir.DataType.INT8, ir.DataType.UINT8)):
+                return True
+    return False
+
+
+def rounding_of(model: ir.Model) -> str:
+    mode = model.meta.get(ROUNDING, TFLITE)
+    return mode if mode in (TFLITE, ONNX) else TFLITE
+
+
+def helpers(model: ir.Model) -> str:
+    """The requantization helper model.c needs (empty for a float model)."""
+    if not is_quantized(model):
+        return ""
+    if rounding_of(model) != TFLITE:
+        return ONNX_HELPER
+    from opfuse.backends.c.int8.softmax import RECIPROCAL
+
+    softmax = any(n.op_type == "Softmax" for n in model.graph)
+    return TFLITE_HELPER + (RECIPROCAL + "\n" if softmax else "")
+
+
+def int8_info(model: ir.Model) -> dict | None:
+    return {"rounding": rounding_of(model)} if is_quantized(model) else None
