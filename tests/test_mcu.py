@@ -103,7 +103,7 @@ def test_make_run_in_the_compiled_folder(tmp_path: Path) -> None:
     feeds = {x["name"]: a.reshape(x["shape"]) for x, a in zip(info["inputs"], demo_inputs(info),
                                                                strict=True)}
     _, ref, _ = reference("ds_cnn", feeds)
-    got = outs[0].view(np.float32).reshape(ref["fc"].shape)
+    got = np.frombuffer(outs[0], "<f4").reshape(ref["fc"].shape)
     np.testing.assert_allclose(got, ref["fc"], rtol=1e-4, atol=1e-4)
 
 
