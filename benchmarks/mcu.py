@@ -3,11 +3,12 @@ and per-kernel QEMU instruction counts against the cost model's predicted cycles
 
     python benchmarks/mcu.py [--targets cortex-m4,cortex-m7] [--timeout S] [--json PATH] [MODEL ...]
 
-For each model and target (built-ins and ../shared/models/onnx by default): the ELF's flash and
+For each model and target (built-ins, ../shared/models/onnx and /tflite by default): the ELF's flash and
 RAM (``arm-none-eabi-gcc`` with the target's flags), the arena in the ELF beside analyze's peak,
 the deployed part's limits ([perf]) and the board's ([board]). A model that fits the board is
 run in QEMU (``-icount``) and compared with onnxruntime; one that does not is linked for a widened
-board to read its footprint, and not run.
+board to read its footprint, and not run. int8 models are compared with their own reference
+(TFLite Micro for .tflite: bit-exact) on 3 seeded inputs.
 
 Counts: QEMU counts instructions, not cycles (no pipeline, memory wait states or FPU latencies are
 modelled). Over all kernels of the corpus that ran, per target: the Spearman rank correlation of
@@ -33,12 +34,13 @@ from opfuse.backends.c.footprint import check_fits
 from opfuse.errors import OpfuseError
 from opfuse.pipeline import compile_model
 
-SHARED_ONNX = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "onnx"
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models"
 TARGETS = ("cortex-m4", "cortex-m7")
 
 
 def default_sources() -> list[str]:
-    return list(models.MODELS) + [str(p) for p in sorted(SHARED_ONNX.glob("*.onnx"))]
+    return (list(models.MODELS) + [str(p) for p in sorted((SHARED / "onnx").glob("*.onnx"))]
+            + [str(p) for p in sorted((SHARED / "tflite").glob("*.tflite"))])
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
@@ -58,7 +60,7 @@ def spearman(a: list[float], b: list[float]) -> float:
 
 
 def measure(source: str, target: str, timeout_s: float) -> tuple[dict, list[dict]]:
-    name = Path(source).stem if source.endswith(".onnx") else source
+    name = Path(source).stem if source.endswith((".onnx", ".tflite")) else source
     row: dict = {"model": name, "target": target}
     kernels: list[dict] = []
     t0 = time.perf_counter()

@@ -216,3 +216,22 @@ def test_timer_under_icount_counts_instructions(target: str, tmp_path: Path) -> 
     # each reading is a whole tick (0.625 instructions at shift 6): a difference is exact to ~1
     assert abs(instructions(b, board) - instructions(a, board) - 4000) <= 2
     assert 2000 <= instructions(a, board) <= 2006  # the loop, its mov, the second timer load
+
+
+SHARED_TFLITE = REPO.parent / "shared" / "models" / "tflite"
+
+
+@needs_tools
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", ["hello_world_int8", "kws_ref_model"])
+def test_int8_tflite_is_bit_exact_on_the_board(name: str, target: str) -> None:
+    """int8 on the board against TFLite Micro on the same file: no element differs (the rest
+    of ../shared/models/tflite runs in benchmarks/mcu.py)."""
+    path = SHARED_TFLITE / f"{name}.tflite"
+    if not path.exists():
+        pytest.skip("../shared/models not present")
+    emu = emulate_c(compile_model(str(path), target), trials=2)
+    assert emu.report.ok, emu.report
+    assert all(o.max_abs_err == 0 for o in emu.report.outputs)
+    assert emu.footprint.arena == emu.arena_bytes
+    assert len(emu.kernels) == len(compile_model(str(path), target).partition.kernels)
