@@ -235,3 +235,25 @@ def test_int8_tflite_is_bit_exact_on_the_board(name: str, target: str) -> None:
     assert all(o.max_abs_err == 0 for o in emu.report.outputs)
     assert emu.footprint.arena == emu.arena_bytes
     assert len(emu.kernels) == len(compile_model(str(path), target).partition.kernels)
+
+
+@needs_tools
+@pytest.mark.parametrize("target", TARGETS)
+def test_int8_dsp_and_portable_paths_agree(target: str, tmp_path: Path) -> None:
+    """ad01_int8 (fully connected layers): the __smlad dot product (the default on Cortex-M4/M7)
+    and the portable C (-DOPFUSE_NO_DSP) are both bit-exact with TFLite Micro; the DSP build
+    contains SMLAD and runs the dense kernels in fewer instructions."""
+    path = SHARED_TFLITE / "ad01_int8.tflite"
+    if not path.exists():
+        pytest.skip("../shared/models not present")
+    result = compile_model(str(path), target)
+    runs = {}
+    for label, extra in (("dsp", ()), ("portable", ("-DOPFUSE_NO_DSP",))):
+        emu = emulate_c(result, trials=2, extra_cflags=extra, outdir=tmp_path / label)
+        assert emu.report.ok and all(o.max_abs_err == 0 for o in emu.report.outputs), label
+        elf = tmp_path / label / "opfuse_mcu.elf"
+        dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(elf)],
+                             capture_output=True, text=True).stdout
+        assert ("smlad" in dis) == (label == "dsp")
+        runs[label] = [k.instructions for k in emu.kernels if "gemm" in k.ops[0].lower()]
+    assert runs["dsp"] and all(d < p for d, p in zip(runs["dsp"], runs["portable"], strict=True))

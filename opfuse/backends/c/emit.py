@@ -220,6 +220,13 @@ def _model_c(info: dict, funcs: CWriter, calls: CWriter, where_in: list, where_o
 #include <string.h>
 #include "model.h"
 
+/* int8 dot products use the DSP extension's SMLAD where the core has it (Cortex-M4, M7;
+   opfuse/backends/c/int8/dsp.py); -DOPFUSE_NO_DSP keeps the portable C. */
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32) && !defined(OPFUSE_NO_DSP)
+#include <arm_acle.h>
+#define OPFUSE_DSP 1
+#endif
+
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \\
     __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "weights.c holds little-endian float32 data"

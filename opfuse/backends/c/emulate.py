@@ -92,8 +92,8 @@ def require_tools() -> None:
         raise OpfuseError(f"{QEMU} not found: install the Debian package qemu-system-arm")
 
 
-def build_elf(folder: Path, board: Board) -> Path:
-    cmd = [CC, *cflags(board), *ldflags(), "-o", ELF, *MCU_SOURCES, "-lm"]
+def build_elf(folder: Path, board: Board, extra: tuple[str, ...] = ()) -> Path:
+    cmd = [CC, *cflags(board), *extra, *ldflags(), "-o", ELF, *MCU_SOURCES, "-lm"]
     proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True)
     if proc.returncode != 0:
         head = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[:20])
@@ -192,6 +192,7 @@ def emulate_c(
     timeout_s: float = 300.0,
     outdir: Path | str | None = None,
     trials: int = 3,
+    extra_cflags: tuple[str, ...] = (),
 ) -> Emulation:
     """Cross-compile ``result``'s C for its target's board, run it in QEMU, compare with
     onnxruntime (a quantized model: with its own reference, ``trials`` seeded inputs) and measure
@@ -206,7 +207,7 @@ def emulate_c(
     check_fits(board, info, str(result.source))
     if is_quantized(result.optimized):
         return _emulate_quantized(result, files, info, board, inputs, seed, trials, timeout_s,
-                                  outdir)
+                                  outdir, extra_cflags)
     feeds, ref, notes = reference(result.source, inputs, seed)
     arrays = [np.asarray(feeds[x["name"]], np.float32) for x in info["inputs"]]
     what = "given arrays" if inputs is not None else f"random, seed {seed}: the reference's"
@@ -214,7 +215,7 @@ def emulate_c(
     with tempfile.TemporaryDirectory(prefix="opfuse-mcu-") as tmp:
         folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
         write_dir(folder, files)
-        elf = build_elf(folder, board)
+        elf = build_elf(folder, board, extra_cflags)
         fp = footprint(elf)
         text, wall = run_qemu(elf, board, timeout_s)
     outs, marks, calib = parse_output(text)
@@ -234,7 +235,8 @@ def emulate_c(
 
 def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Board,
                        inputs: Mapping[str, np.ndarray] | None, seed: int, trials: int,
-                       timeout_s: float, outdir: Path | str | None) -> Emulation:
+                       timeout_s: float, outdir: Path | str | None,
+                       extra_cflags: tuple[str, ...]) -> Emulation:
     """int8: each trial's inputs compiled into inputs.c and run; compared in quantization steps
     with the source's own reference (TFLite Micro for .tflite: bit-exact; onnxruntime for QDQ
     ONNX: within one step), as ``validate --backend c`` does on the host (check_int8)."""
@@ -250,7 +252,7 @@ def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Bo
         def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             arrays = [np.asarray(feeds[x["name"]]) for x in info["inputs"]]
             write_dir(folder, {"inputs.c": inputs_c(info, arrays, "the reference's")})
-            elf = build_elf(folder, board)
+            elf = build_elf(folder, board, extra_cflags)
             text, last["wall"] = run_qemu(elf, board, timeout_s)
             outs, last["marks"], last["calib"] = parse_output(text)
             last["fp"] = footprint(elf)
