@@ -57,10 +57,10 @@ def fold_qdq(model: ir.Model) -> int:
     """Fold every QDQ group of ``model`` in place; return the number of ops now quantized.
 
     Sets ``model.meta[ROUNDING]`` from the proto's ``metadata_props`` (default ``"onnx"``)."""
-    model.meta[ROUNDING] = model.metadata_props.get(ROUNDING, ONNX)
     graph = model.graph
     if not any(n.op_type in (Q, DQ) and n.domain in ("", "ai.onnx") for n in graph):
-        return 0
+        return 0  # a float model: no rounding mode (is_quantized reads its presence)
+    model.meta[ROUNDING] = model.metadata_props.get(ROUNDING, ONNX)
     _annotate_boundaries(graph)
     folded = 0
     done: set[int] = set()

@@ -134,6 +134,7 @@ def generate(
     if result.target.board is not None:  # Cortex-M: startup, linker script, harness, `make run`
         extra = board_files(result.target.board, info)
         files["Makefile"] += extra.pop("Makefile+")
+        files["README.md"] += extra.pop("README.md+")
         files.update(extra)
     return files, info, plan
 
@@ -219,13 +220,21 @@ def _model_c(info: dict, funcs: CWriter, calls: CWriter, where_in: list, where_o
 #include <string.h>
 #include "model.h"
 
+/* int8 dot products use the DSP extension's SMLAD where the core has it (Cortex-M4, M7;
+   opfuse/backends/c/int8/dsp.py); -DOPFUSE_NO_DSP keeps the portable C. */
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32) && !defined(OPFUSE_NO_DSP)
+#include <arm_acle.h>
+#define OPFUSE_DSP 1
+#endif
+
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \\
     __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "weights.c holds little-endian float32 data"
 #endif
 
 /* The one activation arena: tensor offsets below are the memory plan's ({info['planner']}). */
-static float opfuse_arena[(OPFUSE_ARENA_BYTES + 3) / 4 + 1] OPFUSE_ALIGNED;
+/* Exactly OPFUSE_ARENA_BYTES (the ELF's opfuse_arena symbol; one float for an empty arena). */
+static float opfuse_arena[OPFUSE_ARENA_BYTES > 0 ? (OPFUSE_ARENA_BYTES + 3) / 4 : 1] OPFUSE_ALIGNED;
 #define A opfuse_arena
 #define W opfuse_weights.f
 #define AB ((unsigned char *)opfuse_arena)

@@ -21,11 +21,12 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from opfuse.analysis import Analysis, analyze
 from opfuse.backends.c.board import (
     ELF,
     ICOUNT_SHIFT,
@@ -34,9 +35,13 @@ from opfuse.backends.c.board import (
     cflags,
     ldflags,
     qemu_args,
+    stack_bytes,
 )
+from opfuse.backends.c.board.harness import dtype, inputs_c
+from opfuse.backends.c.board.startup import linker_script
 from opfuse.backends.c.files import write_dir
 from opfuse.backends.c.footprint import Footprint, check_fits, footprint, format_footprint
+from opfuse.cost import KernelCost
 from opfuse.errors import OpfuseError
 from opfuse.pipeline import CompileResult
 from opfuse.targets import Board, Target
@@ -87,8 +92,8 @@ def require_tools() -> None:
         raise OpfuseError(f"{QEMU} not found: install the Debian package qemu-system-arm")
 
 
-def build_elf(folder: Path, board: Board) -> Path:
-    cmd = [CC, *cflags(board), *ldflags(), "-o", ELF, *MCU_SOURCES, "-lm"]
+def build_elf(folder: Path, board: Board, extra: tuple[str, ...] = ()) -> Path:
+    cmd = [CC, *cflags(board), *extra, *ldflags(), "-o", ELF, *MCU_SOURCES, "-lm"]
     proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True)
     if proc.returncode != 0:
         head = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[:20])
@@ -96,33 +101,39 @@ def build_elf(folder: Path, board: Board) -> Path:
     return folder / ELF
 
 
-def _words(lines: list[str], start: int, count: int) -> tuple[np.ndarray, int]:
+def _words(lines: list[str], start: int, size: int) -> tuple[bytes, int]:
     words: list[int] = []
     i = start
-    while len(words) < count:
+    while 4 * len(words) < size:
         words.extend(int(w, 16) for w in lines[i].split())
         i += 1
-    return np.array(words, dtype=np.uint32), i
+    return np.array(words, dtype="<u4").tobytes()[:size], i
 
 
-def parse_output(text: str) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
-    """(outputs as uint32 bit patterns, timer marks, the two calibration marks)."""
+def parse_output(text: str) -> tuple[list[bytes], np.ndarray, np.ndarray]:
+    """(each output's bytes, timer marks, the two calibration marks)."""
     lines = text.splitlines()
     if "OPFUSE-BEGIN" not in lines or "OPFUSE-END" not in lines:
         raise OpfuseError(f"the emulated run printed no complete result:\n{text[-1000:]}")
     i = lines.index("OPFUSE-BEGIN") + 1
-    outs: list[np.ndarray] = []
+    outs: list[bytes] = []
     marks = calib = np.zeros(0, np.uint32)
     while lines[i] != "OPFUSE-END":
-        tag, _, count = lines[i].split()
-        words, i = _words(lines, i + 1, int(count))
+        tag, _, size = lines[i].split()
+        raw, i = _words(lines, i + 1, int(size))
         if tag == "O":
-            outs.append(words)
+            outs.append(raw)
         elif tag == "M":
-            marks = words
+            marks = np.frombuffer(raw, "<u4")
         elif tag == "C":
-            calib = words
+            calib = np.frombuffer(raw, "<u4")
     return outs, marks, calib
+
+
+def decode(info: dict, outs: list[bytes]) -> dict[str, np.ndarray]:
+    """The outputs by name, in their dtype and shape."""
+    return {item["name"]: np.frombuffer(raw, dtype(item)).reshape(item["shape"])
+            for item, raw in zip(info["outputs"], outs, strict=True)}
 
 
 def run_qemu(elf: Path, board: Board, timeout_s: float) -> tuple[str, float]:
@@ -151,16 +162,14 @@ def instructions(ticks: int, board: Board) -> float:
     return ticks * (1e9 / board.timer_hz) / 2**ICOUNT_SHIFT
 
 
-def kernel_counts(result: CompileResult, marks: np.ndarray, calib: np.ndarray,
-                  board: Board) -> tuple[tuple[KernelCount, ...], int]:
+def kernel_counts(result: CompileResult, marks: np.ndarray, calib: np.ndarray, board: Board,
+                  costs: tuple[KernelCost, ...]) -> tuple[tuple[KernelCount, ...], int]:
     """Per kernel: instructions between its marks (less one mark's cost) beside the cost
-    model's predicted cycles (analyze's kernels after fusion: the partition the C follows)."""
-    from opfuse.analysis import analyze
-
+    model's predicted cycles (``costs``: analyze's kernels after fusion, the partition the C
+    follows)."""
     m = marks.astype(np.int64)
     overhead = int(calib[0]) - int(calib[1]) if len(calib) == 2 else 0
     part = result.partition.kernels
-    costs = analyze(result).kernels
     perf = result.target.perf
     predicted = ([k.latency_s * perf.clock_hz for k in costs]
                  if perf is not None and len(costs) == len(part) else [None] * len(part))
@@ -182,16 +191,23 @@ def emulate_c(
     seed: int = 0,
     timeout_s: float = 300.0,
     outdir: Path | str | None = None,
+    trials: int = 3,
+    extra_cflags: tuple[str, ...] = (),
 ) -> Emulation:
     """Cross-compile ``result``'s C for its target's board, run it in QEMU, compare with
-    onnxruntime and measure the footprint and per-kernel instructions."""
+    onnxruntime (a quantized model: with its own reference, ``trials`` seeded inputs) and measure
+    the footprint and per-kernel instructions."""
     from opfuse.backends.c.check import reference
     from opfuse.backends.c.emit import generate
+    from opfuse.backends.c.int8.requant import is_quantized
 
     board = require_board(result.target)
     require_tools()
     files, info, _ = generate(result, True)
     check_fits(board, info, str(result.source))
+    if is_quantized(result.optimized):
+        return _emulate_quantized(result, files, info, board, inputs, seed, trials, timeout_s,
+                                  outdir, extra_cflags)
     feeds, ref, notes = reference(result.source, inputs, seed)
     arrays = [np.asarray(feeds[x["name"]], np.float32) for x in info["inputs"]]
     what = "given arrays" if inputs is not None else f"random, seed {seed}: the reference's"
@@ -199,37 +215,90 @@ def emulate_c(
     with tempfile.TemporaryDirectory(prefix="opfuse-mcu-") as tmp:
         folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
         write_dir(folder, files)
-        elf = build_elf(folder, board)
+        elf = build_elf(folder, board, extra_cflags)
         fp = footprint(elf)
         text, wall = run_qemu(elf, board, timeout_s)
     outs, marks, calib = parse_output(text)
-    checks = []
-    for item, words in zip(info["outputs"], outs, strict=True):
-        r = np.asarray(ref[item["name"]])
-        got = words.view(np.float32).reshape(np.shape(r))
-        checks.append(compare(item["name"], r, got, rtol, atol))
+    got = decode(info, outs)
+    checks = [compare(item["name"], np.asarray(ref[item["name"]]),
+                      got[item["name"]].reshape(np.shape(ref[item["name"]])), rtol, atol)
+              for item in info["outputs"]]
     src = "given arrays" if inputs is not None else f"random (seed {seed})"
     report = ValidationReport(tuple(checks), rtol, atol, src,
                               (*notes, f"generated C on {board.name} (QEMU) vs onnxruntime "
                                "on the original"))
-    counts, total = kernel_counts(result, marks, calib, board)
-    return Emulation(report, result.target.name, board, fp, _analyzed(result), _limits(
-        result.target), info["arena_bytes"], counts, total, wall)
+    analysis = analyze(result)
+    counts, total = kernel_counts(result, marks, calib, board, analysis.kernels)
+    return Emulation(report, result.target.name, board, fp, analyzed(analysis),
+                     part_limits(result.target), info["arena_bytes"], counts, total, wall)
 
 
-def _analyzed(result: CompileResult) -> dict:
-    from opfuse.analysis import analyze
+def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Board,
+                       inputs: Mapping[str, np.ndarray] | None, seed: int, trials: int,
+                       timeout_s: float, outdir: Path | str | None,
+                       extra_cflags: tuple[str, ...]) -> Emulation:
+    """int8: each trial's inputs compiled into inputs.c and run; compared in quantization steps
+    with the source's own reference (TFLite Micro for .tflite: bit-exact; onnxruntime for QDQ
+    ONNX: within one step), as ``validate --backend c`` does on the host (check_int8)."""
+    from opfuse.backends.c.check_int8 import _stepped
+    from opfuse.validate_tflite import validate_against_reference
 
-    side = analyze(result).to_json()["after"]
-    return {"peak_arena_bytes": side["peak_arena_bytes"], "weight_bytes": side["weight_bytes"]}
+    tflite = str(result.source).lower().endswith(".tflite")
+    last: dict = {}
+    with tempfile.TemporaryDirectory(prefix="opfuse-mcu-") as tmp:
+        folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
+        write_dir(folder, files)
+
+        def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            arrays = [np.asarray(feeds[x["name"]]) for x in info["inputs"]]
+            write_dir(folder, {"inputs.c": inputs_c(info, arrays, "the reference's")})
+            elf = build_elf(folder, board, extra_cflags)
+            text, last["wall"] = run_qemu(elf, board, timeout_s)
+            outs, last["marks"], last["calib"] = parse_output(text)
+            last["fp"] = footprint(elf)
+            return decode(info, outs)
+
+        report = validate_against_reference(
+            result.source, run, label=f"generated int8 C on {board.name} (QEMU)",
+            inputs=inputs, seed=seed, trials=trials, steps=0 if tflite else 1,
+            reference=None if tflite else _stepped(result))
+    analysis = analyze(result)
+    counts, total = kernel_counts(result, last["marks"], last["calib"], board, analysis.kernels)
+    return Emulation(report, result.target.name, board, last["fp"], analyzed(analysis),
+                     part_limits(result.target), info["arena_bytes"], counts, total,
+                     last["wall"])
 
 
-def _limits(target: Target) -> dict:
+def link_footprint(result: CompileResult) -> tuple[Footprint, dict]:
+    """(the ELF's footprint, the manifest) without running: linked for a widened copy of the
+    target's board, so that a model too big for the board still gives its figures."""
+    from opfuse.backends.c.emit import generate
+
+    board = require_board(result.target)
+    require_tools()
+    files, info, _ = generate(result, True)
+    half = 0x20000000  # flash from 0, RAM from 0x20000000: up to the peripherals at 0x40000000
+    roomy = replace(board, flash_bytes=half - board.flash_origin,
+                    ram_bytes=2 * half - board.ram_origin)
+    files["board.ld"] = linker_script(roomy, stack_bytes(board, info))
+    with tempfile.TemporaryDirectory(prefix="opfuse-mcu-") as tmp:
+        folder = Path(tmp) / "model"
+        write_dir(folder, files)
+        return footprint(build_elf(folder, roomy)), info
+
+
+def analyzed(analysis: Analysis) -> dict:
+    """analyze's figures the footprint is printed beside."""
+    verdict = analysis.deployment_json("after")  # what analyze's deployment verdict prints
+    return {"peak_arena_bytes": verdict["arena_bytes"], "weight_bytes": verdict["weight_bytes"]}
+
+
+def part_limits(target: Target) -> dict:
+    """The deployed part's RAM (arena) and flash (weights) from [perf]; None where absent."""
     perf = target.perf
     if perf is None:
         return {}
-    flash = [m.size_bytes for m in perf.memory if "weights" in m.holds and m.write_bytes_per_s == 0]
-    return {"ram": perf.ram_bytes, "flash": flash[0] if flash else None}
+    return {"ram": perf.ram_bytes, "flash": perf.flash_bytes}
 
 
 def format_counts(emu: Emulation) -> str:
@@ -251,5 +320,6 @@ def format_counts(emu: Emulation) -> str:
 def format_emulation(emu: Emulation) -> str:
     return (format_footprint(emu.footprint, emu.target, emu.board, emu.analyzed, emu.limits)
             + f"\n  OPFUSE_ARENA_BYTES {emu.arena_bytes:,}; the ELF's opfuse_arena "
-            f"{emu.footprint.arena:,} (rounded up to whole floats, plus one guard float)\n"
+            f"{emu.footprint.arena:,}"
+            f"{'' if emu.footprint.arena == emu.arena_bytes else ' (DIFFERENT)'}\n"
             + format_counts(emu))

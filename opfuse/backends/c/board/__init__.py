@@ -66,9 +66,28 @@ clean-mcu:
 """
 
 
+def _readme(board: Board) -> str:
+    return f"""
+## On the Cortex-M board ({board.name}, QEMU)
+
+- `startup.c`: vector table, reset handler (enables the FPU, copies .data, zeroes .bss),
+  semihosting output and exit. `board.ld`: code and constants in flash
+  (0x{board.flash_origin:08x}, {board.flash_bytes:,} bytes), .data, .bss (the arena) and the
+  stack in RAM (0x{board.ram_origin:08x}, {board.ram_bytes:,} bytes).
+- `harness.c` / `inputs.c`: writes inputs.c's arrays into the arena, invokes once, prints each
+  output's float32 bit patterns (hex) and the timer at each kernel boundary (`-DOPFUSE_PROFILE`;
+  without it the marks in model.c are empty).
+
+    make run        # needs gcc-arm-none-eabi, libnewlib-arm-none-eabi and qemu-system-arm
+
+The marks count instructions (QEMU `-icount`), not cycles. Link model.c and weights.c into your
+own firmware instead of startup.c and harness.c for a real part.
+"""
+
+
 def board_files(board: Board, info: dict, inputs: list[np.ndarray] | None = None,
                 what: str = "") -> dict[str, str]:
-    """The board files by name; "Makefile+" is text the caller appends to the Makefile."""
+    """The board files by name; "Makefile+" and "README.md+" are text the caller appends."""
     if inputs is None:
         inputs, what = demo_inputs(info), "seeded standard-normal demo inputs (numpy seed 0)"
     return {
@@ -77,4 +96,5 @@ def board_files(board: Board, info: dict, inputs: list[np.ndarray] | None = None
         "harness.c": harness_c(info),
         "inputs.c": inputs_c(info, inputs, what),
         "Makefile+": _makefile(board),
+        "README.md+": _readme(board),
     }

@@ -16,6 +16,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, attr, const, dims, who
 from opfuse.backends.c.conv import conv_geom
 from opfuse.backends.c.ctype import INT8, INT32
+from opfuse.backends.c.int8 import dsp
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import int_ctype, quant, requant_arrays, rounding
 from opfuse.backends.c.pools import window
@@ -274,7 +275,7 @@ def emit_gemm8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
     w.open(f"for (int j = 0; j < {n_out}; ++j)")
     w(f"const int8_t *br = {wt} + j*{k};")
     w(f"int32_t acc = {b + '[j]' if b else '0'};")
-    w(f"for (int kk = 0; kk < {k}; ++kk) acc += ((int32_t)ar[kk] - {za}) * br[kk];")
+    dsp.dot(w, "acc", "ar", act.name, za, "br", k)  # __smlad on Cortex-M4/M7
     w(f"int32_t v = opfuse_clamp({rq('acc', 'j')} + {zy}, {yct.lo}, {yct.hi});")
     if chain is not None:
         if len(shape) == 2:
