@@ -115,14 +115,14 @@ def _elements(node: ir.Node) -> int:
 
 def kernel_cycles(members: list[ir.Node], npu: NpuModel) -> float:
     """Compute cycles of a fused kernel: its MAC stage against its output stage (module docstring)."""
-    if not members:
+    if not members or passes(members, npu) == 0:
         return 0.0
     macs = sum(mac_cycles(n, npu) for n in members)
     last = members[-1]
     rate = max(npu.output_cycles(n.op_type) for n in members)
     output = _elements(last) * rate
-    passes = max(npu.lowered_ops.get(n.op_type, 1) for n in members)
-    return max(macs, output * passes)
+    lowered = max(npu.lowered_ops.get(n.op_type, 1) for n in members)
+    return max(macs, output * lowered)
 
 
 def passes(members: list[ir.Node], npu: NpuModel) -> int:
