@@ -130,9 +130,9 @@ def _kernel_cost(
     dispatches = 1
     if npu is not None:  # a block-granular NPU (opfuse.cost.npu): views are free, weights encoded
         dispatches = npu_cost.passes(members, npu)
-        if dispatches == 0:
+        if dispatches == 0:  # a view: nothing moves (its shape operand is not read either)
             act_read = written = 0
-        if not activations_only:
+        elif not activations_only:
             w_read = sum(npu_cost.encoded_bytes(values[n], _bytes((n,), values, bpe), npu)
                          for n in dict.fromkeys(weights) if n in values)
 
