@@ -31,6 +31,11 @@ statement as memory time > compute time. Energy = bytes x pJ/byte of their level
 the precision (elementwise FLOPs carry no compute energy, per the design; efficiency changes time,
 not energy).
 
+A target with ``[perf.npu]`` (a block-granular NPU, ``opfuse.cost.npu``) replaces FLOPs / peak by
+its block model's cycles / clock, reads its weights as the NPU stores them (encoded), costs a view
+(Reshape, boundary Transpose) nothing, and pays the dispatch overhead once per NPU operation the
+kernel becomes (a lowered SOFTMAX: many).
+
 Precision sets the bytes per element of floating-point activations and weights (integer tensors,
 such as shapes and indices, keep their own size) and the peak rate used. A quantized model
 (docs/architecture.md, "int8 in the IR") is costed at its own dtypes and its int8 rate.
@@ -145,6 +150,8 @@ def _kernel_cost(
     if npu is not None:
         compute_s = npu_cost.kernel_cycles(members, npu) / perf.clock_hz
         peak_flops = flops / compute_s if compute_s > 0 and flops else peak_flops
+        # the fraction of peak the block model gives this kernel, reported as its efficiency
+        efficiency = min(1.0, peak_flops / (2.0 * perf.peak_macs_per_s[precision]))
     traffic = act_read + w_read + written
     intensity = flops / traffic if traffic else math.inf
     ridge = peak_flops * memory_s / traffic if traffic else 0.0
