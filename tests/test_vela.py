@@ -86,6 +86,7 @@ def test_comparison_totals_are_the_sums_of_its_rows(kws_comparison):
     analysis, c = kws_comparison
     assert c.opfuse_s == pytest.approx(sum(r.opfuse_s for r in c.rows))
     assert c.vela_s == pytest.approx(sum(r.vela_s for r in c.rows))
+    assert c.opfuse_npu_s == pytest.approx(sum(r.opfuse_s for r in c.rows if not r.vela_cpu))
     # nothing dropped on either side: every kernel and every Vela cycle is in one row
     assert c.opfuse_s == pytest.approx(analysis.after.cost.latency_s)
     assert c.vela_s == pytest.approx(c.vela_summary_s, rel=1e-3)

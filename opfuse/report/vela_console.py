@@ -37,8 +37,9 @@ def print_comparison(c: Comparison, max_rows: int = 60) -> None:
         table.add_column(col, justify=justify)
     for row in c.rows[:max_rows]:
         ops = ",".join(str(i) for i in row.tflite_ops) or "-"
+        vela = "CPU" if row.vela_cpu else fmt_time(row.vela_s)
         table.add_row(ops, _label(row.kernels), _label(row.vela_layers), str(row.vela_passes),
-                      fmt_time(row.opfuse_s), fmt_time(row.vela_s), fmt_error(row.error),
+                      fmt_time(row.opfuse_s), vela, "-" if row.vela_cpu else fmt_error(row.error),
                       fmt_bytes(row.opfuse_live_bytes), fmt_bytes(row.vela_staging_bytes))
     if len(c.rows) > max_rows:
         table.add_row("...", f"{len(c.rows) - max_rows} more rows (--json has all)", *[""] * 7)
@@ -47,6 +48,11 @@ def print_comparison(c: Comparison, max_rows: int = 60) -> None:
                   str(sum(r.vela_passes for r in c.rows)), fmt_time(c.opfuse_s),
                   fmt_time(c.vela_summary_s), fmt_error(c.error), fmt_bytes(c.opfuse_arena_bytes),
                   fmt_bytes(c.vela_sram_bytes))
+    if any(r.vela_cpu for r in c.rows):
+        table.add_row("on NPU", "rows Vela runs", "", "", fmt_time(c.opfuse_npu_s),
+                      fmt_time(c.vela_summary_s), fmt_error(c.error),
+                      fmt_bytes(c.opfuse_npu_arena_bytes), fmt_bytes(c.vela_sram_bytes))
     _out.print(table)
     _out.print("arena: opfuse's planned arena; Vela SRAM: 'Total SRAM used' (per row: its "
-               "staging usage). error = (opfuse - Vela) / Vela.")
+               "staging usage). error = (opfuse - Vela) / Vela over the rows Vela runs on its NPU "
+               "(CPU: an operator Vela leaves to the CPU).")

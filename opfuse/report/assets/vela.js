@@ -9,7 +9,8 @@
   function names(list) { return list.length ? list.join(", ") : "-"; }
   var cfg = C.vela_config || {};
   document.getElementById("vela-config").textContent = "Vela: " + [cfg.accelerator, cfg.system_config,
-    cfg.memory_mode].join(", ") + ". error = (opfuse - Vela) / Vela; arena live: our planned arena bytes live " +
+    cfg.memory_mode].join(", ") + ". error = (opfuse - Vela) / Vela over the rows Vela runs on its NPU " +
+    "(CPU: an operator Vela leaves to the CPU); arena live: our planned arena bytes live " +
     "while the row runs; Vela SRAM: its staging usage (total: \u201cTotal SRAM used\u201d).";
   var t = document.getElementById("vela-table");
   var head = OF.html("tr", {}, null, OF.html("thead", {}, null, t));
@@ -22,10 +23,14 @@
   }
   C.rows.forEach(function (r) {
     row([r.tflite_ops.join(",") || "-", names(r.kernels), names(r.vela_layers), r.vela_passes,
-      OF.time(r.opfuse_s), OF.time(r.vela_s), err(r.error), OF.bytes(r.opfuse_live_bytes),
+      OF.time(r.opfuse_s), r.vela_cpu ? "CPU" : OF.time(r.vela_s), r.vela_cpu ? "-" : err(r.error),
+      OF.bytes(r.opfuse_live_bytes),
       OF.bytes(r.vela_staging_bytes)]);
   });
   var T = C.total;
   row(["total", T.opfuse_kernels + " kernels", T.vela_passes + " NPU ops", "", OF.time(T.opfuse_s),
     OF.time(T.vela_summary_s), err(T.error), OF.bytes(T.opfuse_arena_bytes), OF.bytes(T.vela_sram_bytes)], "total");
+  if (C.rows.some(function (r) { return r.vela_cpu; }))
+    row(["on NPU", "rows Vela runs", "", "", OF.time(T.opfuse_npu_s), OF.time(T.vela_summary_s), err(T.error),
+      OF.bytes(T.opfuse_npu_arena_bytes), OF.bytes(T.vela_sram_bytes)], "total");
 })();
