@@ -137,8 +137,8 @@ def encoded_bytes(value: ir.Value, raw_bytes: int, npu: NpuModel) -> int:
     if npu.weight_compression != "entropy" or value.const_value is None:
         return raw_bytes
     data = value.const_value.numpy()
-    if data.dtype == np.int32:
-        return 10 * data.size // 1 if data.ndim <= 1 else raw_bytes
+    if data.dtype == np.int32:  # a per-channel bias: packed with its scale, 10 bytes a channel
+        return 10 * data.size if data.ndim <= 1 else raw_bytes
     if data.dtype not in (np.int8, np.uint8) or data.size == 0:
         return raw_bytes
     counts = np.bincount(data.reshape(-1).view(np.uint8))
