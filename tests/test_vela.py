@@ -145,3 +145,16 @@ def test_end_to_end_runs_vela(run_cli, tmp_path):
     assert abs(data["total"]["error"]) <= 0.30
     html = page.read_text()
     assert 'id="vela-section"' in html and '"compare"' in html
+
+
+def test_compare_needs_a_target_that_names_vela(run_cli, monkeypatch, tmp_path):
+    import opfuse.cost.vela_run as vela_run
+
+    if not KWS.exists():
+        pytest.skip(SHARED_ABSENT)
+    monkeypatch.setattr(vela_run, "vela_available", lambda: True)  # refused before Vela would run
+    out = tmp_path / "a.json"
+    code, _, err = run_cli("analyze", str(KWS), "--target", "cortex-m7", "--compare", "vela",
+                           "--json", str(out))
+    _assert_clean_error(code, err, "cortex-m7", "[perf.vela]")
+    assert not out.exists()
