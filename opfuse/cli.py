@@ -208,6 +208,8 @@ def fusion_cmd(model: str, target: str, input_shape: tuple[str, ...], json_dest:
 @click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
 @click.option("--json", "json_dest", metavar="PATH|-", help="Write the figures as JSON.")
 @click.option("--html", "html_dest", metavar="PATH", help="Write the offline HTML report.")
+@click.option("--compare", "compare_with", type=click.Choice(["vela"]),
+              help="Run Arm Vela on the same .tflite and show its estimate beside ours.")
 def analyze_cmd(
     model: str,
     target: str,
@@ -217,24 +219,46 @@ def analyze_cmd(
     input_shape: tuple[str, ...],
     json_dest: str | None,
     html_dest: str | None,
+    compare_with: str | None = None,
 ) -> None:
     """Before vs after fusion: kernels, traffic, arena, roofline latency and energy."""
     from opfuse.report.analysis_console import print_analysis
 
+    if compare_with == "vela":
+        from opfuse.cost.vela_run import INSTALL_HINT, VelaMissing, vela_available
+
+        if not vela_available():
+            raise VelaMissing(INSTALL_HINT)
+    comparison = None
     with console.progress(f"compiling {model}"):
         result = api.compile(model, target=target, input_shape=input_shape)
         analysis = api.analyze(result, precision=precision, planner=planner,
                                activations_only=activations_only)
+    if compare_with == "vela":
+        from opfuse.cost.vela_run import compare_vela
+
+        with console.progress(f"running Vela on {model}"):
+            comparison = compare_vela(result, analysis)
     if html_dest:
         from opfuse.report.data import report_data
         from opfuse.report.html import write_report
 
-        write_report(report_data(result, analysis), html_dest)
+        data = report_data(result, analysis)
+        if comparison is not None:
+            data["compare"] = comparison.to_json()
+        write_report(data, html_dest)
     if json_dest:
-        _write_json(analysis.to_json(), json_dest)
+        out = analysis.to_json()
+        if comparison is not None:
+            out["compare"] = comparison.to_json()
+        _write_json(out, json_dest)
         if json_dest == "-":
             return
     print_analysis(analysis)
+    if comparison is not None:
+        from opfuse.report.vela_console import print_comparison
+
+        print_comparison(comparison)
     if html_dest:
         click.echo(f"wrote {html_dest}")
 

@@ -31,6 +31,11 @@ statement as memory time > compute time. Energy = bytes x pJ/byte of their level
 the precision (elementwise FLOPs carry no compute energy, per the design; efficiency changes time,
 not energy).
 
+A target with ``[perf.npu]`` (a block-granular NPU, ``opfuse.cost.npu``) replaces FLOPs / peak by
+its block model's cycles / clock, reads its weights as the NPU stores them (encoded), costs a view
+(Reshape, boundary Transpose) nothing, and pays the dispatch overhead once per NPU operation the
+kernel becomes (a lowered SOFTMAX: many).
+
 Precision sets the bytes per element of floating-point activations and weights (integer tensors,
 such as shapes and indices, keep their own size) and the peak rate used. A quantized model
 (docs/architecture.md, "int8 in the IR") is costed at its own dtypes and its int8 rate.
@@ -43,6 +48,7 @@ import math
 import onnx_ir as ir
 
 from opfuse import ops
+from opfuse.cost import npu as npu_cost
 from opfuse.cost.kclass import kernel_class
 from opfuse.cost.precision import element_bytes, require_perf, resolve_precision
 from opfuse.cost.types import CostSide, KernelCost
@@ -125,6 +131,15 @@ def _kernel_cost(
     act_read = _bytes(act_in, values, bpe)
     w_read = 0 if activations_only else _bytes(weights, values, bpe)
     written = _bytes(kernel.outputs, values, bpe)
+    npu = perf.npu
+    dispatches = 1
+    if npu is not None:  # a block-granular NPU (opfuse.cost.npu): views are free, weights encoded
+        dispatches = npu_cost.passes(members, npu)
+        if dispatches == 0:  # a view: nothing moves (its shape operand is not read either)
+            act_read = written = 0
+        elif not activations_only:
+            w_read = sum(npu_cost.encoded_bytes(values[n], _bytes((n,), values, bpe), npu)
+                         for n in dict.fromkeys(weights) if n in values)
 
     memory_s = act_read / act_level.read_bytes_per_s + written / act_level.write_bytes_per_s
     memory_s += w_read / w_level.read_bytes_per_s
@@ -132,6 +147,11 @@ def _kernel_cost(
     efficiency = perf.efficiency_of(klass)
     peak_flops = 2.0 * perf.peak_macs_per_s[precision] * efficiency  # attainable for this class
     compute_s = flops / peak_flops
+    if npu is not None:
+        compute_s = npu_cost.kernel_cycles(members, npu) / perf.clock_hz
+        peak_flops = flops / compute_s if compute_s > 0 and flops else peak_flops
+        # the fraction of peak the block model gives this kernel, reported as its efficiency
+        efficiency = min(1.0, peak_flops / (2.0 * perf.peak_macs_per_s[precision]))
     traffic = act_read + w_read + written
     intensity = flops / traffic if traffic else math.inf
     ridge = peak_flops * memory_s / traffic if traffic else 0.0
@@ -156,7 +176,7 @@ def _kernel_cost(
         bound=bound,
         compute_s=compute_s,
         memory_s=memory_s,
-        latency_s=max(compute_s, memory_s) + perf.dispatch_overhead_s,
+        latency_s=max(compute_s, memory_s) + dispatches * perf.dispatch_overhead_s,
         energy_j=pj * 1e-12,
         bytes_by_level=tuple(by_level.items()),
         kernel_class=klass,

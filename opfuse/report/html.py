@@ -13,7 +13,11 @@ from typing import Any
 from opfuse.report.page import esc, page
 
 _CSS = ["base.css", "report.css"]
-_JS = ["common.js", "roofline.js", "kernels.js", "refusals.js", "graph.js", "timeline.js", "report.js"]
+_JS = ["common.js", "roofline.js", "kernels.js", "refusals.js", "graph.js", "timeline.js", "report.js",
+       "vela.js"]
+# analyze --compare vela: one added section, filled by vela.js from data["compare"]
+_VELA = """<section id="vela-section"><h2>opfuse vs Vela</h2><p class="dim" id="vela-config"></p>
+  <div class="table-wrap"><table id="vela-table"></table></div></section>"""
 
 
 def _body(data: dict[str, Any]) -> str:
@@ -75,6 +79,7 @@ def _body(data: dict[str, Any]) -> str:
   <div id="timeline-before"></div><p class="dim" id="timeline-before-cap"></p>
   <div id="timeline-after"></div><p class="dim" id="timeline-after-cap"></p></section>
 </div>
+{_VELA if data.get("compare") else ""}
 </main>
 <footer>opfuse {esc(data["version"])} &middot; {esc(data["source"])} &middot; self-contained page, no network</footer>
 """

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from opfuse.errors import OpfuseError
+from opfuse.targets.npu import NpuModel, parse_npu
 
 HOLDS = ("activations", "weights")
 KERNEL_CLASSES = (
@@ -56,7 +57,9 @@ KERNEL_CLASSES = (
     "other",
 )
 _PERF_KEYS = ("clock_hz", "ram_bytes", "dispatch_overhead_s", "peak_macs_per_s", "pj_per_mac", "memory")
-_OPTIONAL_KEYS = ("efficiency", "flash_bytes")
+_OPTIONAL_KEYS = ("efficiency", "flash_bytes", "vela", "npu")
+# [perf.vela]: the Vela configuration that models this target (``analyze --compare vela``)
+_VELA_KEYS = ("accelerator", "config", "system_config", "memory_mode")
 _LEVEL_KEYS = (
     "name",
     "size_bytes",
@@ -89,6 +92,10 @@ class Perf:
     efficiency: dict[str, float] = field(default_factory=dict)
     # where the weights are stored (an MCU's flash); None: the target file does not say
     flash_bytes: int | None = None
+    # [perf.vela]: accelerator, config, system_config, memory_mode; empty: no Vela model of it
+    vela: dict[str, str] = field(default_factory=dict)
+    # [perf.npu]: the block-granular NPU cycle model (opfuse.cost.npu); None: plain roofline
+    npu: NpuModel | None = None
 
     def efficiency_of(self, kernel_class: str) -> float:
         return self.efficiency.get(kernel_class, 1.0)
@@ -200,7 +207,23 @@ def parse_perf(table: object, path: Path, precisions: tuple[str, ...]) -> Perf |
             if "flash_bytes" in table
             else None
         ),
+        vela=_vela(table.get("vela", {}), path),
+        npu=parse_npu(table.get("npu"), path),
     )
+
+
+def _vela(table: object, path: Path) -> dict[str, str]:
+    if not isinstance(table, dict):
+        raise OpfuseError(f"{path}: 'perf.vela' must be a table")
+    for key, value in table.items():
+        if key not in _VELA_KEYS:
+            raise OpfuseError(f"{path}: unknown key 'perf.vela.{key}' (known: {', '.join(_VELA_KEYS)})")
+        if not isinstance(value, str) or not value:
+            raise OpfuseError(f"{path}: 'perf.vela.{key}' must be a non-empty string")
+    missing = [k for k in _VELA_KEYS if k not in table] if table else []
+    if missing:
+        raise OpfuseError(f"{path}: missing key 'perf.vela.{missing[0]}'")
+    return dict(table)
 
 
 def _efficiency(table: object, path: Path) -> dict[str, float]:
