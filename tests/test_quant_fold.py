@@ -218,7 +218,13 @@ def test_every_quantizable_op_folds_and_runs():
     ops = _ops(result.optimized)
     assert ops.count("QuantizeLinear") == ops.count("DequantizeLinear") == 1
     float_ops = [n.op_type for n in source.graph.node if n.op_type not in ("QuantizeLinear", "DequantizeLinear")]
-    assert [op for op in ops if op not in ("QuantizeLinear", "DequantizeLinear")] == float_ops
+    # The same ops, each folded once. The layout passes push the Transpose down the chain until it
+    # moves only size-1 axes, where it becomes a Reshape: count it as data movement either way.
+    def moves(names):
+        return sorted("Reshape" if op == "Transpose" else op for op in names
+                      if op not in ("QuantizeLinear", "DequantizeLinear"))  # fmt: skip
+
+    assert moves(ops) == moves(float_ops)
     assert all(get_quant(n.outputs[0]) is not None for n in result.optimized.graph
                if n.op_type != "DequantizeLinear")  # fmt: skip
     _assert_matches_source(source, result, 1 / 256)
