@@ -185,5 +185,4 @@ def is_one_element(value: ir.Value) -> bool:
     return shape is not None and all(isinstance(d, int) and d == 1 for d in shape)
 
 
-def get_quant_of(value: ir.Value | None) -> QuantParams | None:
-    return get_quant(value)
+get_quant_of = get_quant  # re-exported for the rules: one import line

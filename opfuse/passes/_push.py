@@ -72,7 +72,8 @@ def plan_operands(node: ir.Node, positions: range | None = None) -> Operands | N
     if len(node.outputs) != 1:
         return None
     idx = range(len(node.inputs)) if positions is None else positions
-    first = next((transpose_source(node.inputs[i]) for i in idx if transpose_source(node.inputs[i])), None)
+    sources = (transpose_source(node.inputs[i]) for i in idx)
+    first = next((src for src in sources if src is not None), None)
     if first is None:
         return None
     perm = first[1]

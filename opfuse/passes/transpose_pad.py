@@ -15,7 +15,7 @@ import numpy as np
 import onnx_ir as ir
 
 from opfuse.passes._driver import RulePass
-from opfuse.passes._layout import LayoutRule, to_source_layout, transpose_source
+from opfuse.passes._layout import LayoutRule, only_read_by, to_source_layout, transpose_source
 from opfuse.passes._linear import const
 from opfuse.passes._push import Operands, move_past, worth_moving
 
@@ -59,9 +59,7 @@ class PushTransposePad(LayoutRule):
             inputs[1] = _int_const(np.array(new), f"{node.name}_pads_perm")
             inits.append(inputs[1])
         inputs[0] = x
-        dying = [t_node] if node.inputs[0].uses() and all(
-            u is node for u, _ in node.inputs[0].uses()
-        ) and not node.inputs[0].is_graph_output() else []
+        dying = [t_node] if only_read_by(node.inputs[0], node) else []
         ops = Operands(perm, inputs, dying, inits, 1, 0, 0)
         if not worth_moving(node, ops):
             return None
