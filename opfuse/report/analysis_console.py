@@ -55,6 +55,16 @@ def summary_rows(a: Analysis) -> list[tuple[str, str, str, str]]:
     b, f = a.before, a.after
     cb, cf = b.cost, f.cost
     ram = a.ram_bytes
+    rows = _rows(a, b, f, cb, cf, ram)
+    if f.cascades:  # cascades go below the layer-by-layer bound: show both
+        rows.insert(7, (
+            "  layer-by-layer LB", fmt_bytes(b.layer_lower_bound), fmt_bytes(f.layer_lower_bound),
+            f"{f.cascades} cascades: {f.layer_lower_bound / f.plan.peak_bytes:.2f}x below it",
+        ))
+    return rows
+
+
+def _rows(a, b, f, cb, cf, ram) -> list[tuple[str, str, str, str]]:  # noqa: ANN001
     return [
         ("kernels", f"{cb.kernel_count:,}", f"{cf.kernel_count:,}",
          _ratio(cb.kernel_count, cf.kernel_count)),

@@ -49,9 +49,10 @@ class CEmitted:
 
 
 def c_partition(result: CompileResult, fuse: bool) -> tuple[ir.Model, Partition]:
-    """The model and partition the C code follows (see the module docstring)."""
+    """The model and partition the C code follows (see the module docstring). Cascades are split
+    back into their members: this backend does not stream rows yet."""
     if fuse:
-        return result.optimized, result.partition
+        return result.optimized, result.partition.without_cascades()
     return result.optimized, trivial_partition(result.optimized)
 
 
