@@ -46,6 +46,7 @@ from opfuse.fusion.types import Decision, Kernel, Partition, RingBuffer
 from opfuse.memory.lifetimes import align, live_ranges, value_bytes
 from opfuse.targets import Target
 
+
 @dataclass(frozen=True)
 class _Link:
     value: ir.Value  # the value k[i] writes and k[i+1] streams

@@ -119,3 +119,28 @@ def _lowest_read(w: Window, start: int, height: int, out_height: int) -> int:
         if r * w.stride - w.pad_top >= 0:
             break  # later output rows start lower than nothing below this
     return best
+
+
+def band_schedule(
+    windows: Sequence[Window], heights: Sequence[int], band_rows: int
+) -> list[tuple[int, int, int]]:
+    """The demand-driven order the module docstring describes, as ``(stage, first, last)`` output
+    row ranges in execution order: the last stage's bands of ``band_rows`` rows, each preceded by
+    the rows its producers must compute first. Every row of every stage appears exactly once."""
+    n = len(windows)
+    done = [heights[0]] + [0] * n  # rows of X[i] computed so far (X[0] is whole)
+    steps: list[tuple[int, int, int]] = []
+
+    def pull(i: int, upto: int) -> None:
+        if upto < done[i + 1]:
+            return
+        w = windows[i]
+        hi = min(heights[i] - 1, upto * w.stride - w.pad_top + w.extent - 1)
+        if i > 0 and hi >= done[i]:
+            pull(i - 1, hi)
+        steps.append((i, done[i + 1], upto))
+        done[i + 1] = upto + 1
+
+    for start in range(0, heights[n], band_rows):
+        pull(n - 1, min(start + band_rows, heights[n]) - 1)
+    return steps
