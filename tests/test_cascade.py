@@ -25,7 +25,9 @@ F = TensorProto.FLOAT
 MIB_1_44 = 1_505_280  # mobilenet_v2's layer-by-layer arena at int8 (the issue's "1.44 MB")
 
 
-def conv_chain(layers: list[dict], size: int = 32, channels: int = 8, residual=None) -> onnx.ModelProto:
+def conv_chain(
+    layers: list[dict], size: int = 32, channels: int = 8, residual=None
+) -> onnx.ModelProto:
     """x -> conv(+Relu) per layer (``k``, ``s``, ``group``, ``out``, ``pool``, ``gap``) -> y.
 
     ``residual`` = (first, last): the input of layer ``first`` is added to the output of ``last``."""
@@ -40,11 +42,24 @@ def conv_chain(layers: list[dict], size: int = 32, channels: int = 8, residual=N
             cur, h = f"g{i}", 1
             continue
         if layer.get("pool"):
-            nodes.append(helper.make_node("MaxPool", [cur], [f"p{i}"], name=f"pool{i}",
-                                          kernel_shape=[2, 2], strides=[2, 2]))
+            nodes.append(
+                helper.make_node(
+                    "MaxPool",
+                    [cur],
+                    [f"p{i}"],
+                    name=f"pool{i}",
+                    kernel_shape=[2, 2],
+                    strides=[2, 2],
+                )
+            )
             cur, h = f"p{i}", h // 2
             continue
-        k, s, group, d = layer.get("k", 1), layer.get("s", 1), layer.get("group", 1), layer.get("d", 1)
+        k, s, group, d = (
+            layer.get("k", 1),
+            layer.get("s", 1),
+            layer.get("group", 1),
+            layer.get("d", 1),
+        )
         out = layer.get("out", c)
         w = rng.standard_normal((out, c // group, k, k)).astype(np.float32) * 0.3
         inits.append(numpy_helper.from_array(w, f"w{i}"))
@@ -53,8 +68,9 @@ def conv_chain(layers: list[dict], size: int = 32, channels: int = 8, residual=N
                                       dilations=[d, d], pads=[d * (k // 2)] * 4))  # fmt: skip
         nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}"))
         if residual is not None and i == residual[1]:
-            nodes.append(helper.make_node("Add", [f"r{i}", seen[residual[0]]], [f"a{i}"],
-                                          name=f"add{i}"))
+            nodes.append(
+                helper.make_node("Add", [f"r{i}", seen[residual[0]]], [f"a{i}"], name=f"add{i}")
+            )
             cur = f"a{i}"
         else:
             cur = f"r{i}"

@@ -58,7 +58,9 @@ def simulate(windows: list[Window], heights: list[int], band: int) -> tuple[list
     return span[1:n], count[1:n]
 
 
-def chain(specs: list[tuple[int, int, int, int, int]], height: int) -> tuple[list[Window], list[int]]:
+def chain(
+    specs: list[tuple[int, int, int, int, int]], height: int
+) -> tuple[list[Window], list[int]]:
     windows, heights = [], [height]
     for k, s, d, p, pb in specs:
         w = Window(k, s, d, p)

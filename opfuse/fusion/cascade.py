@@ -129,7 +129,9 @@ class _Planner:
         self.target = target
         self.stages = stages
         self.links = links
-        self.tensors = [(t.first, t.last, t.name, t.aligned_bytes) for t in live_ranges(model, base)]
+        self.tensors = [
+            (t.first, t.last, t.name, t.aligned_bytes) for t in live_ranges(model, base)
+        ]
 
     def rings(self, i: int, j: int) -> tuple[RingBuffer, ...] | None:
         """Ring buffers of the cascade k[i..j], or None when one would be the whole tensor."""
