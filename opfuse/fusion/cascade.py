@@ -16,9 +16,9 @@ a ring buffer of the rows its consumer's window needs (``rings.py``), never a wh
    and the ring is smaller than the tensor (``cascade_no_gain``). Only neighbours in the schedule
    link, so a cascade never reorders kernels and the schedule stays topological.
 3. *Cuts.* Maximal runs of linked kernels are cut into cascades by dynamic programming on a proxy
-   of the arena: the bytes live at the cascade's step = every arena tensor of the layer-by-layer
-   schedule live at any of its members' steps, minus the values the cascade turns into rings, plus
-   the rings. A segment holds at most ``cascade_max_anchors`` anchors (``cascade_limit``). First pass,
+   of the arena: the bytes live at the cascade's step = every arena buffer of the layer-by-layer
+   schedule (in-place outputs merged with their inputs, as greedy-inplace places them) live at any
+   of its members' steps, minus the values the cascade turns into rings, plus the rings. A segment holds at most ``cascade_max_anchors`` anchors (``cascade_limit``). First pass,
    per run: the least achievable maximum; their maximum over runs is the peak ``P`` cascades can
    reach. Second pass, per run: the fewest segments whose live bytes all stay within ``P`` (fewer
    kernels move fewer bytes and dispatch less; rows streaming adds no MACs, so this is the least
@@ -43,6 +43,7 @@ from opfuse.fusion.rings import ring_rows
 from opfuse.fusion.rules import Refusal
 from opfuse.fusion.stages import Stage, chain_input, rows_of, stage_of
 from opfuse.fusion.types import Decision, Kernel, Partition, RingBuffer
+from opfuse.memory.inplace import inplace_aliases, merged_buffers
 from opfuse.memory.lifetimes import align, live_ranges, value_bytes
 from opfuse.targets import Target
 
@@ -129,9 +130,25 @@ class _Planner:
         self.target = target
         self.stages = stages
         self.links = links
-        self.tensors = [
-            (t.first, t.last, t.name, t.aligned_bytes) for t in live_ranges(model, base)
-        ]
+        lives = live_ranges(model, base)
+        # the buffers greedy-inplace would place layer by layer (an in-place output shares its
+        # input's bytes); a value whose buffer it shares with no other leaves the arena when it
+        # becomes a ring
+        buffers = merged_buffers(lives, inplace_aliases(model, base, lives))
+        self.size = {b.members[0]: b.size for b in buffers if len(b.members) == 1}
+        steps = len(base.kernels) + 1
+        # born[j]: bytes of buffers first written at step <= j; dead[i]: bytes last read before i,
+        # so the buffers live at some step of [i, j] weigh born[j] - dead[i] (O(1) per segment)
+        born, dead = [0] * steps, [0] * (steps + 1)
+        for b in buffers:
+            born[b.first] += b.size
+            dead[b.last + 1] += b.size
+        for k in range(1, steps):
+            born[k] += born[k - 1]
+        for k in range(1, steps + 1):
+            dead[k] += dead[k - 1]
+        self.born, self.dead = born, dead
+        self.max_members = 4 * self.caps.cascade_max_anchors
 
     def rings(self, i: int, j: int) -> tuple[RingBuffer, ...] | None:
         """Ring buffers of the cascade k[i..j], or None when one would be the whole tensor."""
@@ -150,6 +167,8 @@ class _Planner:
         return tuple(rings)
 
     def feasible(self, i: int, j: int) -> bool:
+        if j - i + 1 > self.max_members:
+            return False
         if any(not isinstance(self.links[m], _Link) for m in range(i, j)):
             return False
         anchors = sum(self.stages[m].anchors for m in range(i, j + 1))  # type: ignore[union-attr]
@@ -165,11 +184,7 @@ class _Planner:
             if found is None:
                 return float("inf")
             rings = found
-        inner = {r.value for r in rings}
-        total = sum(
-            size for first, last, name, size in self.tensors
-            if first <= j and last >= i and name not in inner
-        )  # fmt: skip
+        total = self.born[j] - self.dead[i] - sum(self.size.get(r.value, 0) for r in rings)
         return total + sum(align(r.nbytes) for r in rings)
 
     def runs(self) -> list[tuple[int, int]]:
@@ -197,10 +212,14 @@ class _Planner:
             self._live[key] = self.live(i, j)
         return self._live[key]
 
+    def _starts(self, a: int, j: int) -> range:
+        """Where a segment ending at j may start: no further back than the member limit."""
+        return range(max(a, j - self.max_members + 1), j + 1)
+
     def _best_max(self, a: int, b: int) -> float:
         best = {a - 1: 0.0}
         for j in range(a, b + 1):
-            best[j] = min(max(best[i - 1], self._cost(i, j)) for i in range(a, j + 1))
+            best[j] = min(max(best[i - 1], self._cost(i, j)) for i in self._starts(a, j))
         return best[b]
 
     def _fewest(self, a: int, b: int, budget: float) -> list[tuple[int, int]]:
@@ -208,7 +227,7 @@ class _Planner:
         state: dict[int, tuple[int, float, int]] = {a - 1: (0, 0.0, a)}
         for j in range(a, b + 1):
             options = []
-            for i in range(a, j + 1):
+            for i in self._starts(a, j):
                 cost = self._cost(i, j)
                 if cost > budget and i < j:
                     continue
@@ -232,6 +251,13 @@ class _Planner:
             a, b = self.kernels[m], self.kernels[m + 1]
             head = f"{b.name} does not stream rows from {a.name} in a cascade on {self.target.name}"
             anchors = sum(self.stages[x].anchors for x in range(i, j + 1))  # type: ignore[union-attr]
+            if j - i + 1 > self.max_members:
+                reasons[m] = Refusal(
+                    "cascade_limit",
+                    f"{head}: joined, the cascade would hold {j - i + 1} kernels (at most "
+                    f"4 x cascade_max_anchors = {self.max_members})",
+                )
+                continue
             if anchors > self.caps.cascade_max_anchors:
                 reasons[m] = Refusal(
                     "cascade_limit",
