@@ -16,6 +16,7 @@ from pathlib import Path
 
 import onnx_ir as ir
 
+from opfuse.backends.c.cascade import cascade_supported, emit_cascade
 from opfuse.backends.c.cgen import CWriter, cname, dims
 from opfuse.backends.c.files import (
     MAKEFILE,
@@ -49,10 +50,15 @@ class CEmitted:
 
 
 def c_partition(result: CompileResult, fuse: bool) -> tuple[ir.Model, Partition]:
-    """The model and partition the C code follows (see the module docstring). Cascades are split
-    back into their members: this backend does not stream rows yet."""
+    """The model and partition the C code follows (see the module docstring). Cascades stream
+    rows (``cascade.py``) when it can write every one of them; otherwise they are split back into
+    their members, so the arena is always the plan of what runs."""
     if fuse:
-        return result.optimized, result.partition.without_cascades()
+        part = result.partition
+        nodes = {n.name: n for n in result.optimized.graph}
+        if not all(cascade_supported(k, nodes) for k in part.cascades):
+            part = part.without_cascades()
+        return result.optimized, part
     return result.optimized, trivial_partition(result.optimized)
 
 
@@ -79,7 +85,10 @@ def generate(
         aliased = any(o in plan.aliases for o in kernel.outputs)
         params = Params(store, restrict=not aliased)
         body = CWriter(1)
-        emit_kernel(body, members, params, opset)
+        if kernel.is_cascade:
+            emit_cascade(body, kernel, nodes, params)
+        else:
+            emit_kernel(body, members, params, opset)
         scratch = max(scratch, stack_scratch_bytes(body.lines))
         fname = f"k{index}_{cname(kernel.name)}"
         funcs(f"/* kernel {index}: {' + '.join(kernel.ops)} ({', '.join(kernel.nodes)}) */")
