@@ -49,14 +49,18 @@ class CEmitted:
     plan: MemoryPlan
 
 
-def c_partition(result: CompileResult, fuse: bool) -> tuple[ir.Model, Partition]:
-    """The model and partition the C code follows (see the module docstring). Cascades stream
-    rows (``cascade.py``) when it can write every one of them; otherwise they are split back into
-    their members, so the arena is always the plan of what runs."""
+def c_partition(
+    result: CompileResult, fuse: bool, cascades: bool = False
+) -> tuple[ir.Model, Partition]:
+    """The model and partition the C code follows (see the module docstring). With ``cascades``
+    the partition's cascades stream rows (``cascade.py``) when it can write every one of them;
+    otherwise (and by default: its row templates are scalar, about 3x slower than the
+    layer-by-layer ones on mobilenet_v2) they are split back into their members. Either way the
+    arena is the plan of what runs."""
     if fuse:
         part = result.partition
         nodes = {n.name: n for n in result.optimized.graph}
-        if not all(cascade_supported(k, nodes) for k in part.cascades):
+        if not cascades or not all(cascade_supported(k, nodes) for k in part.cascades):
             part = part.without_cascades()
         return result.optimized, part
     return result.optimized, trivial_partition(result.optimized)
@@ -67,10 +71,13 @@ def _opset(model: ir.Model) -> int:
 
 
 def generate(
-    result: CompileResult, fuse: bool = True, planner: str = "greedy-inplace"
+    result: CompileResult,
+    fuse: bool = True,
+    planner: str = "greedy-inplace",
+    cascades: bool = False,
 ) -> tuple[dict[str, str], dict, MemoryPlan]:
     """The files' text (name -> text), the manifest and the memory plan."""
-    model, part = c_partition(result, fuse)
+    model, part = c_partition(result, fuse, cascades)
     nodes = {n.name: n for n in model.graph}
     check_covered(list(model.graph))
     plan = plan_memory(model, part, planner)
@@ -236,10 +243,15 @@ static float opfuse_arena[(OPFUSE_ARENA_BYTES + 3) / 4 + 1] OPFUSE_ALIGNED;
 
 
 def emit_c(
-    result: CompileResult, outdir: Path | str, fuse: bool = True, planner: str = "greedy-inplace"
+    result: CompileResult,
+    outdir: Path | str,
+    fuse: bool = True,
+    planner: str = "greedy-inplace",
+    cascades: bool = False,
 ) -> CEmitted:
-    """Write the C project for ``result`` into ``outdir`` (atomically) and describe it."""
-    files, info, plan = generate(result, fuse, planner)
+    """Write the C project for ``result`` into ``outdir`` (atomically) and describe it
+    (``cascades``: stream the partition's cascades, see ``c_partition``)."""
+    files, info, plan = generate(result, fuse, planner, cascades)
     write_dir(Path(outdir), files)
     return CEmitted(
         outdir=Path(outdir),
