@@ -117,10 +117,20 @@ def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _St
     xp, yp = stores.ptr(x, ms[0]), stores.ptr(y, ms[-1], write=True)
     rx, ry = stores.rows(x), stores.rows(y)
     w.open("for (int r = a; r <= b; ++r)")
-    w.open(f"for (int c = 0; c < {c_out}; ++c)")
-    w(f"float acc[{w_out}];")
+    block = _pointwise_block(ms[0], c_out)
+    if block:  # a 1x1 conv: OB output channels at once, register-blocked (see _pointwise)
+        w.open(f"for (int c0 = 0; c0 < {c_out}; c0 += {block})")
+        _pointwise(w, ms[0], xp, rx, c_in, w_in, block, stores)
+        w.open(f"for (int c = c0; c < c0 + {block}; ++c)")
+        w("float *acc = accb[c - c0];")
+    else:
+        w.open(f"for (int c = 0; c < {c_out}; ++c)")
+        w(f"float acc[{w_out}];")
     rest = ms
-    if ms[0].op_type == "Conv":
+    if block:
+        rest = ms[1:]
+        current = ms[0].outputs[0]
+    elif ms[0].op_type == "Conv":
         _conv_row(w, ms[0], xp, rx, c_in, h_in, w_in, w_out, stores)
         current = ms[0].outputs[0]
         rest = ms[1:]
@@ -131,7 +141,56 @@ def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _St
         current = _epilogue(w, node, current, stores, xp, rx, w_out)
     w(f"for (int i = 0; i < {w_out}; ++i) {yp}[(c*{ry} + r % {ry})*{w_out} + i] = acc[i];")
     w.close()
+    if block:
+        w.close()
     w.close()
+
+
+def _pointwise_block(node: ir.Node, c_out: int) -> int:
+    """Output channels per block for a 1x1, stride-1, unpadded, ungrouped conv (0: not one)."""
+    if node.op_type != "Conv" or int(attr(node, "group", 1) or 1) != 1:
+        return 0
+    weight = const(node.inputs[1])
+    pads = attr(node, "pads", [0, 0, 0, 0]) or [0, 0, 0, 0]
+    strides = attr(node, "strides", [1, 1]) or [1, 1]
+    if weight is None or weight.shape[2:] != (1, 1) or any(pads) or any(v != 1 for v in strides):
+        return 0
+    return next(ob for ob in (8, 4, 2, 1) if c_out % ob == 0)
+
+
+def _pointwise(w, node, xp, rx, c_in, w_in, ob, stores) -> None:  # noqa: ANN001
+    """``accb[ob][W]`` of output channels c0.. of a 1x1 conv on row r: per 8 columns, ob x 8
+    accumulators stay in registers over all input channels (each input load feeds ob FMAs)."""
+    weight = const(node.inputs[1]).astype(np.float32)
+    c_out = weight.shape[0]
+    bias = const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] is not None else None
+    wt = stores.params.weight(node.inputs[1].name, weight)
+    bp = (
+        stores.params.weight(node.inputs[2].name, bias.astype(np.float32))
+        if bias is not None
+        else None
+    )
+    w(f"float accb[{ob}][{w_in}];")
+    full = w_in - w_in % 8
+    for start, stop, width in ((0, full, 8), (full, w_in, w_in - full)):
+        if start >= stop:
+            continue
+        w.open(f"for (int i0 = {start}; i0 < {stop}; i0 += 8)")
+        w(f"float s[{ob}][{width}];")
+        init = f"{bp}[c0 + o]" if bp is not None else "0.0f"
+        w(f"for (int o = 0; o < {ob}; ++o) for (int t = 0; t < {width}; ++t) s[o][t] = {init};")
+        w.open(f"for (int j = 0; j < {c_in}; ++j)")
+        w(f"const float *row = {xp} + (j*{rx} + r % {rx})*{w_in} + i0;")
+        w(f"const float *wj = {wt} + c0*{c_in} + j;")
+        w.open(f"for (int o = 0; o < {ob}; ++o)")
+        w(f"const float wv = wj[o*{c_in}];")
+        w(f"for (int t = 0; t < {width}; ++t) s[o][t] += wv * row[t];")
+        w.close()
+        w.close()
+        w(f"for (int o = 0; o < {ob}; ++o) for (int t = 0; t < {width}; ++t) "
+          f"accb[o][i0 + t] = s[o][t];")  # fmt: skip
+        w.close()
+    del c_out
 
 
 def _conv_row(w, node, xp, rx, c_in, h_in, w_in, w_out, stores) -> None:  # noqa: ANN001
