@@ -13,7 +13,7 @@ import numpy as np
 import onnx_ir as ir
 
 from opfuse.fusion.rings import Window, band_schedule
-from opfuse.fusion.stages import WINDOWED, _window, chain_input, rows_of
+from opfuse.fusion.stages import WINDOWED, chain_input, rows_of, window_of
 from opfuse.fusion.types import Kernel
 
 
@@ -61,7 +61,7 @@ def _slab(src, height: int, w: Window, first: int, last: int, channels: int, wid
 
 
 def _windowed(node: ir.Node, slab: np.ndarray, consts: dict, count: int) -> np.ndarray:
-    w = _window(node)
+    w = window_of(node)
     kw = _ints(node, "kernel_shape", [1, 1])[1] if node.op_type != "Conv" else None
     pads = _ints(node, "pads", [0, 0, 0, 0])
     sw = _ints(node, "strides", [1, 1])[1]
@@ -127,7 +127,7 @@ def run_cascade(kernel: Kernel, model: ir.Model, env: dict[str, np.ndarray]) -> 
     consts = {name: v.const_value.numpy() for name, v in model.graph.initializers.items()
               if v.const_value is not None}  # fmt: skip
     members = [[nodes[n] for n in m.nodes] for m in kernel.members]
-    windows = [_window(ms[0]) if ms[0].op_type in WINDOWED else Window() for ms in members]
+    windows = [window_of(ms[0]) if ms[0].op_type in WINDOWED else Window() for ms in members]
     first_in = chain_input(kernel.members[0], nodes)
     values = [first_in] + [ms[-1].outputs[0] for ms in members]
     heights = [rows_of(v) for v in values]

@@ -60,7 +60,7 @@ def stage_of(kernel: Kernel, nodes: dict[str, ir.Node], target: Target) -> Stage
                 why = f"its output '{out.name}' is not a static NCHW tensor of batch 1"
                 return _refuse(node, target, why)
         if node.op_type in WINDOWED:
-            window = window.then(_window(node))
+            window = window.then(window_of(node))
             anchors += node.op_type == "Conv"
             continue
         out = dims(node.outputs[0])
@@ -109,7 +109,7 @@ def _ints(node: ir.Node, name: str, default: list[int]) -> list[int]:
     return list(attr.as_ints()) if attr is not None else default
 
 
-def _window(node: ir.Node) -> Window:
+def window_of(node: ir.Node) -> Window:
     """The height-axis window of a 2-D Conv / MaxPool / AveragePool (auto_pad resolved)."""
     weights = node.inputs[1] if node.op_type == "Conv" else None
     wdims = dims(weights)

@@ -23,7 +23,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, attr, const, flit
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.rings import Window, band_schedule
-from opfuse.fusion.stages import _window, chain_input, dims
+from opfuse.fusion.stages import chain_input, dims, window_of
 from opfuse.fusion.types import Kernel
 from opfuse.memory.lifetimes import RING_PREFIX
 
@@ -91,7 +91,7 @@ def emit_cascade(w: CWriter, kernel: Kernel, nodes: dict[str, ir.Node], params: 
     members = [[nodes[n] for n in m.nodes] for m in kernel.members]
     first_in = chain_input(kernel.members[0], nodes)
     values = [first_in] + [ms[-1].outputs[0] for ms in members]
-    windows = [_window(ms[0]) if ms[0].op_type == "Conv" else Window() for ms in members]
+    windows = [window_of(ms[0]) if ms[0].op_type == "Conv" else Window() for ms in members]
     heights = [dims(v)[2] for v in values]
     steps = band_schedule(windows, heights, kernel.band_rows)
     w(f"static const int steps[{len(steps)}][3] = {{")
