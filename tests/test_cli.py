@@ -47,7 +47,7 @@ def test_analyze_json_gives_the_seeds_worked_example(run_cli):
     data = json.loads(out)
     assert set(data) == {
         "model", "target", "precision", "planner", "before", "after", "kernels", "decisions",
-        "passes",
+        "cascade_decisions", "passes",
     }
     before, after = data["before"], data["after"]
     assert (before["kernels"], before["traffic_bytes"]) == (6, 1_705_984)
