@@ -1,9 +1,14 @@
 """Activation arena before and after fusion, for every built-in and shared model.
 
 Before = the op-by-op schedule of the model as imported (every intermediate in memory), planned with
-``greedy``. After = the fused schedule on the target, planned with ``greedy-inplace``. The lower
-bound is the largest sum of live buffers at one step of the after schedule; peak/LB says how close
-the placement gets to it (aim <= 1.05). Every plan is checked with ``verify_allocation``.
+``greedy``. After = the fused schedule on the target, cascades included (rings at band size),
+planned with ``greedy-inplace``. The lower bound is the largest sum of live buffers at one step of
+the after schedule; peak/LB says how close the placement gets to it (aim <= 1.05). Every plan is
+checked with ``verify_allocation``.
+
+Cascades: "layers LB" is the lower bound of the same kernels layer by layer (no cascades, in-place
+merges as greedy-inplace makes them), the figure cascades go below; "LB/peak" is how far below;
+"+MACs" is the MACs the cascaded schedule adds over layer by layer (row streaming: none).
 
     python benchmarks/arena.py [--target x86-host] [--precision int8|fp16|fp32|model] [--ram-kib N]
                                [MODEL ...]
@@ -16,7 +21,8 @@ import sys
 from pathlib import Path
 
 from opfuse import models
-from opfuse.memory import plan_memory, verify_allocation
+from opfuse.cost import cost_model
+from opfuse.memory import arena_lower_bound, plan_memory, verify_allocation
 from opfuse.pipeline import compile_model
 
 SHARED_ONNX = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "onnx"
@@ -34,7 +40,17 @@ def measure(source: str, target: str, bytes_per_element: int | None) -> dict:
     after = plan_memory(result.optimized, result.partition, "greedy-inplace", bytes_per_element)
     for plan in (before, after):
         verify_allocation(plan)
+    layers = result.partition.without_cascades()
+    layers_lb = arena_lower_bound(result.optimized, layers, bytes_per_element, inplace=True)
+    macs = [
+        cost_model(result.optimized, part, result.target, arena_bytes=1).macs
+        for part in (layers, result.partition)
+    ] if result.target.perf is not None else [0, 0]
     return {
+        "cascades": len(result.partition.cascades),
+        "layers_lb": layers_lb,
+        "added_macs": macs[1] - macs[0],
+        "macs": macs[0],
         "model": Path(source).stem if source.endswith(".onnx") else source,
         "kernels": (len(result.before.kernels), len(result.partition.kernels)),
         "before": before.peak_bytes,
@@ -63,12 +79,14 @@ def main(argv: list[str] | None = None) -> int:
 
     head = (
         f"{'model':<46} {'kernels':>9} {'before KiB':>11} {'after KiB':>10} {'LB KiB':>9} "
-        f"{'peak/LB':>7} {'saved':>6} {'inplace':>7}  ordering"
+        f"{'peak/LB':>7} {'saved':>6} {'inplace':>7} {'casc':>4} {'layers LB':>10} {'LB/peak':>7} "
+        f"{'+MACs':>6}  ordering"
     )
     if args.ram_kib is not None:
         head += "  fits"
     print(f"arena on {args.target}, {args.precision} activations (16-byte aligned)")
-    print("before = greedy, op by op; after = greedy-inplace, fused; LB = lower bound after")
+    print("before = greedy, op by op; after = greedy-inplace, fused, cascades streamed in bands;")
+    print("LB = lower bound after; layers LB = lower bound of the same kernels without cascades")
     print(head)
     print("-" * len(head))
     worst = 0.0
@@ -79,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         line = (
             f"{r['model'][:46]:<46} {r['kernels'][0]:>4}->{r['kernels'][1]:<4} "
             f"{_kib(r['before']):>11} {_kib(r['after']):>10} {_kib(r['after_lb']):>9} "
-            f"{ratio:>7.3f} {saved:>6.0%} {r['aliases']:>7}  {r['ordering']}"
+            f"{ratio:>7.3f} {saved:>6.0%} {r['aliases']:>7} {r['cascades']:>4} "
+            f"{_kib(r['layers_lb']):>10} {r['layers_lb'] / max(r['after'], 1):>7.2f} "
+            f"{r['added_macs'] / max(r['macs'], 1):>+6.1%}  {r['ordering']}"
         )
         if args.ram_kib is not None:
             line += "  " + ("yes" if r["after"] <= args.ram_kib * 1024 else "NO")

@@ -10,6 +10,12 @@ Canonical = the canonicalized model on its trivial partition: before -> canonica
 verdict (``deployment_json``) sets the fused side against the target: arena vs RAM, stored weights vs
 flash, the step at the arena's peak and where the time goes (``opfuse.memory.peak``,
 ``opfuse.cost.summary``).
+
+On a target with cascades the "after" partition streams rows through ring buffers, so its arena can
+go below the layer-by-layer lower bound (the largest sum of whole tensors live at one step of the
+same kernels without cascades); each side reports both, ``peak_arena_bytes`` (the planned arena,
+cascades included) and ``layer_by_layer_lower_bound_bytes``. ``cascades=False`` analyses the
+layer-by-layer partition (what the C backend runs today).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from opfuse.cost.precision import element_bytes, precision_note, require_perf
 from opfuse.cost.summary import stored_weight_bytes, time_split
 from opfuse.fusion import trivial_partition
 from opfuse.ir import unknown_size_values
-from opfuse.memory import MemoryPlan, peak_step, plan_memory
+from opfuse.memory import MemoryPlan, arena_lower_bound, peak_step, plan_memory
 from opfuse.pipeline import CompileResult, gc_paused
 from opfuse.quant import is_quantized
 
@@ -40,6 +46,8 @@ class Side:
     fits: bool
     stored_weight_bytes: int = 0  # distinct weights the side stores (flash), whatever the accounting
     unknown: tuple[str, ...] = ()  # tensors of unknown size: counted 0, so totals are lower bounds
+    layer_lower_bound: int = 0  # largest sum of whole tensors live at one step without cascades
+    cascades: int = 0  # cascaded kernels in this side's partition
 
     def to_json(self) -> dict:
         data = self.cost.totals_json()
@@ -47,6 +55,8 @@ class Side:
         data["lower_bounds"] = list(LOWER_BOUND_FIELDS) if self.unknown else []
         data["peak_arena_bytes"] = self.plan.peak_bytes
         data["arena_lower_bound_bytes"] = self.plan.lower_bound_bytes
+        data["layer_by_layer_lower_bound_bytes"] = self.layer_lower_bound
+        data["cascades"] = self.cascades
         data["fits"] = self.fits
         return {
             key: data[key]
@@ -59,6 +69,8 @@ class Side:
                 "macs",
                 "peak_arena_bytes",
                 "arena_lower_bound_bytes",
+                "layer_by_layer_lower_bound_bytes",
+                "cascades",
                 "latency_s",
                 "energy_j",
                 "fits",
@@ -127,6 +139,7 @@ class Analysis:
             "after": self.after.to_json(),
             "kernels": [k.to_json() for k in self.kernels],
             "decisions": self.fusion["decisions"],
+            "cascade_decisions": self.fusion.get("cascade_decisions", []),
             "passes": self.fusion["passes"],
             "unknown_bytes_tensors": list(self.after.unknown),  # sizes no one states: see sides
             # what --activations-only changed, the folded-only column, the deployment verdict
@@ -142,20 +155,30 @@ def analyze(
     precision: str | None = None,
     planner: str = DEFAULT_PLANNER,
     activations_only: bool = False,
+    cascades: bool = True,
 ) -> Analysis:
-    """Costs and arena plans of ``result`` before and after fusion on its target."""
+    """Costs and arena plans of ``result`` before and after fusion on its target (after without
+    its cascades when ``cascades`` is false)."""
     target = result.target
     perf = require_perf(target)
     own = None if is_quantized(result.original) else precision  # int8 models: their own dtypes
     prec = resolve_precision(result.original, target, own)
     bpe = element_bytes(result.original, prec)
+    inplace = planner == "greedy-inplace"
 
     def side(model, partition) -> Side:  # noqa: ANN001 (ir.Model, Partition)
         plan = plan_memory(model, partition, planner=planner, bytes_per_element=bpe)
         cost = cost_model(model, partition, target, prec, activations_only, plan.peak_bytes)
         stored = stored_weight_bytes(model, partition, prec)
+        layers = (
+            arena_lower_bound(model, partition.without_cascades(), bpe, inplace=inplace)
+            if partition.cascades
+            else plan.lower_bound_bytes
+        )
         fits = plan.peak_bytes <= perf.ram_bytes
-        return Side(cost, plan, fits, stored, unknown_size_values(model))
+        return Side(
+            cost, plan, fits, stored, unknown_size_values(model), layers, len(partition.cascades)
+        )
 
     return Analysis(
         model=result.source,
@@ -166,7 +189,10 @@ def analyze(
         activations_only=activations_only,
         ram_bytes=perf.ram_bytes,
         before=side(result.original, result.before),
-        after=side(result.optimized, result.partition),
+        after=side(
+            result.optimized,
+            result.partition if cascades else result.partition.without_cascades(),
+        ),
         fusion=result.fusion_json(),
         canonical=side(result.optimized, trivial_partition(result.optimized)),
         flash_bytes=perf.flash_bytes,

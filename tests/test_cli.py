@@ -51,7 +51,7 @@ def test_analyze_json_gives_the_seeds_worked_example(run_cli):
     data = json.loads(out)
     assert set(data) == {
         "model", "target", "precision", "precision_note", "planner", "before", "after", "kernels", "decisions",
-        "passes", "unknown_bytes_tensors", "accounting", "canonical", "deployment",
+        "cascade_decisions", "passes", "unknown_bytes_tensors", "accounting", "canonical", "deployment",
     }
     assert data["unknown_bytes_tensors"] == [] and after_lower_bounds(data) == []
     before, after = data["before"], data["after"]

@@ -24,8 +24,8 @@ from tests.conftest import shared_onnx_models
 
 CONTRACT_SIDE = {
     "kernels", "activation_bytes", "weight_bytes", "traffic_bytes", "flops", "macs",
-    "peak_arena_bytes", "arena_lower_bound_bytes", "latency_s", "energy_j", "fits",
-    "unknown_bytes_tensors", "lower_bounds",
+    "peak_arena_bytes", "arena_lower_bound_bytes", "layer_by_layer_lower_bound_bytes", "cascades",
+    "latency_s", "energy_j", "fits", "unknown_bytes_tensors", "lower_bounds",
 }  # fmt: skip
 CONTRACT_KERNEL = {
     "name", "ops", "nodes", "flops", "macs", "bytes_read", "bytes_written",
@@ -50,12 +50,16 @@ def test_json_contract(seed_block):
     data = analyze(seed_block).to_json()
     assert list(data) == [
         "model", "target", "precision", "precision_note", "planner", "before", "after", "kernels", "decisions",
-        "passes", "unknown_bytes_tensors", "accounting", "canonical", "deployment",
+        "cascade_decisions", "passes", "unknown_bytes_tensors", "accounting", "canonical", "deployment",
     ]  # fmt: skip
     assert data["model"] == "seed_block" and data["target"] == "x86-host"
     assert data["precision"] == "fp32" and data["planner"] == "greedy-inplace"
     assert set(data["before"]) == CONTRACT_SIDE == set(data["after"]) == set(data["canonical"])
-    assert all(set(k) == CONTRACT_KERNEL | {"kernel_class", "efficiency"} for k in data["kernels"])
+    cascade_keys = {"members", "band_rows", "ring_buffer_bytes"}
+    assert all(
+        set(k) == CONTRACT_KERNEL | {"kernel_class", "efficiency"} | cascade_keys
+        for k in data["kernels"]
+    )
     assert [k["name"] for k in data["kernels"]] == ["fused_conv_clip", "fused_conv_clip_2"]
     assert data["passes"]["fuse_bn_into_conv"] == 2
     assert data["decisions"] and {"producer", "consumer", "reason"} <= set(data["decisions"][0])

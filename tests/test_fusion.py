@@ -54,8 +54,9 @@ def reasons(part: Partition) -> dict[tuple[str, str], str]:
     return {(d.producer, d.consumer): d.reason for d in part.decisions}
 
 
-def fuse(model, target: str) -> Partition:
-    part = partition(model, load_target(target))
+def fuse(model, target: str, cascades: bool = False) -> Partition:
+    # the layer-by-layer rules; cascades across kernels are tested in test_cascade.py
+    part = partition(model, load_target(target), cascades)
     check_invariants(model, part)
     return part
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,20 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
+@pytest.mark.parametrize("name", list_targets())
+def test_every_target_says_whether_it_cascades_and_why(name):
+    # the [fusion] table sets cascade explicitly, under a comment giving the reason
+    path = Path(str(resources.files("opfuse.targets"))) / f"{name}.toml"
+    if not path.is_file():
+        pytest.skip("a user target")
+    lines = path.read_text().splitlines()
+    (at,) = [i for i, line in enumerate(lines) if line.startswith("cascade =")]
+    assert lines[at - 1].startswith("#") and "ascade" in " ".join(lines[at - 4 : at])
+    caps = load_target(name).fusion
+    assert caps.cascade == (lines[at].split("=")[1].split("#")[0].strip() == "true")
+    assert caps.cascade_max_anchors >= 1 and caps.cascade_band_rows >= 1
+
+
 def test_a_target_file_by_path(tmp_path):
     target = load_target(write(tmp_path, GOOD))
     assert target.name == "my-npu" and target.fusion.anchor_epilogue == ("clamp",)
@@ -115,6 +130,9 @@ def test_a_target_file_by_path(tmp_path):
             r"'fusion.anchor_epilogue' must be a list of",
         ),
         (GOOD + "max_chain = 0\n", r"'fusion.max_chain' must be an integer >= 1"),
+        (GOOD + "cascade = 1\n", r"'fusion.cascade' must be true or false"),
+        (GOOD + "cascade_max_anchors = 0\n", r"'fusion.cascade_max_anchors' must be an integer"),
+        (GOOD + "cascade_band_rows = true\n", r"'fusion.cascade_band_rows' must be an integer"),
         (GOOD + "residual_add = 'yes'\n", r"'fusion.residual_add' must be true or false"),
         (GOOD + "recompute = true\n", r"recompute = true' is not implemented"),
         (GOOD.replace('source = "a datasheet"\n', ""), r"missing key 'source'"),

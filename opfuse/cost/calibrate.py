@@ -194,11 +194,12 @@ def host_target_text(figures: dict) -> str:
     ]
     for field in ("anchor_epilogue", "elementwise_epilogue", "pool_epilogue"):
         lines.append(f"{field} = {_toml_list(getattr(caps, field))}")
-    for field in (
-        "residual_add", "anchor_pool", "elementwise_chains", "recompute", "int8_requantize_once"
-    ):
+    for field in ("residual_add", "anchor_pool", "elementwise_chains", "recompute",
+                  "int8_requantize_once", "cascade", "cascade_residual"):
         lines.append(f"{field} = {str(getattr(caps, field)).lower()}")
-    lines += [f"max_chain = {caps.max_chain}", "", "[perf]"]
+    for field in ("max_chain", "cascade_max_anchors", "cascade_band_rows"):
+        lines.append(f"{field} = {getattr(caps, field)}")
+    lines += ["", "[perf]"]
     peak = figures["peak_macs_per_s"]
     lines += [
         f"clock_hz = {figures['clock_hz']:.6g}  # /proc/cpuinfo 'cpu MHz'",

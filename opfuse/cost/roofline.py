@@ -36,6 +36,14 @@ its block model's cycles / clock, reads its weights as the NPU stores them (enco
 (Reshape, boundary Transpose) nothing, and pays the dispatch overhead once per NPU operation the
 kernel becomes (a lowered SOFTMAX: many).
 
+Cascades (``Kernel.members``): the members run one after the other on every band, so the compute
+time is the sum of each member's FLOPs at its own class's efficiency (a depthwise member stays as
+slow as it was); the kernel's class is its first member's. Its intermediates are ring buffers that
+never leave the kernel: they cost no traffic, like any value kept inside a kernel. Weights are read
+once per inference, as for any kernel (an MCU reads them in place from flash on every use anyway,
+and a CPU's rings and a block's weights stay in its caches across bands); row streaming computes
+every row once, so MACs and FLOPs are the members' sums (no recompute). One dispatch per cascade.
+
 Precision sets the bytes per element of floating-point activations and weights (integer tensors,
 such as shapes and indices, keep their own size) and the peak rate used. A quantized model
 (docs/architecture.md, "int8 in the IR") is costed at its own dtypes and its int8 rate.
@@ -54,7 +62,7 @@ from opfuse.cost.precision import element_bytes, require_perf, resolve_precision
 from opfuse.cost.types import CostSide, KernelCost
 from opfuse.fusion.types import Kernel, Partition
 from opfuse.memory import arena_lower_bound
-from opfuse.memory.lifetimes import value_bytes
+from opfuse.memory.lifetimes import ring_bytes, value_bytes
 from opfuse.quant import is_quantized
 from opfuse.targets import MemoryLevel, Perf, Target
 
@@ -152,6 +160,14 @@ def _kernel_cost(
         peak_flops = flops / compute_s if compute_s > 0 and flops else peak_flops
         # the fraction of peak the block model gives this kernel, reported as its efficiency
         efficiency = min(1.0, peak_flops / (2.0 * perf.peak_macs_per_s[precision]))
+    elif kernel.is_cascade:  # each member at its own class's efficiency (module docstring)
+        compute_s = sum(
+            sum(ops.flops(n) for n in part)
+            / (2.0 * perf.peak_macs_per_s[precision] * perf.efficiency_of(kernel_class(part)))
+            for part in ([nodes[n] for n in m.nodes if n in nodes] for m in kernel.members)
+        )
+        peak_flops = flops / compute_s if compute_s else peak_flops
+        efficiency = peak_flops / (2.0 * perf.peak_macs_per_s[precision])
     traffic = act_read + w_read + written
     intensity = flops / traffic if traffic else math.inf
     ridge = peak_flops * memory_s / traffic if traffic else 0.0
@@ -181,4 +197,9 @@ def _kernel_cost(
         bytes_by_level=tuple(by_level.items()),
         kernel_class=klass,
         efficiency=efficiency,
+        members=tuple(m.name for m in kernel.members),
+        band_rows=kernel.band_rows,
+        ring_buffer_bytes=sum(
+            ring_bytes(r, values[r.value], bpe) for r in kernel.ring_buffers if r.value in values
+        ),
     )

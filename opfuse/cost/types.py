@@ -27,6 +27,9 @@ class KernelCost:
     bytes_by_level: tuple[tuple[str, int], ...]  # (level name, bytes read + written there)
     kernel_class: str = "other"  # opfuse.cost.kclass: the anchor's class, else the first op's
     efficiency: float = 1.0  # the target's attainable fraction of peak for that class
+    members: tuple[str, ...] = ()  # a cascade's member kernels, in order (empty otherwise)
+    band_rows: int = 0  # a cascade's output rows per band (0 otherwise)
+    ring_buffer_bytes: int = 0  # a cascade's ring buffers at the analysed precision
 
     @property
     def traffic_bytes(self) -> int:
@@ -48,6 +51,9 @@ class KernelCost:
             "energy_j": self.energy_j,
             "kernel_class": self.kernel_class,
             "efficiency": self.efficiency,
+            "members": list(self.members),
+            "band_rows": self.band_rows,
+            "ring_buffer_bytes": self.ring_buffer_bytes,
         }
 
 

@@ -33,6 +33,13 @@ the schedule we return, and a cycle would need a strictly decreasing loop of ind
 ``a -> {b, c} -> d`` leaves ``a`` materialized, and d joins at most one of b and c.)
 
 Cost: each node and each edge is looked at a constant number of times; O(nodes + edges).
+
+Cascades (targets with ``[fusion] cascade = true``). The kernels above are the layer-by-layer
+partition: each still holds one anchor. ``cascade.py`` then merges runs of neighbouring kernels
+into cascaded kernels that stream bands of rows through ring buffers (``rings.py``), choosing the
+cuts that minimise the peak arena and, at that peak, the fewest kernels; every cut it keeps, and
+every edge it cannot stream, gets a ``cascade_*`` reason (or a structural one). Merging only
+neighbours in the schedule keeps the order topological, so the no-cycle argument above still holds.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from collections.abc import Iterable
 
 import onnx_ir as ir
 
+from opfuse.fusion.cascade import cascade
 from opfuse.fusion.rules import (
     ANCHOR,
     Group,
@@ -56,8 +64,12 @@ from opfuse.fusion.types import Decision, Kernel, Partition
 from opfuse.targets import Target
 
 
-def partition(model: ir.Model, target: Target) -> Partition:
-    """Kernels of ``model`` on ``target`` in schedule order, and a decision per unfused edge."""
+def partition(model: ir.Model, target: Target, cascades: bool = True) -> Partition:
+    """Kernels of ``model`` on ``target`` in schedule order, and a decision per unfused edge.
+
+    With ``cascades`` (and a target whose ``[fusion] cascade`` is true) runs of these kernels are
+    then merged into cascades (``cascade.py``); ``Partition.without_cascades()`` gives them back.
+    """
     nodes = list(model.graph)
     index = {id(n): i for i, n in enumerate(nodes)}
     group_of: list[Group] = []
@@ -89,7 +101,8 @@ def partition(model: ir.Model, target: Target) -> Partition:
     # Each group appears once per member; its position is that of its tip (last member).
     tips: dict[int, Group] = {id(g): g for g in group_of}
     ordered = sorted(tips.values(), key=lambda g: index[id(g.nodes[-1])])
-    return Partition(target.name, _kernels(g.nodes for g in ordered), tuple(decisions))
+    layers = Partition(target.name, _kernels(g.nodes for g in ordered), tuple(decisions))
+    return cascade(model, layers, target) if cascades else layers
 
 
 def trivial_partition(model: ir.Model) -> Partition:

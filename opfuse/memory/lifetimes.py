@@ -2,7 +2,10 @@
 
 A step is a kernel's index in ``Partition.kernels`` (schedule order). The arena holds graph inputs,
 values a kernel writes (``Kernel.outputs``) and graph outputs; weights (initializers) live in flash
-and values kept inside a fused kernel never touch memory, so neither appears here.
+and values kept inside a fused kernel never touch memory, so neither appears here. A cascade's
+intermediates are not arena tensors either: each is a ring buffer (``Kernel.ring_buffers``), an
+arena tensor of its band size, ``rows / height`` of the whole, live for the cascade's step only
+(named ``RING_PREFIX + value``, kind ``RING``).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from dataclasses import dataclass
 
 import onnx_ir as ir
 
-from opfuse.fusion.types import Partition
+from opfuse.fusion.types import Partition, RingBuffer
 from opfuse.ops import numel
 
 ALIGNMENT = 16  # bytes; offsets and sizes in the arena are multiples of this (TFLite Micro's rule)
@@ -20,6 +23,8 @@ ALIGNMENT = 16  # bytes; offsets and sizes in the arena are multiples of this (T
 INPUT = "input"
 INTERMEDIATE = "intermediate"
 OUTPUT = "output"
+RING = "ring"  # a cascade's ring buffer
+RING_PREFIX = "ring:"
 
 
 def align(nbytes: int, alignment: int = ALIGNMENT) -> int:
@@ -33,7 +38,7 @@ class TensorLife:
     size_bytes: int  # unaligned: numel * element size
     first: int  # step that writes it (0 for graph inputs)
     last: int  # last step that reads it, inclusive (the last step for graph outputs)
-    kind: str  # INPUT, INTERMEDIATE or OUTPUT (a graph input that is also an output is OUTPUT)
+    kind: str  # INPUT, INTERMEDIATE, OUTPUT (a graph input that is also an output) or RING
 
     @property
     def aligned_bytes(self) -> int:
@@ -60,6 +65,11 @@ def value_bytes(value: ir.Value, bytes_per_element: int | None = None) -> int:
     else:
         itemsize = float(dtype.itemsize)
     return math.ceil(numel(value) * itemsize)
+
+
+def ring_bytes(ring: RingBuffer, value: ir.Value, bytes_per_element: int | None = None) -> int:
+    """Bytes of a cascade's ring buffer at the analysed precision: ``rows / height`` of the value."""
+    return -(-value_bytes(value, bytes_per_element) * ring.rows // ring.height)
 
 
 def live_ranges(
@@ -101,4 +111,8 @@ def live_ranges(
             kind = INTERMEDIATE
         size = value_bytes(values[name], bytes_per_element)
         lives.append(TensorLife(name, size, start, last[name], kind))
+    for step, kernel in enumerate(partition.kernels):
+        for ring in kernel.ring_buffers:
+            size = ring_bytes(ring, values[ring.value], bytes_per_element)
+            lives.append(TensorLife(RING_PREFIX + ring.value, size, step, step, RING))
     return tuple(sorted(lives, key=lambda t: (t.first, t.name)))

@@ -99,11 +99,19 @@ def plan_memory(
 
 
 def arena_lower_bound(
-    model: ir.Model, partition: Partition, bytes_per_element: int | None = None
+    model: ir.Model,
+    partition: Partition,
+    bytes_per_element: int | None = None,
+    *,
+    inplace: bool = False,
 ) -> int:
     """The largest sum of aligned tensor sizes live at one step of ``partition``'s schedule: no
-    arena for that schedule is smaller, whatever the planner (before any in-place merging)."""
-    return lower_bound(buffers_of(live_ranges(model, partition, bytes_per_element)))
+    arena for that schedule is smaller, whatever the planner (before any in-place merging; with
+    ``inplace``, after merging every eligible in-place pair, as greedy-inplace may)."""
+    tensors = live_ranges(model, partition, bytes_per_element)
+    if not inplace:
+        return lower_bound(buffers_of(tensors))
+    return lower_bound(merged_buffers(tensors, inplace_aliases(model, partition, tensors)))
 
 
 def plan_tensors(

@@ -44,7 +44,7 @@ def summary_rows(a: Analysis) -> list[tuple[str, ...]]:
     def fit(side) -> str:  # noqa: ANN001
         return "fits" if side.fits else "does NOT fit"
 
-    return [
+    rows = [
         row("kernels", lambda v: f"{v:,}", lambda s, k: k.kernel_count),
         row("traffic", fmt_bytes, lambda s, k: k.traffic_bytes),
         row("  activations", fmt_bytes, lambda s, k: k.activation_bytes),
@@ -57,6 +57,13 @@ def summary_rows(a: Analysis) -> list[tuple[str, ...]]:
             lambda x, y: f"{_speed(x, y)} faster" if y else "-"),
         row("energy", fmt_energy, lambda s, k: k.energy_j),
     ]
+    if f.cascades:  # cascades go below the layer-by-layer bound: show both
+        rows.insert(7, (
+            "  layer-by-layer LB", fmt_bytes(b.layer_lower_bound), fmt_bytes(c.layer_lower_bound),
+            fmt_bytes(f.layer_lower_bound),
+            f"{f.cascades} cascades", f"{f.layer_lower_bound / f.plan.peak_bytes:.2f}x below it",
+        ))
+    return rows
 
 
 def print_analysis(a: Analysis, max_rows: int = 40) -> None:

@@ -80,11 +80,25 @@ def print_fusion(result: CompileResult) -> None:
     for i, kernel in enumerate(part.kernels):
         table.add_row(str(i), kernel.name, ", ".join(kernel.nodes))
     _out.print(table)
+    _why(part.decisions, "why not fused")
+    _why(part.cascade_decisions, "why not streamed in one cascade")
+    fired = {k: v for k, v in result.passes.items() if v}
+    if fired:
+        _out.print("passes: " + ", ".join(f"{k} x{v}" for k, v in sorted(fired.items())))
+    counts = Counter(len(k.nodes) for k in part.kernels)
+    _out.print(
+        f"{len(result.before.kernels)} kernels as imported -> {len(part.kernels)} fused "
+        f"({sum(n for s, n in counts.items() if s > 1)} hold several ops"
+        + (f", {len(part.cascades)} are cascades)" if part.cascades else ")")
+    )
+
+
+def _why(decisions, title: str) -> None:  # noqa: ANN001 (tuple[Decision, ...])
     by_reason: dict[str, list] = defaultdict(list)
-    for d in part.decisions:
+    for d in decisions:
         by_reason[d.reason].append(d)
     if by_reason:
-        why = Table(title="why not fused")
+        why = Table(title=title)
         why.add_column("reason")
         why.add_column("edges", justify="right")
         why.add_column("example")
@@ -96,14 +110,6 @@ def print_fusion(result: CompileResult) -> None:
         _out.print(
             "\n".join(f"  {r}: {REASONS.get(r, '')}" for r in sorted(by_reason)), style="dim"
         )
-    fired = {k: v for k, v in result.passes.items() if v}
-    if fired:
-        _out.print("passes: " + ", ".join(f"{k} x{v}" for k, v in sorted(fired.items())))
-    counts = Counter(len(k.nodes) for k in part.kernels)
-    _out.print(
-        f"{len(result.before.kernels)} kernels as imported -> {len(part.kernels)} fused "
-        f"({sum(n for s, n in counts.items() if s > 1)} hold several ops)"
-    )
 
 
 def print_validation(report: ValidationReport) -> None:

@@ -10,6 +10,7 @@ import onnx_ir as ir
 
 import opfuse
 from opfuse.fusion import REASONS, Partition
+from opfuse.fusion.types import cascade_json
 from opfuse.ir.provenance import source_map
 from opfuse.memory import MemoryPlan
 from opfuse.report.layout import layout_kernels
@@ -72,7 +73,11 @@ def graph_data(model: ir.Model, part: Partition) -> dict[str, Any]:
                     "message": message,
                 }
             )
-    kernels = [{"name": k.name, "nodes": list(k.nodes), "ops": list(k.ops)} for k in part.kernels]
+    kernels = [
+        {"name": k.name, "nodes": list(k.nodes), "ops": list(k.ops)}
+        | (cascade_json(k) if k.is_cascade else {})  # members, band rows, ring buffers
+        for k in part.kernels
+    ]
     return {
         "nodes": nodes,
         "edges": edges,

@@ -54,6 +54,12 @@ class FusionCaps:
     # may duplicate a cheap producer with several consumers; not implemented by the partitioner
     # (every target keeps it false), kept so a target file can say it
     recompute: bool = False
+    # Cascades (opfuse/fusion/cascade.py): whether kernels may be chained and run in bands of output
+    # rows, each intermediate a ring buffer of the rows its consumer's window needs.
+    cascade: bool = False
+    cascade_max_anchors: int = 8  # most anchors (Conv, Gemm...) in one cascade
+    cascade_residual: bool = False  # an Add of a second full activation may join a cascade
+    cascade_band_rows: int = 1  # output rows of the last member per band
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,7 @@ _TOP_KEYS = ("name", "description", "source", "precisions", "fusion", "perf", "b
 _REQUIRED = ("name", "source", "precisions", "fusion")
 _CLASSES = ("clamp", "activation", "arith")
 _CLASS_FIELDS = ("anchor_epilogue", "elementwise_epilogue", "pool_epilogue")
+_INT_FIELDS = ("max_chain", "cascade_max_anchors", "cascade_band_rows")
 _FIELDS = {f.name: f for f in fields(FusionCaps)}
 
 
@@ -166,11 +173,9 @@ def _caps(table: object, path: Path) -> FusionCaps:
                     f"{path}: 'fusion.{key}' must be a list of {', '.join(_CLASSES)}; got {value!r}"
                 )
             values[key] = tuple(value)
-        elif key == "max_chain":
+        elif key in _INT_FIELDS:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise OpfuseError(
-                    f"{path}: 'fusion.max_chain' must be an integer >= 1; got {value!r}"
-                )
+                raise OpfuseError(f"{path}: 'fusion.{key}' must be an integer >= 1; got {value!r}")
             values[key] = value
         else:
             if not isinstance(value, bool):

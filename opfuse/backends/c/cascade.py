@@ -1,0 +1,284 @@
+"""A cascaded kernel in C (float32): its members run band by band through ring buffers in the arena.
+
+The schedule is ``opfuse.fusion.rings.band_schedule``: a static table of ``(member, first row,
+last row)`` steps, the last member's bands each preceded by the rows its producers must compute
+first. A ring of ``R`` rows of a ``C x H x W`` value is laid out ``C x R x W``: row ``y`` of channel
+``c`` sits at ``(c*R + y % R)*W``; a whole tensor is the case ``R = H``. The chain input, the
+output and any residual operand are whole arena tensors; the rings are the plan's ``ring:`` tensors.
+
+A member is a Conv (any group, kernel, stride, dilation and padding) or an elementwise op first,
+then elementwise epilogues: Relu, Clip, and Add/Sub/Mul/Div of a constant (scalar or per channel)
+or of a whole arena tensor of the output's shape (a residual). Each output row of a conv
+accumulates ``W`` columns at once (a vectorizable loop per tap), then the epilogue runs per element.
+1x1 convs are register-blocked over 8 output channels per column; other convs accumulate a row per
+tap. Correctness and memory first: about 1.3x slower than the layer-by-layer templates on
+mobilenet_v2, which is why ``emit_c`` streams cascades only when asked.
+``cascade_supported`` says whether a kernel is within that; the emitter falls back to the
+layer-by-layer partition otherwise (see ``emit.c_partition``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from opfuse.backends.c.cgen import CWriter, attr, const, flit
+from opfuse.backends.c.tensors import Params
+from opfuse.fusion.rings import Window, band_schedule
+from opfuse.fusion.stages import chain_input, dims, window_of
+from opfuse.fusion.types import Kernel
+from opfuse.memory.lifetimes import RING_PREFIX
+
+_EPILOGUE = frozenset({"Relu", "Clip", "Add", "Sub", "Mul", "Div"})
+_BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
+
+
+def cascade_supported(kernel: Kernel, nodes: dict[str, ir.Node]) -> bool:
+    """Whether ``emit_cascade`` can write ``kernel`` (float32, the ops of the module docstring)."""
+    for member in kernel.members:
+        ms = [nodes[n] for n in member.nodes]
+        for i, node in enumerate(ms):
+            if node.domain not in ("", "ai.onnx"):
+                return False
+            if node.op_type == "Conv" and i == 0:
+                if len(dims(node.inputs[1]) or ()) != 4 or const(node.inputs[1]) is None:
+                    return False
+                if (
+                    len(node.inputs) > 2
+                    and node.inputs[2] is not None
+                    and const(node.inputs[2]) is None
+                ):
+                    return False
+                if (attr(node, "auto_pad", "NOTSET") or "NOTSET") not in ("NOTSET", "VALID"):
+                    return False
+                continue
+            if node.op_type not in _EPILOGUE:
+                return False
+            if node.op_type == "Clip" and any(
+                v is not None and const(v) is None for v in node.inputs[1:]
+            ):
+                return False
+        for node in ms:
+            for v in (*node.inputs, *node.outputs):
+                if v is not None and v.dtype is not None and v.dtype != ir.DataType.FLOAT:
+                    if const(v) is None:
+                        return False
+    return True
+
+
+class _Stores:
+    """Pointer name and rows kept (R) of every value a cascade touches."""
+
+    def __init__(self, kernel: Kernel, nodes: dict, params: Params) -> None:
+        self.params = params
+        self.plan = params.store.plan
+        self.rings = {r.value: r.rows for r in kernel.ring_buffers}
+        self.nodes = nodes
+
+    def ptr(self, value: ir.Value, node: ir.Node, write: bool = False) -> str:
+        if value.name in self.rings:
+            offset = self.plan.offsets[RING_PREFIX + value.name] // 4
+            restrict = self.params.restrict
+            return self.params._add("ring:" + value.name, f"float *{restrict} {{name}}",
+                                    f"A + {offset}")  # fmt: skip
+        return self.params.out(value, node) if write else self.params.inp(value, node)
+
+    def rows(self, value: ir.Value) -> int:
+        return self.rings.get(value.name, dims(value)[2])
+
+
+def emit_cascade(w: CWriter, kernel: Kernel, nodes: dict[str, ir.Node], params: Params) -> None:
+    """The body of the cascade's C function (see the module docstring)."""
+    stores = _Stores(kernel, nodes, params)
+    members = [[nodes[n] for n in m.nodes] for m in kernel.members]
+    first_in = chain_input(kernel.members[0], nodes)
+    values = [first_in] + [ms[-1].outputs[0] for ms in members]
+    windows = [window_of(ms[0]) if ms[0].op_type == "Conv" else Window() for ms in members]
+    heights = [dims(v)[2] for v in values]
+    steps = band_schedule(windows, heights, kernel.band_rows)
+    w(f"static const int steps[{len(steps)}][3] = {{")
+    for i in range(0, len(steps), 8):
+        w("    " + " ".join(f"{{{s}, {a}, {b}}}," for s, a, b in steps[i : i + 8]))
+    w("};")
+    w.open(f"for (int t = 0; t < {len(steps)}; ++t)")
+    w("const int a = steps[t][1], b = steps[t][2];")
+    w.open("switch (steps[t][0])")
+    for index, ms in enumerate(members):
+        w.open(f"case {index}:")
+        _member(w, ms, values[index], values[index + 1], stores)
+        w("break;")
+        w.close()
+    w("default: break;")
+    w.close()
+    w.close()
+
+
+def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _Stores) -> None:
+    _, c_in, h_in, w_in = dims(x)
+    _, c_out, _, w_out = dims(y)
+    xp, yp = stores.ptr(x, ms[0]), stores.ptr(y, ms[-1], write=True)
+    rx, ry = stores.rows(x), stores.rows(y)
+    w.open("for (int r = a; r <= b; ++r)")
+    block = _pointwise_block(ms[0], c_out)
+    if block:  # a 1x1 conv: OB output channels at once, register-blocked (see _pointwise)
+        w.open(f"for (int c0 = 0; c0 < {c_out}; c0 += {block})")
+        _pointwise(w, ms[0], xp, rx, c_in, w_in, block, stores)
+        w.open(f"for (int c = c0; c < c0 + {block}; ++c)")
+        w("float *acc = accb[c - c0];")
+    else:
+        w.open(f"for (int c = 0; c < {c_out}; ++c)")
+        w(f"float acc[{w_out}];")
+    rest = ms
+    if block:
+        rest = ms[1:]
+        current = ms[0].outputs[0]
+    elif ms[0].op_type == "Conv":
+        _conv_row(w, ms[0], xp, rx, c_in, h_in, w_in, w_out, stores)
+        current = ms[0].outputs[0]
+        rest = ms[1:]
+    else:
+        current = x
+        w(f"for (int i = 0; i < {w_out}; ++i) acc[i] = {xp}[(c*{rx} + r % {rx})*{w_in} + i];")
+    for node in rest:
+        current = _epilogue(w, node, current, stores, xp, rx, w_out)
+    w(f"for (int i = 0; i < {w_out}; ++i) {yp}[(c*{ry} + r % {ry})*{w_out} + i] = acc[i];")
+    w.close()
+    if block:
+        w.close()
+    w.close()
+
+
+def _pointwise_block(node: ir.Node, c_out: int) -> int:
+    """Output channels per block for a 1x1, stride-1, unpadded, ungrouped conv (0: not one)."""
+    if node.op_type != "Conv" or int(attr(node, "group", 1) or 1) != 1:
+        return 0
+    weight = const(node.inputs[1])
+    pads = attr(node, "pads", [0, 0, 0, 0]) or [0, 0, 0, 0]
+    strides = attr(node, "strides", [1, 1]) or [1, 1]
+    if weight is None or weight.shape[2:] != (1, 1) or any(pads) or any(v != 1 for v in strides):
+        return 0
+    return next(ob for ob in (8, 4, 2, 1) if c_out % ob == 0)
+
+
+def _pointwise(w, node, xp, rx, c_in, w_in, ob, stores) -> None:  # noqa: ANN001
+    """``accb[ob][W]`` of output channels c0.. of a 1x1 conv on row r. Per block of up to 8
+    columns, one vector of ob output channels per column stays in registers over all input
+    channels (a broadcast input times ob weights, stored transposed per block); vectorizing over
+    channels, not columns, keeps 7- and 14-wide rows as fast as 112-wide ones."""
+    weight = const(node.inputs[1]).astype(np.float32)
+    c_out = weight.shape[0]
+    blocks = weight.reshape(c_out // ob, ob, c_in).transpose(0, 2, 1)  # [block][j][o]
+    bias = const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] is not None else None
+    wt = stores.params.weight(f"{node.inputs[1].name}#T{ob}", np.ascontiguousarray(blocks))
+    bp = (
+        stores.params.weight(node.inputs[2].name, bias.astype(np.float32))
+        if bias is not None
+        else None
+    )
+    w(f"float accb[{ob}][{w_in}];")
+    w(f"const float *wb = {wt} + c0*{c_in};")
+    full = w_in - w_in % 8
+    for start, stop, width in ((0, full, 8), (full, w_in, w_in - full)):
+        if start >= stop:
+            continue
+        w.open(f"for (int i0 = {start}; i0 < {stop}; i0 += 8)")
+        w(f"float s[{width}][{ob}];")
+        init = f"{bp}[c0 + o]" if bp is not None else "0.0f"
+        w(f"for (int t = 0; t < {width}; ++t) for (int o = 0; o < {ob}; ++o) s[t][o] = {init};")
+        w.open(f"for (int j = 0; j < {c_in}; ++j)")
+        w(f"const float *row = {xp} + (j*{rx} + r % {rx})*{w_in} + i0;")
+        w(f"const float *wv = wb + j*{ob};")
+        w(f"#pragma GCC unroll {width}")  # keeps the width x ob sums in registers
+        w.open(f"for (int t = 0; t < {width}; ++t)")
+        w("const float xv = row[t];")
+        w(f"for (int o = 0; o < {ob}; ++o) s[t][o] += xv * wv[o];")
+        w.close()
+        w.close()
+        w(f"for (int t = 0; t < {width}; ++t) for (int o = 0; o < {ob}; ++o) "
+          f"accb[o][i0 + t] = s[t][o];")  # fmt: skip
+        w.close()
+
+
+def _conv_row(w, node, xp, rx, c_in, h_in, w_in, w_out, stores) -> None:  # noqa: ANN001
+    weight = const(node.inputs[1]).astype(np.float32)
+    c_out, cin_g, kh, kw = weight.shape
+    bias = const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] is not None else None
+    group = int(attr(node, "group", 1) or 1)
+    sh, sw = (attr(node, "strides", [1, 1]) or [1, 1])[:2]
+    dh, dw = (attr(node, "dilations", [1, 1]) or [1, 1])[:2]
+    pads = attr(node, "pads", [0, 0, 0, 0]) or [0, 0, 0, 0]
+    if (attr(node, "auto_pad", "NOTSET") or "NOTSET") == "VALID":
+        pads = [0, 0, 0, 0]
+    pt, pl = pads[0], pads[1]
+    wt = stores.params.weight(node.inputs[1].name, weight)
+    if bias is not None:
+        bp = stores.params.weight(node.inputs[2].name, bias.astype(np.float32))
+        w(f"for (int i = 0; i < {w_out}; ++i) acc[i] = {bp}[c];")
+    else:
+        w(f"for (int i = 0; i < {w_out}; ++i) acc[i] = 0.0f;")
+    per_g = c_out // group
+    w.open(f"for (int j = 0; j < {cin_g}; ++j)")
+    w(f"const int ci = (c / {per_g})*{cin_g} + j;")
+    w.open(f"for (int ky = 0; ky < {kh}; ++ky)")
+    w(f"const int iy = r*{sh} - {pt} + ky*{dh};")
+    w(f"if (iy < 0 || iy >= {h_in}) continue;")
+    w(f"const float *row = {xp} + (ci*{rx} + iy % {rx})*{w_in};")
+    w(f"const float *wr = {wt} + ((c*{cin_g} + j)*{kh} + ky)*{kw};")
+    for kx in range(kw):
+        off = kx * dw - pl  # ix = i*sw + off
+        lo = max(0, -(off // sw) if off < 0 else 0)
+        while lo * sw + off < 0:
+            lo += 1
+        hi = min(w_out, (w_in - 1 - off) // sw + 1) if w_in - 1 - off >= 0 else 0
+        if lo >= hi:
+            continue
+        w(f"for (int i = {lo}; i < {hi}; ++i) acc[i] += wr[{kx}] * row[i*{sw} + ({off})];")
+    w.close()
+    w.close()
+
+
+def _epilogue(w, node, current, stores, xp, rx, w_out) -> ir.Value:  # noqa: ANN001
+    if node.op_type == "Relu":
+        w(f"for (int i = 0; i < {w_out}; ++i) acc[i] = acc[i] > 0.0f ? acc[i] : 0.0f;")
+    elif node.op_type == "Clip":
+        lo = _scalar(node, 1, attr(node, "min", None))
+        hi = _scalar(node, 2, attr(node, "max", None))
+        if lo is not None:
+            w(
+                f"for (int i = 0; i < {w_out}; ++i) acc[i] = acc[i] < {flit(lo)} ? {flit(lo)} : acc[i];"
+            )
+        if hi is not None:
+            w(
+                f"for (int i = 0; i < {w_out}; ++i) acc[i] = acc[i] > {flit(hi)} ? {flit(hi)} : acc[i];"
+            )
+    else:
+        sym = _BINARY[node.op_type]
+        ours = 0 if node.inputs[0] is current else 1
+        other = node.inputs[1 - ours]
+        term = _operand(node, other, stores, w_out)
+        expr = f"acc[i] {sym} {term}" if ours == 0 else f"{term} {sym} acc[i]"
+        w(f"for (int i = 0; i < {w_out}; ++i) acc[i] = {expr};")
+    return node.outputs[0]
+
+
+def _scalar(node: ir.Node, index: int, default) -> float | None:  # noqa: ANN001
+    if index < len(node.inputs) and node.inputs[index] is not None:
+        return float(np.asarray(const(node.inputs[index])).reshape(-1)[0])
+    return None if default is None else float(default)
+
+
+def _operand(node: ir.Node, value: ir.Value, stores: _Stores, w_out: int) -> str:
+    arr = const(value)
+    out = dims(node.outputs[0])
+    if arr is not None:
+        arr = np.asarray(arr, np.float32)
+        if arr.size == 1:
+            return flit(float(arr.reshape(-1)[0]))
+        full = np.broadcast_to(arr, out)[0]  # (C, H, W)
+        if (full == full[:, :1, :1]).all():  # per channel
+            p = stores.params.weight(value.name + "#c", np.ascontiguousarray(full[:, 0, 0]))
+            return f"{p}[c]"
+        raise NotImplementedError(f"{node.name}: a constant varying across rows")
+    _, _, h, wd = out
+    p = stores.ptr(value, node)
+    return f"{p}[(c*{h} + r)*{wd} + i]"

@@ -1,0 +1,105 @@
+"""Cascaded kernels in the C backend: rows streamed through ring buffers in the arena match
+onnxruntime, run clean under AddressSanitizer/UndefinedBehaviorSanitizer, and the arena is
+analyze's peak with cascades (below the layer-by-layer one)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from opfuse.analysis import analyze
+from opfuse.backends.c import build_executable, emit_c, run_executable
+from opfuse.backends.c.check import reference
+from opfuse.backends.c.runner import CModel
+from opfuse.errors import OpfuseError
+from opfuse.pipeline import compile_model
+from tests.test_cascade import NUMERIC_CHAINS, conv_chain
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+SAN = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+       "-fno-omit-frame-pointer"]  # fmt: skip
+STREAMED = ["inverted_residual", "stride_2_and_odd_size", "dilated_5x5"]
+
+
+def chain_file(name: str, folder: Path) -> Path:
+    layers, residual, size = NUMERIC_CHAINS[name]
+    path = folder / f"{name}.onnx"
+    onnx.save(conv_chain(layers, size=size, residual=residual), path)
+    return path
+
+
+def arena_of(folder: Path) -> int:
+    header = (folder / "model.h").read_text()
+    return int(re.search(r"#define OPFUSE_ARENA_BYTES (\d+)", header).group(1))
+
+
+def check_against_onnxruntime(source, folder: Path) -> None:  # noqa: ANN001
+    feeds, ref, _ = reference(source)
+    got = CModel(folder).run(feeds)
+    for key, value in ref.items():
+        assert float(np.abs(got[key] - value).max()) <= 1e-4 * float(np.abs(value).max()) + 1e-6
+
+
+@pytest.mark.parametrize("name", [*STREAMED, "mobilenet_v2"])
+def test_cascades_stream_in_c_and_match_onnxruntime(name: str, tmp_path: Path) -> None:
+    source = name if name == "mobilenet_v2" else chain_file(name, tmp_path)
+    result = compile_model(source, "x86-host")
+    assert result.partition.cascades
+    emitted = emit_c(result, tmp_path / "c", cascades=True)
+    check_against_onnxruntime(source, tmp_path / "c")
+    text = (tmp_path / "c" / "model.c").read_text()
+    found = re.findall(r"^static void k\d+_cascade", text, re.M)
+    assert (
+        len(found)
+        == len(result.partition.cascades)
+        == emitted.kernels - (len(result.partition.kernels) - len(result.partition.cascades))
+    )
+    after = analyze(result, precision="fp32").after
+    assert arena_of(tmp_path / "c") == after.plan.peak_bytes <= after.layer_lower_bound
+    if name == "mobilenet_v2":
+        assert after.plan.peak_bytes < after.layer_lower_bound
+    # by default the C backend runs the same kernels layer by layer
+    plain = emit_c(result, tmp_path / "plain")
+    assert "_cascade(" not in (tmp_path / "plain" / "model.c").read_text()
+    assert (
+        plain.arena_bytes == analyze(result, precision="fp32", cascades=False).after.plan.peak_bytes
+    )
+
+
+@pytest.mark.parametrize("name", [*STREAMED, "mobilenet_v2"])
+def test_cascades_are_sanitizer_clean(name: str, tmp_path: Path) -> None:
+    source = name if name == "mobilenet_v2" else chain_file(name, tmp_path)
+    folder = tmp_path / "c"
+    emit_c(compile_model(source, "x86-host"), folder, cascades=True)
+    assert "_cascade(" in (folder / "model.c").read_text()
+    try:
+        exe = build_executable(folder, SAN)
+    except OpfuseError as exc:
+        if "sanitize" in str(exc) or "asan" in str(exc):
+            pytest.skip("the compiler has no sanitizer runtime")
+        raise
+    feeds, ref, _ = reference(source)
+    info = json.loads((folder / "model.json").read_text())
+    got, proc = run_executable(exe, info, feeds, env={"ASAN_OPTIONS": "detect_leaks=0"})
+    assert "runtime error" not in proc.stderr
+    for key, value in ref.items():
+        assert float(np.abs(got[key] - value).max()) <= 1e-4 * float(np.abs(value).max()) + 1e-6
+
+
+def test_a_cascade_the_c_backend_cannot_stream_runs_layer_by_layer(tmp_path: Path) -> None:
+    # conv -> maxpool -> conv: the pool member has no row-streaming C template yet
+    source = chain_file("conv_then_pool", tmp_path)
+    result = compile_model(source, "x86-host")
+    assert any("MaxPool" in k.ops for k in result.partition.cascades)
+    emitted = emit_c(result, tmp_path / "c", cascades=True)
+    assert "_cascade(" not in (tmp_path / "c" / "model.c").read_text()
+    layers = analyze(result, precision="fp32", cascades=False).after
+    assert emitted.arena_bytes == layers.plan.peak_bytes
+    check_against_onnxruntime(source, tmp_path / "c")
