@@ -43,8 +43,11 @@ from opfuse.fusion.rings import ring_rows
 from opfuse.fusion.rules import Refusal
 from opfuse.fusion.stages import Stage, chain_input, rows_of, stage_of
 from opfuse.fusion.types import Decision, Kernel, Partition, RingBuffer
-from opfuse.memory.inplace import inplace_aliases, merged_buffers
-from opfuse.memory.lifetimes import align, live_ranges, value_bytes
+
+# modules, not names: opfuse.memory imports fusion.types, so this import may run while
+# opfuse.memory is half initialized (the names are looked up when a cascade is planned)
+from opfuse.memory import inplace as _inplace
+from opfuse.memory import lifetimes as _lifetimes
 from opfuse.targets import Target
 
 
@@ -130,11 +133,11 @@ class _Planner:
         self.target = target
         self.stages = stages
         self.links = links
-        lives = live_ranges(model, base)
+        lives = _lifetimes.live_ranges(model, base)
         # the buffers greedy-inplace would place layer by layer (an in-place output shares its
         # input's bytes); a value whose buffer it shares with no other leaves the arena when it
         # becomes a ring
-        buffers = merged_buffers(lives, inplace_aliases(model, base, lives))
+        buffers = _inplace.merged_buffers(lives, _inplace.inplace_aliases(model, base, lives))
         self.size = {b.members[0]: b.size for b in buffers if len(b.members) == 1}
         steps = len(base.kernels) + 1
         # born[j]: bytes of buffers first written at step <= j; dead[i]: bytes last read before i,
@@ -163,7 +166,7 @@ class _Planner:
         for value, rows, height in zip(values, bands.ring, heights[1:-1], strict=True):
             if rows >= height:
                 return None
-            rings.append(RingBuffer(value.name, rows, height, value_bytes(value) // height))
+            rings.append(RingBuffer(value.name, rows, height, _lifetimes.value_bytes(value) // height))
         return tuple(rings)
 
     def feasible(self, i: int, j: int) -> bool:
@@ -185,7 +188,7 @@ class _Planner:
                 return float("inf")
             rings = found
         total = self.born[j] - self.dead[i] - sum(self.size.get(r.value, 0) for r in rings)
-        return total + sum(align(r.nbytes) for r in rings)
+        return total + sum(_lifetimes.align(r.nbytes) for r in rings)
 
     def runs(self) -> list[tuple[int, int]]:
         runs, start = [], 0
