@@ -95,6 +95,7 @@ class Analysis:
     canonical: Side | None = None  # canonicalized model, one kernel per node
     flash_bytes: int | None = None  # the target's flash; None: the target file does not say
     dispatch_overhead_s: float = 0.0
+    cascades: bool = True  # whether "after" is the partition with its cascades (analyze(cascades=))
 
     def side(self, which: str) -> Side:
         return {"before": self.before, "canonical": self.canonical, "after": self.after}[which]
@@ -180,6 +181,10 @@ def analyze(
             cost, plan, fits, stored, unknown_size_values(model), layers, len(partition.cascades)
         )
 
+    # the decisions shown are those of the partition analysed: without its cascades, the edges
+    # inside them are refused again with their layer-by-layer reasons
+    fused = result.partition if cascades else result.partition.without_cascades()
+    fusion = fused.to_json() | {"passes": dict(result.passes)}
     return Analysis(
         model=result.source,
         target=target.name,
@@ -189,12 +194,10 @@ def analyze(
         activations_only=activations_only,
         ram_bytes=perf.ram_bytes,
         before=side(result.original, result.before),
-        after=side(
-            result.optimized,
-            result.partition if cascades else result.partition.without_cascades(),
-        ),
-        fusion=result.fusion_json(),
+        after=side(result.optimized, fused),
+        fusion=fusion,
         canonical=side(result.optimized, trivial_partition(result.optimized)),
         flash_bytes=perf.flash_bytes,
         dispatch_overhead_s=perf.dispatch_overhead_s,
+        cascades=cascades,
     )

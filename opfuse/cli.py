@@ -210,6 +210,8 @@ def fusion_cmd(model: str, target: str, input_shape: tuple[str, ...], json_dest:
 @click.option("--html", "html_dest", metavar="PATH", help="Write the offline HTML report.")
 @click.option("--compare", "compare_with", type=click.Choice(["vela"]),
               help="Run Arm Vela on the same .tflite and show its estimate beside ours.")
+@click.option("--no-cascades", is_flag=True,
+              help="Layer by layer: no row-streamed cascades (what `--emit c` runs by default).")
 def analyze_cmd(
     model: str,
     target: str,
@@ -220,6 +222,7 @@ def analyze_cmd(
     json_dest: str | None,
     html_dest: str | None,
     compare_with: str | None = None,
+    no_cascades: bool = False,
 ) -> None:
     """Before vs after fusion: kernels, traffic, arena, roofline latency and energy."""
     from opfuse.report.analysis_console import print_analysis
@@ -233,7 +236,7 @@ def analyze_cmd(
     with console.progress(f"compiling {model}"):
         result = api.compile(model, target=target, input_shape=input_shape)
         analysis = api.analyze(result, precision=precision, planner=planner,
-                               activations_only=activations_only)
+                               activations_only=activations_only, cascades=not no_cascades)
     if compare_with == "vela":
         from opfuse.cost.vela_run import compare_vela
 

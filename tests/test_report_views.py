@@ -31,7 +31,7 @@ def m7(tmp_path_factory) -> tuple[Path, dict]:
 
     folder = tmp_path_factory.mktemp("m7")
     page, summary = folder / "report.html", folder / "a.json"
-    main(["analyze", "mobilenet_v2", "--target", "cortex-m7", "--precision", "int8",
+    main(["analyze", "mobilenet_v2", "--target", "cortex-m7", "--precision", "int8", "--no-cascades",
           "--html", str(page), "--json", str(summary)])  # fmt: skip
     return page, json.loads(summary.read_text())
 
@@ -170,7 +170,7 @@ def test_search_scrolls_to_a_node_in_a_large_graph(browser, tmp_path) -> None:
     from opfuse.cli import main
 
     page_path = tmp_path / "densenet.html"
-    main(["analyze", str(DENSENET), "--html", str(page_path), "--json", str(tmp_path / "a.json")])
+    main(["analyze", str(DENSENET), "--no-cascades", "--html", str(page_path), "--json", str(tmp_path / "a.json")])
     data = json.loads((tmp_path / "a.json").read_text())
     assert len(data["kernels"]) >= 250
     kernel = len(data["kernels"]) * 3 // 4

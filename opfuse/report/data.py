@@ -137,6 +137,7 @@ def report_data(result: CompileResult, analysis: Analysis) -> dict[str, Any]:
     from opfuse.report.verdict import verdict_lines
 
     summary = analysis.to_json()
+    part = result.partition if analysis.cascades else result.partition.without_cascades()
     plan_before, plan_after = memory_plans(analysis)
     return {
         "version": opfuse.__version__,
@@ -145,14 +146,14 @@ def report_data(result: CompileResult, analysis: Analysis) -> dict[str, Any]:
         "analysis": summary,
         "before_kernels": before_kernels(analysis),
         "levels": levels(analysis),
-        "graph": graph_data(result.optimized, result.partition),
+        "graph": graph_data(result.optimized, part),
         "original_nodes": len(list(result.original.graph)),
         "memory": {
             "before": plan_data(plan_before, len(result.before.kernels)),
-            "after": plan_data(plan_after, len(result.partition.kernels)),
+            "after": plan_data(plan_after, len(part.kernels)),
         },
         "roofs": roofs(result),
         "reasons": dict(REASONS),
         "verdict": verdict_lines(summary),
-        "refusals": ranked_refusals(result, analysis.precision),
+        "refusals": ranked_refusals(result, analysis.precision, part),
     }

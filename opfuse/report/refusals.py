@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from opfuse.cost.summary import refused_edge_savings
 
 if TYPE_CHECKING:
+    from opfuse.fusion.types import Partition
     from opfuse.pipeline import CompileResult
 
 ONE_ANCHOR = "holds one anchor"  # opfuse.fusion.rules' message for the one-anchor rule
@@ -22,12 +23,16 @@ def is_expected(reason: str, message: str) -> bool:
     return reason == "not_supported_by_target" and ONE_ANCHOR in message
 
 
-def ranked_refusals(result: CompileResult, precision: str) -> dict[str, Any]:
-    """{"actionable": groups, "expected": groups}; groups by bytes saved, then edges, then name."""
-    saved = refused_edge_savings(result.optimized, result.partition, precision)
+def ranked_refusals(
+    result: CompileResult, precision: str, part: Partition | None = None
+) -> dict[str, Any]:
+    """{"actionable": groups, "expected": groups} of ``part``'s refused edges (default: the
+    compiled partition); groups by bytes saved, then edges, then name."""
+    part = result.partition if part is None else part
+    saved = refused_edge_savings(result.optimized, part, precision)
     op_of = {n.name: n.op_type for n in result.optimized.graph}
     groups: dict[tuple[bool, str, str], dict[str, Any]] = {}
-    for d in result.partition.decisions:
+    for d in part.decisions:
         if d.fused:
             continue
         expected = is_expected(d.reason, d.message)
