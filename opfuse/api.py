@@ -96,13 +96,18 @@ def emit(result: CompileResult, ort: bool = False) -> onnx.ModelProto:
 
 
 def emit_c(
-    result: CompileResult, outdir: str | Path, fuse: bool = True, planner: str = DEFAULT_PLANNER
+    result: CompileResult,
+    outdir: str | Path,
+    fuse: bool = True,
+    planner: str = DEFAULT_PLANNER,
+    cascades: bool = False,
 ):
-    """Write the C project (model.h, model.c, weights.c, Makefile) for ``result`` into ``outdir``."""
+    """Write the C project (model.h, model.c, weights.c, Makefile) for ``result`` into ``outdir``;
+    ``cascades`` streams rows through the partition's cascades (its arena is analyze's peak)."""
     from opfuse.backends.c import emit_c as _emit_c
 
     with gc_paused():
-        return _emit_c(result, Path(outdir), fuse=fuse, planner=planner)
+        return _emit_c(result, Path(outdir), fuse=fuse, planner=planner, cascades=cascades)
 
 
 def validate_c(
@@ -113,6 +118,7 @@ def validate_c(
     rtol: float = 1e-4,
     atol: float = 1e-4,
     input_shape: ShapeArg = None,
+    cascades: bool = False,
 ) -> ValidationReport:
     """Compile to C, build with the system compiler, run, and compare with onnxruntime."""
     from opfuse.backends.c import validate_c as _validate_c
@@ -129,7 +135,7 @@ def validate_c(
         from opfuse.validate_tflite import validate_c_against_source
 
         return validate_c_against_source(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol)
-    return _validate_c(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol)
+    return _validate_c(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol, cascades=cascades)
 
 
 def emulate_c(

@@ -55,6 +55,8 @@ def cli() -> None:
 @click.option("--emit", "emit_kind", type=click.Choice(["onnx", "c"]), default="onnx",
               show_default=True, help="Portable ONNX, or C99 with fused kernels and a static arena.")
 @click.option("--no-fuse", is_flag=True, help="With --emit c: one kernel per node (for comparison).")
+@click.option("--cascades", is_flag=True,
+              help="With --emit c: stream rows through the target's cascades (float32; smaller arena).")
 @click.option("--ort", is_flag=True, help="Emit com.microsoft FusedConv/FusedGemm for onnxruntime.")
 @click.option("--check", is_flag=True, help="Run the original and the output and compare.")
 def compile_cmd(
@@ -66,18 +68,19 @@ def compile_cmd(
     no_fuse: bool,
     ort: bool,
     check: bool,
+    cascades: bool = False,
 ) -> None:
     """Canonicalize and fuse MODEL (a path or a built-in name) for a target; write ONNX or C."""
     if emit_kind == "c" and ort:
         raise OpfuseError("--ort applies to --emit onnx only")
-    if emit_kind == "onnx" and no_fuse:
-        raise OpfuseError("--no-fuse applies to --emit c only")
+    if emit_kind == "onnx" and (no_fuse or cascades):
+        raise OpfuseError("--no-fuse and --cascades apply to --emit c only")
     with console.progress(f"compiling {model} for {target}"):
         result = api.compile(model, target=target, input_shape=input_shape)
         if emit_kind == "c":
             if Path(output).resolve() == Path(model).resolve():
                 raise OpfuseError(f"{output}: is the input model; choose another folder")
-            emitted = api.emit_c(result, output, fuse=not no_fuse)
+            emitted = api.emit_c(result, output, fuse=not no_fuse, cascades=cascades)
         else:
             proto = api.emit(result, ort=ort)
             api.save(proto, output, protect=model)
@@ -92,7 +95,8 @@ def compile_cmd(
         with console.progress("running both in onnxruntime" if emit_kind == "onnx"
                               else "building the C and running it beside onnxruntime"):
             if emit_kind == "c":
-                report = api.validate_c(model, target, fuse=not no_fuse, input_shape=input_shape)
+                report = api.validate_c(model, target, fuse=not no_fuse, input_shape=input_shape,
+                                        cascades=cascades)
             else:
                 report = api.validate(model, proto, input_shape=input_shape)
         console.print_validation(report)

@@ -136,3 +136,20 @@ def test_compile_emit_c_bad_options(run_cli, tmp_path):
     code, _, err = run_cli("validate", "ds_cnn")
     _assert_clean_error(code, err, "OPTIMIZED")
     assert not list(tmp_path.iterdir())
+
+
+def test_compile_emit_c_with_cascades_checks_the_cascaded_build(run_cli, tmp_path):
+    out = tmp_path / "mnv2"
+    code, stdout, err = run_cli("compile", "mobilenet_v2", "--target", "cortex-m7", "--emit", "c",
+                                "--cascades", "-o", str(out), "--check")
+    assert code == 0, err
+    assert "generated C (cascaded)" in stdout and "result: match" in stdout
+    code, js, err = run_cli("analyze", "mobilenet_v2", "--target", "cortex-m7", "--json", "-")
+    assert code == 0, err
+    after = json.loads(js)["after"]
+    assert after["cascades"] > 0
+    header = (out / "model.h").read_text()
+    assert f"#define OPFUSE_ARENA_BYTES {after['peak_arena_bytes']}" in header
+    assert after["peak_arena_bytes"] < after["layer_by_layer_lower_bound_bytes"]
+    code, _, err = run_cli("compile", "mobilenet_v2", "--cascades", "-o", str(tmp_path / "m.onnx"))
+    assert code == 2 and "--emit c only" in err

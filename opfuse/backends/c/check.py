@@ -53,20 +53,21 @@ def validate_c(
     atol: float = 1e-4,
     seed: int = 0,
     outdir: Path | str | None = None,
+    cascades: bool = False,
 ) -> ValidationReport:
     """Emit C for the model, build it, run it and compare every output with onnxruntime."""
     result = _compiled(model_source, target)
     feeds, ref, notes = reference(result.source, inputs, seed, result.input_shapes)
     with tempfile.TemporaryDirectory(prefix="opfuse-c-") as tmp:
         folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
-        emit_c(result, folder, fuse=fuse, planner=planner)
+        emit_c(result, folder, fuse=fuse, planner=planner, cascades=cascades)
         build_shared(folder)
         got = CModel(folder).run(feeds)
     checks = tuple(
         compare(name, np.asarray(r), np.asarray(got[name]).reshape(np.shape(r)), rtol, atol)
         for name, r in ref.items()
     )
-    label = "fused" if fuse else "unfused"
+    label = ("cascaded" if cascades else "fused") if fuse else "unfused"
     src = "given arrays" if inputs is not None else f"random (seed {seed})"
     return ValidationReport(checks, rtol, atol, src,
                             (*notes, f"generated C ({label}) vs onnxruntime on the original"))
