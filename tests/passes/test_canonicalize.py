@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from opfuse.passes import PASS_NAMES, canonicalize
 from tests.passes._passes_util import canonicalized, conv_bn_chain, import_model, op_counts
 
@@ -24,11 +22,10 @@ def test_node_names_unique_and_outputs_kept() -> None:
     assert [v.name for v in after.graph.outputs] == ["y"]
 
 
-def test_time_is_linear_enough() -> None:
-    # 1.8k nodes; the full 5k/10k measurement is in the report (~0.55 s / 1.2 s on a busy
-    # 2-core machine). A quadratic pass would blow this bound by far.
+def test_long_chain_folds_every_batchnorm() -> None:
+    # 1.8k nodes. How the time grows with graph size is measured by benchmarks/compile_scaling.py,
+    # not asserted here: timed assertions fail on a loaded machine and prove nothing on a quiet one.
     model = import_model(conv_bn_chain(600))
-    start = time.perf_counter()
     counts = canonicalize(model)
     assert counts["fuse_bn_into_conv"] == 600
-    assert time.perf_counter() - start < 2.0
+    assert not any(n.op_type == "BatchNormalization" for n in model.graph)
