@@ -126,7 +126,8 @@ def validate_c(
     from opfuse.validate import read_npz
 
     result = compile(source, target, input_shape)
-    if is_quantized(result.optimized):  # int8: against TFLite Micro / onnxruntime, in steps
+    # int8, and any .tflite: against the source's own reference (TFLite Micro / LiteRT / ORT)
+    if is_quantized(result.optimized) or str(source).lower().endswith(".tflite"):
         from opfuse.backends.c.check_int8 import validate_c_int8
 
         return validate_c_int8(result, fuse=fuse)

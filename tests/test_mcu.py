@@ -257,3 +257,13 @@ def test_int8_dsp_and_portable_paths_agree(target: str, tmp_path: Path) -> None:
         assert ("smlad" in dis) == (label == "dsp")
         runs[label] = [k.instructions for k in emu.kernels if "gemm" in k.ops[0].lower()]
     assert runs["dsp"] and all(d < p for d, p in zip(runs["dsp"], runs["portable"], strict=True))
+
+
+@needs_tools
+def test_float_tflite_runs_on_the_board() -> None:
+    """A float .tflite is compared with its own reference (LiteRT), not onnxruntime."""
+    path = SHARED_TFLITE / "ad01_fp32.tflite"
+    if not path.exists():
+        pytest.skip("../shared/models not present")
+    emu = emulate_c(compile_model(str(path), "cortex-m7"), trials=2)
+    assert emu.report.ok, emu.report

@@ -205,7 +205,7 @@ def emulate_c(
     require_tools()
     files, info, _ = generate(result, True)
     check_fits(board, info, str(result.source))
-    if is_quantized(result.optimized):
+    if is_quantized(result.optimized) or str(result.source).lower().endswith(".tflite"):
         return _emulate_quantized(result, files, info, board, inputs, seed, trials, timeout_s,
                                   outdir, extra_cflags)
     feeds, ref, notes = reference(result.source, inputs, seed)
@@ -237,9 +237,9 @@ def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Bo
                        inputs: Mapping[str, np.ndarray] | None, seed: int, trials: int,
                        timeout_s: float, outdir: Path | str | None,
                        extra_cflags: tuple[str, ...]) -> Emulation:
-    """int8: each trial's inputs compiled into inputs.c and run; compared in quantization steps
-    with the source's own reference (TFLite Micro for .tflite: bit-exact; onnxruntime for QDQ
-    ONNX: within one step), as ``validate --backend c`` does on the host (check_int8)."""
+    """int8 or .tflite: each trial's inputs compiled into inputs.c and run; compared with the
+    source's own reference (TFLite Micro for int8 .tflite: bit-exact; LiteRT for a float one;
+    onnxruntime for QDQ ONNX: within one step), as ``validate --backend c`` does on the host."""
     from opfuse.backends.c.check_int8 import _stepped
     from opfuse.validate_tflite import validate_against_reference
 
