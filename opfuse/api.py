@@ -127,6 +127,26 @@ def validate_c(
     return _validate_c(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol)
 
 
+def per_kernel_c(
+    source: str | Path,
+    target: str | Target = DEFAULT_TARGET,
+    inputs: str | Path | Mapping[str, np.ndarray] | None = None,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+    input_shape: ShapeArg = None,
+):
+    """Every kernel output of the generated C against a reference (opfuse/backends/c/perkernel.py)."""
+    import tempfile
+
+    from opfuse.backends.c.perkernel import per_kernel
+    from opfuse.validate import read_npz
+
+    result = compile(source, target, input_shape)
+    feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
+    with tempfile.TemporaryDirectory(prefix="opfuse-kernels-") as tmp:
+        return per_kernel(result, Path(tmp) / "model", feeds, rtol=rtol, atol=atol)
+
+
 def emulate_c(
     source: str | Path,
     target: str | Target = "cortex-m7",

@@ -115,6 +115,8 @@ def compile_cmd(
               "board (cortex-m4, cortex-m7) and run it in QEMU; print footprint and counts.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300,
               show_default=True, help="With --emulate: seconds the QEMU run may take.")
+@click.option("--per-kernel", "per_kernel", is_flag=True, help="With --backend c: compare every "
+              "kernel's output too (a debug build) and name the first kernel that diverges.")
 def validate_cmd(
     original: str,
     optimized: str | None,
@@ -126,11 +128,15 @@ def validate_cmd(
     input_shape: tuple[str, ...],
     emulate: bool,
     timeout_s: float,
+    per_kernel: bool = False,
 ) -> None:
     """Run ORIGINAL and OPTIMIZED (or ORIGINAL's generated C) on the same inputs; exit 1 beyond
     tolerance."""
     if emulate and backend != "c":
         raise OpfuseError("--emulate runs the generated C: use it with --backend c")
+    if per_kernel and (backend != "c" or emulate):
+        raise OpfuseError("--per-kernel compares the generated C's kernels: use it with "
+                          "--backend c (without --emulate)")
     if backend == "onnx" and optimized is None:
         raise OpfuseError("validate needs ORIGINAL and OPTIMIZED (or --backend c with one model)")
     if backend == "c" and optimized is not None:
@@ -146,8 +152,21 @@ def validate_cmd(
             report = api.validate(original, optimized, inputs=inputs, rtol=rtol, atol=atol,
                                   input_shape=input_shape)
     console.print_validation(report)
+    if per_kernel and not _per_kernel(original, target, inputs, rtol, atol, input_shape):
+        sys.exit(1)
     if not report.ok:
         sys.exit(1)
+
+
+def _per_kernel(original: str, target: str, inputs: str | None, rtol: float, atol: float,
+                input_shape: tuple[str, ...]) -> bool:
+    from opfuse.backends.c.perkernel import format_per_kernel
+
+    with console.progress("running every kernel against the reference"):
+        kernels = api.per_kernel_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
+                                   input_shape=input_shape)
+    click.echo(format_per_kernel(kernels))
+    return kernels.ok
 
 
 def _validate_emulated(original: str, target: str, inputs: str | None, rtol: float,

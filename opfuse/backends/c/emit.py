@@ -79,6 +79,7 @@ def generate(
     funcs = CWriter()
     calls = CWriter(1)
     scratch = 0
+    debug: list[dict] = []  # per kernel: its members and outputs, for validate --per-kernel
     for index, kernel in enumerate(part.kernels):
         members = [nodes[n] for n in kernel.nodes]
         aliased = any(o in plan.aliases for o in kernel.outputs)
@@ -94,6 +95,7 @@ def generate(
         funcs()
         calls(f"OPFUSE_PROFILE_MARK({index});")
         calls(params.call(fname))
+        debug.append(_debug_entry(index, fname, kernel, members, store, calls))
     calls(f"OPFUSE_PROFILE_MARK({len(part.kernels)});")
     io: dict[str, list] = {"inputs": [], "outputs": []}
     where_in, where_out = [], []
@@ -119,6 +121,7 @@ def generate(
         "weights_bytes": len(blob.data()),
         **io,
     }
+    info["kernel_outputs"] = debug
     quant = int8_info(model)
     if quant:
         info["quant"] = quant
@@ -140,6 +143,26 @@ def generate(
 
 _LOCAL_ARRAY = re.compile(r"^\s*(float|int8_t|uint8_t|int16_t|int32_t|int64_t)\s+\w+((?:\[\d+\])+)")
 _SIZES = {"float": 4, "int8_t": 1, "uint8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8}
+
+
+def _debug_entry(index: int, fname: str, kernel, members: list[ir.Node], store: Store,
+                 calls: CWriter) -> dict:
+    """One kernel's manifest entry for the debug dump, and its ``OPFUSE_DEBUG_OUT`` lines (empty
+    macros unless built with -DOPFUSE_DEBUG_DUMP): each output is handed over right after the
+    kernel ran, before a later kernel may reuse its bytes."""
+    producer = {o.name: n for n in members for o in n.outputs if o is not None}
+    outs = []
+    for name in kernel.outputs:
+        node = producer.get(name)
+        value = next((o for o in node.outputs if o is not None and o.name == name), None) \
+            if node is not None else None
+        if value is None or not store.is_arena(value):
+            continue
+        ct = ctype_of(value) or FLOAT
+        calls(f"OPFUSE_DEBUG_OUT({index}, {len(outs)}, {store.where(value, node)});")
+        outs.append({"name": name, "shape": list(dims(value, node)), "ctype": ct.name})
+    return {"index": index, "function": fname, "ops": list(kernel.ops),
+            "nodes": list(kernel.nodes), "outputs": outs}
 
 
 def stack_scratch_bytes(lines: list[str]) -> int:
@@ -238,6 +261,16 @@ void opfuse_profile_mark(int kernel);
 #define OPFUSE_PROFILE_MARK(k) opfuse_profile_mark(k)
 #else
 #define OPFUSE_PROFILE_MARK(k) ((void)0)
+#endif
+
+/* Debug builds only (validate --per-kernel): built with -DOPFUSE_DEBUG_DUMP, the schedule hands
+   every kernel output to opfuse_debug_hook right after the kernel; otherwise nothing is added. */
+#ifdef OPFUSE_DEBUG_DUMP
+void (*opfuse_debug_hook)(int kernel, int output, const void *data) = 0;
+#define OPFUSE_DEBUG_OUT(k, j, p) \
+    do {{ if (opfuse_debug_hook) opfuse_debug_hook(k, j, (const void *)(p)); }} while (0)
+#else
+#define OPFUSE_DEBUG_OUT(k, j, p) ((void)0)
 #endif
 
 """

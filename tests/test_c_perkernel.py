@@ -1,0 +1,70 @@
+"""validate --backend c --per-kernel: every kernel's output against onnxruntime, and the first
+divergent kernel named exactly when one generated kernel is broken by hand."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from opfuse.backends.c.check import reference
+from opfuse.backends.c.perkernel import format_per_kernel, per_kernel
+from opfuse.cli import cli
+from opfuse.errors import OpfuseError
+from opfuse.pipeline import compile_model
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+
+def _break_kernel(model_c: Path, index: int) -> str:
+    """Negate the first element of kernel ``index``'s output at the end of its function: the
+    fault a sign error in one template would make. Returns the function's name."""
+    text = model_c.read_text()
+    match = re.search(rf"^static void (k{index}_\w+)\((.*)\) \{{$", text, re.M)
+    assert match, f"kernel {index} not found"
+    out = re.search(r"(?<!const )float \*(?: restrict)? (arg\d+)", match.group(2))
+    assert out, match.group(0)
+    end = text.index("\n}\n", match.end())
+    fault = f"\n    {out.group(1)}[0] = -{out.group(1)}[0] - 1.0f;"
+    model_c.write_text(text[:end] + fault + text[end:])
+    return match.group(1)
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_injected_fault_is_the_first_divergence(fuse: bool, tmp_path: Path) -> None:
+    result = compile_model("ds_cnn")
+    feeds, _, _ = reference(result.source, None, 0, result.input_shapes)
+    folder = tmp_path / "c"
+    clean = per_kernel(result, folder, feeds, fuse=fuse)
+    assert clean.ok, format_per_kernel(clean)
+    target = 4
+    name = _break_kernel(folder / "model.c", target)
+    report = per_kernel(result, folder, feeds, fuse=fuse, emit=False)
+    first = report.first_divergent
+    assert first is not None and first.index == target and first.function == name
+    assert all(k.ok for k in report.kernels[:target])
+    text = format_per_kernel(report)
+    assert f"first divergence: kernel {target} {name}" in text
+
+
+def test_table_on_mobilenet_v2(tmp_path: Path) -> None:
+    result = compile_model("mobilenet_v2")
+    report = per_kernel(result, tmp_path / "c")
+    assert len(report.kernels) == len(result.partition.kernels)
+    assert all(k.outputs for k in report.kernels)
+    assert report.ok, format_per_kernel(report)
+
+
+def test_cli_per_kernel(tmp_path: Path) -> None:
+    np.savez(tmp_path / "x.npz", input=np.random.default_rng(1).standard_normal(
+        [1, 1, 49, 10]).astype(np.float32))
+    res = CliRunner().invoke(cli, ["validate", "ds_cnn", "--backend", "c", "--per-kernel",
+                                   "--inputs", str(tmp_path / "x.npz")])
+    assert res.exit_code == 0, res.output
+    assert "per-kernel: all 12 kernels match" in res.output
+    res = CliRunner().invoke(cli, ["validate", "ds_cnn", "ds_cnn", "--per-kernel"])
+    assert isinstance(res.exception, OpfuseError) and "--per-kernel" in str(res.exception)
