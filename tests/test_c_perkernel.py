@@ -68,3 +68,23 @@ def test_cli_per_kernel(tmp_path: Path) -> None:
     assert "per-kernel: all 12 kernels match" in res.output
     res = CliRunner().invoke(cli, ["validate", "ds_cnn", "ds_cnn", "--per-kernel"])
     assert isinstance(res.exception, OpfuseError) and "--per-kernel" in str(res.exception)
+
+
+def test_int8_fused_against_unfused(tmp_path: Path) -> None:
+    from opfuse import api
+    from tests.conftest import shared_model
+
+    result = api.compile(str(shared_model("tflite", "kws_ref_model.tflite")), api.DEFAULT_TARGET,
+                         None)
+    folder = tmp_path / "c"
+    assert per_kernel(result, folder).ok
+    kernel3 = re.compile(r"^static void (k3_\w+)\((.*)\) \{$", re.M)
+    text = (folder / "model.c").read_text()
+    match = kernel3.search(text)
+    out = re.search(r"(?<!const )int8_t \*(?: restrict)? (arg\d+)", match.group(2))
+    end = text.index("\n}\n", match.end())
+    arg = out.group(1)
+    (folder / "model.c").write_text(
+        text[:end] + f"\n    {arg}[0] = (int8_t)({arg}[0] ^ 0x55);" + text[end:])
+    report = per_kernel(result, folder, emit=False)
+    assert report.first_divergent is not None and report.first_divergent.index == 3

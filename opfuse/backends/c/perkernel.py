@@ -9,8 +9,9 @@ kernel may reuse its arena bytes, and the hook copies it out. The reference side
   model, ``compile --emit onnx``), with every kernel output added as a graph output; the graph's
   final outputs are also checked against the original by plain ``validate``;
 - int8 models: the unfused int8 C (one kernel per node; every value a fused kernel writes is a
-  value it writes too), since TFLite Micro's Python interpreter does not expose intermediate
-  tensors. That localizes a fusion fault, not a fault shared by both builds.
+  value it writes too). That localizes a fusion fault, not a fault shared by both builds.
+  TFLite Micro's interpreter can keep its intermediates (``InterpreterConfig.kPreserveAllTensors``
+  and ``GetTensor``), but mapping its tensor indices onto the IR's values is not done yet.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ def per_kernel(
                               "run it on the fused build")
         emit_c(result, folder.parent / (folder.name + "-unfused"), fuse=False)
         ref = dump_kernels(folder.parent / (folder.name + "-unfused"), feeds)
-        source = "unfused int8 C (TFLite Micro's interpreter exposes no intermediate tensors)"
+        source = "the unfused int8 C (one kernel per node), not TFLite Micro"
     else:
         ref = _ort_intermediates(result, fuse, names, feeds)
         source = "onnxruntime on the canonicalized model, every kernel output exposed"
