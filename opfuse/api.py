@@ -95,13 +95,15 @@ def emit(result: CompileResult, ort: bool = False) -> onnx.ModelProto:
 
 
 def emit_c(
-    result: CompileResult, outdir: str | Path, fuse: bool = True, planner: str = DEFAULT_PLANNER
+    result: CompileResult, outdir: str | Path, fuse: bool = True, planner: str = DEFAULT_PLANNER,
+    prefix: str = "opfuse",
 ):
-    """Write the C project (model.h, model.c, weights.c, Makefile) for ``result`` into ``outdir``."""
+    """Write the C project (model.h, model.c, weights.c, Makefile) for ``result`` into ``outdir``;
+    ``prefix`` names every exported symbol (``PREFIX_model_invoke``...)."""
     from opfuse.backends.c import emit_c as _emit_c
 
     with gc_paused():
-        return _emit_c(result, Path(outdir), fuse=fuse, planner=planner)
+        return _emit_c(result, Path(outdir), fuse=fuse, planner=planner, prefix=prefix)
 
 
 def validate_c(

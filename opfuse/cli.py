@@ -57,6 +57,9 @@ def cli() -> None:
 @click.option("--no-fuse", is_flag=True, help="With --emit c: one kernel per node (for comparison).")
 @click.option("--ort", is_flag=True, help="Emit com.microsoft FusedConv/FusedGemm for onnxruntime.")
 @click.option("--check", is_flag=True, help="Run the original and the output and compare.")
+@click.option("--prefix", default="opfuse", show_default=True, help="With --emit c: the name of "
+              "every exported symbol (NAME_model_invoke, NAME_ARENA_BYTES...), so several models "
+              "link into one program.")
 def compile_cmd(
     model: str,
     output: str,
@@ -66,18 +69,21 @@ def compile_cmd(
     no_fuse: bool,
     ort: bool,
     check: bool,
+    prefix: str = "opfuse",
 ) -> None:
     """Canonicalize and fuse MODEL (a path or a built-in name) for a target; write ONNX or C."""
     if emit_kind == "c" and ort:
         raise OpfuseError("--ort applies to --emit onnx only")
     if emit_kind == "onnx" and no_fuse:
         raise OpfuseError("--no-fuse applies to --emit c only")
+    if emit_kind == "onnx" and prefix != "opfuse":
+        raise OpfuseError("--prefix applies to --emit c only")
     with console.progress(f"compiling {model} for {target}"):
         result = api.compile(model, target=target, input_shape=input_shape)
         if emit_kind == "c":
             if Path(output).resolve() == Path(model).resolve():
                 raise OpfuseError(f"{output}: is the input model; choose another folder")
-            emitted = api.emit_c(result, output, fuse=not no_fuse)
+            emitted = api.emit_c(result, output, fuse=not no_fuse, prefix=prefix)
         else:
             proto = api.emit(result, ort=ort)
             api.save(proto, output, protect=model)
@@ -85,7 +91,7 @@ def compile_cmd(
     if emit_kind == "c":
         click.echo(
             f"C: {emitted.kernels} kernels, arena {emitted.arena_bytes:,} bytes "
-            f"(OPFUSE_ARENA_BYTES), stack scratch {emitted.stack_scratch_bytes:,} bytes, "
+            f"({prefix.upper()}_ARENA_BYTES), stack scratch {emitted.stack_scratch_bytes:,} bytes, "
             f"weights {emitted.weights_bytes:,} bytes"
         )
     if check:

@@ -30,6 +30,8 @@ from opfuse.backends.c.files import (
 )
 from opfuse.backends.c.int8.requant import helpers, int8_info, rounding_of
 from opfuse.backends.c.kernels import check_covered, emit_kernel
+from opfuse.backends.c.prefix import DEFAULT as DEFAULT_PREFIX
+from opfuse.backends.c.prefix import check_prefix, with_prefix
 from opfuse.backends.c.tensors import Params, Store, WeightBlob
 from opfuse.errors import OpfuseError
 from opfuse.fusion import Partition, trivial_partition
@@ -65,7 +67,8 @@ def _opset(model: ir.Model) -> int:
 
 
 def generate(
-    result: CompileResult, fuse: bool = True, planner: str = "greedy-inplace"
+    result: CompileResult, fuse: bool = True, planner: str = "greedy-inplace",
+    prefix: str = DEFAULT_PREFIX,
 ) -> tuple[dict[str, str], dict, MemoryPlan]:
     """The files' text (name -> text), the manifest and the memory plan."""
     model, part = c_partition(result, fuse)
@@ -122,6 +125,7 @@ def generate(
         **io,
     }
     info["kernel_outputs"] = debug
+    info["prefix"] = check_prefix(prefix)
     quant = int8_info(model)
     if quant:
         info["quant"] = quant
@@ -138,7 +142,7 @@ def generate(
         extra = board_files(result.target.board, info)
         files["Makefile"] += extra.pop("Makefile+")
         files.update(extra)
-    return files, info, plan
+    return with_prefix(files, prefix), info, plan
 
 
 _LOCAL_ARRAY = re.compile(r"^\s*(float|int8_t|uint8_t|int16_t|int32_t|int64_t)\s+\w+((?:\[\d+\])+)")
@@ -320,10 +324,12 @@ def run_args(info: dict) -> tuple[list[str], list[str]]:
 
 
 def emit_c(
-    result: CompileResult, outdir: Path | str, fuse: bool = True, planner: str = "greedy-inplace"
+    result: CompileResult, outdir: Path | str, fuse: bool = True, planner: str = "greedy-inplace",
+    prefix: str = DEFAULT_PREFIX,
 ) -> CEmitted:
-    """Write the C project for ``result`` into ``outdir`` (atomically) and describe it."""
-    files, info, plan = generate(result, fuse, planner)
+    """Write the C project for ``result`` into ``outdir`` (atomically) and describe it; ``prefix``
+    names its symbols (opfuse/backends/c/prefix.py)."""
+    files, info, plan = generate(result, fuse, planner, prefix)
     write_dir(Path(outdir), files)
     return CEmitted(
         outdir=Path(outdir),

@@ -83,7 +83,8 @@ def dump_kernels(folder: Path | str, feeds: Mapping[str, np.ndarray]) -> dict[st
     info = manifest(folder)
     # a fresh file name per build: dlopen hands back an already loaded library of the same path
     name = f"{DEBUG_LIB}.{os.getpid()}.{next(_builds)}.so"
-    lib = build_shared(folder, extra=("-march=native", "-DOPFUSE_DEBUG_DUMP"), name=name)
+    flag = f"-D{info.get('prefix', 'opfuse').upper()}_DEBUG_DUMP"
+    lib = build_shared(folder, extra=("-march=native", flag), name=name)
     model = CModel(lib)
     entries = {k["index"]: k for k in info.get("kernel_outputs", [])}
     got: dict[str, np.ndarray] = {}
@@ -96,7 +97,7 @@ def dump_kernels(folder: Path | str, feeds: Mapping[str, np.ndarray]) -> dict[st
         got[item["name"]] = np.frombuffer(buf, dtype=dtype).reshape(item["shape"]).copy()
 
     callback = _HOOK(hook)  # kept alive for the run below
-    slot = ctypes.c_void_p.in_dll(model.lib, "opfuse_debug_hook")
+    slot = ctypes.c_void_p.in_dll(model.lib, f"{model.prefix}_debug_hook")
     slot.value = ctypes.cast(callback, ctypes.c_void_p).value
     try:
         model.run(feeds)
