@@ -191,11 +191,12 @@ def _validate_emulated(original: str, target: str, inputs: str | None, rtol: flo
 @cli.command("bench")
 @click.argument("model")
 @click.option("--target", default=api.DEFAULT_TARGET, show_default=True, help="Target profile.")
-@click.option("--repeats", type=click.IntRange(1), default=20, show_default=True)
+@click.option("--repeats", type=click.IntRange(1), default=20, show_default=True,
+              help="Timed runs per runner, split over 5 alternating blocks.")
 @click.option("--json", "json_dest", metavar="PATH|-", help="Write the medians as JSON.")
 def bench_cmd(model: str, target: str, repeats: int, json_dest: str | None) -> None:
-    """Median latency, one thread: fused C, unfused C, onnxruntime at ORT_ENABLE_ALL and
-    ORT_DISABLE_ALL, measured in one run."""
+    """Warm median latency, one thread: fused C, unfused C, onnxruntime at ORT_ENABLE_ALL and
+    ORT_DISABLE_ALL, in alternating blocks (first run of each dropped), with the blocks' spread."""
     from opfuse.backends.c import format_bench
 
     with console.progress(f"building and timing {model}"):
