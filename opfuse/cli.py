@@ -275,6 +275,8 @@ def calibrate_cmd(output: str | None) -> None:
         figures = calibrate()
     path = write_host_target(output, figures)
     console.print_figures(figures)
+    for line in figures.get("warnings", []):  # a non-monotone hierarchy is said, not hidden
+        click.echo(f"warning: {line}", err=True)
     click.echo(f"wrote {path} (use --target host)")
 
 
