@@ -88,3 +88,22 @@ def test_int8_fused_against_unfused(tmp_path: Path) -> None:
         text[:end] + f"\n    {arg}[0] = (int8_t)({arg}[0] ^ 0x55);" + text[end:])
     report = per_kernel(result, folder, emit=False)
     assert report.first_divergent is not None and report.first_divergent.index == 3
+
+
+def test_saturating_head_hides_a_fault_that_per_kernel_names(tmp_path: Path) -> None:
+    """light_squeezenet ends in a near-uniform softmax: with kernel 3 broken its final output
+    still matches onnxruntime, and only the per-kernel comparison finds the fault."""
+    from opfuse.backends.c.runner import CModel
+    from opfuse.validate import compare
+    from tests.conftest import shared_onnx
+
+    result = compile_model(shared_onnx("light_squeezenet.onnx"))
+    feeds, ref, _ = reference(result.source, None, 0, result.input_shapes)
+    folder = tmp_path / "c"
+    assert per_kernel(result, folder, feeds).ok
+    _break_kernel(folder / "model.c", 3)
+    report = per_kernel(result, folder, feeds, emit=False)
+    assert report.first_divergent is not None and report.first_divergent.index == 3
+    got = CModel(folder).run(feeds)  # the release build of the same broken model.c
+    finals = [compare(k, v, got[k].reshape(v.shape), 1e-4, 1e-4) for k, v in ref.items()]
+    assert all(c.ok for c in finals)  # what validate alone would have reported
