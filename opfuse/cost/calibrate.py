@@ -6,8 +6,9 @@ Measured in about 12 s (the rates the best of a few repeats, the efficiencies me
   between two page-aligned buffers skewed so they never alias modulo 4 KiB, at several working
   sets within each level, the median kept (``opfuse.cost.probe``); a copy reads and writes every
   byte, so the rate is 2 x size / time, used for both read and write bandwidth. The hierarchy is
-  checked (L1 >= L2 >= L3 >= DRAM) and a failure is reported in ``warnings``, never silently.
-  L1 is measured for that check only; the target keeps L2, L3 and DRAM levels;
+  checked (L2 >= L3 >= DRAM, the levels the target keeps) and a failure is reported in
+  ``warnings``, never silently. L1 is measured too but only reported, as a lower bound: numpy's
+  per-call cost (~0.2 us) is as long as an L1-sized copy, so its figure is too noisy to check;
 - the fp32 GEMM rate of one thread: onnxruntime MatMul 1024x1024x1024, ``intra_op_num_threads=1``;
   the int8 rate likewise with MatMulInteger (uint8), which MLAS runs with its integer kernels;
 - per-call overhead: the median of many ``session.run`` calls on a one-element Relu;
@@ -140,7 +141,7 @@ def calibrate() -> dict:
         below = size
     dram = level_rate(max(8 * below, 4 * _DRAM_ARRAY), max(below, _DRAM_ARRAY // 2), 0.4)
     levels.append({"name": "dram", "size_bytes": _ram_bytes(), **dram})
-    warnings = monotone_warnings(levels)
+    warnings = monotone_warnings([lv for lv in levels if lv["name"] != "l1"])
     peak = {"fp32": _gemm_macs_per_s(int8=False), "int8": _gemm_macs_per_s(int8=True)}
     overhead = _call_overhead_s()
     return {
@@ -149,7 +150,7 @@ def calibrate() -> dict:
         "ram_bytes": _ram_bytes(),
         "peak_macs_per_s": peak,
         "dispatch_overhead_s": overhead,
-        "memory": [lv for lv in levels if lv["name"] != "l1"],  # L1: for the check only
+        "memory": [lv for lv in levels if lv["name"] != "l1"],  # L1: reported only
         "l1_bytes_per_s": next((lv["bytes_per_s"] for lv in levels if lv["name"] == "l1"), None),
         "warnings": warnings,
         "efficiency": measure_efficiency(peak["fp32"], overhead),
