@@ -24,7 +24,7 @@ from onnx import TensorProto, helper
 from opfuse.backends.c import emit_c
 from opfuse.backends.c.check import reference
 from opfuse.backends.c.runner import CModel, build_shared
-from opfuse.pipeline import compile_model
+from opfuse.pipeline import DEFAULT_TARGET, compile_model
 from opfuse.validate import compare
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -134,12 +134,17 @@ FAMILIES: dict[str, Callable[[], onnx.ModelProto]] = {
          N("GlobalMaxPool", ["x"], ["g"]),
          N("ReduceMax", ["x", "ax"], ["r"], keepdims=1)],
         [_f("x", [1, 3, 7, 8])], [_f(n, None) for n in "abgr"], [_c("ax", [1, 3])], opset=18),
+    "conv_relu_maxpool": lambda: _model(  # npu-generic runs the pool in the conv's registers
+        [N("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), N("Relu", ["c"], ["r"]),
+         N("MaxPool", ["r"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+        [_f("x", [1, 3, 8, 10])], [_f("y", None)], [_w("w", [6, 3, 3, 3]), _w("b", [6], 1)]),
     "min_reduction": lambda: _model(
         [N("ReduceMin", ["x", "ax"], ["r"], keepdims=0), N("Neg", ["r"], ["y"])],
         [_f("x", [2, 5, 6])], [_f("y", None)], [_c("ax", [2])], opset=18),
 }
 # outputs whose window follows IEEE maximum/minimum (see the module docstring)
 NAN_WINDOWS = {"max_pools_reductions": 1.0, "min_reduction": -1.0}
+TARGETS = {"conv_relu_maxpool": "npu-generic"}
 NAN_ELEMENTWISE = ("Max", "Min")
 
 
@@ -150,6 +155,13 @@ def _reference(family: str, path: Path, feeds: dict[str, np.ndarray]) -> dict[st
         mask = {k: np.where(np.isnan(v), sign, 0.0).astype(np.float32) for k, v in feeds.items()}
         _, hit, _ = reference(path, mask)
         ref = {k: np.where(hit[k] != 0, np.nan, v) for k, v in ref.items()}
+    if family == "conv_relu_maxpool":  # the pool's windows over the conv output holding a NaN
+        proto = onnx.load(path)
+        proto.graph.output.append(onnx.ValueInfoProto(name="r"))
+        onnx.save(proto, path.with_name("with_r.onnx"))
+        _, inner, _ = reference(path.with_name("with_r.onnx"), feeds)
+        hit = np.isnan(inner["r"]).reshape(1, 6, 4, 2, 5, 2).any(axis=(3, 5))
+        ref["y"] = np.where(hit, np.nan, ref["y"])
     if family == "elementwise":
         either = np.isnan(feeds["x"]) | np.isnan(feeds["y"])
         for op in NAN_ELEMENTWISE:
@@ -178,13 +190,15 @@ def test_edge_values_match_onnxruntime(family: str, fuse: bool, tmp_path: Path) 
     model = FAMILIES[family]()
     path = tmp_path / f"{family}.onnx"
     onnx.save(model, path)
-    result = compile_model(path)
+    result = compile_model(path, TARGETS.get(family, DEFAULT_TARGET))
     feeds = {
         v.name: _specials([d.dim_value for d in v.type.tensor_type.shape.dim], seed=k)
         for k, v in enumerate(model.graph.input)
     }
     ref = _reference(family, path, feeds)
     assert any(np.isnan(r).any() for r in ref.values())  # the edge values reach the outputs
+    if family in TARGETS and fuse:  # the pool really is fused into the conv
+        assert any(k.ops[0] == "Conv" and "MaxPool" in k.ops for k in result.partition.kernels)
     folder = tmp_path / "c"
     emit_c(result, folder, fuse=fuse)
     build_shared(folder)
