@@ -1,4 +1,4 @@
-"""Memory-bandwidth probes for ``calibrate`` (docs/architecture.md, the cost stage).
+"""Memory-bandwidth probes for ``calibrate`` (docs/architecture.md, the cost row).
 
 A probe copies ``src`` into ``dst`` (``numpy.copyto``: reads and writes every byte, so the rate is
 2 x bytes / time) with both buffers carved from one page-aligned allocation:

@@ -1,5 +1,5 @@
 """``compile --emit c --prefix NAME``: every exported symbol and macro of the generated C under
-its own name, so two models link into one firmware (docs/architecture.md, the C backend's row).
+its own name, so two models link into one firmware (docs/architecture.md, the backends row).
 
 The generated files spell every identifier of their own with ``opfuse_`` (functions, the arena,
 the weight blob, helpers) or ``OPFUSE_`` (macros, the include guard); the prefix rewrites both
