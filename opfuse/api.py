@@ -121,7 +121,8 @@ def validate_c(
     from opfuse.validate import read_npz
 
     result = compile(source, target, input_shape)
-    if is_quantized(result.optimized):  # int8: against TFLite Micro / onnxruntime, in steps
+    tflite = str(result.source).lower().endswith(".tflite")  # its reference is LiteRT / TFLM
+    if is_quantized(result.optimized) or tflite:  # against the frontend's reference, in steps
         from opfuse.backends.c.check_int8 import validate_c_int8
 
         return validate_c_int8(result, fuse=fuse)
