@@ -101,13 +101,16 @@ def emit_c(
     fuse: bool = True,
     planner: str = DEFAULT_PLANNER,
     cascades: bool = False,
+    prefix: str = "opfuse",
 ):
     """Write the C project (model.h, model.c, weights.c, Makefile) for ``result`` into ``outdir``;
-    ``cascades`` streams rows through the partition's cascades (its arena is analyze's peak)."""
+    ``cascades`` streams rows through the partition's cascades (its arena is analyze's peak);
+    ``prefix`` names every exported symbol (``PREFIX_model_invoke``...)."""
     from opfuse.backends.c import emit_c as _emit_c
 
     with gc_paused():
-        return _emit_c(result, Path(outdir), fuse=fuse, planner=planner, cascades=cascades)
+        return _emit_c(result, Path(outdir), fuse=fuse, planner=planner, cascades=cascades,
+                       prefix=prefix)
 
 
 def validate_c(
@@ -137,6 +140,26 @@ def validate_c(
 
         return validate_c_against_source(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol)
     return _validate_c(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol, cascades=cascades)
+
+
+def per_kernel_c(
+    source: str | Path,
+    target: str | Target = DEFAULT_TARGET,
+    inputs: str | Path | Mapping[str, np.ndarray] | None = None,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+    input_shape: ShapeArg = None,
+):
+    """Every kernel output of the generated C against a reference (opfuse/backends/c/perkernel.py)."""
+    import tempfile
+
+    from opfuse.backends.c.perkernel import per_kernel
+    from opfuse.validate import read_npz
+
+    result = compile(source, target, input_shape)
+    feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
+    with tempfile.TemporaryDirectory(prefix="opfuse-kernels-") as tmp:
+        return per_kernel(result, Path(tmp) / "model", feeds, rtol=rtol, atol=atol)
 
 
 def emulate_c(

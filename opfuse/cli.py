@@ -59,6 +59,9 @@ def cli() -> None:
               help="With --emit c: stream rows through the target's cascades (float32; smaller arena).")
 @click.option("--ort", is_flag=True, help="Emit com.microsoft FusedConv/FusedGemm for onnxruntime.")
 @click.option("--check", is_flag=True, help="Run the original and the output and compare.")
+@click.option("--prefix", default="opfuse", show_default=True, help="With --emit c: the name of "
+              "every exported symbol (NAME_model_invoke, NAME_ARENA_BYTES...), so several models "
+              "link into one program.")
 def compile_cmd(
     model: str,
     output: str,
@@ -69,18 +72,22 @@ def compile_cmd(
     ort: bool,
     check: bool,
     cascades: bool = False,
+    prefix: str = "opfuse",
 ) -> None:
     """Canonicalize and fuse MODEL (a path or a built-in name) for a target; write ONNX or C."""
     if emit_kind == "c" and ort:
         raise OpfuseError("--ort applies to --emit onnx only")
     if emit_kind == "onnx" and (no_fuse or cascades):
         raise OpfuseError("--no-fuse and --cascades apply to --emit c only")
+    if emit_kind == "onnx" and prefix != "opfuse":
+        raise OpfuseError("--prefix applies to --emit c only")
     with console.progress(f"compiling {model} for {target}"):
         result = api.compile(model, target=target, input_shape=input_shape)
         if emit_kind == "c":
             if Path(output).resolve() == Path(model).resolve():
                 raise OpfuseError(f"{output}: is the input model; choose another folder")
-            emitted = api.emit_c(result, output, fuse=not no_fuse, cascades=cascades)
+            emitted = api.emit_c(result, output, fuse=not no_fuse, cascades=cascades,
+                                 prefix=prefix)
         else:
             proto = api.emit(result, ort=ort)
             api.save(proto, output, protect=model)
@@ -88,7 +95,7 @@ def compile_cmd(
     if emit_kind == "c":
         click.echo(
             f"C: {emitted.kernels} kernels, arena {emitted.arena_bytes:,} bytes "
-            f"(OPFUSE_ARENA_BYTES), stack scratch {emitted.stack_scratch_bytes:,} bytes, "
+            f"({prefix.upper()}_ARENA_BYTES), stack scratch {emitted.stack_scratch_bytes:,} bytes, "
             f"weights {emitted.weights_bytes:,} bytes"
         )
     if check:
@@ -119,6 +126,8 @@ def compile_cmd(
               "board (cortex-m4, cortex-m7) and run it in QEMU; print footprint and counts.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300,
               show_default=True, help="With --emulate: seconds the QEMU run may take.")
+@click.option("--per-kernel", "per_kernel", is_flag=True, help="With --backend c: compare every "
+              "kernel's output too (a debug build) and name the first kernel that diverges.")
 def validate_cmd(
     original: str,
     optimized: str | None,
@@ -130,11 +139,15 @@ def validate_cmd(
     input_shape: tuple[str, ...],
     emulate: bool,
     timeout_s: float,
+    per_kernel: bool = False,
 ) -> None:
     """Run ORIGINAL and OPTIMIZED (or ORIGINAL's generated C) on the same inputs; exit 1 beyond
     tolerance."""
     if emulate and backend != "c":
         raise OpfuseError("--emulate runs the generated C: use it with --backend c")
+    if per_kernel and (backend != "c" or emulate):
+        raise OpfuseError("--per-kernel compares the generated C's kernels: use it with "
+                          "--backend c (without --emulate)")
     if backend == "onnx" and optimized is None:
         raise OpfuseError("validate needs ORIGINAL and OPTIMIZED (or --backend c with one model)")
     if backend == "c" and optimized is not None:
@@ -150,8 +163,21 @@ def validate_cmd(
             report = api.validate(original, optimized, inputs=inputs, rtol=rtol, atol=atol,
                                   input_shape=input_shape)
     console.print_validation(report)
+    if per_kernel and not _per_kernel(original, target, inputs, rtol, atol, input_shape):
+        sys.exit(1)
     if not report.ok:
         sys.exit(1)
+
+
+def _per_kernel(original: str, target: str, inputs: str | None, rtol: float, atol: float,
+                input_shape: tuple[str, ...]) -> bool:
+    from opfuse.backends.c.perkernel import format_per_kernel
+
+    with console.progress("running every kernel against the reference"):
+        kernels = api.per_kernel_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
+                                   input_shape=input_shape)
+    click.echo(format_per_kernel(kernels))
+    return kernels.ok
 
 
 def _validate_emulated(original: str, target: str, inputs: str | None, rtol: float,
@@ -170,11 +196,12 @@ def _validate_emulated(original: str, target: str, inputs: str | None, rtol: flo
 @cli.command("bench")
 @click.argument("model")
 @click.option("--target", default=api.DEFAULT_TARGET, show_default=True, help="Target profile.")
-@click.option("--repeats", type=click.IntRange(1), default=20, show_default=True)
+@click.option("--repeats", type=click.IntRange(1), default=20, show_default=True,
+              help="Timed runs per runner, split over 5 alternating blocks.")
 @click.option("--json", "json_dest", metavar="PATH|-", help="Write the medians as JSON.")
 def bench_cmd(model: str, target: str, repeats: int, json_dest: str | None) -> None:
-    """Median latency, one thread: fused C, unfused C, onnxruntime at ORT_ENABLE_ALL and
-    ORT_DISABLE_ALL, measured in one run."""
+    """Warm median latency, one thread: fused C, unfused C, onnxruntime at ORT_ENABLE_ALL and
+    ORT_DISABLE_ALL, in alternating blocks (first run of each dropped), with the blocks' spread."""
     from opfuse.backends.c import format_bench
 
     with console.progress(f"building and timing {model}"):
@@ -280,6 +307,8 @@ def calibrate_cmd(output: str | None) -> None:
         figures = calibrate()
     path = write_host_target(output, figures)
     console.print_figures(figures)
+    for line in figures.get("warnings", []):  # a non-monotone hierarchy is said, not hidden
+        click.echo(f"warning: {line}", err=True)
     click.echo(f"wrote {path} (use --target host)")
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -72,3 +74,54 @@ def median_run_s(
         sess.run(None, feeds)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+@dataclass(frozen=True)
+class BlockTiming:
+    """One runner's warm latency from ``block_timings``."""
+
+    median_s: float  # median of the block medians
+    low_s: float  # fastest block median
+    high_s: float  # slowest block median
+    blocks: int
+    runs_per_block: int  # timed runs per block (the dropped first run not counted)
+
+    @property
+    def spread(self) -> float:
+        """(slowest - fastest block median) / median: how far the blocks disagree."""
+        return (self.high_s - self.low_s) / self.median_s if self.median_s > 0 else 0.0
+
+
+def block_timings(
+    runners: Mapping[str, Callable[[], object]],
+    blocks: int = 5,
+    runs_per_block: int = 10,
+    before: Mapping[str, Callable[[], object]] | None = None,
+) -> dict[str, BlockTiming]:
+    """Warm latency of each runner, timed in alternating blocks: in every block each runner runs
+    ``runs_per_block + 1`` times back to back and the first run is dropped (it pays for the
+    caches the previous runner evicted), so no runner is timed cold while another is timed warm.
+    The runners' order reverses every other block. ``before[key]`` runs untimed before each run
+    (e.g. writing the inputs into an arena). The figure is the median of the block medians; the
+    block medians' range is the spread."""
+    if blocks < 1 or runs_per_block < 1:
+        raise ValueError("block_timings needs at least one block of one run")
+    before = before or {}
+    keys = list(runners)
+    medians: dict[str, list[float]] = {k: [] for k in keys}
+    for b in range(blocks):
+        for key in keys if b % 2 == 0 else keys[::-1]:
+            fn, prep = runners[key], before.get(key)
+            times = []
+            for r in range(runs_per_block + 1):
+                if prep is not None:
+                    prep()
+                t0 = time.perf_counter()
+                fn()
+                if r:  # the block's first run is dropped
+                    times.append(time.perf_counter() - t0)
+            medians[key].append(statistics.median(times))
+    return {
+        k: BlockTiming(statistics.median(v), min(v), max(v), blocks, runs_per_block)
+        for k, v in medians.items()
+    }

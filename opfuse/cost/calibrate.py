@@ -2,11 +2,13 @@
 
 Measured in about 12 s (the rates the best of a few repeats, the efficiencies medians):
 
-- streaming bandwidth of each cache level found in sysfs (L2, L3) and of DRAM: ``numpy.copyto``
-  between two arrays of a quarter of the level's size each, so that both together fill half of it
-  (two halves filled the whole level and spilled into the next: L3 read 67 instead of ~120 GB/s
-  here) (DRAM: 64 MB each); a copy reads and writes every
-  byte, so the rate is 2 x size / time, used for both read and write bandwidth;
+- streaming bandwidth of each cache level found in sysfs (L1d, L2, L3) and of DRAM: a copy
+  between two page-aligned buffers skewed so they never alias modulo 4 KiB, at several working
+  sets within each level, the median kept (``opfuse.cost.probe``); a copy reads and writes every
+  byte, so the rate is 2 x size / time, used for both read and write bandwidth. The hierarchy is
+  checked (L2 >= L3 >= DRAM, the levels the target keeps) and a failure is reported in
+  ``warnings``, never silently. L1 is measured too but only reported, as a lower bound: numpy's
+  per-call cost (~0.2 us) is as long as an L1-sized copy, so its figure is too noisy to check;
 - the fp32 GEMM rate of one thread: onnxruntime MatMul 1024x1024x1024, ``intra_op_num_threads=1``;
   the int8 rate likewise with MatMulInteger (uint8), which MLAS runs with its integer kernels;
 - per-call overhead: the median of many ``session.run`` calls on a one-element Relu;
@@ -36,13 +38,15 @@ import numpy as np
 
 from opfuse.atomic import write_atomic
 from opfuse.cost.efficiency import measure_efficiency
+from opfuse.cost.probe import level_rate, monotone_warnings
 from opfuse.targets import load_target, user_targets_dir
 
 _DRAM_ARRAY = 64 * 1024 * 1024
 
 
 def _cache_sizes() -> dict[str, int]:
-    """{"l2": bytes, "l3": bytes} from sysfs (Linux); empty where unknown."""
+    """{"l1": bytes, "l2": bytes, "l3": bytes} (data/unified caches) from sysfs (Linux); empty
+    where unknown."""
     found: dict[str, int] = {}
     base = Path("/sys/devices/system/cpu/cpu0/cache")
     for index in sorted(base.glob("index*")) if base.is_dir() else []:
@@ -52,26 +56,11 @@ def _cache_sizes() -> dict[str, int]:
             size = (index / "size").read_text().strip().upper()
         except OSError:
             continue
-        if kind == "Instruction" or level not in ("2", "3"):
+        if kind == "Instruction" or level not in ("1", "2", "3"):
             continue
         scale = {"K": 1024, "M": 1024 * 1024}.get(size[-1], 1)
         found[f"l{level}"] = int(size.rstrip("KMB")) * scale
     return found
-
-
-def _copy_rate(nbytes: int, budget_s: float = 1.0) -> float:
-    src = np.ones(max(nbytes // 4, 1024), dtype=np.float32)
-    dst = np.empty_like(src)
-    np.copyto(dst, src)
-    best = float("inf")
-    reps = max(1, min(50, int(2e8 // src.nbytes)))  # copy ~200 MB per timing
-    end = time.perf_counter() + budget_s
-    while time.perf_counter() < end:
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            np.copyto(dst, src)
-        best = min(best, (time.perf_counter() - t0) / reps)
-    return 2 * src.nbytes / best
 
 
 def _session(op: str, shapes: dict[str, tuple[int, ...]], dtype: int):  # noqa: ANN202
@@ -146,13 +135,13 @@ def _cpu_name() -> str:
 
 def calibrate() -> dict:
     """Measure this machine (one thread); a dict of the figures ``write_host_target`` writes."""
-    levels = []
-    for name, size in _cache_sizes().items():
-        rate = _copy_rate(size // 4, budget_s=0.8)
-        levels.append({"name": name, "size_bytes": size, "bytes_per_s": rate})
-    levels.append(
-        {"name": "dram", "size_bytes": _ram_bytes(), "bytes_per_s": _copy_rate(_DRAM_ARRAY)}
-    )
+    levels, below = [], 0
+    for name, size in sorted(_cache_sizes().items()):
+        levels.append({"name": name, "size_bytes": size, **level_rate(size, below, 0.25)})
+        below = size
+    dram = level_rate(max(8 * below, 4 * _DRAM_ARRAY), max(below, _DRAM_ARRAY // 2), 0.4)
+    levels.append({"name": "dram", "size_bytes": _ram_bytes(), **dram})
+    warnings = monotone_warnings([lv for lv in levels if lv["name"] != "l1"])
     peak = {"fp32": _gemm_macs_per_s(int8=False), "int8": _gemm_macs_per_s(int8=True)}
     overhead = _call_overhead_s()
     return {
@@ -161,7 +150,9 @@ def calibrate() -> dict:
         "ram_bytes": _ram_bytes(),
         "peak_macs_per_s": peak,
         "dispatch_overhead_s": overhead,
-        "memory": levels,
+        "memory": [lv for lv in levels if lv["name"] != "l1"],  # L1: reported only
+        "l1_bytes_per_s": next((lv["bytes_per_s"] for lv in levels if lv["name"] == "l1"), None),
+        "warnings": warnings,
         "efficiency": measure_efficiency(peak["fp32"], overhead),
     }
 
@@ -229,7 +220,8 @@ def host_target_text(figures: dict) -> str:
             "[[perf.memory]]",
             f'name = "{level["name"]}"',
             f"size_bytes = {int(level['size_bytes'])}  # sysfs cache size / physical memory",
-            f"read_bytes_per_s = {rate:.6g}  # {src}: numpy copy, 2 x bytes / time",
+            f"read_bytes_per_s = {rate:.6g}  # {src}: unaliased copy, 2 x bytes / time, median of "
+            "working sets within the level",
             f"write_bytes_per_s = {rate:.6g}  # same measurement",
             f"pj_per_byte = {ref_pj.get(level['name'], 12.5):g}  # copied from x86-host (Horowitz)",
             f"holds = {_toml_list(holds)}",

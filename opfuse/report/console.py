@@ -53,6 +53,12 @@ def print_figures(figures: dict) -> None:
             table.add_row("clock", f"{value / 1e9:,.2f} GHz")
         elif key == "ram_bytes":
             table.add_row("RAM", f"{value / 2**30:,.1f} GiB")
+        elif key == "l1_bytes_per_s":
+            if value:
+                table.add_row("l1 (reported only)", f">= {value / 1e9:,.1f} GB/s")
+        elif key == "warnings":
+            table.add_row("hierarchy", "NOT monotone (see warnings)" if value else
+                          "monotone: l2 >= l3 >= dram")
         else:
             table.add_row(key, str(value))
     _out.print(table)

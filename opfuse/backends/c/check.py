@@ -3,9 +3,7 @@ unfused C, onnxruntime with all optimizations and with none; one thread each).""
 
 from __future__ import annotations
 
-import statistics
 import tempfile
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -16,7 +14,7 @@ from opfuse.backends.c.emit import emit_c
 from opfuse.backends.c.runner import CModel, build_shared
 from opfuse.frontends.registry import frontend_for
 from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, read, source_proto
-from opfuse.runtime import one_thread_session
+from opfuse.runtime import block_timings, one_thread_session
 from opfuse.targets import Target
 from opfuse.validate import ValidationReport, compare, random_inputs, reference_session
 
@@ -81,19 +79,22 @@ def bench(
     model_source: str | Path | CompileResult,
     target: str | Target = DEFAULT_TARGET,
     repeats: int = 20,
-    warmup: int = 2,
+    blocks: int = 5,
     planner: str = "greedy-inplace",
 ) -> dict:
-    """Median latency (s) of fused C, unfused C, onnxruntime ORT_ENABLE_ALL and ORT_DISABLE_ALL,
-    one thread each, measured in one run with the variants alternating every repetition.
+    """Warm latency (s) of fused C, unfused C, onnxruntime ORT_ENABLE_ALL and ORT_DISABLE_ALL,
+    one thread each, in one run: ``blocks`` alternating blocks of ``repeats // blocks`` timed runs
+    per runner, each block's first run dropped (opfuse.runtime.block_timings); the figure is the
+    median of the block medians, with the blocks' spread beside it.
 
     The C variants are timed on ``opfuse_model_invoke()`` alone, the zero-copy path a deployed
-    application uses: before each repetition the inputs are written into the arena
+    application uses: before each run the inputs are written into the arena
     (``opfuse_model_input``; untimed, as the application's producer would write them; needed
     every time since the planner may reuse input bytes in place) and the outputs stay in the
     arena. onnxruntime is timed on ``run`` with numpy feeds (it does not copy CPU inputs)."""
     result = _compiled(model_source, target)
     feeds, _, _ = reference(result.source)
+    per_block = max(2, repeats // max(blocks, 1))
     with tempfile.TemporaryDirectory(prefix="opfuse-bench-") as tmp:
         runners: dict[str, Callable[[], object]] = {}
         before: dict[str, Callable[[], object]] = {}
@@ -109,24 +110,15 @@ def bench(
         for key, level in levels:
             sess = _ort_session(result.source, level)
             runners[key] = (lambda s=sess: s.run(None, feeds))
-        times: dict[str, list[float]] = {k: [] for k in runners}
-        for _ in range(warmup):
-            for key, fn in runners.items():
-                if key in before:
-                    before[key]()
-                fn()
-        for _ in range(repeats):
-            for key, fn in runners.items():
-                if key in before:  # the application writes its input into the arena, untimed
-                    before[key]()
-                t0 = time.perf_counter()
-                fn()
-                times[key].append(time.perf_counter() - t0)
-    out = {key: statistics.median(v) for key, v in times.items()}
+        timing = block_timings(runners, blocks, per_block, before)
+    out: dict = {key: t.median_s for key, t in timing.items()}
+    out.update({f"{key[:-2]}_spread": t.spread for key, t in timing.items()})
     out.update({
         "model": result.source,
         "target": result.target.name,
-        "repeats": repeats,
+        "blocks": blocks,
+        "runs_per_block": per_block,
+        "repeats": blocks * per_block,
         "fusion_speedup": out["unfused_c_s"] / out["fused_c_s"],
         "fused_c_vs_ort_all": out["fused_c_s"] / out["ort_all_s"],
     })
@@ -134,13 +126,17 @@ def bench(
 
 
 def format_bench(data: dict) -> str:
-    ms = {k: data[k] * 1e3 for k in ("fused_c_s", "unfused_c_s", "ort_all_s", "ort_disabled_s")}
+    keys = ("fused_c_s", "unfused_c_s", "ort_all_s", "ort_disabled_s")
+    ms = {k: data[k] * 1e3 for k in keys}
+    sp = {k: data.get(f"{k[:-2]}_spread", 0.0) * 100 for k in keys}
     return (
-        f"{data['model']} on {data['target']} (median of {data['repeats']}, one thread)\n"
-        f"  fused C          {ms['fused_c_s']:9.3f} ms\n"
-        f"  unfused C        {ms['unfused_c_s']:9.3f} ms\n"
-        f"  ORT_ENABLE_ALL   {ms['ort_all_s']:9.3f} ms\n"
-        f"  ORT_DISABLE_ALL  {ms['ort_disabled_s']:9.3f} ms\n"
+        f"{data['model']} on {data['target']}: warm, one thread; median of {data['blocks']} "
+        f"alternating blocks of {data['runs_per_block']} runs (each block's first run dropped), "
+        f"spread = (slowest - fastest block median) / median of the block medians\n"
+        f"  fused C          {ms['fused_c_s']:9.3f} ms  spread {sp['fused_c_s']:4.1f}%\n"
+        f"  unfused C        {ms['unfused_c_s']:9.3f} ms  spread {sp['unfused_c_s']:4.1f}%\n"
+        f"  ORT_ENABLE_ALL   {ms['ort_all_s']:9.3f} ms  spread {sp['ort_all_s']:4.1f}%\n"
+        f"  ORT_DISABLE_ALL  {ms['ort_disabled_s']:9.3f} ms  spread {sp['ort_disabled_s']:4.1f}%\n"
         f"  fusion speedup (unfused / fused C): {data['fusion_speedup']:.2f}x\n"
         f"  fused C / ORT_ENABLE_ALL: {data['fused_c_vs_ort_all']:.2f}x"
     )

@@ -31,6 +31,8 @@ from opfuse.backends.c.files import (
 )
 from opfuse.backends.c.int8.requant import helpers, int8_info, rounding_of
 from opfuse.backends.c.kernels import check_covered, emit_kernel
+from opfuse.backends.c.prefix import DEFAULT as DEFAULT_PREFIX
+from opfuse.backends.c.prefix import check_prefix, with_prefix
 from opfuse.backends.c.tensors import Params, Store, WeightBlob
 from opfuse.errors import OpfuseError
 from opfuse.fusion import Partition, trivial_partition
@@ -80,6 +82,7 @@ def generate(
     fuse: bool = True,
     planner: str = "greedy-inplace",
     cascades: bool = False,
+    prefix: str = DEFAULT_PREFIX,
 ) -> tuple[dict[str, str], dict, MemoryPlan]:
     """The files' text (name -> text), the manifest and the memory plan."""
     model, part = c_partition(result, fuse, cascades)
@@ -93,6 +96,7 @@ def generate(
     funcs = CWriter()
     calls = CWriter(1)
     scratch = 0
+    debug: list[dict] = []  # per kernel: its members and outputs, for validate --per-kernel
     for index, kernel in enumerate(part.kernels):
         members = [nodes[n] for n in kernel.nodes]
         aliased = any(o in plan.aliases for o in kernel.outputs)
@@ -111,6 +115,7 @@ def generate(
         funcs()
         calls(f"OPFUSE_PROFILE_MARK({index});")
         calls(params.call(fname))
+        debug.append(_debug_entry(index, fname, kernel, members, store, calls))
     calls(f"OPFUSE_PROFILE_MARK({len(part.kernels)});")
     io: dict[str, list] = {"inputs": [], "outputs": []}
     where_in, where_out = [], []
@@ -136,6 +141,8 @@ def generate(
         "weights_bytes": len(blob.data()),
         **io,
     }
+    info["kernel_outputs"] = debug
+    info["prefix"] = check_prefix(prefix)
     quant = int8_info(model)
     if quant:
         info["quant"] = quant
@@ -153,11 +160,31 @@ def generate(
         files["Makefile"] += extra.pop("Makefile+")
         files["README.md"] += extra.pop("README.md+")
         files.update(extra)
-    return files, info, plan
+    return with_prefix(files, prefix), info, plan
 
 
 _LOCAL_ARRAY = re.compile(r"^\s*(float|int8_t|uint8_t|int16_t|int32_t|int64_t)\s+\w+((?:\[\d+\])+)")
 _SIZES = {"float": 4, "int8_t": 1, "uint8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8}
+
+
+def _debug_entry(index: int, fname: str, kernel, members: list[ir.Node], store: Store,
+                 calls: CWriter) -> dict:
+    """One kernel's manifest entry for the debug dump, and its ``OPFUSE_DEBUG_OUT`` lines (empty
+    macros unless built with -DOPFUSE_DEBUG_DUMP): each output is handed over right after the
+    kernel ran, before a later kernel may reuse its bytes."""
+    producer = {o.name: n for n in members for o in n.outputs if o is not None}
+    outs = []
+    for name in kernel.outputs:
+        node = producer.get(name)
+        value = next((o for o in node.outputs if o is not None and o.name == name), None) \
+            if node is not None else None
+        if value is None or not store.is_arena(value):
+            continue
+        ct = ctype_of(value) or FLOAT
+        calls(f"OPFUSE_DEBUG_OUT({index}, {len(outs)}, {store.where(value, node)});")
+        outs.append({"name": name, "shape": list(dims(value, node)), "ctype": ct.name})
+    return {"index": index, "function": fname, "ops": list(kernel.ops),
+            "nodes": list(kernel.nodes), "outputs": outs}
 
 
 def stack_scratch_bytes(lines: list[str]) -> int:
@@ -266,6 +293,16 @@ void opfuse_profile_mark(int kernel);
 #define OPFUSE_PROFILE_MARK(k) ((void)0)
 #endif
 
+/* Debug builds only (validate --per-kernel): built with -DOPFUSE_DEBUG_DUMP, the schedule hands
+   every kernel output to opfuse_debug_hook right after the kernel; otherwise nothing is added. */
+#ifdef OPFUSE_DEBUG_DUMP
+void (*opfuse_debug_hook)(int kernel, int output, const void *data) = 0;
+#define OPFUSE_DEBUG_OUT(k, j, p) \
+    do {{ if (opfuse_debug_hook) opfuse_debug_hook(k, j, (const void *)(p)); }} while (0)
+#else
+#define OPFUSE_DEBUG_OUT(k, j, p) ((void)0)
+#endif
+
 """
     size = {"float": 4, "int8_t": 1, "uint8_t": 1}
     copy_in = [f"    opfuse_copy(opfuse_model_input({k}), inputs[{k}], "
@@ -318,10 +355,12 @@ def emit_c(
     fuse: bool = True,
     planner: str = "greedy-inplace",
     cascades: bool = False,
+    prefix: str = DEFAULT_PREFIX,
 ) -> CEmitted:
     """Write the C project for ``result`` into ``outdir`` (atomically) and describe it
-    (``cascades``: stream the partition's cascades, see ``c_partition``)."""
-    files, info, plan = generate(result, fuse, planner, cascades)
+    (``cascades``: stream the partition's cascades, see ``c_partition``; ``prefix`` names its
+    symbols, opfuse/backends/c/prefix.py)."""
+    files, info, plan = generate(result, fuse, planner, cascades, prefix)
     write_dir(Path(outdir), files)
     return CEmitted(
         outdir=Path(outdir),

@@ -45,8 +45,10 @@ def _scalar(node: ir.Node, a: list[str | None]) -> str:
     """One op's C expression on scalar arguments (C names, literals or loads; None = omitted)."""
     op = node.op_type
     x = a[0]
+    # Comparisons are written so NaN falls through to the branch that returns x (a comparison
+    # with NaN is false): NaN propagates as in onnxruntime, and Relu(-0.0) stays -0.0.
     if op == "Relu":
-        return f"({x} > 0.0f ? {x} : 0.0f)"
+        return f"({x} < 0.0f ? 0.0f : {x})"
     if op == "Clip":
         lo, hi = _clip_bound(node, a, 1, "min"), _clip_bound(node, a, 2, "max")
         e = x
@@ -70,7 +72,7 @@ def _scalar(node: ir.Node, a: list[str | None]) -> str:
         t = f"({t} < 0.0f ? 0.0f : ({t} > 1.0f ? 1.0f : {t}))"
         return t if op == "HardSigmoid" else f"({x} * {t})"
     if op == "Elu":
-        return f"({x} > 0.0f ? {x} : {flit(attr(node, 'alpha', 1.0))} * (expf({x}) - 1.0f))"
+        return f"({x} > 0.0f ? {x} : {flit(attr(node, 'alpha', 1.0))} * expm1f({x}))"
     if op == "Gelu":
         if attr(node, "approximate", "none") == "tanh":
             k = flit(math.sqrt(2.0 / math.pi))
@@ -84,7 +86,8 @@ def _scalar(node: ir.Node, a: list[str | None]) -> str:
         "Exp": "expf({})",
         "Log": "logf({})",
         "Reciprocal": "(1.0f / {})",
-        "Softplus": "logf(expf({}) + 1.0f)",
+        # log(1 + e^x) = x + log1p(e^-x) for x > 0: no overflow to inf for large x
+        "Softplus": "({0} > 0.0f ? {0} + log1pf(expf(-{0})) : log1pf(expf({0})))",
         "Identity": "{}",
     }
     if op in unary:
@@ -100,8 +103,8 @@ def _scalar(node: ir.Node, a: list[str | None]) -> str:
             if op == "Sum":
                 e = f"({e} + {y})"
             else:
-                cmp = ">" if op == "Max" else "<"
-                e = f"({e} {cmp} {y} ? {e} : {y})"
+                cmp = ">" if op == "Max" else "<"  # NaN in either operand gives NaN
+                e = f"(({e} {cmp} {y} || {e} != {e}) ? {e} : {y})"
         return e
     if op == "BatchNormalization":
         eps = flit(attr(node, "epsilon", 1e-5))

@@ -131,9 +131,9 @@ def emit_reduce(w: CWriter, node: ir.Node, params: Params) -> None:
         w(f"for (int r{d} = 0; r{d} < {size}; ++r{d})")
     t = f"xb[{offset_expr(inner, crs)}]"
     if op == "ReduceMax":
-        w(f"    acc = {t} > acc ? {t} : acc;")
+        w(f"    {{ const float t = {t}; acc = (t > acc || t != t) ? t : acc; }}")  # NaN sticks
     elif op == "ReduceMin":
-        w(f"    acc = {t} < acc ? {t} : acc;")
+        w(f"    {{ const float t = {t}; acc = (t < acc || t != t) ? t : acc; }}")
     else:
         w(f"    acc += {t};")
     scale = f" * {flit(1.0 / max(count, 1))}" if op == "ReduceMean" else ""

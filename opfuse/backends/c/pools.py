@@ -114,7 +114,8 @@ def emit_pool_row(
         w.open(f"for (int i = {lo}; i < {hi}; ++i)")
         w(f"const float t = {src}[j][{idx}];")
         if g.op == "max":
-            w(f"{pacc}[j][i] = t > {pacc}[j][i] ? t : {pacc}[j][i];")
+            # NaN in the window gives NaN (IEEE maximum), whatever its position
+            w(f"{pacc}[j][i] = (t > {pacc}[j][i] || t != t) ? t : {pacc}[j][i];")
         else:
             w(f"{pacc}[j][i] += t;")
         w.close()
@@ -143,7 +144,7 @@ def emit_global(w: CWriter, g: PoolGeom, x: str, y_row: Callable[[], None]) -> N
         w(f"pacc[c] = t * {flit(1.0 / hw)};")
     else:
         w("float t = -INFINITY;")
-        w(f"for (int i = 0; i < {hw}; ++i) t = xc[i] > t ? xc[i] : t;")
+        w(f"for (int i = 0; i < {hw}; ++i) t = (xc[i] > t || xc[i] != xc[i]) ? xc[i] : t;")
         w("pacc[c] = t;")
     w.close()
     y_row()

@@ -114,9 +114,10 @@ class CModel:
         else:
             lib, folder = path, path.parent
         self.info = manifest(folder)
+        self.prefix = self.info.get("prefix", "opfuse")  # compile --emit c --prefix
         self.lib = ctypes.CDLL(str(lib.resolve()))
         fp = ctypes.POINTER(ctypes.c_float)
-        self.invoke = self.lib.opfuse_model_invoke
+        self.invoke = getattr(self.lib, f"{self.prefix}_model_invoke")
         self.invoke.restype = ctypes.c_int
         self.invoke.argtypes = []
         self.ins = [self._view("input", k, x) for k, x in enumerate(self.info["inputs"])]
@@ -124,7 +125,7 @@ class CModel:
         self._fp = fp
 
     def _view(self, kind: str, k: int, item: dict) -> np.ndarray:
-        fn = getattr(self.lib, f"opfuse_model_{kind}")
+        fn = getattr(self.lib, f"{self.prefix}_model_{kind}")
         fn.restype = ctypes.POINTER(_CTYPES[item.get("ctype", "float")])
         fn.argtypes = [ctypes.c_int]
         ptr = fn(k)
@@ -159,7 +160,7 @@ class CModel:
         ins = (fp * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
         res = [np.zeros(o["shape"], io_dtype(o)) for o in self.info["outputs"]]
         outs = (fp * max(len(res), 1))(*[a.ctypes.data for a in res])
-        fn = self.lib.opfuse_model_run_v
+        fn = getattr(self.lib, f"{self.prefix}_model_run_v")
         fn.restype = ctypes.c_int
         fn.argtypes = [ctypes.POINTER(fp), ctypes.POINTER(fp)]
         fn(ins, outs)

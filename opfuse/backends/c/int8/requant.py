@@ -80,9 +80,8 @@ static int32_t opfuse_qadd_f(int32_t a, float sa, int32_t b, float sb, float so)
 
 
 def is_quantized(model: ir.Model) -> bool:
-    """Whether any value of the model carries quantization parameters or an 8-bit dtype."""
-    if ROUNDING in model.meta:
-        return True
+    """Whether any value of the model carries quantization parameters or an 8-bit dtype (the
+    frontend records ``ROUNDING`` on every model, float ones too, so it proves nothing)."""
     for node in model.graph:
         for v in (*node.inputs, *node.outputs):
             if v is not None and (get_quant(v) is not None

@@ -1,0 +1,210 @@
+"""``validate --backend c --per-kernel``: every kernel's output against a reference, not only the
+graph's, and the first kernel (in schedule order) whose output diverges.
+
+The C side is a debug build of the generated model (``-DOPFUSE_DEBUG_DUMP``, never the deployable
+one): the schedule hands each kernel output to a hook right after the kernel ran, before a later
+kernel may reuse its arena bytes, and the hook copies it out. The reference side:
+
+- float models: onnxruntime (optimizations off) on the model the C follows (the canonicalized
+  model, ``compile --emit onnx``), with every kernel output added as a graph output; the graph's
+  final outputs are also checked against the original by plain ``validate``;
+- int8 models: the unfused int8 C (one kernel per node; every value a fused kernel writes is a
+  value it writes too). That localizes a fusion fault, not a fault shared by both builds.
+  TFLite Micro's interpreter can keep its intermediates (``InterpreterConfig.kPreserveAllTensors``
+  and ``GetTensor``), but mapping its tensor indices onto the IR's values is not done yet.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from opfuse.backends.c.emit import c_partition, emit_c
+from opfuse.backends.c.runner import CModel, build_shared, manifest
+from opfuse.errors import OpfuseError
+from opfuse.pipeline import CompileResult
+from opfuse.validate import OutputCheck, compare
+
+DEBUG_LIB = "libopfuse_debug"
+_builds = itertools.count()
+_HOOK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
+_NP = {"float": np.float32, "int8_t": np.int8, "uint8_t": np.uint8, "int32_t": np.int32}
+
+
+@dataclass(frozen=True)
+class KernelCheck:
+    index: int
+    function: str
+    ops: tuple[str, ...]
+    nodes: tuple[str, ...]
+    outputs: tuple[OutputCheck, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(o.ok for o in self.outputs)
+
+    @property
+    def max_abs_err(self) -> float:
+        return max((o.max_abs_err for o in self.outputs), default=0.0)
+
+    @property
+    def max_rel_err(self) -> float:
+        return max((o.max_rel_err for o in self.outputs), default=0.0)
+
+
+@dataclass(frozen=True)
+class PerKernelReport:
+    kernels: tuple[KernelCheck, ...]
+    reference: str  # what the kernel outputs were compared with
+    rtol: float
+    atol: float
+
+    @property
+    def first_divergent(self) -> KernelCheck | None:
+        return next((k for k in self.kernels if not k.ok), None)
+
+    @property
+    def ok(self) -> bool:
+        return self.first_divergent is None
+
+
+def dump_kernels(folder: Path | str, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Build ``folder``'s C as a debug library and run it once: every kernel output by name."""
+    folder = Path(folder)
+    info = manifest(folder)
+    # a fresh file name per build: dlopen hands back an already loaded library of the same path
+    name = f"{DEBUG_LIB}.{os.getpid()}.{next(_builds)}.so"
+    flag = f"-D{info.get('prefix', 'opfuse').upper()}_DEBUG_DUMP"
+    lib = build_shared(folder, extra=("-march=native", flag), name=name)
+    model = CModel(lib)
+    entries = {k["index"]: k for k in info.get("kernel_outputs", [])}
+    got: dict[str, np.ndarray] = {}
+
+    def hook(kernel: int, output: int, data: int) -> None:
+        item = entries[kernel]["outputs"][output]
+        dtype = np.dtype(_NP[item["ctype"]])
+        size = math.prod(item["shape"])
+        buf = (ctypes.c_char * (size * dtype.itemsize)).from_address(data)
+        got[item["name"]] = np.frombuffer(buf, dtype=dtype).reshape(item["shape"]).copy()
+
+    callback = _HOOK(hook)  # kept alive for the run below
+    slot = ctypes.c_void_p.in_dll(model.lib, f"{model.prefix}_debug_hook")
+    slot.value = ctypes.cast(callback, ctypes.c_void_p).value
+    try:
+        model.run(feeds)
+    finally:
+        slot.value = None
+    return got
+
+
+def _ort_intermediates(result: CompileResult, fuse: bool, names: list[str],
+                       feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """onnxruntime on the model the C follows, every name in ``names`` exposed as an output."""
+    from opfuse.backends.onnx.emit import emit_onnx
+
+    model, part = c_partition(result, fuse)
+    proto = emit_onnx(model, part)
+    have = {o.name for o in proto.graph.output}
+    for name in names:
+        if name not in have:
+            proto.graph.output.append(onnx.ValueInfoProto(name=name))
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(proto.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+    wanted = [i.name for i in sess.get_inputs()]
+    out = sess.run(names, {k: feeds[k] for k in wanted})
+    return dict(zip(names, out, strict=True))
+
+
+def per_kernel(
+    result: CompileResult,
+    folder: Path | str,
+    feeds: Mapping[str, np.ndarray] | None = None,
+    *,
+    fuse: bool = True,
+    emit: bool = True,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+) -> PerKernelReport:
+    """Every kernel output of the C in ``folder`` (emitted there first unless ``emit`` is False,
+    e.g. when a test edited it) against the reference of the module docstring."""
+    from opfuse.backends.c.int8.requant import is_quantized
+
+    folder = Path(folder)
+    if emit:
+        emit_c(result, folder, fuse=fuse)
+    info = manifest(folder)
+    entries = info.get("kernel_outputs")
+    if entries is None:
+        raise OpfuseError(f"{folder}: model.json has no kernel_outputs (emitted by an older opfuse)")
+    if feeds is None:
+        feeds = _random_feeds(info)
+    got = dump_kernels(folder, feeds)
+    names = [o["name"] for k in entries for o in k["outputs"]]
+    if is_quantized(result.optimized):
+        if not fuse:
+            raise OpfuseError("--per-kernel on int8 compares the fused C with the unfused C: "
+                              "run it on the fused build")
+        emit_c(result, folder.parent / (folder.name + "-unfused"), fuse=False)
+        ref = dump_kernels(folder.parent / (folder.name + "-unfused"), feeds)
+        source = "the unfused int8 C (one kernel per node), not TFLite Micro"
+    else:
+        ref = _ort_intermediates(result, fuse, names, feeds)
+        source = "onnxruntime on the canonicalized model, every kernel output exposed"
+    checks = []
+    for entry in entries:
+        outs = []
+        for item in entry["outputs"]:
+            if item["name"] not in ref or item["name"] not in got:
+                continue
+            r = np.asarray(ref[item["name"]])
+            outs.append(compare(item["name"], r, got[item["name"]].reshape(r.shape), rtol, atol))
+        checks.append(KernelCheck(entry["index"], entry["function"], tuple(entry["ops"]),
+                                  tuple(entry["nodes"]), tuple(outs)))
+    return PerKernelReport(tuple(checks), source, rtol, atol)
+
+
+def _random_feeds(info: dict, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs of the manifest's shapes: normals for float, the full range for int8."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for item in info["inputs"]:
+        dtype = np.dtype(_NP[item.get("ctype", "float")])
+        if dtype.kind == "f":
+            feeds[item["name"]] = rng.standard_normal(item["shape"]).astype(dtype)
+        else:
+            lim = np.iinfo(dtype)
+            feeds[item["name"]] = rng.integers(lim.min, lim.max + 1, item["shape"]).astype(dtype)
+    return feeds
+
+
+def format_per_kernel(report: PerKernelReport) -> str:
+    """The per-kernel error table and the first divergence."""
+    rows = [f"{'#':>4}  {'kernel':<40} {'max abs err':>11} {'max rel err':>11}  ok"]
+    for k in report.kernels:
+        label = (k.function + " [" + " + ".join(k.ops) + "]")[:40]
+        rows.append(f"{k.index:>4}  {label:<40} {k.max_abs_err:11.3e} {k.max_rel_err:11.3e}  "
+                    f"{'yes' if k.ok else 'NO'}")
+    rows.append(f"reference: {report.reference}; a kernel passes when every output's max abs err "
+                f"<= atol + rtol * max|reference| (atol={report.atol}, rtol={report.rtol})")
+    first = report.first_divergent
+    if first is None:
+        rows.append(f"per-kernel: all {len(report.kernels)} kernels match")
+    else:
+        worst = max(first.outputs, key=lambda o: o.max_abs_err)
+        rows.append(
+            f"first divergence: kernel {first.index} {first.function} "
+            f"({' + '.join(first.ops)}; nodes {', '.join(first.nodes)}): output '{worst.name}' "
+            f"max abs err {worst.max_abs_err:.3e} (tolerance {worst.tolerance:.3e})")
+    return "\n".join(rows)
