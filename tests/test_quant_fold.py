@@ -65,10 +65,10 @@ def test_rounding_comes_from_the_models_metadata():
 @pytest.mark.parametrize("target", ["cortex-m7", "x86-host", "ethos-u55"])
 def test_clamp_folds_into_the_requantization_on_every_int8_target(target):
     result = compile_model_from(conv_relu(), target)
-    assert [k.ops for k in result.partition.kernels] == [
+    assert [k.ops for k in result.partition.without_cascades().kernels] == [
         ("QuantizeLinear",), ("Conv", "Relu"), ("DequantizeLinear",)
     ]
-    reasons = {d.reason for d in result.partition.decisions}
+    reasons = {d.reason for d in result.partition.without_cascades().decisions}
     assert reasons == {"dtype_mismatch"}
 
 
@@ -105,10 +105,10 @@ def _conv_then(op_type: str, out_scale: float = 0.03, residual: bool = False):
 def test_activation_after_an_int8_anchor_needs_requantize_once():
     source = _conv_then("Sigmoid")
     x86 = compile_model_from(source, "x86-host")
-    assert ("Conv", "Sigmoid") in [k.ops for k in x86.partition.kernels]
+    assert ("Conv", "Sigmoid") in [k.ops for k in x86.partition.without_cascades().kernels]
     ethos = compile_model_from(source, "ethos-u55")  # takes an activation, requantizes per op
-    assert ("Conv", "Sigmoid") not in [k.ops for k in ethos.partition.kernels]
-    refused = [d for d in ethos.partition.decisions if d.message.startswith("Sigmoid cannot join")]
+    assert ("Conv", "Sigmoid") not in [k.ops for k in ethos.partition.without_cascades().kernels]
+    refused = [d for d in ethos.partition.without_cascades().decisions if d.message.startswith("Sigmoid cannot join")]
     assert len(refused) == 1 and refused[0].reason == "not_supported_by_target"
     assert "int8_requantize_once = false" in refused[0].message
     _assert_matches_source(source, x86, 0.03)
@@ -117,11 +117,11 @@ def test_activation_after_an_int8_anchor_needs_requantize_once():
 def test_residual_add_of_int8_values_follows_the_target_capability(tmp_path):
     source = _conv_then("Add", residual=True)
     x86 = compile_model_from(source, "x86-host")
-    assert ("Conv", "Add") in [k.ops for k in x86.partition.kernels]
+    assert ("Conv", "Add") in [k.ops for k in x86.partition.without_cascades().kernels]
     text = (Path(opfuse.targets.__file__).parent / "x86-host.toml").read_text()
     custom = tmp_path / "no-once.toml"
     custom.write_text(text.replace("int8_requantize_once = true", "int8_requantize_once = false"))
-    part = partition(x86.optimized, parse_target(custom))
+    part = partition(x86.optimized, parse_target(custom), cascades=False)
     assert ("Conv", "Add") not in [k.ops for k in part.kernels]
     add = [d for d in part.decisions if d.message.startswith("Add cannot join Conv")]
     assert add and add[0].reason == "not_supported_by_target" and "int8" in add[0].message
@@ -139,7 +139,7 @@ def test_requantize_between_different_params_is_kept():
     assert ops.count("QuantizeLinear") == 2 and ops.count("DequantizeLinear") == 2
     requant = [n for n in result.optimized.graph if n.op_type == "QuantizeLinear"][1]
     assert float(get_quant(requant.outputs[0]).scale[0]) == pytest.approx(0.09)
-    assert [k.ops for k in result.partition.kernels].count(("Conv",)) == 2
+    assert [k.ops for k in result.partition.without_cascades().kernels].count(("Conv",)) == 2
     _assert_matches_source(source, result, 0.03)
 
 

@@ -83,9 +83,9 @@ def test_kernel_counts_and_reasons(qmodels, name):
                    {i.name for i in source.graph.input})  # fmt: skip
     boundary += sum(1 for n in source.graph.node if n.output[0] in {o.name for o in source.graph.output})
     assert boundary == 2
-    m7 = api.compile(str(qmodels[name, "qdq"]), "cortex-m7").partition
+    m7 = api.compile(str(qmodels[name, "qdq"]), "cortex-m7").partition.without_cascades()
     assert len(m7.kernels) == sum(ops.values()) + boundary
-    x86 = api.compile(str(qmodels[name, "qdq"]), "x86-host").partition
+    x86 = api.compile(str(qmodels[name, "qdq"]), "x86-host").partition.without_cascades()
     assert len(x86.kernels) == sum(ops.values()) + boundary - ops["Add"]
     assert sum(1 for k in x86.kernels if k.ops == ("Conv", "Add")) == ops["Add"]
     for partition in (m7, x86):
@@ -131,7 +131,7 @@ def test_qoperator_model_imports_to_its_qdq_twin(qmodels, name):
     twin = api.compile(str(qmodels[name, "qdq"]), "x86-host")
     qop = api.compile(str(qmodels[name, "qop"]), "x86-host")
     assert any(n.op_type == "QLinearConv" for n in onnx.load(qmodels[name, "qop"]).graph.node)
-    assert [k.ops for k in qop.partition.kernels] == [k.ops for k in twin.partition.kernels]
+    assert [k.ops for k in qop.partition.without_cascades().kernels] == [k.ops for k in twin.partition.without_cascades().kernels]
     a, b = session(api.emit(twin)), session(api.emit(qop))
     feeds = random_inputs(onnx.load(qmodels[name, "qdq"]), 0)
     np.testing.assert_array_equal(a.run(None, feeds)[0], b.run(None, feeds)[0])
@@ -148,7 +148,7 @@ def test_qoperator_ops_match_their_qdq_twin(tmp_path, activation):
         results[fmt] = (onnx.load(path), api.compile(str(path), "x86-host"))
     source, twin = results["qdq"]
     _, qop = results["qop"]
-    assert [k.ops for k in qop.partition.kernels] == [k.ops for k in twin.partition.kernels]
+    assert [k.ops for k in qop.partition.without_cascades().kernels] == [k.ops for k in twin.partition.without_cascades().kernels]
     want = "UINT8" if activation == "uint8" else "INT8"
     assert all(n.outputs[0].dtype.name == want for n in twin.optimized.graph if n.op_type == "Conv")
     feeds = random_inputs(source, 3)
@@ -179,7 +179,7 @@ def test_analyze_counts_int8_activations_and_weights_and_int32_bias(qmodels):
     producer = {o: n for n in source.graph.node for o in n.output}
     reader = {n.input[0]: n for n in source.graph.node if n.op_type == "QuantizeLinear"}
     result = api.compile(str(qmodels["mobilenet_v2", "qdq"]), "cortex-m7")
-    data = analyze(result, precision="fp32")
+    data = analyze(result, precision="fp32", cascades=False)  # per layer
     assert data.precision == "int8" and "ignored" in data.precision_note
     costs = {k.nodes[0]: k for k in data.after.cost.kernels}
     checked = 0

@@ -55,6 +55,11 @@ def stage_of(kernel: Kernel, nodes: dict[str, ir.Node], target: Target) -> Stage
         refusal = _global(node, target)
         if refusal is not None:
             return refusal
+        if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            # a float <-> int8 conversion is its own kernel (dtype_mismatch): no stream crosses it
+            return Refusal(
+                "dtype_mismatch", f"{node.op_type} '{node.name}' converts between float and int8"
+            )
         for out in node.outputs:
             if out is not None and rows_of(out) is None:
                 why = f"its output '{out.name}' is not a static NCHW tensor of batch 1"
