@@ -69,5 +69,11 @@ def compare_vela(result, analysis, vela: VelaRun | None = None):  # noqa: ANN001
     target = result.target
     if vela is None:
         vela = run_vela(result.source, target)
+    if analysis.cascades:  # rows are per TFLite operator: compare the layer-by-layer kernels (a
+        # cascade spans many operators; its arena is only smaller, so the SRAM figure is an upper one)
+        from opfuse.analysis import analyze
+
+        analysis = analyze(result, precision=analysis.precision, planner=analysis.planner,
+                           activations_only=analysis.activations_only, cascades=False)
     return compare(analysis, source_map(result.optimized), tflite_op_outputs(result.source), vela,
                    target.perf.vela if target.perf is not None else {})
