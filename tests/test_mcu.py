@@ -58,17 +58,18 @@ def test_emulated_run_matches_onnxruntime(name: str, target: str, tmp_path: Path
     assert emu.footprint.ram < result.target.board.ram_bytes
     # counts: one per kernel, and they add up to the invoke's total (less the marks' own cost)
     counts = [k.instructions for k in emu.kernels]
-    assert len(counts) == len(result.partition.kernels)
+    assert len(counts) == len(result.partition.without_cascades().kernels)
     assert all(k.predicted_cycles and k.predicted_cycles > 0 for k in emu.kernels)
     assert 0.99 * emu.instructions <= sum(counts) <= emu.instructions
     macs = [_macs(result, i) for i in range(len(counts))]
-    assert int(np.argmax(counts)) == int(np.argmax(macs))
+    # the most instructions go to a kernel with the most MACs (several pointwise convs tie on MACs)
+    assert macs[int(np.argmax(counts))] == max(macs)
 
 
 def _macs(result, index: int) -> int:
     from opfuse.analysis import analyze
 
-    return analyze(result).kernels[index].macs
+    return analyze(result, cascades=False).kernels[index].macs  # the C runs layer by layer
 
 
 @needs_tools
@@ -96,7 +97,7 @@ def test_make_run_in_the_compiled_folder(tmp_path: Path) -> None:
                          timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     outs, marks, _ = parse_output(run.stdout + run.stderr)  # the console: stdout or stderr
-    assert len(marks) == len(compile_model("ds_cnn", "cortex-m7").partition.kernels) + 1
+    assert len(marks) == len(compile_model("ds_cnn", "cortex-m7").partition.without_cascades().kernels) + 1
     import json
 
     info = json.loads((folder / "model.json").read_text())
@@ -234,7 +235,7 @@ def test_int8_tflite_is_bit_exact_on_the_board(name: str, target: str) -> None:
     assert emu.report.ok, emu.report
     assert all(o.max_abs_err == 0 for o in emu.report.outputs)
     assert emu.footprint.arena == emu.arena_bytes
-    assert len(emu.kernels) == len(compile_model(str(path), target).partition.kernels)
+    assert len(emu.kernels) == len(compile_model(str(path), target).partition.without_cascades().kernels)
 
 
 @needs_tools

@@ -169,7 +169,7 @@ def kernel_counts(result: CompileResult, marks: np.ndarray, calib: np.ndarray, b
     follows)."""
     m = marks.astype(np.int64)
     overhead = int(calib[0]) - int(calib[1]) if len(calib) == 2 else 0
-    part = result.partition.kernels
+    part = result.partition.without_cascades().kernels  # the C runs layer by layer
     perf = result.target.perf
     predicted = ([k.latency_s * perf.clock_hz for k in costs]
                  if perf is not None and len(costs) == len(part) else [None] * len(part))
@@ -227,7 +227,7 @@ def emulate_c(
     report = ValidationReport(tuple(checks), rtol, atol, src,
                               (*notes, f"generated C on {board.name} (QEMU) vs onnxruntime "
                                "on the original"))
-    analysis = analyze(result)
+    analysis = analyze(result, cascades=False)  # the C it builds runs layer by layer
     counts, total = kernel_counts(result, marks, calib, board, analysis.kernels)
     return Emulation(report, result.target.name, board, fp, analyzed(analysis),
                      part_limits(result.target), info["arena_bytes"], counts, total, wall)
@@ -262,7 +262,7 @@ def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Bo
             result.source, run, label=f"generated int8 C on {board.name} (QEMU)",
             inputs=inputs, seed=seed, trials=trials, steps=0 if tflite else 1,
             reference=None if tflite else _stepped(result))
-    analysis = analyze(result)
+    analysis = analyze(result, cascades=False)  # the C it builds runs layer by layer
     counts, total = kernel_counts(result, last["marks"], last["calib"], board, analysis.kernels)
     return Emulation(report, result.target.name, board, last["fp"], analyzed(analysis),
                      part_limits(result.target), info["arena_bytes"], counts, total,
