@@ -30,7 +30,7 @@ import onnx
 from opfuse.backends.onnx import emit_onnx
 from opfuse.pipeline import compile_model, source_proto
 from opfuse.runtime import DISABLE_ALL, ENABLE_EXTENDED, one_thread_session
-from opfuse.validate import random_inputs
+from opfuse.validation import random_inputs
 
 VARIANTS = ("a: original EXTENDED", "b: opfuse --ort OFF", "c: opfuse std OFF", "d: original OFF")
 

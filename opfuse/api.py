@@ -6,7 +6,7 @@
     for kernel in result.partition.kernels: ...
     proto = opfuse.emit(result)
     opfuse.save(proto, "out.onnx")
-    print(opfuse.validate("mobilenet_v2", proto).ok)
+    print(opfuse.validation("mobilenet_v2", proto).ok)
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from opfuse.ir.provenance import source_map
 from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, gc_paused, source_proto
 from opfuse.pipeline import load as _load
 from opfuse.targets import Target, list_targets, load_target
-from opfuse.validate import ValidationReport
-from opfuse.validate import validate as _validate
+from opfuse.validation import ValidationReport
+from opfuse.validation import validate as _validate
 
 __all__ = [
     "DEFAULT_TARGET",
@@ -126,7 +126,7 @@ def validate_c(
     """Compile to C, build with the system compiler, run, and compare with onnxruntime."""
     from opfuse.backends.c import validate_c as _validate_c
     from opfuse.backends.c.int8.requant import is_quantized
-    from opfuse.validate import read_npz
+    from opfuse.validation import read_npz
 
     result = compile(source, target, input_shape)
     # int8, and any .tflite: against the source's own reference (TFLite Micro / LiteRT / ORT)
@@ -154,7 +154,7 @@ def per_kernel_c(
     import tempfile
 
     from opfuse.backends.c.perkernel import per_kernel
-    from opfuse.validate import read_npz
+    from opfuse.validation import read_npz
 
     result = compile(source, target, input_shape)
     feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
@@ -174,7 +174,7 @@ def emulate_c(
     """Compile to C, cross-compile for the target's board, run in QEMU and compare with
     onnxruntime; with the ELF's footprint and per-kernel instruction counts."""
     from opfuse.backends.c.emulate import emulate_c as _emulate_c
-    from opfuse.validate import read_npz
+    from opfuse.validation import read_npz
 
     result = compile(source, target, input_shape)
     feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
@@ -212,8 +212,8 @@ def validate(
     """Run both models in onnxruntime on the same seeded (or given) inputs and compare outputs.
     A .tflite ``original`` runs in its own reference (TFLite Micro or LiteRT) instead."""
     if isinstance(original, str | Path) and frontend_for(original).name != "onnx":
-        from opfuse.validate import read_npz
         from opfuse.validate_tflite import validate_onnx_against_source
+        from opfuse.validation import read_npz
 
         feeds = read_npz(inputs) if isinstance(inputs, str | Path) else inputs
         return validate_onnx_against_source(

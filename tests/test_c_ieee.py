@@ -25,7 +25,7 @@ from opfuse.backends.c import emit_c
 from opfuse.backends.c.check import reference
 from opfuse.backends.c.runner import CModel, build_shared
 from opfuse.pipeline import DEFAULT_TARGET, compile_model
-from opfuse.validate import compare
+from opfuse.validation import compare
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

@@ -94,7 +94,7 @@ def test_saturating_head_hides_a_fault_that_per_kernel_names(tmp_path: Path) -> 
     """light_squeezenet ends in a near-uniform softmax: with kernel 3 broken its final output
     still matches onnxruntime, and only the per-kernel comparison finds the fault."""
     from opfuse.backends.c.runner import CModel
-    from opfuse.validate import compare
+    from opfuse.validation import compare
     from tests.conftest import shared_onnx
 
     result = compile_model(shared_onnx("light_squeezenet.onnx"))

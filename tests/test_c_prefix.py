@@ -19,7 +19,7 @@ from opfuse.backends.c.runner import BASE, WARN, CModel, compiler
 from opfuse.cli import cli
 from opfuse.errors import OpfuseError
 from opfuse.pipeline import compile_model
-from opfuse.validate import compare
+from opfuse.validation import compare
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

@@ -17,7 +17,7 @@ from opfuse.errors import OpfuseError
 from opfuse.frontends import import_proto, load_onnx
 from opfuse.fusion import Kernel, Partition, partition, trivial_partition
 from opfuse.targets import load_target
-from opfuse.validate import validate
+from opfuse.validation import validate
 from tests.conftest import shared_onnx, shared_onnx_models
 
 X86 = load_target("x86-host")

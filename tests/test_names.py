@@ -45,3 +45,14 @@ def test_error_says_what_was_tried(run_cli, tmp_path: Path, monkeypatch, kind: s
     tried = "a folder, not a model file" if kind == "folder" else "no such file"
     assert f"net: {tried}, and not a built-in model name" in line
     assert "ds_cnn" in line  # the built-ins are listed
+
+
+def test_public_api_names_are_the_functions_not_modules() -> None:
+    """`opfuse.validate` is the API's function even after the validation module is imported."""
+    import opfuse
+    import opfuse.validation  # noqa: F401
+
+    for name in ("validate", "compile", "analyze", "emit_c", "validate_c"):
+        assert callable(getattr(opfuse, name)), name
+    report = opfuse.validate("seed_block", opfuse.emit(opfuse.compile("seed_block")))
+    assert report.ok

@@ -37,7 +37,7 @@ class OnnxReference:
 
     def __init__(self, path: Path):
         from opfuse.frontends.tflite.reference import TensorSpec
-        from opfuse.validate import reference_session
+        from opfuse.validation import reference_session
 
         self.session = reference_session(path, "original", [])
         self.inputs = tuple(
@@ -54,7 +54,7 @@ class OnnxReference:
         return dict(zip(names, self.session.run(names, feeds), strict=True))
 
     def random_inputs(self, seed: int) -> dict[str, np.ndarray]:
-        from opfuse.validate import random_inputs
+        from opfuse.validation import random_inputs
 
         return random_inputs(self.session, seed)
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from opfuse.models import ModelSpec
     from opfuse.pipeline import CompileResult
     from opfuse.targets import Target
-    from opfuse.validate import ValidationReport
+    from opfuse.validation import ValidationReport
 
 _out = Console(highlight=False)  # shared by every terminal view
 if not _out.is_terminal:  # piped: plain text, and wide enough that nothing wraps
@@ -119,7 +119,7 @@ def _why(decisions, title: str) -> None:  # noqa: ANN001 (tuple[Decision, ...])
 
 
 def print_validation(report: ValidationReport) -> None:
-    from opfuse.validate import format_report
+    from opfuse.validation import format_report
 
     _out.print(format_report(report))
 

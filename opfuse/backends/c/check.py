@@ -16,7 +16,7 @@ from opfuse.frontends.registry import frontend_for
 from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, read, source_proto
 from opfuse.runtime import block_timings, one_thread_session
 from opfuse.targets import Target
-from opfuse.validate import ValidationReport, compare, random_inputs, reference_session
+from opfuse.validation import ValidationReport, compare, random_inputs, reference_session
 
 
 def _original(source: str | Path):

@@ -18,7 +18,7 @@ import numpy as np
 from opfuse.backends.c.emit import emit_c
 from opfuse.backends.c.runner import CModel, build_shared
 from opfuse.pipeline import CompileResult
-from opfuse.validate import ValidationReport
+from opfuse.validation import ValidationReport
 
 TRIALS = 20
 

@@ -45,7 +45,7 @@ from opfuse.cost import KernelCost
 from opfuse.errors import OpfuseError
 from opfuse.pipeline import CompileResult
 from opfuse.targets import Board, Target
-from opfuse.validate import ValidationReport, compare
+from opfuse.validation import ValidationReport, compare
 
 CC, QEMU = "arm-none-eabi-gcc", "qemu-system-arm"
 

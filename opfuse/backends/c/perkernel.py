@@ -32,7 +32,7 @@ from opfuse.backends.c.emit import c_partition, emit_c
 from opfuse.backends.c.runner import CModel, build_shared, manifest
 from opfuse.errors import OpfuseError
 from opfuse.pipeline import CompileResult
-from opfuse.validate import OutputCheck, compare
+from opfuse.validation import OutputCheck, compare
 
 DEBUG_LIB = "libopfuse_debug"
 _builds = itertools.count()
