@@ -360,8 +360,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(2)
-    except OpfuseError as exc:
-        click.echo(f"opfuse: error: {exc}", err=True)
+    except OpfuseError as exc:  # one line, whatever names the model holds (\n in a node name...)
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(exc))
+        click.echo(f"opfuse: error: {text}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -41,6 +41,12 @@ def numel(value: ir.Value | None) -> int:
     return n
 
 
+def _static(dim: object) -> int:
+    """A dim's size, or 0 when it is not known (a custom op's output of unknown shape): MACs over
+    an unknown size are not counted rather than invented (analyze says its totals are bounds)."""
+    return dim if isinstance(dim, int) else 0
+
+
 def _out(node: ir.Node) -> int:
     return numel(node.outputs[0])
 
@@ -53,30 +59,30 @@ def _conv_macs(node: ir.Node) -> int:
     w = node.inputs[1]
     if w is None or w.shape is None:
         return 0
-    kernel = math.prod(int(d) for d in w.shape[2:]) if len(w.shape) > 2 else 1
+    kernel = math.prod(_static(d) for d in w.shape[2:]) if len(w.shape) > 2 else 1
     # Conv weight is (Cout, Cin/group, k...): every output element sums Cin/group * k products.
-    return _out(node) * int(w.shape[1]) * kernel
+    return _out(node) * _static(w.shape[1]) * kernel
 
 
 def _conv_transpose_macs(node: ir.Node) -> int:
     w = node.inputs[1]
     if w is None or w.shape is None:
         return 0
-    kernel = math.prod(int(d) for d in w.shape[2:]) if len(w.shape) > 2 else 1
+    kernel = math.prod(_static(d) for d in w.shape[2:]) if len(w.shape) > 2 else 1
     # ConvTranspose weight is (Cin, Cout/group, k...): every input element scatters into
     # Cout/group * k outputs.
-    return _in(node) * int(w.shape[1]) * kernel
+    return _in(node) * _static(w.shape[1]) * kernel
 
 
 def _matmul_macs(node: ir.Node) -> int:
     a = node.inputs[0]
     if a is None or a.shape is None or len(a.shape) == 0:
         return 0
-    k = int(a.shape[-1])
+    k = _static(a.shape[-1])
     if node.op_type == "Gemm":
         trans_a = node.attributes.get("transA")
         if trans_a is not None and trans_a.as_int():
-            k = int(a.shape[0])
+            k = _static(a.shape[0])
     return _out(node) * k
 
 

@@ -56,3 +56,21 @@ def test_mutations_are_seeded() -> None:
     a = [mutate(data, random.Random(i)) for i in range(20)]
     b = [mutate(data, random.Random(i)) for i in range(20)]
     assert a == b and len({m for m, _ in a}) > 15
+
+
+# Cases the 10,000-case run of benchmarks/fuzz.py (seed 0) found, replayed after their fixes: a
+# Conv whose bias is its weight (BatchNorm folding crashed in numpy), a MatMul over a symbolic dim
+# (MACs), and names holding a newline (a two-line error).
+FOUND = (2966, 4661, 5680, 5819, 7275)
+
+
+@pytest.mark.parametrize("case", FOUND)
+def test_cases_the_long_run_found_end_cleanly(case: int) -> None:
+    bad: list[str] = []
+
+    def record(i: int, name: str, what: str, outcome) -> None:  # noqa: ANN001
+        if outcome.kind in BAD:
+            bad.append(f"case {i} [{name}] {what}: {outcome.kind}: {outcome.detail[-300:]}")
+
+    counts = fuzz(10_000, seed=0, timeout=60.0, only=case, on_case=record)
+    assert sum(counts.values()) == 1 and not bad, bad

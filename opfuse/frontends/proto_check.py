@@ -46,6 +46,30 @@ def check_proto(proto: onnx.ModelProto, where: str) -> None:
                    *(x for p in proto.metadata_props for x in (p.key, p.value))), where, "model")
     versions = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in proto.opset_import}
     _check_graph(proto.graph, where, outer=set(), versions=versions)
+    _check_bias_shapes(proto.graph, where)
+
+
+_BIAS_INPUT = {"Conv": (1, 0), "ConvTranspose": (1, 1)}  # op -> (weight input, its channel axis)
+
+
+def _check_bias_shapes(graph: onnx.GraphProto, where: str) -> None:
+    """A Conv/ConvTranspose bias initializer is 1-D with one value per output channel (ONNX's
+    definition; folding BatchNorm into a bias of another shape would fail in numpy)."""
+    inits = {t.name: t for t in graph.initializer}
+    for index, node in enumerate(graph.node):
+        if node.op_type not in _BIAS_INPUT or node.domain not in ("", "ai.onnx") or len(node.input) < 3:
+            continue
+        w_at, axis = _BIAS_INPUT[node.op_type]
+        w, b = inits.get(node.input[w_at]), inits.get(node.input[2])
+        if w is None or b is None or len(w.dims) <= axis:
+            continue
+        group = next((a.i for a in node.attribute if a.name == "group"), 1) or 1
+        channels = w.dims[axis] * (group if node.op_type == "ConvTranspose" else 1)
+        if list(b.dims) != [channels]:
+            raise OpfuseError(
+                f"{where}: {_label(node, index)}: bias '{b.name}' has shape {list(b.dims)}, "
+                f"expected [{channels}] (one value per output channel)"
+            )
 
 
 def _require_text(values: Iterable[object], where: str, what: str) -> None:
