@@ -224,10 +224,11 @@ SHARED_TFLITE = REPO.parent / "shared" / "models" / "tflite"
 
 @needs_tools
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("name", ["hello_world_int8", "kws_ref_model"])
+@pytest.mark.parametrize("name", ["hello_world_int8", "kws_ref_model", "ad01_int8", "person_detect",
+                                  "vww_96_int8", "pretrainedResnet_quant", "mcunet_vww"])
 def test_int8_tflite_is_bit_exact_on_the_board(name: str, target: str) -> None:
-    """int8 on the board against TFLite Micro on the same file: no element differs (the rest
-    of ../shared/models/tflite runs in benchmarks/mcu.py)."""
+    """Every int8 model of ../shared/models/tflite on the board against TFLite Micro on the same
+    file: no element differs."""
     path = SHARED_TFLITE / f"{name}.tflite"
     if not path.exists():
         pytest.skip("../shared/models not present")
