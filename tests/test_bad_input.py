@@ -10,6 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.cli_util import assert_clean_error, compile_refused
 from tests.conftest import shared_onnx
 
 
@@ -25,43 +26,28 @@ def _conv_model(input_dims=(1, 3, 8, 8)) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def _assert_clean_error(code: int, err: str, *needles: str) -> None:
-    assert code == 2, err
-    lines = [line for line in err.strip().splitlines() if line]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-
-
-def _compile(run_cli, model, tmp_path):
-    out = tmp_path / "out.onnx"
-    code, _, err = run_cli("compile", str(model), "-o", str(out))
-    assert not out.exists(), "nothing may be written on error"
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.onnx")]
-    return code, err
 
 
 def test_empty_file(run_cli, tmp_path):
     model = tmp_path / "empty.onnx"
     model.write_bytes(b"")
-    code, err = _compile(run_cli, model, tmp_path)
-    _assert_clean_error(code, err, "empty.onnx", "empty")
+    code, err = compile_refused(run_cli, model, tmp_path)
+    assert_clean_error(code, err, "empty.onnx", "empty")
 
 
 def test_truncated_protobuf(run_cli, tmp_path):
     data = shared_onnx("mobilenet_v2_128_0.5.onnx").read_bytes()
     model = tmp_path / "truncated.onnx"
     model.write_bytes(data[: len(data) // 3])
-    code, err = _compile(run_cli, model, tmp_path)
-    _assert_clean_error(code, err, "truncated.onnx")
+    code, err = compile_refused(run_cli, model, tmp_path)
+    assert_clean_error(code, err, "truncated.onnx")
 
 
 def test_text_file(run_cli, tmp_path):
     model = tmp_path / "notes.onnx"
     model.write_text("this is a README, not a model\n" * 20)
-    code, err = _compile(run_cli, model, tmp_path)
-    _assert_clean_error(code, err, "notes.onnx", "not an ONNX model")
+    code, err = compile_refused(run_cli, model, tmp_path)
+    assert_clean_error(code, err, "notes.onnx", "not an ONNX model")
 
 
 def test_cyclic_graph(run_cli, tmp_path):
@@ -76,16 +62,16 @@ def test_cyclic_graph(run_cli, tmp_path):
     )
     model = tmp_path / "cycle.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
-    code, err = _compile(run_cli, model, tmp_path)
-    _assert_clean_error(code, err, "cycle.onnx", "cycle")
+    code, err = compile_refused(run_cli, model, tmp_path)
+    assert_clean_error(code, err, "cycle.onnx", "cycle")
     assert "'first'" in err or "'second'" in err
 
 
 def test_dynamic_dim_without_input_shape(run_cli, tmp_path):
     model = tmp_path / "dyn.onnx"
     onnx.save(_conv_model((1, 3, "height", 8)), model)
-    code, err = _compile(run_cli, model, tmp_path)
-    _assert_clean_error(code, err, "dyn.onnx", "'x'", "dim 2", "height", "--input-shape")
+    code, err = compile_refused(run_cli, model, tmp_path)
+    assert_clean_error(code, err, "dyn.onnx", "'x'", "dim 2", "height", "--input-shape")
 
 
 def test_dynamic_dim_with_input_shape_compiles(run_cli, tmp_path):
@@ -105,7 +91,7 @@ def test_bad_input_shape_name(run_cli, tmp_path):
     model = tmp_path / "m.onnx"
     onnx.save(_conv_model(), model)
     code, err = _compile_with(run_cli, model, tmp_path, "--input-shape", "nope=1x3x8x8")
-    _assert_clean_error(code, err, "nope", "not a graph input")
+    assert_clean_error(code, err, "nope", "not a graph input")
 
 
 def _compile_with(run_cli, model, tmp_path, *extra):
@@ -128,24 +114,24 @@ def test_external_data_outside_folder(run_cli, tmp_path):
         entry.key, entry.value = key, value
     model = inner / "ext.onnx"
     model.write_bytes(proto.SerializeToString())
-    code, err = _compile(run_cli, model, inner)
-    _assert_clean_error(code, err, "ext.onnx", "'w'", "outside the model's folder")
+    code, err = compile_refused(run_cli, model, inner)
+    assert_clean_error(code, err, "ext.onnx", "'w'", "outside the model's folder")
 
 
 def test_missing_file_and_unknown_target(run_cli, tmp_path):
-    code, err = _compile(run_cli, tmp_path / "missing.onnx", tmp_path)
-    _assert_clean_error(code, err, "missing.onnx")
+    code, err = compile_refused(run_cli, tmp_path / "missing.onnx", tmp_path)
+    assert_clean_error(code, err, "missing.onnx")
     model = tmp_path / "m.onnx"
     onnx.save(_conv_model(), model)
     code, err = _compile_with(run_cli, model, tmp_path, "--target", "pdp-11")
-    _assert_clean_error(code, err, "pdp-11", "unknown target")
+    assert_clean_error(code, err, "pdp-11", "unknown target")
 
 
 def test_output_folder_missing(run_cli, tmp_path):
     model = tmp_path / "m.onnx"
     onnx.save(_conv_model(), model)
     code, _, err = run_cli("compile", str(model), "-o", str(tmp_path / "no" / "out.onnx"))
-    _assert_clean_error(code, err, "does not exist")
+    assert_clean_error(code, err, "does not exist")
 
 
 def test_never_overwrites_input(run_cli, tmp_path):
@@ -153,7 +139,7 @@ def test_never_overwrites_input(run_cli, tmp_path):
     onnx.save(_conv_model(), model)
     before = model.read_bytes()
     code, _, err = run_cli("compile", str(model), "-o", str(model))
-    _assert_clean_error(code, err, "m.onnx")
+    assert_clean_error(code, err, "m.onnx")
     assert model.read_bytes() == before
 
 

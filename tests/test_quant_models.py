@@ -16,6 +16,7 @@ import opfuse.api as api
 from opfuse.analysis import analyze
 from opfuse.errors import OpfuseError
 from opfuse.quant import QUANT, get_quant
+from tests.cli_util import assert_clean_error as _assert_clean_error
 from tests.quant_util import (
     float_builtin,
     ops_model,
@@ -24,7 +25,6 @@ from tests.quant_util import (
     random_inputs,
     session,
 )
-from tests.test_bad_input import _assert_clean_error
 
 pytest.importorskip("onnxruntime.quantization")
 

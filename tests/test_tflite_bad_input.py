@@ -6,6 +6,7 @@ import struct
 
 import pytest
 
+from tests.cli_util import assert_clean_error, compile_refused
 from tests.conftest import REPO
 
 SHARED_TFLITE = REPO.parent / "shared" / "models" / "tflite"
@@ -18,21 +19,6 @@ def _model_bytes(name: str) -> bytes:
     return path.read_bytes()
 
 
-def _assert_clean_error(code: int, err: str, *needles: str) -> None:
-    assert code == 2, err
-    lines = [line for line in err.strip().splitlines() if line]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-
-
-def _compile(run_cli, model, tmp_path):
-    out = tmp_path / "out.onnx"
-    code, _, err = run_cli("compile", str(model), "-o", str(out))
-    assert not out.exists(), "nothing may be written on error"
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.onnx")]
-    return code, err
 
 
 def _patch_opcode(data: bytes, old: str, new: str) -> bytes:
@@ -72,31 +58,31 @@ def test_truncated_tflite(run_cli, tmp_path):
     data = _model_bytes("kws_ref_model")
     model = tmp_path / "truncated.tflite"
     model.write_bytes(data[: len(data) // 3])
-    code, err = _compile(run_cli, model, tmp_path)
-    _assert_clean_error(code, err, "truncated.tflite", "truncated or corrupt")
+    code, err = compile_refused(run_cli, model, tmp_path)
+    assert_clean_error(code, err, "truncated.tflite", "truncated or corrupt")
 
 
 @pytest.mark.parametrize("content", [b"hello, not a model\n", b"", b"\x08\x07\x12\x05onnx"])
 def test_not_a_tflite_file(run_cli, tmp_path, content):
     model = tmp_path / "foreign.tflite"
     model.write_bytes(content)
-    code, err = _compile(run_cli, model, tmp_path)
-    _assert_clean_error(code, err, "foreign.tflite", "not a TFLite model")
+    code, err = compile_refused(run_cli, model, tmp_path)
+    assert_clean_error(code, err, "foreign.tflite", "not a TFLite model")
 
 
 def test_op_without_importer_is_named_with_its_index(run_cli, tmp_path):
     model = tmp_path / "logsoftmax.tflite"
     model.write_bytes(_patch_opcode(_model_bytes("kws_ref_model"), "SOFTMAX", "LOG_SOFTMAX"))
-    code, err = _compile(run_cli, model, tmp_path)
-    _assert_clean_error(code, err, "logsoftmax.tflite", "operator 12", "LOG_SOFTMAX",
+    code, err = compile_refused(run_cli, model, tmp_path)
+    assert_clean_error(code, err, "logsoftmax.tflite", "operator 12", "LOG_SOFTMAX",
                         "no importer")
 
 
 def test_int16_activations_are_refused(run_cli, tmp_path):
     model = tmp_path / "int16.tflite"
     model.write_bytes(_patch_input_type(_model_bytes("kws_ref_model"), "INT16"))
-    code, err = _compile(run_cli, model, tmp_path)
-    _assert_clean_error(code, err, "int16.tflite", "int16 activation")
+    code, err = compile_refused(run_cli, model, tmp_path)
+    assert_clean_error(code, err, "int16.tflite", "int16 activation")
 
 
 def test_validate_refuses_a_truncated_tflite(run_cli, tmp_path):
@@ -104,4 +90,4 @@ def test_validate_refuses_a_truncated_tflite(run_cli, tmp_path):
     model = tmp_path / "cut.tflite"
     model.write_bytes(data[:100])
     code, _, err = run_cli("validate", str(model), str(tmp_path / "any.onnx"))
-    _assert_clean_error(code, err, "cut.tflite")
+    assert_clean_error(code, err, "cut.tflite")
