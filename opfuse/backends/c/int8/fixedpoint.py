@@ -7,6 +7,8 @@ tensorflow/lite/kernels/internal/reference; written here independently).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from opfuse.quant import QuantParams, quantize_multiplier
@@ -162,53 +164,46 @@ def _input_radius(integer_bits: int, left_shift: int) -> int:
     return math.floor(((1 << integer_bits) - 1) * (1 << (31 - integer_bits)) / (1 << left_shift))
 
 
-def sigmoid_table(qi: QuantParams) -> np.ndarray:
-    """TFLite int8 LOGISTIC (output scale 1/256, zero point -128): input in Q4.27."""
+def _q427_table(qi: QuantParams, value: Callable[[int], int]) -> np.ndarray:
+    """The 256-entry table of a TFLite int8 activation whose input is rescaled to Q4.27:
+    saturated outside the input radius, ``value(a)`` (a the Q4.27 input) inside it."""
     m, shift = _frexp_multiplier(float(qi.scale[0]) * (1 << 27))
     radius = _input_radius(4, shift)
     zi = int(qi.zero_point[0])
     out = []
     for q in range(-128, 128):
         x = q - zi
-        if x <= -radius:
-            out.append(-128)
-            continue
-        if x >= radius:
-            out.append(127)
-            continue
-        a = mbqm(x, m, shift)
-        if a == 0:
-            r = 1 << 30
-        else:
-            pos = _recip_newton(exp_on_negative_values(-abs(a), 4), False)
-            r = pos if a > 0 else INT32_MAX - pos
-        out.append(min(max(rdbpot(r, 23) - 128, -128), 127))
+        out.append(-128 if x <= -radius else 127 if x >= radius else value(mbqm(x, m, shift)))
     return np.array(out, np.int32)
+
+
+def _sigmoid_q427(a: int) -> int:
+    if a == 0:
+        r = 1 << 30
+    else:
+        pos = _recip_newton(exp_on_negative_values(-abs(a), 4), False)
+        r = pos if a > 0 else INT32_MAX - pos
+    return min(max(rdbpot(r, 23) - 128, -128), 127)
+
+
+def _tanh_q427(a: int) -> int:
+    if a == 0:
+        r = 0
+    else:
+        n = a if a < 0 else -a
+        t = _recip_newton(exp_on_negative_values(n, 5), True)
+        r = -t if a < 0 else t
+    return min(max(rdbpot(r, 24), -128), 127)
+
+
+def sigmoid_table(qi: QuantParams) -> np.ndarray:
+    """TFLite int8 LOGISTIC (output scale 1/256, zero point -128): input in Q4.27."""
+    return _q427_table(qi, _sigmoid_q427)
 
 
 def tanh_table(qi: QuantParams) -> np.ndarray:
     """TFLite int8 TANH (output scale 1/128, zero point 0): input in Q4.27."""
-    m, shift = _frexp_multiplier(float(qi.scale[0]) * (1 << 27))
-    radius = _input_radius(4, shift)
-    zi = int(qi.zero_point[0])
-    out = []
-    for q in range(-128, 128):
-        x = q - zi
-        if x <= -radius:
-            out.append(-128)
-            continue
-        if x >= radius:
-            out.append(127)
-            continue
-        a = mbqm(x, m, shift)
-        if a == 0:
-            r = 0
-        else:
-            n = a if a < 0 else -a
-            t = _recip_newton(exp_on_negative_values(n, 5), True)
-            r = -t if a < 0 else t
-        out.append(min(max(rdbpot(r, 24), -128), 127))
-    return np.array(out, np.int32)
+    return _q427_table(qi, _tanh_q427)
 
 
 def _srdhm16(a: int, b: int) -> int:
