@@ -98,6 +98,12 @@ def compile_cmd(
             f"({prefix.upper()}_ARENA_BYTES), stack scratch {emitted.stack_scratch_bytes:,} bytes, "
             f"weights {emitted.weights_bytes:,} bytes"
         )
+        if cascades:
+            click.echo(f"C: {emitted.cascades} cascades streamed row by row"
+                       + (f", {len(emitted.cascades_split)} run layer by layer:"
+                          if emitted.cascades_split else ""))
+            for name, why in emitted.cascades_split:
+                click.echo(f"  {name}: {why}")
     if check:
         with console.progress("running both in onnxruntime" if emit_kind == "onnx"
                               else "building the C and running it beside onnxruntime"):

@@ -34,36 +34,43 @@ _BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
 
 
 def cascade_supported(kernel: Kernel, nodes: dict[str, ir.Node]) -> bool:
-    """Whether ``emit_cascade`` can write ``kernel`` (float32, the ops of the module docstring)."""
+    """Whether ``emit_cascade`` can write ``kernel`` (see ``why_not_cascade``)."""
+    return why_not_cascade(kernel, nodes) is None
+
+
+def why_not_cascade(kernel: Kernel, nodes: dict[str, ir.Node]) -> str | None:
+    """None when ``emit_cascade`` can write ``kernel`` (float32, the ops of the module docstring),
+    else one sentence naming the member node it cannot stream."""
     for member in kernel.members:
         ms = [nodes[n] for n in member.nodes]
         for i, node in enumerate(ms):
-            if node.domain not in ("", "ai.onnx"):
-                return False
-            if node.op_type == "Conv" and i == 0:
-                if len(dims(node.inputs[1]) or ()) != 4 or const(node.inputs[1]) is None:
-                    return False
-                if (
-                    len(node.inputs) > 2
-                    and node.inputs[2] is not None
-                    and const(node.inputs[2]) is None
-                ):
-                    return False
-                if (attr(node, "auto_pad", "NOTSET") or "NOTSET") not in ("NOTSET", "VALID"):
-                    return False
-                continue
-            if node.op_type not in _EPILOGUE:
-                return False
-            if node.op_type == "Clip" and any(
-                v is not None and const(v) is None for v in node.inputs[1:]
-            ):
-                return False
+            why = _why_not_node(node, i)
+            if why is not None:
+                return f"{node.name} ({node.op_type}): {why}"
         for node in ms:
             for v in (*node.inputs, *node.outputs):
                 if v is not None and v.dtype is not None and v.dtype != ir.DataType.FLOAT:
                     if const(v) is None:
-                        return False
-    return True
+                        return f"{node.name} ({node.op_type}): {v.dtype.name} activations"
+    return None
+
+
+def _why_not_node(node: ir.Node, index: int) -> str | None:
+    if node.domain not in ("", "ai.onnx"):
+        return f"domain {node.domain}"
+    if node.op_type == "Conv" and index == 0:
+        if len(dims(node.inputs[1]) or ()) != 4 or const(node.inputs[1]) is None:
+            return "not a 2-D conv with constant weights"
+        if len(node.inputs) > 2 and node.inputs[2] is not None and const(node.inputs[2]) is None:
+            return "a bias that is not constant"
+        if (attr(node, "auto_pad", "NOTSET") or "NOTSET") not in ("NOTSET", "VALID"):
+            return "auto_pad SAME (canonicalization writes explicit pads)"
+        return None
+    if node.op_type not in _EPILOGUE:
+        return "no row kernel for this op in cascaded C"
+    if node.op_type == "Clip" and any(v is not None and const(v) is None for v in node.inputs[1:]):
+        return "bounds that are not constant"
+    return None
 
 
 class _Stores:

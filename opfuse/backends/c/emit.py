@@ -17,7 +17,7 @@ from pathlib import Path
 import onnx_ir as ir
 
 from opfuse.backends.c.board import board_files
-from opfuse.backends.c.cascade import cascade_supported, emit_cascade
+from opfuse.backends.c.cascade import emit_cascade, why_not_cascade
 from opfuse.backends.c.cgen import CWriter, cname, dims
 from opfuse.backends.c.ctype import FLOAT, INT8, UINT8, ctype_of
 from opfuse.backends.c.files import (
@@ -54,23 +54,36 @@ class CEmitted:
     inputs: tuple[tuple[str, tuple[int, ...]], ...]
     outputs: tuple[tuple[str, tuple[int, ...]], ...]
     plan: MemoryPlan
+    cascades: int = 0  # cascaded kernels streamed in the C
+    cascades_split: tuple[tuple[str, str], ...] = ()  # (cascade, why it runs layer by layer)
 
 
 def c_partition(
     result: CompileResult, fuse: bool, cascades: bool = False
 ) -> tuple[ir.Model, Partition]:
     """The model and partition the C code follows (see the module docstring). With ``cascades``
-    the partition's cascades stream rows (``cascade.py``) when it can write every one of them;
-    otherwise (and by default: its row kernels are slower than the layer-by-layer templates, 1.3x
-    on mobilenet_v2) they are split back into their members. Either way the arena is the plan of
-    what runs."""
+    the partition's cascades stream rows (``cascade.py``), each one the emitter cannot write split
+    back into its members (``cascade_splits`` says why); otherwise (and by default: its row
+    kernels are slower than the layer-by-layer templates on mobilenet_v2) every cascade is split.
+    Either way the arena is the plan of what runs."""
     if fuse:
         part = result.partition
-        nodes = {n.name: n for n in result.optimized.graph}
-        if not cascades or not all(cascade_supported(k, nodes) for k in part.cascades):
-            part = part.without_cascades()
-        return result.optimized, part
+        if not cascades:
+            return result.optimized, part.without_cascades()
+        splits = cascade_splits(result)
+        return result.optimized, part.splitting(set(splits))
     return result.optimized, trivial_partition(result.optimized)
+
+
+def cascade_splits(result: CompileResult) -> dict[str, str]:
+    """Cascade name -> why the C emitter runs it layer by layer instead (empty: all stream)."""
+    nodes = {n.name: n for n in result.optimized.graph}
+    out = {}
+    for kernel in result.partition.cascades:
+        why = why_not_cascade(kernel, nodes)
+        if why is not None:
+            out[kernel.name] = why
+    return out
 
 
 def _opset(model: ir.Model) -> int:
@@ -142,6 +155,8 @@ def generate(
         **io,
     }
     info["kernel_outputs"] = debug
+    info["cascades"] = sum(k.is_cascade for k in part.kernels)
+    info["cascades_split"] = cascade_splits(result) if cascades and fuse else {}
     info["prefix"] = check_prefix(prefix)
     quant = int8_info(model)
     if quant:
@@ -373,4 +388,6 @@ def emit_c(
         inputs=tuple((x["name"], tuple(x["shape"])) for x in info["inputs"]),
         outputs=tuple((x["name"], tuple(x["shape"])) for x in info["outputs"]),
         plan=plan,
+        cascades=info["cascades"],
+        cascades_split=tuple(info["cascades_split"].items()),
     )
