@@ -261,6 +261,12 @@ CASES = {
            count_include_pad=1), N("GlobalMaxPool", ["x"], ["d"]),
          N("ReduceMax", ["a"], ["e"], axes=[1, 3], keepdims=0)],
         [_f("x", [1, 3, 7, 8])], [_f(n, None) for n in "bcde"]),
+    "squeeze_excite_scale": _model(  # the gate conv's kernel broadcasts its 1x1 result over H, W
+        [N("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), N("Relu", ["c"], ["r"]),
+         N("GlobalAveragePool", ["r"], ["p"]), N("Conv", ["p", "w1", "b1"], ["s"]),
+         N("HardSigmoid", ["s"], ["g"], alpha=1 / 6, beta=0.5), N("Mul", ["r", "g"], ["y"])],
+        [_f("x", [1, 3, 7, 9])], [_f("y", None)],
+        [_w("w", [6, 3, 3, 3]), _w("b", [6], 1), _w("w1", [6, 6, 1, 1], 2), _w("b1", [6], 3)]),
     "broadcast_chain": _model(
         [N("Mul", ["x", "s"], ["a"]), N("Sub", ["a", "x2"], ["b"]), N("LeakyRelu", ["b"], ["c"]),
          N("Div", ["c", "d"], ["e"]), N("Max", ["e", "x"], ["y"])],
@@ -277,6 +283,15 @@ def test_op_cases(case: str, tmp_path: Path) -> None:
         report = validate_c(path, fuse=fuse, outdir=tmp_path / f"c{fuse}")
         assert report.ok, report
         _check(report)
+
+
+def test_squeeze_excite_scale_joins_the_gate_kernel(tmp_path: Path) -> None:
+    """The case above exercises the broadcast epilogue only if the Mul is in the gate's kernel."""
+    path = tmp_path / "se.onnx"
+    onnx.save(CASES["squeeze_excite_scale"], path)
+    result = compile_model(path, "x86-host")
+    gate = next(k for k in result.partition.kernels if "HardSigmoid" in k.ops)
+    assert gate.ops[0] == "Conv" and gate.ops[-1] == "Mul", gate.ops
 
 
 def test_uncovered_op_is_named_and_nothing_written(tmp_path: Path) -> None:

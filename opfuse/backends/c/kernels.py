@@ -11,6 +11,7 @@ Anything else has no C kernel, which is an OpfuseError naming the op and the nod
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import onnx_ir as ir
@@ -103,6 +104,16 @@ def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset
         post = [] if at is None else rest[at + 1 :]
         if pool is not None and op != "Conv":
             raise OpfuseError(f"C backend: {who(pool)}: a pool fused after {op} is not emitted")
+        grow = _growth(head, pre)
+        if grow is not None and pool is None:
+            # an epilogue broadcasts the anchor's result up to a larger shape (a squeeze-excite
+            # scale): the anchor and the epilogues before it write a stack array, and the rest
+            # runs as a broadcast chain over the larger output, reading that array
+            small = (pre[grow - 1] if grow else head).outputs[0]
+            params.local(w, small, head)
+            _emit_float_kernel(w, [head, *pre[:grow]], params, opset)
+            emit_elementwise(w, pre[grow:], params)
+            return
         if op == "Conv":
             emit_conv(w, head, pre, pool, post, params)
         elif op == "ConvTranspose":
@@ -126,6 +137,21 @@ def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset
         norms.emit_softmax(w, head, params, opset)
     else:
         SINGLE[op](w, head, params)
+
+
+# Largest anchor result (float elements) kept on the stack when an epilogue broadcasts it up
+_LOCAL_LIMIT = 4096
+
+
+def _growth(head: ir.Node, chain: list[ir.Node]) -> int | None:
+    """Index in ``chain`` of the first member whose output is larger than the anchor's, when the
+    anchor's result is small enough to keep on the stack (None: no such member, or too large)."""
+    shape = dims(head.outputs[0], head)
+    for i, node in enumerate(chain):
+        if dims(node.outputs[0], node) != shape:
+            small = (chain[i - 1] if i else head).outputs[0]
+            return i if math.prod(dims(small, head)) <= _LOCAL_LIMIT else None
+    return None
 
 
 def emit_elementwise(w: CWriter, nodes: list[ir.Node], params: Params) -> None:

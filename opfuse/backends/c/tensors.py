@@ -3,10 +3,12 @@ weight blob in flash (weights.c), and the parameter list of one kernel function.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import const, who
+from opfuse.backends.c.cgen import const, dims, who
 from opfuse.backends.c.ctype import FLOAT, CType, ctype_of
 from opfuse.errors import OpfuseError
 from opfuse.memory import MemoryPlan
@@ -107,6 +109,16 @@ class Params:
         self.decls: list[str] = []
         self.args: list[str] = []
         self.by_key: dict[str, str] = {}
+        self.locals: dict[str, str] = {}  # value -> a stack array of the kernel body (``local``)
+
+    def local(self, w, value: ir.Value, node: ir.Node) -> str:  # noqa: ANN001
+        """Declare ``value`` (float32, static shape) as a stack array of the kernel body: a small
+        intermediate inside a kernel that still has to be read at other indices than written (an
+        anchor's result that a later member broadcasts up to a larger shape)."""
+        name = f"t{len(self.locals)}"
+        w(f"float {name}[{math.prod(dims(value, node))}];")
+        self.locals[value.name] = name
+        return name
 
     def _add(self, key: str, decl: str, arg: str) -> str:
         if key not in self.by_key:
@@ -119,6 +131,8 @@ class Params:
     def inp(self, value: ir.Value, node: ir.Node, ctype: CType | None = None) -> str:
         """A read-only parameter for ``value`` (a constant is stored as ``ctype``, float32 by
         default; an arena value has its own C type)."""
+        if value.name in self.locals:
+            return self.locals[value.name]
         where = self.store.where(value, node, ctype)
         ct = ctype if const(value) is not None else ctype_of(value)
         name = (ct or FLOAT).name
@@ -131,6 +145,8 @@ class Params:
         return self._add(wkey, f"const {ctype.name} *{self.restrict} {{name}}", where)
 
     def out(self, value: ir.Value, node: ir.Node) -> str:
+        if value.name in self.locals:
+            return self.locals[value.name]
         where = self.store.where(value, node)
         if where.startswith("W") or where.startswith("(const"):
             raise OpfuseError(f"C backend: {who(node)}: output '{value.name}' is a constant")
