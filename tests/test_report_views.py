@@ -70,6 +70,31 @@ def test_verdict_banner(browser, m7) -> None:
     page.close()
 
 
+def test_cascades_are_boxed_and_rings_hatched(browser, tmp_path) -> None:
+    """With cascades (the default), the graph boxes every member of every cascade inside its
+    kernel and names its rings at the analysed precision; the timeline hatches the ring buffers."""
+    from opfuse.cli import main
+    from opfuse.pipeline import compile_model
+
+    page_path, summary = tmp_path / "report.html", tmp_path / "a.json"
+    main(["analyze", "mobilenet_v2", "--target", "cortex-m7", "--precision", "int8",
+          "--html", str(page_path), "--json", str(summary)])  # fmt: skip
+    data = json.loads(summary.read_text())
+    cascades = [k for k in data["kernels"] if k.get("members")]
+    assert cascades
+    rings = sum(len(k.ring_buffers) for k in compile_model("mobilenet_v2", "cortex-m7").partition.cascades)
+    page, errors, _ = open_offline(browser, page_path)
+    assert page.locator("#graph-scroll rect.member").count() == sum(len(k["members"]) for k in cascades)
+    first = page.locator("#graph-scroll g.kbox").first.locator("text.khead").text_content()
+    shown = re.search(r"(\d+) members, rings ([\d.]+) KiB", first)
+    assert shown and int(shown[1]) == len(cascades[0]["members"])
+    assert abs(float(shown[2]) - cascades[0]["ring_buffer_bytes"] / 1024) <= 0.051
+    assert f"({rings} ring buffers, hatched)" in page.locator("#timeline-after-cap").text_content()
+    assert page.locator("#timeline-after rect.tensor.ring").count() == rings
+    assert errors == []
+    page.close()
+
+
 def test_three_columns_agree_with_analyze_json(browser, m7) -> None:
     path, data = m7
     page, errors, _ = open_offline(browser, path)

@@ -10,7 +10,7 @@ import onnx_ir as ir
 
 import opfuse
 from opfuse.fusion import REASONS, Partition
-from opfuse.fusion.types import cascade_json
+from opfuse.fusion.types import Kernel, cascade_json
 from opfuse.ir.provenance import source_map
 from opfuse.memory import MemoryPlan
 from opfuse.report.layout import layout_kernels
@@ -75,7 +75,7 @@ def graph_data(model: ir.Model, part: Partition) -> dict[str, Any]:
             )
     kernels = [
         {"name": k.name, "nodes": list(k.nodes), "ops": list(k.ops)}
-        | (cascade_json(k) if k.is_cascade else {})  # members, band rows, ring buffers
+        | (cascade_json(k) | {"member_rows": _member_rows(k)} if k.is_cascade else {})
         for k in part.kernels
     ]
     return {
@@ -86,6 +86,13 @@ def graph_data(model: ir.Model, part: Partition) -> dict[str, Any]:
         "outputs": [v.name for v in model.graph.outputs],
         "layout": layout_kernels(part, consumers),
     }
+
+
+def _member_rows(kernel: Kernel) -> list[list[int]]:
+    """Per member of a cascade, its first and last row in the kernel's node list (the graph view
+    boxes each member inside the cascade's box)."""
+    at = {n: i for i, n in enumerate(kernel.nodes)}
+    return [[min(at[n] for n in m.nodes), max(at[n] for n in m.nodes)] for m in kernel.members]
 
 
 def _shape(value: ir.Value) -> str:

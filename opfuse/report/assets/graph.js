@@ -30,11 +30,24 @@ OF.graphView = function (D) {
     g.addEventListener("click", function () { OF.select(i, "graph"); });
     OF.el("rect", { x: b.x, y: b.y, width: b.w, height: b.h, rx: 6 }, g);
     OF.el("text", { x: b.x + 8, y: b.y + 14, "class": "khead" }, g).textContent =
-      "#" + i + " " + (k.name.length > 40 ? k.name.slice(0, 39) + "\u2026" : k.name);
+      "#" + i + " " + (k.name.length > 40 ? k.name.slice(0, 39) + "\u2026" : k.name) +
+      (k.members ? " \u00b7 " + k.members.length + " members, rings " + OF.bytes(info.ring_buffer_bytes || 0) : "");
     OF.tooltip(g, function () {
       return "kernel #" + i + " " + k.name + "\n" + k.ops.join(" + ") +
         (info.flops !== undefined ? "\n" + OF.flops(info.flops) + ", " + OF.bytes(info.bytes_read + info.bytes_written) +
           " moved\n" + OF.time(info.latency_s) + ", " + info.bound + "-bound" : "");
+    });
+    (k.member_rows || []).forEach(function (r, m) {  /* a cascade: each member boxed, its ring named */
+      var y0 = b.y + L.head_h + r[0] * L.row_h - 1, y1 = b.y + L.head_h + (r[1] + 1) * L.row_h - 1;
+      var ring = m ? k.ring_buffers[m - 1] : null;
+      /* the graph's ring bytes are at the model's element type; the analysis is at its precision */
+      var scale = (info.ring_buffer_bytes || 0) / Math.max(1, k.ring_buffers.reduce(function (a, q) { return a + q.bytes; }, 0));
+      var mb = OF.el("rect", { x: b.x + 2, y: y0, width: b.w - 4, height: y1 - y0, rx: 4, "class": "member" }, g);
+      OF.tooltip(mb, function () {
+        return "cascade member " + (m + 1) + " of " + k.members.length + ": " + k.members[m] +
+          (ring ? "\nreads ring " + ring.value + ": " + ring.rows + " of " + ring.height + " rows, " + OF.bytes(Math.round(ring.bytes * scale))
+            : "\nreads the cascade's input") + "\nbands of " + k.band_rows + " output rows";
+      });
     });
     k.nodes.forEach(function (name, j) {
       var n = byName[name], y = b.y + L.head_h + j * L.row_h;

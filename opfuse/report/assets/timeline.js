@@ -13,6 +13,10 @@ OF.timelines = function (D) {
     var steps = Math.max(P.steps, 1);
     function sx(s) { return m.l + s / steps * (W - m.l - m.r); }
     function sy(b) { return H - m.b - b / top * (H - m.t - m.b); }
+    var pat = OF.el("pattern", { id: "tl-ring-" + phase, width: 6, height: 6, patternUnits: "userSpaceOnUse",
+      patternTransform: "rotate(45)" }, OF.el("defs", {}, svg));  /* ring buffers: hatched */
+    OF.el("rect", { width: 6, height: 6, "class": "ring-bg" }, pat);
+    OF.el("line", { x1: 0, y1: 0, x2: 0, y2: 6, "class": "ring-hatch" }, pat);
     var grid = OF.el("g", { "class": "grid" }, svg);
     for (var i = 0; i <= 4; i++) {
       var b = top * i / 4;
@@ -30,9 +34,10 @@ OF.timelines = function (D) {
       var y0 = sy(off + size), y1 = sy(off);
       var r = OF.el("rect", { x: sx(first) + 0.5, y: y0, width: Math.max(1.5, sx(last + 1) - sx(first) - 1),
         height: Math.max(1, y1 - y0), "class": "tensor " + kind }, svg);
-      r.style.fill = "hsl(" + ((j * 47) % 360) + ",55%," + (kind === "intermediate" ? 62 : 45) + "%)";
+      r.style.fill = kind === "ring" ? "url(#tl-ring-" + phase + ")"
+        : "hsl(" + ((j * 47) % 360) + ",55%," + (kind === "intermediate" ? 62 : 45) + "%)";
       OF.tooltip(r, function () {
-        return name + " (" + kind + ")\n" + OF.bytes(size) + " at offset " + OF.bytes(off) +
+        return name + " (" + (kind === "ring" ? "ring buffer of a cascade: only the rows its reader's window needs" : kind) + ")\n" + OF.bytes(size) + " at offset " + OF.bytes(off) +
           "\nlive steps " + first + "\u2013" + last + (P.aliases[name] ? "\nin place over " + P.aliases[name] : "");
       });
     });
@@ -61,8 +66,9 @@ OF.timelines = function (D) {
       });
     }
     var cap = document.getElementById("timeline-" + phase + "-cap");
+    var rings = P.tensors.filter(function (t) { return t[5] === "ring"; }).length;
     if (cap) cap.textContent = phase + ": arena " + OF.bytes(P.peak_bytes) + " (" + P.planner + "), lower bound " +
-      OF.bytes(P.lower_bound_bytes) + ", " + P.tensors.length + " tensors" +
+      OF.bytes(P.lower_bound_bytes) + ", " + P.tensors.length + " tensors" + (rings ? " (" + rings + " ring buffers, hatched)" : "") +
       (ram ? (P.peak_bytes <= ram ? ", fits " : ", exceeds ") + OF.bytes(ram) + " RAM" +
         (ram > top * 1.001 ? " (off the scale)" : "") : "");
   });
