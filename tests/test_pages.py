@@ -163,11 +163,12 @@ def readouts(page) -> dict[str, float]:
     }
 
 
-def expected(target: str, precision: str, fused: bool) -> dict[str, float]:
+def expected(target: str, precision: str, fused: bool, cascades: bool = True) -> dict[str, float]:
     from opfuse.analysis import analyze
     from opfuse.pipeline import compile_model
 
-    summary = analyze(compile_model("seed_pipeline", target), precision=precision).to_json()
+    summary = analyze(compile_model("seed_pipeline", target), precision=precision,
+                      cascades=cascades).to_json()  # fmt: skip
     side = summary["after" if fused else "before"]
     return {
         "traffic": side["traffic_bytes"],
@@ -178,11 +179,10 @@ def expected(target: str, precision: str, fused: bool) -> dict[str, float]:
     }
 
 
-def assert_matches(page, target: str, precision: str, fused: bool) -> None:
-    assert page.locator("body").get_attribute("data-config") == (
-        f"{target}|{precision}|256|{'on' if fused else 'off'}"
-    )
-    got, want = readouts(page), expected(target, precision, fused)
+def assert_matches(page, target: str, precision: str, fused: bool, cascades: bool = True) -> None:
+    key = "off" if not fused else ("on" if cascades else "layer")
+    assert page.locator("body").get_attribute("data-config") == f"{target}|{precision}|256|{key}"
+    got, want = readouts(page), expected(target, precision, fused, cascades)
     for key, value in want.items():
         assert got[key] == pytest.approx(value, rel=1e-12), key
 
@@ -201,6 +201,14 @@ def test_explorer_agrees_with_analyze(browser, explorer_page) -> None:
     assert_matches(page, "cortex-a76", "fp16", False)
     page.click('#fusion button[data-fused="1"]')
     assert_matches(page, "cortex-a76", "fp16", True)
+    # the cascade toggle: layer by layer gives analyze --no-cascades; npu-generic has no cascade
+    page.click('#cascades button[data-cascades="0"]')
+    assert_matches(page, "cortex-a76", "fp16", True, cascades=False)
+    page.click('#cascades button[data-cascades="1"]')
+    assert_matches(page, "cortex-a76", "fp16", True)
+    page.select_option("#hardware", "npu-generic")
+    assert page.locator('#cascades button[data-cascades="1"]').is_disabled()
+    page.select_option("#hardware", "cortex-a76")
     page.wait_for_timeout(400)  # let packets and the roofline dot move
     shot(page, "explorer-cortex-a76", full_page=True)
     assert page.locator("#ex-roofline circle.dot-now").count() == 1

@@ -66,7 +66,7 @@ def analyze_config(result: CompileResult, precision: str) -> dict[str, Any]:
     summary = analysis.to_json()
     before = before_kernels(analysis)
     dep_off, dep_on = analysis.deployment_json("before"), summary["deployment"]
-    return {
+    out = {
         "off": figures(summary["before"], before, dep_off),
         "on": figures(summary["after"], summary["kernels"], dep_on),
         "verdict": {
@@ -74,6 +74,12 @@ def analyze_config(result: CompileResult, precision: str) -> dict[str, Any]:
             "on": deployment_lines(dep_on, analysis.target, summary["accounting"]),
         },
     }
+    if result.partition.cascades:  # the cascade toggle: fused, layer by layer
+        layer = analyze(result, precision=precision, planner=PLANNER, cascades=False)
+        ls = layer.to_json()
+        out["layer"] = figures(ls["after"], ls["kernels"], ls["deployment"])
+        out["verdict"]["layer"] = deployment_lines(ls["deployment"], layer.target, ls["accounting"])
+    return out
 
 
 def _groups(result: CompileResult, strip: list[str]) -> list[list[int]]:
@@ -155,6 +161,7 @@ def _explorer_data(
             "precision": targets[default_target]["precisions"][0],
             "size": DEFAULT_SIZE if model_source == TOY else 0,
             "fused": True,
+            "cascades": True,
         },
         "version": opfuse.__version__,
     }
@@ -175,6 +182,9 @@ def _body(data: dict[str, Any]) -> str:
 <section class="controls">
   <div class="seg" id="fusion"><span class="lbl">fusion</span><button data-fused="1">ON</button>
   <button data-fused="0">OFF</button></div>
+  <div class="seg" id="cascades" title="Stream rows through chains of kernels (ring buffers)">
+  <span class="lbl">cascades</span><button data-cascades="1">ON</button>
+  <button data-cascades="0">OFF</button></div>
   <div class="seg" id="precision"><span class="lbl">precision</span>{precisions}</div>
   <label>hardware <select id="hardware">{hardware}</select></label>
   {size_ctl}

@@ -7,6 +7,10 @@
   var chart = null, chartTarget = null, dots = null, shown = null;
 
   function cfg() { return D.configs[S.target + "|" + S.precision + "|" + S.size]; }
+  /* the fused side: with cascades (the partition analyze reports) or layer by layer, when the
+     configuration has cascades at all */
+  function fusedKey(c) { return !S.cascades && c.layer ? "layer" : "on"; }
+  function side(c, fused) { return fused ? c[fusedKey(c)] : c.off; }
 
   var RO = [
     ["traffic", "memory traffic", "traffic_bytes", OF.bytes],
@@ -19,16 +23,17 @@
     ["energy", "energy", "energy_j", OF.energy]];
 
   function readouts() {
-    var host = document.getElementById("readouts"), c = cfg(), cur = S.fused ? c.on : c.off,
-      other = S.fused ? c.off : c.on;
+    var host = document.getElementById("readouts"), c = cfg(), cur = side(c, S.fused),
+      other = side(c, !S.fused);
     host.textContent = "";
     RO.forEach(function (r) {
       var box = OF.html("div", { "class": "ro", id: "ro-" + r[0] }, null, host);
       OF.html("div", { "class": "t" }, r[1], box);
       var raw, text, note;
       if (r[0] === "speedup") {
-        raw = c.off.latency_s / c.on.latency_s; text = raw.toFixed(2) + "x"; box.classList.add("speed");
-        note = "latency unfused " + OF.time(c.off.latency_s) + " / fused " + OF.time(c.on.latency_s);
+        var f = side(c, true);
+        raw = c.off.latency_s / f.latency_s; text = raw.toFixed(2) + "x"; box.classList.add("speed");
+        note = "latency unfused " + OF.time(c.off.latency_s) + " / fused " + OF.time(f.latency_s);
       } else {
         raw = cur[r[2]]; text = r[3](raw);
         note = "fusion " + (S.fused ? "off" : "on") + ": " + r[3](other[r[2]]);
@@ -48,7 +53,7 @@
   }
 
   function verdict() {
-    var host = document.getElementById("ex-verdict"), lines = cfg().verdict[S.fused ? "on" : "off"];
+    var c = cfg(), host = document.getElementById("ex-verdict"), lines = c.verdict[S.fused ? fusedKey(c) : "off"];
     host.textContent = "";
     lines.forEach(function (line) {
       var cls = line.ok === true ? "ok" : line.ok === false ? "bad" : "info";
@@ -63,7 +68,9 @@
     var host = document.getElementById("ex-roofline"), T = D.targets[S.target], xs = [], ys = [];
     Object.keys(D.configs).forEach(function (k) {
       if (k.split("|")[0] !== S.target) return;
-      ["on", "off"].forEach(function (f) { xs.push(D.configs[k][f].intensity); ys.push(D.configs[k][f].throughput); });
+      ["on", "off", "layer"].forEach(function (f) {
+        if (D.configs[k][f]) { xs.push(D.configs[k][f].intensity); ys.push(D.configs[k][f].throughput); }
+      });
     });
     host.textContent = "";
     var r = OF.rooflineRange(T.roofs, xs, ys);
@@ -77,7 +84,7 @@
   var goal = null;
   function roof() {
     if (chartTarget !== S.target) buildChart(); else chart.drawRoofs(S.precision);
-    var c = cfg(), cur = S.fused ? c.on : c.off, other = S.fused ? c.off : c.on;
+    var c = cfg(), cur = side(c, S.fused), other = side(c, !S.fused);
     goal = { now: chart.place([cur.intensity, cur.throughput]), flip: chart.place([other.intensity, other.throughput]) };
     dots.now.setAttribute("class", "dot-now " + cur.verdict);
     dots.label.textContent = (S.fused ? "fused" : "unfused") + ", " + S.precision;
@@ -100,6 +107,12 @@
     document.querySelectorAll("#fusion button").forEach(function (b) {
       b.classList.toggle("on", (b.getAttribute("data-fused") === "1") === S.fused);
     });
+    var casc = !!cfg().layer;  /* the toggle applies when this configuration has cascades */
+    document.querySelectorAll("#cascades button").forEach(function (b) {
+      b.disabled = !casc || !S.fused;
+      b.title = !casc ? "no cascade on " + S.target + " for this model" : !S.fused ? "fusion is off" : "";
+      b.classList.toggle("on", casc && S.fused && (b.getAttribute("data-cascades") === "1") === S.cascades);
+    });
     document.querySelectorAll("#precision button").forEach(function (b) {
       var p = b.getAttribute("data-precision");
       b.disabled = T.precisions.indexOf(p) < 0;
@@ -121,11 +134,15 @@
       (D.total_ops > D.ops.length ? "First " + D.ops.length + " of " + D.total_ops + " operators. " : "") +
       (S.fused ? "Fused: operators inside one kernel (purple outline) pass data on chip; only kernel outputs go to memory."
         : "Unfused: every operator is its own kernel, so every intermediate is written to memory and read back.");
-    document.body.setAttribute("data-config", S.target + "|" + S.precision + "|" + S.size + "|" + (S.fused ? "on" : "off"));
+    document.body.setAttribute("data-config", S.target + "|" + S.precision + "|" + S.size + "|" +
+      (S.fused ? fusedKey(cfg()) : "off"));
   }
 
   document.querySelectorAll("#fusion button").forEach(function (b) {
     b.addEventListener("click", function () { S.fused = b.getAttribute("data-fused") === "1"; update(); });
+  });
+  document.querySelectorAll("#cascades button").forEach(function (b) {
+    b.addEventListener("click", function () { S.cascades = b.getAttribute("data-cascades") === "1"; update(); });
   });
   document.querySelectorAll("#precision button").forEach(function (b) {
     b.addEventListener("click", function () { S.precision = b.getAttribute("data-precision"); update(); });
