@@ -133,7 +133,7 @@ def validate_c(
     if is_quantized(result.optimized) or str(source).lower().endswith(".tflite"):
         from opfuse.backends.c.check_int8 import validate_c_int8
 
-        return validate_c_int8(result, fuse=fuse)
+        return validate_c_int8(result, fuse=fuse, cascades=cascades)
     feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
     if frontend_for(source).name != "onnx":  # a float .tflite: LiteRT is the reference
         from opfuse.validate_tflite import validate_c_against_source

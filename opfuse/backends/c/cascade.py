@@ -22,10 +22,12 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from opfuse.backends.c.cascade_pool import POOLS, pool_row, why_not_pool
 from opfuse.backends.c.cgen import CWriter, attr, const, flit
+from opfuse.backends.c.int8.cascade import emit_member8, is_int8_member, why_not_member8
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.rings import Window, band_schedule
-from opfuse.fusion.stages import chain_input, dims, window_of
+from opfuse.fusion.stages import WINDOWED, chain_input, dims, window_of
 from opfuse.fusion.types import Kernel
 from opfuse.memory.lifetimes import RING_PREFIX
 
@@ -43,6 +45,11 @@ def why_not_cascade(kernel: Kernel, nodes: dict[str, ir.Node]) -> str | None:
     else one sentence naming the member node it cannot stream."""
     for member in kernel.members:
         ms = [nodes[n] for n in member.nodes]
+        if is_int8_member(ms):  # int8 members: opfuse/backends/c/int8/cascade.py
+            why = why_not_member8(ms)
+            if why is not None:
+                return why
+            continue
         for i, node in enumerate(ms):
             why = _why_not_node(node, i)
             if why is not None:
@@ -66,6 +73,8 @@ def _why_not_node(node: ir.Node, index: int) -> str | None:
         if (attr(node, "auto_pad", "NOTSET") or "NOTSET") not in ("NOTSET", "VALID"):
             return "auto_pad SAME (canonicalization writes explicit pads)"
         return None
+    if node.op_type in POOLS and index == 0:  # opfuse/backends/c/cascade_pool.py
+        return why_not_pool(node)
     if node.op_type not in _EPILOGUE:
         return "no row kernel for this op in cascaded C"
     if node.op_type == "Clip" and any(v is not None and const(v) is None for v in node.inputs[1:]):
@@ -100,7 +109,7 @@ def emit_cascade(w: CWriter, kernel: Kernel, nodes: dict[str, ir.Node], params: 
     members = [[nodes[n] for n in m.nodes] for m in kernel.members]
     first_in = chain_input(kernel.members[0], nodes)
     values = [first_in] + [ms[-1].outputs[0] for ms in members]
-    windows = [window_of(ms[0]) if ms[0].op_type == "Conv" else Window() for ms in members]
+    windows = [window_of(ms[0]) if ms[0].op_type in WINDOWED else Window() for ms in members]
     heights = [dims(v)[2] for v in values]
     steps = band_schedule(windows, heights, kernel.band_rows)
     w(f"static const int steps[{len(steps)}][3] = {{")
@@ -121,6 +130,9 @@ def emit_cascade(w: CWriter, kernel: Kernel, nodes: dict[str, ir.Node], params: 
 
 
 def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _Stores) -> None:
+    if is_int8_member(ms):  # opfuse/backends/c/int8/cascade.py
+        emit_member8(w, ms, x, y, stores)
+        return
     _, c_in, h_in, w_in = dims(x)
     _, c_out, _, w_out = dims(y)
     xp, yp = stores.ptr(x, ms[0]), stores.ptr(y, ms[-1], write=True)
@@ -141,6 +153,10 @@ def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _St
         current = ms[0].outputs[0]
     elif ms[0].op_type == "Conv":
         _conv_row(w, ms[0], xp, rx, c_in, h_in, w_in, w_out, stores)
+        current = ms[0].outputs[0]
+        rest = ms[1:]
+    elif ms[0].op_type in POOLS:  # opfuse/backends/c/cascade_pool.py
+        pool_row(w, ms[0], xp, rx)
         current = ms[0].outputs[0]
         rest = ms[1:]
     else:
