@@ -31,7 +31,7 @@ def why_not_pool(node: ir.Node) -> str | None:
 
 def pool_row(w: CWriter, node: ir.Node, xp: str, rx: int) -> None:
     """``acc[W]`` (declared by the caller) = output row ``r`` of channel ``c`` of the pool."""
-    xs, ys = dims(node.inputs[0]), dims(node.outputs[0])
+    xs, ys = dims(node.inputs[0], node), dims(node.outputs[0], node)
     g = pool_geom(node, xs, ys)
     whole = rx == g.ih
 
