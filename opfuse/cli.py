@@ -56,7 +56,7 @@ def cli() -> None:
               show_default=True, help="Portable ONNX, or C99 with fused kernels and a static arena.")
 @click.option("--no-fuse", is_flag=True, help="With --emit c: one kernel per node (for comparison).")
 @click.option("--cascades", is_flag=True,
-              help="With --emit c: stream rows through the target's cascades (float32; smaller arena).")
+              help="With --emit c: stream rows through the target's cascades (a smaller arena).")
 @click.option("--ort", is_flag=True, help="Emit com.microsoft FusedConv/FusedGemm for onnxruntime.")
 @click.option("--check", is_flag=True, help="Run the original and the output and compare.")
 @click.option("--prefix", default="opfuse", show_default=True, help="With --emit c: the name of "

@@ -1,4 +1,5 @@
-"""A cascaded kernel in C (float32): its members run band by band through ring buffers in the arena.
+"""A cascaded kernel in C (float32 and int8): its members run band by band through ring buffers in
+the arena.
 
 The schedule is ``opfuse.fusion.rings.band_schedule``: a static table of ``(member, first row,
 last row)`` steps, the last member's bands each preceded by the rows its producers must compute
@@ -13,8 +14,15 @@ accumulates ``W`` columns at once (a vectorizable loop per tap), then the epilog
 1x1 convs are register-blocked over 8 output channels per column; other convs accumulate a row per
 tap. Correctness and memory first: about 1.3x slower than the layer-by-layer templates on
 mobilenet_v2, which is why ``emit_c`` streams cascades only when asked.
-``cascade_supported`` says whether a kernel is within that; the emitter falls back to the
-layer-by-layer partition otherwise (see ``emit.c_partition``).
+A MaxPool / AveragePool may lead a member too (its row window, padding, dilation and
+count_include_pad as the layer-by-layer pool: ``cascade_pool.py``, through ``pools.emit_pool_row``).
+A member on int8 / uint8 activations (``is_int8_member``) is written by ``int8/cascade.py``: its
+rings hold one byte per element, and the conv and pool row cores, the per-channel
+requantization and the int8 epilogue (a residual Add with its own requantization...) are the
+layer-by-layer int8 kernels' own, so it is bit-exact with them and with TFLite Micro, in either
+rounding mode.
+``cascade_supported`` says whether a kernel is within that; the emitter splits any other cascade
+back into its members and says why (see ``emit.c_partition``, ``why_not_cascade``).
 """
 
 from __future__ import annotations
