@@ -60,3 +60,22 @@ def test_shared_int8_model_arena_is_analyze_peak_on_cortex_m7(name: str, tmp_pat
     assert emitted.arena_bytes <= layered.arena_bytes
     if name == "person_detect":  # its peak is inside a cascade: 55,296 -> 23,424 bytes
         assert emitted.arena_bytes < layered.arena_bytes
+
+
+@pytest.mark.skipif(any(shutil.which(t) is None for t in ("arm-none-eabi-gcc", "qemu-system-arm")),
+                    reason="needs gcc-arm-none-eabi, libnewlib-arm-none-eabi and qemu-system-arm")
+def test_cascaded_int8_model_on_the_emulated_board() -> None:
+    """person_detect's cascaded C on the cortex-m7 board: bit-exact with TFLite Micro, and the
+    ELF's arena is analyze's cascaded peak, below the layer-by-layer arena."""
+    if not (SHARED / "person_detect.tflite").is_file():
+        pytest.skip("../shared/models not present")
+    from opfuse.backends.c.emulate import emulate_c
+
+    result = compile(SHARED / "person_detect.tflite", "cortex-m7")
+    emu = emulate_c(result, trials=1, cascades=True)
+    assert emu.report.ok, "\n".join(emu.report.notes)
+    assert all(o.max_abs_err == 0 for o in emu.report.outputs)
+    assert emu.footprint.arena == emu.arena_bytes == analyze(result).after.plan.peak_bytes
+    assert emu.arena_bytes < analyze(result, cascades=False).after.plan.peak_bytes
+    # the per-kernel counts follow the kernels the cascaded C runs, fewer than layer by layer
+    assert len(emu.kernels) < len(result.partition.without_cascades().kernels)
