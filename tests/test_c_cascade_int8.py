@@ -121,6 +121,9 @@ def _chains() -> dict[str, Chain]:
         .conv(8, 3, act="relu"),
         "conv_average_pool_same": Chain(21, 8, 5).conv(12, 3, act="relu")
         .pool("AVERAGE_POOL_2D", 3, 2, "SAME").conv(8, 1),
+        # 16k output channels on short rows: the channel-vectorized row core, padded, in rings
+        "channel_lanes": Chain(13, 8, 6).conv(16, 1, act="relu").conv(32, 3, act="relu6")
+        .conv(16, 3, 2),
     }
 
 

@@ -26,9 +26,14 @@ from opfuse.backends.c.ctype import INT32, ctype_of
 from opfuse.backends.c.int8.chain import CHAIN_OPS, Chain8
 from opfuse.backends.c.int8.common import int_ctype, quant, requant_arrays, rounding
 from opfuse.backends.c.int8.conv import (
+    LANES,
     OCB_CHOICES,
+    SHORT_ROW,
     _bias_array,
+    emit_lanes_bounds,
+    emit_lanes_pixel,
     emit_row_taps,
+    lanes_weights,
     packed_weights,
     requant_clamp,
 )
@@ -163,21 +168,42 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int, w_in: int, yp: st
     xq = quant(node.inputs[0], node, "input")
     wq, yq = quant(node.inputs[1], node, "weight"), quant(node.outputs[0], node, "output")
     zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
-    ocb = next(b for b in OCB_CHOICES if g.ocg % b == 0)
-    wt = packed_weights(params, node.inputs[1], g, ocb)
     bias = params.weight(f"{node.name}:bias", _bias_array(node, 2, g.oc).astype(np.int32), INT32)
     rq = requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)))
     taps = g.k[0] * g.k[1]
     hct = int_ctype(node.outputs[0], node)
+    whole = rx == g.ih
+
+    def row(ih: str) -> str:
+        return f"xc + {ih}*{w_in}" if whole else f"xc + ({ih} % {rx})*{w_in}"
+
+    # short rows (a cascade computes one row at a time, pointwise convs too): one pixel at a
+    # time, vectorized over the group's output channels
+    if g.ocg % LANES == 0 and g.ow < SHORT_ROW:
+        wc = lanes_weights(params, node.inputs[1], g)
+        w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
+        w(f"const {xct} *xg = {xp} + grp*{g.icg * rx * w_in};")
+        w(f"const int8_t *wg = {wc} + grp*{g.icg * taps * g.ocg};")
+        emit_lanes_bounds(w, g, "r")
+        w.open(f"for (int ow = 0; ow < {w_out}; ++ow)")
+        emit_lanes_pixel(w, g, xct, zx, f"xg + ic*{rx * w_in}", row)
+        w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
+        w(f"const int oc = grp*{g.ocg} + o;")
+        w(f"{yct.name} *yr = {yp} + (oc*{ry} + r % {ry})*{w_out};")
+        w(f"const int32_t v = {requant_clamp(rq, f'acc[o] + {bias}[oc]', 'oc', zy, hct)};")
+        store("oc", "ow")
+        w.close()
+        w.close()
+        w.close()
+        return
+    ocb = next(b for b in OCB_CHOICES if g.ocg % b == 0)
+    wt = packed_weights(params, node.inputs[1], g, ocb)
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
     w.open(f"for (int ob = 0; ob < {g.ocg // ocb}; ++ob)")
     w(f"const int oc0 = grp*{g.ocg} + ob*{ocb};")
     w(f"const int8_t *wb = {wt} + (oc0 / {ocb})*{g.icg * taps * ocb};")
     w(f"const {xct} *xg = {xp} + grp*{g.icg * rx * w_in};")
-    whole = rx == g.ih
-    emit_row_taps(w, g, xct, zx, ocb, "r", f"xg + ic*{rx * w_in}",
-                  (lambda ih: f"xc + {ih}*{w_in}") if whole
-                  else (lambda ih: f"xc + ({ih} % {rx})*{w_in}"))
+    emit_row_taps(w, g, xct, zx, ocb, "r", f"xg + ic*{rx * w_in}", row)
     w.open(f"for (int j = 0; j < {ocb}; ++j)")
     w("const int oc = oc0 + j;")
     w(f"const int32_t bj = {bias}[oc];")

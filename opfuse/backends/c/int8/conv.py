@@ -74,7 +74,7 @@ def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
     bias = _bias_array(node, 2, g.oc)
     pointwise = g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and not any(_pads_end(node))
     # few output pixels per row (or per plane, for a pointwise conv): vectorize over channels
-    lanes = g.ocg % LANES == 0 and (g.oh * g.ow < PIX_TILE if pointwise else g.ow < SHORT_ROW)
+    lanes = uses_lanes(g, node)
     pointwise = pointwise and not lanes
     if pointwise:  # no padding: sum (x - z_x) w = sum x w - z_x sum w, folded into the bias
         bias = bias - zx * arr.astype(np.int64).reshape(g.oc, -1).sum(axis=1)
@@ -109,8 +109,7 @@ def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
         w.close()
 
     if lanes:
-        wc = params.weight(f"{wv.name}:lanes",
-                           arr.reshape(g.group, g.ocg, g.icg, taps).transpose(0, 2, 3, 1), INT8)
+        wc = lanes_weights(params, wv, g)
         _channel_lanes(w, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, y)
         return
     wt = packed_weights(params, wv, g, ocb)
@@ -203,22 +202,36 @@ def emit_row_taps(w: CWriter, g, xct: str, zx: int, ocb: int, oh: str, channel: 
     w.close()
 
 
-def _channel_lanes(w: CWriter, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, y) -> None:
-    """Short rows: one output pixel at a time, vectorized over the group's output channels
-    (weights packed [group][ICg][KH][KW][OCg], so a tap's channel weights are one vector)."""
-    (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
+def uses_lanes(g, node: ir.Node) -> bool:
+    """Whether a conv's short rows (or small plane, for a pointwise conv) vectorize over output
+    channels (``emit_lanes_pixel``) rather than over columns (``emit_row_taps``)."""
+    pointwise = g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and not any(_pads_end(node))
+    return g.ocg % LANES == 0 and (g.oh * g.ow < PIX_TILE if pointwise else g.ow < SHORT_ROW)
+
+
+def lanes_weights(params: Params, wv: ir.Value, g) -> str:
+    """The weights packed [group][ICg][KH][KW][OCg] (int8): a tap's channel weights are a vector."""
     taps = g.k[0] * g.k[1]
-    plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
-    w.open(f"for (int n = 0; n < {g.n}; ++n)")
-    w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
-    w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
-    w(f"const int8_t *wg = {wc} + grp*{g.icg * taps * g.ocg};")
-    w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
-    w(f"const int ih0 = oh*{sh} - {ph};")
+    return params.weight(f"{wv.name}:lanes", const(wv).reshape(g.group, g.ocg, g.icg, taps)
+                         .transpose(0, 2, 3, 1), INT8)
+
+
+def emit_lanes_bounds(w: CWriter, g, oh: str) -> None:
+    """``ih0``, and the taps ``kh0 .. kh1`` of output row ``oh`` that fall inside the input."""
+    (sh, _), (dh, _), (ph, _) = g.s, g.d, g.p
+    w(f"const int ih0 = {oh}*{sh} - {ph};")
     w(f"const int kh0 = ih0 < 0 ? (-ih0 + {dh - 1}) / {dh} : 0;")
     w(f"const int khe = ({g.ih} - ih0 + {dh - 1}) / {dh};")
     w(f"const int kh1 = khe < {g.k[0]} ? khe : {g.k[0]};")
-    w.open(f"for (int ow = 0; ow < {g.ow}; ++ow)")
+
+
+def emit_lanes_pixel(w: CWriter, g, xct: str, zx: int, channel: str,
+                     row: Callable[[str], str]) -> None:
+    """``int32_t acc[OCg]``: output pixel ``ow`` of the row ``emit_lanes_bounds`` set up, over the
+    group's input channels ``ic`` (``channel``, ``row(ih)`` as in ``emit_row_taps``; weights of
+    the group at ``wg``). The pixel core of the layer-by-layer conv's short rows and of a cascade
+    member's."""
+    (_, sw), (dh, dw), (_, pw) = g.s, g.d, g.p
     w(f"const int iw0 = ow*{sw} - {pw};")
     w(f"const int kw0 = iw0 < 0 ? (-iw0 + {dw - 1}) / {dw} : 0;")
     w(f"const int kwe = ({g.iw} - iw0 + {dw - 1}) / {dw};")
@@ -226,9 +239,9 @@ def _channel_lanes(w: CWriter, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, 
     w(f"int32_t acc[{g.ocg}];")
     w(f"for (int o = 0; o < {g.ocg}; ++o) acc[o] = 0;")
     w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
-    w(f"const {xct.name} *xc = xg + ic*{plane_in};")
+    w(f"const {xct} *xc = {channel};")
     w.open("for (int kh = kh0; kh < kh1; ++kh)")
-    w(f"const {xct.name} *xr = xc + (ih0 + kh*{dh})*{g.iw} + iw0;")
+    w(f"const {xct} *xr = {row(f'(ih0 + kh*{dh})')} + iw0;")
     w(f"const int8_t *wr = wg + (ic*{g.k[0]} + kh)*{g.k[1] * g.ocg};")
     w.open("for (int kw = kw0; kw < kw1; ++kw)")
     w(f"const int32_t xv = (int32_t)xr[kw*{dw}] - {zx};")
@@ -237,9 +250,24 @@ def _channel_lanes(w: CWriter, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, 
     w.close()
     w.close()
     w.close()
+
+
+def _channel_lanes(w: CWriter, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, y) -> None:
+    """Short rows: one output pixel at a time, vectorized over the group's output channels
+    (weights packed [group][ICg][KH][KW][OCg], so a tap's channel weights are one vector)."""
+    taps = g.k[0] * g.k[1]
+    plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
+    w.open(f"for (int n = 0; n < {g.n}; ++n)")
+    w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
+    w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
+    w(f"const int8_t *wg = {wc} + grp*{g.icg * taps * g.ocg};")
+    w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+    emit_lanes_bounds(w, g, "oh")
+    w.open(f"for (int ow = 0; ow < {g.ow}; ++ow)")
+    emit_lanes_pixel(w, g, xct.name, zx, f"xg + ic*{plane_in}", lambda ih: f"xc + {ih}*{g.iw}")
     w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
     w(f"const int oc = grp*{g.ocg} + o;")
-    w(f"int32_t v = opfuse_clamp({rq(f'acc[o] + {b}[oc]', 'oc')} + {zy}, {yct.lo}, {yct.hi});")
+    w(f"int32_t v = {requant_clamp(rq, f'acc[o] + {b}[oc]', 'oc', zy, yct)};")
     if chain is not None:
         coords = ["n", "oc", "oh", "ow"] if len(shape) == 4 else ["n", "oc", "ow"]
         v = chain.emit(w, "v", coords)
