@@ -183,15 +183,17 @@ def test_int8_cascade_is_sanitizer_clean(tmp_path: Path) -> None:
 
 # --- onnx rounding: QDQ ONNX from onnxruntime's quantizer --------------------------------------
 
-@pytest.mark.parametrize("name", ["inverted_residual", "conv_then_pool"])
-def test_int8_cascade_in_onnx_rounding(name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("name", "activation"), [("inverted_residual", "int8"),
+                                                  ("conv_then_pool", "int8"),
+                                                  ("inverted_residual", "uint8")])
+def test_int8_cascade_in_onnx_rounding(name: str, activation: str, tmp_path: Path) -> None:
     from opfuse.backends.c.check_int8 import validate_c_int8
     from tests.quant_util import quantize
     from tests.test_cascade import NUMERIC_CHAINS, conv_chain
 
     layers, residual, size = NUMERIC_CHAINS[name]
     path = quantize(conv_chain(layers, size=size, residual=residual), tmp_path, "qdq",
-                    per_channel=True, samples=4)
+                    per_channel=True, activation=activation, samples=4)
     result, _ = _run_cascaded(path, tmp_path / "c")
     assert result.optimized.meta["opfuse.rounding"] == "onnx"
     report = validate_c_int8(result, trials=3, steps=1, cascades=True)
