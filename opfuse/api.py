@@ -133,7 +133,7 @@ def validate_c(
     if is_quantized(result.optimized) or str(source).lower().endswith(".tflite"):
         from opfuse.backends.c.check_int8 import validate_c_int8
 
-        return validate_c_int8(result, fuse=fuse)
+        return validate_c_int8(result, fuse=fuse, cascades=cascades)
     feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
     if frontend_for(source).name != "onnx":  # a float .tflite: LiteRT is the reference
         from opfuse.validate_tflite import validate_c_against_source
@@ -170,15 +170,18 @@ def emulate_c(
     atol: float = 1e-4,
     input_shape: ShapeArg = None,
     timeout_s: float = 300.0,
+    cascades: bool = False,
 ):  # -> opfuse.backends.c.emulate.Emulation
     """Compile to C, cross-compile for the target's board, run in QEMU and compare with
-    onnxruntime; with the ELF's footprint and per-kernel instruction counts."""
+    onnxruntime; with the ELF's footprint and per-kernel instruction counts (``cascades``: the C
+    streams rows through the target's cascades)."""
     from opfuse.backends.c.emulate import emulate_c as _emulate_c
     from opfuse.validation import read_npz
 
     result = compile(source, target, input_shape)
     feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
-    return _emulate_c(result, inputs=feeds, rtol=rtol, atol=atol, timeout_s=timeout_s)
+    return _emulate_c(result, inputs=feeds, rtol=rtol, atol=atol, timeout_s=timeout_s,
+                      cascades=cascades)
 
 
 def bench(source: str | Path, target: str | Target = DEFAULT_TARGET, repeats: int = 20) -> dict:

@@ -56,7 +56,7 @@ def cli() -> None:
               show_default=True, help="Portable ONNX, or C99 with fused kernels and a static arena.")
 @click.option("--no-fuse", is_flag=True, help="With --emit c: one kernel per node (for comparison).")
 @click.option("--cascades", is_flag=True,
-              help="With --emit c: stream rows through the target's cascades (float32; smaller arena).")
+              help="With --emit c: stream rows through the target's cascades (a smaller arena).")
 @click.option("--ort", is_flag=True, help="Emit com.microsoft FusedConv/FusedGemm for onnxruntime.")
 @click.option("--check", is_flag=True, help="Run the original and the output and compare.")
 @click.option("--prefix", default="opfuse", show_default=True, help="With --emit c: the name of "
@@ -134,6 +134,8 @@ def compile_cmd(
               show_default=True, help="With --emulate: seconds the QEMU run may take.")
 @click.option("--per-kernel", "per_kernel", is_flag=True, help="With --backend c: compare every "
               "kernel's output too (a debug build) and name the first kernel that diverges.")
+@click.option("--cascades", is_flag=True, help="With --backend c (and --emulate): stream rows "
+              "through the target's cascades (a smaller arena) instead of layer by layer.")
 def validate_cmd(
     original: str,
     optimized: str | None,
@@ -146,6 +148,7 @@ def validate_cmd(
     emulate: bool,
     timeout_s: float,
     per_kernel: bool = False,
+    cascades: bool = False,
 ) -> None:
     """Run ORIGINAL and OPTIMIZED (or ORIGINAL's generated C) on the same inputs; exit 1 beyond
     tolerance."""
@@ -158,13 +161,15 @@ def validate_cmd(
         raise OpfuseError("validate needs ORIGINAL and OPTIMIZED (or --backend c with one model)")
     if backend == "c" and optimized is not None:
         raise OpfuseError("--backend c takes one model: it compiles ORIGINAL to C itself")
+    if cascades and backend != "c":
+        raise OpfuseError("--cascades streams rows in the generated C: use it with --backend c")
     if emulate:
-        _validate_emulated(original, target, inputs, rtol, atol, input_shape, timeout_s)
+        _validate_emulated(original, target, inputs, rtol, atol, input_shape, timeout_s, cascades)
         return
     with console.progress("running the models"):
         if backend == "c":
             report = api.validate_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
-                                    input_shape=input_shape)
+                                    input_shape=input_shape, cascades=cascades)
         else:
             report = api.validate(original, optimized, inputs=inputs, rtol=rtol, atol=atol,
                                   input_shape=input_shape)
@@ -187,12 +192,13 @@ def _per_kernel(original: str, target: str, inputs: str | None, rtol: float, ato
 
 
 def _validate_emulated(original: str, target: str, inputs: str | None, rtol: float,
-                       atol: float, input_shape: tuple[str, ...], timeout_s: float) -> None:
+                       atol: float, input_shape: tuple[str, ...], timeout_s: float,
+                       cascades: bool = False) -> None:
     from opfuse.backends.c.emulate import format_emulation
 
     with console.progress(f"cross-compiling for {target} and running it in QEMU"):
         emu = api.emulate_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
-                            input_shape=input_shape, timeout_s=timeout_s)
+                            input_shape=input_shape, timeout_s=timeout_s, cascades=cascades)
     console.print_validation(emu.report)
     click.echo(format_emulation(emu))
     if not emu.report.ok:

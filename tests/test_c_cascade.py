@@ -94,11 +94,17 @@ def test_cascades_are_sanitizer_clean(name: str, tmp_path: Path) -> None:
 
 
 def test_a_cascade_the_c_backend_cannot_stream_runs_layer_by_layer(tmp_path: Path) -> None:
-    # conv -> maxpool -> conv: the pool member has no row-streaming C template yet
+    # conv -> maxpool (ceil_mode) -> conv: a pool with ceil_mode has no row-streaming C template
     source = chain_file("conv_then_pool", tmp_path)
+    proto = onnx.load(source)
+    for node in proto.graph.node:
+        if node.op_type == "MaxPool":
+            node.attribute.append(onnx.helper.make_attribute("ceil_mode", 1))
+    onnx.save(proto, source)
     result = compile_model(source, "x86-host")
     assert any("MaxPool" in k.ops for k in result.partition.cascades)
     emitted = emit_c(result, tmp_path / "c", cascades=True)
+    assert any("ceil_mode" in why for _, why in emitted.cascades_split)
     assert "_cascade(" not in (tmp_path / "c" / "model.c").read_text()
     layers = analyze(result, precision="fp32", cascades=False).after
     assert emitted.arena_bytes == layers.plan.peak_bytes

@@ -1,4 +1,5 @@
-"""A cascaded kernel in C (float32): its members run band by band through ring buffers in the arena.
+"""A cascaded kernel in C (float32 and int8): its members run band by band through ring buffers in
+the arena.
 
 The schedule is ``opfuse.fusion.rings.band_schedule``: a static table of ``(member, first row,
 last row)`` steps, the last member's bands each preceded by the rows its producers must compute
@@ -13,8 +14,15 @@ accumulates ``W`` columns at once (a vectorizable loop per tap), then the epilog
 1x1 convs are register-blocked over 8 output channels per column; other convs accumulate a row per
 tap. Correctness and memory first: about 1.3x slower than the layer-by-layer templates on
 mobilenet_v2, which is why ``emit_c`` streams cascades only when asked.
-``cascade_supported`` says whether a kernel is within that; the emitter falls back to the
-layer-by-layer partition otherwise (see ``emit.c_partition``).
+A MaxPool / AveragePool may lead a member too (its row window, padding, dilation and
+count_include_pad as the layer-by-layer pool: ``cascade_pool.py``, through ``pools.emit_pool_row``).
+A member on int8 / uint8 activations (``is_int8_member``) is written by ``int8/cascade.py``: its
+rings hold one byte per element, and the conv and pool row cores, the per-channel
+requantization and the int8 epilogue (a residual Add with its own requantization...) are the
+layer-by-layer int8 kernels' own, so it is bit-exact with them and with TFLite Micro, in either
+rounding mode.
+``cascade_supported`` says whether a kernel is within that; the emitter splits any other cascade
+back into its members and says why (see ``emit.c_partition``, ``why_not_cascade``).
 """
 
 from __future__ import annotations
@@ -22,10 +30,12 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from opfuse.backends.c.cascade_pool import POOLS, pool_row, why_not_pool
 from opfuse.backends.c.cgen import CWriter, attr, const, flit
+from opfuse.backends.c.int8.cascade import emit_member8, is_int8_member, why_not_member8
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.rings import Window, band_schedule
-from opfuse.fusion.stages import chain_input, dims, window_of
+from opfuse.fusion.stages import WINDOWED, chain_input, dims, window_of
 from opfuse.fusion.types import Kernel
 from opfuse.memory.lifetimes import RING_PREFIX
 
@@ -43,6 +53,11 @@ def why_not_cascade(kernel: Kernel, nodes: dict[str, ir.Node]) -> str | None:
     else one sentence naming the member node it cannot stream."""
     for member in kernel.members:
         ms = [nodes[n] for n in member.nodes]
+        if is_int8_member(ms):  # int8 members: opfuse/backends/c/int8/cascade.py
+            why = why_not_member8(ms)
+            if why is not None:
+                return why
+            continue
         for i, node in enumerate(ms):
             why = _why_not_node(node, i)
             if why is not None:
@@ -66,6 +81,8 @@ def _why_not_node(node: ir.Node, index: int) -> str | None:
         if (attr(node, "auto_pad", "NOTSET") or "NOTSET") not in ("NOTSET", "VALID"):
             return "auto_pad SAME (canonicalization writes explicit pads)"
         return None
+    if node.op_type in POOLS and index == 0:  # opfuse/backends/c/cascade_pool.py
+        return why_not_pool(node)
     if node.op_type not in _EPILOGUE:
         return "no row kernel for this op in cascaded C"
     if node.op_type == "Clip" and any(v is not None and const(v) is None for v in node.inputs[1:]):
@@ -100,7 +117,7 @@ def emit_cascade(w: CWriter, kernel: Kernel, nodes: dict[str, ir.Node], params: 
     members = [[nodes[n] for n in m.nodes] for m in kernel.members]
     first_in = chain_input(kernel.members[0], nodes)
     values = [first_in] + [ms[-1].outputs[0] for ms in members]
-    windows = [window_of(ms[0]) if ms[0].op_type == "Conv" else Window() for ms in members]
+    windows = [window_of(ms[0]) if ms[0].op_type in WINDOWED else Window() for ms in members]
     heights = [dims(v)[2] for v in values]
     steps = band_schedule(windows, heights, kernel.band_rows)
     w(f"static const int steps[{len(steps)}][3] = {{")
@@ -121,6 +138,9 @@ def emit_cascade(w: CWriter, kernel: Kernel, nodes: dict[str, ir.Node], params: 
 
 
 def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _Stores) -> None:
+    if is_int8_member(ms):  # opfuse/backends/c/int8/cascade.py
+        emit_member8(w, ms, x, y, stores)
+        return
     _, c_in, h_in, w_in = dims(x)
     _, c_out, _, w_out = dims(y)
     xp, yp = stores.ptr(x, ms[0]), stores.ptr(y, ms[-1], write=True)
@@ -141,6 +161,10 @@ def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _St
         current = ms[0].outputs[0]
     elif ms[0].op_type == "Conv":
         _conv_row(w, ms[0], xp, rx, c_in, h_in, w_in, w_out, stores)
+        current = ms[0].outputs[0]
+        rest = ms[1:]
+    elif ms[0].op_type in POOLS:  # opfuse/backends/c/cascade_pool.py
+        pool_row(w, ms[0], xp, rx)
         current = ms[0].outputs[0]
         rest = ms[1:]
     else:

@@ -25,9 +25,10 @@ TRIALS = 20
 
 def validate_c_int8(result: CompileResult, *, fuse: bool = True, trials: int = TRIALS,
                     seed: int = 0, steps: float | None = None, reference=None,
-                    outdir: Path | str | None = None) -> ValidationReport:
+                    outdir: Path | str | None = None, cascades: bool = False) -> ValidationReport:
     """Emit and build the int8 C of ``result``; compare it on ``trials`` seeded inputs with
-    ``reference`` (a runner as in opfuse.frontends.registry; the source's own by default)."""
+    ``reference`` (a runner as in opfuse.frontends.registry; the source's own by default).
+    ``cascades``: stream rows through the partition's cascades (opfuse/backends/c/cascade.py)."""
     from opfuse.validate_tflite import validate_against_reference
 
     tflite = str(result.source).lower().endswith(".tflite")
@@ -37,14 +38,14 @@ def validate_c_int8(result: CompileResult, *, fuse: bool = True, trials: int = T
         reference = _stepped(result)
     with tempfile.TemporaryDirectory(prefix="opfuse-c8-") as tmp:
         folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
-        emit_c(result, folder, fuse=fuse)
+        emit_c(result, folder, fuse=fuse, cascades=cascades)
         build_shared(folder)
         model = CModel(folder)
 
         def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             return model.run(feeds)
 
-        label = f"generated int8 C ({'fused' if fuse else 'unfused'})"
+        label = f"generated int8 C ({('cascaded' if cascades else 'fused') if fuse else 'unfused'})"
         return validate_against_reference(result.source, run, label=label, seed=seed,
                                           trials=trials, steps=steps, reference=reference)
 

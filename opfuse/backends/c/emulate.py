@@ -163,13 +163,16 @@ def instructions(ticks: int, board: Board) -> float:
 
 
 def kernel_counts(result: CompileResult, marks: np.ndarray, calib: np.ndarray, board: Board,
-                  costs: tuple[KernelCost, ...]) -> tuple[tuple[KernelCount, ...], int]:
+                  costs: tuple[KernelCost, ...],
+                  cascades: bool = False) -> tuple[tuple[KernelCount, ...], int]:
     """Per kernel: instructions between its marks (less one mark's cost) beside the cost
     model's predicted cycles (``costs``: analyze's kernels after fusion, the partition the C
-    follows)."""
+    follows; ``cascades``: the C streams them, see ``emit.c_partition``)."""
+    from opfuse.backends.c.emit import c_partition
+
     m = marks.astype(np.int64)
     overhead = int(calib[0]) - int(calib[1]) if len(calib) == 2 else 0
-    part = result.partition.without_cascades().kernels  # the C runs layer by layer
+    part = c_partition(result, True, cascades)[1].kernels  # the kernels the C runs
     perf = result.target.perf
     predicted = ([k.latency_s * perf.clock_hz for k in costs]
                  if perf is not None and len(costs) == len(part) else [None] * len(part))
@@ -193,21 +196,23 @@ def emulate_c(
     outdir: Path | str | None = None,
     trials: int = 3,
     extra_cflags: tuple[str, ...] = (),
+    cascades: bool = False,
 ) -> Emulation:
     """Cross-compile ``result``'s C for its target's board, run it in QEMU, compare with
     onnxruntime (a quantized model: with its own reference, ``trials`` seeded inputs) and measure
-    the footprint and per-kernel instructions."""
+    the footprint and per-kernel instructions. ``cascades``: the C streams rows through the
+    partition's cascades (a smaller arena; ``emit.c_partition``), else it runs layer by layer."""
     from opfuse.backends.c.check import reference
     from opfuse.backends.c.emit import generate
     from opfuse.backends.c.int8.requant import is_quantized
 
     board = require_board(result.target)
     require_tools()
-    files, info, _ = generate(result, True)
+    files, info, _ = generate(result, True, cascades=cascades)
     check_fits(board, info, str(result.source))
     if is_quantized(result.optimized) or str(result.source).lower().endswith(".tflite"):
         return _emulate_quantized(result, files, info, board, inputs, seed, trials, timeout_s,
-                                  outdir, extra_cflags)
+                                  outdir, extra_cflags, cascades)
     feeds, ref, notes = reference(result.source, inputs, seed)
     arrays = [np.asarray(feeds[x["name"]], np.float32) for x in info["inputs"]]
     what = "given arrays" if inputs is not None else f"random, seed {seed}: the reference's"
@@ -227,8 +232,8 @@ def emulate_c(
     report = ValidationReport(tuple(checks), rtol, atol, src,
                               (*notes, f"generated C on {board.name} (QEMU) vs onnxruntime "
                                "on the original"))
-    analysis = analyze(result, cascades=False)  # the C it builds runs layer by layer
-    counts, total = kernel_counts(result, marks, calib, board, analysis.kernels)
+    analysis = analyze(result, cascades=cascades)  # the partition the C it builds follows
+    counts, total = kernel_counts(result, marks, calib, board, analysis.kernels, cascades)
     return Emulation(report, result.target.name, board, fp, analyzed(analysis),
                      part_limits(result.target), info["arena_bytes"], counts, total, wall)
 
@@ -236,7 +241,7 @@ def emulate_c(
 def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Board,
                        inputs: Mapping[str, np.ndarray] | None, seed: int, trials: int,
                        timeout_s: float, outdir: Path | str | None,
-                       extra_cflags: tuple[str, ...]) -> Emulation:
+                       extra_cflags: tuple[str, ...], cascades: bool = False) -> Emulation:
     """int8 or .tflite: each trial's inputs compiled into inputs.c and run; compared with the
     source's own reference (TFLite Micro for int8 .tflite: bit-exact; LiteRT for a float one;
     onnxruntime for QDQ ONNX: within one step), as ``validate --backend c`` does on the host."""
@@ -259,11 +264,13 @@ def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Bo
             return decode(info, outs)
 
         report = validate_against_reference(
-            result.source, run, label=f"generated int8 C on {board.name} (QEMU)",
+            result.source, run,
+            label=f"generated int8 C{' (cascaded)' if cascades else ''} on {board.name} (QEMU)",
             inputs=inputs, seed=seed, trials=trials, steps=0 if tflite else 1,
             reference=None if tflite else _stepped(result))
-    analysis = analyze(result, cascades=False)  # the C it builds runs layer by layer
-    counts, total = kernel_counts(result, last["marks"], last["calib"], board, analysis.kernels)
+    analysis = analyze(result, cascades=cascades)  # the partition the C it builds follows
+    counts, total = kernel_counts(result, last["marks"], last["calib"], board, analysis.kernels,
+                                  cascades)
     return Emulation(report, result.target.name, board, last["fp"], analyzed(analysis),
                      part_limits(result.target), info["arena_bytes"], counts, total,
                      last["wall"])

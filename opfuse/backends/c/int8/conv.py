@@ -10,6 +10,8 @@ weights.c, biases int32; a nonzero weight zero point is subtracted at generation
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx_ir as ir
 
@@ -68,12 +70,11 @@ def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
     xct, yct = int_ctype(xv, node), int_ctype(yv, node)
     ocb = next(b for b in OCB_CHOICES if g.ocg % b == 0)
     taps = g.k[0] * g.k[1]
-    w4 = arr.astype(np.int32).reshape(g.oc // ocb, ocb, g.icg, taps)
     zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
     bias = _bias_array(node, 2, g.oc)
     pointwise = g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and not any(_pads_end(node))
     # few output pixels per row (or per plane, for a pointwise conv): vectorize over channels
-    lanes = g.ocg % LANES == 0 and (g.oh * g.ow < PIX_TILE if pointwise else g.ow < SHORT_ROW)
+    lanes = uses_lanes(g, node)
     pointwise = pointwise and not lanes
     if pointwise:  # no padding: sum (x - z_x) w = sum x w - z_x sum w, folded into the bias
         bias = bias - zx * arr.astype(np.int64).reshape(g.oc, -1).sum(axis=1)
@@ -93,7 +94,7 @@ def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
         w(f"const int32_t bj = {b}[oc];")
         w(f"{yct.name} *yr = {y} + (n*{g.oc} + oc)*{plane_out} + {col};")
         w.open(f"for (int i = 0; i < {width}; ++i)")
-        w(f"int32_t v = opfuse_clamp({rq('acc[j][i] + bj', 'oc')} + {zy}, {yct.lo}, {yct.hi});")
+        w(f"int32_t v = {requant_clamp(rq, 'acc[j][i] + bj', 'oc', zy, yct)};")
         if chain is not None:
             if oh is None:
                 pix = f"({col} + i)"
@@ -108,11 +109,10 @@ def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
         w.close()
 
     if lanes:
-        wc = params.weight(f"{wv.name}:lanes",
-                           arr.reshape(g.group, g.ocg, g.icg, taps).transpose(0, 2, 3, 1), INT8)
+        wc = lanes_weights(params, wv, g)
         _channel_lanes(w, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, y)
         return
-    wt = params.weight(f"{wv.name}:ocb{ocb}", w4.transpose(0, 2, 3, 1).astype(np.int8), INT8)
+    wt = packed_weights(params, wv, g, ocb)
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
     w.open(f"for (int ob = 0; ob < {g.ocg // ocb}; ++ob)")
@@ -143,34 +143,9 @@ def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
             epilogue(width, "p0", None)
             w.close()
     else:
-        (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
         w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
-        w(f"int32_t acc[{ocb}][{g.ow}];")
-        w(f"for (int j = 0; j < {ocb}; ++j) for (int i = 0; i < {g.ow}; ++i) acc[j][i] = 0;")
-        w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
-        w(f"const {xct.name} *xc = xg + ic*{plane_in};")
-        w(f"const int8_t *wk = wb + ic*{taps * ocb};")
-        w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
-        w(f"const int ih = oh*{sh} - {ph} + kh*{dh};")
-        w(f"if (ih < 0 || ih >= {g.ih}) continue;")
-        w(f"const {xct.name} *xr = xc + ih*{g.iw};")
-        for kw in range(g.k[1]):
-            lo, hi = window(g.iw, g.ow, g.k[1], sw, dw, pw, kw)
-            if lo >= hi:
-                continue
-            off = kw * dw - pw
-            idx = f"i*{sw} + {off}" if sw != 1 else f"i + {off}"
-            w.open("")  # the block's weights of this tap in registers, one pass over the row
-            for j in range(ocb):
-                w(f"const int32_t w{j} = wk[(kh*{g.k[1]} + {kw})*{ocb} + {j}];")
-            w.open(f"for (int i = {lo}; i < {hi}; ++i)")
-            w(f"const int32_t xv = (int32_t)xr[{idx}] - {zx};")
-            for j in range(ocb):
-                w(f"acc[{j}][i] += xv * w{j};")
-            w.close()
-            w.close()
-        w.close()
-        w.close()
+        emit_row_taps(w, g, xct.name, zx, ocb, "oh", f"xg + ic*{plane_in}",
+                      lambda ih: f"xc + {ih}*{g.iw}")
         epilogue(g.ow, f"oh*{g.ow}", "oh")
         w.close()
     w.close()
@@ -178,22 +153,85 @@ def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
     w.close()
 
 
-def _channel_lanes(w: CWriter, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, y) -> None:
-    """Short rows: one output pixel at a time, vectorized over the group's output channels
-    (weights packed [group][ICg][KH][KW][OCg], so a tap's channel weights are one vector)."""
+def packed_weights(params: Params, wv: ir.Value, g, ocb: int) -> str:
+    """The weights in blocks of ``ocb`` output channels, [block][ICg][KH][KW][ocb] (int8), as
+    ``emit_row_taps`` reads them (``wb``: a block's start)."""
+    w4 = const(wv).astype(np.int32).reshape(g.oc // ocb, ocb, g.icg, g.k[0] * g.k[1])
+    return params.weight(f"{wv.name}:ocb{ocb}", w4.transpose(0, 2, 3, 1).astype(np.int8), INT8)
+
+
+def requant_clamp(rq, acc: str, ch: str, zy: int, yct) -> str:  # noqa: ANN001
+    """An int32 accumulator (bias included) as the output's integer: requantized, + z_y, clamped."""
+    return f"opfuse_clamp({rq(acc, ch)} + {zy}, {yct.lo}, {yct.hi})"
+
+
+def emit_row_taps(w: CWriter, g, xct: str, zx: int, ocb: int, oh: str, channel: str,
+                  row: Callable[[str], str]) -> None:
+    """``int32_t acc[ocb][ow]``: output row ``oh`` of the ``ocb`` output channels whose packed
+    weights start at ``wb``, summed over the group's input channels ``ic`` (``channel``: the C
+    pointer of channel ``ic``; ``row(ih)``: of its row ``ih``). Taps outside the input add
+    nothing (TFLite pads with the zero point). The row core of the layer-by-layer conv and of a
+    cascade member (opfuse/backends/c/int8/cascade.py), so both share the arithmetic."""
     (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
     taps = g.k[0] * g.k[1]
-    plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
-    w.open(f"for (int n = 0; n < {g.n}; ++n)")
-    w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
-    w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
-    w(f"const int8_t *wg = {wc} + grp*{g.icg * taps * g.ocg};")
-    w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
-    w(f"const int ih0 = oh*{sh} - {ph};")
+    w(f"int32_t acc[{ocb}][{g.ow}];")
+    w(f"for (int j = 0; j < {ocb}; ++j) for (int i = 0; i < {g.ow}; ++i) acc[j][i] = 0;")
+    w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
+    w(f"const {xct} *xc = {channel};")
+    w(f"const int8_t *wk = wb + ic*{taps * ocb};")
+    w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
+    w(f"const int ih = {oh}*{sh} - {ph} + kh*{dh};")
+    w(f"if (ih < 0 || ih >= {g.ih}) continue;")
+    w(f"const {xct} *xr = {row('ih')};")
+    for kw in range(g.k[1]):
+        lo, hi = window(g.iw, g.ow, g.k[1], sw, dw, pw, kw)
+        if lo >= hi:
+            continue
+        off = kw * dw - pw
+        idx = f"i*{sw} + {off}" if sw != 1 else f"i + {off}"
+        w.open("")  # the block's weights of this tap in registers, one pass over the row
+        for j in range(ocb):
+            w(f"const int32_t w{j} = wk[(kh*{g.k[1]} + {kw})*{ocb} + {j}];")
+        w.open(f"for (int i = {lo}; i < {hi}; ++i)")
+        w(f"const int32_t xv = (int32_t)xr[{idx}] - {zx};")
+        for j in range(ocb):
+            w(f"acc[{j}][i] += xv * w{j};")
+        w.close()
+        w.close()
+    w.close()
+    w.close()
+
+
+def uses_lanes(g, node: ir.Node) -> bool:
+    """Whether a conv's short rows (or small plane, for a pointwise conv) vectorize over output
+    channels (``emit_lanes_pixel``) rather than over columns (``emit_row_taps``)."""
+    pointwise = g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and not any(_pads_end(node))
+    return g.ocg % LANES == 0 and (g.oh * g.ow < PIX_TILE if pointwise else g.ow < SHORT_ROW)
+
+
+def lanes_weights(params: Params, wv: ir.Value, g) -> str:
+    """The weights packed [group][ICg][KH][KW][OCg] (int8): a tap's channel weights are a vector."""
+    taps = g.k[0] * g.k[1]
+    return params.weight(f"{wv.name}:lanes", const(wv).reshape(g.group, g.ocg, g.icg, taps)
+                         .transpose(0, 2, 3, 1), INT8)
+
+
+def emit_lanes_bounds(w: CWriter, g, oh: str) -> None:
+    """``ih0``, and the taps ``kh0 .. kh1`` of output row ``oh`` that fall inside the input."""
+    (sh, _), (dh, _), (ph, _) = g.s, g.d, g.p
+    w(f"const int ih0 = {oh}*{sh} - {ph};")
     w(f"const int kh0 = ih0 < 0 ? (-ih0 + {dh - 1}) / {dh} : 0;")
     w(f"const int khe = ({g.ih} - ih0 + {dh - 1}) / {dh};")
     w(f"const int kh1 = khe < {g.k[0]} ? khe : {g.k[0]};")
-    w.open(f"for (int ow = 0; ow < {g.ow}; ++ow)")
+
+
+def emit_lanes_pixel(w: CWriter, g, xct: str, zx: int, channel: str,
+                     row: Callable[[str], str]) -> None:
+    """``int32_t acc[OCg]``: output pixel ``ow`` of the row ``emit_lanes_bounds`` set up, over the
+    group's input channels ``ic`` (``channel``, ``row(ih)`` as in ``emit_row_taps``; weights of
+    the group at ``wg``). The pixel core of the layer-by-layer conv's short rows and of a cascade
+    member's."""
+    (_, sw), (dh, dw), (_, pw) = g.s, g.d, g.p
     w(f"const int iw0 = ow*{sw} - {pw};")
     w(f"const int kw0 = iw0 < 0 ? (-iw0 + {dw - 1}) / {dw} : 0;")
     w(f"const int kwe = ({g.iw} - iw0 + {dw - 1}) / {dw};")
@@ -201,9 +239,9 @@ def _channel_lanes(w: CWriter, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, 
     w(f"int32_t acc[{g.ocg}];")
     w(f"for (int o = 0; o < {g.ocg}; ++o) acc[o] = 0;")
     w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
-    w(f"const {xct.name} *xc = xg + ic*{plane_in};")
+    w(f"const {xct} *xc = {channel};")
     w.open("for (int kh = kh0; kh < kh1; ++kh)")
-    w(f"const {xct.name} *xr = xc + (ih0 + kh*{dh})*{g.iw} + iw0;")
+    w(f"const {xct} *xr = {row(f'(ih0 + kh*{dh})')} + iw0;")
     w(f"const int8_t *wr = wg + (ic*{g.k[0]} + kh)*{g.k[1] * g.ocg};")
     w.open("for (int kw = kw0; kw < kw1; ++kw)")
     w(f"const int32_t xv = (int32_t)xr[kw*{dw}] - {zx};")
@@ -212,9 +250,24 @@ def _channel_lanes(w: CWriter, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, 
     w.close()
     w.close()
     w.close()
+
+
+def _channel_lanes(w: CWriter, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, y) -> None:
+    """Short rows: one output pixel at a time, vectorized over the group's output channels
+    (weights packed [group][ICg][KH][KW][OCg], so a tap's channel weights are one vector)."""
+    taps = g.k[0] * g.k[1]
+    plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
+    w.open(f"for (int n = 0; n < {g.n}; ++n)")
+    w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
+    w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
+    w(f"const int8_t *wg = {wc} + grp*{g.icg * taps * g.ocg};")
+    w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+    emit_lanes_bounds(w, g, "oh")
+    w.open(f"for (int ow = 0; ow < {g.ow}; ++ow)")
+    emit_lanes_pixel(w, g, xct.name, zx, f"xg + ic*{plane_in}", lambda ih: f"xc + {ih}*{g.iw}")
     w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
     w(f"const int oc = grp*{g.ocg} + o;")
-    w(f"int32_t v = opfuse_clamp({rq(f'acc[o] + {b}[oc]', 'oc')} + {zy}, {yct.lo}, {yct.hi});")
+    w(f"int32_t v = {requant_clamp(rq, f'acc[o] + {b}[oc]', 'oc', zy, yct)};")
     if chain is not None:
         coords = ["n", "oc", "oh", "ow"] if len(shape) == 4 else ["n", "oc", "ow"]
         v = chain.emit(w, "v", coords)

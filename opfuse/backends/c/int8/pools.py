@@ -42,8 +42,6 @@ def emit_pool8(w: CWriter, nodes: list[ir.Node], params: Params) -> None:
     x = params.inp(xv, node)
     chain = Chain8(nodes[1:], ys, params, yv.name) if len(nodes) > 1 else None
     y = params.out(nodes[-1].outputs[0], node)
-    zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
-    sx, sy = float(xq.scale[0]), float(yq.scale[0])
     if node.op_type == "GlobalAveragePool" and not (same and mode != ONNX):
         _mean(w, x, y, g.n * g.c, g.ih * g.iw, 1, xq, yq, mode, chain, yct,
               [f"(o) / {g.c}", f"(o) % {g.c}"] + ["0"] * (len(ys) - 2))
@@ -57,18 +55,34 @@ def emit_pool8(w: CWriter, nodes: list[ir.Node], params: Params) -> None:
     w(f"{yct.name} *yc = {y} + (n*{g.c} + c)*{g.oh * g.ow};")
     w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
     w.open(f"for (int ow = 0; ow < {g.ow}; ++ow)")
-    w(f"const int ih0 = oh*{g.s[0]} - {g.p[0]}, iw0 = ow*{g.s[1]} - {g.p[1]};")
+    emit_pool_value8(w, g, xq, yq, xct.name, yct, mode, "oh", lambda ih: f"xc + {ih}*{g.iw}")
+    coords = ["n", "c", "oh", "ow"] if len(ys) == 4 else ["n", "c", "ow"]
+    _finish(w, chain, coords, f"yc[oh*{g.ow} + ow]", yct)
+    for _ in range(4):
+        w.close()
+
+
+def emit_pool_value8(w: CWriter, g, xq, yq, xct: str, yct, mode: str, oh: str,  # noqa: ANN001
+                     row) -> None:  # noqa: ANN001
+    """``int32_t v``: the pool's output integer at (``oh``, ``ow``) over the valid taps of its
+    window (``row(ih)``: the C pointer of input row ``ih`` of this channel). The pixel core of
+    the layer-by-layer pool and of a cascade member (opfuse/backends/c/int8/cascade.py)."""
+    same = xq == yq
+    zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
+    sx, sy = float(xq.scale[0]), float(yq.scale[0])
+    w(f"const int ih0 = {oh}*{g.s[0]} - {g.p[0]}, iw0 = ow*{g.s[1]} - {g.p[1]};")
     w("int32_t acc = " + ("-2147483647" if g.op == "max" else "0") + ", cnt = 0;")
     w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
     w(f"const int ih = ih0 + kh*{g.d[0]};")
     w(f"if (ih < 0 || ih >= {g.ih}) continue;")
+    w(f"const {xct} *xr = {row('ih')};")
     w.open(f"for (int kw = 0; kw < {g.k[1]}; ++kw)")
     w(f"const int iw = iw0 + kw*{g.d[1]};")
     w(f"if (iw < 0 || iw >= {g.iw}) continue;")
     if g.op == "max":
-        w(f"if (xc[ih*{g.iw} + iw] > acc) acc = xc[ih*{g.iw} + iw];")
+        w("if (xr[iw] > acc) acc = xr[iw];")
     else:
-        w(f"acc += xc[ih*{g.iw} + iw];")
+        w("acc += xr[iw];")
     w("++cnt;")
     w.close()
     w.close()
@@ -84,10 +98,6 @@ def emit_pool8(w: CWriter, nodes: list[ir.Node], params: Params) -> None:
         w("if (cnt == 0) cnt = 1;")
         w(f"int32_t v = opfuse_clamp(opfuse_quantize_f((float)(acc - {zx} * cnt) * "
           f"{flit(sx / sy)} / (float)cnt) + {zy}, {yct.lo}, {yct.hi});")
-    coords = ["n", "c", "oh", "ow"] if len(ys) == 4 else ["n", "c", "ow"]
-    _finish(w, chain, coords, f"yc[oh*{g.ow} + ow]", yct)
-    for _ in range(4):
-        w.close()
 
 
 def _mean(w, x, y, outer: int, count: int, inner: int, xq, yq, mode, chain, yct,

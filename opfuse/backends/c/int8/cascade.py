@@ -1,0 +1,218 @@
+"""int8 members of a cascaded kernel (opfuse/backends/c/cascade.py: the schedule, the ring layout).
+
+A member computes output rows ``a .. b`` of its value, row by row, from the rows of its input that
+the schedule has kept in a ring (``C x R x W``, row ``y`` of channel ``c`` at ``(c*R + y % R)*W``,
+one byte per element). Its first node is
+
+* a Conv: ``emit_row_taps`` of the layer-by-layer int8 conv (opfuse/backends/c/int8/conv.py) sums
+  one output row of a block of output channels, then the same per-channel requantization, zero
+  point and clamp (``requant_clamp``);
+* a MaxPool / AveragePool: ``emit_pool_value8`` of the layer-by-layer int8 pool, per output pixel;
+* or an elementwise op of the int8 chain (the member's input row is its value);
+
+then the int8 epilogue (``Chain8``: Relu / Clip, a residual Add / Sub / Mul with its own
+requantization, table ops) on each output integer. So a cascade computes the very integers the
+layer-by-layer kernels do, in either rounding mode (docs/architecture.md, "int8 in the IR").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from opfuse.backends.c.cgen import CWriter, const, dims
+from opfuse.backends.c.conv import conv_geom
+from opfuse.backends.c.ctype import INT32, ctype_of
+from opfuse.backends.c.int8.chain import CHAIN_OPS, Chain8
+from opfuse.backends.c.int8.common import int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.int8.conv import (
+    LANES,
+    OCB_CHOICES,
+    SHORT_ROW,
+    _bias_array,
+    emit_lanes_bounds,
+    emit_lanes_pixel,
+    emit_row_taps,
+    lanes_weights,
+    packed_weights,
+    requant_clamp,
+)
+from opfuse.backends.c.int8.pools import emit_pool_value8
+from opfuse.backends.c.pools import pool_geom
+from opfuse.memory.lifetimes import RING_PREFIX
+from opfuse.quant import conv_scales, get_quant
+
+POOLS = frozenset({"MaxPool", "AveragePool"})
+
+
+def is_int8_member(ms: list[ir.Node]) -> bool:
+    """Whether a member computes on 8-bit integers (its first node reads or writes one)."""
+    head = ms[0]
+    for v in (*head.inputs[:1], *head.outputs[:1]):
+        ct = ctype_of(v) if v is not None else None
+        if ct is not None and ct.size == 1 and not ct.is_float:
+            return True
+    return False
+
+
+def why_not_member8(ms: list[ir.Node]) -> str | None:
+    """None when ``emit_member8`` can write the member, else why not (naming its node)."""
+    head = ms[0]
+    for i, node in enumerate(ms):
+        why = _why_not8(node, i)
+        if why is not None:
+            return f"{node.name} ({node.op_type}): {why}"
+    for node in ms:
+        for v in (*node.inputs, *node.outputs):
+            if v is None or const(v) is not None:
+                continue
+            ct = ctype_of(v)
+            if ct is None or ct.is_float or ct.size != 1:
+                return f"{node.name} ({node.op_type}): '{v.name}' is not an int8/uint8 activation"
+            q = get_quant(v)
+            if q is None or q.scale.size != 1:
+                return f"{node.name} ({node.op_type}): '{v.name}' is not quantized per tensor"
+    if head.op_type == "MaxPool" and get_quant(head.inputs[0]) != get_quant(head.outputs[0]):
+        return f"{head.name} (MaxPool): its input and output are quantized differently"
+    return None
+
+
+def _why_not8(node: ir.Node, index: int) -> str | None:
+    if node.domain not in ("", "ai.onnx"):
+        return f"domain {node.domain}"
+    if index == 0 and node.op_type == "Conv":
+        weight = const(node.inputs[1])
+        if weight is None or weight.ndim != 4:
+            return "not a 2-D conv with constant weights"
+        wq = get_quant(node.inputs[1])
+        if wq is None or np.any(wq.zero_point):
+            return "weights without quantization parameters or with a nonzero zero point"
+        if len(node.inputs) > 2 and node.inputs[2] is not None:
+            bias = const(node.inputs[2])
+            if bias is None or bias.dtype.kind not in "iu":
+                return "a bias that is not a constant int32"
+        return None
+    if index == 0 and node.op_type in POOLS:
+        return None
+    if node.op_type not in CHAIN_OPS:
+        return "no int8 row kernel for this op in cascaded C"
+    return None
+
+
+def _ptr(stores, value: ir.Value, node: ir.Node, write: bool = False) -> str:  # noqa: ANN001
+    """The C pointer of a value a cascade touches: its ring (one byte per element, at the plan's
+    byte offset) or its whole arena tensor."""
+    params = stores.params
+    if value.name in stores.rings:
+        ct = int_ctype(value, node)
+        offset = stores.plan.offsets[RING_PREFIX + value.name]
+        return params._add("ring:" + value.name, f"{ct.name} *{params.restrict} {{name}}",
+                           f"({ct.name} *)(AB + {offset})")
+    return params.out(value, node) if write else params.inp(value, node)
+
+
+def emit_member8(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value,
+                 stores) -> None:  # noqa: ANN001
+    """Rows ``a .. b`` (C variables of the step) of member ``ms`` from ``x`` into ``y``."""
+    head, params = ms[0], stores.params
+    _, c_in, _, w_in = dims(x, head)
+    _, c_out, _, w_out = dims(y, ms[-1])
+    rx, ry = stores.rows(x), stores.rows(y)
+    xp, yp = _ptr(stores, x, head), _ptr(stores, y, ms[-1], write=True)
+    xct, yct = int_ctype(x, head), int_ctype(y, ms[-1])
+    windowed = head.op_type == "Conv" or head.op_type in POOLS
+    rest = ms[1:] if windowed else ms
+    first = head.outputs[0] if windowed else x
+    chain = Chain8(rest, dims(y, ms[-1]), params, first.name) if rest else None
+
+    def row(ih: str) -> str:  # input row ih of the channel at xc
+        return f"xc + {ih}*{w_in}" if rx == dims(x, head)[2] else f"xc + ({ih} % {rx})*{w_in}"
+
+    def store(ch: str, col: str) -> None:
+        v = chain.emit(w, "v", ["0", ch, "r", col]) if chain is not None else "v"
+        w(f"yr[{col}] = ({yct.name}){v};")
+
+    w.open("for (int r = a; r <= b; ++r)")
+    if head.op_type == "Conv":
+        _conv(w, head, params, xp, rx, w_in, yp, ry, w_out, xct.name, yct, store)
+    elif head.op_type in POOLS:
+        g = pool_geom(head, dims(x, head), dims(head.outputs[0], head))
+        xq, hq = quant(x, head, "input"), quant(head.outputs[0], head, "output")
+        hct = int_ctype(head.outputs[0], head)
+        w.open(f"for (int c = 0; c < {c_out}; ++c)")
+        w(f"const {xct.name} *xc = {xp} + c*{rx * w_in};")
+        w(f"{yct.name} *yr = {yp} + (c*{ry} + r % {ry})*{w_out};")
+        w.open(f"for (int ow = 0; ow < {w_out}; ++ow)")
+        emit_pool_value8(w, g, xq, hq, xct.name, hct, rounding(params), "r", row)
+        store("c", "ow")
+        w.close()
+        w.close()
+    else:
+        w.open(f"for (int c = 0; c < {c_out}; ++c)")
+        w(f"const {xct.name} *xr = {xp} + (c*{rx} + r % {rx})*{w_in};")
+        w(f"{yct.name} *yr = {yp} + (c*{ry} + r % {ry})*{w_out};")
+        w.open(f"for (int i = 0; i < {w_out}; ++i)")
+        w("const int32_t v = xr[i];")
+        store("c", "i")
+        w.close()
+        w.close()
+    w.close()
+
+
+def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int, w_in: int, yp: str, ry: int,
+          w_out: int, xct: str, yct, store) -> None:  # noqa: ANN001
+    """Output row ``r`` of an int8 conv in blocks of output channels, as the layer-by-layer conv:
+    the same packed weights, int32 bias and per-channel requantization; each integer is then
+    ``store``d (through the epilogue)."""
+    g = conv_geom(node)
+    xq = quant(node.inputs[0], node, "input")
+    wq, yq = quant(node.inputs[1], node, "weight"), quant(node.outputs[0], node, "output")
+    zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
+    bias = params.weight(f"{node.name}:bias", _bias_array(node, 2, g.oc).astype(np.int32), INT32)
+    rq = requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)))
+    taps = g.k[0] * g.k[1]
+    hct = int_ctype(node.outputs[0], node)
+    whole = rx == g.ih
+
+    def row(ih: str) -> str:
+        return f"xc + {ih}*{w_in}" if whole else f"xc + ({ih} % {rx})*{w_in}"
+
+    # short rows (a cascade computes one row at a time, pointwise convs too): one pixel at a
+    # time, vectorized over the group's output channels
+    if g.ocg % LANES == 0 and g.ow < SHORT_ROW:
+        wc = lanes_weights(params, node.inputs[1], g)
+        w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
+        w(f"const {xct} *xg = {xp} + grp*{g.icg * rx * w_in};")
+        w(f"const int8_t *wg = {wc} + grp*{g.icg * taps * g.ocg};")
+        emit_lanes_bounds(w, g, "r")
+        w.open(f"for (int ow = 0; ow < {w_out}; ++ow)")
+        emit_lanes_pixel(w, g, xct, zx, f"xg + ic*{rx * w_in}", row)
+        w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
+        w(f"const int oc = grp*{g.ocg} + o;")
+        w(f"{yct.name} *yr = {yp} + (oc*{ry} + r % {ry})*{w_out};")
+        w(f"const int32_t v = {requant_clamp(rq, f'acc[o] + {bias}[oc]', 'oc', zy, hct)};")
+        store("oc", "ow")
+        w.close()
+        w.close()
+        w.close()
+        return
+    ocb = next(b for b in OCB_CHOICES if g.ocg % b == 0)
+    wt = packed_weights(params, node.inputs[1], g, ocb)
+    w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
+    w.open(f"for (int ob = 0; ob < {g.ocg // ocb}; ++ob)")
+    w(f"const int oc0 = grp*{g.ocg} + ob*{ocb};")
+    w(f"const int8_t *wb = {wt} + (oc0 / {ocb})*{g.icg * taps * ocb};")
+    w(f"const {xct} *xg = {xp} + grp*{g.icg * rx * w_in};")
+    emit_row_taps(w, g, xct, zx, ocb, "r", f"xg + ic*{rx * w_in}", row)
+    w.open(f"for (int j = 0; j < {ocb}; ++j)")
+    w("const int oc = oc0 + j;")
+    w(f"const int32_t bj = {bias}[oc];")
+    w(f"{yct.name} *yr = {yp} + (oc*{ry} + r % {ry})*{w_out};")
+    w.open(f"for (int i = 0; i < {w_out}; ++i)")
+    w(f"const int32_t v = {requant_clamp(rq, 'acc[j][i] + bj', 'oc', zy, hct)};")
+    store("oc", "i")
+    w.close()
+    w.close()
+    w.close()
+    w.close()
+
