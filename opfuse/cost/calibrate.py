@@ -133,8 +133,9 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def calibrate() -> dict:
-    """Measure this machine (one thread); a dict of the figures ``write_host_target`` writes."""
+def calibrate(int8c: bool = True) -> dict:
+    """Measure this machine (one thread); a dict of the figures ``write_host_target`` writes;
+    ``int8c``: also time opfuse's own int8 C (``opfuse.cost.int8_probe``, about 15 s)."""
     levels, below = [], 0
     for name, size in sorted(_cache_sizes().items()):
         levels.append({"name": name, "size_bytes": size, **level_rate(size, below, 0.25)})
@@ -144,7 +145,7 @@ def calibrate() -> dict:
     warnings = monotone_warnings([lv for lv in levels if lv["name"] != "l1"])
     peak = {"fp32": _gemm_macs_per_s(int8=False), "int8": _gemm_macs_per_s(int8=True)}
     overhead = _call_overhead_s()
-    return {
+    figures = {
         "cpu": _cpu_name(),
         "clock_hz": _clock_hz(),
         "ram_bytes": _ram_bytes(),
@@ -155,6 +156,11 @@ def calibrate() -> dict:
         "warnings": warnings,
         "efficiency": measure_efficiency(peak["fp32"], overhead),
     }
+    if int8c:
+        from opfuse.cost.int8_probe import calibrate_int8c
+
+        figures["int8c"] = calibrate_int8c(peak["int8"])
+    return figures
 
 
 def _ram_bytes() -> int:
@@ -211,6 +217,7 @@ def host_target_text(figures: dict) -> str:
             "mobile-CNN sizes), FLOPs / (median time - overhead) / fp32 GEMM peak; median of shapes",
         ]
         lines += [f"{k} = {v:.4g}  # {src}" for k, v in efficiency.items()]
+    lines += _int8c_lines(figures.get("int8c"), src)
     ref_pj = {m.name: m.pj_per_byte for m in ref.perf.memory}
     for level in figures["memory"]:
         holds = ("activations", "weights")  # caches keep what is reused; DRAM holds everything
@@ -227,6 +234,28 @@ def host_target_text(figures: dict) -> str:
             f"holds = {_toml_list(holds)}",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _int8c_lines(int8c: dict | None, src: str) -> list[str]:
+    """``[perf.int8c]`` (``opfuse.targets.int8c``): absent when not measured."""
+    if not int8c:
+        return []
+    probe = (f"{src}: opfuse's own int8 C of {int8c.get('kernels', 0)} probe kernels "
+             "(opfuse.cost.int8_probe), each timed in the full invoke, fitted per class")
+    lines = [
+        "",
+        f"[perf.int8c]  # {probe}",
+        f"dispatch_overhead_s = {int8c['dispatch_overhead_s']:.4g}  # median time of a view "
+        "kernel: one C call, the timer's own cost subtracted",
+    ]
+    for table, what in (("efficiency", "fraction of the int8 peak per lane-MAC"),
+                        ("output_s", "seconds per output element (requantize + store)"),
+                        ("loop_s", "seconds per loop nest the template starts")):
+        values = int8c.get(table) or {}
+        if values:
+            lines += ["", f"[perf.int8c.{table}]  # {what}; {probe}"]
+            lines += [f"{k} = {v:.4g}" for k, v in values.items()]
+    return lines
 
 
 def write_host_target(path: str | Path | None = None, figures: dict | None = None) -> Path:

@@ -1,0 +1,226 @@
+"""The int8 probe of ``opfuse calibrate``: opfuse's own generated int8 C, timed per kernel, fitted to
+the work model of ``opfuse.cost.cwork`` (docs/architecture.md, the cost row).
+
+One float ONNX model holds every probe layer as its own branch (its own graph input and output):
+dense convs, pointwise and depthwise convs, Gemms, pools, a residual Add and global pools, at the
+sizes of MCU CNNs (8-320 channels, 2x2-80x80 planes) and chosen to exercise each path of the C
+templates (output-row loops, pointwise pixel tiles, channel lanes). onnxruntime's
+``quantize_static`` turns it into int8 QDQ (per-channel weights, as TFLite's), opfuse compiles it
+(for ``x86-host``: the probe layers stand alone, so fusion only folds a Relu into its conv) and
+emits the C, and ``opfuse.cost.ctime`` times every kernel as it runs in the full invoke.
+
+Per kernel class the three costs of ``cwork`` are fitted to the measured times, non-negative,
+minimising the relative error: seconds per lane-MAC (written as an efficiency: the fraction of
+the int8 peak it reaches), per output element (requantize + store) and per loop nest started. A
+cost the fit drives negative is dropped (0) and the rest refitted. A view (a Reshape the memory
+plan places on its input) measures the C call itself: its median is the dispatch overhead.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+Shape = tuple[int, ...]
+_C3 = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+
+
+def _conv(k: int, stride: int = 1, group: int = 1) -> dict:
+    p = k // 2
+    return {"kernel_shape": [k, k], "pads": [p] * 4, "strides": [stride] * 2, "group": group}
+
+
+# (class, op, attrs, input shape, weight shape or None, relu after)
+CASES: tuple[tuple[str, str, dict, Shape, Shape | None, bool], ...] = (
+    ("conv", "Conv", _conv(3, 2), (1, 3, 64, 64), (16, 3, 3, 3), True),
+    ("conv", "Conv", _conv(3, 2), (1, 3, 80, 80), (8, 3, 3, 3), True),
+    ("conv", "Conv", _conv(3), (1, 8, 40, 40), (16, 8, 3, 3), True),
+    ("conv", "Conv", _conv(3), (1, 24, 20, 20), (24, 24, 3, 3), True),
+    ("conv", "Conv", _conv(3), (1, 16, 24, 24), (16, 16, 3, 3), True),
+    ("conv", "Conv", _conv(3), (1, 32, 12, 12), (32, 32, 3, 3), True),
+    ("conv", "Conv", _conv(3), (1, 48, 8, 8), (48, 48, 3, 3), False),
+    ("conv", "Conv", _conv(3, 2), (1, 32, 16, 16), (64, 32, 3, 3), True),
+    ("conv1x1", "Conv", {}, (1, 8, 40, 40), (24, 8, 1, 1), True),
+    ("conv1x1", "Conv", {}, (1, 16, 20, 20), (48, 16, 1, 1), True),
+    ("conv1x1", "Conv", {}, (1, 48, 20, 20), (16, 48, 1, 1), False),
+    ("conv1x1", "Conv", {}, (1, 32, 14, 14), (64, 32, 1, 1), True),
+    ("conv1x1", "Conv", {}, (1, 96, 10, 10), (32, 96, 1, 1), False),
+    ("conv1x1", "Conv", {}, (1, 24, 9, 9), (72, 24, 1, 1), True),
+    ("conv1x1", "Conv", {}, (1, 64, 7, 7), (128, 64, 1, 1), True),
+    ("conv1x1", "Conv", {}, (1, 160, 4, 4), (64, 160, 1, 1), False),
+    ("conv1x1", "Conv", {}, (1, 256, 2, 2), (128, 256, 1, 1), True),
+    ("conv1x1", "Conv", {}, (1, 40, 8, 8), (120, 40, 1, 1), True),
+    ("depthwise", "Conv", _conv(3, 1, 16), (1, 16, 48, 48), (16, 1, 3, 3), True),
+    ("depthwise", "Conv", _conv(3, 2, 24), (1, 24, 40, 40), (24, 1, 3, 3), True),
+    ("depthwise", "Conv", _conv(3, 1, 32), (1, 32, 30, 30), (32, 1, 3, 3), True),
+    ("depthwise", "Conv", _conv(3, 1, 64), (1, 64, 14, 14), (64, 1, 3, 3), True),
+    ("depthwise", "Conv", _conv(3, 2, 96), (1, 96, 14, 14), (96, 1, 3, 3), True),
+    ("depthwise", "Conv", _conv(3, 1, 192), (1, 192, 4, 4), (192, 1, 3, 3), True),
+    ("depthwise", "Conv", _conv(5, 1, 48), (1, 48, 20, 20), (48, 1, 5, 5), True),
+    ("depthwise", "Conv", _conv(7, 1, 96), (1, 96, 8, 8), (96, 1, 7, 7), True),
+    ("depthwise", "Conv", _conv(3, 1, 320), (1, 320, 2, 2), (320, 1, 3, 3), True),
+    ("gemm", "Gemm", {"transB": 1}, (1, 256), (64, 256), True),
+    ("gemm", "Gemm", {"transB": 1}, (1, 512), (10, 512), False),
+    ("gemm", "Gemm", {"transB": 1}, (1, 64), (64, 64), True),
+    ("gemm", "Gemm", {"transB": 1}, (1, 100), (30, 100), False),
+    ("gemm", "Gemm", {"transB": 1}, (1, 1024), (128, 1024), True),
+    ("pool", "MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2]}, (1, 16, 32, 32), None, False),
+    ("pool", "AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2]}, (1, 32, 15, 15), None,
+     False),
+    ("pool", "AveragePool", {"kernel_shape": [4, 4], "strides": [4, 4]}, (1, 64, 8, 8), None,
+     False),
+    ("elementwise", "Add", {}, (1, 32, 20, 20), None, False),
+    ("elementwise", "Add", {}, (1, 64, 10, 10), None, False),
+    ("reduce", "GlobalAveragePool", {}, (1, 64, 7, 7), None, False),
+    ("reduce", "GlobalAveragePool", {}, (1, 256, 3, 3), None, False),
+)
+
+
+def probe_model():  # noqa: ANN201 (onnx.ModelProto)
+    """The float model of every probe layer (one branch each, in CASES order)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes, inputs, outputs, inits = [], [], [], []
+    for i, (_, op, attrs, shape, wshape, relu) in enumerate(CASES):
+        x = f"x{i}"
+        inputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, list(shape)))
+        args = [x]
+        if op == "Add":
+            inputs.append(helper.make_tensor_value_info(f"x{i}b", TensorProto.FLOAT, list(shape)))
+            args.append(f"x{i}b")
+        if wshape is not None:
+            w = (rng.standard_normal(wshape) * 0.1).astype(np.float32)
+            b = (rng.standard_normal(wshape[0]) * 0.1).astype(np.float32)
+            inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
+            args += [f"w{i}", f"b{i}"]
+        y = f"y{i}" if relu else f"out{i}"
+        nodes.append(helper.make_node(op, args, [y], name=f"n{i}", **attrs))
+        if relu:
+            nodes.append(helper.make_node("Relu", [y], [f"out{i}"], name=f"r{i}"))
+        outputs.append(helper.make_tensor_value_info(f"out{i}", TensorProto.FLOAT, None))
+    # one view: a Reshape the memory plan puts on its input (the C call, nothing else)
+    inputs.append(helper.make_tensor_value_info("xv", TensorProto.FLOAT, [1, 8, 4, 4]))
+    inits.append(numpy_helper.from_array(np.array([1, 128], np.int64), "vshape"))
+    nodes.append(helper.make_node("Relu", ["xv"], ["vr"], name="vrelu"))
+    nodes.append(helper.make_node("Reshape", ["vr", "vshape"], ["outv"], name="view"))
+    outputs.append(helper.make_tensor_value_info("outv", TensorProto.FLOAT, None))
+    graph = helper.make_graph(nodes, "int8_probe", inputs, outputs, inits)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto.ir_version = 8
+    return proto
+
+
+def quantized_probe(folder: Path) -> Path:
+    """The probe model quantized by onnxruntime (QDQ, int8, per-channel weights)."""
+    import onnx
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    proto = probe_model()
+    src, out = folder / "probe_float.onnx", folder / "probe_int8.onnx"
+    onnx.save(proto, src)
+    rng = np.random.default_rng(1)
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in proto.graph.input}
+    feeds = [{k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+             for _ in range(2)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.items = iter(feeds)
+
+        def get_next(self):  # noqa: ANN201 (onnxruntime's interface)
+            return next(self.items, None)
+
+    quantize_static(str(src), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+    return out
+
+
+_BOUNDARY = frozenset({"QuantizeLinear", "DequantizeLinear"})
+
+
+def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, object, float]]:
+    """(class, cwork.Work, measured seconds) of every kernel of the probe's int8 C."""
+    from opfuse.api import compile as compile_model
+    from opfuse.backends.c.emit import c_partition, emit_c
+    from opfuse.backends.c.int8.requant import ROUNDING, TFLITE
+    from opfuse.backends.c.perkernel import _random_feeds
+    from opfuse.backends.c.runner import manifest
+    from opfuse.cost.ctime import time_kernels
+    from opfuse.cost.cwork import is_view, kernel_work
+    from opfuse.cost.kclass import kernel_class
+
+    with tempfile.TemporaryDirectory(prefix="opfuse-int8probe-") as tmp:
+        folder = Path(tmp)
+        result = compile_model(quantized_probe(folder), "x86-host")
+        # requantize as TFLite does (double rounding), as the C of every .tflite model does; the
+        # C of an ONNX QDQ model rounds once, a cheaper requantization the probe does not measure
+        result.optimized.meta[ROUNDING] = TFLITE
+        model, part = c_partition(result, True)
+        emit_c(result, folder / "c")
+        times = time_kernels(folder / "c", _random_feeds(manifest(folder / "c")), budget_s)
+    nodes = {n.name: n for n in model.graph}
+    found = []
+    for kernel, t in zip(part.kernels, times.seconds, strict=True):
+        members = [nodes[n] for n in kernel.nodes if n in nodes]
+        klass = "view" if is_view(members) else kernel_class(members)
+        if all(n.op_type in _BOUNDARY for n in members):
+            klass = "boundary"  # the probe's float inputs and outputs, not a probe layer
+        found.append((klass, kernel_work(members), t))
+    return found
+
+
+def fit_class(rows: list[tuple[float, int, int, float]]) -> tuple[float, float, float]:
+    """Non-negative (s per lane-MAC, s per output, s per loop) minimising the relative error of
+    ``rows`` = (lane_macs, outputs, loops, seconds); a cost the fit drives negative is dropped."""
+    a = np.array([r[:3] for r in rows], float)
+    y = np.array([r[3] for r in rows], float)
+    keep = y > 0
+    a, y = a[keep], y[keep]
+    if not len(y):
+        return 0.0, 0.0, 0.0
+    scale = np.where(a.max(axis=0) > 0, a.max(axis=0), 1.0)
+    weighted = a / scale / y[:, None]
+    active = [j for j in range(3) if a[:, j].any()]
+    coef = np.zeros(3)
+    while active:
+        sol = np.linalg.lstsq(weighted[:, active], np.ones(len(y)), rcond=None)[0]
+        if (sol >= 0).all():
+            coef[active] = sol
+            break
+        active.pop(int(np.argmin(sol)))
+    coef = coef / scale
+    return float(coef[0]), float(coef[1]), float(coef[2])
+
+
+def calibrate_int8c(
+    peak_int8_macs_per_s: float,
+    measure: Callable[[], list[tuple[str, object, float]]] = measure_kernels,
+) -> dict:
+    """The ``[perf.int8c]`` figures (``opfuse.targets.int8c``) from the probe (``measure`` is
+    injectable for tests)."""
+    found = [f for f in measure() if f[0] != "boundary"]
+    views = [t for k, _, t in found if k == "view"]
+    efficiency, output_s, loop_s = {}, {}, {}
+    for klass in sorted({k for k, _, _ in found if k != "view"}):
+        rows = [(w.lane_macs, w.outputs, w.loops, t) for k, w, t in found if k == klass]
+        per_mac, per_out, per_loop = fit_class(rows)
+        if per_mac > 0:
+            efficiency[klass] = min(1.0, 1.0 / (per_mac * peak_int8_macs_per_s))
+        output_s[klass], loop_s[klass] = per_out, per_loop
+    return {
+        "dispatch_overhead_s": statistics.median(views) if views else 0.0,
+        "efficiency": efficiency,
+        "output_s": output_s,
+        "loop_s": loop_s,
+        "kernels": len(found),
+    }

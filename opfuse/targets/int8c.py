@@ -1,0 +1,70 @@
+"""``[perf.int8c]`` of a target file: how fast opfuse's own generated int8 C runs on it, by kernel
+class (written by ``opfuse calibrate`` for the ``host`` target; used by ``opfuse.cost.int8c``).
+
+Schema (every number carries its source in a comment, as the rest of ``[perf]``)::
+
+    [perf.int8c]
+    dispatch_overhead_s = 0.0           # one C call between kernels (not a session.run)
+    [perf.int8c.efficiency]             # fraction of the int8 peak per lane-MAC, per class
+    conv = 0.23
+    [perf.int8c.output_s]               # seconds per output element (requantize + store)
+    conv = 2.0e-9
+    [perf.int8c.loop_s]                 # seconds per loop nest the C template starts
+    conv1x1 = 1.1e-7
+
+Every sub-table is optional and a class may be absent: an absent efficiency falls back to
+``[perf.efficiency]`` (measured on onnxruntime in fp32), an absent per-output or per-loop cost is 0.
+A target without ``[perf.int8c]`` (every target before it existed, a ``host`` calibrated by an
+older opfuse) costs int8 kernels as before: FLOPs at the int8 peak x ``[perf.efficiency]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from opfuse.errors import OpfuseError
+
+_TABLES = ("efficiency", "output_s", "loop_s")
+
+
+@dataclass(frozen=True)
+class Int8C:
+    dispatch_overhead_s: float = 0.0
+    efficiency: dict[str, float] = field(default_factory=dict)
+    output_s: dict[str, float] = field(default_factory=dict)
+    loop_s: dict[str, float] = field(default_factory=dict)
+
+
+def parse_int8c(table: object, path: Path, classes: tuple[str, ...]) -> Int8C | None:
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise OpfuseError(f"{path}: 'perf.int8c' must be a table")
+    known = ("dispatch_overhead_s", *_TABLES)
+    for key in table:
+        if key not in known:
+            raise OpfuseError(f"{path}: unknown key 'perf.int8c.{key}' (known: {', '.join(known)})")
+    found: dict[str, dict[str, float]] = {}
+    for name in _TABLES:
+        sub = table.get(name, {})
+        if not isinstance(sub, dict):
+            raise OpfuseError(f"{path}: 'perf.int8c.{name}' must be a table of kernel class = number")
+        found[name] = {}
+        for klass, value in sub.items():
+            where = f"perf.int8c.{name}.{klass}"
+            if klass not in classes:
+                raise OpfuseError(f"{path}: unknown kernel class '{where}' (known: {', '.join(classes)})")
+            found[name][klass] = _number(value, where, path, name == "efficiency")
+    dispatch = _number(table.get("dispatch_overhead_s", 0.0), "perf.int8c.dispatch_overhead_s",
+                       path, False)
+    return Int8C(dispatch, found["efficiency"], found["output_s"], found["loop_s"])
+
+
+def _number(value: object, where: str, path: Path, fraction: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise OpfuseError(f"{path}: '{where}' must be a number; got {value!r}")
+    if value < 0 or (fraction and not 0 < value <= 1):
+        bound = "in (0, 1] (a fraction of peak)" if fraction else ">= 0"
+        raise OpfuseError(f"{path}: '{where}' must be {bound}; got {value!r}")
+    return float(value)
