@@ -249,8 +249,9 @@ def _int8c_lines(int8c: dict | None, src: str) -> list[str]:
         "kernel: one C call, the timer's own cost subtracted",
     ]
     for table, what in (("efficiency", "fraction of the int8 peak per lane-MAC"),
+                        ("tail_s", "seconds per MAC of a vector loop's scalar remainder"),
                         ("output_s", "seconds per output element (requantize + store)"),
-                        ("loop_s", "seconds per loop nest the template starts")):
+                        ("loop_s", "seconds per vector loop the template starts")):
         values = int8c.get(table) or {}
         if values:
             lines += ["", f"[perf.int8c.{table}]  # {what}; {probe}"]

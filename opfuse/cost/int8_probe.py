@@ -9,9 +9,10 @@ templates (output-row loops, pointwise pixel tiles, channel lanes). onnxruntime'
 (for ``x86-host``: the probe layers stand alone, so fusion only folds a Relu into its conv) and
 emits the C, and ``opfuse.cost.ctime`` times every kernel as it runs in the full invoke.
 
-Per kernel class the three costs of ``cwork`` are fitted to the measured times, non-negative,
+Per C template path the four costs of ``cwork`` are fitted to the measured times, non-negative,
 minimising the relative error: seconds per lane-MAC (written as an efficiency: the fraction of
-the int8 peak it reaches), per output element (requantize + store) and per loop nest started. A
+the int8 peak it reaches), per MAC of a scalar loop tail, per output element (requantize +
+store) and per vector loop started. A
 cost the fit drives negative is dropped (0) and the rest refitted. A view (a Reshape the memory
 plan places on its input) measures the C call itself: its median is the dispatch overhead.
 """
@@ -34,50 +35,61 @@ def _conv(k: int, stride: int = 1, group: int = 1) -> dict:
     return {"kernel_shape": [k, k], "pads": [p] * 4, "strides": [stride] * 2, "group": group}
 
 
-# (class, op, attrs, input shape, weight shape or None, relu after)
-CASES: tuple[tuple[str, str, dict, Shape, Shape | None, bool], ...] = (
-    ("conv", "Conv", _conv(3, 2), (1, 3, 64, 64), (16, 3, 3, 3), True),
-    ("conv", "Conv", _conv(3, 2), (1, 3, 80, 80), (8, 3, 3, 3), True),
-    ("conv", "Conv", _conv(3), (1, 8, 40, 40), (16, 8, 3, 3), True),
-    ("conv", "Conv", _conv(3), (1, 24, 20, 20), (24, 24, 3, 3), True),
-    ("conv", "Conv", _conv(3), (1, 16, 24, 24), (16, 16, 3, 3), True),
-    ("conv", "Conv", _conv(3), (1, 32, 12, 12), (32, 32, 3, 3), True),
-    ("conv", "Conv", _conv(3), (1, 48, 8, 8), (48, 48, 3, 3), False),
-    ("conv", "Conv", _conv(3, 2), (1, 32, 16, 16), (64, 32, 3, 3), True),
-    ("conv1x1", "Conv", {}, (1, 8, 40, 40), (24, 8, 1, 1), True),
-    ("conv1x1", "Conv", {}, (1, 16, 20, 20), (48, 16, 1, 1), True),
-    ("conv1x1", "Conv", {}, (1, 48, 20, 20), (16, 48, 1, 1), False),
-    ("conv1x1", "Conv", {}, (1, 32, 14, 14), (64, 32, 1, 1), True),
-    ("conv1x1", "Conv", {}, (1, 96, 10, 10), (32, 96, 1, 1), False),
-    ("conv1x1", "Conv", {}, (1, 24, 9, 9), (72, 24, 1, 1), True),
-    ("conv1x1", "Conv", {}, (1, 64, 7, 7), (128, 64, 1, 1), True),
-    ("conv1x1", "Conv", {}, (1, 160, 4, 4), (64, 160, 1, 1), False),
-    ("conv1x1", "Conv", {}, (1, 256, 2, 2), (128, 256, 1, 1), True),
-    ("conv1x1", "Conv", {}, (1, 40, 8, 8), (120, 40, 1, 1), True),
-    ("depthwise", "Conv", _conv(3, 1, 16), (1, 16, 48, 48), (16, 1, 3, 3), True),
-    ("depthwise", "Conv", _conv(3, 2, 24), (1, 24, 40, 40), (24, 1, 3, 3), True),
-    ("depthwise", "Conv", _conv(3, 1, 32), (1, 32, 30, 30), (32, 1, 3, 3), True),
-    ("depthwise", "Conv", _conv(3, 1, 64), (1, 64, 14, 14), (64, 1, 3, 3), True),
-    ("depthwise", "Conv", _conv(3, 2, 96), (1, 96, 14, 14), (96, 1, 3, 3), True),
-    ("depthwise", "Conv", _conv(3, 1, 192), (1, 192, 4, 4), (192, 1, 3, 3), True),
-    ("depthwise", "Conv", _conv(5, 1, 48), (1, 48, 20, 20), (48, 1, 5, 5), True),
-    ("depthwise", "Conv", _conv(7, 1, 96), (1, 96, 8, 8), (96, 1, 7, 7), True),
-    ("depthwise", "Conv", _conv(3, 1, 320), (1, 320, 2, 2), (320, 1, 3, 3), True),
-    ("gemm", "Gemm", {"transB": 1}, (1, 256), (64, 256), True),
-    ("gemm", "Gemm", {"transB": 1}, (1, 512), (10, 512), False),
-    ("gemm", "Gemm", {"transB": 1}, (1, 64), (64, 64), True),
-    ("gemm", "Gemm", {"transB": 1}, (1, 100), (30, 100), False),
-    ("gemm", "Gemm", {"transB": 1}, (1, 1024), (128, 1024), True),
-    ("pool", "MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2]}, (1, 16, 32, 32), None, False),
-    ("pool", "AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2]}, (1, 32, 15, 15), None,
-     False),
-    ("pool", "AveragePool", {"kernel_shape": [4, 4], "strides": [4, 4]}, (1, 64, 8, 8), None,
-     False),
-    ("elementwise", "Add", {}, (1, 32, 20, 20), None, False),
-    ("elementwise", "Add", {}, (1, 64, 10, 10), None, False),
-    ("reduce", "GlobalAveragePool", {}, (1, 64, 7, 7), None, False),
-    ("reduce", "GlobalAveragePool", {}, (1, 256, 3, 3), None, False),
+# (op, attrs, input shape, weight shape or None, after: "relu", "add" (a residual Add of a second
+# input, fused into the conv's epilogue) or ""). The comment says the C template path it runs.
+CASES: tuple[tuple[str, dict, Shape, Shape | None, str], ...] = (
+    ("Conv", _conv(3, 2), (1, 3, 64, 64), (16, 3, 3, 3), "relu"),  # conv_rows
+    ("Conv", _conv(3, 2), (1, 3, 80, 80), (8, 3, 3, 3), "relu"),  # conv_rows
+    ("Conv", _conv(3), (1, 8, 40, 40), (16, 8, 3, 3), "relu"),  # conv_rows
+    ("Conv", _conv(3), (1, 24, 20, 20), (24, 24, 3, 3), "relu"),  # conv_rows
+    ("Conv", _conv(3), (1, 16, 24, 24), (16, 16, 3, 3), "relu"),  # conv_lanes
+    ("Conv", _conv(3), (1, 32, 12, 12), (32, 32, 3, 3), "relu"),  # conv_lanes
+    ("Conv", _conv(3), (1, 48, 8, 8), (48, 48, 3, 3), ""),  # conv_lanes
+    ("Conv", _conv(3, 2), (1, 32, 16, 16), (64, 32, 3, 3), "relu"),  # conv_lanes
+    ("Conv", {}, (1, 64, 7, 7), (128, 64, 1, 1), "relu"),  # conv_lanes
+    ("Conv", {}, (1, 160, 4, 4), (64, 160, 1, 1), ""),  # conv_lanes
+    ("Conv", {}, (1, 256, 2, 2), (128, 256, 1, 1), "relu"),  # conv_lanes
+    ("Conv", {}, (1, 96, 5, 5), (192, 96, 1, 1), "relu"),  # conv_lanes
+    ("Conv", {}, (1, 48, 3, 3), (320, 48, 1, 1), "relu"),  # conv_lanes
+    ("Conv", {}, (1, 8, 40, 40), (24, 8, 1, 1), "relu"),  # pointwise
+    ("Conv", {}, (1, 16, 20, 20), (48, 16, 1, 1), "relu"),  # pointwise
+    ("Conv", {}, (1, 48, 20, 20), (16, 48, 1, 1), ""),  # pointwise
+    ("Conv", {}, (1, 32, 14, 14), (64, 32, 1, 1), "relu"),  # pointwise
+    ("Conv", {}, (1, 96, 10, 10), (32, 96, 1, 1), ""),  # pointwise
+    ("Conv", {}, (1, 24, 9, 9), (72, 24, 1, 1), "relu"),  # pointwise
+    ("Conv", {}, (1, 40, 8, 8), (120, 40, 1, 1), "relu"),  # pointwise
+    ("Conv", {}, (1, 24, 16, 16), (40, 24, 1, 1), "add"),  # pointwise + epilogue
+    ("Conv", {}, (1, 160, 6, 6), (32, 160, 1, 1), "add"),  # conv_lanes + epilogue
+    ("Conv", _conv(3), (1, 16, 16, 16), (16, 16, 3, 3), "add"),  # conv_lanes + epilogue
+    ("Conv", _conv(3, 1, 16), (1, 16, 48, 48), (16, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", _conv(3, 2, 24), (1, 24, 40, 40), (24, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", _conv(3, 1, 32), (1, 32, 30, 30), (32, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", _conv(3, 1, 64), (1, 64, 14, 14), (64, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", _conv(3, 2, 96), (1, 96, 14, 14), (96, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", _conv(3, 1, 192), (1, 192, 4, 4), (192, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", _conv(5, 1, 48), (1, 48, 20, 20), (48, 1, 5, 5), "relu"),  # depthwise
+    ("Conv", _conv(7, 1, 96), (1, 96, 8, 8), (96, 1, 7, 7), "relu"),  # depthwise
+    ("Conv", _conv(3, 1, 320), (1, 320, 2, 2), (320, 1, 3, 3), "relu"),  # depthwise
+    ("Gemm", {"transB": 1}, (1, 256), (64, 256), "relu"),
+    ("Gemm", {"transB": 1}, (1, 512), (10, 512), ""),
+    ("Gemm", {"transB": 1}, (1, 64), (64, 64), "relu"),
+    ("Gemm", {"transB": 1}, (1, 100), (30, 100), ""),
+    ("Gemm", {"transB": 1}, (1, 1024), (128, 1024), "relu"),
+    ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2]}, (1, 16, 32, 32), None, ""),
+    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2]}, (1, 32, 15, 15), None, ""),
+    ("AveragePool", {"kernel_shape": [4, 4], "strides": [4, 4]}, (1, 64, 8, 8), None, ""),
+    ("Add", {}, (1, 32, 20, 20), None, ""),
+    ("Add", {}, (1, 64, 10, 10), None, ""),
+    ("GlobalAveragePool", {}, (1, 64, 7, 7), None, ""),
+    ("GlobalAveragePool", {}, (1, 256, 3, 3), None, ""),
 )
+
+
+def _out_hw(shape: Shape, attrs: dict) -> list[int]:
+    k = attrs.get("kernel_shape", [1, 1])
+    p = attrs.get("pads", [0, 0, 0, 0])
+    st = attrs.get("strides", [1, 1])
+    return [(shape[2 + d] + p[d] + p[d + 2] - k[d]) // st[d] + 1 for d in range(2)]
 
 
 def probe_model():  # noqa: ANN201 (onnx.ModelProto)
@@ -86,7 +98,7 @@ def probe_model():  # noqa: ANN201 (onnx.ModelProto)
 
     rng = np.random.default_rng(0)
     nodes, inputs, outputs, inits = [], [], [], []
-    for i, (_, op, attrs, shape, wshape, relu) in enumerate(CASES):
+    for i, (op, attrs, shape, wshape, after) in enumerate(CASES):
         x = f"x{i}"
         inputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, list(shape)))
         args = [x]
@@ -98,10 +110,16 @@ def probe_model():  # noqa: ANN201 (onnx.ModelProto)
             b = (rng.standard_normal(wshape[0]) * 0.1).astype(np.float32)
             inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
             args += [f"w{i}", f"b{i}"]
-        y = f"y{i}" if relu else f"out{i}"
+        y = f"y{i}" if after else f"out{i}"
         nodes.append(helper.make_node(op, args, [y], name=f"n{i}", **attrs))
-        if relu:
+        if after == "relu":
             nodes.append(helper.make_node("Relu", [y], [f"out{i}"], name=f"r{i}"))
+        elif after == "add":
+            ys = [shape[0], wshape[0]] if wshape else list(shape)  # the conv's output shape
+            if len(shape) == 4:
+                ys += _out_hw(shape, attrs)
+            inputs.append(helper.make_tensor_value_info(f"x{i}r", TensorProto.FLOAT, ys))
+            nodes.append(helper.make_node("Add", [y, f"x{i}r"], [f"out{i}"], name=f"a{i}"))
         outputs.append(helper.make_tensor_value_info(f"out{i}", TensorProto.FLOAT, None))
     # one view: a Reshape the memory plan puts on its input (the C call, nothing else)
     inputs.append(helper.make_tensor_value_info("xv", TensorProto.FLOAT, [1, 8, 4, 4]))
@@ -148,8 +166,9 @@ def quantized_probe(folder: Path) -> Path:
 _BOUNDARY = frozenset({"QuantizeLinear", "DequantizeLinear"})
 
 
-def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, object, float]]:
-    """(class, cwork.Work, measured seconds) of every kernel of the probe's int8 C."""
+def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, list, float]]:
+    """(kind, its cwork.Work items, measured seconds) of every kernel of the probe's int8 C; kind
+    is "view", "boundary" (the probe's own QuantizeLinear/DequantizeLinear) or "layer"."""
     from opfuse.api import compile as compile_model
     from opfuse.backends.c.emit import c_partition, emit_c
     from opfuse.backends.c.int8.requant import ROUNDING, TFLITE
@@ -157,7 +176,6 @@ def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, object, float]]:
     from opfuse.backends.c.runner import manifest
     from opfuse.cost.ctime import time_kernels
     from opfuse.cost.cwork import is_view, kernel_work
-    from opfuse.cost.kclass import kernel_class
 
     with tempfile.TemporaryDirectory(prefix="opfuse-int8probe-") as tmp:
         folder = Path(tmp)
@@ -172,26 +190,30 @@ def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, object, float]]:
     found = []
     for kernel, t in zip(part.kernels, times.seconds, strict=True):
         members = [nodes[n] for n in kernel.nodes if n in nodes]
-        klass = "view" if is_view(members) else kernel_class(members)
+        klass = "view" if is_view(members) else "layer"
         if all(n.op_type in _BOUNDARY for n in members):
             klass = "boundary"  # the probe's float inputs and outputs, not a probe layer
         found.append((klass, kernel_work(members), t))
     return found
 
 
-def fit_class(rows: list[tuple[float, int, int, float]]) -> tuple[float, float, float]:
-    """Non-negative (s per lane-MAC, s per output, s per loop) minimising the relative error of
-    ``rows`` = (lane_macs, outputs, loops, seconds); a cost the fit drives negative is dropped."""
-    a = np.array([r[:3] for r in rows], float)
-    y = np.array([r[3] for r in rows], float)
+COLUMNS = ("lane_macs", "tail_macs", "outputs", "loops")
+
+
+def fit_class(rows: list[tuple[float, ...]]) -> tuple[float, ...]:
+    """Non-negative seconds per unit of each of ``COLUMNS`` minimising the relative error of
+    ``rows`` = (*COLUMNS, seconds); a cost the fit drives negative is dropped, the rest refitted."""
+    n = len(COLUMNS)
+    a = np.array([r[:n] for r in rows], float).reshape(-1, n)
+    y = np.array([r[n] for r in rows], float)
     keep = y > 0
     a, y = a[keep], y[keep]
     if not len(y):
-        return 0.0, 0.0, 0.0
+        return (0.0,) * n
     scale = np.where(a.max(axis=0) > 0, a.max(axis=0), 1.0)
     weighted = a / scale / y[:, None]
-    active = [j for j in range(3) if a[:, j].any()]
-    coef = np.zeros(3)
+    active = [j for j in range(n) if a[:, j].any()]
+    coef = np.zeros(n)
     while active:
         sol = np.linalg.lstsq(weighted[:, active], np.ones(len(y)), rcond=None)[0]
         if (sol >= 0).all():
@@ -199,28 +221,44 @@ def fit_class(rows: list[tuple[float, int, int, float]]) -> tuple[float, float, 
             break
         active.pop(int(np.argmin(sol)))
     coef = coef / scale
-    return float(coef[0]), float(coef[1]), float(coef[2])
+    return tuple(float(c) for c in coef)
+
+
+def _columns(work) -> tuple[float, ...]:  # noqa: ANN001 (cwork.Work)
+    return tuple(float(getattr(work, c)) for c in COLUMNS)
 
 
 def calibrate_int8c(
     peak_int8_macs_per_s: float,
-    measure: Callable[[], list[tuple[str, object, float]]] = measure_kernels,
+    measure: Callable[[], list[tuple[str, list, float]]] = measure_kernels,
 ) -> dict:
     """The ``[perf.int8c]`` figures (``opfuse.targets.int8c``) from the probe (``measure`` is
-    injectable for tests)."""
+    injectable for tests): each path fitted on the kernels that run it alone, then the
+    ``epilogue`` path on what the kernels with a fused epilogue take beyond their anchor's fit."""
     found = [f for f in measure() if f[0] != "boundary"]
     views = [t for k, _, t in found if k == "view"]
-    efficiency, output_s, loop_s = {}, {}, {}
-    for klass in sorted({k for k, _, _ in found if k != "view"}):
-        rows = [(w.lane_macs, w.outputs, w.loops, t) for k, w, t in found if k == klass]
-        per_mac, per_out, per_loop = fit_class(rows)
+    layers = [(works, t) for k, works, t in found if k == "layer" and works]
+    fitted: dict[str, tuple[float, ...]] = {}
+    for path in sorted({w[0].path for w, _ in layers if len(w) == 1}):
+        fitted[path] = fit_class([(*_columns(w[0]), t)
+                                  for w, t in layers if len(w) == 1 and w[0].path == path])
+    extra = []
+    for works, t in layers:
+        if len(works) > 1 and works[0].path in fitted:
+            anchor = sum(c * x for c, x in zip(fitted[works[0].path], _columns(works[0]),
+                                               strict=True))
+            extra += [(*_columns(w), (t - anchor) / (len(works) - 1)) for w in works[1:]]
+    if extra:
+        fitted["epilogue"] = fit_class(extra)
+    tables: dict[str, dict[str, float]] = {"efficiency": {}, "tail_s": {}, "output_s": {},
+                                           "loop_s": {}}
+    for path, (per_mac, per_tail, per_out, per_loop) in fitted.items():
         if per_mac > 0:
-            efficiency[klass] = min(1.0, 1.0 / (per_mac * peak_int8_macs_per_s))
-        output_s[klass], loop_s[klass] = per_out, per_loop
+            tables["efficiency"][path] = min(1.0, 1.0 / (per_mac * peak_int8_macs_per_s))
+        tables["tail_s"][path] = per_tail
+        tables["output_s"][path], tables["loop_s"][path] = per_out, per_loop
     return {
         "dispatch_overhead_s": statistics.median(views) if views else 0.0,
-        "efficiency": efficiency,
-        "output_s": output_s,
-        "loop_s": loop_s,
+        **tables,
         "kernels": len(found),
     }

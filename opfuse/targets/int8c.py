@@ -5,15 +5,20 @@ Schema (every number carries its source in a comment, as the rest of ``[perf]``)
 
     [perf.int8c]
     dispatch_overhead_s = 0.0           # one C call between kernels (not a session.run)
-    [perf.int8c.efficiency]             # fraction of the int8 peak per lane-MAC, per class
-    conv = 0.23
+    [perf.int8c.efficiency]             # fraction of the int8 peak per lane-MAC, per C path
+    conv_rows = 0.23
+    [perf.int8c.tail_s]                 # seconds per MAC of a vector loop's scalar remainder
+    depthwise = 4.0e-10
     [perf.int8c.output_s]               # seconds per output element (requantize + store)
-    conv = 2.0e-9
+    conv_rows = 2.0e-9
     [perf.int8c.loop_s]                 # seconds per loop nest the C template starts
-    conv1x1 = 1.1e-7
+    pointwise = 1.1e-7
 
-Every sub-table is optional and a class may be absent: an absent efficiency falls back to
-``[perf.efficiency]`` (measured on onnxruntime in fp32), an absent per-output or per-loop cost is 0.
+The keys are the C template paths (``PATHS``; ``opfuse.cost.cwork`` says what each loops over):
+conv_lanes, pointwise, conv_rows, depthwise, gemm, pool, reduce, elementwise, movement, other,
+epilogue. Every sub-table is optional and a path may be absent: an absent efficiency falls back to
+``[perf.efficiency]`` of the kernel's class (measured on onnxruntime in fp32), an absent per-output
+per-loop or tail cost is 0.
 A target without ``[perf.int8c]`` (every target before it existed, a ``host`` calibrated by an
 older opfuse) costs int8 kernels as before: FLOPs at the int8 peak x ``[perf.efficiency]``.
 """
@@ -25,7 +30,10 @@ from pathlib import Path
 
 from opfuse.errors import OpfuseError
 
-_TABLES = ("efficiency", "output_s", "loop_s")
+_TABLES = ("efficiency", "tail_s", "output_s", "loop_s")
+# the C template paths the tables are keyed by (opfuse.cost.cwork says what each one loops)
+PATHS = ("conv_lanes", "pointwise", "conv_rows", "depthwise", "gemm", "pool", "reduce",
+         "elementwise", "movement", "other", "epilogue")
 
 
 @dataclass(frozen=True)
@@ -34,9 +42,10 @@ class Int8C:
     efficiency: dict[str, float] = field(default_factory=dict)
     output_s: dict[str, float] = field(default_factory=dict)
     loop_s: dict[str, float] = field(default_factory=dict)
+    tail_s: dict[str, float] = field(default_factory=dict)
 
 
-def parse_int8c(table: object, path: Path, classes: tuple[str, ...]) -> Int8C | None:
+def parse_int8c(table: object, path: Path, classes: tuple[str, ...] = PATHS) -> Int8C | None:
     if table is None:
         return None
     if not isinstance(table, dict):
@@ -49,16 +58,17 @@ def parse_int8c(table: object, path: Path, classes: tuple[str, ...]) -> Int8C | 
     for name in _TABLES:
         sub = table.get(name, {})
         if not isinstance(sub, dict):
-            raise OpfuseError(f"{path}: 'perf.int8c.{name}' must be a table of kernel class = number")
+            raise OpfuseError(f"{path}: 'perf.int8c.{name}' must be a table of C path = number")
         found[name] = {}
         for klass, value in sub.items():
             where = f"perf.int8c.{name}.{klass}"
             if klass not in classes:
-                raise OpfuseError(f"{path}: unknown kernel class '{where}' (known: {', '.join(classes)})")
+                raise OpfuseError(f"{path}: unknown C path '{where}' (known: {', '.join(classes)})")
             found[name][klass] = _number(value, where, path, name == "efficiency")
     dispatch = _number(table.get("dispatch_overhead_s", 0.0), "perf.int8c.dispatch_overhead_s",
                        path, False)
-    return Int8C(dispatch, found["efficiency"], found["output_s"], found["loop_s"])
+    return Int8C(dispatch, found["efficiency"], found["output_s"], found["loop_s"],
+                 found["tail_s"])
 
 
 def _number(value: object, where: str, path: Path, fraction: bool) -> float:

@@ -212,7 +212,7 @@ def parse_perf(table: object, path: Path, precisions: tuple[str, ...]) -> Perf |
         ),
         vela=_vela(table.get("vela", {}), path),
         npu=parse_npu(table.get("npu"), path),
-        int8c=parse_int8c(table.get("int8c"), path, KERNEL_CLASSES),
+        int8c=parse_int8c(table.get("int8c"), path),
     )
 
 
