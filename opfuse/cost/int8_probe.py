@@ -273,8 +273,16 @@ def calibrate_int8c(
             tables["efficiency"][path] = min(1.0, 1.0 / (per_mac * peak_int8_macs_per_s))
         tables["tail_s"][path] = per_tail
         tables["output_s"][path], tables["loop_s"][path] = per_out, per_loop
-    return {
-        "dispatch_overhead_s": statistics.median(views) if views else 0.0,
+    return Int8Figures(
+        dispatch_overhead_s=statistics.median(views) if views else 0.0,
         **tables,
-        "kernels": len(found),
-    }
+        kernels=len(found),
+    )
+
+
+class Int8Figures(dict):
+    """The ``[perf.int8c]`` figures; prints as one readable row in ``opfuse calibrate``'s table."""
+
+    def __str__(self) -> str:
+        eff = ", ".join(f"{k} {v:.2f}" for k, v in self.get("efficiency", {}).items())
+        return f"{self.get('kernels', 0)} probe kernels; fraction of int8 peak: {eff}"
