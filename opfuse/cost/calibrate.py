@@ -1,6 +1,6 @@
 """``calibrate``: measure this machine and write a target named ``host`` (``opfuse calibrate``).
 
-Measured in about 12 s (the rates the best of a few repeats, the efficiencies medians):
+Measured in about 25 s (the rates the best of a few repeats, the efficiencies medians):
 
 - streaming bandwidth of each cache level found in sysfs (L1d, L2, L3) and of DRAM: a copy
   between two page-aligned buffers skewed so they never alias modulo 4 KiB, at several working
@@ -14,7 +14,14 @@ Measured in about 12 s (the rates the best of a few repeats, the efficiencies me
 - per-call overhead: the median of many ``session.run`` calls on a one-element Relu;
 - per-class compute efficiency (``[perf.efficiency]``): one-node models of each kernel class at
   typical mobile-CNN sizes, as a fraction of the fp32 GEMM peak (``opfuse.cost.efficiency``). They
-  are measured in fp32 and written once, for every precision.
+  are measured in fp32 and written once, for every precision;
+- opfuse's own int8 C (``[perf.int8c]``, about 15 s more): probe layers of every C template path
+  (``opfuse.cost.int8_probe``), quantized by onnxruntime, emitted as C, each kernel timed in the
+  full invoke (``opfuse.cost.ctime``) and fitted per path: fraction of the int8 peak per
+  lane-MAC, seconds per scalar-tail MAC, per output and per vector loop, and a C call's
+  dispatch. A quantized model is costed on ``host`` as that C, since it is what runs it there
+  (``opfuse.cost.int8c``). ``calibrate(int8c=False)`` skips it (a file without the table costs
+  int8 kernels at the onnxruntime figures, as before).
 
 Cache levels are written with ``holds = ["activations", "weights"]``: across repeated inference the
 weights stay in the last-level cache when they fit it with the arena (``opfuse.cost.roofline``).

@@ -48,7 +48,7 @@ static inline uint64_t ktimer_now(void) {{
 void {prefix}_profile_mark(int kernel) {{
     if (kernel >= 0 && kernel < NMARKS) {prefix}_ktimer_marks[kernel] = ktimer_now();
 }}
-/* The median-free raw cost of one mark: ns between two back-to-back marks, over n pairs. */
+/* ns between two back-to-back clock reads: the cost of one mark, subtracted from each kernel. */
 uint64_t {prefix}_ktimer_pair(void) {{
     uint64_t a = ktimer_now();
     uint64_t b = ktimer_now();

@@ -34,6 +34,10 @@ where the class is that of the kernel's anchor, else its first op (``opfuse.cost
 (windowed MaxPool/AveragePool), ``reduce`` (global pools, Reduce*, Softmax, LayerNormalization),
 ``elementwise`` (unary and broadcasting arithmetic, BatchNormalization), ``movement`` (reshape,
 concat, pad, ...), ``other``. Each value is in (0, 1]; a class the table omits runs at 1.0.
+
+``[perf.int8c]`` (optional, ``opfuse.targets.int8c``): how fast opfuse's own generated int8 C
+runs on the target, per C template path, written by ``opfuse calibrate`` for ``host``; a quantized
+model is then costed as that C (``opfuse.cost.int8c``). Absent: as before.
 """
 
 from __future__ import annotations
