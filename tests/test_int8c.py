@@ -224,3 +224,26 @@ def test_int8c_replace_keeps_old_targets_untouched():
     assert x86.perf.int8c is None  # no shipped target claims opfuse's C timings
     fake = dataclasses.replace(x86.perf, int8c=Int8C())
     assert fake.int8c.efficiency == {} and fake.int8c.dispatch_overhead_s == 0.0
+
+
+def test_calibrate_without_a_c_compiler_warns_and_writes_no_int8c(monkeypatch, tmp_path):
+    from opfuse.cost import calibrate as cal
+    from opfuse.cost import int8_probe
+
+    monkeypatch.setattr(cal, "_cache_sizes", lambda: {"l2": 1 << 20})
+    monkeypatch.setattr(cal, "level_rate", lambda *a: {"bytes_per_s": 1e10, "sizes": [],
+                                                       "rates": []})
+    monkeypatch.setattr(cal, "_gemm_macs_per_s", lambda int8: 1e10)
+    monkeypatch.setattr(cal, "_call_overhead_s", lambda: 1e-6)
+    monkeypatch.setattr(cal, "measure_efficiency", lambda *a: {"conv": 0.5})
+
+    def no_compiler(peak):
+        raise OpfuseError("C backend: no C compiler found (install gcc or set CC)")
+
+    monkeypatch.setattr(int8_probe, "calibrate_int8c", no_compiler)
+    figures = cal.calibrate()
+    assert "int8c" not in figures
+    assert any("int8 C not measured" in w and "no C compiler" in w for w in figures["warnings"])
+    path = tmp_path / "host.toml"
+    path.write_text(host_target_text(figures))
+    assert load_target(path).perf.int8c is None
