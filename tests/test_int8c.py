@@ -29,7 +29,7 @@ from tests.test_cost import FIGURES
 
 INT8C = {
     "dispatch_overhead_s": 2e-8,
-    "efficiency": {"pointwise": 0.3, "depthwise": 0.2, "gemm": 0.25},
+    "mac_s": {"pointwise": 4e-11, "depthwise": 6e-11, "gemm": 5e-12},
     "tail_s": {"depthwise": 4e-10},
     "output_s": {"pointwise": 1e-10, "depthwise": 2e-9, "epilogue": 3e-9},
     "loop_s": {"pointwise": 1e-7},
@@ -71,10 +71,10 @@ def probe(tmp_path_factory):
 
 def test_calibrate_writes_int8c_and_the_target_reads_it(tmp_path):
     perf = _host(tmp_path, INT8C).perf
-    assert perf.int8c == Int8C(2e-8, INT8C["efficiency"], INT8C["output_s"], INT8C["loop_s"],
+    assert perf.int8c == Int8C(2e-8, INT8C["mac_s"], INT8C["output_s"], INT8C["loop_s"],
                                INT8C["tail_s"])
     text = host_target_text(dict(FIGURES, int8c=INT8C))
-    assert "[perf.int8c.efficiency]" in text and "12 probe kernels" in text
+    assert "[perf.int8c.mac_s]" in text and "12 probe kernels" in text
 
 
 def test_a_host_calibrated_before_int8c_still_loads_and_costs_int8_as_before(tmp_path, probe):
@@ -178,20 +178,20 @@ def test_probe_calibration_fits_each_path_then_the_epilogue():
         w = work("pointwise", 2e5, 1000 * n, 10)
         t = 2e5 * 1e-11 + 1000 * n * 1e-10 + 10 * 1e-7 + 1000 * n * 4e-9
         found.append(("layer", [w, work("epilogue", 1000 * n, 1000 * n, 0)], t))
-    got = calibrate_int8c(1e11, lambda: found)
+    got = calibrate_int8c(lambda: found)
     assert got["dispatch_overhead_s"] == 3e-8 and got["kernels"] == 9
-    assert got["efficiency"]["pointwise"] == pytest.approx(1 / (1e-11 * 1e11))
+    assert got["mac_s"]["pointwise"] == pytest.approx(1e-11)
     assert got["output_s"]["pointwise"] == pytest.approx(1e-10)
     assert got["loop_s"]["pointwise"] == pytest.approx(1e-7)
     # the epilogue's MACs and outputs are one count: what it takes per output is 4e-9 in all
-    per_output = got["output_s"]["epilogue"] + 1 / (got["efficiency"]["epilogue"] * 1e11)
+    per_output = got["output_s"]["epilogue"] + got["mac_s"]["epilogue"]
     assert per_output == pytest.approx(4e-9)
     assert "pointwise" in str(got)
 
 
 @pytest.mark.parametrize("table, message", [
-    ("[perf.int8c.efficiency]\nconv = 0.2", "unknown C path"),
-    ("[perf.int8c.efficiency]\npointwise = 1.5", "must be in (0, 1]"),
+    ("[perf.int8c.mac_s]\nconv = 2e-11", "unknown C path"),
+    ("[perf.int8c.mac_s]\npointwise = \"fast\"", "must be a number"),
     ("[perf.int8c.output_s]\ngemm = -1e-9", "must be >= 0"),
     ("[perf.int8c]\nspeed = 1", "unknown key 'perf.int8c.speed'"),
 ])
@@ -223,7 +223,7 @@ def test_int8c_replace_keeps_old_targets_untouched():
     x86 = load_target("x86-host")
     assert x86.perf.int8c is None  # no shipped target claims opfuse's C timings
     fake = dataclasses.replace(x86.perf, int8c=Int8C())
-    assert fake.int8c.efficiency == {} and fake.int8c.dispatch_overhead_s == 0.0
+    assert fake.int8c.mac_s == {} and fake.int8c.dispatch_overhead_s == 0.0
 
 
 def test_calibrate_without_a_c_compiler_warns_and_writes_no_int8c(monkeypatch, tmp_path):
@@ -237,7 +237,7 @@ def test_calibrate_without_a_c_compiler_warns_and_writes_no_int8c(monkeypatch, t
     monkeypatch.setattr(cal, "_call_overhead_s", lambda: 1e-6)
     monkeypatch.setattr(cal, "measure_efficiency", lambda *a: {"conv": 0.5})
 
-    def no_compiler(peak):
+    def no_compiler():
         raise OpfuseError("C backend: no C compiler found (install gcc or set CC)")
 
     monkeypatch.setattr(int8_probe, "calibrate_int8c", no_compiler)

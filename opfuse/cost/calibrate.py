@@ -17,9 +17,8 @@ Measured in about 25 s (the rates the best of a few repeats, the efficiencies me
   are measured in fp32 and written once, for every precision;
 - opfuse's own int8 C (``[perf.int8c]``, about 15 s more): probe layers of every C template path
   (``opfuse.cost.int8_probe``), quantized by onnxruntime, emitted as C, each kernel timed in the
-  full invoke (``opfuse.cost.ctime``) and fitted per path: fraction of the int8 peak per
-  lane-MAC, seconds per scalar-tail MAC, per output and per vector loop, and a C call's
-  dispatch. A quantized model is costed on ``host`` as that C, since it is what runs it there
+  full invoke (``opfuse.cost.ctime``) and fitted per path: seconds per MAC in whole vectors,
+  per scalar-tail MAC, per output and per vector loop, and a C call's dispatch. A quantized model is costed on ``host`` as that C, since it is what runs it there
   (``opfuse.cost.int8c``). ``calibrate(int8c=False)`` skips it (a file without the table costs
   int8 kernels at the onnxruntime figures, as before).
 
@@ -168,7 +167,7 @@ def calibrate(int8c: bool = True) -> dict:
         from opfuse.cost.int8_probe import calibrate_int8c
 
         try:
-            figures["int8c"] = calibrate_int8c(peak["int8"])
+            figures["int8c"] = calibrate_int8c()
         except OpfuseError as err:  # no C compiler: the file is written without [perf.int8c]
             warnings.append(f"calibrate: opfuse's int8 C not measured ({err}); int8 kernels are "
                             "costed at the onnxruntime figures")
@@ -260,7 +259,7 @@ def _int8c_lines(int8c: dict | None, src: str) -> list[str]:
         f"dispatch_overhead_s = {int8c['dispatch_overhead_s']:.4g}  # median time of a view "
         "kernel: one C call, the timer's own cost subtracted",
     ]
-    for table, what in (("efficiency", "fraction of the int8 peak per lane-MAC"),
+    for table, what in (("mac_s", "seconds per MAC in whole vectors"),
                         ("tail_s", "seconds per MAC of a vector loop's scalar remainder"),
                         ("output_s", "seconds per output element (requantize + store)"),
                         ("loop_s", "seconds per vector loop the template starts")):

@@ -12,8 +12,7 @@ templates (output-row loops, pointwise pixel tiles, channel lanes). onnxruntime'
 emits the C, and ``opfuse.cost.ctime`` times every kernel as it runs in the full invoke.
 
 Per C template path the four costs of ``cwork`` are fitted to the measured times, non-negative,
-minimising the relative error: seconds per lane-MAC (written as an efficiency: the fraction of
-the int8 peak it reaches), per MAC of a scalar loop tail, per output element (requantize +
+minimising the relative error: seconds per MAC in whole vectors, per MAC of a scalar loop tail, per output element (requantize +
 store) and per vector loop started. A
 cost the fit drives negative is dropped (0) and the rest refitted. A view (a Reshape the memory
 plan places on its input) measures the C call itself: its median is the dispatch overhead.
@@ -61,6 +60,9 @@ CASES: tuple[tuple[str, dict, Shape, Shape | None, str], ...] = (
     ("Conv", {}, (1, 96, 10, 10), (32, 96, 1, 1), ""),  # pointwise
     ("Conv", {}, (1, 24, 9, 9), (72, 24, 1, 1), "relu"),  # pointwise
     ("Conv", {}, (1, 40, 8, 8), (120, 40, 1, 1), "relu"),  # pointwise
+    ("Conv", {}, (1, 32, 11, 11), (48, 32, 1, 1), "relu"),  # pointwise, tiles 64 + 57
+    ("Conv", {}, (1, 48, 15, 9), (32, 48, 1, 1), "relu"),  # pointwise, tiles 2 x 64 + 7
+    ("Conv", {}, (1, 16, 7, 13), (64, 16, 1, 1), "relu"),  # pointwise, tiles 64 + 27
     ("Conv", {}, (1, 24, 16, 16), (40, 24, 1, 1), "add"),  # pointwise + epilogue
     ("Conv", {}, (1, 160, 6, 6), (32, 160, 1, 1), "add"),  # conv_lanes + epilogue
     ("Conv", _conv(3), (1, 16, 16, 16), (16, 16, 3, 3), "add"),  # conv_lanes + epilogue
@@ -179,6 +181,16 @@ def quantized_probe(folder: Path, cases: tuple = CASES) -> Path:
 _BOUNDARY = frozenset({"QuantizeLinear", "DequantizeLinear"})
 
 
+def chunks(cases: tuple = CASES, size: int = CHUNK) -> list[tuple]:
+    """``cases`` in models of at most ``size`` layers, convs with convs and Gemms with Gemms: a
+    kernel's time depends on what ran before it (the caches its neighbours leave), and a CNN's
+    convs follow convs while an MLP's Gemms follow Gemms."""
+    groups: dict[str, list] = {}
+    for case in cases:
+        groups.setdefault(case[0] if case[0] in ("Conv", "Gemm") else "other", []).append(case)
+    return [tuple(g[i:i + size]) for g in groups.values() for i in range(0, len(g), size)]
+
+
 def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, list, float]]:
     """(kind, its cwork.Work items, measured seconds) of every kernel of the probe's int8 C; kind
     is "view", "boundary" (the probe's own QuantizeLinear/DequantizeLinear) or "layer"."""
@@ -191,18 +203,18 @@ def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, list, float]]:
     from opfuse.cost.cwork import is_view, kernel_work
 
     found = []
-    for start in range(0, len(CASES), CHUNK):
+    groups = chunks()
+    for cases in groups:
         with tempfile.TemporaryDirectory(prefix="opfuse-int8probe-") as tmp:
             folder = Path(tmp)
-            result = compile_model(quantized_probe(folder, CASES[start:start + CHUNK]),
-                                   "x86-host")
+            result = compile_model(quantized_probe(folder, cases), "x86-host")
             # requantize as TFLite does (double rounding), as the C of every .tflite model does;
             # the C of an ONNX QDQ model rounds once, a cheaper requantization not measured here
             result.optimized.meta[ROUNDING] = TFLITE
             model, part = c_partition(result, True)
             emit_c(result, folder / "c")
             times = time_kernels(folder / "c", _random_feeds(manifest(folder / "c")),
-                                 budget_s / -(-len(CASES) // CHUNK))
+                                 budget_s / len(groups))
         nodes = {n.name: n for n in model.graph}
         for kernel, t in zip(part.kernels, times.seconds, strict=True):
             members = [nodes[n] for n in kernel.nodes if n in nodes]
@@ -245,7 +257,6 @@ def _columns(work) -> tuple[float, ...]:  # noqa: ANN001 (cwork.Work)
 
 
 def calibrate_int8c(
-    peak_int8_macs_per_s: float,
     measure: Callable[[], list[tuple[str, list, float]]] = measure_kernels,
 ) -> dict:
     """The ``[perf.int8c]`` figures (``opfuse.targets.int8c``) from the probe (``measure`` is
@@ -266,12 +277,10 @@ def calibrate_int8c(
             extra += [(*_columns(w), (t - anchor) / (len(works) - 1)) for w in works[1:]]
     if extra:
         fitted["epilogue"] = fit_class(extra)
-    tables: dict[str, dict[str, float]] = {"efficiency": {}, "tail_s": {}, "output_s": {},
+    tables: dict[str, dict[str, float]] = {"mac_s": {}, "tail_s": {}, "output_s": {},
                                            "loop_s": {}}
     for path, (per_mac, per_tail, per_out, per_loop) in fitted.items():
-        if per_mac > 0:
-            tables["efficiency"][path] = min(1.0, 1.0 / (per_mac * peak_int8_macs_per_s))
-        tables["tail_s"][path] = per_tail
+        tables["mac_s"][path], tables["tail_s"][path] = per_mac, per_tail
         tables["output_s"][path], tables["loop_s"][path] = per_out, per_loop
     return Int8Figures(
         dispatch_overhead_s=statistics.median(views) if views else 0.0,
@@ -284,5 +293,5 @@ class Int8Figures(dict):
     """The ``[perf.int8c]`` figures; prints as one readable row in ``opfuse calibrate``'s table."""
 
     def __str__(self) -> str:
-        eff = ", ".join(f"{k} {v:.2f}" for k, v in self.get("efficiency", {}).items())
-        return f"{self.get('kernels', 0)} probe kernels; fraction of int8 peak: {eff}"
+        rates = ", ".join(f"{k} {1e-9 / v:.0f}" for k, v in self.get("mac_s", {}).items() if v)
+        return f"{self.get('kernels', 0)} probe kernels; GMAC/s in whole vectors: {rates}"

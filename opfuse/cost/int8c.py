@@ -1,10 +1,10 @@
 """Compute time of one kernel of opfuse's generated int8 C, on a target with ``[perf.int8c]``
 (the ``host`` after ``opfuse calibrate``; ``opfuse.targets.int8c``; docs/architecture.md, the cost
 row). It replaces FLOPs / (int8 peak x efficiency) for quantized models there, since onnxruntime's
-int8 kernels (what the peak was measured on) and opfuse's C differ by up to 10x per class:
+int8 kernels (what the peak and efficiencies were measured on) and opfuse's C differ by up to 10x:
 
-    compute = sum over the kernel's loops of lane_macs / (int8 peak x efficiency[path])
-              + tail_macs x tail_s[path] + outputs x output_s[path] + loops x loop_s[path]
+    compute = sum over the kernel's loops of lane_macs x mac_s[path] + tail_macs x tail_s[path]
+              + outputs x output_s[path] + loops x loop_s[path]
 
 with the work and its template path counted as the C loops (``opfuse.cost.cwork``). A fused Relu
 or Clip becomes the requantization's clamp and costs nothing more; a fused Add requantizes both
@@ -21,11 +21,14 @@ from opfuse.targets import Perf
 
 
 def work_seconds(work: Work, perf: Perf, fallback_class: str) -> float:
-    """One item of work at its path's rates (an absent efficiency: the class's float one)."""
+    """One item of work at its path's rates (an absent mac_s: the int8 peak at the class's
+    onnxruntime efficiency)."""
     model = perf.int8c
     assert model is not None
-    eff = model.efficiency.get(work.path) or perf.efficiency_of(fallback_class)
-    return (work.lane_macs / (perf.peak_macs_per_s["int8"] * eff)
+    mac_s = model.mac_s.get(work.path)
+    if mac_s is None:
+        mac_s = 1.0 / (perf.peak_macs_per_s["int8"] * perf.efficiency_of(fallback_class))
+    return (work.lane_macs * mac_s
             + work.tail_macs * model.tail_s.get(work.path, 0.0)
             + work.outputs * model.output_s.get(work.path, 0.0)
             + work.loops * model.loop_s.get(work.path, 0.0))

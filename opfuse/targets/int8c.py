@@ -5,8 +5,8 @@ Schema (every number carries its source in a comment, as the rest of ``[perf]``)
 
     [perf.int8c]
     dispatch_overhead_s = 0.0           # one C call between kernels (not a session.run)
-    [perf.int8c.efficiency]             # fraction of the int8 peak per lane-MAC, per C path
-    conv_rows = 0.23
+    [perf.int8c.mac_s]                  # seconds per MAC in a whole vector, per C path
+    conv_rows = 5.2e-11
     [perf.int8c.tail_s]                 # seconds per MAC of a vector loop's scalar remainder
     depthwise = 4.0e-10
     [perf.int8c.output_s]               # seconds per output element (requantize + store)
@@ -16,9 +16,10 @@ Schema (every number carries its source in a comment, as the rest of ``[perf]``)
 
 The keys are the C template paths (``PATHS``; ``opfuse.cost.cwork`` says what each loops over):
 conv_lanes, pointwise, conv_rows, depthwise, gemm, pool, reduce, elementwise, movement, other,
-epilogue. Every sub-table is optional and a path may be absent: an absent efficiency falls back to
-``[perf.efficiency]`` of the kernel's class (measured on onnxruntime in fp32), an absent per-output
-per-loop or tail cost is 0.
+epilogue. Every sub-table is optional and a path may be absent: an absent ``mac_s`` falls back to the int8
+peak x ``[perf.efficiency]`` of the kernel's class (measured on onnxruntime), an absent per-output,
+per-loop or tail cost is 0. Seconds, not a fraction of the peak: the C's short int8 dot products
+(a Gemm's, in L1) beat the 1024^3 MatMulInteger the peak is measured on.
 A target without ``[perf.int8c]`` (every target before it existed, a ``host`` calibrated by an
 older opfuse) costs int8 kernels as before: FLOPs at the int8 peak x ``[perf.efficiency]``.
 """
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from opfuse.errors import OpfuseError
 
-_TABLES = ("efficiency", "tail_s", "output_s", "loop_s")
+_TABLES = ("mac_s", "tail_s", "output_s", "loop_s")
 # the C template paths the tables are keyed by (opfuse.cost.cwork says what each one loops)
 PATHS = ("conv_lanes", "pointwise", "conv_rows", "depthwise", "gemm", "pool", "reduce",
          "elementwise", "movement", "other", "epilogue")
@@ -39,7 +40,7 @@ PATHS = ("conv_lanes", "pointwise", "conv_rows", "depthwise", "gemm", "pool", "r
 @dataclass(frozen=True)
 class Int8C:
     dispatch_overhead_s: float = 0.0
-    efficiency: dict[str, float] = field(default_factory=dict)
+    mac_s: dict[str, float] = field(default_factory=dict)
     output_s: dict[str, float] = field(default_factory=dict)
     loop_s: dict[str, float] = field(default_factory=dict)
     tail_s: dict[str, float] = field(default_factory=dict)
@@ -64,17 +65,16 @@ def parse_int8c(table: object, path: Path, classes: tuple[str, ...] = PATHS) -> 
             where = f"perf.int8c.{name}.{klass}"
             if klass not in classes:
                 raise OpfuseError(f"{path}: unknown C path '{where}' (known: {', '.join(classes)})")
-            found[name][klass] = _number(value, where, path, name == "efficiency")
+            found[name][klass] = _number(value, where, path)
     dispatch = _number(table.get("dispatch_overhead_s", 0.0), "perf.int8c.dispatch_overhead_s",
-                       path, False)
-    return Int8C(dispatch, found["efficiency"], found["output_s"], found["loop_s"],
+                       path)
+    return Int8C(dispatch, found["mac_s"], found["output_s"], found["loop_s"],
                  found["tail_s"])
 
 
-def _number(value: object, where: str, path: Path, fraction: bool) -> float:
+def _number(value: object, where: str, path: Path) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise OpfuseError(f"{path}: '{where}' must be a number; got {value!r}")
-    if value < 0 or (fraction and not 0 < value <= 1):
-        bound = "in (0, 1] (a fraction of peak)" if fraction else ">= 0"
-        raise OpfuseError(f"{path}: '{where}' must be {bound}; got {value!r}")
+    if value < 0:
+        raise OpfuseError(f"{path}: '{where}' must be >= 0 (seconds); got {value!r}")
     return float(value)
