@@ -83,6 +83,8 @@ CASES: tuple[tuple[str, dict, Shape, Shape | None, str], ...] = (
     ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2]}, (1, 16, 32, 32), None, ""),
     ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2]}, (1, 32, 15, 15), None, ""),
     ("AveragePool", {"kernel_shape": [4, 4], "strides": [4, 4]}, (1, 64, 8, 8), None, ""),
+    ("AveragePool", {"kernel_shape": [7, 7]}, (1, 96, 7, 7), None, ""),  # a whole plane
+    ("AveragePool", {"kernel_shape": [10, 3]}, (1, 48, 10, 3), None, ""),
     ("Add", {}, (1, 32, 20, 20), None, ""),
     ("Add", {}, (1, 64, 10, 10), None, ""),
     ("GlobalAveragePool", {}, (1, 64, 7, 7), None, ""),
