@@ -1,6 +1,6 @@
 """The cost model against measurement: predicted vs measured time per kernel on this machine.
 
-For resnet18 and mobilenet_v2, before fusion (the model as imported, one node per kernel) and after
+Float (onnxruntime). For resnet18 and mobilenet_v2, before fusion (the model as imported, one node per kernel) and after
 (the fused partition on the calibrated ``host`` target), every kernel is cut into its own ONNX model:
 inputs = the kernel's external activation inputs, initializers = its weights, outputs = the values it
 writes. Each runs in onnxruntime with one thread; the time is the median of repeated session.run
@@ -13,7 +13,16 @@ Predictions: ``opfuse.analysis.analyze`` at the model's precision (fp32) on the 
 target written before ``[perf.efficiency]`` existed runs every class at the GEMM peak: re-calibrate.
 At the end, the errors per kernel class (``opfuse.cost.kclass``: the anchor's, else the first op's).
 
+int8 (opfuse's generated C). For every int8 ``.tflite`` of ``../shared/models/tflite``: compile
+for the ``host`` target, emit the fused C (``compile --emit c``), time every kernel as it runs in
+the full invoke (``opfuse.cost.ctime``: profile marks, warm, median of repeats) and cost the very
+partition the C follows (``c_partition``, the C's planned arena) at the model's precision (int8):
+on a host calibrated with ``[perf.int8c]`` that is the int8 C model of ``opfuse.cost.int8c``. A
+view kernel (a Reshape the memory plan puts on its input: no code) and any kernel measured under
+``FLOOR_S`` (where the timer's ~20 ns cost and its jitter dominate) are listed, not counted.
+
     python benchmarks/roofline_vs_measured.py [--models resnet18 mobilenet_v2] [--top 20] [--runs 3]
+        [--int8-models kws_ref_model ...] [--only float|int8]
 
 With ``--runs N`` (default 3) the whole thing (calibrate into a fresh temporary target, predict,
 measure) runs N times and the figure to quote is the median of the N per-run medians with their
@@ -27,6 +36,7 @@ import argparse
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
@@ -34,7 +44,7 @@ import onnx_ir as ir
 from onnx import helper
 
 from opfuse.analysis import analyze
-from opfuse.cost import KernelCost
+from opfuse.cost import KernelCost, cost_model
 from opfuse.cost.calibrate import write_host_target
 from opfuse.errors import OpfuseError
 from opfuse.fusion.types import Kernel, Partition
@@ -140,7 +150,7 @@ def print_classes(signed: list[tuple[str, float]]) -> None:
 
 
 def one_pass(target: Target, args: argparse.Namespace) -> float:
-    """Predict and measure every kernel once on ``target``; the median |relative error|."""
+    """Predict and measure every float kernel once on ``target``; the median |relative error|."""
     perf = target.perf
     assert perf is not None
     if not perf.efficiency:
@@ -167,33 +177,151 @@ def one_pass(target: Target, args: argparse.Namespace) -> float:
         )  # fmt: skip
     median = statistics.median(abs(e) for _, e in everything)
     print(
-        f"\nall {len(everything)} kernels: median |relative error| {median:.0%} "
+        f"\nfloat, all {len(everything)} kernels: median |relative error| {median:.0%} "
         f"({time.perf_counter() - started:.0f} s); per kernel class:"
     )
     print_classes(everything)
     return median
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=["resnet18", "mobilenet_v2"])
-    parser.add_argument("--top", type=int, default=20)
-    parser.add_argument("--budget", type=float, default=0.12, help="seconds of repeats per kernel")
-    parser.add_argument("--runs", type=int, default=3, help="calibrate + predict + measure N times")
-    parser.add_argument("--installed", action="store_true",
-                        help="use the installed host target instead of calibrating each run")
-    args = parser.parse_args(argv)
-    medians = []
-    for run in range(args.runs):
-        print(f"\n=== run {run + 1} of {args.runs} ===")
-        target = host_target() if args.installed else fresh_target()
-        medians.append(one_pass(target, args))
+FLOOR_S = 0.2e-6
+SHARED_TFLITE = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "tflite"
+INT8_MODELS = ("kws_ref_model", "vww_96_int8", "person_detect", "mcunet_vww",
+               "pretrainedResnet_quant", "ad01_int8", "hello_world_int8")
+
+
+@dataclass(frozen=True)
+class Row:
+    model: str
+    kernel: str
+    ops: str
+    klass: str
+    view: bool
+    predicted_s: float
+    measured_s: float
+
+    @property
+    def counted(self) -> bool:
+        return not self.view and self.measured_s >= FLOOR_S
+
+    @property
+    def error(self) -> float:
+        return (self.predicted_s - self.measured_s) / self.measured_s
+
+
+def int8_rows(path: Path, target: Target, budget_s: float) -> list[Row]:
+    """Predicted and measured time of every kernel of ``path``'s int8 C on ``target``."""
+    from opfuse.backends.c.emit import c_partition, emit_c
+    from opfuse.backends.c.perkernel import _random_feeds
+    from opfuse.backends.c.runner import manifest
+    from opfuse.cost.ctime import time_kernels
+    from opfuse.cost.cwork import is_view
+
+    result = compile_model(path, target)
+    model, part = c_partition(result, True)
+    with tempfile.TemporaryDirectory(prefix="opfuse-int8-") as tmp:
+        emitted = emit_c(result, Path(tmp))
+        info = manifest(Path(tmp))
+        times = time_kernels(tmp, _random_feeds(info), budget_s=budget_s)
+    entries = sorted(info["kernel_outputs"], key=lambda k: k["index"])
+    cost = cost_model(model, part, target, arena_bytes=emitted.arena_bytes)
+    nodes = {n.name: n for n in model.graph}
+    rows = []
+    for entry, kc, kernel, t in zip(entries, cost.kernels, part.kernels, times.seconds,
+                                    strict=True):
+        if tuple(entry["nodes"]) != tuple(kernel.nodes):
+            raise OpfuseError(f"{path.name}: the C's kernel {entry['index']} is not the costed one")
+        view = is_view([nodes[n] for n in kernel.nodes if n in nodes])
+        rows.append(Row(path.stem, entry["function"], "+".join(kc.ops), kc.kernel_class, view,
+                        kc.latency_s, t))
+    return rows
+
+
+def print_int8(rows: list[Row], top: int) -> None:
+    counted = [r for r in rows if r.counted]
+    print(f"\n{rows[0].model} (int8 C): {len(rows)} kernels, {len(counted)} counted (not views, "
+          f"measured >= {FLOOR_S * 1e6:.1f} us); top {top} by measured time")
+    print(f"  {'kernel':<30}{'ops':<24}{'class':<12}{'pred us':>10}{'meas us':>10}{'err':>8}")
+    for r in sorted(rows, key=lambda r: -r.measured_s)[:top]:
+        err = f"{r.error:>+8.0%}" if r.counted else f"{'view' if r.view else '<floor':>8}"
+        print(f"  {r.kernel[:29]:<30}{r.ops[:23]:<24}{r.klass:<12}"
+              f"{r.predicted_s * 1e6:>10.2f}{r.measured_s * 1e6:>10.2f}{err}")
+    if counted:
+        pred = sum(r.predicted_s for r in counted)
+        meas = sum(r.measured_s for r in counted)
+        print(f"  total: predicted {pred * 1e3:.3f} ms, measured {meas * 1e3:.3f} ms "
+              f"({(pred - meas) / meas:+.0%}); median |relative error| per kernel "
+              f"{statistics.median(abs(r.error) for r in counted):.0%}")
+
+
+def int8_pass(target: Target, args: argparse.Namespace) -> float | None:
+    """Predict and measure every int8 C kernel once on ``target``; the median |relative error|."""
+    perf = target.perf
+    assert perf is not None
+    if perf.int8c is None:
+        print("warning: this host target has no [perf.int8c] (calibrated before it existed): int8 "
+              "kernels are priced as onnxruntime's; run `opfuse calibrate` again")
+    paths = [SHARED_TFLITE / f"{n}.tflite" for n in args.int8_models]
+    paths = [p for p in paths if p.exists()]
+    if not paths:
+        print(f"\nint8: no model found under {SHARED_TFLITE}; skipped")
+        return None
+    started = time.perf_counter()
+    counted: list[Row] = []
+    for path in paths:
+        rows = int8_rows(path, target, args.int8_budget)
+        print_int8(rows, args.top)
+        counted += [r for r in rows if r.counted]
+    median = statistics.median(abs(r.error) for r in counted)
+    print(f"\nint8 C, all {len(counted)} counted kernels of {len(paths)} models: median |relative "
+          f"error| {median:.0%} ({time.perf_counter() - started:.0f} s); per model:")
+    for model in dict.fromkeys(r.model for r in counted):
+        errs = [abs(r.error) for r in counted if r.model == model]
+        print(f"  {model:<24}{len(errs):>8}{statistics.median(errs):>14.0%}")
+    print("  per kernel class:")
+    print_classes([(r.klass, r.error) for r in counted])
+    return median
+
+
+def _summary(label: str, medians: list[float]) -> None:
     print(
-        f"\nmedian |relative error| over {args.runs} runs: median of medians "
+        f"{label} median |relative error| over {len(medians)} runs: median of medians "
         f"{statistics.median(medians):.0%}, range {min(medians):.0%}-{max(medians):.0%} "
         f"({(max(medians) - min(medians)) * 100:.0f} points); per run: "
         + ", ".join(f"{m:.0%}" for m in medians)
     )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["resnet18", "mobilenet_v2"])
+    parser.add_argument("--int8-models", nargs="+", default=list(INT8_MODELS),
+                        help=f"int8 .tflite names under {SHARED_TFLITE}")
+    parser.add_argument("--only", choices=("float", "int8"), help="one half only")
+    parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--budget", type=float, default=0.12, help="seconds of repeats per kernel")
+    parser.add_argument("--int8-budget", type=float, default=0.5,
+                        help="seconds of repeated invokes per int8 model")
+    parser.add_argument("--runs", type=int, default=3, help="calibrate + predict + measure N times")
+    parser.add_argument("--installed", action="store_true",
+                        help="use the installed host target instead of calibrating each run")
+    args = parser.parse_args(argv)
+    floats: list[float] = []
+    int8s: list[float] = []
+    for run in range(args.runs):
+        print(f"\n=== run {run + 1} of {args.runs} ===")
+        target = host_target() if args.installed else fresh_target()
+        if args.only != "int8":
+            floats.append(one_pass(target, args))
+        if args.only != "float":
+            found = int8_pass(target, args)
+            if found is not None:
+                int8s.append(found)
+    print()
+    if floats:
+        _summary("float:", floats)
+    if int8s:
+        _summary("int8 C:", int8s)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """``calibrate``: measure this machine and write a target named ``host`` (``opfuse calibrate``).
 
-Measured in about 12 s (the rates the best of a few repeats, the efficiencies medians):
+Measured in about 25 s (the rates the best of a few repeats, the efficiencies medians):
 
 - streaming bandwidth of each cache level found in sysfs (L1d, L2, L3) and of DRAM: a copy
   between two page-aligned buffers skewed so they never alias modulo 4 KiB, at several working
@@ -14,7 +14,13 @@ Measured in about 12 s (the rates the best of a few repeats, the efficiencies me
 - per-call overhead: the median of many ``session.run`` calls on a one-element Relu;
 - per-class compute efficiency (``[perf.efficiency]``): one-node models of each kernel class at
   typical mobile-CNN sizes, as a fraction of the fp32 GEMM peak (``opfuse.cost.efficiency``). They
-  are measured in fp32 and written once, for every precision.
+  are measured in fp32 and written once, for every precision;
+- opfuse's own int8 C (``[perf.int8c]``, about 15 s more): probe layers of every C template path
+  (``opfuse.cost.int8_probe``), quantized by onnxruntime, emitted as C, each kernel timed in the
+  full invoke (``opfuse.cost.ctime``) and fitted per path: seconds per MAC in whole vectors,
+  per scalar-tail MAC, per output and per vector loop, and a C call's dispatch. A quantized model is costed on ``host`` as that C, since it is what runs it there
+  (``opfuse.cost.int8c``). ``calibrate(int8c=False)`` skips it (a file without the table costs
+  int8 kernels at the onnxruntime figures, as before).
 
 Cache levels are written with ``holds = ["activations", "weights"]``: across repeated inference the
 weights stay in the last-level cache when they fit it with the arena (``opfuse.cost.roofline``).
@@ -39,6 +45,7 @@ import numpy as np
 from opfuse.atomic import write_atomic
 from opfuse.cost.efficiency import measure_efficiency
 from opfuse.cost.probe import level_rate, monotone_warnings
+from opfuse.errors import OpfuseError
 from opfuse.targets import load_target, user_targets_dir
 
 _DRAM_ARRAY = 64 * 1024 * 1024
@@ -133,8 +140,9 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def calibrate() -> dict:
-    """Measure this machine (one thread); a dict of the figures ``write_host_target`` writes."""
+def calibrate(int8c: bool = True) -> dict:
+    """Measure this machine (one thread); a dict of the figures ``write_host_target`` writes;
+    ``int8c``: also time opfuse's own int8 C (``opfuse.cost.int8_probe``, about 15 s)."""
     levels, below = [], 0
     for name, size in sorted(_cache_sizes().items()):
         levels.append({"name": name, "size_bytes": size, **level_rate(size, below, 0.25)})
@@ -144,7 +152,7 @@ def calibrate() -> dict:
     warnings = monotone_warnings([lv for lv in levels if lv["name"] != "l1"])
     peak = {"fp32": _gemm_macs_per_s(int8=False), "int8": _gemm_macs_per_s(int8=True)}
     overhead = _call_overhead_s()
-    return {
+    figures = {
         "cpu": _cpu_name(),
         "clock_hz": _clock_hz(),
         "ram_bytes": _ram_bytes(),
@@ -155,6 +163,15 @@ def calibrate() -> dict:
         "warnings": warnings,
         "efficiency": measure_efficiency(peak["fp32"], overhead),
     }
+    if int8c:
+        from opfuse.cost.int8_probe import calibrate_int8c
+
+        try:
+            figures["int8c"] = calibrate_int8c()
+        except OpfuseError as err:  # no C compiler: the file is written without [perf.int8c]
+            warnings.append(f"calibrate: opfuse's int8 C not measured ({err}); int8 kernels are "
+                            "costed at the onnxruntime figures")
+    return figures
 
 
 def _ram_bytes() -> int:
@@ -211,6 +228,7 @@ def host_target_text(figures: dict) -> str:
             "mobile-CNN sizes), FLOPs / (median time - overhead) / fp32 GEMM peak; median of shapes",
         ]
         lines += [f"{k} = {v:.4g}  # {src}" for k, v in efficiency.items()]
+    lines += _int8c_lines(figures.get("int8c"), src)
     ref_pj = {m.name: m.pj_per_byte for m in ref.perf.memory}
     for level in figures["memory"]:
         holds = ("activations", "weights")  # caches keep what is reused; DRAM holds everything
@@ -227,6 +245,29 @@ def host_target_text(figures: dict) -> str:
             f"holds = {_toml_list(holds)}",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _int8c_lines(int8c: dict | None, src: str) -> list[str]:
+    """``[perf.int8c]`` (``opfuse.targets.int8c``): absent when not measured."""
+    if not int8c:
+        return []
+    probe = (f"{src}: opfuse's own int8 C of {int8c.get('kernels', 0)} probe kernels "
+             "(opfuse.cost.int8_probe), each timed in the full invoke, fitted per class")
+    lines = [
+        "",
+        f"[perf.int8c]  # {probe}",
+        f"dispatch_overhead_s = {int8c['dispatch_overhead_s']:.4g}  # median time of a view "
+        "kernel: one C call, the timer's own cost subtracted",
+    ]
+    for table, what in (("mac_s", "seconds per MAC in whole vectors"),
+                        ("tail_s", "seconds per MAC of a vector loop's scalar remainder"),
+                        ("output_s", "seconds per output element (requantize + store)"),
+                        ("loop_s", "seconds per vector loop the template starts")):
+        values = int8c.get(table) or {}
+        if values:
+            lines += ["", f"[perf.int8c.{table}]  # {what}; {probe}"]
+            lines += [f"{k} = {v:.4g}" for k, v in values.items()]
+    return lines
 
 
 def write_host_target(path: str | Path | None = None, figures: dict | None = None) -> Path:

@@ -46,7 +46,10 @@ every row once, so MACs and FLOPs are the members' sums (no recompute). One disp
 
 Precision sets the bytes per element of floating-point activations and weights (integer tensors,
 such as shapes and indices, keep their own size) and the peak rate used. A quantized model
-(docs/architecture.md, "int8 in the IR") is costed at its own dtypes and its int8 rate.
+(docs/architecture.md, "int8 in the IR") is costed at its own dtypes and its int8 rate; on a
+target with ``[perf.int8c]`` (the calibrated ``host``) its compute time is that of opfuse's own int8
+C instead (``opfuse.cost.int8c``: work as the C templates loop, per-class rates, a C call's
+dispatch), since that C, not onnxruntime, is what runs it there.
 """
 
 from __future__ import annotations
@@ -56,7 +59,9 @@ import math
 import onnx_ir as ir
 
 from opfuse import ops
+from opfuse.cost import int8c as int8c_cost
 from opfuse.cost import npu as npu_cost
+from opfuse.cost.cwork import is_view
 from opfuse.cost.kclass import kernel_class
 from opfuse.cost.precision import element_bytes, require_perf, resolve_precision
 from opfuse.cost.types import CostSide, KernelCost
@@ -87,9 +92,11 @@ def cost_model(
     used = {n for k in partition.kernels for n in k.inputs if n in initializers}
     w_level = perf.weight_level(_bytes(tuple(sorted(used)), values, bpe), arena_bytes)
     nodes = {n.name: n for n in model.graph}
+    own_c = perf.int8c is not None and prec == "int8" and is_quantized(model)
     kernels = tuple(
         _kernel_cost(
-            k, nodes, values, initializers, perf, prec, bpe, activations_only, act_level, w_level
+            k, nodes, values, initializers, perf, prec, bpe, activations_only, act_level, w_level,
+            own_c,
         )
         for k in partition.kernels
     )
@@ -130,6 +137,7 @@ def _kernel_cost(
     activations_only: bool,
     act_level: MemoryLevel,
     w_level: MemoryLevel,
+    own_c: bool = False,
 ) -> KernelCost:
     members = [nodes[n] for n in kernel.nodes if n in nodes]
     flops = sum(ops.flops(n) for n in members)
@@ -141,6 +149,7 @@ def _kernel_cost(
     written = _bytes(kernel.outputs, values, bpe)
     npu = perf.npu
     dispatches = 1
+    dispatch_s = perf.dispatch_overhead_s
     if npu is not None:  # a block-granular NPU (opfuse.cost.npu): views are free, weights encoded
         dispatches = npu_cost.passes(members, npu)
         if dispatches == 0:  # a view: nothing moves (its shape operand is not read either)
@@ -159,6 +168,15 @@ def _kernel_cost(
         compute_s = npu_cost.kernel_cycles(members, npu) / perf.clock_hz
         peak_flops = flops / compute_s if compute_s > 0 and flops else peak_flops
         # the fraction of peak the block model gives this kernel, reported as its efficiency
+        efficiency = min(1.0, peak_flops / (2.0 * perf.peak_macs_per_s[precision]))
+    elif own_c:  # opfuse's own int8 C, as [perf.int8c] prices it (opfuse.cost.int8c)
+        assert perf.int8c is not None
+        dispatch_s = perf.int8c.dispatch_overhead_s
+        if is_view(members):  # the C's memory plan puts a view on its input: nothing moves
+            memory_s = 0.0
+        parts = [[nodes[n] for n in m.nodes if n in nodes] for m in kernel.members] or [members]
+        compute_s = sum(int8c_cost.compute_s(part, perf) for part in parts)
+        peak_flops = flops / compute_s if compute_s > 0 and flops else peak_flops
         efficiency = min(1.0, peak_flops / (2.0 * perf.peak_macs_per_s[precision]))
     elif kernel.is_cascade:  # each member at its own class's efficiency (module docstring)
         compute_s = sum(
@@ -192,7 +210,7 @@ def _kernel_cost(
         bound=bound,
         compute_s=compute_s,
         memory_s=memory_s,
-        latency_s=max(compute_s, memory_s) + dispatches * perf.dispatch_overhead_s,
+        latency_s=max(compute_s, memory_s) + dispatches * dispatch_s,
         energy_j=pj * 1e-12,
         bytes_by_level=tuple(by_level.items()),
         kernel_class=klass,

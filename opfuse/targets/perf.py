@@ -34,6 +34,10 @@ where the class is that of the kernel's anchor, else its first op (``opfuse.cost
 (windowed MaxPool/AveragePool), ``reduce`` (global pools, Reduce*, Softmax, LayerNormalization),
 ``elementwise`` (unary and broadcasting arithmetic, BatchNormalization), ``movement`` (reshape,
 concat, pad, ...), ``other``. Each value is in (0, 1]; a class the table omits runs at 1.0.
+
+``[perf.int8c]`` (optional, ``opfuse.targets.int8c``): how fast opfuse's own generated int8 C
+runs on the target, per C template path, written by ``opfuse calibrate`` for ``host``; a quantized
+model is then costed as that C (``opfuse.cost.int8c``). Absent: as before.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from opfuse.errors import OpfuseError
+from opfuse.targets.int8c import Int8C, parse_int8c
 from opfuse.targets.npu import NpuModel, parse_npu
 
 HOLDS = ("activations", "weights")
@@ -57,7 +62,7 @@ KERNEL_CLASSES = (
     "other",
 )
 _PERF_KEYS = ("clock_hz", "ram_bytes", "dispatch_overhead_s", "peak_macs_per_s", "pj_per_mac", "memory")
-_OPTIONAL_KEYS = ("efficiency", "flash_bytes", "vela", "npu")
+_OPTIONAL_KEYS = ("efficiency", "flash_bytes", "vela", "npu", "int8c")
 # [perf.vela]: the Vela configuration that models this target (``analyze --compare vela``)
 _VELA_KEYS = ("accelerator", "config", "system_config", "memory_mode")
 _LEVEL_KEYS = (
@@ -96,6 +101,8 @@ class Perf:
     vela: dict[str, str] = field(default_factory=dict)
     # [perf.npu]: the block-granular NPU cycle model (opfuse.cost.npu); None: plain roofline
     npu: NpuModel | None = None
+    # [perf.int8c]: opfuse's generated int8 C on this target (opfuse.targets.int8c); None: absent
+    int8c: Int8C | None = None
 
     def efficiency_of(self, kernel_class: str) -> float:
         return self.efficiency.get(kernel_class, 1.0)
@@ -209,6 +216,7 @@ def parse_perf(table: object, path: Path, precisions: tuple[str, ...]) -> Perf |
         ),
         vela=_vela(table.get("vela", {}), path),
         npu=parse_npu(table.get("npu"), path),
+        int8c=parse_int8c(table.get("int8c"), path),
     )
 
 

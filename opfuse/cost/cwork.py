@@ -1,0 +1,164 @@
+"""The work of one int8 kernel as opfuse's generated C does it (docs/architecture.md, the cost row),
+for the ``host`` target's int8 figures (``[perf.int8c]``, ``opfuse.cost.int8c``).
+
+A MAC count alone misprices the int8 C by up to 3x across layer shapes: its templates
+(``opfuse.backends.c.int8.conv``) vectorize one loop and pay for whole vectors, and they
+requantize every output on its own. So a kernel's work is counted in three parts, as its template
+loops:
+
+- ``lane_macs`` and ``tail_macs``: multiply-accumulates in whole vectors of ``LANES`` int32
+  lanes along the loop the compiler vectorizes, and those of its scalar remainder (trip count mod
+  ``LANES``), which run several times slower: the output channels of a group (the channel-lanes
+  path: short rows, or a pointwise plane under one pixel tile), the pixel tiles of a pointwise
+  conv, the output row of any other conv (a depthwise conv's too), the K reduction of a Gemm. A
+  depthwise row of 5 pixels is all tail; a pointwise tile of 61 pixels is 48 + 13;
+- ``outputs``: output elements, each requantized (int32 -> int8: a 64-bit multiply, a rounding
+  shift, a clamp) and run through the fused epilogue;
+- ``loops``: the template's innermost vector loops started (per tap of an output row and channel
+  block, per input channel of a pixel tile, per tap of an output pixel of the channel-lanes path,
+  per Gemm output): the set-up that does not scale with the MACs.
+
+Kernels without an anchor (pools, elementwise, softmax, movement) count their output elements,
+with ``lane_macs`` = their FLOPs (the cost model's count), on their class's path. Each item of
+work names the template path it runs on (``PATHS``): the rates differ per path, not per class (a
+1x1 conv on a 3x3 plane runs the channel-lanes path, on a 40x40 plane the pixel-tile path).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import onnx_ir as ir
+
+from opfuse import ops
+from opfuse.cost.kclass import node_class
+from opfuse.targets.int8c import PATHS
+
+__all__ = ["PATHS", "Work", "is_view", "kernel_work", "node_work"]
+
+# The int8 C's template constants (opfuse.backends.c.int8.conv), mirrored here so the cost model
+# does not import a backend; tests/test_int8c.py checks they still agree.
+OCB_CHOICES = (8, 4, 2, 1)
+PIX_TILE = 64
+LANES = 16
+SHORT_ROW = 32
+
+
+# The C template paths, each with its own rates in [perf.int8c] (opfuse.targets.int8c): a conv
+# vectorized over its output channels (short rows), over pointwise pixel tiles, over its output
+# rows (dense, depthwise); a Gemm's dot products; an unanchored kernel runs its class's loop; a
+# fused epilogue op that is not a clamp (a residual Add) costs per output on top of its anchor.
+
+
+@dataclass(frozen=True)
+class Work:
+    lane_macs: float
+    outputs: int
+    loops: int
+    path: str = "other"
+    tail_macs: int = 0  # the MACs of each vector loop's scalar remainder (its trip count % LANES)
+
+
+def _split(n: int) -> tuple[int, int]:
+    """A vector loop of ``n`` iterations: (iterations in whole vectors, scalar remainder)."""
+    return n // LANES * LANES, n % LANES
+
+
+def _dims(value: ir.Value | None) -> list[int] | None:
+    if value is None or value.shape is None:
+        return None
+    try:
+        return [int(d) for d in value.shape]
+    except (TypeError, ValueError):
+        return None
+
+
+def _ints(node: ir.Node, name: str, default: list[int]) -> list[int]:
+    a = node.attributes.get(name)
+    return list(a.as_ints()) if a is not None else default
+
+
+def conv_work(node: ir.Node) -> Work | None:
+    """A Conv's work as ``emit_conv8`` loops (module docstring); None when shapes are unknown."""
+    xs, ws, ys = _dims(node.inputs[0]), _dims(node.inputs[1]), _dims(node.outputs[0])
+    if xs is None or ws is None or ys is None or len(ys) not in (3, 4):
+        return None
+    if len(ys) == 3:
+        xs, ws, ys = [*xs[:2], 1, xs[2]], [*ws[:2], 1, ws[2]], [*ys[:2], 1, ys[2]]
+    n, oc, oh, ow = ys
+    icg, kh, kw = ws[1], ws[2], ws[3]
+    a = node.attributes.get("group")
+    group = a.as_int() if a is not None else 1
+    ocg = oc // max(group, 1)
+    taps = kh * kw
+    pads = _ints(node, "pads", [0, 0, 0, 0])
+    strides = _ints(node, "strides", [1, 1])
+    pointwise = (kh, kw) == (1, 1) and all(s == 1 for s in strides) and not any(pads)
+    lanes = ocg % LANES == 0 and (oh * ow < PIX_TILE if pointwise else ow < SHORT_ROW)
+    pixels = oh * ow
+    if lanes:  # one output pixel at a time, a vector over the group's output channels
+        loops = n * group * pixels * icg * taps
+        vec, tail = _split(ocg)
+        return Work(loops * vec, n * oc * pixels, loops, "conv_lanes", loops * tail)
+    ocb = next(b for b in OCB_CHOICES if ocg % b == 0)
+    blocks = n * group * (ocg // ocb)
+    if pointwise:  # pixel tiles of PIX_TILE, each a vector loop over its pixels
+        tile = min(PIX_TILE, pixels)
+        full, rest = divmod(pixels, tile)
+        (tv, tt), (rv, rt) = _split(tile), _split(rest)
+        per = blocks * ocb * icg
+        return Work(per * (full * tv + rv), n * oc * pixels,
+                    blocks * (full + (1 if rest else 0)) * icg, "pointwise", per * (full * tt + rt))
+    # one output row at a time, a vector loop over the row per tap
+    path = "depthwise" if group > 1 and icg == 1 else "conv_rows"
+    loops = blocks * oh * icg * taps
+    vec, tail = _split(ow)
+    return Work(loops * ocb * vec, n * oc * pixels, loops, path, loops * ocb * tail)
+
+
+def gemm_work(node: ir.Node) -> Work | None:
+    """Gemm/MatMul as ``emit_gemm8``: per output, one dot product over K (vectorized)."""
+    a, y = _dims(node.inputs[0]), _dims(node.outputs[0])
+    if a is None or y is None or not y:
+        return None
+    k = a[-1]
+    outputs = math.prod(y)
+    vec, tail = _split(k)
+    return Work(outputs * vec, outputs, outputs, "gemm", outputs * tail)
+
+
+def node_work(node: ir.Node, path: str | None = None) -> Work:
+    """One node's work (module docstring); an unanchored node's path is ``path``, else its class."""
+    found = None
+    if node.op_type == "Conv":
+        found = conv_work(node)
+    elif node.op_type in ("Gemm", "MatMul"):
+        found = gemm_work(node)
+    if found is not None:
+        return found
+    out = _dims(node.outputs[0]) if node.outputs else None
+    outputs = math.prod(out) if out is not None else 0
+    return Work(float(ops.flops(node)), outputs, 0, path or node_class(node))
+
+
+CLAMPS = frozenset({"Relu", "Clip"})  # folded into the requantization's clamp: no extra cost
+
+
+def kernel_work(members: list[ir.Node]) -> list[Work]:
+    """A kernel's work, one item per loop it runs: its anchor's and one ``epilogue`` item per
+    fused op that is not a clamp (or a view); without an anchor, one per member (an unanchored
+    chain of elementwise ops runs one loop per member)."""
+    anchor = next((n for n in members if ops.is_anchor(n)), None)
+    if anchor is None:
+        return [node_work(n) for n in members if not is_view([n])]
+    rest = [n for n in members if n is not anchor and n.op_type not in CLAMPS and not is_view([n])]
+    return [node_work(anchor), *(node_work(n, "epilogue") for n in rest)]
+
+
+VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+
+
+def is_view(members: list[ir.Node]) -> bool:
+    """A kernel of views only: the C's memory plan puts its output on its input, no code runs."""
+    return bool(members) and all(n.op_type in VIEWS for n in members)

@@ -1,0 +1,42 @@
+"""Compute time of one kernel of opfuse's generated int8 C, on a target with ``[perf.int8c]``
+(the ``host`` after ``opfuse calibrate``; ``opfuse.targets.int8c``; docs/architecture.md, the cost
+row). It replaces FLOPs / (int8 peak x efficiency) for quantized models there, since onnxruntime's
+int8 kernels (what the peak and efficiencies were measured on) and opfuse's C differ by up to 10x:
+
+    compute = sum over the kernel's loops of lane_macs x mac_s[path] + tail_macs x tail_s[path]
+              + outputs x output_s[path] + loops x loop_s[path]
+
+with the work and its template path counted as the C loops (``opfuse.cost.cwork``). A fused Relu
+or Clip becomes the requantization's clamp and costs nothing more; a fused Add requantizes both
+operands per output, at the ``epilogue`` path's rates. A kernel of views only runs no code (0).
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from opfuse.cost.cwork import Work, is_view, kernel_work
+from opfuse.cost.kclass import kernel_class
+from opfuse.targets import Perf
+
+
+def work_seconds(work: Work, perf: Perf, fallback_class: str) -> float:
+    """One item of work at its path's rates (an absent mac_s: the int8 peak at the class's
+    onnxruntime efficiency)."""
+    model = perf.int8c
+    assert model is not None
+    mac_s = model.mac_s.get(work.path)
+    if mac_s is None:
+        mac_s = 1.0 / (perf.peak_macs_per_s["int8"] * perf.efficiency_of(fallback_class))
+    return (work.lane_macs * mac_s
+            + work.tail_macs * model.tail_s.get(work.path, 0.0)
+            + work.outputs * model.output_s.get(work.path, 0.0)
+            + work.loops * model.loop_s.get(work.path, 0.0))
+
+
+def compute_s(members: list[ir.Node], perf: Perf) -> float:
+    """The kernel's compute time (module docstring); ``perf.int8c`` must be set."""
+    if not members or is_view(members):
+        return 0.0
+    klass = kernel_class(members)
+    return sum(work_seconds(w, perf, klass) for w in kernel_work(members))

@@ -1,0 +1,80 @@
+"""``[perf.int8c]`` of a target file: how fast opfuse's own generated int8 C runs on it, by kernel
+class (written by ``opfuse calibrate`` for the ``host`` target; used by ``opfuse.cost.int8c``).
+
+Schema (every number carries its source in a comment, as the rest of ``[perf]``)::
+
+    [perf.int8c]
+    dispatch_overhead_s = 0.0           # one C call between kernels (not a session.run)
+    [perf.int8c.mac_s]                  # seconds per MAC in a whole vector, per C path
+    conv_rows = 5.2e-11
+    [perf.int8c.tail_s]                 # seconds per MAC of a vector loop's scalar remainder
+    depthwise = 4.0e-10
+    [perf.int8c.output_s]               # seconds per output element (requantize + store)
+    conv_rows = 2.0e-9
+    [perf.int8c.loop_s]                 # seconds per loop nest the C template starts
+    pointwise = 1.1e-7
+
+The keys are the C template paths (``PATHS``; ``opfuse.cost.cwork`` says what each loops over):
+conv_lanes, pointwise, conv_rows, depthwise, gemm, pool, reduce, elementwise, movement, other,
+epilogue. Every sub-table is optional and a path may be absent: an absent ``mac_s`` falls back to the int8
+peak x ``[perf.efficiency]`` of the kernel's class (measured on onnxruntime), an absent per-output,
+per-loop or tail cost is 0. Seconds, not a fraction of the peak: the C's short int8 dot products
+(a Gemm's, in L1) beat the 1024^3 MatMulInteger the peak is measured on.
+A target without ``[perf.int8c]`` (every target before it existed, a ``host`` calibrated by an
+older opfuse) costs int8 kernels as before: FLOPs at the int8 peak x ``[perf.efficiency]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from opfuse.errors import OpfuseError
+
+_TABLES = ("mac_s", "tail_s", "output_s", "loop_s")
+# the C template paths the tables are keyed by (opfuse.cost.cwork says what each one loops)
+PATHS = ("conv_lanes", "pointwise", "conv_rows", "depthwise", "gemm", "pool", "reduce",
+         "elementwise", "movement", "other", "epilogue")
+
+
+@dataclass(frozen=True)
+class Int8C:
+    dispatch_overhead_s: float = 0.0
+    mac_s: dict[str, float] = field(default_factory=dict)
+    output_s: dict[str, float] = field(default_factory=dict)
+    loop_s: dict[str, float] = field(default_factory=dict)
+    tail_s: dict[str, float] = field(default_factory=dict)
+
+
+def parse_int8c(table: object, path: Path, classes: tuple[str, ...] = PATHS) -> Int8C | None:
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise OpfuseError(f"{path}: 'perf.int8c' must be a table")
+    known = ("dispatch_overhead_s", *_TABLES)
+    for key in table:
+        if key not in known:
+            raise OpfuseError(f"{path}: unknown key 'perf.int8c.{key}' (known: {', '.join(known)})")
+    found: dict[str, dict[str, float]] = {}
+    for name in _TABLES:
+        sub = table.get(name, {})
+        if not isinstance(sub, dict):
+            raise OpfuseError(f"{path}: 'perf.int8c.{name}' must be a table of C path = number")
+        found[name] = {}
+        for klass, value in sub.items():
+            where = f"perf.int8c.{name}.{klass}"
+            if klass not in classes:
+                raise OpfuseError(f"{path}: unknown C path '{where}' (known: {', '.join(classes)})")
+            found[name][klass] = _number(value, where, path)
+    dispatch = _number(table.get("dispatch_overhead_s", 0.0), "perf.int8c.dispatch_overhead_s",
+                       path)
+    return Int8C(dispatch, found["mac_s"], found["output_s"], found["loop_s"],
+                 found["tail_s"])
+
+
+def _number(value: object, where: str, path: Path) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise OpfuseError(f"{path}: '{where}' must be a number; got {value!r}")
+    if value < 0:
+        raise OpfuseError(f"{path}: '{where}' must be >= 0 (seconds); got {value!r}")
+    return float(value)
