@@ -134,6 +134,8 @@ def compile_cmd(
               show_default=True, help="With --emulate: seconds the QEMU run may take.")
 @click.option("--per-kernel", "per_kernel", is_flag=True, help="With --backend c: compare every "
               "kernel's output too (a debug build) and name the first kernel that diverges.")
+@click.option("--cascades", is_flag=True, help="With --backend c: stream rows through the "
+              "target's cascades (float32), as `compile --emit c --cascades` does.")
 def validate_cmd(
     original: str,
     optimized: str | None,
@@ -146,6 +148,7 @@ def validate_cmd(
     emulate: bool,
     timeout_s: float,
     per_kernel: bool = False,
+    cascades: bool = False,
 ) -> None:
     """Run ORIGINAL and OPTIMIZED (or ORIGINAL's generated C) on the same inputs; exit 1 beyond
     tolerance."""
@@ -154,6 +157,9 @@ def validate_cmd(
     if per_kernel and (backend != "c" or emulate):
         raise OpfuseError("--per-kernel compares the generated C's kernels: use it with "
                           "--backend c (without --emulate)")
+    if cascades and (backend != "c" or emulate or per_kernel):
+        raise OpfuseError("--cascades streams the generated C's cascades: use it with "
+                          "--backend c (without --emulate or --per-kernel)")
     if backend == "onnx" and optimized is None:
         raise OpfuseError("validate needs ORIGINAL and OPTIMIZED (or --backend c with one model)")
     if backend == "c" and optimized is not None:
@@ -164,7 +170,7 @@ def validate_cmd(
     with console.progress("running the models"):
         if backend == "c":
             report = api.validate_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
-                                    input_shape=input_shape)
+                                    input_shape=input_shape, cascades=cascades)
         else:
             report = api.validate(original, optimized, inputs=inputs, rtol=rtol, atol=atol,
                                   input_shape=input_shape)

@@ -29,8 +29,9 @@ from opfuse.fusion.stages import chain_input, dims, window_of
 from opfuse.fusion.types import Kernel
 from opfuse.memory.lifetimes import RING_PREFIX
 
-_EPILOGUE = frozenset({"Relu", "Clip", "Add", "Sub", "Mul", "Div"})
-_BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
+_EPILOGUE = frozenset({"Relu", "Clip", "Add", "Sub", "Mul", "Div", "Sum"})
+# Sum: the variadic add of old opsets (ResNet's residual joins before opset 8's Add broadcast)
+_BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Sum": "+"}
 
 
 def cascade_supported(kernel: Kernel, nodes: dict[str, ir.Node]) -> bool:
@@ -70,6 +71,35 @@ def _why_not_node(node: ir.Node, index: int) -> str | None:
         return "no row kernel for this op in cascaded C"
     if node.op_type == "Clip" and any(v is not None and const(v) is None for v in node.inputs[1:]):
         return "bounds that are not constant"
+    if node.op_type == "Sum" and len(node.inputs) != 2:
+        return f"a Sum of {len(node.inputs)} operands (the row kernel adds two)"
+    if node.op_type in _BINARY:
+        return _why_not_operands(node)
+    return None
+
+
+def _why_not_operands(node: ir.Node) -> str | None:
+    """What ``_operand`` cannot index: the row kernel reads a constant per channel (or a scalar)
+    and any other operand whole, at the output's shape."""
+    a, b = node.inputs[0], node.inputs[1]
+    if a is b:
+        return "both operands are the same value"
+    out = dims(node.outputs[0])
+    for v in (a, b):
+        arr = const(v)
+        if arr is None:
+            shape = dims(v)
+            if shape is None or out is None or len(shape) != len(out) or any(
+                d not in (1, o) for d, o in zip(shape, out, strict=True)
+            ):
+                return f"operand '{v.name}' does not broadcast to the output dim by dim"
+        elif np.asarray(arr).size > 1 and out is not None and len(out) == 4:
+            try:
+                full = np.broadcast_to(np.asarray(arr), out)[0]
+            except ValueError:
+                return f"constant '{v.name}' does not broadcast to the output"
+            if not (full == full[:, :1, :1]).all():
+                return f"constant '{v.name}' varies across rows or columns"
     return None
 
 
@@ -286,6 +316,9 @@ def _operand(node: ir.Node, value: ir.Value, stores: _Stores, w_out: int) -> str
             p = stores.params.weight(value.name + "#c", np.ascontiguousarray(full[:, 0, 0]))
             return f"{p}[c]"
         raise NotImplementedError(f"{node.name}: a constant varying across rows")
-    _, _, h, wd = out
+    # a whole arena tensor: of the output's shape (a residual), or broadcast along some dims
+    # (a squeeze-excite scale, 1 x C x 1 x 1): a dim of 1 is not indexed
+    _, c, h, wd = dims(value)
     p = stores.ptr(value, node)
-    return f"{p}[(c*{h} + r)*{wd} + i]"
+    index = f"({'c' if c > 1 else '0'}*{h} + {'r' if h > 1 else '0'})*{wd} + {'i' if wd > 1 else '0'}"
+    return f"{p}[{index}]"
