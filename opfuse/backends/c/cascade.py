@@ -7,8 +7,9 @@ first. A ring of ``R`` rows of a ``C x H x W`` value is laid out ``C x R x W``: 
 output and any residual operand are whole arena tensors; the rings are the plan's ``ring:`` tensors.
 
 A member is a Conv (any group, kernel, stride, dilation and padding) or an elementwise op first,
-then elementwise epilogues: Relu, Clip, and Add/Sub/Mul/Div of a constant (scalar or per channel)
-or of a whole arena tensor of the output's shape (a residual). Each output row of a conv
+then elementwise epilogues: Relu, Clip, and Add/Sub/Mul/Div/Sum-of-two of a constant (scalar or
+per channel) or of a whole arena tensor of the output's shape (a residual) or broadcast to it (a
+1 x C x 1 x 1 scale). Each output row of a conv
 accumulates ``W`` columns at once (a vectorizable loop per tap), then the epilogue runs per element.
 1x1 convs are register-blocked over 8 output channels per column; other convs accumulate a row per
 tap. Correctness and memory first: about 1.3x slower than the layer-by-layer templates on
