@@ -13,7 +13,9 @@ split it is analyze's cascaded peak, and with some split it lies between that an
 layer-by-layer peak. A cascade the C cannot stream may only be one whose member has no row
 kernel yet (pools: another file's work), never a regression elsewhere.
 
-One seed, one build per model and target: the corpus costs about two minutes of gcc.
+One seed, one build per model and target, cortex-m7 only where its cascades differ from
+x86-host's (residual joins and cuts move with the target's RAM) and not for the two biggest models:
+about three minutes on a loaded 2-core machine, most of it gcc on light_densenet121.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ SHARED = [
     "mobilenet_v2_128_0.5",
 ]
 NOT_YET = {"MaxPool", "AveragePool"}  # members with no row kernel in cascaded C yet
+BIGGEST = {"light_densenet121", "light_resnet50"}  # 250-450 KB of C each: x86-host only
 
 
 def _source(name: str) -> str:
@@ -61,7 +64,7 @@ def _source(name: str) -> str:
 
 
 def _shape(result) -> list:  # noqa: ANN001
-    return [(k.nodes, tuple((r.value, r.rows) for r in k.ring_buffers))
+    return [(k.nodes, k.band_rows, tuple((r.value, r.rows) for r in k.ring_buffers))
             for k in result.partition.cascades]  # fmt: skip
 
 
@@ -76,6 +79,8 @@ def test_the_list_covers_every_shared_model_with_cascades() -> None:
 @pytest.mark.parametrize("target", ["x86-host", "cortex-m7"])
 @pytest.mark.parametrize("name", [*SHARED, *BUILTINS])
 def test_cascaded_c_matches_onnxruntime(name: str, target: str, tmp_path: Path) -> None:
+    if target != "x86-host" and name in BIGGEST:
+        pytest.skip(f"{name} is built once, on x86-host (CI time)")
     source = _source(name)
     result = compile_model(source, target)
     if target != "x86-host" and _shape(result) == _shape(compile_model(source, "x86-host")):
