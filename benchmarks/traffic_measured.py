@@ -41,8 +41,8 @@ partition it runs, where a cascade's intermediates, its ring buffers, cost nothi
 What the simulated cache sizes mean for a cascade: the block's input and output are 294 KiB each
 and every expanded intermediate 1.7 MiB, all larger than the 256 KB last level, so layer by layer
 each intermediate is written to memory and read back. The cascade's rings (3 rows of the expanded
-tensor for the depthwise window, 1 row of the depthwise output: 96 + 32 KiB) and the block's
-weights (32 KiB) fit the last level together, so what streams through memory is the input once
+tensor for the depthwise window, 1 row of the depthwise output: 94.5 + 31.5 KiB) and the block's
+weights (33 KiB) fit the last level together, so what streams through memory is the input once
 and the output once, as the cost model says. The rings do not fit the 32 KB L1d: each row is
 reused through the last level, which is where the model's "intermediates cost nothing" holds (a
 last level smaller than the rings plus weights would make their traffic reappear; an L1 as large
