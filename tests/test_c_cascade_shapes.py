@@ -254,3 +254,21 @@ def test_cascade_shapes_are_sanitizer_clean(name: str, tmp_path: Path) -> None:
     for key, value in ref.items():
         check = compare(key, value, np.asarray(got[key]).reshape(value.shape), 1e-4, 1e-4)
         assert check.ok, check
+
+
+def test_the_traffic_benchmark_block_is_one_cascade_moving_only_its_ends(tmp_path: Path) -> None:
+    # benchmarks/traffic_measured.py compares this block's measured last-level traffic with the
+    # cost model; its premise: one cascade on x86-host, and the prediction is the input, the
+    # output and the weights (the expanded intermediates never leave the kernel)
+    from benchmarks.traffic_measured import inverted_residual, predicted
+
+    path = tmp_path / "block.onnx"
+    onnx.save(inverted_residual(), path)
+    result = compile_model(str(path), "x86-host")
+    (kernel,) = result.partition.kernels
+    assert kernel.is_cascade and kernel.ops.count("Conv") == 3 and "Add" in kernel.ops
+    inits = result.optimized.graph.initializers.values()
+    weights = sum(v.const_value.numpy().size * 4 for v in inits if v.const_value is not None)
+    ends = 2 * 24 * 56 * 56 * 4
+    assert predicted(result, True, True) == ends + weights
+    assert predicted(result, True, False) > ends + weights + 2 * 144 * 56 * 56 * 4
