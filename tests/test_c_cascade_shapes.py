@@ -1,8 +1,10 @@
 """Cascaded C on the window shapes the shared chains of tests/test_cascade.py do not reach, each
 streamed (asserted) and compared with onnxruntime on the model as written: asymmetric and zero
 padding, rectangular inputs and 1x7 / 7x1 kernels, a strided 1x1 conv, bands of several rows, a
-residual join written as ``Sum``, a squeeze-excite scale broadcast per channel; and the cascades
-the emitter declines, each with its reason, run layer by layer and still match.
+residual join written as ``Sum``, a 1 x C x 1 x 1 scale broadcast per channel, one-input
+activations (HardSwish, LeakyRelu, Sigmoid, Tanh) and SiLU; the cascades the emitter declines, each
+with its reason, run layer by layer and still match; and the partitioner refusing a member that
+broadcasts the value it streams (squeeze-excite).
 """
 
 from __future__ import annotations
@@ -145,6 +147,29 @@ def channel_scale() -> Graph:  # a 1 x C x 1 x 1 activation (a second input) sca
     return g
 
 
+def activations() -> Graph:  # MobileNetV3's HardSwish, YOLO's LeakyRelu, Sigmoid and Tanh
+    g = Graph(8, 18, 18)
+    g.conv(32, (1, 1))
+    g.op("HardSwish")
+    g.conv(32, (3, 3), pads=(1, 1, 1, 1), group=32)
+    g.op("LeakyRelu", alpha=0.1)
+    g.conv(8, (1, 1))
+    g.op("Sigmoid")
+    g.op("Tanh")
+    return g
+
+
+def silu() -> Graph:  # x * sigmoid(x): a member that starts with an activation, x read whole
+    g = Graph(8, 18, 18)
+    for out, k, group in ((32, 1, 1), (32, 3, 32)):
+        c = g.conv(out, (k, k), pads=(k // 2,) * 4, group=group)
+        s = g.op("Sigmoid")
+        g.cur = c
+        g.op("Mul", s)
+    g.conv(8, (1, 1))
+    return g
+
+
 def squeeze_excite() -> Graph:  # the scale computed from the map itself, applied to a conv
     g = Graph(8, 24, 24)
     g.op("GlobalAveragePool")
@@ -161,7 +186,8 @@ def squeeze_excite() -> Graph:  # the scale computed from the map itself, applie
 
 
 STREAMED = {f.__name__: f for f in (asymmetric_pads_stride_2, zero_pads_odd, rectangular_1x7_7x1,
-                                    strided_1x1, sum_residual, channel_scale)}  # fmt: skip
+                                    strided_1x1, sum_residual, channel_scale, activations,
+                                    silu)}  # fmt: skip
 
 
 def run_cascaded(source: Path, target, folder: Path):  # noqa: ANN001
@@ -188,6 +214,8 @@ def test_cascade_streams_and_matches_onnxruntime(name: str, band: int, tmp_path:
     assert emitted.arena_bytes == analyze(result, precision="fp32").after.plan.peak_bytes
     if name == "sum_residual":
         assert any("Sum" in k.ops for k in cascades)
+    if name == "silu":
+        assert any(k.ops[:2] == ("Sigmoid", "Mul") for k in cascades)
     if name == "channel_scale":
         assert any("Mul" in k.ops for k in cascades)
 
