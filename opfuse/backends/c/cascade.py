@@ -87,7 +87,7 @@ def _why_not_node(node: ir.Node, index: int) -> str | None:
 
 def _why_not_operands(node: ir.Node) -> str | None:
     """What ``_operand`` cannot index: the row kernel reads a constant per channel (or a scalar)
-    and any other operand whole, at the output's shape."""
+    and any other operand whole, at the output's shape or broadcast to it dim by dim."""
     a, b = node.inputs[0], node.inputs[1]
     if a is b:
         return "both operands are the same value"
