@@ -157,12 +157,13 @@ def validate_cmd(
     if per_kernel and (backend != "c" or emulate):
         raise OpfuseError("--per-kernel compares the generated C's kernels: use it with "
                           "--backend c (without --emulate)")
+    if cascades and (backend != "c" or per_kernel):
+        raise OpfuseError("--cascades streams the generated C's cascades: use it with "
+                          "--backend c (without --per-kernel)")
     if backend == "onnx" and optimized is None:
         raise OpfuseError("validate needs ORIGINAL and OPTIMIZED (or --backend c with one model)")
     if backend == "c" and optimized is not None:
         raise OpfuseError("--backend c takes one model: it compiles ORIGINAL to C itself")
-    if cascades and backend != "c":
-        raise OpfuseError("--cascades streams rows in the generated C: use it with --backend c")
     if emulate:
         _validate_emulated(original, target, inputs, rtol, atol, input_shape, timeout_s, cascades)
         return

@@ -69,6 +69,11 @@ def stage_of(kernel: Kernel, nodes: dict[str, ir.Node], target: Target) -> Stage
             anchors += node.op_type == "Conv"
             continue
         out = dims(node.outputs[0])
+        streamed = [v for v in node.inputs if v is not None and (
+            id(v) in inside or (node is members[0] and v is node.inputs[0]))]  # fmt: skip
+        if any(dims(v) != out for v in streamed):  # e.g. a squeeze-excite scale times a map
+            why = "it broadcasts the value it streams to a larger output"
+            return _refuse(node, target, why)
         for operand in node.inputs:  # elementwise: what are its other operands?
             if operand is None or id(operand) in inside or is_constant(operand):
                 continue

@@ -8,8 +8,9 @@ first. A ring of ``R`` rows of a ``C x H x W`` value is laid out ``C x R x W``: 
 output and any residual operand are whole arena tensors; the rings are the plan's ``ring:`` tensors.
 
 A member is a Conv (any group, kernel, stride, dilation and padding) or an elementwise op first,
-then elementwise epilogues: Relu, Clip, and Add/Sub/Mul/Div of a constant (scalar or per channel)
-or of a whole arena tensor of the output's shape (a residual). Each output row of a conv
+then elementwise epilogues: Relu, Clip, one-input activations (``_UNARY``), and
+Add/Sub/Mul/Div/Sum-of-two of a constant (scalar or per channel) or of a whole arena tensor of the
+output's shape (a residual) or broadcast to it (a 1 x C x 1 x 1 scale). Each output row of a conv
 accumulates ``W`` columns at once (a vectorizable loop per tap), then the epilogue runs per element.
 1x1 convs are register-blocked over 8 output channels per column; other convs accumulate a row per
 tap. Correctness and memory first: about 1.3x slower than the layer-by-layer templates on
@@ -32,6 +33,7 @@ import onnx_ir as ir
 
 from opfuse.backends.c.cascade_pool import POOLS, pool_row, why_not_pool
 from opfuse.backends.c.cgen import CWriter, attr, const, flit
+from opfuse.backends.c.epilogue import _scalar as scalar_expr
 from opfuse.backends.c.int8.cascade import emit_member8, is_int8_member, why_not_member8
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.rings import Window, band_schedule
@@ -39,8 +41,12 @@ from opfuse.fusion.stages import WINDOWED, chain_input, dims, window_of
 from opfuse.fusion.types import Kernel
 from opfuse.memory.lifetimes import RING_PREFIX
 
-_EPILOGUE = frozenset({"Relu", "Clip", "Add", "Sub", "Mul", "Div"})
-_BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
+# one-input activations, written by the layer-by-layer epilogue's scalar expressions
+_UNARY = frozenset("LeakyRelu Sigmoid Tanh HardSigmoid HardSwish Elu Gelu Erf Neg Abs Sqrt Exp Log "
+                   "Reciprocal Softplus Identity".split())  # fmt: skip
+_EPILOGUE = frozenset({"Relu", "Clip", "Add", "Sub", "Mul", "Div", "Sum"}) | _UNARY
+# Sum: the variadic add of old opsets (ResNet's residual joins before opset 8's Add broadcast)
+_BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Sum": "+"}
 
 
 def cascade_supported(kernel: Kernel, nodes: dict[str, ir.Node]) -> bool:
@@ -87,6 +93,37 @@ def _why_not_node(node: ir.Node, index: int) -> str | None:
         return "no row kernel for this op in cascaded C"
     if node.op_type == "Clip" and any(v is not None and const(v) is None for v in node.inputs[1:]):
         return "bounds that are not constant"
+    if node.op_type in _UNARY and len([v for v in node.inputs if v is not None]) != 1:
+        return "an activation with more than one input"
+    if node.op_type == "Sum" and len(node.inputs) != 2:
+        return f"a Sum of {len(node.inputs)} operands (the row kernel adds two)"
+    if node.op_type in _BINARY:
+        return _why_not_operands(node)
+    return None
+
+
+def _why_not_operands(node: ir.Node) -> str | None:
+    """What ``_operand`` cannot index: the row kernel reads a constant per channel (or a scalar)
+    and any other operand whole, at the output's shape or broadcast to it dim by dim."""
+    a, b = node.inputs[0], node.inputs[1]
+    if a is b:
+        return "both operands are the same value"
+    out = dims(node.outputs[0])
+    for v in (a, b):
+        arr = const(v)
+        if arr is None:
+            shape = dims(v)
+            if shape is None or out is None or len(shape) != len(out) or any(
+                d not in (1, o) for d, o in zip(shape, out, strict=True)
+            ):
+                return f"operand '{v.name}' does not broadcast to the output dim by dim"
+        elif np.asarray(arr).size > 1 and out is not None and len(out) == 4:
+            try:
+                full = np.broadcast_to(np.asarray(arr), out)[0]
+            except ValueError:
+                return f"constant '{v.name}' does not broadcast to the output"
+            if not (full == full[:, :1, :1]).all():
+                return f"constant '{v.name}' varies across rows or columns"
     return None
 
 
@@ -269,7 +306,9 @@ def _conv_row(w, node, xp, rx, c_in, h_in, w_in, w_out, stores) -> None:  # noqa
 
 
 def _epilogue(w, node, current, stores, xp, rx, w_out) -> ir.Value:  # noqa: ANN001
-    if node.op_type == "Relu":
+    if node.op_type in _UNARY:
+        w(f"for (int i = 0; i < {w_out}; ++i) acc[i] = {scalar_expr(node, ['acc[i]'])};")
+    elif node.op_type == "Relu":
         w(f"for (int i = 0; i < {w_out}; ++i) acc[i] = acc[i] > 0.0f ? acc[i] : 0.0f;")
     elif node.op_type == "Clip":
         lo = _scalar(node, 1, attr(node, "min", None))
@@ -310,6 +349,9 @@ def _operand(node: ir.Node, value: ir.Value, stores: _Stores, w_out: int) -> str
             p = stores.params.weight(value.name + "#c", np.ascontiguousarray(full[:, 0, 0]))
             return f"{p}[c]"
         raise NotImplementedError(f"{node.name}: a constant varying across rows")
-    _, _, h, wd = out
+    # a whole arena tensor: of the output's shape (a residual), or broadcast along some dims
+    # (a squeeze-excite scale, 1 x C x 1 x 1): a dim of 1 is not indexed
+    _, c, h, wd = dims(value)
     p = stores.ptr(value, node)
-    return f"{p}[(c*{h} + r)*{wd} + i]"
+    index = f"({'c' if c > 1 else '0'}*{h} + {'r' if h > 1 else '0'})*{wd} + {'i' if wd > 1 else '0'}"
+    return f"{p}[{index}]"

@@ -1,0 +1,145 @@
+"""Every shared ONNX model and every built-in with cascades, as cascaded C, against onnxruntime.
+
+For each model: ``compile --emit c --cascades`` on x86-host (and on cortex-m7 where its cascades
+differ), built once as a debug library (the same -O3 -march=native code, plus a hook that copies
+out every kernel output) and run on seeded random inputs. The graph's outputs are compared with
+onnxruntime on the original model, and every kernel's output (each streamed cascade's included)
+with onnxruntime on the canonicalized model, at the tolerance ``validate --backend c`` uses. The
+kernel outputs matter: the shared ``light_*`` models have constant weights, so their softmax is
+uniform whatever the convolutions compute, and only the intermediates show a wrong row.
+
+The arena: ``OPFUSE_ARENA_BYTES`` is the memory plan of the partition the C runs; with no cascade
+split it is analyze's cascaded peak, and with some split it lies between that and the
+layer-by-layer peak. A cascade the C cannot stream may only be one whose member has no row
+kernel yet (pools: another file's work), never a regression elsewhere.
+
+One seed, one build per model and target, cortex-m7 only where its cascades differ from
+x86-host's (residual joins and cuts move with the target's RAM) and not for the two biggest models:
+about three minutes on a loaded 2-core machine, most of it gcc on light_densenet121.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opfuse.analysis import analyze
+from opfuse.backends.c.check import reference
+from opfuse.backends.c.emit import c_partition, emit_c
+from opfuse.backends.c.perkernel import dump_kernels
+from opfuse.memory import plan_memory
+from opfuse.pipeline import compile_model
+from opfuse.validation import compare
+from tests._cascade_exec import every_value
+from tests.conftest import SHARED_ABSENT, SHARED_ONNX
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+RTOL = ATOL = 1e-4  # validate --backend c's defaults
+BUILTINS = ["mobilenet_v2", "resnet18", "ds_cnn", "seed_pipeline"]  # the built-ins with cascades
+SHARED = [
+    "Ultraface_version-RFB-320",
+    "light_densenet121",
+    "light_inception_v2",
+    "light_resnet50",
+    "light_shufflenet",
+    "light_squeezenet",
+    "mobilenet_v2_128_0.5",
+]
+NOT_YET = {"MaxPool", "AveragePool"}  # members with no row kernel in cascaded C yet
+BIGGEST = {"light_densenet121", "light_resnet50"}  # 250-450 KB of C each: x86-host only
+
+
+def _source(name: str) -> str:
+    if name in BUILTINS:
+        return name
+    path = SHARED_ONNX / f"{name}.onnx"
+    if not path.is_file():
+        pytest.skip(SHARED_ABSENT)
+    return str(path)
+
+
+def _shape(result) -> list:  # noqa: ANN001
+    return [(k.nodes, k.band_rows, tuple((r.value, r.rows) for r in k.ring_buffers))
+            for k in result.partition.cascades]  # fmt: skip
+
+
+def test_the_list_covers_every_shared_model_with_cascades() -> None:
+    if not SHARED_ONNX.is_dir():
+        pytest.skip(SHARED_ABSENT)
+    with_cascades = {p.stem for p in SHARED_ONNX.glob("*.onnx")
+                     if compile_model(str(p), "x86-host").partition.cascades}  # fmt: skip
+    assert with_cascades == set(SHARED)
+
+
+@pytest.mark.parametrize("target", ["x86-host", "cortex-m7"])
+@pytest.mark.parametrize("name", [*SHARED, *BUILTINS])
+def test_cascaded_c_matches_onnxruntime(name: str, target: str, tmp_path: Path) -> None:
+    if target != "x86-host" and name in BIGGEST:
+        pytest.skip(f"{name} is built once, on x86-host (CI time)")
+    source = _source(name)
+    result = compile_model(source, target)
+    if target != "x86-host" and _shape(result) == _shape(compile_model(source, "x86-host")):
+        pytest.skip(f"the same cascades as on x86-host ({name})")
+    assert result.partition.cascades, name
+    folder = tmp_path / "c"
+    emitted = emit_c(result, folder, cascades=True)
+
+    # which cascades stream, and why the others do not
+    split = dict(emitted.cascades_split)
+    for why in split.values():
+        op = re.match(r"[^(]*\((\w+)\)", why)
+        assert op is not None and op.group(1) in NOT_YET, why
+    text = (folder / "model.c").read_text()
+    streamed = len(re.findall(r"^static void k\d+_cascade", text, re.M))
+    assert streamed == emitted.cascades == len(result.partition.cascades) - len(split)
+
+    # the arena is the plan of what runs, and analyze's cascaded peak when nothing is split
+    header = (folder / "model.h").read_text()
+    arena = int(re.search(r"#define OPFUSE_ARENA_BYTES (\d+)", header).group(1))
+    model, part = c_partition(result, True, cascades=True)
+    assert arena == emitted.arena_bytes == plan_memory(model, part, emitted.planner).peak_bytes
+    cascaded = analyze(result, precision="fp32").after.plan.peak_bytes
+    layers = analyze(result, precision="fp32", cascades=False).after.plan.peak_bytes
+    if not split:
+        assert arena == cascaded
+    assert cascaded <= arena <= layers
+
+    # outputs against the original, every kernel output against the canonicalized model
+    feeds, ref, _ = reference(source)
+    got = dump_kernels(folder, feeds)
+    every = every_value(result.optimized, feeds)
+    for key, value in ref.items():
+        mine = got[key] if key in got else _run_output(folder, feeds, key)
+        check = compare(key, value, np.asarray(mine).reshape(value.shape), RTOL, ATOL)
+        assert check.ok, check
+    checked = 0
+    for out_name, out in got.items():
+        if out_name in every:
+            r = np.asarray(every[out_name])
+            check = compare(out_name, r, out.reshape(r.shape), RTOL, ATOL)
+            assert check.ok, check
+            checked += 1
+    outputs = {o for k in part.cascades for o in k.outputs}
+    assert outputs <= set(got) and checked >= len(outputs)
+
+
+def _run_output(folder: Path, feeds: dict, name: str) -> np.ndarray:
+    """A graph output that is no kernel's arena output (e.g. a reshaped alias): run the model."""
+    from opfuse.backends.c.runner import CModel
+
+    return CModel(folder).run(feeds)[name]
+
+
+def test_validate_backend_c_takes_cascades(run_cli) -> None:  # noqa: ANN001
+    code, out, err = run_cli("validate", "ds_cnn", "--backend", "c", "--cascades")
+    assert code == 0, out + err
+    assert "generated C (cascaded)" in out
+    code, out, err = run_cli("validate", "ds_cnn", "--backend", "c")
+    assert code == 0 and "generated C (fused)" in out
+    code, _, err = run_cli("validate", "ds_cnn", "ds_cnn", "--cascades")
+    assert code == 2 and "--cascades" in err and "Traceback" not in err
