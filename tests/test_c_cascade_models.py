@@ -8,10 +8,8 @@ with onnxruntime on the canonicalized model, at the tolerance ``validate --backe
 kernel outputs matter: the shared ``light_*`` models have constant weights, so their softmax is
 uniform whatever the convolutions compute, and only the intermediates show a wrong row.
 
-The arena: ``OPFUSE_ARENA_BYTES`` is the memory plan of the partition the C runs; with no cascade
-split it is analyze's cascaded peak, and with some split it lies between that and the
-layer-by-layer peak. A cascade the C cannot stream may only be one whose member has no row
-kernel yet (pools: another file's work), never a regression elsewhere.
+The arena: ``OPFUSE_ARENA_BYTES`` is the memory plan of the partition the C runs. Every cascade of
+these models streams (none is split back into its members), so it is analyze's cascaded peak.
 
 One seed, one build per model and target, cortex-m7 only where its cascades differ from
 x86-host's (residual joins and cuts move with the target's RAM) and not for the two biggest models:
@@ -50,7 +48,6 @@ SHARED = [
     "light_squeezenet",
     "mobilenet_v2_128_0.5",
 ]
-NOT_YET = {"MaxPool", "AveragePool"}  # members with no row kernel in cascaded C yet
 BIGGEST = {"light_densenet121", "light_resnet50"}  # 250-450 KB of C each: x86-host only
 
 
@@ -89,25 +86,20 @@ def test_cascaded_c_matches_onnxruntime(name: str, target: str, tmp_path: Path) 
     folder = tmp_path / "c"
     emitted = emit_c(result, folder, cascades=True)
 
-    # which cascades stream, and why the others do not
-    split = dict(emitted.cascades_split)
-    for why in split.values():
-        op = re.match(r"[^(]*\((\w+)\)", why)
-        assert op is not None and op.group(1) in NOT_YET, why
+    # every cascade streams: none is split back into its members
+    assert not emitted.cascades_split, emitted.cascades_split
     text = (folder / "model.c").read_text()
     streamed = len(re.findall(r"^static void k\d+_cascade", text, re.M))
-    assert streamed == emitted.cascades == len(result.partition.cascades) - len(split)
+    assert streamed == emitted.cascades == len(result.partition.cascades)
 
-    # the arena is the plan of what runs, and analyze's cascaded peak when nothing is split
+    # the arena is the plan of what runs: analyze's cascaded peak, below layer by layer
     header = (folder / "model.h").read_text()
     arena = int(re.search(r"#define OPFUSE_ARENA_BYTES (\d+)", header).group(1))
     model, part = c_partition(result, True, cascades=True)
     assert arena == emitted.arena_bytes == plan_memory(model, part, emitted.planner).peak_bytes
     cascaded = analyze(result, precision="fp32").after.plan.peak_bytes
     layers = analyze(result, precision="fp32", cascades=False).after.plan.peak_bytes
-    if not split:
-        assert arena == cascaded
-    assert cascaded <= arena <= layers
+    assert arena == cascaded <= layers
 
     # outputs against the original, every kernel output against the canonicalized model
     feeds, ref, _ = reference(source)
