@@ -40,6 +40,7 @@ OCV = 16  # output channels per channel tile (rows narrower than NARROW)
 CT = 4  # output columns per channel tile
 NARROW = 16  # rows at least this wide take the column tile
 NARROW_DW = 8  # depthwise rows narrower than this accumulate tap by tap
+VEC = 8  # columns per chunk of a depthwise row (one AVX2 vector, two NEON ones)
 LINE_FLOATS = 16384  # line buffer (stack) budget of the tiled path; beyond it: the plain path
 
 
@@ -82,6 +83,30 @@ def _bias(node: ir.Node) -> np.ndarray | None:
     if len(node.inputs) > 2 and node.inputs[2] is not None:
         return np.asarray(const(node.inputs[2]), np.float32).reshape(-1)
     return None
+
+
+def _padded(width: int) -> int:
+    return -(-width // VEC) * VEC
+
+
+def _narrow_store(w: CWriter, u: str, yp: str, ry: int, w_out: int, epilogue: list[str]) -> None:
+    """Epilogue and store of a short row ``u`` (``_padded(w_out)`` floats, all defined): the
+    epilogue runs over the padded row in place, then a plain copy stores ``w_out`` columns, so
+    no compare-and-branch remainder loop. An epilogue that reads a residual row cannot run past
+    ``w_out`` and runs in the store loop."""
+    if any("+ i]" in line for line in epilogue):
+        w.open(f"for (int i = 0; i < {w_out}; ++i)")
+        w(f"float v = {u}[i];")
+        _store(w, yp, ry, w_out, epilogue)
+        w.close()
+        return
+    w.open(f"for (int i = 0; i < {_padded(w_out)}; ++i)")
+    w(f"float v = {u}[i];")
+    for line in epilogue:
+        w(line)
+    w(f"{u}[i] = v;")
+    w.close()
+    w(f"for (int i = 0; i < {w_out}; ++i) {yp}[(c*{ry} + ys)*{w_out} + i] = {u}[i];")
 
 
 def _store(w: CWriter, yp: str, ry: int, w_out: int, epilogue: list[str]) -> None:
@@ -127,26 +152,30 @@ def emit_depthwise(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogu
         terms = " + ".join(
             f"w{ky * kw + kx}*ph[{ky * sw * lw + ((kx * dw) % sw) * lw + (kx * dw) // sw} + i]"
             for ky in range(kh) for kx in range(kw))  # fmt: skip
-        w.open(f"for (int i = 0; i < {w_out}; ++i)")
-        w(f"float v = bv + {terms};")
-        _store(w, yp, ry, w_out, epilogue)
-        w.close()
+        if w_out < NARROW_DW:
+            w(f"float u[{_padded(w_out)}];")
+            w(f"for (int i = 0; i < {_padded(w_out)}; ++i) u[i] = bv;")
+            for ky in range(kh):
+                for kx in range(kw):
+                    off = ky * sw * lw + ((kx * dw) % sw) * lw + (kx * dw) // sw
+                    w(f"for (int i = 0; i < {w_out}; ++i) u[i] += w{ky * kw + kx}*ph[{off} + i];")
+            _narrow_store(w, "u", yp, ry, w_out, epilogue)
+        else:
+            _row_run(w, 0, w_out, f"bv + {terms}", lambda: _store(w, yp, ry, w_out, epilogue),
+                     params.restrict != "")
     else:
         for ky in range(kh):
-            w(f"const float *x{ky} = in{ky} ? {xp} + (c*{rx} + sl{ky})*{w_in} : zrow;")
+            w(f"const float *{params.restrict} x{ky} = in{ky} ? {xp} + (c*{rx} + sl{ky})*{w_in} : zrow;")
         if w_out < NARROW_DW:  # shorter than a vector: one loop per tap beats one per run
-            w(f"float u[{w_out}];")
-            w(f"for (int i = 0; i < {w_out}; ++i) u[i] = bv;")
+            w(f"float u[{_padded(w_out)}];")
+            w(f"for (int i = 0; i < {_padded(w_out)}; ++i) u[i] = bv;")
             for ky in range(kh):
                 for kx in range(kw):
                     off = kx * dw - pl
                     lo, hi = max(0, -off), min(w_out, w_in - off)
                     if lo < hi:
                         w(f"for (int i = {lo}; i < {hi}; ++i) u[i] += w{ky * kw + kx}*x{ky}[i + {off}];")
-            w.open(f"for (int i = 0; i < {w_out}; ++i)")
-            w("float v = u[i];")
-            _store(w, yp, ry, w_out, epilogue)
-            w.close()
+            _narrow_store(w, "u", yp, ry, w_out, epilogue)
             w.close()
             w.close()
             return
@@ -154,12 +183,30 @@ def emit_depthwise(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogu
             terms = " + ".join(
                 f"w{ky * kw + kx}*x{ky}[i + {kx * dw - pl}]" for ky in range(kh) for kx in kxs
             )
-            w.open(f"for (int i = {lo}; i < {hi}; ++i)")
-            w(f"float v = bv{' + ' + terms if terms else ''};")
-            _store(w, yp, ry, w_out, epilogue)
-            w.close()
+            _row_run(w, lo, hi, f"bv{' + ' + terms if terms else ''}",
+                     lambda: _store(w, yp, ry, w_out, epilogue), params.restrict != "")
     w.close()
     w.close()
+
+
+def _row_run(w: CWriter, lo: int, hi: int, expr: str, store, overlap: bool) -> None:  # noqa: ANN001
+    """``v = expr`` (of column ``i``), epilogue and store for ``lo <= i < hi``. A run of at least
+    VEC columns goes in chunks of exactly VEC, the last one moved back to end at ``hi`` (its
+    first columns are computed twice, to the same value): no scalar remainder, whose
+    compare-and-branch epilogue mispredicts on real data. Not when the output may alias an
+    operand (``overlap`` false: an in-place residual would be added twice)."""
+    if not overlap or hi - lo < VEC:
+        w.open(f"for (int i = {lo}; i < {hi}; ++i)")
+    else:
+        w.open(f"for (int i0 = {lo}; i0 < {hi}; i0 += {VEC})")
+        w(f"const int j0 = i0 + {VEC} <= {hi} ? i0 : {hi - VEC};")
+        w.open(f"for (int q = 0; q < {VEC}; ++q)")
+        w("const int i = j0 + q;")
+    w(f"float v = {expr};")
+    store()
+    w.close()
+    if overlap and hi - lo >= VEC:
+        w.close()
 
 
 def _runs(w_out: int, w_in: int, kw: int, s: int, d: int, pl: int) -> list:
