@@ -34,8 +34,8 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, attr, const
 from opfuse.fusion.stages import dims
 
-OCB = 4  # output channels per column tile
-CB = 24  # output columns per column tile
+OCB, CB = 4, 24  # output channels x columns of a column tile (1x1 convs)
+OCB_K, CB_K = 8, 16  # the same for a spatial kernel (measured: see docs in the module note)
 OCV = 16  # output channels per channel tile (rows narrower than NARROW)
 CT = 4  # output columns per channel tile
 NARROW = 16  # rows at least this wide take the column tile
@@ -257,7 +257,9 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
     (kh, kw), (sh, sw), (dh, dw), (pt, pl) = g["k"], g["s"], g["d"], g["p"]
     _, c_in, h_in, w_in = dims(node.inputs[0])
     _, c_out, _, w_out = dims(node.outputs[0])
-    lanes = OCB if w_out >= NARROW else OCV
+    lanes, cb = (OCB, CB) if kh * kw == 1 else (OCB_K, CB_K)
+    if w_out < NARROW:
+        lanes = OCV
     group = g["group"]
     ocg = c_out // group
     blocks = -(-ocg // lanes)
@@ -295,12 +297,12 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
               for ky in range(kh) for kx in range(kw)],  # fmt: skip
         row=(f"{xp} + (ci*{rx} + xs)*{w_in}" if direct else f"line + ci*{per_ci}"),
         wp=wp, bp=bp, group=group, icg=c_in // group, ocg=ocg, blocks=blocks, lanes=lanes,
-        w_out=w_out,
+        w_out=w_out, cb=cb,
     )  # fmt: skip
-    if lanes == OCB:
+    if lanes != OCV:
         _column_tiles(w, tile, lambda: _store(w, yp, ry, w_out, epilogue))
     else:
-        _channel_tiles(w, tile, lambda: _store(w, yp, ry, w_out, epilogue))
+        _channel_tiles(w, tile, epilogue, yp, ry)
     w.close()
 
 
@@ -327,6 +329,7 @@ def _channels(w: CWriter, tl: _Tile) -> None:
 
 def _column_tiles(w: CWriter, tl: _Tile, store) -> None:  # noqa: ANN001
     """OCB channels x CB columns, vectorized over columns (rows at least NARROW wide)."""
+    OCB, CB = tl.lanes, tl.cb  # noqa: N806
     full, rest = divmod(tl.w_out, CB)
     for count, width, start in ((full, CB, 0), (1 if rest else 0, rest, full * CB)):
         if not count:
@@ -360,19 +363,24 @@ def _column_tiles(w: CWriter, tl: _Tile, store) -> None:  # noqa: ANN001
         w.close()
 
 
-def _channel_tiles(w: CWriter, tl: _Tile, store) -> None:  # noqa: ANN001
+def _channel_tiles(w: CWriter, tl: _Tile, epilogue: list[str], yp: str, ry: int) -> None:
     """OCV channels x CT columns, vectorized over channels (rows narrower than NARROW: a
-    vector over 7 or 14 columns would be mostly empty). The tile goes through a row buffer
-    ``accb[OCV][W]`` so the epilogue and the stores run along rows."""
+    vector over 7 or 14 columns would be mostly empty). The epilogue runs on the tile, over
+    channels (vectorized, no short compare-and-branch loop over 7 columns), on its way into the
+    row buffer ``accb[OCV][W]``; the rows are then copied out. An epilogue that reads a residual
+    row (a gather over channels) runs along the rows instead, in the copy."""
     ocv = OCV
+    rowwise = any("+ i]" in line for line in epilogue)
+    last = tl.ocg - (tl.blocks - 1) * ocv
+    count = str(ocv) if last == ocv else f"(ob == {tl.blocks - 1} ? {last} : {ocv})"
     _blocks(w, tl)
     w(f"float accb[{ocv}][{tl.w_out}];")
     w(f"const float *wb = {tl.wp} + blk*{tl.icg * len(tl.taps) * ocv};")
     full, rest = divmod(tl.w_out, CT)
-    for count, width, start in ((full, CT, 0), (1 if rest else 0, rest, full * CT)):
-        if not count:
+    for n, width, start in ((full, CT, 0), (1 if rest else 0, rest, full * CT)):
+        if not n:
             continue
-        w.open(f"for (int i0 = {start}; i0 < {start + count * width}; i0 += {width})")
+        w.open(f"for (int i0 = {start}; i0 < {start + n * width}; i0 += {width})")
         w(f"float s[{width}][{ocv}];")
         init = f"{tl.bp}[blk*{ocv} + o]" if tl.bp else "0.0f"
         w(f"for (int t = 0; t < {width}; ++t) for (int o = 0; o < {ocv}; ++o) s[t][o] = {init};")
@@ -388,13 +396,22 @@ def _channel_tiles(w: CWriter, tl: _Tile, store) -> None:  # noqa: ANN001
               f"for (int o = 0; o < {ocv}; ++o) s[t][o] += xv * wv[o]; }}")  # fmt: skip
             w.close()
         w.close()
-        w(f"for (int t = 0; t < {width}; ++t) for (int o = 0; o < {ocv}; ++o) "
-          f"accb[o][i0 + t] = s[t][o];")  # fmt: skip
+        w.open(f"for (int t = 0; t < {width}; ++t) for (int o = 0; o < {count}; ++o)")
+        w("float v = s[t][o];")
+        if not rowwise:
+            w(f"const int c = grp*{tl.ocg} + ob*{ocv} + o;")
+            w("(void)c;")
+            for line in epilogue:
+                w(line)
+        w("accb[o][i0 + t] = v;")
+        w.close()
         w.close()
     _channels(w, tl)
     w.open(f"for (int i = 0; i < {tl.w_out}; ++i)")
     w("float v = accb[o][i];")
-    store()
+    for line in epilogue if rowwise else ():
+        w(line)
+    w(f"{yp}[(c*{ry} + ys)*{tl.w_out} + i] = v;")
     w.close()
     w.close()
     w.close()
