@@ -8,11 +8,13 @@ output and any residual operand are whole arena tensors; the rings are the plan'
 
 A member is a Conv (any group, kernel, stride, dilation and padding) or an elementwise op first,
 then elementwise epilogues: Relu, Clip, and Add/Sub/Mul/Div of a constant (scalar or per channel)
-or of a whole arena tensor of the output's shape (a residual). Each output row of a conv
-accumulates ``W`` columns at once (a vectorizable loop per tap), then the epilogue runs per element.
-1x1 convs are register-blocked over 8 output channels per column; other convs accumulate a row per
-tap. Correctness and memory first: about 1.3x slower than the layer-by-layer templates on
-mobilenet_v2, which is why ``emit_c`` streams cascades only when asked.
+or of a whole arena tensor of the output's shape (a residual). ``_member`` is the one place a
+member is dispatched by its op: a conv goes to the register-tiled row kernels of
+``cascade_rows.py`` (depthwise, or column / channel tiles), its epilogue fused into the store as
+C statements on a scalar (``scalar_epilogue``); an elementwise first op, or a conv whose line
+buffer would exceed ``cascade_rows.LINE_FLOATS``, runs one row in memory per tap. Whether cascaded
+C beats the layer-by-layer templates depends on the model (benchmarks/c_backend.py); ``emit_c``
+streams cascades only when asked.
 ``cascade_supported`` says whether a kernel is within that; the emitter falls back to the
 layer-by-layer partition otherwise (see ``emit.c_partition``).
 """
