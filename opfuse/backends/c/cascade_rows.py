@@ -259,7 +259,7 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
     _, c_in, h_in, w_in = dims(node.inputs[0])
     _, c_out, _, w_out = dims(node.outputs[0])
     lanes, cb = (OCB, CB) if kh * kw == 1 else (OCB_K, CB_K)
-    if w_out < NARROW:
+    if w_out < NARROW and kh * kw == 1:  # spatial kernels: see NARROW
         lanes = OCV
     group = g["group"]
     ocg = c_out // group
@@ -273,7 +273,10 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
         padded[:, :ocg] = bias.reshape(group, ocg)
         bp = params.weight(f"{node.inputs[2].name}#tile{lanes}", padded.ravel())
     direct = line_floats(node) == 0
-    lw = _line_width(g, w_out)
+    # a row shorter than a vector through a line buffer: compute VEC columns (the extra ones
+    # read the buffer's zero tail), store w_out; a 7-column tile compiled ~10x slower per MAC
+    cols = VEC if lanes != OCV and not direct and w_out < VEC else w_out
+    lw = _line_width(g, cols)
     per_ci = kh * sw * lw
     w.open("for (int r = a; r <= b; ++r)")
     w(f"const int ys = r % {ry}, xs = r % {rx};")
@@ -298,7 +301,7 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
               for ky in range(kh) for kx in range(kw)],  # fmt: skip
         row=(f"{xp} + (ci*{rx} + xs)*{w_in}" if direct else f"line + ci*{per_ci}"),
         wp=wp, bp=bp, group=group, icg=c_in // group, ocg=ocg, blocks=blocks, lanes=lanes,
-        w_out=w_out, cb=cb,
+        w_out=w_out, cols=cols, cb=cb, overlap=params.restrict != "" and kh * kw > 1,
     )  # fmt: skip
     if lanes != OCV:
         _column_tiles(w, tile, lambda: _store(w, yp, ry, w_out, epilogue))
@@ -327,14 +330,33 @@ def _channels(w: CWriter, tl: _Tile) -> None:
     w(f"const int c = grp*{tl.ocg} + ob*{tl.lanes} + o;")
 
 
+def _chunks(w_out: int, cb: int, overlap: bool) -> list[tuple[int, int, int]]:
+    """``(count, width, start)`` runs of column chunks covering ``w_out`` columns: full chunks of
+    ``cb`` and one remainder chunk; with ``overlap`` (a spatial kernel whose output aliases no
+    operand) chunks of ``cb`` only, the last one moved back to end at ``w_out`` (start -1; it
+    recomputes a few columns to the same values). Measured: a 3x3 conv's 8-column remainder tile
+    compiles to code that took more instructions than its row's 48 other columns, whereas a
+    1x1 conv's remainder tile is fast and overlapping chunks cost it more than they save."""
+    if w_out <= cb:
+        return [(1, w_out, 0)]
+    if overlap:
+        return [(-(-w_out // cb), cb, -1)]
+    full, rest = divmod(w_out, cb)
+    return [(full, cb, 0)] + ([(1, rest, full * cb)] if rest else [])
+
+
 def _column_tiles(w: CWriter, tl: _Tile, store) -> None:  # noqa: ANN001
     """OCB channels x CB columns, vectorized over columns (rows at least NARROW wide)."""
-    OCB, CB = tl.lanes, tl.cb  # noqa: N806
-    full, rest = divmod(tl.w_out, CB)
-    for count, width, start in ((full, CB, 0), (1 if rest else 0, rest, full * CB)):
-        if not count:
-            continue
-        w.open(f"for (int i0 = {start}; i0 < {start + count * width}; i0 += {width})")
+    OCB = tl.lanes  # noqa: N806
+    for count, width, start in _chunks(tl.cols, tl.cb, tl.overlap):
+        if count == 1:
+            w.open("")
+            w(f"const int i0 = {start};")
+        elif start < 0:  # the last chunk moved back to end at w_out (see _chunks)
+            w.open(f"for (int k0 = 0; k0 < {tl.w_out}; k0 += {width})")
+            w(f"const int i0 = k0 + {width} <= {tl.w_out} ? k0 : {tl.w_out - width};")
+        else:
+            w.open(f"for (int i0 = {start}; i0 < {start + count * width}; i0 += {width})")
         _blocks(w, tl)
         w(f"float acc[{OCB}][{width}];")
         init = f"{tl.bp}[blk*{OCB} + o]" if tl.bp else "0.0f"
@@ -353,7 +375,7 @@ def _column_tiles(w: CWriter, tl: _Tile, store) -> None:  # noqa: ANN001
             w.close()
         w.close()
         _channels(w, tl)
-        w.open(f"for (int t = 0; t < {width}; ++t)")
+        w.open(f"for (int t = 0; t < {min(width, tl.w_out)}; ++t)")
         w("const int i = i0 + t;")
         w("float v = acc[o][t];")
         store()
