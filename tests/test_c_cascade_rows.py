@@ -19,7 +19,7 @@ from opfuse.backends.c import build_executable, emit_c, run_executable
 from opfuse.backends.c.check import reference
 from opfuse.errors import OpfuseError
 from opfuse.pipeline import compile_model
-from tests.test_c_cascade import SAN, check_against_onnxruntime
+from tests.test_c_cascade import SAN, check_against_onnxruntime, host
 from tests.test_cascade import conv_chain
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -58,7 +58,7 @@ def _chain(name: str, folder: Path) -> Path:
 
 
 def _streamed(source: Path, folder: Path):  # noqa: ANN202
-    result = compile_model(source, "x86-host")
+    result = compile_model(source, host(source.stem))
     assert result.partition.cascades, "the partitioner made no cascade of this chain"
     emitted = emit_c(result, folder, cascades=True)
     text = (folder / "model.c").read_text()
@@ -94,3 +94,19 @@ def test_row_kernels_are_sanitizer_clean(name: str, tmp_path: Path) -> None:
     assert "runtime error" not in proc.stderr
     for key, value in ref.items():
         assert float(np.abs(got[key] - value).max()) <= 1e-4 * float(np.abs(value).max()) + 1e-6
+
+
+def test_x86_host_streams_no_row_narrower_than_its_cascade_min_width(tmp_path: Path) -> None:
+    # a chain of 19-column rows: x86-host keeps every value whole and says why per edge
+    result = compile_model(_chain("column_tiles_odd", tmp_path), "x86-host")
+    assert not result.partition.cascades
+    messages = [d.message for d in result.partition.cascade_decisions]
+    assert messages and all("below cascade_min_width = 28" in m for m in messages)
+    assert {d.reason for d in result.partition.cascade_decisions} == {"not_supported_by_target"}
+    # mobilenet_v2: the cascades left are the wide early blocks, every ring at least 28 wide
+    result = compile_model("mobilenet_v2", "x86-host")
+    assert result.partition.cascades
+    values = {v.name: v for n in result.optimized.graph for v in n.outputs}
+    for kernel in result.partition.cascades:
+        for ring in kernel.ring_buffers:
+            assert values[ring.value].shape[-1] >= 28
