@@ -9,9 +9,9 @@ output and any residual operand are whole arena tensors; the rings are the plan'
 A member is a Conv (any group, kernel, stride, dilation and padding) or an elementwise op first,
 then elementwise epilogues: Relu, Clip, and Add/Sub/Mul/Div of a constant (scalar or per channel)
 or of a whole arena tensor of the output's shape (a residual). ``_member`` is the one place a
-member is dispatched by its op: a conv goes to the register-tiled row kernels of
-``cascade_rows.py`` (depthwise, or column / channel tiles), its epilogue fused into the store as
-C statements on a scalar (``scalar_epilogue``); an elementwise first op, or a conv whose line
+member is dispatched by its op: a conv goes to the register-tiled row kernels (``cascade_dw.py``
+for depthwise, ``cascade_rows.py`` for column / channel tiles), its epilogue fused into the store
+as C statements on a scalar (``scalar_epilogue``); an elementwise first op, or a conv whose line
 buffer would exceed ``cascade_rows.LINE_FLOATS``, runs one row in memory per tap. Whether cascaded
 C beats the layer-by-layer templates depends on the model (benchmarks/c_backend.py); ``emit_c``
 streams cascades only when asked.
@@ -25,6 +25,7 @@ import numpy as np
 import onnx_ir as ir
 
 from opfuse.backends.c import cascade_rows as rows
+from opfuse.backends.c.cascade_dw import emit_depthwise
 from opfuse.backends.c.cgen import CWriter, attr, const, flit
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.rings import Window, band_schedule
@@ -133,7 +134,7 @@ def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _St
     if head.op_type == "Conv":
         epilogue = scalar_epilogue(ms[1:], head.outputs[0], stores)
         if rows.is_depthwise(head):
-            rows.emit_depthwise(w, head, xp, rx, yp, ry, epilogue, stores.params)
+            emit_depthwise(w, head, xp, rx, yp, ry, epilogue, stores.params)
             return
         if rows.line_floats(head) <= rows.LINE_FLOATS:
             rows.emit_tiled(w, head, xp, rx, yp, ry, epilogue, stores.params)
