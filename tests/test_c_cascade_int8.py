@@ -23,6 +23,7 @@ from opfuse.backends.c.runner import CModel  # noqa: E402
 from opfuse.frontends.tflite.reference import TfliteReference  # noqa: E402
 from tests import qgraphs as q  # noqa: E402
 from tests import tflite_builder as tb  # noqa: E402
+from tests.test_cascade import streaming  # noqa: E402
 
 SEEDS = range(3)
 
@@ -127,8 +128,8 @@ def _chains() -> dict[str, Chain]:
     }
 
 
-def _run_cascaded(path: Path, folder: Path, target: str = "x86-host"):
-    result = compile(path, target)
+def _run_cascaded(path: Path, folder: Path, target=None):  # noqa: ANN001
+    result = compile(path, target or streaming())
     assert result.partition.cascades, f"{path.name}: no cascade formed on {target}"
     emitted = emit_c(result, folder, cascades=True)
     assert emitted.cascades == len(result.partition.cascades), emitted.cascades_split

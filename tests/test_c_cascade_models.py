@@ -1,7 +1,8 @@
 """Every shared ONNX model and every built-in with cascades, as cascaded C, against onnxruntime.
 
-For each model: ``compile --emit c --cascades`` on x86-host (and on cortex-m7 where its cascades
-differ), built once as a debug library (the same -O3 -march=native code, plus a hook that copies
+For each model: ``compile --emit c --cascades`` on x86-host streaming rows of every width (its
+``cascade_min_width`` is a speed policy, tested on its own) and on cortex-m7 where its cascades
+differ,, built once as a debug library (the same -O3 -march=native code, plus a hook that copies
 out every kernel output) and run on seeded random inputs. The graph's outputs are compared with
 onnxruntime on the original model, and every kernel's output (each streamed cascade's included)
 with onnxruntime on the canonicalized model, at the tolerance ``validate --backend c`` uses. The
@@ -34,6 +35,7 @@ from opfuse.pipeline import compile_model
 from opfuse.validation import compare
 from tests._cascade_exec import every_value
 from tests.conftest import SHARED_ABSENT, SHARED_ONNX
+from tests.test_cascade import streaming
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -69,7 +71,7 @@ def test_the_list_covers_every_shared_model_with_cascades() -> None:
     if not SHARED_ONNX.is_dir():
         pytest.skip(SHARED_ABSENT)
     with_cascades = {p.stem for p in SHARED_ONNX.glob("*.onnx")
-                     if compile_model(str(p), "x86-host").partition.cascades}  # fmt: skip
+                     if compile_model(str(p), streaming()).partition.cascades}  # fmt: skip
     assert with_cascades == set(SHARED)
 
 
@@ -79,8 +81,8 @@ def test_cascaded_c_matches_onnxruntime(name: str, target: str, tmp_path: Path) 
     if target != "x86-host" and name in BIGGEST:
         pytest.skip(f"{name} is built once, on x86-host (CI time)")
     source = _source(name)
-    result = compile_model(source, target)
-    if target != "x86-host" and _shape(result) == _shape(compile_model(source, "x86-host")):
+    result = compile_model(source, streaming() if target == "x86-host" else target)
+    if target != "x86-host" and _shape(result) == _shape(compile_model(source, streaming())):
         pytest.skip(f"the same cascades as on x86-host ({name})")
     assert result.partition.cascades, name
     folder = tmp_path / "c"

@@ -18,8 +18,8 @@ from opfuse.analysis import analyze
 from opfuse.backends.c import build_executable, emit_c, run_executable
 from opfuse.backends.c.check import reference
 from opfuse.pipeline import compile_model
-from opfuse.targets import load_target
 from tests.test_c_cascade import arena_of, check_against_onnxruntime
+from tests.test_cascade import streaming
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -58,7 +58,7 @@ def pool_chain(pool: str, k: int, s: int, pad: int, include: int, size: int,
 
 
 def _target(band: int):
-    target = load_target("x86-host")
+    target = streaming()
     return dataclasses.replace(target, fusion=dataclasses.replace(target.fusion,
                                                                   cascade_band_rows=band))
 
@@ -85,7 +85,7 @@ def test_ceil_mode_pool_is_split_with_a_reason(tmp_path: Path) -> None:
             n.attribute.append(helper.make_attribute("ceil_mode", 1))
     source = tmp_path / "ceil.onnx"
     onnx.save(model, source)
-    result = compile_model(source, "x86-host")
+    result = compile_model(source, streaming())
     if not any("MaxPool" in c.ops for c in result.partition.cascades):
         pytest.skip("the partitioner forms no cascade with this pool")
     emitted = emit_c(result, tmp_path / "c", cascades=True)

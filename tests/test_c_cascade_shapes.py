@@ -26,9 +26,8 @@ from opfuse.errors import OpfuseError
 from opfuse.frontends import import_proto
 from opfuse.fusion import partition
 from opfuse.pipeline import compile_model
-from opfuse.targets import load_target
 from opfuse.validation import compare
-from tests.test_cascade import with_caps
+from tests.test_cascade import streaming
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -206,7 +205,7 @@ def run_cascaded(source: Path, target, folder: Path):  # noqa: ANN001
 @pytest.mark.parametrize("name", list(STREAMED))
 def test_cascade_streams_and_matches_onnxruntime(name: str, band: int, tmp_path: Path) -> None:
     source = STREAMED[name]().save(tmp_path / f"{name}.onnx")
-    target = with_caps("x86-host", cascade_band_rows=band)
+    target = streaming(cascade_band_rows=band)
     result, emitted = run_cascaded(source, target, tmp_path / "c")
     cascades = result.partition.cascades
     assert cascades and not emitted.cascades_split and emitted.cascades == len(cascades)
@@ -224,7 +223,7 @@ def test_a_sum_of_three_runs_layer_by_layer_with_its_reason(tmp_path: Path) -> N
     g = sum_residual()
     g.nodes[-2].input.append("x")  # Sum(project, x, x)
     source = g.save(tmp_path / "sum3.onnx")
-    result, emitted = run_cascaded(source, "x86-host", tmp_path / "c")
+    result, emitted = run_cascaded(source, streaming(), tmp_path / "c")
     assert result.partition.cascades
     (why,) = dict(emitted.cascades_split).values()
     assert "(Sum): a Sum of 3 operands" in why
@@ -242,7 +241,7 @@ def test_a_constant_that_varies_along_rows_runs_layer_by_layer(tmp_path: Path) -
     g.op("Relu")
     g.conv(8, (1, 1))
     source = g.save(tmp_path / "bias_map.onnx")
-    result, emitted = run_cascaded(source, "x86-host", tmp_path / "c")
+    result, emitted = run_cascaded(source, streaming(), tmp_path / "c")
     assert result.partition.cascades
     (why,) = dict(emitted.cascades_split).values()
     assert re.search(r"\(Add\): constant '.*' varies across rows or columns", why), why
@@ -253,7 +252,7 @@ def test_a_member_that_broadcasts_what_it_streams_is_no_stage() -> None:
     # 48 x 24 x 24 map; fused with that Mul, the kernel's streamed value (one row) is smaller than
     # its output (24 rows): no row schedule fits, so it cannot be a cascade's member.
     proto = onnx.shape_inference.infer_shapes(squeeze_excite().model())
-    part = partition(import_proto(proto, "se"), load_target("x86-host"))
+    part = partition(import_proto(proto, "se"), streaming())
     assert part.cascades  # the depthwise and project convs still stream
     assert all("Mul" not in k.ops for k in part.cascades)
     why = [d.message for d in part.cascade_decisions if d.reason == "cascade_global_op"]
@@ -266,7 +265,7 @@ def test_cascade_shapes_are_sanitizer_clean(name: str, tmp_path: Path) -> None:
 
     source = STREAMED[name]().save(tmp_path / f"{name}.onnx")
     folder = tmp_path / "c"
-    emit_c(compile_model(str(source), with_caps("x86-host", cascade_band_rows=3)), folder,
+    emit_c(compile_model(str(source), streaming(cascade_band_rows=3)), folder,
            cascades=True)  # fmt: skip
     assert "_cascade(" in (folder / "model.c").read_text()
     try:
@@ -292,7 +291,7 @@ def test_the_traffic_benchmark_block_is_one_cascade_moving_only_its_ends(tmp_pat
 
     path = tmp_path / "block.onnx"
     onnx.save(inverted_residual(), path)
-    result = compile_model(str(path), "x86-host")
+    result = compile_model(str(path), streaming())
     (kernel,) = result.partition.kernels
     assert kernel.is_cascade and kernel.ops.count("Conv") == 3 and "Add" in kernel.ops
     inits = result.optimized.graph.initializers.values()

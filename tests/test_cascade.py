@@ -212,6 +212,12 @@ def with_caps(name: str, **caps):
     return dataclasses.replace(target, fusion=dataclasses.replace(target.fusion, **caps))
 
 
+def streaming(name: str = "x86-host", **caps):
+    """``name`` streaming rows of any width: x86-host's ``cascade_min_width`` keeps short rows
+    whole for speed (a policy tested on its own), and the C tests' small chains have short rows."""
+    return with_caps(name, cascade_min_width=0, **caps)
+
+
 def test_anchor_limit_cuts_a_chain():
     layers = [{"k": 1, "out": 48}, {"k": 3, "group": 48}, {"k": 1, "out": 8}]
     model = imported(conv_chain(layers, residual=(0, 2)))

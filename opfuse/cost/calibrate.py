@@ -205,7 +205,7 @@ def host_target_text(figures: dict) -> str:
     for field in ("residual_add", "anchor_pool", "elementwise_chains", "recompute",
                   "int8_requantize_once", "cascade", "cascade_residual"):
         lines.append(f"{field} = {str(getattr(caps, field)).lower()}")
-    for field in ("max_chain", "cascade_max_anchors", "cascade_band_rows"):
+    for field in ("max_chain", "cascade_max_anchors", "cascade_band_rows", "cascade_min_width"):
         lines.append(f"{field} = {getattr(caps, field)}")
     lines += ["", "[perf]"]
     peak = figures["peak_macs_per_s"]

@@ -13,6 +13,7 @@ a ring buffer of the rows its consumer's window needs (``rings.py``), never a wh
    only by the first op of ``k[i+1]`` (``multiple_consumers`` otherwise: a value read twice would
    need a ring sized for the later reader), that value is not a graph output (``graph_output``),
    ``k[i+1]`` reads no second full activation unless ``cascade_residual`` (``not_supported_by_target``),
+   the value is at least ``cascade_min_width`` columns wide (``not_supported_by_target``),
    and the ring is smaller than the tensor (``cascade_no_gain``). Only neighbours in the schedule
    link, so a cascade never reorders kernels and the schedule stays topological.
 3. *Cuts.* Maximal runs of linked kernels are cut into cascades by dynamic programming on a proxy
@@ -112,6 +113,14 @@ def _link(
             "multiple_consumers",
             f"{head}: '{value.name}' is read by {len(readers)} ops, not only by the data input of "
             f"{first.op_type} '{first.name}', so it must be stored whole",
+        )
+    width = (value.shape.dims[-1] if value.shape is not None and len(value.shape.dims) else None)
+    narrow = target.fusion.cascade_min_width
+    if narrow and isinstance(width, int) and width < narrow:
+        return Refusal(
+            "not_supported_by_target",
+            f"{head}: '{value.name}' rows are {width} wide, below cascade_min_width = {narrow} "
+            "(the target's row kernels lose to whole-tensor ones on rows that short)",
         )
     if set(sb.sides) - {value.name} and not target.fusion.cascade_residual:
         return Refusal(

@@ -60,6 +60,9 @@ class FusionCaps:
     cascade_max_anchors: int = 8  # most anchors (Conv, Gemm...) in one cascade
     cascade_residual: bool = False  # an Add of a second full activation may join a cascade
     cascade_band_rows: int = 1  # output rows of the last member per band
+    # narrowest value (columns) a cascade may stream; 0: any. For code generators whose row
+    # kernels lose to whole-tensor ones on short rows (opfuse's C on a CPU)
+    cascade_min_width: int = 0
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ _TOP_KEYS = ("name", "description", "source", "precisions", "fusion", "perf", "b
 _REQUIRED = ("name", "source", "precisions", "fusion")
 _CLASSES = ("clamp", "activation", "arith")
 _CLASS_FIELDS = ("anchor_epilogue", "elementwise_epilogue", "pool_epilogue")
-_INT_FIELDS = ("max_chain", "cascade_max_anchors", "cascade_band_rows")
+_INT_FIELDS = ("max_chain", "cascade_max_anchors", "cascade_band_rows", "cascade_min_width")
 _FIELDS = {f.name: f for f in fields(FusionCaps)}
 
 

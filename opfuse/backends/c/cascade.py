@@ -10,11 +10,13 @@ output and any residual operand are whole arena tensors; the rings are the plan'
 A member is a Conv (any group, kernel, stride, dilation and padding) or an elementwise op first,
 then elementwise epilogues: Relu, Clip, one-input activations (``_UNARY``), and
 Add/Sub/Mul/Div/Sum-of-two of a constant (scalar or per channel) or of a whole arena tensor of the
-output's shape (a residual) or broadcast to it (a 1 x C x 1 x 1 scale). Each output row of a conv
-accumulates ``W`` columns at once (a vectorizable loop per tap), then the epilogue runs per element.
-1x1 convs are register-blocked over 8 output channels per column; other convs accumulate a row per
-tap. Correctness and memory first: about 1.3x slower than the layer-by-layer templates on
-mobilenet_v2, which is why ``emit_c`` streams cascades only when asked.
+output's shape (a residual) or broadcast to it (a 1 x C x 1 x 1 scale). ``_member`` is the one place a
+member is dispatched by its op: a conv goes to the register-tiled row kernels (``cascade_dw.py``
+for depthwise, ``cascade_rows.py`` for column / channel tiles), its epilogue fused into the store
+as C statements on a scalar (``scalar_epilogue``); an elementwise first op, or a conv whose line
+buffer would exceed ``cascade_rows.LINE_FLOATS``, runs one row in memory per tap. Whether cascaded
+C beats the layer-by-layer templates depends on the model (benchmarks/c_backend.py); ``emit_c``
+streams cascades only when asked.
 A MaxPool / AveragePool may lead a member too (its row window, padding, dilation and
 count_include_pad as the layer-by-layer pool: ``cascade_pool.py``, through ``pools.emit_pool_row``).
 A member on int8 / uint8 activations (``is_int8_member``) is written by ``int8/cascade.py``: its
@@ -31,6 +33,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from opfuse.backends.c import cascade_rows as rows
+from opfuse.backends.c.cascade_dw import emit_depthwise
 from opfuse.backends.c.cascade_pool import POOLS, pool_row, why_not_pool
 from opfuse.backends.c.cgen import CWriter, attr, const, flit
 from opfuse.backends.c.epilogue import _scalar as scalar_expr
@@ -175,6 +179,7 @@ def emit_cascade(w: CWriter, kernel: Kernel, nodes: dict[str, ir.Node], params: 
 
 
 def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _Stores) -> None:
+    """Rows ``a .. b`` of one member: the one place a member is dispatched by its first op."""
     if is_int8_member(ms):  # opfuse/backends/c/int8/cascade.py
         emit_member8(w, ms, x, y, stores)
         return
@@ -182,89 +187,36 @@ def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _St
     _, c_out, _, w_out = dims(y)
     xp, yp = stores.ptr(x, ms[0]), stores.ptr(y, ms[-1], write=True)
     rx, ry = stores.rows(x), stores.rows(y)
+    head = ms[0]
+    if head.op_type == "Conv":
+        epilogue = scalar_epilogue(ms[1:], head.outputs[0], stores)
+        if rows.is_depthwise(head):
+            emit_depthwise(w, head, xp, rx, yp, ry, epilogue, stores.params)
+            return
+        if rows.line_floats(head) <= rows.LINE_FLOATS:
+            rows.emit_tiled(w, head, xp, rx, yp, ry, epilogue, stores.params)
+            return
     w.open("for (int r = a; r <= b; ++r)")
-    block = _pointwise_block(ms[0], c_out)
-    if block:  # a 1x1 conv: OB output channels at once, register-blocked (see _pointwise)
-        w.open(f"for (int c0 = 0; c0 < {c_out}; c0 += {block})")
-        _pointwise(w, ms[0], xp, rx, c_in, w_in, block, stores)
-        w.open(f"for (int c = c0; c < c0 + {block}; ++c)")
-        w("float *acc = accb[c - c0];")
+    w.open(f"for (int c = 0; c < {c_out}; ++c)")
+    w(f"float acc[{w_out}];")
+    if head.op_type == "Conv":  # a line buffer over budget: one tap at a time on a row in memory
+        _conv_row(w, head, xp, rx, c_in, h_in, w_in, w_out, stores)
+        current, rest = head.outputs[0], ms[1:]
+    elif head.op_type in POOLS:  # opfuse/backends/c/cascade_pool.py
+        pool_row(w, head, xp, rx)
+        current, rest = head.outputs[0], ms[1:]
     else:
-        w.open(f"for (int c = 0; c < {c_out}; ++c)")
-        w(f"float acc[{w_out}];")
-    rest = ms
-    if block:
-        rest = ms[1:]
-        current = ms[0].outputs[0]
-    elif ms[0].op_type == "Conv":
-        _conv_row(w, ms[0], xp, rx, c_in, h_in, w_in, w_out, stores)
-        current = ms[0].outputs[0]
-        rest = ms[1:]
-    elif ms[0].op_type in POOLS:  # opfuse/backends/c/cascade_pool.py
-        pool_row(w, ms[0], xp, rx)
-        current = ms[0].outputs[0]
-        rest = ms[1:]
-    else:
-        current = x
+        current, rest = x, ms
         w(f"for (int i = 0; i < {w_out}; ++i) acc[i] = {xp}[(c*{rx} + r % {rx})*{w_in} + i];")
-    for node in rest:
-        current = _epilogue(w, node, current, stores, xp, rx, w_out)
-    w(f"for (int i = 0; i < {w_out}; ++i) {yp}[(c*{ry} + r % {ry})*{w_out} + i] = acc[i];")
+    lines = scalar_epilogue(rest, current, stores)
+    w.open(f"for (int i = 0; i < {w_out}; ++i)")
+    w("float v = acc[i];")
+    for line in lines:
+        w(line)
+    w(f"{yp}[(c*{ry} + r % {ry})*{w_out} + i] = v;")
     w.close()
-    if block:
-        w.close()
     w.close()
-
-
-def _pointwise_block(node: ir.Node, c_out: int) -> int:
-    """Output channels per block for a 1x1, stride-1, unpadded, ungrouped conv (0: not one)."""
-    if node.op_type != "Conv" or int(attr(node, "group", 1) or 1) != 1:
-        return 0
-    weight = const(node.inputs[1])
-    pads = attr(node, "pads", [0, 0, 0, 0]) or [0, 0, 0, 0]
-    strides = attr(node, "strides", [1, 1]) or [1, 1]
-    if weight is None or weight.shape[2:] != (1, 1) or any(pads) or any(v != 1 for v in strides):
-        return 0
-    return next(ob for ob in (8, 4, 2, 1) if c_out % ob == 0)
-
-
-def _pointwise(w, node, xp, rx, c_in, w_in, ob, stores) -> None:  # noqa: ANN001
-    """``accb[ob][W]`` of output channels c0.. of a 1x1 conv on row r. Per block of up to 8
-    columns, one vector of ob output channels per column stays in registers over all input
-    channels (a broadcast input times ob weights, stored transposed per block); vectorizing over
-    channels, not columns, keeps 7- and 14-wide rows as fast as 112-wide ones."""
-    weight = const(node.inputs[1]).astype(np.float32)
-    c_out = weight.shape[0]
-    blocks = weight.reshape(c_out // ob, ob, c_in).transpose(0, 2, 1)  # [block][j][o]
-    bias = const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] is not None else None
-    wt = stores.params.weight(f"{node.inputs[1].name}#T{ob}", np.ascontiguousarray(blocks))
-    bp = (
-        stores.params.weight(node.inputs[2].name, bias.astype(np.float32))
-        if bias is not None
-        else None
-    )
-    w(f"float accb[{ob}][{w_in}];")
-    w(f"const float *wb = {wt} + c0*{c_in};")
-    full = w_in - w_in % 8
-    for start, stop, width in ((0, full, 8), (full, w_in, w_in - full)):
-        if start >= stop:
-            continue
-        w.open(f"for (int i0 = {start}; i0 < {stop}; i0 += 8)")
-        w(f"float s[{width}][{ob}];")
-        init = f"{bp}[c0 + o]" if bp is not None else "0.0f"
-        w(f"for (int t = 0; t < {width}; ++t) for (int o = 0; o < {ob}; ++o) s[t][o] = {init};")
-        w.open(f"for (int j = 0; j < {c_in}; ++j)")
-        w(f"const float *row = {xp} + (j*{rx} + r % {rx})*{w_in} + i0;")
-        w(f"const float *wv = wb + j*{ob};")
-        w(f"#pragma GCC unroll {width}")  # keeps the width x ob sums in registers
-        w.open(f"for (int t = 0; t < {width}; ++t)")
-        w("const float xv = row[t];")
-        w(f"for (int o = 0; o < {ob}; ++o) s[t][o] += xv * wv[o];")
-        w.close()
-        w.close()
-        w(f"for (int t = 0; t < {width}; ++t) for (int o = 0; o < {ob}; ++o) "
-          f"accb[o][i0 + t] = s[t][o];")  # fmt: skip
-        w.close()
+    w.close()
 
 
 def _conv_row(w, node, xp, rx, c_in, h_in, w_in, w_out, stores) -> None:  # noqa: ANN001
@@ -305,30 +257,29 @@ def _conv_row(w, node, xp, rx, c_in, h_in, w_in, w_out, stores) -> None:  # noqa
     w.close()
 
 
-def _epilogue(w, node, current, stores, xp, rx, w_out) -> ir.Value:  # noqa: ANN001
-    if node.op_type in _UNARY:
-        w(f"for (int i = 0; i < {w_out}; ++i) acc[i] = {scalar_expr(node, ['acc[i]'])};")
-    elif node.op_type == "Relu":
-        w(f"for (int i = 0; i < {w_out}; ++i) acc[i] = acc[i] > 0.0f ? acc[i] : 0.0f;")
-    elif node.op_type == "Clip":
-        lo = _scalar(node, 1, attr(node, "min", None))
-        hi = _scalar(node, 2, attr(node, "max", None))
-        if lo is not None:
-            w(
-                f"for (int i = 0; i < {w_out}; ++i) acc[i] = acc[i] < {flit(lo)} ? {flit(lo)} : acc[i];"
-            )
-        if hi is not None:
-            w(
-                f"for (int i = 0; i < {w_out}; ++i) acc[i] = acc[i] > {flit(hi)} ? {flit(hi)} : acc[i];"
-            )
-    else:
-        sym = _BINARY[node.op_type]
-        ours = 0 if node.inputs[0] is current else 1
-        other = node.inputs[1 - ours]
-        term = _operand(node, other, stores, w_out)
-        expr = f"acc[i] {sym} {term}" if ours == 0 else f"{term} {sym} acc[i]"
-        w(f"for (int i = 0; i < {w_out}; ++i) acc[i] = {expr};")
-    return node.outputs[0]
+def scalar_epilogue(nodes: list[ir.Node], current: ir.Value, stores: _Stores) -> list[str]:
+    """C statements applying the elementwise ``nodes`` to the scalar ``v`` of channel ``c``, row
+    ``r``, column ``i`` (``current`` is the value ``v`` holds before the first)."""
+    lines = []
+    for node in nodes:
+        if node.op_type in _UNARY:  # the layer-by-layer epilogue's expression
+            lines.append(f"v = {scalar_expr(node, ['v'])};")
+        elif node.op_type == "Relu":
+            lines.append("v = v > 0.0f ? v : 0.0f;")
+        elif node.op_type == "Clip":
+            lo = _scalar(node, 1, attr(node, "min", None))
+            hi = _scalar(node, 2, attr(node, "max", None))
+            if lo is not None:
+                lines.append(f"v = v < {flit(lo)} ? {flit(lo)} : v;")
+            if hi is not None:
+                lines.append(f"v = v > {flit(hi)} ? {flit(hi)} : v;")
+        else:
+            sym = _BINARY[node.op_type]
+            ours = 0 if node.inputs[0] is current else 1
+            term = _operand(node, node.inputs[1 - ours], stores)
+            lines.append(f"v = v {sym} {term};" if ours == 0 else f"v = {term} {sym} v;")
+        current = node.outputs[0]
+    return lines
 
 
 def _scalar(node: ir.Node, index: int, default) -> float | None:  # noqa: ANN001
@@ -337,7 +288,7 @@ def _scalar(node: ir.Node, index: int, default) -> float | None:  # noqa: ANN001
     return None if default is None else float(default)
 
 
-def _operand(node: ir.Node, value: ir.Value, stores: _Stores, w_out: int) -> str:
+def _operand(node: ir.Node, value: ir.Value, stores: _Stores) -> str:
     arr = const(value)
     out = dims(node.outputs[0])
     if arr is not None:

@@ -81,6 +81,7 @@ def bench(
     repeats: int = 20,
     blocks: int = 5,
     planner: str = "greedy-inplace",
+    cascaded: bool = False,
 ) -> dict:
     """Warm latency (s) of fused C, unfused C, onnxruntime ORT_ENABLE_ALL and ORT_DISABLE_ALL,
     one thread each, in one run: ``blocks`` alternating blocks of ``repeats // blocks`` timed runs
@@ -91,16 +92,23 @@ def bench(
     application uses: before each run the inputs are written into the arena
     (``opfuse_model_input``; untimed, as the application's producer would write them; needed
     every time since the planner may reuse input bytes in place) and the outputs stay in the
-    arena. onnxruntime is timed on ``run`` with numpy feeds (it does not copy CPU inputs)."""
+    arena. onnxruntime is timed on ``run`` with numpy feeds (it does not copy CPU inputs).
+
+    ``cascaded``: also cascaded C (``emit_c(cascades=True)``, rows streamed through ring buffers)
+    in the same alternating blocks, with its arena and its ratios to unfused C and ORT."""
     result = _compiled(model_source, target)
     feeds, _, _ = reference(result.source)
     per_block = max(2, repeats // max(blocks, 1))
     with tempfile.TemporaryDirectory(prefix="opfuse-bench-") as tmp:
         runners: dict[str, Callable[[], object]] = {}
         before: dict[str, Callable[[], object]] = {}
-        for key, fuse in (("fused_c_s", True), ("unfused_c_s", False)):
+        variants = [("fused_c_s", {}), ("unfused_c_s", {"fuse": False})]
+        if cascaded:
+            variants.append(("cascaded_c_s", {"cascades": True}))
+        arenas = {}
+        for key, options in variants:
             folder = Path(tmp) / key
-            emit_c(result, folder, fuse=fuse, planner=planner)
+            arenas[key] = emit_c(result, folder, planner=planner, **options).arena_bytes
             model = CModel(build_shared(folder))
             bound = model.bind(feeds)
             before[key] = (lambda m=model, b=bound: m.write(b))
@@ -122,6 +130,14 @@ def bench(
         "fusion_speedup": out["unfused_c_s"] / out["fused_c_s"],
         "fused_c_vs_ort_all": out["fused_c_s"] / out["ort_all_s"],
     })
+    if cascaded:
+        out.update({
+            "cascaded_arena_bytes": arenas["cascaded_c_s"],
+            "fused_arena_bytes": arenas["fused_c_s"],
+            "cascaded_speedup": out["unfused_c_s"] / out["cascaded_c_s"],
+            "cascaded_c_vs_ort_all": out["cascaded_c_s"] / out["ort_all_s"],
+            "cascaded_vs_fused": out["fused_c_s"] / out["cascaded_c_s"],
+        })
     return out
 
 
