@@ -14,13 +14,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from opfuse.backends.c import build_executable, emit_c, run_c, run_executable, validate_c
+from opfuse.backends.c import emit_c, run_c, run_executable, validate_c
 from opfuse.backends.c.check import reference
 from opfuse.backends.c.runner import CModel
 from opfuse.errors import OpfuseError
 from opfuse.models import MODELS
 from opfuse.pipeline import compile_model
 from tests.conftest import shared_onnx_models
+from tests.sanitize import sanitized_run_matches
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -143,27 +144,11 @@ def test_zero_copy_api_equals_copying_run(name: str, tmp_path: Path) -> None:
     assert all(abs(v.ctypes.data - base) < arena for v in model.outs)  # both in the arena
 
 
-SAN = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-       "-fno-omit-frame-pointer"]
-
-
 @pytest.mark.parametrize("name", list(MODELS))
 def test_sanitizers(name: str, tmp_path: Path) -> None:
     folder = tmp_path / "c"
     emitted = emit_c(compile_model(name), folder, fuse=name != "mobilenet_v2")
-    try:
-        exe = build_executable(folder, SAN)
-    except OpfuseError as exc:
-        if "sanitize" in str(exc) or "asan" in str(exc):
-            pytest.skip("the compiler has no sanitizer runtime")
-        raise
-    feeds, ref, _ = reference(name)
-    info = __import__("json").loads((folder / "model.json").read_text())
-    got, proc = run_executable(exe, info, feeds, env={"ASAN_OPTIONS": "detect_leaks=0"})
-    assert "runtime error" not in proc.stderr
-    for key, value in ref.items():
-        tol = 1e-4 * float(np.abs(value).max()) + 1e-6
-        assert float(np.abs(got[key] - value).max()) <= tol
+    sanitized_run_matches(folder, name)
     assert emitted.kernels > 0
 
 

@@ -4,7 +4,6 @@ analyze's peak with cascades (below the layer-by-layer one)."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from pathlib import Path
@@ -14,17 +13,15 @@ import onnx
 import pytest
 
 from opfuse.analysis import analyze
-from opfuse.backends.c import build_executable, emit_c, run_executable
+from opfuse.backends.c import emit_c
 from opfuse.backends.c.check import reference
 from opfuse.backends.c.runner import CModel
-from opfuse.errors import OpfuseError
 from opfuse.pipeline import compile_model
+from tests.sanitize import sanitized_run_matches
 from tests.test_cascade import NUMERIC_CHAINS, conv_chain, with_caps
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
-SAN = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-       "-fno-omit-frame-pointer"]  # fmt: skip
 STREAMED = ["inverted_residual", "stride_2_and_odd_size", "dilated_5x5"]
 
 
@@ -85,18 +82,7 @@ def test_cascades_are_sanitizer_clean(name: str, tmp_path: Path) -> None:
     folder = tmp_path / "c"
     emit_c(compile_model(source, host(name)), folder, cascades=True)
     assert "_cascade(" in (folder / "model.c").read_text()
-    try:
-        exe = build_executable(folder, SAN)
-    except OpfuseError as exc:
-        if "sanitize" in str(exc) or "asan" in str(exc):
-            pytest.skip("the compiler has no sanitizer runtime")
-        raise
-    feeds, ref, _ = reference(source)
-    info = json.loads((folder / "model.json").read_text())
-    got, proc = run_executable(exe, info, feeds, env={"ASAN_OPTIONS": "detect_leaks=0"})
-    assert "runtime error" not in proc.stderr
-    for key, value in ref.items():
-        assert float(np.abs(got[key] - value).max()) <= 1e-4 * float(np.abs(value).max()) + 1e-6
+    sanitized_run_matches(folder, source)
 
 
 def test_a_cascade_the_c_backend_cannot_stream_runs_layer_by_layer(tmp_path: Path) -> None:

@@ -6,20 +6,17 @@ plus AddressSanitizer/UndefinedBehaviorSanitizer on the paths that read through 
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
 
-from opfuse.backends.c import build_executable, emit_c, run_executable
-from opfuse.backends.c.check import reference
-from opfuse.errors import OpfuseError
+from opfuse.backends.c import emit_c
 from opfuse.pipeline import compile_model
-from tests.test_c_cascade import SAN, check_against_onnxruntime, host
+from tests.sanitize import sanitized_run_matches
+from tests.test_c_cascade import check_against_onnxruntime, host
 from tests.test_cascade import conv_chain
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -82,18 +79,7 @@ def test_row_kernels_are_sanitizer_clean(name: str, tmp_path: Path) -> None:
     source = _chain(name, tmp_path)
     folder = tmp_path / "c"
     _streamed(source, folder)
-    try:
-        exe = build_executable(folder, SAN)
-    except OpfuseError as exc:
-        if "sanitize" in str(exc) or "asan" in str(exc):
-            pytest.skip("the compiler has no sanitizer runtime")
-        raise
-    feeds, ref, _ = reference(source)
-    info = json.loads((folder / "model.json").read_text())
-    got, proc = run_executable(exe, info, feeds, env={"ASAN_OPTIONS": "detect_leaks=0"})
-    assert "runtime error" not in proc.stderr
-    for key, value in ref.items():
-        assert float(np.abs(got[key] - value).max()) <= 1e-4 * float(np.abs(value).max()) + 1e-6
+    sanitized_run_matches(folder, source)
 
 
 def test_x86_host_streams_no_row_narrower_than_its_cascade_min_width(tmp_path: Path) -> None:

@@ -19,14 +19,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from opfuse.analysis import analyze
-from opfuse.backends.c import build_executable, emit_c, run_executable
+from opfuse.backends.c import emit_c
 from opfuse.backends.c.check import reference
-from opfuse.backends.c.runner import CModel, manifest
-from opfuse.errors import OpfuseError
+from opfuse.backends.c.runner import CModel
 from opfuse.frontends import import_proto
 from opfuse.fusion import partition
 from opfuse.pipeline import compile_model
 from opfuse.validation import compare
+from tests.sanitize import sanitized_run_matches
 from tests.test_cascade import streaming
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -261,26 +261,12 @@ def test_a_member_that_broadcasts_what_it_streams_is_no_stage() -> None:
 
 @pytest.mark.parametrize("name", list(STREAMED))
 def test_cascade_shapes_are_sanitizer_clean(name: str, tmp_path: Path) -> None:
-    from tests.test_c_cascade import SAN
-
     source = STREAMED[name]().save(tmp_path / f"{name}.onnx")
     folder = tmp_path / "c"
     emit_c(compile_model(str(source), streaming(cascade_band_rows=3)), folder,
            cascades=True)  # fmt: skip
     assert "_cascade(" in (folder / "model.c").read_text()
-    try:
-        exe = build_executable(folder, SAN)
-    except OpfuseError as exc:
-        if "sanitize" in str(exc) or "asan" in str(exc):
-            pytest.skip("the compiler has no sanitizer runtime")
-        raise
-    feeds, ref, _ = reference(source)
-    got, proc = run_executable(exe, manifest(folder), feeds,
-                               env={"ASAN_OPTIONS": "detect_leaks=0"})  # fmt: skip
-    assert "runtime error" not in proc.stderr
-    for key, value in ref.items():
-        check = compare(key, value, np.asarray(got[key]).reshape(value.shape), 1e-4, 1e-4)
-        assert check.ok, check
+    sanitized_run_matches(folder, source, atol=1e-4)
 
 
 def test_the_traffic_benchmark_block_is_one_cascade_moving_only_its_ends(tmp_path: Path) -> None:
