@@ -33,6 +33,7 @@ import onnx_ir as ir
 
 from opfuse import ops
 from opfuse.cost.kclass import node_class
+from opfuse.ir import static_dims
 from opfuse.targets.int8c import PATHS
 
 __all__ = ["PATHS", "Work", "is_view", "kernel_work", "node_work"]
@@ -65,15 +66,6 @@ def _split(n: int) -> tuple[int, int]:
     return n // LANES * LANES, n % LANES
 
 
-def _dims(value: ir.Value | None) -> list[int] | None:
-    if value is None or value.shape is None:
-        return None
-    try:
-        return [int(d) for d in value.shape]
-    except (TypeError, ValueError):
-        return None
-
-
 def _ints(node: ir.Node, name: str, default: list[int]) -> list[int]:
     a = node.attributes.get(name)
     return list(a.as_ints()) if a is not None else default
@@ -81,7 +73,7 @@ def _ints(node: ir.Node, name: str, default: list[int]) -> list[int]:
 
 def conv_work(node: ir.Node) -> Work | None:
     """A Conv's work as ``emit_conv8`` loops (module docstring); None when shapes are unknown."""
-    xs, ws, ys = _dims(node.inputs[0]), _dims(node.inputs[1]), _dims(node.outputs[0])
+    xs, ws, ys = static_dims(node.inputs[0]), static_dims(node.inputs[1]), static_dims(node.outputs[0])
     if xs is None or ws is None or ys is None or len(ys) not in (3, 4):
         return None
     if len(ys) == 3:
@@ -119,7 +111,7 @@ def conv_work(node: ir.Node) -> Work | None:
 
 def gemm_work(node: ir.Node) -> Work | None:
     """Gemm/MatMul as ``emit_gemm8``: per output, one dot product over K (vectorized)."""
-    a, y = _dims(node.inputs[0]), _dims(node.outputs[0])
+    a, y = static_dims(node.inputs[0]), static_dims(node.outputs[0])
     if a is None or y is None or not y:
         return None
     k = a[-1]
@@ -137,7 +129,7 @@ def node_work(node: ir.Node, path: str | None = None) -> Work:
         found = gemm_work(node)
     if found is not None:
         return found
-    out = _dims(node.outputs[0]) if node.outputs else None
+    out = static_dims(node.outputs[0]) if node.outputs else None
     outputs = math.prod(out) if out is not None else 0
     return Work(float(ops.flops(node)), outputs, 0, path or node_class(node))
 

@@ -30,6 +30,7 @@ import math
 import numpy as np
 import onnx_ir as ir
 
+from opfuse.ir import static_dims
 from opfuse.targets.npu import NpuModel
 
 # Movement an NPU compiler resolves in addresses, not as an operation (a view, or a write into the
@@ -38,15 +39,6 @@ FREE_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", 
                       "Concat"})
 _POOLS = frozenset({"MaxPool", "AveragePool"})
 _GLOBAL = frozenset({"GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceMax"})
-
-
-def _shape(value: ir.Value | None) -> list[int] | None:
-    if value is None or value.shape is None:
-        return None
-    try:
-        return [int(d) for d in value.shape]
-    except (TypeError, ValueError):
-        return None
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -72,12 +64,12 @@ def _dense(npu: NpuModel, xy: int, co: int, ci: int, k: int) -> float:
 def mac_cycles(node: ir.Node, npu: NpuModel) -> float:
     """The MAC (DPU) cycles of one node; 0 for a node without a MAC stage."""
     op = node.op_type
-    out = _shape(node.outputs[0]) if node.outputs else None
+    out = static_dims(node.outputs[0]) if node.outputs else None
     if out is None:
         return 0.0
     xy, co = _plane(out, npu)
     if op == "Conv":
-        w = _shape(node.inputs[1]) if len(node.inputs) > 1 else None
+        w = static_dims(node.inputs[1]) if len(node.inputs) > 1 else None
         if w is None or len(w) < 3:
             return 0.0
         k = int(np.prod(w[2:]))
@@ -88,7 +80,7 @@ def mac_cycles(node: ir.Node, npu: NpuModel) -> float:
             return per * _cdiv(k, npu.kernel_elements_per_step) * _cdiv(co, npu.ofm_ublock[2])
         return group * _dense(npu, xy, co // group, w[1], k)
     if op in ("Gemm", "MatMul"):
-        a = _shape(node.inputs[0])
+        a = static_dims(node.inputs[0])
         if a is None:
             return 0.0
         ci = a[-1]
@@ -102,14 +94,14 @@ def mac_cycles(node: ir.Node, npu: NpuModel) -> float:
         k = int(np.prod(kernel.as_ints())) if kernel is not None else 1
         return max(4, k) * xy * _cdiv(co, npu.ofm_ublock[2])
     if op in _GLOBAL:
-        x = _shape(node.inputs[0])
+        x = static_dims(node.inputs[0])
         k = int(np.prod(x[2:])) if x is not None and len(x) > 2 else 1
         return max(4, k) * xy * _cdiv(co, npu.ofm_ublock[2])
     return 0.0
 
 
 def _elements(node: ir.Node) -> int:
-    out = _shape(node.outputs[0]) if node.outputs else None
+    out = static_dims(node.outputs[0]) if node.outputs else None
     return int(np.prod(out)) if out is not None else 0
 
 

@@ -6,6 +6,7 @@ from opfuse.ir.shapes import (
     infer_shapes,
     is_static,
     require_static,
+    static_dims,
     unknown_size_producer,
     unknown_size_values,
 )
@@ -15,6 +16,7 @@ __all__ = [
     "infer_shapes",
     "is_static",
     "require_static",
+    "static_dims",
     "unknown_size_producer",
     "unknown_size_values",
     "verify",
