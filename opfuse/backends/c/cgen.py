@@ -46,12 +46,6 @@ def flit(x: float) -> str:
     return f"{text}f" if not text.startswith("-") else f"({text}f)"
 
 
-def cname(text: str) -> str:
-    """A C identifier fragment for ``text``."""
-    out = "".join(c if c.isalnum() else "_" for c in text)
-    return out if out and not out[0].isdigit() else "_" + out
-
-
 def who(node: ir.Node) -> str:
     return f"{node.op_type} node '{node.name}'"
 
