@@ -351,6 +351,8 @@ def explore_cmd(model: str, output: str, serve: bool, port: int) -> None:
     """Write the interactive roofline explorer for MODEL (default: the seeds' toy pipeline)."""
     from opfuse.report import explorer
 
+    if serve:
+        explorer.check_port(port)  # before anything is written
     explorer.write_explorer(model, output)
     click.echo(f"wrote {output}")
     if serve:
