@@ -271,3 +271,93 @@ def test_tflite_custom_code_is_refused_in_one_line(run_cli, tmp_path) -> None:
     assert code == 2 and not (tmp_path / "c").exists()
     assert len(err.strip().splitlines()) == 1 and not _raw_control(err), err
     assert re.search(r"EVIL\*/\\x1b\]0;t\\x07\\u202e", err), err
+
+
+# -- the HTML report's CSV --------------------------------------------------------------------
+
+def test_report_csv_quotes_formulas_and_names_stay_in_their_script(models, tmp_path) -> None:
+    import csv
+    import io
+
+    from opfuse.cli import main
+    from tests.browser import chromium, open_offline
+
+    page_path = tmp_path / "report.html"
+    main(["analyze", str(models["evil"]), "--target", "cortex-m7", "--html", str(page_path)])
+    with chromium() as browser:
+        page, errors, blocked = open_offline(browser, page_path)
+        text = page.evaluate("OF.kernelCsv()")
+        injected = page.evaluate("window.evil")
+        page.close()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert rows and injected is None and errors == [] and blocked == []
+    assert rows[0]["nodes"].startswith("'" + FORMULAS[0])  # the first node: =HYPERLINK(...)
+    for row in rows:
+        for key, cell in row.items():
+            if key not in ("flops", "macs", "bytes_read", "bytes_written", "latency_s",
+                           "energy_j", "arithmetic_intensity", "efficiency", "index"):
+                assert cell[:1] not in ("=", "+", "-", "@", "\t", "\r"), (key, cell)
+
+
+# -- explore --serve --------------------------------------------------------------------------
+
+def _get(port: int, host: str | None) -> tuple[int, bytes]:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.putrequest("GET", "/p.html", skip_host=True)
+        if host is not None:
+            conn.putheader("Host", host)
+        conn.endheaders()
+        reply = conn.getresponse()
+        return reply.status, reply.read()
+    finally:
+        conn.close()
+
+
+def test_serve_answers_only_requests_for_its_loopback_host(tmp_path) -> None:
+    import threading
+
+    from opfuse.report.explorer import page_server
+
+    page = tmp_path / "p.html"
+    page.write_text("<!DOCTYPE html><title>p</title>", encoding="utf-8")
+    server = page_server(page, 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        assert _get(port, f"127.0.0.1:{port}") == (200, page.read_bytes())
+        assert _get(port, f"localhost:{port}") == (200, page.read_bytes())
+        for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1:{port + 1}",
+                     "127.0.0.1", f"127.0.0.1:{port}.evil.example", "", None):
+            status, body = _get(port, host)
+            assert status == 421 and b"<title>p" not in body, host
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_serve_busy_or_invalid_port_is_one_line(tmp_path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    from tests.cli_util import assert_clean_error
+
+    def explore(port: str) -> tuple[int, str]:  # a subprocess: a server that starts cannot hang us
+        proc = subprocess.run([sys.executable, "-m", "opfuse", "explore", "seed_block", "-o",
+                               str(tmp_path / "e.html"), "--serve", "--port", port],
+                              capture_output=True, text=True, timeout=240)
+        return proc.returncode, proc.stderr
+
+    for bad in ("70000", "-1"):
+        code, err = explore(bad)
+        assert_clean_error(code, err, f"--port {bad}")
+        assert not (tmp_path / "e.html").exists()  # refused before the page is written
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        code, err = explore(port)
+    assert_clean_error(code, err, f"--port {port}", "cannot listen")
