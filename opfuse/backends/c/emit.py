@@ -18,7 +18,7 @@ import onnx_ir as ir
 
 from opfuse.backends.c.board import board_files
 from opfuse.backends.c.cascade import emit_cascade, why_not_cascade
-from opfuse.backends.c.cgen import CWriter, dims
+from opfuse.backends.c.cgen import CWriter, cname, dims
 from opfuse.backends.c.ctype import FLOAT, INT8, UINT8, ctype_of
 from opfuse.backends.c.files import (
     MAKEFILE,
@@ -121,7 +121,9 @@ def generate(
         else:
             emit_kernel(body, members, params, opset)
         scratch = max(scratch, stack_scratch_bytes(body.lines))
-        fname = f"k{index}"  # generated: no name from the model is ever an identifier
+        # the index makes it unique; kernel names are opfuse's (fusion/partition.py: op types of
+        # covered ops, check_covered above), never a node's
+        fname = f"k{index}_{cname(kernel.name)}"
         ops = " + ".join(kernel.ops)
         funcs(f"/* kernel {index}: {for_comment(ops, 120)} ({_node_list(kernel.nodes)}) */")
         funcs(params.signature(fname) + " {")
