@@ -2,8 +2,9 @@
 model").
 
 Node, value and graph input/output names, op types and domains, TFLite tensor names and custom
-op codes, and the model's path are text someone else wrote. opfuse never uses one as a C
-identifier (identifiers are generated from indices); it shows one only through this module:
+op codes, and the model's path are text someone else wrote. opfuse never builds a C identifier
+from one (identifiers are indices and opfuse's own kernel names); it shows one only through this
+module:
 
 - ``for_comment``: inside a C comment, a Makefile comment or the generated README. Only printable
   ASCII that cannot end or open a comment, start a trigraph, continue a line or open markup is

@@ -178,6 +178,19 @@ def test_validate_hostile_onnx_c_matches_and_prints_safely(run_cli, models, casc
     assert ("generated C (cascaded)" in out) == cascades
 
 
+@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None
+                    or shutil.which("qemu-system-arm") is None,
+                    reason="needs arm-none-eabi-gcc and qemu-system-arm")
+def test_hostile_onnx_on_the_cortex_m_board(run_cli, models) -> None:
+    """The harness, inputs.c and startup.c built -Werror for the board with the hostile names and
+    path, run under QEMU, beside onnxruntime."""
+    code, out, err = run_cli("validate", str(models["evil"]), "--backend", "c", "--target",
+                             "cortex-m7", "--emulate", "--cascades", "--timeout", "120")
+    assert code == 0, err + out
+    assert "on mps2-an500 (QEMU)" in out and not _raw_control(out + err), out
+    assert out.splitlines().count("result: match") == 1
+
+
 def test_tables_show_names_literally(run_cli, models) -> None:
     for command in (("fusion",), ("analyze",)):
         code, out, err = run_cli(*command, str(models["evil"]), "--target", "cortex-m7")
