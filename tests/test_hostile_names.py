@@ -201,6 +201,16 @@ def test_tables_show_names_literally(run_cli, models) -> None:
     assert "\\x1b]0;title\\x07" in out
 
 
+@pytest.mark.parametrize("prefix", ["*/x", "a\nb", "a b", "$(id)", "k3", "\u00e9t\u00e9", "1a"])
+def test_prefix_that_is_not_a_free_identifier_is_one_line(run_cli, tmp_path, prefix) -> None:
+    from tests.cli_util import assert_clean_error
+
+    code, _, err = run_cli("compile", "seed_block", "--emit", "c", "--prefix", prefix,
+                           "-o", str(tmp_path / "c"))
+    assert_clean_error(code, err, "--prefix")
+    assert not _raw_control(err) and not (tmp_path / "c").exists()
+
+
 # -- custom ops -------------------------------------------------------------------------------
 
 def test_hostile_custom_op_is_opaque_and_refused_in_one_line(run_cli, tmp_path) -> None:
