@@ -97,8 +97,8 @@ def _onnx(names: list[str]) -> onnx.ModelProto:
 
 
 def _hostile_onnx_names() -> list[str]:
-    values = [HOSTILE[i] for i in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 16)]  # the last one: output b
-    nodes = [FORMULAS[0], HOSTILE[10], HOSTILE[12], HOSTILE[13], HOSTILE[11]]
+    values = [HOSTILE[i] for i in (0, 1, 2, 3, 13, 5, 6, 7, 8, 9, 16)]  # the last: output b
+    nodes = [FORMULAS[0], HOSTILE[10], HOSTILE[12], HOSTILE[11], ""]
     return values + nodes
 
 
@@ -259,7 +259,7 @@ def _tflite(names: list[str], custom: str | None = None) -> bytes:
     return b.build()
 
 
-TFLITE_NAMES = [HOSTILE[0], HOSTILE[1], HOSTILE[2], HOSTILE[16], HOSTILE[8]]
+TFLITE_NAMES = [HOSTILE[4], HOSTILE[1], HOSTILE[0], HOSTILE[16], HOSTILE[8]]
 
 
 @needs_gcc
