@@ -47,7 +47,7 @@ def progress(label: str) -> Iterator[None]:
     if not _err.is_terminal:
         yield
         return
-    with _err.status(label):
+    with _err.status(cell(label)):  # the label holds the model's path
         yield
 
 
