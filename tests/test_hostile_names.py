@@ -384,3 +384,20 @@ def test_serve_busy_or_invalid_port_is_one_line(tmp_path) -> None:
         port = str(busy.getsockname()[1])
         code, err = explore(port)
     assert_clean_error(code, err, f"--port {port}", "cannot listen")
+
+
+# -- a target file's board: its name and flags reach the Makefile's recipes --------------------
+
+@pytest.mark.parametrize("old, new", [('name = "mps2-an500"', 'name = "mps2-an500 $(id)"'),
+                                      ('"-O2"', '"-O2; touch pwned"'),
+                                      ('"-O2"', '"-O2\\n\\ttouch pwned"')])
+def test_board_words_are_plain(tmp_path, old: str, new: str) -> None:
+    from opfuse.errors import OpfuseError
+    from opfuse.targets import parse_target
+
+    text = (Path(__file__).parents[1] / "opfuse" / "targets" / "cortex-m7.toml").read_text()
+    assert old in text
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace(old, new))
+    with pytest.raises(OpfuseError, match=r"'board\.(name|cflags)'"):
+        parse_target(bad)
