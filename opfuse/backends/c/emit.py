@@ -121,11 +121,11 @@ def generate(
         else:
             emit_kernel(body, members, params, opset)
         scratch = max(scratch, stack_scratch_bytes(body.lines))
-        # the index makes it unique; kernel names are opfuse's (fusion/partition.py: op types of
-        # covered ops, check_covered above), never a node's
+        # unique by its index; kernel names are opfuse's (covered op types), never a node's
         fname = f"k{index}_{cname(kernel.name)}"
         ops = " + ".join(kernel.ops)
-        funcs(f"/* kernel {index}: {for_comment(ops, 120)} ({_node_list(kernel.nodes)}) */")
+        nodes_text = ", ".join(map(for_comment, kernel.nodes))
+        funcs(f"/* kernel {index}: {for_comment(ops, 120)} ({nodes_text}) */")
         funcs(params.signature(fname) + " {")
         funcs.lines.extend(body.lines)
         funcs("}")
@@ -182,10 +182,6 @@ def generate(
     assert_inert({k: v for k, v in files.items() if k != "model.json"})  # JSON escapes its own
     return with_prefix(files, prefix), info, plan
 
-
-def _node_list(names: tuple[str, ...]) -> str:
-    """A kernel's nodes for its comment, each through ``for_comment``."""
-    return ", ".join(for_comment(n) for n in names)
 
 
 _LOCAL_ARRAY = re.compile(r"^\s*(float|int8_t|uint8_t|int16_t|int32_t|int64_t)\s+\w+((?:\[\d+\])+)")
