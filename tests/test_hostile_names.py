@@ -237,29 +237,35 @@ def test_hostile_custom_op_is_opaque_and_refused_in_one_line(run_cli, tmp_path) 
 # -- TFLite -----------------------------------------------------------------------------------
 
 def _tflite(names: list[str], custom: str | None = None) -> bytes:
+    """int8 x -> CONV_2D+RELU -> CONV_2D (a cascade on cortex-m7) [-> CUSTOM], names from
+    ``names`` (input, two weights, two biases, the middle tensor, the output, the custom's)."""
     pytest.importorskip("tflite")
     from tests.tflite_builder import RELU, SAME, TfliteBuilder
 
     rng = np.random.default_rng(1)
     b = TfliteBuilder()
-    x = b.input(names[0], (1, 8, 8, 3), np.int8, scale=0.05, zero_point=-3)
-    w = b.const(names[1], rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8),
-                scale=np.full(4, 0.01), zero_point=0, axis=0)
-    bias = b.const(names[2], rng.integers(-500, 500, 4).astype(np.int32),
-                   scale=0.05 * np.full(4, 0.01), axis=0)
-    y = b.tensor(names[3], (1, 8, 8, 4), np.int8, scale=0.1, zero_point=5)
-    b.op("CONV_2D", [x, w, bias], [y], "Conv2DOptions", Padding=SAME, StrideH=1, StrideW=1,
-         DilationHFactor=1, DilationWFactor=1, FusedActivationFunction=RELU)
+    x = b.input(names[0], (1, 16, 16, 3), np.int8, scale=0.05, zero_point=-3)
+    mid = b.tensor(names[5], (1, 16, 16, 4), np.int8, scale=0.1, zero_point=-128)
+    out = b.tensor(names[6], (1, 16, 16, 4), np.int8, scale=0.2, zero_point=3)
+    for (src, dst, cin, wname, bname, act) in ((x, mid, 3, names[1], names[2], RELU),
+                                               (mid, out, 4, names[3], names[4], 0)):
+        w = b.const(wname, rng.integers(-127, 128, (4, 3, 3, cin)).astype(np.int8),
+                    scale=np.full(4, 0.01), zero_point=0, axis=0)
+        bias = b.const(bname, rng.integers(-500, 500, 4).astype(np.int32),
+                       scale=0.05 * np.full(4, 0.01), axis=0)
+        b.op("CONV_2D", [src, w, bias], [dst], "Conv2DOptions", Padding=SAME, StrideH=1,
+             StrideW=1, DilationHFactor=1, DilationWFactor=1, FusedActivationFunction=act)
     if custom is None:
-        b.output(y)
+        b.output(out)
     else:
-        z = b.tensor(names[4], (1, 8, 8, 4), np.int8, scale=0.1, zero_point=5)
-        b.op("CUSTOM", [y], [z], custom_code=custom)
+        z = b.tensor(names[7], (1, 16, 16, 4), np.int8, scale=0.2, zero_point=3)
+        b.op("CUSTOM", [out], [z], custom_code=custom)
         b.output(z)
     return b.build()
 
 
-TFLITE_NAMES = [HOSTILE[4], HOSTILE[1], HOSTILE[0], HOSTILE[16], HOSTILE[8]]
+TFLITE_NAMES = [HOSTILE[i] for i in (4, 1, 0, 5, 2, 3, 16, 8)]
+BENIGN_TFLITE = [f"t{i}" for i in range(8)]
 
 
 @needs_gcc
@@ -268,25 +274,28 @@ def test_tflite_names_do_not_change_the_objects(run_cli, tmp_path) -> None:
     (tmp_path / "g").mkdir()
     evil, good = tmp_path / "e" / "m.tflite", tmp_path / "g" / "m.tflite"
     evil.write_bytes(_tflite(TFLITE_NAMES))
-    good.write_bytes(_tflite([f"t{i}" for i in range(5)]))
+    good.write_bytes(_tflite(BENIGN_TFLITE))
     for options in ((), ("--prefix", "tf", "--cascades")):
         tag = "-".join(options) or "plain"
-        _compile_c(run_cli, evil, tmp_path / f"evil{tag}", *options)
+        printed = _compile_c(run_cli, evil, tmp_path / f"evil{tag}", *options)
+        assert ("C: 1 cascades streamed" in printed) == bool(options), printed
         _compile_c(run_cli, good, tmp_path / f"good{tag}", *options)
         assert _objects(tmp_path / f"evil{tag}") == _objects(tmp_path / f"good{tag}"), options
         prefix = "tf" if options else "opfuse"
         assert all(s.startswith(f"{prefix}_") or s == "main"
                    for s in _globals(tmp_path / f"evil{tag}"))
     pytest.importorskip("tflite_micro")
-    code, out, err = run_cli("validate", str(evil), "--backend", "c", "--target", "cortex-m7")
-    assert code == 0, err + out
-    assert "TFLite Micro" in out and out.splitlines()[-1] == "result: match"
-    assert out.splitlines().count("result: match") == 1 and not _raw_control(out)
+    for options in ((), ("--cascades",)):
+        code, out, err = run_cli("validate", str(evil), "--backend", "c", "--target",
+                                 "cortex-m7", *options)
+        assert code == 0, err + out
+        assert "TFLite Micro" in out and out.splitlines()[-1] == "result: match"
+        assert out.splitlines().count("result: match") == 1 and not _raw_control(out)
 
 
 def test_tflite_custom_code_is_refused_in_one_line(run_cli, tmp_path) -> None:
     path = tmp_path / "c.tflite"
-    path.write_bytes(_tflite([f"t{i}" for i in range(5)], custom="EVIL*/\x1b]0;t\x07\u202e"))
+    path.write_bytes(_tflite(BENIGN_TFLITE, custom="EVIL*/\x1b]0;t\x07\u202e"))
     code, out, err = run_cli("fusion", str(path))
     assert code == 0, err
     assert not _raw_control(out), out
