@@ -89,10 +89,10 @@ def _onnx(names: list[str]) -> onnx.ModelProto:
              helper.make_node("Relu", [v3], [out_a], name=n[3]),
              helper.make_node("Add", [out_a, y], [out_b], name=n[4])]
     info = helper.make_tensor_value_info
+    f32 = TensorProto.FLOAT
     graph = helper.make_graph(
-        nodes, "g", [info(x, TensorProto.FLOAT, [1, 4, 16, 16]), info(y, TensorProto.FLOAT, [1, 8, 16, 16])],
-        [info(out_a, TensorProto.FLOAT, [1, 8, 16, 16]), info(out_b, TensorProto.FLOAT, [1, 8, 16, 16])],
-        inits)
+        nodes, "g", [info(x, f32, [1, 4, 16, 16]), info(y, f32, [1, 8, 16, 16])],
+        [info(out_a, f32, [1, 8, 16, 16]), info(out_b, f32, [1, 8, 16, 16])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 

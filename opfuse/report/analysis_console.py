@@ -82,7 +82,8 @@ def print_analysis(a: Analysis, max_rows: int = 40) -> None:
     for line in verdict_lines(a.to_json()):  # the deployment verdict first: does it fit
         mark, style = {True: ("ok ", "green"), False: ("NO ", "bold red")}.get(line["ok"], ("   ", ""))
         verdict.append(mark, style=style)
-        verdict.append(for_terminal(line["text"]) + "\n", style="bold" if line["ok"] is False else "")
+        verdict.append(for_terminal(line["text"]) + "\n",
+                       style="bold" if line["ok"] is False else "")
     _out.print(Panel(Group(verdict, summary), title=cell(title), expand=False))
     if a.precision_note:
         say(a.precision_note)
@@ -104,8 +105,8 @@ def print_analysis(a: Analysis, max_rows: int = 40) -> None:
         style = "cyan" if k.bound == "memory" else "magenta"
         intensity = "inf" if k.arithmetic_intensity == float("inf") else f"{k.arithmetic_intensity:.1f}"
         kernels.add_row(
-            str(i), cell(k.name), fmt_count(k.flops), fmt_bytes(k.bytes_read), fmt_bytes(k.bytes_written),
-            intensity, cell(k.bound, style), fmt_time(k.latency_s),
+            str(i), cell(k.name), fmt_count(k.flops), fmt_bytes(k.bytes_read),
+            fmt_bytes(k.bytes_written), intensity, cell(k.bound, style), fmt_time(k.latency_s),
             fmt_energy(k.energy_j),
         )
     _out.print(kernels)
