@@ -25,7 +25,7 @@ from pathlib import Path
 
 from opfuse.errors import OpfuseError
 
-_WORD = re.compile(r"[A-Za-z0-9_.=+,-]+")
+_WORD = re.compile(r"[A-Za-z0-9_.=+,/:@-]+")  # no space, quote, $, ;, newline
 _KEYS = ("name", "cflags", "flash_origin", "flash_bytes", "ram_origin", "ram_bytes",
          "stack_bytes", "timer_hz")
 
@@ -61,7 +61,7 @@ def parse_board(table: object, path: Path) -> Board | None:
     if not isinstance(cflags, list) or not all(isinstance(f, str) and _WORD.fullmatch(f)
                                                for f in cflags):
         raise OpfuseError(f"{path}: 'board.cflags' must be a list of compiler flags "
-                          "(letters, digits and - _ . = + , only)")
+                          "(letters, digits and - _ . = + , / : @ only)")
     ints = {}
     for key in ("flash_origin", "flash_bytes", "ram_origin", "ram_bytes", "stack_bytes"):
         value = table[key]
