@@ -11,6 +11,7 @@ import click
 from opfuse.atomic import write_atomic
 from opfuse.errors import OpfuseError
 from opfuse.report import console
+from opfuse.safe_text import for_terminal
 from opfuse.targets import DEFAULT_TARGET
 
 
@@ -103,7 +104,7 @@ def compile_cmd(
                        + (f", {len(emitted.cascades_split)} run layer by layer:"
                           if emitted.cascades_split else ""))
             for name, why in emitted.cascades_split:
-                click.echo(f"  {name}: {why}")
+                click.echo(f"  {for_terminal(name)}: {for_terminal(why)}")
     if check:
         with console.progress("running both in onnxruntime" if emit_kind == "onnx"
                               else "building the C and running it beside onnxruntime"):
@@ -350,6 +351,8 @@ def explore_cmd(model: str, output: str, serve: bool, port: int) -> None:
     """Write the interactive roofline explorer for MODEL (default: the seeds' toy pipeline)."""
     from opfuse.report import explorer
 
+    if serve:
+        explorer.check_port(port)  # before anything is written
     explorer.write_explorer(model, output)
     click.echo(f"wrote {output}")
     if serve:
@@ -374,8 +377,7 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(2)
     except OpfuseError as exc:  # one line, whatever names the model holds (\n in a node name...)
-        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(exc))
-        click.echo(f"opfuse: error: {text}", err=True)
+        click.echo(f"opfuse: error: {for_terminal(exc)}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

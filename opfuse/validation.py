@@ -27,6 +27,7 @@ import onnx
 import onnxruntime as ort
 
 from opfuse.errors import OpfuseError
+from opfuse.safe_text import for_terminal
 
 ModelArg = onnx.ModelProto | str | Path
 _UPGRADE_OPSET = 14  # onnxruntime has no kernels for some old opsets (BatchNormalization-6)
@@ -150,7 +151,7 @@ def format_report(report: ValidationReport) -> str:
     head = ("output", "shape", "max abs err", "max rel err", "cosine", "tolerance", "ok")
     rows = [head] + [
         (
-            o.name,
+            for_terminal(o.name),  # its newline must not fake a 'result: match' line
             "x".join(map(str, o.shape)) or "scalar",
             f"{o.max_abs_err:.3e}",
             f"{o.max_rel_err:.3e}",
@@ -164,10 +165,10 @@ def format_report(report: ValidationReport) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines.append(
-        f"inputs: {report.inputs}; pass when max abs err <= atol + rtol * max|reference| "
+        f"inputs: {for_terminal(report.inputs)}; pass when max abs err <= atol + rtol * max|reference| "
         f"(atol={report.atol:g}, rtol={report.rtol:g}); max rel err = max abs err / max|reference|"
     )
-    lines.extend(f"note: {n}" for n in report.notes)
+    lines.extend(f"note: {for_terminal(n)}" for n in report.notes)
     failed = sum(not o.ok for o in report.outputs)
     lines.append("result: match" if report.ok else f"result: MISMATCH in {failed} output(s)")
     return "\n".join(lines)

@@ -9,9 +9,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from opfuse.report.console import _out
+from opfuse.report.console import _out, cell, say
 from opfuse.report.units import fmt_bytes, fmt_count, fmt_energy, fmt_time
 from opfuse.report.verdict import verdict_lines
+from opfuse.safe_text import for_terminal
 
 if TYPE_CHECKING:
     from opfuse.analysis import Analysis
@@ -81,14 +82,15 @@ def print_analysis(a: Analysis, max_rows: int = 40) -> None:
     for line in verdict_lines(a.to_json()):  # the deployment verdict first: does it fit
         mark, style = {True: ("ok ", "green"), False: ("NO ", "bold red")}.get(line["ok"], ("   ", ""))
         verdict.append(mark, style=style)
-        verdict.append(line["text"] + "\n", style="bold" if line["ok"] is False else "")
-    _out.print(Panel(Group(verdict, summary), title=title, expand=False))
+        verdict.append(for_terminal(line["text"]) + "\n",
+                       style="bold" if line["ok"] is False else "")
+    _out.print(Panel(Group(verdict, summary), title=cell(title), expand=False))
     if a.precision_note:
-        _out.print(a.precision_note)
+        say(a.precision_note)
     if a.after.unknown or a.before.unknown:
         names = a.after.unknown or a.before.unknown
         shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-        _out.print(
+        say(
             f"unknown size: {len(names)} tensors ({shown}) have no known shape or type; they count "
             "0 bytes, so traffic, arena, FLOPs, latency and energy above are lower bounds "
             "(give a shape with --input-shape NAME=DIMS)"
@@ -103,10 +105,10 @@ def print_analysis(a: Analysis, max_rows: int = 40) -> None:
         style = "cyan" if k.bound == "memory" else "magenta"
         intensity = "inf" if k.arithmetic_intensity == float("inf") else f"{k.arithmetic_intensity:.1f}"
         kernels.add_row(
-            str(i), k.name, fmt_count(k.flops), fmt_bytes(k.bytes_read), fmt_bytes(k.bytes_written),
-            intensity, f"[{style}]{k.bound}[/{style}]", fmt_time(k.latency_s),
+            str(i), cell(k.name), fmt_count(k.flops), fmt_bytes(k.bytes_read),
+            fmt_bytes(k.bytes_written), intensity, cell(k.bound, style), fmt_time(k.latency_s),
             fmt_energy(k.energy_j),
         )
     _out.print(kernels)
     if len(a.kernels) > max_rows:
-        _out.print(f"(the {max_rows} slowest kernels of {len(a.kernels)}; --json has them all)")
+        say(f"(the {max_rows} slowest kernels of {len(a.kernels)}; --json has them all)")

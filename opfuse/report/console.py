@@ -1,4 +1,9 @@
-"""Terminal tables (rich): colour on a TTY, plain text when piped."""
+"""Terminal tables (rich): colour on a TTY, plain text when piped.
+
+Every name from a model reaches the terminal as ``cell(name)`` or through ``say``: its control and
+format characters escaped (``opfuse.safe_text.for_terminal``) and never read as rich markup, so a
+node called ``\x1b[2J`` or ``[red]`` prints as those characters (docs/architecture.md, "Names
+from a model")."""
 
 from __future__ import annotations
 
@@ -9,6 +14,9 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from opfuse.safe_text import for_terminal
 
 if TYPE_CHECKING:
     from opfuse.models import ModelSpec
@@ -22,13 +30,24 @@ if not _out.is_terminal:  # piped: plain text, and wide enough that nothing wrap
 _err = Console(stderr=True, highlight=False)
 
 
+def cell(text: object, style: str = "") -> Text:
+    """A table cell or title holding model text: escaped, literal (no markup, no emoji codes)."""
+    return Text(for_terminal(text), style=style)
+
+
+def say(text: str, style: str = "") -> None:
+    """Print ``text`` line by line, each line escaped and literal. A name inside must already be
+    escaped where it was put (``for_terminal``), so that its newline cannot fake a line."""
+    _out.print(Text("\n".join(for_terminal(line) for line in text.split("\n")), style=style))
+
+
 @contextmanager
 def progress(label: str) -> Iterator[None]:
     """A spinner on stderr while a long step runs; nothing when stderr is not a terminal."""
     if not _err.is_terminal:
         yield
         return
-    with _err.status(label):
+    with _err.status(cell(label)):  # the label holds the model's path
         yield
 
 
@@ -68,31 +87,31 @@ def print_compile_summary(result: CompileResult, output: str) -> None:
     before = len(result.before.kernels)
     after = len(result.partition.kernels)
     fired = ", ".join(f"{k} x{v}" for k, v in sorted(result.passes.items()) if v) or "none"
-    _out.print(
-        f"{result.source}: {len(list(result.original.graph))} nodes -> "
+    say(
+        f"{for_terminal(result.source)}: {len(list(result.original.graph))} nodes -> "
         f"{len(list(result.optimized.graph))} after canonicalization; "
-        f"{before} kernels -> {after} on {result.target.name}"
+        f"{before} kernels -> {after} on {for_terminal(result.target.name)}"
     )
-    _out.print(f"passes: {fired}")
-    _out.print(f"wrote {output}")
+    say(f"passes: {fired}")
+    say(f"wrote {for_terminal(output)}")
 
 
 def print_fusion(result: CompileResult) -> None:
     part = result.partition
-    table = Table(title=f"{result.source} on {part.target}: {len(part.kernels)} kernels")
+    table = Table(title=cell(f"{result.source} on {part.target}: {len(part.kernels)} kernels"))
     table.add_column("#", justify="right")
     table.add_column("kernel")
     table.add_column("nodes")
     for i, kernel in enumerate(part.kernels):
-        table.add_row(str(i), kernel.name, ", ".join(kernel.nodes))
+        table.add_row(str(i), cell(kernel.name), cell(", ".join(kernel.nodes)))
     _out.print(table)
     _why(part.decisions, "why not fused")
     _why(part.cascade_decisions, "why not streamed in one cascade")
     fired = {k: v for k, v in result.passes.items() if v}
     if fired:
-        _out.print("passes: " + ", ".join(f"{k} x{v}" for k, v in sorted(fired.items())))
+        say("passes: " + ", ".join(f"{k} x{v}" for k, v in sorted(fired.items())))
     counts = Counter(len(k.nodes) for k in part.kernels)
-    _out.print(
+    say(
         f"{len(result.before.kernels)} kernels as imported -> {len(part.kernels)} fused "
         f"({sum(n for s, n in counts.items() if s > 1)} hold several ops"
         + (f", {len(part.cascades)} are cascades)" if part.cascades else ")")
@@ -109,19 +128,18 @@ def _why(decisions, title: str) -> None:  # noqa: ANN001 (tuple[Decision, ...])
         why.add_column("edges", justify="right")
         why.add_column("example")
         for reason, items in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
-            why.add_row(reason, str(len(items)), items[0].message)
+            why.add_row(cell(reason), str(len(items)), cell(items[0].message))
         _out.print(why)
         from opfuse.fusion import REASONS  # here, not at the top: `opfuse --help` stays light
 
-        _out.print(
-            "\n".join(f"  {r}: {REASONS.get(r, '')}" for r in sorted(by_reason)), style="dim"
-        )
+        say("\n".join(f"  {for_terminal(r)}: {REASONS.get(r, '')}" for r in sorted(by_reason)),
+            style="dim")
 
 
 def print_validation(report: ValidationReport) -> None:
     from opfuse.validation import format_report
 
-    _out.print(format_report(report))
+    say(format_report(report))
 
 
 def print_models(specs: list[ModelSpec]) -> None:
@@ -129,7 +147,7 @@ def print_models(specs: list[ModelSpec]) -> None:
     table.add_column("name")
     table.add_column("description")
     for spec in specs:
-        table.add_row(spec.name, spec.description)
+        table.add_row(cell(spec.name), cell(spec.description))
     _out.print(table)
 
 
@@ -139,5 +157,5 @@ def print_targets(targets: list[Target]) -> None:
     table.add_column("precisions")
     table.add_column("description")
     for t in targets:
-        table.add_row(t.name, ", ".join(t.precisions), t.description)
+        table.add_row(cell(t.name), cell(", ".join(t.precisions)), cell(t.description))
     _out.print(table)

@@ -20,6 +20,7 @@ from opfuse.models.sized import DEFAULT_SIZE, SIZES, write_sized
 from opfuse.pipeline import CompileResult, compile_model
 from opfuse.report.data import roofs
 from opfuse.report.page import esc, page
+from opfuse.safe_text import for_terminal
 from opfuse.targets import list_targets, load_target
 
 TOY = "seed_pipeline"
@@ -220,18 +221,35 @@ def write_explorer(model_source: str, path: str | Path) -> None:
     write_atomic(path, render_explorer(model_source))
 
 
+def check_port(port: int) -> int:
+    if not 0 <= port <= 65535:
+        raise OpfuseError(f"--port {port}: must be 0 (any free port) to 65535")
+    return port
+
+
 def page_server(path: str | Path, port: int = 8000) -> Any:
     """An HTTP server on 127.0.0.1:``port`` (0: any free port) that answers GET and HEAD for ``/``
     and ``/NAME`` (the page's file name) with the page, and 404 for every other path: no directory
-    listing, no other file of the page's folder. The page is read once, now."""
+    listing, no other file of the page's folder. The page is read once, now. A request whose Host
+    is not ``127.0.0.1:PORT`` or ``localhost:PORT`` gets 421: a page of another site that has
+    pointed its own name at 127.0.0.1 (DNS rebinding) cannot read this one."""
     import http.server
 
+    check_port(port)
     file = Path(path).resolve()
     body = file.read_bytes()
     paths = {"/", f"/{file.name}"}
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def _answer(self, send_body: bool) -> None:
+            bound = self.server.server_address[1]
+            hosts = {f"127.0.0.1:{bound}", f"localhost:{bound}"}
+            if bound == 80:  # a browser leaves the default port out
+                hosts |= {"127.0.0.1", "localhost"}
+            if (self.headers.get("Host") or "").lower() not in hosts:
+                self.send_error(421, "Misdirected Request", "this server answers only to "
+                                f"127.0.0.1:{bound} and localhost:{bound}")
+                return
             if self.path.split("?", 1)[0] not in paths:
                 self.send_error(404, "not found")
                 return
@@ -252,7 +270,11 @@ def page_server(path: str | Path, port: int = 8000) -> Any:
         def log_message(self, fmt: str, *args: Any) -> None:
             pass
 
-    return http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    try:
+        return http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    except OSError as exc:  # busy (EADDRINUSE), or a privileged port
+        raise OpfuseError(f"--port {port}: cannot listen on 127.0.0.1:{port}: "
+                          f"{exc.strerror or exc}") from None
 
 
 def serve(path: str | Path, port: int = 8000) -> None:  # pragma: no cover (blocks)
@@ -260,7 +282,8 @@ def serve(path: str | Path, port: int = 8000) -> None:  # pragma: no cover (bloc
     needs no server; this is for a remote shell with a forwarded port)."""
     with page_server(path, port) as httpd:
         name = Path(path).name
-        print(f"serving http://127.0.0.1:{httpd.server_address[1]}/{name} (ctrl-c stops)", flush=True)
+        print(f"serving http://127.0.0.1:{httpd.server_address[1]}/{for_terminal(name)} "
+              "(ctrl-c stops)", flush=True)
         try:
             httpd.serve_forever()
         except KeyboardInterrupt:

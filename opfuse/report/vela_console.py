@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from opfuse.report.console import _out
+from opfuse.report.console import _out, cell
 from opfuse.report.units import fmt_bytes, fmt_time
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def print_comparison(c: Comparison, max_rows: int = 60) -> None:
     cfg = c.vela_config
     title = (f"opfuse vs Vela ({cfg.get('accelerator', '?')}, {cfg.get('system_config', '?')}, "
              f"{cfg.get('memory_mode', '?')})")
-    table = Table(title=title, title_justify="left")
+    table = Table(title=cell(title), title_justify="left")
     for col, justify in (("TFLite op", "right"), ("opfuse kernels", "left"),
                          ("Vela operator", "left"), ("passes", "right"), ("opfuse", "right"),
                          ("Vela", "right"), ("error", "right"), ("arena live", "right"),
@@ -38,7 +38,8 @@ def print_comparison(c: Comparison, max_rows: int = 60) -> None:
     for row in c.rows[:max_rows]:
         ops = ",".join(str(i) for i in row.tflite_ops) or "-"
         vela = "CPU" if row.vela_cpu else fmt_time(row.vela_s)
-        table.add_row(ops, _label(row.kernels), _label(row.vela_layers), str(row.vela_passes),
+        table.add_row(ops, cell(_label(row.kernels)), cell(_label(row.vela_layers)),
+                      str(row.vela_passes),
                       fmt_time(row.opfuse_s), vela, "-" if row.vela_cpu else fmt_error(row.error),
                       fmt_bytes(row.opfuse_live_bytes), fmt_bytes(row.vela_staging_bytes))
     if len(c.rows) > max_rows:

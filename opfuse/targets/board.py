@@ -19,11 +19,13 @@ footprint is printed against both).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from opfuse.errors import OpfuseError
 
+_WORD = re.compile(r"[A-Za-z0-9_.=+,/:@-]+")  # no space, quote, $, ;, newline
 _KEYS = ("name", "cflags", "flash_origin", "flash_bytes", "ram_origin", "ram_bytes",
          "stack_bytes", "timer_hz")
 
@@ -53,10 +55,13 @@ def parse_board(table: object, path: Path) -> Board | None:
         if key not in table:
             raise OpfuseError(f"{path}: missing key 'board.{key}'")
     name, cflags = table["name"], table["cflags"]
-    if not isinstance(name, str) or not name:
+    # both land in the generated Makefile's recipes: shell-inert words only
+    if not isinstance(name, str) or not _WORD.fullmatch(name):
         raise OpfuseError(f"{path}: 'board.name' must be a QEMU machine name")
-    if not isinstance(cflags, list) or not all(isinstance(f, str) for f in cflags):
-        raise OpfuseError(f"{path}: 'board.cflags' must be a list of strings")
+    if not isinstance(cflags, list) or not all(isinstance(f, str) and _WORD.fullmatch(f)
+                                               for f in cflags):
+        raise OpfuseError(f"{path}: 'board.cflags' must be a list of compiler flags "
+                          "(letters, digits and - _ . = + , / : @ only)")
     ints = {}
     for key in ("flash_origin", "flash_bytes", "ram_origin", "ram_bytes", "stack_bytes"):
         value = table[key]

@@ -46,10 +46,12 @@ def flit(x: float) -> str:
     return f"{text}f" if not text.startswith("-") else f"({text}f)"
 
 
-def cname(text: str) -> str:
-    """A C identifier fragment for ``text``."""
-    out = "".join(c if c.isalnum() else "_" for c in text)
-    return out if out and not out[0].isdigit() else "_" + out
+def cname(text: str, limit: int = 40) -> str:
+    """An identifier fragment for opfuse's own text (a kernel name, made of the op types of
+    covered ops): ASCII letters and digits, others ``_``, at most ``limit`` long. Never given a
+    model's name (docs/architecture.md, "Names from a model")."""
+    out = "".join(c if c.isascii() and c.isalnum() else "_" for c in text[:limit])
+    return out if out and not out[0].isdigit() else "_" + out[: limit - 1]
 
 
 def who(node: ir.Node) -> str:

@@ -15,6 +15,7 @@ from opfuse.backends.c.runner import CModel, build_shared
 from opfuse.frontends.registry import frontend_for
 from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, read, source_proto
 from opfuse.runtime import block_timings, one_thread_session
+from opfuse.safe_text import for_terminal
 from opfuse.targets import Target
 from opfuse.validation import ValidationReport, compare, random_inputs, reference_session
 
@@ -146,7 +147,7 @@ def format_bench(data: dict) -> str:
     ms = {k: data[k] * 1e3 for k in keys}
     sp = {k: data.get(f"{k[:-2]}_spread", 0.0) * 100 for k in keys}
     return (
-        f"{data['model']} on {data['target']}: warm, one thread; median of {data['blocks']} "
+        f"{for_terminal(data['model'])} on {for_terminal(data['target'])}: warm, one thread; median of {data['blocks']} "
         f"alternating blocks of {data['runs_per_block']} runs (each block's first run dropped), "
         f"spread = (slowest - fastest block median) / median of the block medians\n"
         f"  fused C          {ms['fused_c_s']:9.3f} ms  spread {sp['fused_c_s']:4.1f}%\n"

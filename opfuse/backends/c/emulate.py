@@ -44,6 +44,7 @@ from opfuse.backends.c.footprint import Footprint, check_fits, footprint, format
 from opfuse.cost import KernelCost
 from opfuse.errors import OpfuseError
 from opfuse.pipeline import CompileResult
+from opfuse.safe_text import for_terminal
 from opfuse.targets import Board, Target
 from opfuse.validation import ValidationReport, compare
 
@@ -317,7 +318,7 @@ def format_counts(emu: Emulation) -> str:
     for k in emu.kernels:
         pred = "-" if k.predicted_cycles is None else f"{k.predicted_cycles:,.0f}"
         ratio = ("-" if not k.predicted_cycles else f"{k.instructions / k.predicted_cycles:.2f}")
-        lines.append(f"  {k.index:>3} {k.name[:34]:<34} {k.instructions:>14,} {pred:>17} "
+        lines.append(f"  {k.index:>3} {for_terminal(k.name)[:34]:<34} {k.instructions:>14,} {pred:>17} "
                      f"{ratio:>7}")
     lines.append(f"  invoke total: {emu.instructions:,} instructions "
                  f"(QEMU run {emu.qemu_s:.2f} s wall)")

@@ -26,6 +26,7 @@ from opfuse.backends.c.matmul import emit_gemm, emit_matmul
 from opfuse.backends.c.pools import POOL_OPS, emit_pool_kernel
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.safe_text import for_comment
 
 ANCHOR_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 
@@ -132,7 +133,7 @@ def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset
     if len(members) != 1:
         raise OpfuseError(f"C backend: {who(head)}: a fused kernel cannot start with {op}")
     if op == "Constant":
-        w(f"/* Constant '{head.name}': its value lives in weights.c */")
+        w(f"/* Constant '{for_comment(head.name)}': its value lives in weights.c */")
     elif op == "Softmax":
         norms.emit_softmax(w, head, params, opset)
     else:

@@ -29,6 +29,7 @@ from opfuse.backends.c.ctype import FLOAT, ctype_of
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.quant import get_quant, quantize_real
+from opfuse.safe_text import for_comment
 
 VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
 
@@ -56,7 +57,7 @@ def emit_view(w: CWriter, node: ir.Node, params: Params) -> None:
     store = params.store
     n = math.prod(dims(y_v, node))
     if store.is_arena(x_v) and store.plan.offsets[x_v.name] == store.plan.offsets[y_v.name]:
-        w(f"/* {node.op_type} '{node.name}': a view, the memory plan put its output on its input */")
+        w(f"/* {node.op_type} '{for_comment(node.name)}': a view, the memory plan put its output on its input */")
         return
     x = params.inp(x_v, node)
     y = params.out(y_v, node)

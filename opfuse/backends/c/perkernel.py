@@ -32,6 +32,7 @@ from opfuse.backends.c.emit import c_partition, emit_c
 from opfuse.backends.c.runner import CModel, build_shared, manifest
 from opfuse.errors import OpfuseError
 from opfuse.pipeline import CompileResult
+from opfuse.safe_text import for_terminal
 from opfuse.validation import OutputCheck, compare
 
 DEBUG_LIB = "libopfuse_debug"
@@ -193,7 +194,7 @@ def format_per_kernel(report: PerKernelReport) -> str:
     """The per-kernel error table and the first divergence."""
     rows = [f"{'#':>4}  {'kernel':<40} {'max abs err':>11} {'max rel err':>11}  ok"]
     for k in report.kernels:
-        label = (k.function + " [" + " + ".join(k.ops) + "]")[:40]
+        label = for_terminal(k.function + " [" + " + ".join(k.ops) + "]")[:40]
         rows.append(f"{k.index:>4}  {label:<40} {k.max_abs_err:11.3e} {k.max_rel_err:11.3e}  "
                     f"{'yes' if k.ok else 'NO'}")
     rows.append(f"reference: {report.reference}; a kernel passes when every output's max abs err "
@@ -205,6 +206,7 @@ def format_per_kernel(report: PerKernelReport) -> str:
         worst = max(first.outputs, key=lambda o: o.max_abs_err)
         rows.append(
             f"first divergence: kernel {first.index} {first.function} "
-            f"({' + '.join(first.ops)}; nodes {', '.join(first.nodes)}): output '{worst.name}' "
+            f"({for_terminal(' + '.join(first.ops))}; nodes {for_terminal(', '.join(first.nodes))}): "
+            f"output '{for_terminal(worst.name)}' "
             f"max abs err {worst.max_abs_err:.3e} (tolerance {worst.tolerance:.3e})")
     return "\n".join(rows)

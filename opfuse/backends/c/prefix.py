@@ -15,6 +15,7 @@ from opfuse.errors import OpfuseError
 
 DEFAULT = "opfuse"
 _IDENT = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_KERNEL = re.compile(r"[kK][0-9]+")
 _LOWER = re.compile(r"\bopfuse_")
 _UPPER = re.compile(r"(?:\b|(?<=-D))OPFUSE_")  # -DOPFUSE_PROFILE in comments too
 _KEEP = ("model.json",)  # the manifest names the prefix itself
@@ -25,6 +26,9 @@ def check_prefix(prefix: str) -> str:
         raise OpfuseError(
             f"--prefix '{prefix}': must be a C identifier (a letter, then letters, digits or _)"
         )
+    if _KERNEL.fullmatch(prefix):  # k3_copy could be kernel 3's function as well as a helper
+        raise OpfuseError(f"--prefix '{prefix}': k<digits> names the kernel functions; choose "
+                          "another")
     return prefix
 
 

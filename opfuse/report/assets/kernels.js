@@ -58,9 +58,12 @@ OF.kernelTable = function (D) {
     }
   });
 
+  /* A text cell that a spreadsheet would read as a formula (= + - @, or a tab or CR first) gets a
+     leading ' and quotes, as OWASP's CSV-injection guidance says; numbers stay numbers. */
   function csvCell(v) {
     var s = v === null || v === undefined ? "" : String(v);
-    return /[",\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+    if (typeof v !== "number" && /^[=+\-@\t\r]/.test(s)) s = "'" + s;
+    return /[",\n\r']/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
   }
   var KEYS = ["name", "ops", "nodes", "flops", "macs", "bytes_read", "bytes_written", "arithmetic_intensity",
     "bound", "latency_s", "energy_j", "kernel_class", "efficiency"];
