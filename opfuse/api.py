@@ -102,15 +102,17 @@ def emit_c(
     planner: str = DEFAULT_PLANNER,
     cascades: bool = False,
     prefix: str = "opfuse",
+    force: bool = False,
 ):
     """Write the C project (model.h, model.c, weights.c, Makefile) for ``result`` into ``outdir``;
     ``cascades`` streams rows through the partition's cascades (its arena is analyze's peak);
-    ``prefix`` names every exported symbol (``PREFIX_model_invoke``...)."""
+    ``prefix`` names every exported symbol (``PREFIX_model_invoke``...); ``force`` writes into a
+    folder that holds files opfuse did not write (keeping them; opfuse/output/tree.py)."""
     from opfuse.backends.c import emit_c as _emit_c
 
     with gc_paused():
         return _emit_c(result, Path(outdir), fuse=fuse, planner=planner, cascades=cascades,
-                       prefix=prefix)
+                       prefix=prefix, force=force)
 
 
 def validate_c(
@@ -192,9 +194,8 @@ def bench(source: str | Path, target: str | Target = DEFAULT_TARGET, repeats: in
 
 
 def save(proto: onnx.ModelProto, path: str | Path, protect: str | Path | None = None) -> None:
-    """Write atomically; refuse to overwrite ``protect`` (the input model)."""
-    protected = protect if protect is not None and Path(protect).exists() else None
-    save_model(proto, path, protect=protected)
+    """Write by opfuse/output's rules; refuse to overwrite ``protect`` (the input model)."""
+    save_model(proto, path, protect=protect)
 
 
 def _as_proto(source: str | Path | onnx.ModelProto) -> onnx.ModelProto | str | Path:
