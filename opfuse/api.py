@@ -22,6 +22,7 @@ from opfuse import models
 from opfuse.analysis import DEFAULT_PLANNER, Analysis, analyze
 from opfuse.backends.onnx import emit_onnx, save_model
 from opfuse.frontends import parse_input_shapes
+from opfuse.frontends.limits import Limits, using_limits
 from opfuse.frontends.registry import frontend_for
 from opfuse.fusion import Partition
 from opfuse.ir.provenance import source_map
@@ -44,10 +45,12 @@ __all__ = [
     "fuse",
     "fusion_json",
     "get_target",
+    "Limits",
     "list_models",
     "list_targets",
     "load",
     "save",
+    "using_limits",
     "validate",
     "validate_c",
 ]
@@ -69,10 +72,13 @@ def load(source: str | Path, input_shape: ShapeArg = None) -> ir.Model:
 
 
 def compile(
-    source: str | Path, target: str | Target = DEFAULT_TARGET, input_shape: ShapeArg = None
+    source: str | Path, target: str | Target = DEFAULT_TARGET, input_shape: ShapeArg = None,
+    limits: Limits | None = None,
 ) -> CompileResult:
-    """Import, canonicalize and partition for a target."""
-    return compile_model(source, target, _shapes(input_shape))
+    """Import, canonicalize and partition for a target; ``limits`` raises (or lowers) the sizes
+    a model may ask for (opfuse/frontends/limits.py; default: the current ones)."""
+    with using_limits(limits):
+        return compile_model(source, target, _shapes(input_shape))
 
 
 def fuse(

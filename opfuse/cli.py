@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import sys
 
@@ -31,6 +32,19 @@ _SHAPE_HELP = ("Bind a dynamic input: NAME=1x3x224x224 (repeatable). A leading s
                "Also gives the shape of any value inference cannot know (a custom op's output).")
 
 
+def _apply_limits(ctx: click.Context, param: click.Parameter, specs: tuple[str, ...]) -> None:
+    if specs:
+        from opfuse.frontends.limits import parse_limits, set_limits
+
+        set_limits(parse_limits(specs))
+
+
+_limit_option = click.option(
+    "--limit", "limits", multiple=True, metavar="NAME=SIZE", expose_value=False,
+    callback=_apply_limits, help="Raise a size limit (repeatable): constant=256MiB, "
+    "constants_total=1GiB, activation=2GiB, extent=65536 are the defaults.")
+
+
 def _write_json(data: dict, dest: str, model: str) -> None:
     write_file(dest, json.dumps(data, indent=2) + "\n", protect=(model,))
 
@@ -49,6 +63,7 @@ def cli() -> None:
 
 
 @cli.command("compile")
+@_limit_option
 @click.argument("model")
 @click.option("-o", "--output", required=True,
               help="The optimized ONNX file, or with --emit c the folder for the C project.")
@@ -124,6 +139,7 @@ def compile_cmd(
 
 
 @cli.command("validate")
+@_limit_option
 @click.argument("original")
 @click.argument("optimized", required=False)
 @click.option("--backend", type=click.Choice(["onnx", "c"]), default="onnx", show_default=True,
@@ -213,6 +229,7 @@ def _validate_emulated(original: str, target: str, inputs: str | None, rtol: flo
 
 
 @cli.command("bench")
+@_limit_option
 @click.argument("model")
 @click.option("--target", default=api.DEFAULT_TARGET, show_default=True, help="Target profile.")
 @click.option("--repeats", type=click.IntRange(1), default=20, show_default=True,
@@ -234,6 +251,7 @@ def bench_cmd(model: str, target: str, repeats: int, json_dest: str | None) -> N
 
 
 @cli.command("fusion")
+@_limit_option
 @click.argument("model")
 @click.option("--target", default=api.DEFAULT_TARGET, show_default=True, help="Target profile.")
 @click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
@@ -251,6 +269,7 @@ def fusion_cmd(model: str, target: str, input_shape: tuple[str, ...], json_dest:
 
 
 @cli.command("analyze")
+@_limit_option
 @click.argument("model")
 @click.option("--target", default=api.DEFAULT_TARGET, show_default=True, help="Target profile.")
 @click.option("--precision", help="fp32, fp16 or int8 (default: the model's own).")
@@ -351,6 +370,7 @@ def targets_cmd() -> None:
 
 
 @cli.command("explore")
+@_limit_option
 @click.argument("model", default="seed_pipeline")
 @click.option("-o", "--output", default="explorer.html", show_default=True, help="Page to write.")
 @click.option("--serve", is_flag=True, help="Also serve the page on 127.0.0.1 until ctrl-c.")
@@ -376,8 +396,9 @@ def _quiet_libraries() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     _quiet_libraries()
-    try:
-        cli.main(args=argv, prog_name="opfuse", standalone_mode=False)
+    try:  # in a context of its own: --limit holds for this command only (tests run many)
+        contextvars.copy_context().run(cli.main, args=argv, prog_name="opfuse",
+                                       standalone_mode=False)
     except click.exceptions.Abort:
         sys.exit(130)
     except click.ClickException as exc:

@@ -27,6 +27,7 @@ import onnx
 import onnxruntime as ort
 
 from opfuse.errors import OpfuseError
+from opfuse.frontends.limits import refuse, tensor_bytes
 
 ModelArg = onnx.ModelProto | str | Path
 _UPGRADE_OPSET = 14  # onnxruntime has no kernels for some old opsets (BatchNormalization-6)
@@ -268,6 +269,7 @@ def _put_random(
     feeds: dict[str, np.ndarray], arg: ort.NodeArg, shape: list[int], rng: np.random.Generator
 ) -> None:
     dtype = _dtype(arg)
+    refuse(f"input '{arg.name}' {shape}", tensor_bytes(shape, dtype.itemsize), "activation")
     if dtype.kind == "f":
         feeds[arg.name] = rng.standard_normal(shape).astype(dtype)
     elif dtype.kind == "b":
