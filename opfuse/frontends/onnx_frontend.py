@@ -24,7 +24,7 @@ from opfuse.frontends.graph_order import sort_or_raise
 from opfuse.frontends.proto_check import check_proto
 from opfuse.frontends.qdq import fold_qdq
 from opfuse.frontends.qoperator import has_qoperators, qoperator_to_qdq
-from opfuse.frontends.size_check import check_sizes, guard_fold
+from opfuse.frontends.size_check import check_sizes, guard_fold, value_shapes
 from opfuse.frontends.value_info import (
     bind_value_shapes,
     clear_nonpositive_dims,
@@ -82,8 +82,9 @@ def import_proto(
     _bind_proto_inputs(proto, bind_value_shapes(proto, dict(input_shapes or {})), path)
     check_windows(proto, str(path))  # attributes first: inference multiplies by them
     proto = _infer_proto(proto, path)
-    check_windows(proto, str(path))  # against the inferred shapes, then sizes before any folding
-    check_sizes(proto, str(path))
+    values = value_shapes(proto.graph)  # against the inferred shapes, then sizes before folding
+    check_windows(proto, str(path), values)
+    check_sizes(proto, str(path), values)
     try:
         model = ir.from_proto(proto)
     except Exception as exc:  # onnx_ir raises several types on malformed protos

@@ -22,19 +22,26 @@ def value_shapes(graph: onnx.GraphProto) -> dict[str, tuple[tuple[int, ...], int
     """Name -> (static dims, bytes per element) for every declared or inferred tensor value whose
     dims are all known."""
     out: dict[str, tuple[tuple[int, ...], int]] = {}
+    sizes: dict[int, int] = {}  # elem_type -> bytes (0: no fixed size, such as strings)
     for vi in (*graph.input, *graph.value_info, *graph.output):
         tensor = vi.type.tensor_type
         if not vi.type.HasField("tensor_type") or not tensor.HasField("shape"):
             continue
         dims = tuple(d.dim_value for d in tensor.shape.dim)
-        if any(not d.HasField("dim_value") or d.dim_value < 0 for d in tensor.shape.dim):
+        if not all(d.HasField("dim_value") for d in tensor.shape.dim) or min(dims, default=0) < 0:
             continue
-        try:
-            itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).itemsize
-        except (KeyError, TypeError, ValueError):
-            continue
-        out[vi.name] = (dims, max(itemsize, 1))
+        if tensor.elem_type not in sizes:
+            sizes[tensor.elem_type] = _itemsize(tensor.elem_type)
+        if sizes[tensor.elem_type]:
+            out[vi.name] = (dims, sizes[tensor.elem_type])
     return out
+
+
+def _itemsize(elem_type: int) -> int:
+    try:
+        return max(onnx.helper.tensor_dtype_to_np_dtype(elem_type).itemsize, 1)
+    except (KeyError, TypeError, ValueError):
+        return 0
 
 
 def _producers(graph: onnx.GraphProto) -> tuple[dict[str, str], set[str]]:
@@ -55,11 +62,13 @@ def _producers(graph: onnx.GraphProto) -> tuple[dict[str, str], set[str]]:
     return producer, folded
 
 
-def check_sizes(proto: onnx.ModelProto, where: str) -> None:
+def check_sizes(proto: onnx.ModelProto, where: str,
+                values: dict[str, tuple[tuple[int, ...], int]] | None = None) -> None:
     """Refuse a folded constant, all folded constants together, or any activation over its limit;
-    the message names the node (or graph input) and the value."""
+    the message names the node (or graph input) and the value. ``values``: ``value_shapes`` of
+    the graph, when the caller has it."""
     graph = proto.graph
-    shapes = value_shapes(graph)
+    shapes = value_shapes(graph) if values is None else values
     producer, folded = _producers(graph)
     total = 0
     for name in [n for n in shapes if n in folded]:

@@ -75,15 +75,20 @@ def _check_group(at: str, node: onnx.NodeProto, x: tuple[int, ...], w: tuple[int
                           f"{list(w)}")
 
 
-def check_windows(proto: onnx.ModelProto, where: str) -> None:
-    """Every Conv and pool of the top graph (after shape inference; weights as initializers or
-    inferred values)."""
+def check_windows(proto: onnx.ModelProto, where: str,
+                  values: dict[str, tuple[tuple[int, ...], int]] | None = None) -> None:
+    """Every Conv and pool of the top graph, against ``values`` (``value_shapes`` of the inferred
+    graph; computed here when not given) and the weights."""
     graph = proto.graph
-    shapes = {name: dims for name, (dims, _) in value_shapes(graph).items()}
+    windows = [(i, n) for i, n in enumerate(graph.node)
+               if n.domain in ("", "ai.onnx") and n.op_type in (*_CONVS, *_POOLS)]
+    if not windows:
+        return
+    if values is None:
+        values = value_shapes(graph)
+    shapes = {name: dims for name, (dims, _) in values.items()}
     shapes.update({t.name: tuple(t.dims) for t in graph.initializer})
-    for index, node in enumerate(graph.node):
-        if node.domain not in ("", "ai.onnx") or node.op_type not in (*_CONVS, *_POOLS):
-            continue
+    for index, node in windows:
         at = f"{where}: node '{node.name or node.op_type + ' #' + str(index)}' ({node.op_type})"
         x = shapes.get(node.input[0]) if node.input else None
         w = shapes.get(node.input[1]) if node.op_type in _CONVS and len(node.input) > 1 else None
