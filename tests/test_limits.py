@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from opfuse.errors import OpfuseError
-from opfuse.frontends.limits import MiB, Limits, parse_limits
+from opfuse.frontends.limits import Limits, MiB, parse_limits
 from tests.cli_util import assert_clean_error
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,6 +74,26 @@ DOS = {
     "10^12-element-input": (lambda: _huge_input([1, 1000, 1000, 1000, 1000]), "input 'x'",
                             "activation limit"),
 }
+
+
+def _hidden_bomb() -> onnx.ModelProto:
+    """The fill's shape passes through Abs, which ONNX data propagation does not follow: only the
+    folder's own guard sees the size, before it evaluates the fill."""
+    bomb = _fill_bomb(100_000_000)
+    bomb.graph.node.insert(0, helper.make_node("Abs", ["shape"], ["shape_abs"], name="abs"))
+    bomb.graph.node[1].input[0] = "shape_abs"
+    return bomb
+
+
+@pytest.mark.parametrize("command", ["analyze", "compile"])
+def test_a_fill_inference_cannot_size_is_refused_before_folding(tmp_path: Path,
+                                                                command: str) -> None:
+    model = tmp_path / "m.onnx"
+    onnx.save(_hidden_bomb(), model)
+    code, err, cpu = _run_bounded(command, str(model), *(("-o", str(tmp_path / "o.onnx"))
+                                                          if command == "compile" else ()))
+    assert_clean_error(code, err, "m.onnx", "node 'fill'", "constant limit")
+    assert cpu < CPU_SECONDS
 
 
 @pytest.mark.parametrize("command", ["analyze", "compile-c", "validate"])

@@ -99,7 +99,7 @@ def import_proto(
         # real initializer for BatchNorm folding and weight accounting, so fold it. (Its folder
         # also forwards Identity and inference Dropout, as every runtime's loader does: no
         # runtime runs them as kernels, so "before" does not count them either.)
-        should_fold=_should_fold,
+        should_fold=lambda node: _should_fold(node, str(path)),
     )
     _constants_to_initializers(model)
     onnxscript.optimizer.remove_unused_nodes(model)
@@ -111,8 +111,8 @@ def import_proto(
     return model
 
 
-def _should_fold(node: ir.Node) -> bool | None:
-    guard_fold(node)  # a fill over the constant limit ends here, before numpy allocates it
+def _should_fold(node: ir.Node, where: str) -> bool | None:
+    guard_fold(node, where)  # a fill over the constant limit ends here, before numpy allocates it
     if node.op_type == "ConstantOfShape":
         return True
     if node.op_type in ("QuantizeLinear", "DequantizeLinear"):

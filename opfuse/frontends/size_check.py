@@ -122,12 +122,12 @@ def _fill_elements(node: ir.Node) -> int | None:
     return None
 
 
-def guard_fold(node: ir.Node) -> None:
+def guard_fold(node: ir.Node, where: str) -> None:
     """Called by the constant folder before it evaluates ``node``: refuse a fill over the limit."""
     elements = _fill_elements(node)
     out = node.outputs[0] if node.outputs else None
     if elements is None or out is None:
         return
     itemsize = out.dtype.itemsize if out.dtype is not None else 4
-    refuse(f"node '{node.name or node.op_type}' folds into constant '{out.name}', which",
+    refuse(f"{where}: node '{node.name or node.op_type}' folds into constant '{out.name}', which",
            math.ceil(elements * itemsize), "constant")
