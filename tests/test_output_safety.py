@@ -124,8 +124,11 @@ def test_a_symlink_to_a_regular_file_has_its_target_written(run_cli, model: Path
     assert link.is_symlink() and json.loads(target.read_text())["kernels"]
 
 
-def test_dev_stdout_is_the_process_descriptor(model: Path, tmp_path: Path) -> None:
-    """`--json /dev/stdout > FILE`: written at stdout's own offset, the FILE not replaced."""
+@pytest.mark.parametrize("name", ["/proc/self/fd/1", "/dev/fd/1"])
+def test_stdout_by_name_is_the_process_descriptor(model: Path, tmp_path: Path, name: str) -> None:
+    """`--json /proc/self/fd/1 > FILE`: written at stdout's own offset, the FILE not replaced.
+    (Not /dev/stdout itself: a broken writer would replace the machine's /dev/stdout; these
+    names resolve through /proc, where no rename can land.)"""
     import subprocess
     import sys
 
@@ -135,7 +138,7 @@ def test_dev_stdout_is_the_process_descriptor(model: Path, tmp_path: Path) -> No
         fh.flush()
         inode = os.fstat(fh.fileno()).st_ino
         subprocess.run([sys.executable, "-m", "opfuse", "fusion", str(model), "--json",
-                        "/dev/stdout"], stdout=fh, check=True, timeout=120,
+                        name], stdout=fh, check=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     text = out.read_text()
     assert out.stat().st_ino == inode
@@ -225,29 +228,49 @@ def test_a_failure_half_way_leaves_the_folder_as_it_was(model: Path, tmp_path: P
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "proj"]
 
 
-def test_a_failed_move_puts_the_old_folder_back(model: Path, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("failure", [OSError(errno.EIO, "Input/output error"),
+                                     KeyboardInterrupt()], ids=["io-error", "ctrl-c"])
+def test_a_failure_while_moving_files_in_puts_the_old_ones_back(
+        model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        failure: BaseException) -> None:
     from opfuse import api
     from opfuse.output import tree
 
     folder = tmp_path / "proj"
     result = api.compile(model, target="x86-host")
     api.emit_c(result, folder, fuse=False)
+    (folder / "notes.txt").write_text("mine\n")
     before = _tree(folder)
-    real_rename = os.rename
+    real_replace = os.replace
     calls = []
 
-    def rename(a, b):  # noqa: ANN001, ANN202
+    def replace(a, b):  # noqa: ANN001, ANN202
         calls.append(b)
-        if len(calls) == 2:  # the staged folder onto DIR, after DIR was moved aside
-            raise OSError(errno.EXDEV, "Invalid cross-device link")
-        return real_rename(a, b)
+        if len(calls) == 3:  # two new files are in, the third move fails
+            raise failure
+        return real_replace(a, b)
 
-    monkeypatch.setattr(tree.os, "rename", rename)
-    with pytest.raises(OpfuseError, match="cannot write"):
-        api.emit_c(result, folder)
+    monkeypatch.setattr(tree.os, "replace", replace)
+    with pytest.raises((OpfuseError, KeyboardInterrupt)):
+        api.emit_c(result, folder, force=True)
     monkeypatch.undo()
-    assert _tree(folder) == before
+    assert len(calls) == 5  # three moves in (the third failed), then the two old files back
+    assert _tree(folder) == before  # same bytes and same inodes: the old files themselves
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "proj"]
+
+
+def test_emit_into_the_working_folder_keeps_it(model: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-o .` from inside the folder: the folder itself is kept (a shell stays in it)."""
+    from opfuse import api
+
+    folder = tmp_path / "proj"
+    result = api.compile(model, target="x86-host")
+    api.emit_c(result, folder)
+    inode = folder.stat().st_ino
+    monkeypatch.chdir(folder)
+    api.emit_c(result, ".")
+    assert folder.stat().st_ino == inode and (folder / "model.c").exists()
 
 
 def test_a_folder_without_our_manifest_is_refused(run_cli, model: Path, tmp_path: Path) -> None:

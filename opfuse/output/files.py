@@ -92,8 +92,12 @@ def _write_into(path: Path, payload: bytes) -> None:
             with open(path, "wb") as fh:
                 fh.write(payload)
             return
-        sys.stdout.flush()
-        sys.stderr.flush()
+        stream = {1: sys.stdout, 2: sys.stderr}.get(fd)
+        if stream is not None:  # through Python's own buffer: it keeps the file offset too
+            stream.flush()
+            stream.buffer.write(payload)
+            stream.buffer.flush()
+            return
         view = memoryview(payload)
         while view:
             view = view[os.write(fd, view):]

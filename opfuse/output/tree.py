@@ -7,8 +7,9 @@ products of its Makefile (``rebuilt`` patterns), as its own; anything else is th
 ``force`` a user's file refuses the write; with it, opfuse's files are replaced and the user's
 kept (unless a new file has the same name).
 
-The move: DIR is renamed aside, the staged folder renamed to DIR, the old one removed; a failure
-in between renames DIR back. Until that first rename, DIR is untouched, so an error or Ctrl-C
+The move: a new DIR is the staged folder, renamed. Into an existing DIR each staged file is renamed
+over its namesake after every old one was hard-linked aside, and opfuse's stale files removed; a
+failure or Ctrl-C on the way puts every old file back. Until then DIR is untouched, so an error
 while generating or writing leaves it as it was.
 """
 
@@ -18,7 +19,6 @@ import fnmatch
 import json
 import os
 import shutil
-import stat
 import tempfile
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
@@ -65,34 +65,38 @@ def _with_record(files: Mapping[str, str], manifest: str | None) -> dict[str, st
     return out
 
 
-def _carry(src: Path, dst: Path) -> None:
-    """A user's entry into the staged folder: hard links where the file system allows (no copy,
-    same inode), else copies; symlinks stay symlinks."""
-    def link_or_copy(a: str, b: str) -> None:
-        try:
-            os.link(a, b, follow_symlinks=False)
-        except OSError:
-            shutil.copy2(a, b, follow_symlinks=False)
-
-    if src.is_dir() and not src.is_symlink():
-        shutil.copytree(src, dst, symlinks=True, copy_function=link_or_copy)
-    else:
-        link_or_copy(str(src), str(dst))
-
-
-def _swap(stage: Path, outdir: Path) -> None:
-    if not outdir.exists():
-        os.rename(stage, outdir)
-        return
-    aside = Path(tempfile.mkdtemp(dir=outdir.parent, prefix=f".{outdir.name}.", suffix=".old"))
-    os.rmdir(aside)  # a fresh unused name: rename needs the destination absent (or empty)
-    os.rename(outdir, aside)
+def _install(stage: Path, outdir: Path, names: list[str], drop: list[str]) -> None:
+    """Move the staged ``names`` into the existing ``outdir`` and remove ``drop``, each by one
+    rename; first every old file is hard-linked into ``stage/.old``, so any failure (or Ctrl-C)
+    puts back each old file, same inode, and removes each new one. ``outdir`` itself stays (a
+    shell whose working folder it is keeps it)."""
+    old = stage / ".old"
+    old.mkdir()
+    for name in (*names, *drop):
+        if (outdir / name).exists() or (outdir / name).is_symlink():
+            _link_or_copy(outdir / name, old / name)
+    done: list[str] = []
     try:
-        os.rename(stage, outdir)
+        for name in names:
+            os.replace(stage / name, outdir / name)
+            done.append(name)
+        for name in drop:
+            os.unlink(outdir / name)
+            done.append(name)
     except BaseException:
-        os.rename(aside, outdir)
+        for name in reversed(done):
+            if (old / name).exists() or (old / name).is_symlink():
+                os.replace(old / name, outdir / name)
+            else:
+                os.unlink(outdir / name)
         raise
-    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError:  # a file system without hard links
+        shutil.copy2(src, dst, follow_symlinks=False)
 
 
 def _check_folder(outdir: Path, files: Collection[str], protect: Iterable) -> None:
@@ -112,12 +116,12 @@ def write_tree(outdir: str | Path, files: Mapping[str, str], *, manifest: str | 
                force: bool = False) -> None:
     """Write ``files`` (name -> UTF-8 text) as the folder ``outdir`` (see the module doc).
     ``manifest`` names the JSON file among ``files`` that records them. Errors: OpfuseError."""
-    outdir = Path(outdir)
+    outdir = Path(os.path.abspath(outdir))
     if outdir.is_symlink():  # write the folder the link names; the link stays
         outdir = Path(os.path.realpath(outdir))
     protect = tuple(protect)
     _check_folder(outdir, files, protect)
-    keep: list[str] = []
+    drop: list[str] = []
     if outdir.is_dir():
         foreign = _foreign(outdir, manifest, files, rebuilt)
         if foreign and not force:
@@ -126,23 +130,23 @@ def write_tree(outdir: str | Path, files: Mapping[str, str], *, manifest: str | 
                 f"{outdir}: holds '{foreign[0]}'{more}, which opfuse did not write; choose a new "
                 "or empty folder, or pass --force to replace opfuse's files and keep the others"
             )
-        keep = [name for name in foreign if name not in files]
-    _stage_and_swap(outdir, _with_record(files, manifest), keep)
+        drop = sorted(set(os.listdir(outdir)) - set(foreign) - set(files))  # ours, now stale
+    _stage_and_install(outdir, _with_record(files, manifest), drop)
 
 
-def _stage_and_swap(outdir: Path, files: Mapping[str, str], keep: list[str]) -> None:
+def _stage_and_install(outdir: Path, files: Mapping[str, str], drop: list[str]) -> None:
     try:
         stage = Path(tempfile.mkdtemp(dir=outdir.parent, prefix=f".{outdir.name}.", suffix=".tmp"))
     except OSError as exc:
         raise OpfuseError(f"{outdir}: cannot write: {exc.strerror}") from None
     try:
-        old = outdir.stat().st_mode if outdir.is_dir() else None
-        stage.chmod(stat.S_IMODE(old) if old is not None else umask_mode(0o777))
         for name, text in files.items():
             (stage / name).write_text(text, encoding="utf-8")
-        for name in keep:
-            _carry(outdir / name, stage / name)
-        _swap(stage, outdir)
+        if outdir.is_dir():
+            _install(stage, outdir, list(files), drop)
+        else:
+            stage.chmod(umask_mode(0o777))  # mkdtemp's 0700 would become the folder's mode
+            os.rename(stage, outdir)
     except OSError as exc:
         raise OpfuseError(f"{outdir}: cannot write: {exc.strerror or exc}") from None
     finally:
