@@ -4,10 +4,13 @@ stride of 2^63-1; the C emitter then loops over it. Each rule is a small named c
 names the node; every value is also bounded by the ``extent`` limit (opfuse/frontends/limits.py).
 
 For a spatial axis of input size ``n``, pads ``b`` and ``e`` and kernel extent
-``(k - 1) * d + 1``: ``1 <= stride <= n + b + e``, ``dilation >= 1``, ``0 <= pad``,
+``(k - 1) * d + 1``: ``stride >= 1``, ``dilation >= 1``, ``0 <= pad``,
 ``kernel extent <= n + b + e`` (the ONNX operator spec's output size,
 ``floor((n + b + e - extent) / stride) + 1``, is then >= 1), and for Conv ``group`` divides the
-input channels and the filters, with ``weight.shape[1] * group`` the input channels.
+input channels and the filters, with ``weight.shape[1] * group`` the input channels. A stride
+larger than the padded input is valid ONNX (the output is one element along that axis: ResNet's
+1x1 stride-2 shortcut on a 1x1 map, with a small ``--input-shape``), so only the extent limit
+bounds it.
 """
 
 from __future__ import annotations
@@ -56,9 +59,6 @@ def _check_axes(at: str, spatial: tuple[int, ...], kernel: list[int], node: onnx
         extent = (kernel[axis] - 1) * dilations[axis] + 1
         if auto.startswith("SAME"):
             continue
-        if strides[axis] > max(padded, 1):
-            raise OpfuseError(f"{at}: stride {strides[axis]} on spatial axis {axis} is larger "
-                              f"than the padded input ({padded})")
         if extent > padded:
             raise OpfuseError(f"{at}: kernel extent {extent} on spatial axis {axis} is larger "
                               f"than the padded input ({padded})")

@@ -287,10 +287,12 @@ Big-endian targets are refused at compile time.
 
 
 def rebuilt_by_make(prefix: str) -> tuple[str, ...]:
-    """What ``make`` and ``make clean`` of the generated Makefile create and remove: a later
+    """What the generated Makefile builds (and ``make clean`` removes), and what opfuse's own
+    runners build beside it (the per-kernel debug library, the kernel timer): a later
     ``--emit c`` into the folder may drop them (opfuse/output/tree.py), as ``make clean`` would."""
     return ("*.o", f"lib{prefix}_model.a", f"lib{prefix}_model.so", f"{prefix}_demo",
-            f"{prefix}_mcu.elf")
+            f"{prefix}_mcu.elf", "libopfuse_model.so", "libopfuse_debug.*.so", "ktimer.c",
+            "libopfuse_ktimer.*.so")
 
 
 def manifest(info: dict) -> str:
