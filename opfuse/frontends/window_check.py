@@ -87,7 +87,8 @@ def check_windows(proto: onnx.ModelProto, where: str,
     if values is None:
         values = value_shapes(graph)
     shapes = {name: dims for name, (dims, _) in values.items()}
-    shapes.update({t.name: tuple(t.dims) for t in graph.initializer})
+    weights = {n.input[1] for _, n in windows if len(n.input) > 1}
+    shapes.update({t.name: tuple(t.dims) for t in graph.initializer if t.name in weights})
     for index, node in windows:
         at = f"{where}: node '{node.name or node.op_type + ' #' + str(index)}' ({node.op_type})"
         x = shapes.get(node.input[0]) if node.input else None
