@@ -9,7 +9,14 @@ result (re-import of the original, op-by-op and fused cost models, both arena pl
 the time ratio to the previous size divided by the node ratio (1.0 = linear). "cpu" columns are
 process CPU seconds, which a loaded machine does not inflate.
 
+``--graph chain`` is instead one long chain of in-place elementwise ops (Relu, Sigmoid, Neg) on a
+1x8x8x8 tensor: every output may overwrite its input, so the arena planner's alias chains are as
+long as the graph (the case that was quadratic before path compression, docs/architecture.md,
+"Outputs and limits"). Onnxruntime at 100k+ nodes takes many minutes: pass --no-ort there.
+
     python benchmarks/compile_scaling.py [--sizes 1000 10000 100000] [--repeat 3] [--no-ort]
+    python benchmarks/compile_scaling.py --graph chain --sizes 10000 50000 100000 200000 \
+        --repeat 1 --no-ort
 """
 
 from __future__ import annotations
@@ -82,6 +89,22 @@ def residual_graph(n_nodes: int, seed: int = 0) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def chain_graph(n_nodes: int) -> onnx.ModelProto:
+    """``n_nodes`` unary elementwise ops in one line: each may run in place over the last."""
+    nodes, x = [], "x"
+    for i in range(n_nodes):
+        op = ("Relu", "Sigmoid", "Neg")[i % 3]
+        nodes.append(helper.make_node(op, [x], [f"t{i}"], name=f"n{i}"))
+        x = f"t{i}"
+    graph = helper.make_graph(
+        nodes,
+        "elementwise_chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, 8, 8])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, C, 8, 8])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 def _median_time(fn, repeat: int) -> float:
     return _median_times(fn, repeat)[0]
 
@@ -104,7 +127,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--target", default="x86-host")
     ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime's session creation")
+    ap.add_argument("--graph", choices=("residual", "chain"), default="residual",
+                    help="residual blocks, or one in-place elementwise chain")
     args = ap.parse_args()
+    build = residual_graph if args.graph == "residual" else chain_graph
+    print(f"graph: {args.graph}, target {args.target}, median of {args.repeat}")
     print(
         f"{'nodes':>7} {'compile s':>9} {'cpu s':>7} {'us/node':>8} {'growth':>6} "
         f"{'analyze s':>9} {'cpu s':>7} {'us/node':>8} {'growth':>6} {'ORT ext s':>9} "
@@ -113,7 +140,7 @@ def main() -> None:
     prev: tuple[int, float, float] | None = None
     with tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes:
-            proto = residual_graph(size)
+            proto = build(size)
             path = Path(tmp) / f"g{size}.onnx"
             onnx.save(proto, path)
             n = len(proto.graph.node)

@@ -22,6 +22,7 @@ from opfuse import models
 from opfuse.analysis import DEFAULT_PLANNER, Analysis, analyze
 from opfuse.backends.onnx import emit_onnx, save_model
 from opfuse.frontends import parse_input_shapes
+from opfuse.frontends.limits import Limits, using_limits
 from opfuse.frontends.registry import frontend_for
 from opfuse.fusion import Partition
 from opfuse.ir.provenance import source_map
@@ -44,10 +45,12 @@ __all__ = [
     "fuse",
     "fusion_json",
     "get_target",
+    "Limits",
     "list_models",
     "list_targets",
     "load",
     "save",
+    "using_limits",
     "validate",
     "validate_c",
 ]
@@ -69,10 +72,13 @@ def load(source: str | Path, input_shape: ShapeArg = None) -> ir.Model:
 
 
 def compile(
-    source: str | Path, target: str | Target = DEFAULT_TARGET, input_shape: ShapeArg = None
+    source: str | Path, target: str | Target = DEFAULT_TARGET, input_shape: ShapeArg = None,
+    limits: Limits | None = None,
 ) -> CompileResult:
-    """Import, canonicalize and partition for a target."""
-    return compile_model(source, target, _shapes(input_shape))
+    """Import, canonicalize and partition for a target; ``limits`` raises (or lowers) the sizes
+    a model may ask for (opfuse/frontends/limits.py; default: the current ones)."""
+    with using_limits(limits):
+        return compile_model(source, target, _shapes(input_shape))
 
 
 def fuse(
@@ -102,15 +108,17 @@ def emit_c(
     planner: str = DEFAULT_PLANNER,
     cascades: bool = False,
     prefix: str = "opfuse",
+    force: bool = False,
 ):
     """Write the C project (model.h, model.c, weights.c, Makefile) for ``result`` into ``outdir``;
     ``cascades`` streams rows through the partition's cascades (its arena is analyze's peak);
-    ``prefix`` names every exported symbol (``PREFIX_model_invoke``...)."""
+    ``prefix`` names every exported symbol (``PREFIX_model_invoke``...); ``force`` writes into a
+    folder that holds files opfuse did not write (keeping them; opfuse/output/tree.py)."""
     from opfuse.backends.c import emit_c as _emit_c
 
     with gc_paused():
         return _emit_c(result, Path(outdir), fuse=fuse, planner=planner, cascades=cascades,
-                       prefix=prefix)
+                       prefix=prefix, force=force)
 
 
 def validate_c(
@@ -192,9 +200,8 @@ def bench(source: str | Path, target: str | Target = DEFAULT_TARGET, repeats: in
 
 
 def save(proto: onnx.ModelProto, path: str | Path, protect: str | Path | None = None) -> None:
-    """Write atomically; refuse to overwrite ``protect`` (the input model)."""
-    protected = protect if protect is not None and Path(protect).exists() else None
-    save_model(proto, path, protect=protected)
+    """Write by opfuse/output's rules; refuse to overwrite ``protect`` (the input model)."""
+    save_model(proto, path, protect=protect)
 
 
 def _as_proto(source: str | Path | onnx.ModelProto) -> onnx.ModelProto | str | Path:

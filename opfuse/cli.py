@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import sys
-from pathlib import Path
 
 import click
 
-from opfuse.atomic import write_atomic
 from opfuse.errors import OpfuseError
+from opfuse.output import check_output, write_file
 from opfuse.report import console
 from opfuse.safe_text import for_terminal
 from opfuse.targets import DEFAULT_TARGET
@@ -33,12 +33,28 @@ _SHAPE_HELP = ("Bind a dynamic input: NAME=1x3x224x224 (repeatable). A leading s
                "Also gives the shape of any value inference cannot know (a custom op's output).")
 
 
-def _write_json(data: dict, dest: str) -> None:
-    text = json.dumps(data, indent=2) + "\n"
-    if dest == "-":
-        sys.stdout.write(text)
-    else:
-        write_atomic(dest, text)
+def _apply_limits(ctx: click.Context, param: click.Parameter, specs: tuple[str, ...]) -> None:
+    if specs:
+        from opfuse.frontends.limits import parse_limits, set_limits
+
+        set_limits(parse_limits(specs))
+
+
+_limit_option = click.option(
+    "--limit", "limits", multiple=True, metavar="NAME=SIZE", expose_value=False,
+    callback=_apply_limits, help="Raise a size limit (repeatable): constant=256MiB, "
+    "constants_total=1GiB, activation=2GiB, extent=65536 are the defaults.")
+
+
+def _write_json(data: dict, dest: str, model: str) -> None:
+    write_file(dest, json.dumps(data, indent=2) + "\n", protect=(model,))
+
+
+def _refuse_input(model: str, *outputs: str | None) -> None:
+    """Before any work: no output option may name the input model (opfuse/output)."""
+    for dest in outputs:
+        if dest is not None:
+            check_output(dest, (model,))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -48,6 +64,7 @@ def cli() -> None:
 
 
 @cli.command("compile")
+@_limit_option
 @click.argument("model")
 @click.option("-o", "--output", required=True,
               help="The optimized ONNX file, or with --emit c the folder for the C project.")
@@ -63,6 +80,8 @@ def cli() -> None:
 @click.option("--prefix", default="opfuse", show_default=True, help="With --emit c: the name of "
               "every exported symbol (NAME_model_invoke, NAME_ARENA_BYTES...), so several models "
               "link into one program.")
+@click.option("--force", is_flag=True, help="With --emit c: write into a folder that holds files "
+              "opfuse did not write (they are kept; opfuse's own are replaced).")
 def compile_cmd(
     model: str,
     output: str,
@@ -74,6 +93,7 @@ def compile_cmd(
     check: bool,
     cascades: bool = False,
     prefix: str = "opfuse",
+    force: bool = False,
 ) -> None:
     """Canonicalize and fuse MODEL (a path or a built-in name) for a target; write ONNX or C."""
     if emit_kind == "c" and ort:
@@ -82,13 +102,14 @@ def compile_cmd(
         raise OpfuseError("--no-fuse and --cascades apply to --emit c only")
     if emit_kind == "onnx" and prefix != "opfuse":
         raise OpfuseError("--prefix applies to --emit c only")
+    if emit_kind == "onnx" and force:
+        raise OpfuseError("--force applies to --emit c only")
+    _refuse_input(model, output)
     with console.progress(f"compiling {model} for {target}"):
         result = api.compile(model, target=target, input_shape=input_shape)
         if emit_kind == "c":
-            if Path(output).resolve() == Path(model).resolve():
-                raise OpfuseError(f"{output}: is the input model; choose another folder")
             emitted = api.emit_c(result, output, fuse=not no_fuse, cascades=cascades,
-                                 prefix=prefix)
+                                 prefix=prefix, force=force)
         else:
             proto = api.emit(result, ort=ort)
             api.save(proto, output, protect=model)
@@ -119,6 +140,7 @@ def compile_cmd(
 
 
 @cli.command("validate")
+@_limit_option
 @click.argument("original")
 @click.argument("optimized", required=False)
 @click.option("--backend", type=click.Choice(["onnx", "c"]), default="onnx", show_default=True,
@@ -208,6 +230,7 @@ def _validate_emulated(original: str, target: str, inputs: str | None, rtol: flo
 
 
 @cli.command("bench")
+@_limit_option
 @click.argument("model")
 @click.option("--target", default=api.DEFAULT_TARGET, show_default=True, help="Target profile.")
 @click.option("--repeats", type=click.IntRange(1), default=20, show_default=True,
@@ -218,32 +241,36 @@ def bench_cmd(model: str, target: str, repeats: int, json_dest: str | None) -> N
     ORT_DISABLE_ALL, in alternating blocks (first run of each dropped), with the blocks' spread."""
     from opfuse.backends.c import format_bench
 
+    _refuse_input(model, json_dest)
     with console.progress(f"building and timing {model}"):
         data = api.bench(model, target, repeats=repeats)
     if json_dest:
-        _write_json(data, json_dest)
+        _write_json(data, json_dest, model)
         if json_dest == "-":
             return
     click.echo(format_bench(data))
 
 
 @cli.command("fusion")
+@_limit_option
 @click.argument("model")
 @click.option("--target", default=api.DEFAULT_TARGET, show_default=True, help="Target profile.")
 @click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
 @click.option("--json", "json_dest", metavar="PATH|-", help="Write the decisions as JSON.")
 def fusion_cmd(model: str, target: str, input_shape: tuple[str, ...], json_dest: str | None) -> None:
     """Show the kernels MODEL fuses into on a target, and why every other edge was not fused."""
+    _refuse_input(model, json_dest)
     with console.progress(f"compiling {model} for {target}"):
         result = api.compile(model, target=target, input_shape=input_shape)
     if json_dest:
-        _write_json(api.fusion_json(result), json_dest)
+        _write_json(api.fusion_json(result), json_dest, model)
         if json_dest == "-":
             return
     console.print_fusion(result)
 
 
 @cli.command("analyze")
+@_limit_option
 @click.argument("model")
 @click.option("--target", default=api.DEFAULT_TARGET, show_default=True, help="Target profile.")
 @click.option("--precision", help="fp32, fp16 or int8 (default: the model's own).")
@@ -272,6 +299,7 @@ def analyze_cmd(
     """Before vs after fusion: kernels, traffic, arena, roofline latency and energy."""
     from opfuse.report.analysis_console import print_analysis
 
+    _refuse_input(model, json_dest, html_dest)
     if compare_with == "vela":
         from opfuse.cost.vela_run import INSTALL_HINT, VelaMissing, vela_available
 
@@ -294,12 +322,12 @@ def analyze_cmd(
         data = report_data(result, analysis)
         if comparison is not None:
             data["compare"] = comparison.to_json()
-        write_report(data, html_dest)
+        write_report(data, html_dest, protect=(model,))
     if json_dest:
         out = analysis.to_json()
         if comparison is not None:
             out["compare"] = comparison.to_json()
-        _write_json(out, json_dest)
+        _write_json(out, json_dest, model)
         if json_dest == "-":
             return
     print_analysis(analysis)
@@ -343,6 +371,7 @@ def targets_cmd() -> None:
 
 
 @cli.command("explore")
+@_limit_option
 @click.argument("model", default="seed_pipeline")
 @click.option("-o", "--output", default="explorer.html", show_default=True, help="Page to write.")
 @click.option("--serve", is_flag=True, help="Also serve the page on 127.0.0.1 until ctrl-c.")
@@ -353,7 +382,8 @@ def explore_cmd(model: str, output: str, serve: bool, port: int) -> None:
 
     if serve:
         explorer.check_port(port)  # before anything is written
-    explorer.write_explorer(model, output)
+    _refuse_input(model, output)
+    explorer.write_explorer(model, output, protect=(model,))
     click.echo(f"wrote {output}")
     if serve:
         explorer.serve(output, port)
@@ -369,8 +399,9 @@ def _quiet_libraries() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     _quiet_libraries()
-    try:
-        cli.main(args=argv, prog_name="opfuse", standalone_mode=False)
+    try:  # in a context of its own: --limit holds for this command only (tests run many)
+        contextvars.copy_context().run(cli.main, args=argv, prog_name="opfuse",
+                                       standalone_mode=False)
     except click.exceptions.Abort:
         sys.exit(130)
     except click.ClickException as exc:

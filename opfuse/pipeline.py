@@ -19,6 +19,7 @@ import onnx_ir as ir
 from opfuse import models
 from opfuse.errors import OpfuseError
 from opfuse.frontends import import_proto
+from opfuse.frontends.limits import Limits, current_limits, using_limits
 from opfuse.frontends.registry import frontend_for
 from opfuse.fusion import Partition, partition, trivial_partition
 from opfuse.ir import infer_shapes, require_static, verify
@@ -35,12 +36,14 @@ class CompileResult:
     target: Target
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     proto: onnx.ModelProto | None = field(default=None, repr=False)  # the model as read
+    limits: Limits = field(default_factory=current_limits, repr=False)  # those it was read under
 
     @cached_property
     def original(self) -> ir.Model:
         """The model as imported, every node its own kernel. Imported again from the proto on
         first use: that costs what a clone costs, and compile alone never needs it."""
-        return import_proto(self.proto, self.source, self.input_shapes)
+        with using_limits(self.limits):
+            return import_proto(self.proto, self.source, self.input_shapes)
 
     def fusion_json(self) -> dict:
         """What `opfuse fusion --json` prints: target, kernels, decisions, passes."""

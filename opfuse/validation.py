@@ -27,6 +27,7 @@ import onnx
 import onnxruntime as ort
 
 from opfuse.errors import OpfuseError
+from opfuse.frontends.limits import refuse, tensor_bytes
 from opfuse.safe_text import for_terminal
 
 ModelArg = onnx.ModelProto | str | Path
@@ -197,6 +198,7 @@ def reference_session(model: ModelArg, role: str, notes: list[str]) -> ort.Infer
     if isinstance(model, str | Path) and not Path(model).is_file():
         raise OpfuseError(f"{label}: no such file")
     source = str(model) if isinstance(model, str | Path) else model.SerializeToString()
+    _check_limits(model, label)
     try:
         return ort.InferenceSession(source, _options(), providers=["CPUExecutionProvider"])
     except Exception as exc:
@@ -210,6 +212,18 @@ def reference_session(model: ModelArg, role: str, notes: list[str]) -> ort.Infer
         raise OpfuseError(f"{label}: onnxruntime cannot load it: {first}") from None
     notes.append(f"{label}: upgraded to opset {_UPGRADE_OPSET} to run in onnxruntime ({first})")
     return sess
+
+
+def _check_limits(model: ModelArg, label: str) -> None:
+    """The import's size and window limits, before onnxruntime allocates anything."""
+    from opfuse.frontends.model_limits import check_model_limits
+
+    try:
+        proto = onnx.load(str(model), load_external_data=False) \
+            if isinstance(model, str | Path) else model
+    except Exception:  # unreadable: onnxruntime's own message says why
+        return
+    check_model_limits(proto, label)
 
 
 def _upgraded(model: ModelArg) -> bytes | None:
@@ -269,6 +283,7 @@ def _put_random(
     feeds: dict[str, np.ndarray], arg: ort.NodeArg, shape: list[int], rng: np.random.Generator
 ) -> None:
     dtype = _dtype(arg)
+    refuse(f"input '{arg.name}' {shape}", tensor_bytes(shape, dtype.itemsize), "activation")
     if dtype.kind == "f":
         feeds[arg.name] = rng.standard_normal(shape).astype(dtype)
     elif dtype.kind == "b":

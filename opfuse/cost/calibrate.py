@@ -42,10 +42,10 @@ from pathlib import Path
 
 import numpy as np
 
-from opfuse.atomic import write_atomic
 from opfuse.cost.efficiency import measure_efficiency
 from opfuse.cost.probe import level_rate, monotone_warnings
 from opfuse.errors import OpfuseError
+from opfuse.output import write_file
 from opfuse.targets import load_target, user_targets_dir
 
 _DRAM_ARRAY = 64 * 1024 * 1024
@@ -275,5 +275,5 @@ def write_host_target(path: str | Path | None = None, figures: dict | None = Non
     target = Path(path) if path is not None else user_targets_dir() / "host.toml"
     target.parent.mkdir(parents=True, exist_ok=True)
     text = host_target_text(figures if figures is not None else calibrate())
-    write_atomic(target, text)
+    write_file(target, text)
     return target

@@ -24,11 +24,13 @@ from opfuse.frontends.graph_order import sort_or_raise
 from opfuse.frontends.proto_check import check_proto
 from opfuse.frontends.qdq import fold_qdq
 from opfuse.frontends.qoperator import has_qoperators, qoperator_to_qdq
+from opfuse.frontends.size_check import check_sizes, guard_fold, value_shapes
 from opfuse.frontends.value_info import (
     bind_value_shapes,
     clear_nonpositive_dims,
     without_inferable_annotations,
 )
+from opfuse.frontends.window_check import check_windows
 from opfuse.ir import require_static, verify
 
 MIN_IR_VERSION = 8  # initializers need not be graph inputs from IR 4 on; ORT 1.32 reads 8 to 11
@@ -78,7 +80,11 @@ def import_proto(
     proto = _upgrade(proto, path)
     clear_nonpositive_dims(proto)  # exporters' -1 dims are unknown dims
     _bind_proto_inputs(proto, bind_value_shapes(proto, dict(input_shapes or {})), path)
+    check_windows(proto, str(path))  # attributes first: inference multiplies by them
     proto = _infer_proto(proto, path)
+    values = value_shapes(proto.graph)  # against the inferred shapes, then sizes before folding
+    check_windows(proto, str(path), values)
+    check_sizes(proto, str(path), values)
     try:
         model = ir.from_proto(proto)
     except Exception as exc:  # onnx_ir raises several types on malformed protos
@@ -93,7 +99,7 @@ def import_proto(
         # real initializer for BatchNorm folding and weight accounting, so fold it. (Its folder
         # also forwards Identity and inference Dropout, as every runtime's loader does: no
         # runtime runs them as kernels, so "before" does not count them either.)
-        should_fold=_should_fold,
+        should_fold=lambda node: _should_fold(node, str(path)),
     )
     _constants_to_initializers(model)
     onnxscript.optimizer.remove_unused_nodes(model)
@@ -105,7 +111,8 @@ def import_proto(
     return model
 
 
-def _should_fold(node: ir.Node) -> bool | None:
+def _should_fold(node: ir.Node, where: str) -> bool | None:
+    guard_fold(node, where)  # a fill over the constant limit ends here, before numpy allocates it
     if node.op_type == "ConstantOfShape":
         return True
     if node.op_type in ("QuantizeLinear", "DequantizeLinear"):

@@ -75,18 +75,13 @@ def inplace_aliases(
 
 
 def merged_buffers(tensors: Sequence[TensorLife], aliases: dict[str, str]) -> tuple[Buffer, ...]:
-    """One buffer per alias chain (a tensor and everything written over it), else one per tensor."""
-    root: dict[str, str] = {}
-
-    def find(name: str) -> str:
-        while name in aliases:
-            name = aliases[name]
-        return name
-
+    """One buffer per alias chain (a tensor and everything written over it), else one per tensor.
+    Chains are followed with path compression, so a 200k-op elementwise chain is linear, not
+    quadratic (docs/architecture.md, "Outputs and limits")."""
+    root = _alias_roots(aliases)
     groups: dict[str, list[TensorLife]] = {}
     for t in tensors:
-        root[t.name] = find(t.name)
-        groups.setdefault(root[t.name], []).append(t)
+        groups.setdefault(root.get(t.name, t.name), []).append(t)
     return tuple(
         Buffer(
             members=tuple(m.name for m in sorted(group, key=lambda m: (m.first, m.name))),
@@ -96,3 +91,20 @@ def merged_buffers(tensors: Sequence[TensorLife], aliases: dict[str, str]) -> tu
         )
         for group in groups.values()
     )
+
+
+def _alias_roots(aliases: dict[str, str]) -> dict[str, str]:
+    """Each aliased name -> the tensor at the end of its chain (union-find's find with full path
+    compression: every name on a walked path points at the root afterwards, so each edge is
+    walked once). Aliases never form a cycle: a kernel only overwrites an input that is older."""
+    root: dict[str, str] = {}
+    for start in aliases:
+        path = []
+        name = start
+        while name in aliases and name not in root:
+            path.append(name)
+            name = aliases[name]
+        end = root.get(name, name)
+        for member in path:
+            root[member] = end
+    return root

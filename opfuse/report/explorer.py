@@ -214,11 +214,12 @@ def render_explorer(model_source: str = TOY) -> str:
     )
 
 
-def write_explorer(model_source: str, path: str | Path) -> None:
-    """Render and write atomically (a missing or read-only folder raises OpfuseError)."""
-    from opfuse.atomic import write_atomic
+def write_explorer(model_source: str, path: str | Path, protect: tuple = ()) -> None:
+    """Render and write by opfuse/output's rules (never over ``protect``, the input model; a
+    missing or read-only folder raises OpfuseError)."""
+    from opfuse.output import write_file
 
-    write_atomic(path, render_explorer(model_source))
+    write_file(path, render_explorer(model_source), protect=protect)
 
 
 def check_port(port: int) -> int:

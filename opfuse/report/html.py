@@ -92,8 +92,9 @@ def render_report(data: dict[str, Any]) -> str:
     return page(title, _CSS, _body(data), "report-data", data, _JS)
 
 
-def write_report(data: dict[str, Any], path: str | Path) -> None:
-    """Render and write atomically (a missing or read-only folder raises OpfuseError)."""
-    from opfuse.atomic import write_atomic
+def write_report(data: dict[str, Any], path: str | Path, protect: tuple = ()) -> None:
+    """Render and write by opfuse/output's rules (never over ``protect``, the input model; a
+    missing or read-only folder raises OpfuseError)."""
+    from opfuse.output import write_file
 
-    write_atomic(path, render_report(data))
+    write_file(path, render_report(data), protect=protect)

@@ -26,8 +26,8 @@ from opfuse.backends.c.files import (
     manifest,
     model_h,
     readme,
+    rebuilt_by_make,
     weights_c,
-    write_dir,
 )
 from opfuse.backends.c.int8.requant import helpers, int8_info, rounding_of
 from opfuse.backends.c.kernels import check_covered, emit_kernel
@@ -38,6 +38,7 @@ from opfuse.errors import OpfuseError
 from opfuse.fusion import Partition, trivial_partition
 from opfuse.ir import require_static
 from opfuse.memory import MemoryPlan, plan_memory
+from opfuse.output import write_tree
 from opfuse.pipeline import CompileResult
 from opfuse.quant import get_quant
 from opfuse.safe_text import assert_inert, for_comment
@@ -182,6 +183,11 @@ def generate(
     assert_inert({k: v for k, v in files.items() if k != "model.json"})  # JSON escapes its own
     return with_prefix(files, prefix), info, plan
 
+
+def _source_file(result: CompileResult) -> Path | None:
+    """The input model's file (a built-in model's name is no file): never written over."""
+    path = Path(result.source)
+    return path if path.is_file() else None
 
 
 _LOCAL_ARRAY = re.compile(r"^\s*(float|int8_t|uint8_t|int16_t|int32_t|int64_t)\s+\w+((?:\[\d+\])+)")
@@ -378,12 +384,15 @@ def emit_c(
     planner: str = "greedy-inplace",
     cascades: bool = False,
     prefix: str = DEFAULT_PREFIX,
+    force: bool = False,
 ) -> CEmitted:
-    """Write the C project for ``result`` into ``outdir`` (atomically) and describe it
-    (``cascades``: stream the partition's cascades, see ``c_partition``; ``prefix`` names its
-    symbols, opfuse/backends/c/prefix.py)."""
+    """Write the C project for ``result`` into ``outdir`` and describe it (``cascades``: stream the
+    partition's cascades, see ``c_partition``; ``prefix`` names its symbols,
+    opfuse/backends/c/prefix.py). The folder is written whole or not at all, and a folder holding
+    files opfuse did not write is refused unless ``force`` (opfuse/output/tree.py)."""
     files, info, plan = generate(result, fuse, planner, cascades, prefix)
-    write_dir(Path(outdir), files)
+    write_tree(Path(outdir), files, manifest="model.json", rebuilt=rebuilt_by_make(prefix),
+               protect=(_source_file(result),), force=force)
     return CEmitted(
         outdir=Path(outdir),
         fused=fuse,

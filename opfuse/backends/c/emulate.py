@@ -39,10 +39,11 @@ from opfuse.backends.c.board import (
 )
 from opfuse.backends.c.board.harness import dtype, inputs_c
 from opfuse.backends.c.board.startup import linker_script
-from opfuse.backends.c.files import write_dir
+from opfuse.backends.c.files import rebuilt_by_make
 from opfuse.backends.c.footprint import Footprint, check_fits, footprint, format_footprint
 from opfuse.cost import KernelCost
 from opfuse.errors import OpfuseError
+from opfuse.output import write_file, write_tree
 from opfuse.pipeline import CompileResult
 from opfuse.safe_text import for_terminal
 from opfuse.targets import Board, Target
@@ -220,7 +221,7 @@ def emulate_c(
     files["inputs.c"] = board_files(board, info, arrays, what)["inputs.c"]
     with tempfile.TemporaryDirectory(prefix="opfuse-mcu-") as tmp:
         folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
-        write_dir(folder, files)
+        write_tree(folder, files, manifest="model.json", rebuilt=rebuilt_by_make("opfuse"))
         elf = build_elf(folder, board, extra_cflags)
         fp = footprint(elf)
         text, wall = run_qemu(elf, board, timeout_s)
@@ -253,11 +254,11 @@ def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Bo
     last: dict = {}
     with tempfile.TemporaryDirectory(prefix="opfuse-mcu-") as tmp:
         folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
-        write_dir(folder, files)
+        write_tree(folder, files, manifest="model.json", rebuilt=rebuilt_by_make("opfuse"))
 
         def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             arrays = [np.asarray(feeds[x["name"]]) for x in info["inputs"]]
-            write_dir(folder, {"inputs.c": inputs_c(info, arrays, "the reference's")})
+            write_file(folder / "inputs.c", inputs_c(info, arrays, "the reference's"))
             elf = build_elf(folder, board, extra_cflags)
             text, last["wall"] = run_qemu(elf, board, timeout_s)
             outs, last["marks"], last["calib"] = parse_output(text)
@@ -291,7 +292,7 @@ def link_footprint(result: CompileResult) -> tuple[Footprint, dict]:
     files["board.ld"] = linker_script(roomy, stack_bytes(board, info))
     with tempfile.TemporaryDirectory(prefix="opfuse-mcu-") as tmp:
         folder = Path(tmp) / "model"
-        write_dir(folder, files)
+        write_tree(folder, files, manifest="model.json", rebuilt=rebuilt_by_make("opfuse"))
         return footprint(build_elf(folder, roomy)), info
 
 

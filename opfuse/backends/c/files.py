@@ -1,19 +1,13 @@
 """The files around the kernels: model.h, weights.c, main.c (a demo/test harness), Makefile, README,
-model.json (the host runner's manifest), and an atomic directory write."""
+model.json (the host runner's manifest; opfuse/output records in it what was written)."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
-from opfuse.atomic import umask_mode
 from opfuse.backends.c.runner import BASE, WARN  # the Makefile builds as the host runner does
-from opfuse.errors import OpfuseError
 from opfuse.safe_text import for_comment
 
 _TABLE = [f"\\{i:03o}" for i in range(256)]
@@ -294,32 +288,13 @@ Big-endian targets are refused at compile time.
 """
 
 
-def write_dir(outdir: Path, files: dict[str, str]) -> None:
-    """Write ``files`` into ``outdir`` via a temporary sibling folder and renames: on any error
-    nothing half-written is left; existing files of the same names are replaced."""
-    outdir = Path(outdir)
-    parent = outdir.parent if str(outdir.parent) else Path(".")
-    if not parent.is_dir():
-        raise OpfuseError(f"{outdir}: folder '{parent}' does not exist")
-    if outdir.exists() and not outdir.is_dir():
-        raise OpfuseError(f"{outdir}: exists and is not a folder")
-    try:
-        tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{outdir.name}.", suffix=".tmp"))
-    except OSError as exc:
-        raise OpfuseError(f"{outdir}: cannot write: {exc.strerror}") from None
-    try:
-        tmp.chmod(umask_mode(0o777))  # mkdtemp's 0700 would become the project folder's mode
-        for name, text in files.items():
-            (tmp / name).write_text(text, encoding="utf-8")
-        if not outdir.exists():
-            os.replace(tmp, outdir)
-            return
-        for name in files:
-            os.replace(tmp / name, outdir / name)
-    except OSError as exc:
-        raise OpfuseError(f"{outdir}: cannot write: {exc.strerror}") from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+def rebuilt_by_make(prefix: str) -> tuple[str, ...]:
+    """What the generated Makefile builds (and ``make clean`` removes), and what opfuse's own
+    runners build beside it (the per-kernel debug library, the kernel timer): a later
+    ``--emit c`` into the folder may drop them (opfuse/output/tree.py), as ``make clean`` would."""
+    return ("*.o", f"lib{prefix}_model.a", f"lib{prefix}_model.so", f"{prefix}_demo",
+            f"{prefix}_mcu.elf", "libopfuse_model.so", "libopfuse_debug.*.so", "ktimer.c",
+            "libopfuse_ktimer.*.so")
 
 
 def manifest(info: dict) -> str:

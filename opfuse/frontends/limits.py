@@ -1,0 +1,94 @@
+"""Named limits on what a model may make opfuse allocate (docs/architecture.md, "Outputs and
+limits"). A 177-byte model can ask for a 400 MB folded constant or a 4 TB input; each limit below
+turns that into one line naming the value at fault, checked on inferred shapes before anything is
+allocated. Users with genuinely large models raise a limit: ``--limit NAME=SIZE`` on the command
+line, ``using_limits(Limits(...))`` (or ``limits=`` of ``opfuse.compile``) in Python.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, fields, replace
+
+from opfuse.errors import OpfuseError
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Byte limits (and one extent limit) that every import checks."""
+
+    constant: int = 256 * MiB  # one constant the import folds (ConstantOfShape, Expand, Tile...)
+    constants_total: int = 1 * GiB  # all constants folded at import, together
+    activation: int = 2 * GiB  # one tensor a model declares or inference gives (inputs too)
+    extent: int = 1 << 16  # strides, dilations, pads and kernel sizes (a window on a tensor)
+
+    def describe(self, name: str) -> str:
+        value = getattr(self, name)
+        return str(value) if name == "extent" else format_size(value)
+
+
+DEFAULT_LIMITS = Limits()
+_CURRENT: ContextVar[Limits] = ContextVar("opfuse_limits", default=DEFAULT_LIMITS)
+_SIZE = re.compile(r"(\d+)\s*(b|kib|mib|gib|tib)?", re.IGNORECASE)
+_UNITS = {"b": 1, "kib": KiB, "mib": MiB, "gib": GiB, "tib": 1 << 40}
+
+
+def current_limits() -> Limits:
+    return _CURRENT.get()
+
+
+@contextmanager
+def using_limits(limits: Limits | None) -> Iterator[Limits]:
+    """Every import inside the block checks ``limits`` (None: the current ones)."""
+    token = _CURRENT.set(limits if limits is not None else _CURRENT.get())
+    try:
+        yield _CURRENT.get()
+    finally:
+        _CURRENT.reset(token)
+
+
+def set_limits(limits: Limits) -> None:
+    """For the command line: the limits of this process's one command."""
+    _CURRENT.set(limits)
+
+
+def format_size(n: int) -> str:
+    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def parse_limits(specs: tuple[str, ...] | list[str], base: Limits = DEFAULT_LIMITS) -> Limits:
+    """``NAME=SIZE`` items (``constant=512MiB``, ``activation=8GiB``, ``extent=100000``)."""
+    names = [f.name for f in fields(Limits)]
+    changes: dict[str, int] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        match = _SIZE.fullmatch(value.strip())
+        if not sep or name not in names or not match or (name == "extent" and match.group(2)):
+            raise OpfuseError(f"--limit '{spec}': expected NAME=SIZE with NAME one of "
+                              f"{', '.join(names)} (SIZE such as 512MiB; extent is a count)")
+        changes[name] = int(match.group(1)) * _UNITS[(match.group(2) or "b").lower()]
+    return replace(base, **changes)
+
+
+def refuse(what: str, size: int, limit: str, unit: str = "bytes") -> None:
+    """Raise the one line for ``what`` of ``size`` over the named limit, if it is over."""
+    limits = current_limits()
+    allowed = getattr(limits, limit)
+    if size > allowed:
+        shown = format_size(size) if unit == "bytes" else f"{size:,}"
+        raise OpfuseError(f"{what} is {shown}, over the {limit} limit of {limits.describe(limit)} "
+                          f"(raise it with --limit {limit}=SIZE)")
+
+
+def tensor_bytes(dims: list[int] | tuple[int, ...], itemsize: int) -> int:
+    """Bytes of a tensor; Python integers, so 10^12 elements cannot overflow."""
+    return math.prod(int(d) for d in dims) * itemsize

@@ -1,0 +1,199 @@
+"""Denial-of-service models end in one line and exit 2 within 1 GiB of memory and 10 s of CPU; the
+named limits (opfuse/frontends/limits.py) move with --limit; window attributes are checked against
+the shapes (opfuse/frontends/window_check.py; docs/architecture.md, "Outputs and limits")."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from opfuse.errors import OpfuseError
+from opfuse.frontends.limits import Limits, MiB, parse_limits
+from tests.cli_util import assert_clean_error
+
+ROOT = Path(__file__).resolve().parents[1]
+MEMORY = 1 << 30
+CPU_SECONDS = 10  # CPU, not wall clock: 7 engineers share 2 cores, and load stretches the wall
+
+
+def _model(nodes, inputs, inits=(), opset: int = 17) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs,
+                              [helper.make_tensor_value_info(nodes[-1].output[0],
+                                                             TensorProto.FLOAT, None)],
+                              list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def _fill_bomb(elements: int) -> onnx.ModelProto:
+    """A ConstantOfShape of ``elements`` floats added to a 1x1 input: a few hundred bytes."""
+    shape = numpy_helper.from_array(np.array([1, elements], np.int64), "shape")
+    one = helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])
+    return _model([helper.make_node("ConstantOfShape", ["shape"], ["c"], name="fill", value=one),
+                   helper.make_node("Add", ["x", "c"], ["y"], name="add")],
+                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])], [shape])
+
+
+def _conv(**attrs) -> onnx.ModelProto:
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    return _model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv", **attrs)],
+                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])], [w])
+
+
+def _huge_input(dims: list[int]) -> onnx.ModelProto:
+    return _model([helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)])
+
+
+def _bounded() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
+
+
+def _run_bounded(*args: str) -> tuple[int, str, float]:
+    """`python -m opfuse ARGS` under 1 GiB of address space and 10 s of CPU; its CPU seconds."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run([sys.executable, "-m", "opfuse", *args], preexec_fn=_bounded,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return proc.returncode, proc.stderr, cpu
+
+
+DOS = {
+    "constant-of-shape-bomb": (lambda: _fill_bomb(100_000_000), "node 'fill'", "constant limit"),
+    "stride-2^63-1": (lambda: _conv(strides=[2**63 - 1, 1]), "node 'conv'", "strides"),
+    "10^12-element-input": (lambda: _huge_input([1, 1000, 1000, 1000, 1000]), "input 'x'",
+                            "activation limit"),
+}
+
+
+def _hidden_bomb() -> onnx.ModelProto:
+    """The fill's shape passes through Abs, which ONNX data propagation does not follow: only the
+    folder's own guard sees the size, before it evaluates the fill."""
+    bomb = _fill_bomb(100_000_000)
+    bomb.graph.node.insert(0, helper.make_node("Abs", ["shape"], ["shape_abs"], name="abs"))
+    bomb.graph.node[1].input[0] = "shape_abs"
+    return bomb
+
+
+@pytest.mark.parametrize("command", ["analyze", "compile"])
+def test_a_fill_inference_cannot_size_is_refused_before_folding(tmp_path: Path,
+                                                                command: str) -> None:
+    model = tmp_path / "m.onnx"
+    onnx.save(_hidden_bomb(), model)
+    code, err, cpu = _run_bounded(command, str(model), *(("-o", str(tmp_path / "o.onnx"))
+                                                          if command == "compile" else ()))
+    assert_clean_error(code, err, "m.onnx", "node 'fill'", "constant limit")
+    assert cpu < CPU_SECONDS
+
+
+@pytest.mark.parametrize("command", ["analyze", "compile-c", "validate"])
+@pytest.mark.parametrize("case", sorted(DOS))
+def test_dos_models_end_in_one_line(tmp_path: Path, case: str, command: str) -> None:
+    build, names, why = DOS[case]
+    model = tmp_path / "m.onnx"
+    onnx.save(build(), model)
+    args = {"analyze": ("analyze", str(model)),
+            "compile-c": ("compile", str(model), "--emit", "c", "-o", str(tmp_path / "c")),
+            "validate": ("validate", str(model), str(model))}[command]
+    code, err, cpu = _run_bounded(*args)
+    assert_clean_error(code, err, names, why)
+    assert cpu < CPU_SECONDS
+    assert not (tmp_path / "c").exists()
+
+
+def test_raising_the_constant_limit_lets_a_model_over_the_default_through(run_cli,
+                                                                          tmp_path: Path) -> None:
+    model = tmp_path / "m.onnx"
+    onnx.save(_fill_bomb(257 * MiB // 4), model)  # 257 MiB of floats: 1 MiB over the default
+    code, _, err = run_cli("fusion", str(model), "--json", str(tmp_path / "f.json"))
+    assert_clean_error(code, err, "node 'fill'", "257.0 MiB", "--limit constant=")
+    code, _, err = run_cli("fusion", str(model), "--limit", "constant=300MiB", "--json",
+                           str(tmp_path / "f.json"))
+    assert code == 0, err
+
+
+def test_raising_the_activation_limit_lets_a_large_input_through(run_cli, tmp_path: Path) -> None:
+    model = tmp_path / "m.onnx"
+    onnx.save(_huge_input([1, (2 << 30) // 4 + 1]), model)  # 4 bytes over 2 GiB
+    code, _, err = run_cli("fusion", str(model))
+    assert_clean_error(code, err, "input 'x'", "activation limit")
+    code, _, err = run_cli("fusion", str(model), "--limit", "activation=3GiB")
+    assert code == 0, err
+
+
+def test_the_limit_of_one_command_does_not_leak_into_the_next(run_cli, tmp_path: Path) -> None:
+    model = tmp_path / "m.onnx"
+    onnx.save(_huge_input([1, (2 << 30) // 4 + 1]), model)
+    assert run_cli("fusion", str(model), "--limit", "activation=3GiB")[0] == 0
+    assert run_cli("fusion", str(model))[0] == 2
+
+
+def test_the_api_takes_limits(tmp_path: Path) -> None:
+    import opfuse
+
+    model = tmp_path / "m.onnx"
+    onnx.save(_fill_bomb(1 << 20), model)  # 4 MiB
+    with pytest.raises(OpfuseError, match="constant limit of 1.0 MiB"):
+        opfuse.compile(model, limits=Limits(constant=1 * MiB))
+    result = opfuse.compile(model, limits=Limits(constant=8 * MiB, constants_total=8 * MiB))
+    assert result.original is not None  # the lazy re-import reads under the same limits
+    with pytest.raises(OpfuseError, match="constants_total limit"):
+        opfuse.compile(model, limits=Limits(constants_total=2 * MiB))
+
+
+def test_limit_specs_parse_and_refuse_nonsense() -> None:
+    assert parse_limits(["constant=512MiB", "extent=100"]) == Limits(constant=512 * MiB, extent=100)
+    assert parse_limits(["activation=3gib"]).activation == 3 << 30
+    for bad in ("constant", "speed=1MiB", "constant=lots", "extent=2MiB"):
+        with pytest.raises(OpfuseError, match="--limit"):
+            parse_limits([bad])
+
+
+BAD_WINDOWS = {
+    "stride-0": (dict(strides=[0, 1]), "strides [0, 1] must be >= 1"),
+    "stride-over-extent": (dict(strides=[70000, 1]), "strides [70000, 1] is over the extent"),
+    "dilation-over-input": (dict(dilations=[5, 1]), "kernel extent 11"),
+    "negative-pad": (dict(pads=[-1, 0, 0, 0]), "pads [-1, 0, 0, 0] must be >= 0"),
+    "pad-over-extent": (dict(pads=[1 << 20, 0, 0, 0]), "extent limit"),
+    "group-mismatch": (dict(group=2), "group 2 does not fit 3 input channels"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_WINDOWS))
+def test_window_attributes_are_checked_against_the_shapes(run_cli, tmp_path: Path,
+                                                          case: str) -> None:
+    attrs, message = BAD_WINDOWS[case]
+    model = tmp_path / "m.onnx"
+    onnx.save(_conv(**attrs), model)
+    code, _, err = run_cli("fusion", str(model))
+    assert_clean_error(code, err, "m.onnx", "node 'conv' (Conv)", message)
+
+
+def test_a_pool_kernel_larger_than_its_input_is_refused(run_cli, tmp_path: Path) -> None:
+    model = tmp_path / "m.onnx"
+    onnx.save(_model([helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[9, 2])],
+                     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])]),
+              model)
+    code, _, err = run_cli("fusion", str(model))
+    assert_clean_error(code, err, "node 'pool' (MaxPool)", "kernel extent 9")
+
+
+def test_windows_at_the_edge_of_the_rules_still_compile(run_cli, tmp_path: Path) -> None:
+    """A kernel exactly as wide as the padded input, and a stride past the input (one output
+    element), are valid ONNX; so is a stride just under the extent limit."""
+    for attrs in (dict(strides=[10, 8], pads=[1, 0, 1, 0], dilations=[4, 1]),
+                  dict(strides=[9, 65536])):
+        model = tmp_path / "m.onnx"
+        onnx.save(_conv(**attrs), model)
+        code, _, err = run_cli("fusion", str(model))
+        assert code == 0, (attrs, err)
