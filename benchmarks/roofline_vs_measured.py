@@ -47,9 +47,9 @@ from opfuse.analysis import analyze
 from opfuse.cost import KernelCost, cost_model
 from opfuse.cost.calibrate import write_host_target
 from opfuse.errors import OpfuseError
-from opfuse.fusion.types import Kernel, Partition
 from opfuse.pipeline import compile_model
 from opfuse.runtime import DISABLE_ALL, ENABLE_EXTENDED, median_run_s, one_thread_session
+from opfuse.schedule import Kernel, Partition
 from opfuse.targets import Target, load_target
 
 

@@ -43,12 +43,9 @@ import onnx_ir as ir
 from opfuse.fusion.rings import ring_rows
 from opfuse.fusion.rules import Refusal
 from opfuse.fusion.stages import Stage, chain_input, rows_of, stage_of
-from opfuse.fusion.types import Decision, Kernel, Partition, RingBuffer
-
-# modules, not names: opfuse.memory imports fusion.types, so this import may run while
-# opfuse.memory is half initialized (the names are looked up when a cascade is planned)
 from opfuse.memory import inplace as _inplace
 from opfuse.memory import lifetimes as _lifetimes
+from opfuse.schedule import Decision, Kernel, Partition, RingBuffer
 from opfuse.targets import Target
 
 

@@ -60,7 +60,7 @@ from opfuse.fusion.rules import (
     initial_stage,
     next_stage,
 )
-from opfuse.fusion.types import Decision, Kernel, Partition
+from opfuse.schedule import Decision, Kernel, Partition
 from opfuse.targets import Target
 
 

@@ -42,8 +42,8 @@ from opfuse.backends.c.int8.cascade import emit_member8, is_int8_member, why_not
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.rings import Window, band_schedule
 from opfuse.fusion.stages import WINDOWED, chain_input, dims, window_of
-from opfuse.fusion.types import Kernel
 from opfuse.memory.lifetimes import RING_PREFIX
+from opfuse.schedule import Kernel
 
 # one-input activations, written by the layer-by-layer epilogue's scalar expressions
 _UNARY = frozenset("LeakyRelu Sigmoid Tanh HardSigmoid HardSwish Elu Gelu Erf Neg Abs Sqrt Exp Log "
