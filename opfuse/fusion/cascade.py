@@ -43,6 +43,7 @@ import onnx_ir as ir
 from opfuse.fusion.rings import ring_rows
 from opfuse.fusion.rules import Refusal
 from opfuse.fusion.stages import Stage, chain_input, rows_of, stage_of
+from opfuse.fusion.support import ANY, KernelSupport
 from opfuse.memory import inplace as _inplace
 from opfuse.memory import lifetimes as _lifetimes
 from opfuse.schedule import Decision, Kernel, Partition, RingBuffer
@@ -54,14 +55,17 @@ class _Link:
     value: ir.Value  # the value k[i] writes and k[i+1] streams
 
 
-def cascade(model: ir.Model, base: Partition, target: Target) -> Partition:
-    """``base`` with runs of kernels merged into cascades on ``target`` (see the module note)."""
+def cascade(
+    model: ir.Model, base: Partition, target: Target, support: KernelSupport = ANY
+) -> Partition:
+    """``base`` with runs of kernels merged into cascades on ``target`` (see the module note);
+    a kernel ``support`` cannot stream is no member of any."""
     caps = target.fusion
     kernels = base.kernels
     if not caps.cascade or len(kernels) < 2:
         return base
     nodes = {n.name: n for n in model.graph}
-    stages = [stage_of(k, nodes, target) for k in kernels]
+    stages = [_streamed(stage_of(k, nodes, target), k, nodes, target, support) for k in kernels]
     links: list[_Link | Refusal] = [
         _link(kernels[i], kernels[i + 1], stages[i], stages[i + 1], nodes, target)
         for i in range(len(kernels) - 1)
@@ -85,6 +89,22 @@ def cascade(model: ir.Model, base: Partition, target: Target) -> Partition:
         return replace(base, cascade_decisions=declined)
     decisions = _decisions(base, segments)
     return Partition(base.target, tuple(out), decisions, base=base, cascade_decisions=declined)
+
+
+def _streamed(
+    stage: Stage | Refusal, kernel: Kernel, nodes: dict, target: Target, support: KernelSupport
+) -> Stage | Refusal:
+    """``stage``, unless the code generator has no row kernel for ``kernel``."""
+    if isinstance(stage, Refusal):
+        return stage
+    why = support.why_not_stream([nodes[n] for n in kernel.nodes])
+    if why is None:
+        return stage
+    return Refusal(
+        "not_supported_by_target",
+        f"{kernel.name} cannot stream rows in a cascade on {target.name}: {support.backend} has "
+        f"no row kernel for it ({why})",
+    )
 
 
 def _link(

@@ -164,15 +164,15 @@ def instructions(ticks: int, board: Board) -> float:
 
 def kernel_counts(result: CompileResult, marks: np.ndarray, calib: np.ndarray, board: Board,
                   costs: tuple[KernelCost, ...],
-                  cascades: bool = False) -> tuple[tuple[KernelCount, ...], int]:
+                  cascades: bool = True) -> tuple[tuple[KernelCount, ...], int]:
     """Per kernel: instructions between its marks (less one mark's cost) beside the cost
     model's predicted cycles (``costs``: analyze's kernels after fusion, the partition the C
-    follows; ``cascades``: the C streams them, see ``emit.c_partition``)."""
-    from opfuse.backends.c.emit import c_partition
+    follows; ``cascades``: the C streams them, see ``emit.c_schedule``)."""
+    from opfuse.backends.c.emit import c_schedule
 
     m = marks.astype(np.int64)
     overhead = int(calib[0]) - int(calib[1]) if len(calib) == 2 else 0
-    part = c_partition(result, True, cascades)[1].kernels  # the kernels the C runs
+    part = c_schedule(result, True, cascades).partition.kernels  # the kernels the C runs
     perf = result.target.perf
     predicted = ([k.latency_s * perf.clock_hz for k in costs]
                  if perf is not None and len(costs) == len(part) else [None] * len(part))
@@ -196,12 +196,12 @@ def emulate_c(
     outdir: Path | str | None = None,
     trials: int = 3,
     extra_cflags: tuple[str, ...] = (),
-    cascades: bool = False,
+    cascades: bool = True,
 ) -> Emulation:
     """Cross-compile ``result``'s C for its target's board, run it in QEMU, compare with
     onnxruntime (a quantized model: with its own reference, ``trials`` seeded inputs) and measure
-    the footprint and per-kernel instructions. ``cascades``: the C streams rows through the
-    partition's cascades (a smaller arena; ``emit.c_partition``), else it runs layer by layer."""
+    the footprint and per-kernel instructions. ``cascades``: false: the C runs the
+    partition's kernels layer by layer instead of streaming its cascades (``emit.c_schedule``)."""
     from opfuse.backends.c.check import reference
     from opfuse.backends.c.emit import generate
     from opfuse.backends.c.int8.requant import is_quantized
@@ -241,7 +241,7 @@ def emulate_c(
 def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Board,
                        inputs: Mapping[str, np.ndarray] | None, seed: int, trials: int,
                        timeout_s: float, outdir: Path | str | None,
-                       extra_cflags: tuple[str, ...], cascades: bool = False) -> Emulation:
+                       extra_cflags: tuple[str, ...], cascades: bool = True) -> Emulation:
     """int8 or .tflite: each trial's inputs compiled into inputs.c and run; compared with the
     source's own reference (TFLite Micro for int8 .tflite: bit-exact; LiteRT for a float one;
     onnxruntime for QDQ ONNX: within one step), as ``validate --backend c`` does on the host."""

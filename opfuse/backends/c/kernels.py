@@ -140,7 +140,7 @@ def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset
 
 
 # Largest anchor result (float elements) kept on the stack when an epilogue broadcasts it up
-_LOCAL_LIMIT = 4096
+LOCAL_LIMIT = 4096
 
 
 def _growth(head: ir.Node, chain: list[ir.Node]) -> int | None:
@@ -150,7 +150,7 @@ def _growth(head: ir.Node, chain: list[ir.Node]) -> int | None:
     for i, node in enumerate(chain):
         if dims(node.outputs[0], node) != shape:
             small = (chain[i - 1] if i else head).outputs[0]
-            return i if math.prod(dims(small, head)) <= _LOCAL_LIMIT else None
+            return i if math.prod(dims(small, head)) <= LOCAL_LIMIT else None
     return None
 
 
