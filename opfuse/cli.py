@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from opfuse.atomic import write_atomic
-from opfuse.errors import OpfuseError
+from opfuse.errors import OpfuseError, Unsupported
 from opfuse.report import console
 from opfuse.targets import DEFAULT_TARGET
 
@@ -386,7 +386,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except OpfuseError as exc:  # one line, whatever names the model holds (\n in a node name...)
         text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(exc))
-        click.echo(f"opfuse: error: {text}", err=True)
+        kind = "not supported" if exc.exit_code == Unsupported.exit_code else "error"
+        click.echo(f"opfuse: {kind}: {text}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

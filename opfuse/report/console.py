@@ -83,7 +83,7 @@ def cascades_line(names: tuple[str, ...], layer_by_layer: bool) -> str:
     if layer_by_layer:
         return "C: layer by layer, no cascades (--no-cascades or --no-fuse)"
     if not names:
-        return "C: no cascades (none lowers the arena on this target, or its file allows none)"
+        return "C: no cascades (`opfuse fusion` says why each edge is not streamed)"
     shown = ", ".join(names) if len(names) <= 6 else f"{', '.join(names[:5])}, ... {names[-1]}"
     return f"C: {len(names)} cascades streamed row by row (as analyze reports): {shown}"
 

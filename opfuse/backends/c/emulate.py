@@ -276,14 +276,14 @@ def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Bo
                      last["wall"])
 
 
-def link_footprint(result: CompileResult) -> tuple[Footprint, dict]:
+def link_footprint(result: CompileResult, cascades: bool = True) -> tuple[Footprint, dict]:
     """(the ELF's footprint, the manifest) without running: linked for a widened copy of the
     target's board, so that a model too big for the board still gives its figures."""
     from opfuse.backends.c.emit import generate
 
     board = require_board(result.target)
     require_tools()
-    files, info, _ = generate(result, True)
+    files, info, _ = generate(result, True, cascades=cascades)
     half = 0x20000000  # flash from 0, RAM from 0x20000000: up to the peripherals at 0x40000000
     roomy = replace(board, flash_bytes=half - board.flash_origin,
                     ram_bytes=2 * half - board.ram_origin)
