@@ -28,7 +28,8 @@ STREAMED = ["inverted_residual", "stride_2_and_odd_size", "dilated_5x5"]
 def host(name: str):  # noqa: ANN201
     """x86-host for ``name``; the small test chains stream even their short rows (x86-host's
     cascade_min_width keeps rows under 56 columns whole: a speed policy, not a C limit)."""
-    return "x86-host" if name == "mobilenet_v2" else with_caps("x86-host", cascade_min_width=0)
+    return "x86-host" if name == "mobilenet_v2" else with_caps("x86-host", cascade_min_width=0,
+                                                                cascade_same_arena=True)
 
 
 def chain_file(name: str, folder: Path) -> Path:

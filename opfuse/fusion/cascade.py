@@ -21,7 +21,10 @@ a ring buffer of the rows its consumer's window needs (``rings.py``), never a wh
    schedule (in-place outputs merged with their inputs, as greedy-inplace places them) live at any
    of its members' steps, minus the values the cascade turns into rings, plus the rings. A segment holds at most ``cascade_max_anchors`` anchors (``cascade_limit``). First pass,
    per run: the least achievable maximum; their maximum over runs is the peak ``P`` cascades can
-   reach. Second pass, per run: the fewest segments whose live bytes all stay within ``P`` (fewer
+   reach. When ``P`` is not below the layer-by-layer peak, no cascade pays (the same arena, and
+   bands cost time the arena does not buy back): every kernel stays apart (``cascade_no_gain``),
+   unless the target's ``cascade_same_arena`` says its bands are free.
+   Second pass, per run: the fewest segments whose live bytes all stay within ``P`` (fewer
    kernels move fewer bytes and dispatch less; rows streaming adds no MACs, so this is the least
    cost at the least peak). A cut the second pass keeps gets ``cascade_limit`` when joining its two
    sides would exceed the anchor limit, else ``cascade_no_gain`` (joining them would raise the live
@@ -230,6 +233,11 @@ class _Planner:
         self._live: dict[tuple[int, int], float] = {}
         peak = max(self._best_max(a, b) for a, b in runs)
         self.peak = peak
+        layered = max((self._cost(k, k) for k in range(len(self.kernels))), default=0.0)
+        self.pays = peak < layered or self.caps.cascade_same_arena
+        if not self.pays:  # no cascade lowers the arena: streaming would only add per-band work
+            self.peak = layered
+            return [(k, k) for k in range(len(self.kernels))]
         segments: list[tuple[int, int]] = []
         for a, b in runs:
             segments.extend(self._fewest(a, b, peak))
@@ -301,6 +309,13 @@ class _Planner:
                 )
                 continue
             live = self._cost(i, j)
+            if not self.pays:
+                reasons[m] = Refusal(
+                    "cascade_no_gain",
+                    f"{head}: no cascade lowers the peak arena below the layer-by-layer "
+                    f"{int(self.peak):,} bytes, so streaming rows would only add per-band work",
+                )
+                continue
             reasons[m] = Refusal(
                 "cascade_no_gain",
                 f"{head}: joined, {int(live):,} bytes would be live at once, above the "
