@@ -85,6 +85,8 @@ def test_cascaded_c_matches_onnxruntime(name: str, target: str, tmp_path: Path) 
     result = compile_model(source, streaming() if target == "x86-host" else target)
     if target != "x86-host" and _shape(result) == _shape(compile_model(source, streaming())):
         pytest.skip(f"the same cascades as on x86-host ({name})")
+    if target != "x86-host" and not result.partition.cascades:
+        pytest.skip(f"no cascade lowers {name}'s arena on {target} (cascade_no_gain)")
     assert result.partition.cascades, name
     folder = tmp_path / "c"
     emitted = emit_c(result, folder, cascades=True)
