@@ -224,12 +224,11 @@ def test_a_sum_of_three_runs_layer_by_layer_with_its_reason(tmp_path: Path) -> N
     g.nodes[-2].input.append("x")  # Sum(project, x, x)
     source = g.save(tmp_path / "sum3.onnx")
     result, emitted = run_cascaded(source, streaming(), tmp_path / "c")
-    assert not result.partition.cascades  # the C cannot stream it: the partitioner says why
+    # the C cannot stream the Sum: the partitioner says why, and streams only what comes before
+    assert not any("Sum" in k.ops for k in result.partition.cascades)
     (why,) = [d.message for d in result.partition.cascade_decisions if "C backend" in d.message]
     assert "(Sum): a Sum of 3 operands" in why
-    assert "_cascade(" not in (tmp_path / "c" / "model.c").read_text()
-    layers = analyze(result, precision="fp32", cascades=False).after.plan.peak_bytes
-    assert emitted.arena_bytes == layers
+    assert emitted.arena_bytes == analyze(result, precision="fp32").after.plan.peak_bytes
 
 
 def test_a_constant_that_varies_along_rows_runs_layer_by_layer(tmp_path: Path) -> None:
