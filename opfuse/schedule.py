@@ -8,7 +8,7 @@ the arena): docs/architecture.md, "One partition, one plan".
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -70,17 +70,6 @@ class Partition:
     def without_cascades(self) -> Partition:
         """Every cascade split back into its members (what a backend without row streaming runs)."""
         return self.base if self.base is not None else self
-
-    def splitting(self, names: set[str]) -> Partition:
-        """The cascades named in ``names`` split back into their members, the others kept."""
-        if not names:
-            return self
-        kernels: list[Kernel] = []
-        for k in self.kernels:
-            kernels.extend(k.members if k.is_cascade and k.name in names else (k,))
-        if not any(k.is_cascade for k in kernels):
-            return self.without_cascades()
-        return replace(self, kernels=tuple(kernels))
 
     @property
     def cascades(self) -> tuple[Kernel, ...]:
