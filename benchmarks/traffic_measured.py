@@ -35,7 +35,7 @@ MobileNetV2's expand 1x1 -> ReLU6 -> depthwise 3x3 -> ReLU6 -> project 1x1 + res
 1x24x56x56 with expansion 6, built with onnx.helper, compiled for x86-host (whose partition puts the
 whole block, add included, in one cascade), and emitted three ways: unfused (one kernel per node),
 fused layer by layer (``emit_c`` default: the cascade split into its members) and cascaded
-(``--cascades``: rows streamed through ring buffers). Each is predicted by the cost model on the
+(the default ``--emit c``: rows streamed through ring buffers). Each is predicted by the cost model on the
 partition it runs, where a cascade's intermediates, its ring buffers, cost nothing.
 
 What the simulated cache sizes mean for a cascade: the block's input and output are 294 KiB each
