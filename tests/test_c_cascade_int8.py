@@ -199,7 +199,7 @@ def test_int8_cascade_in_onnx_rounding(name: str, activation: str, tmp_path: Pat
     report = validate_c_int8(result, trials=3, steps=1, cascades=True)
     assert report.ok, "\n".join(report.notes)
     # and the very integers of the layer-by-layer C
-    emit_c(result, tmp_path / "plain")
+    emit_c(result, tmp_path / "plain", cascades=False)
     build_shared(tmp_path / "c")
     build_shared(tmp_path / "plain")
     cascaded, plain = CModel(tmp_path / "c"), CModel(tmp_path / "plain")
