@@ -2,8 +2,8 @@
 
     python benchmarks/c_backend.py [--repeats N] [--blocks B] [--json PATH] [MODEL ...]
 
-For each model: warm latency of fused C (layer by layer, the default ``--emit c``), unfused C (the
-same canonicalized model, one kernel per node), cascaded C (``--emit c --cascades``: the
+For each model: warm latency of fused C (layer by layer, ``--emit c --no-cascades``), unfused C
+(the same canonicalized model, one kernel per node), cascaded C (the default ``--emit c``: the
 partition's cascades streamed in bands of rows through ring buffers, the arena analyze reports),
 onnxruntime ORT_ENABLE_ALL and ORT_DISABLE_ALL, measured in one run in alternating blocks (each
 runner runs a block of runs back to back, the block's first run is dropped, the order reverses

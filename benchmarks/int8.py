@@ -59,7 +59,7 @@ def bench_model(path: Path, repeats: int, warmup: int = 2) -> dict:
     ref = TfliteReference(path)
     feeds = ref.random_inputs(0)
     with tempfile.TemporaryDirectory(prefix="opfuse-int8-bench-") as tmp:
-        emitted = emit_c(result, Path(tmp) / "c")
+        emitted = emit_c(result, Path(tmp) / "c", cascades=False)  # the README row: layer by layer
         model = CModel(build_shared(Path(tmp) / "c"))
         bound = model.bind(feeds)
         interp = runtime.Interpreter.from_file(str(path))

@@ -69,13 +69,13 @@ def measure(source: str, target: str, timeout_s: float) -> tuple[dict, list[dict
         analysis = analyze(result, cascades=False)  # the C runs layer by layer
         after = analysis.to_json()["after"]
         row.update(peak_arena=after["peak_arena_bytes"], limits=part_limits(result.target))
-        fp, info = link_footprint(result)
+        fp, info = link_footprint(result, cascades=False)
         try:
             check_fits(result.target.board, info, name)
         except OpfuseError:
             row["run"] = "does not fit the board"
         else:
-            emu = emulate_c(result, timeout_s=timeout_s)
+            emu = emulate_c(result, timeout_s=timeout_s, cascades=False)
             fp = emu.footprint
             row["run"] = "match" if emu.report.ok else "MISMATCH"
             row["instructions"] = emu.instructions

@@ -16,7 +16,7 @@ At the end, the errors per kernel class (``opfuse.cost.kclass``: the anchor's, e
 int8 (opfuse's generated C). For every int8 ``.tflite`` of ``../shared/models/tflite``: compile
 for the ``host`` target, emit the fused C (``compile --emit c``), time every kernel as it runs in
 the full invoke (``opfuse.cost.ctime``: profile marks, warm, median of repeats) and cost the very
-partition the C follows (``c_partition``, the C's planned arena) at the model's precision (int8):
+partition the C follows (``c_schedule``, the C's planned arena) at the model's precision (int8):
 on a host calibrated with ``[perf.int8c]`` that is the int8 C model of ``opfuse.cost.int8c``. A
 view kernel (a Reshape the memory plan puts on its input: no code) and any kernel measured under
 ``FLOOR_S`` (where the timer's ~20 ns cost and its jitter dominate) are listed, not counted.
@@ -47,9 +47,9 @@ from opfuse.analysis import analyze
 from opfuse.cost import KernelCost, cost_model
 from opfuse.cost.calibrate import write_host_target
 from opfuse.errors import OpfuseError
-from opfuse.fusion.types import Kernel, Partition
 from opfuse.pipeline import compile_model
 from opfuse.runtime import DISABLE_ALL, ENABLE_EXTENDED, median_run_s, one_thread_session
+from opfuse.schedule import Kernel, Partition
 from opfuse.targets import Target, load_target
 
 
@@ -211,16 +211,17 @@ class Row:
 
 def int8_rows(path: Path, target: Target, budget_s: float) -> list[Row]:
     """Predicted and measured time of every kernel of ``path``'s int8 C on ``target``."""
-    from opfuse.backends.c.emit import c_partition, emit_c
+    from opfuse.backends.c.emit import c_schedule, emit_c
     from opfuse.backends.c.perkernel import _random_feeds
     from opfuse.backends.c.runner import manifest
     from opfuse.cost.ctime import time_kernels
     from opfuse.cost.cwork import is_view
 
     result = compile_model(path, target)
-    model, part = c_partition(result, True)
+    sched = c_schedule(result, cascades=False)
+    model, part = sched.model, sched.partition
     with tempfile.TemporaryDirectory(prefix="opfuse-int8-") as tmp:
-        emitted = emit_c(result, Path(tmp))
+        emitted = emit_c(result, Path(tmp), cascades=False)
         info = manifest(Path(tmp))
         times = time_kernels(tmp, _random_feeds(info), budget_s=budget_s)
     entries = sorted(info["kernel_outputs"], key=lambda k: k["index"])

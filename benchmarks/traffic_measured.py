@@ -35,7 +35,7 @@ MobileNetV2's expand 1x1 -> ReLU6 -> depthwise 3x3 -> ReLU6 -> project 1x1 + res
 1x24x56x56 with expansion 6, built with onnx.helper, compiled for x86-host (whose partition puts the
 whole block, add included, in one cascade), and emitted three ways: unfused (one kernel per node),
 fused layer by layer (``emit_c`` default: the cascade split into its members) and cascaded
-(``--cascades``: rows streamed through ring buffers). Each is predicted by the cost model on the
+(the default ``--emit c``: rows streamed through ring buffers). Each is predicted by the cost model on the
 partition it runs, where a cascade's intermediates, its ring buffers, cost nothing.
 
 What the simulated cache sizes mean for a cascade: the block's input and output are 294 KiB each
@@ -61,7 +61,7 @@ from pathlib import Path
 
 from opfuse.backends.c import build_executable, emit_c
 from opfuse.backends.c.check import reference
-from opfuse.backends.c.emit import c_partition
+from opfuse.backends.c.emit import c_schedule
 from opfuse.backends.c.runner import manifest, run_executable
 from opfuse.memory.lifetimes import ring_bytes
 from opfuse.pipeline import compile_model
@@ -96,7 +96,8 @@ def measure(exe: Path, info: dict, feeds: dict) -> dict[str, int]:
 def predicted(result, fuse: bool, cascades: bool = False) -> int:
     from opfuse.cost import cost_model
 
-    model, part = c_partition(result, fuse, cascades)
+    sched = c_schedule(result, fuse, cascades)
+    model, part = sched.model, sched.partition
     return cost_model(model, part, result.target, "fp32").traffic_bytes
 
 
@@ -173,8 +174,8 @@ def block_traffic(target: str = "x86-host") -> None:
         for label, fuse, streamed in BLOCK_VARIANTS:
             folder = Path(tmp) / label
             emitted = emit_c(result, folder, fuse=fuse, cascades=streamed)
-            if streamed and emitted.cascades != 1:
-                sys.exit(f"the C did not stream the cascade: {emitted.cascades_split}")
+            if streamed and len(emitted.cascades) != 1:
+                sys.exit(f"the C streamed {len(emitted.cascades)} cascades, not the block's one")
             exe = build_executable(folder, ["-O3", "-ffp-contract=fast"])
             m = measure(exe, manifest(folder), feeds)
             pred = predicted(result, fuse, streamed)
@@ -214,7 +215,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="opfuse-cg-") as tmp:
             for fuse in (False, True):
                 folder = Path(tmp) / ("fused" if fuse else "unfused")
-                emitted = emit_c(result, folder, fuse=fuse)
+                emitted = emit_c(result, folder, fuse=fuse, cascades=False)
                 exe = build_executable(folder, ["-O3", "-ffp-contract=fast"])
                 m = measure(exe, manifest(folder), feeds)
                 pred = predicted(result, fuse)

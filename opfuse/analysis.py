@@ -15,7 +15,8 @@ On a target with cascades the "after" partition streams rows through ring buffer
 go below the layer-by-layer lower bound (the largest sum of whole tensors live at one step of the
 same kernels without cascades); each side reports both, ``peak_arena_bytes`` (the planned arena,
 cascades included) and ``layer_by_layer_lower_bound_bytes``. ``cascades=False`` analyses the
-layer-by-layer partition (what the C backend runs today).
+layer-by-layer partition. The "after" side is ``CompileResult.schedule``: the very partition and
+plan ``--emit c`` builds (docs/architecture.md, "One partition, one plan").
 """
 
 from __future__ import annotations
@@ -23,15 +24,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from opfuse.cost import CostSide, KernelCost, cost_model, resolve_precision
-from opfuse.cost.precision import element_bytes, precision_note, require_perf
+from opfuse.cost.precision import element_bytes, model_precision, precision_note, require_perf
 from opfuse.cost.summary import stored_weight_bytes, time_split
 from opfuse.fusion import trivial_partition
 from opfuse.ir import unknown_size_values
 from opfuse.memory import MemoryPlan, arena_lower_bound, peak_step, plan_memory
-from opfuse.pipeline import CompileResult, gc_paused
+from opfuse.pipeline import DEFAULT_PLANNER, CompileResult, gc_paused
 from opfuse.quant import is_quantized
 
-DEFAULT_PLANNER = "greedy-inplace"
 # The totals that leave out tensors of unknown size (custom ops without type information).
 LOWER_BOUND_FIELDS = ("activation_bytes", "traffic_bytes", "flops", "macs", "peak_arena_bytes",
                       "arena_lower_bound_bytes", "latency_s", "energy_j")
@@ -164,11 +164,17 @@ def analyze(
     perf = require_perf(target)
     own = None if is_quantized(result.original) else precision  # int8 models: their own dtypes
     prec = resolve_precision(result.original, target, own)
-    bpe = element_bytes(result.original, prec)
+    # floats at their own size unless a what-if precision re-sizes them: then the "after" plan is
+    # the one the C backend builds (same cache key in CompileResult.schedule)
+    bpe = None if prec == model_precision(result.original) else element_bytes(result.original, prec)
     inplace = planner == "greedy-inplace"
+    # the decisions shown are those of the partition analysed: without its cascades, the edges
+    # inside them are refused again with their layer-by-layer reasons
+    after = result.schedule(cascades=cascades, planner=planner, bytes_per_element=bpe)
 
-    def side(model, partition) -> Side:  # noqa: ANN001 (ir.Model, Partition)
-        plan = plan_memory(model, partition, planner=planner, bytes_per_element=bpe)
+    def side(model, partition, plan=None) -> Side:  # noqa: ANN001 (ir.Model, Partition, plan)
+        if plan is None:
+            plan = plan_memory(model, partition, planner=planner, bytes_per_element=bpe)
         cost = cost_model(model, partition, target, prec, activations_only, plan.peak_bytes)
         stored = stored_weight_bytes(model, partition, prec)
         layers = (
@@ -181,10 +187,7 @@ def analyze(
             cost, plan, fits, stored, unknown_size_values(model), layers, len(partition.cascades)
         )
 
-    # the decisions shown are those of the partition analysed: without its cascades, the edges
-    # inside them are refused again with their layer-by-layer reasons
-    fused = result.partition if cascades else result.partition.without_cascades()
-    fusion = fused.to_json() | {"passes": dict(result.passes)}
+    fusion = after.partition.to_json() | {"passes": dict(result.passes)}
     return Analysis(
         model=result.source,
         target=target.name,
@@ -194,7 +197,7 @@ def analyze(
         activations_only=activations_only,
         ram_bytes=perf.ram_bytes,
         before=side(result.original, result.before),
-        after=side(result.optimized, fused),
+        after=side(after.model, after.partition, after.plan),
         fusion=fusion,
         canonical=side(result.optimized, trivial_partition(result.optimized)),
         flash_bytes=perf.flash_bytes,

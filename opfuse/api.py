@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -88,6 +89,11 @@ def fuse(
     return compile(source, target, input_shape).partition
 
 
+def without_cascades(result: CompileResult) -> CompileResult:
+    """``result`` with its cascades split back into their members (``--no-cascades``)."""
+    return dataclasses.replace(result, partition=result.partition.without_cascades())
+
+
 def fusion_json(result: CompileResult) -> dict:
     """What `opfuse fusion --json` prints: target, kernels, decisions, passes."""
     return result.fusion_json()
@@ -106,12 +112,12 @@ def emit_c(
     outdir: str | Path,
     fuse: bool = True,
     planner: str = DEFAULT_PLANNER,
-    cascades: bool = False,
+    cascades: bool = True,
     prefix: str = "opfuse",
     force: bool = False,
 ):
     """Write the C project (model.h, model.c, weights.c, Makefile) for ``result`` into ``outdir``;
-    ``cascades`` streams rows through the partition's cascades (its arena is analyze's peak);
+    the partition and arena are analyze's (``cascades`` false: its kernels layer by layer);
     ``prefix`` names every exported symbol (``PREFIX_model_invoke``...); ``force`` writes into a
     folder that holds files opfuse did not write (keeping them; opfuse/output/tree.py)."""
     from opfuse.backends.c import emit_c as _emit_c
@@ -129,7 +135,7 @@ def validate_c(
     rtol: float = 1e-4,
     atol: float = 1e-4,
     input_shape: ShapeArg = None,
-    cascades: bool = False,
+    cascades: bool = True,
 ) -> ValidationReport:
     """Compile to C, build with the system compiler, run, and compare with onnxruntime."""
     from opfuse.backends.c import validate_c as _validate_c
@@ -146,7 +152,8 @@ def validate_c(
     if frontend_for(source).name != "onnx":  # a float .tflite: LiteRT is the reference
         from opfuse.validate_tflite import validate_c_against_source
 
-        return validate_c_against_source(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol)
+        return validate_c_against_source(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol,
+                                          cascades=cascades)
     return _validate_c(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol, cascades=cascades)
 
 
@@ -178,11 +185,11 @@ def emulate_c(
     atol: float = 1e-4,
     input_shape: ShapeArg = None,
     timeout_s: float = 300.0,
-    cascades: bool = False,
+    cascades: bool = True,
 ):  # -> opfuse.backends.c.emulate.Emulation
     """Compile to C, cross-compile for the target's board, run in QEMU and compare with
-    onnxruntime; with the ELF's footprint and per-kernel instruction counts (``cascades``: the C
-    streams rows through the target's cascades)."""
+    onnxruntime; with the ELF's footprint and per-kernel instruction counts (``cascades`` false:
+    the C runs layer by layer instead of streaming the partition's cascades)."""
     from opfuse.backends.c.emulate import emulate_c as _emulate_c
     from opfuse.validation import read_npz
 

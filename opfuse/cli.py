@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from opfuse.errors import OpfuseError
+from opfuse.errors import OpfuseError, Unsupported
 from opfuse.output import check_output, write_file
 from opfuse.report import console
 from opfuse.safe_text import for_terminal
@@ -73,8 +73,10 @@ def cli() -> None:
 @click.option("--emit", "emit_kind", type=click.Choice(["onnx", "c"]), default="onnx",
               show_default=True, help="Portable ONNX, or C99 with fused kernels and a static arena.")
 @click.option("--no-fuse", is_flag=True, help="With --emit c: one kernel per node (for comparison).")
-@click.option("--cascades", is_flag=True,
-              help="With --emit c: stream rows through the target's cascades (a smaller arena).")
+@click.option("--no-cascades", is_flag=True, help="With --emit c: run the kernels layer by layer, "
+              "not the row-streamed cascades analyze reports (a larger arena).")
+@click.option("--cascades", is_flag=True, help="The default, kept for old scripts: stream rows "
+              "through the partition's cascades.")
 @click.option("--ort", is_flag=True, help="Emit com.microsoft FusedConv/FusedGemm for onnxruntime.")
 @click.option("--check", is_flag=True, help="Run the original and the output and compare.")
 @click.option("--prefix", default="opfuse", show_default=True, help="With --emit c: the name of "
@@ -94,12 +96,15 @@ def compile_cmd(
     cascades: bool = False,
     prefix: str = "opfuse",
     force: bool = False,
+    no_cascades: bool = False,
 ) -> None:
     """Canonicalize and fuse MODEL (a path or a built-in name) for a target; write ONNX or C."""
     if emit_kind == "c" and ort:
         raise OpfuseError("--ort applies to --emit onnx only")
-    if emit_kind == "onnx" and (no_fuse or cascades):
-        raise OpfuseError("--no-fuse and --cascades apply to --emit c only")
+    if emit_kind == "onnx" and (no_fuse or cascades or no_cascades):
+        raise OpfuseError("--no-fuse, --cascades and --no-cascades apply to --emit c only")
+    if cascades and no_cascades:
+        raise OpfuseError("--cascades (the default) and --no-cascades contradict each other")
     if emit_kind == "onnx" and prefix != "opfuse":
         raise OpfuseError("--prefix applies to --emit c only")
     if emit_kind == "onnx" and force:
@@ -108,7 +113,7 @@ def compile_cmd(
     with console.progress(f"compiling {model} for {target}"):
         result = api.compile(model, target=target, input_shape=input_shape)
         if emit_kind == "c":
-            emitted = api.emit_c(result, output, fuse=not no_fuse, cascades=cascades,
+            emitted = api.emit_c(result, output, fuse=not no_fuse, cascades=not no_cascades,
                                  prefix=prefix, force=force)
         else:
             proto = api.emit(result, ort=ort)
@@ -120,18 +125,13 @@ def compile_cmd(
             f"({prefix.upper()}_ARENA_BYTES), stack scratch {emitted.stack_scratch_bytes:,} bytes, "
             f"weights {emitted.weights_bytes:,} bytes"
         )
-        if cascades:
-            click.echo(f"C: {emitted.cascades} cascades streamed row by row"
-                       + (f", {len(emitted.cascades_split)} run layer by layer:"
-                          if emitted.cascades_split else ""))
-            for name, why in emitted.cascades_split:
-                click.echo(f"  {for_terminal(name)}: {for_terminal(why)}")
+        click.echo(console.cascades_line(emitted.cascades, no_cascades or no_fuse))
     if check:
         with console.progress("running both in onnxruntime" if emit_kind == "onnx"
                               else "building the C and running it beside onnxruntime"):
             if emit_kind == "c":
                 report = api.validate_c(model, target, fuse=not no_fuse, input_shape=input_shape,
-                                        cascades=cascades)
+                                        cascades=not no_cascades)
             else:
                 report = api.validate(model, proto, input_shape=input_shape)
         console.print_validation(report)
@@ -157,8 +157,10 @@ def compile_cmd(
               show_default=True, help="With --emulate: seconds the QEMU run may take.")
 @click.option("--per-kernel", "per_kernel", is_flag=True, help="With --backend c: compare every "
               "kernel's output too (a debug build) and name the first kernel that diverges.")
-@click.option("--cascades", is_flag=True, help="With --backend c (and --emulate): stream rows "
-              "through the target's cascades (a smaller arena) instead of layer by layer.")
+@click.option("--no-cascades", is_flag=True, help="With --backend c (and --emulate): run the "
+              "kernels layer by layer, not the row-streamed cascades analyze reports.")
+@click.option("--cascades", is_flag=True, help="The default, kept for old scripts: the C streams "
+              "the partition's cascades.")
 def validate_cmd(
     original: str,
     optimized: str | None,
@@ -172,6 +174,7 @@ def validate_cmd(
     timeout_s: float,
     per_kernel: bool = False,
     cascades: bool = False,
+    no_cascades: bool = False,
 ) -> None:
     """Run ORIGINAL and OPTIMIZED (or ORIGINAL's generated C) on the same inputs; exit 1 beyond
     tolerance."""
@@ -180,9 +183,13 @@ def validate_cmd(
     if per_kernel and (backend != "c" or emulate):
         raise OpfuseError("--per-kernel compares the generated C's kernels: use it with "
                           "--backend c (without --emulate)")
-    if cascades and (backend != "c" or per_kernel):
-        raise OpfuseError("--cascades streams the generated C's cascades: use it with "
-                          "--backend c (without --per-kernel)")
+    if (cascades or no_cascades) and backend != "c":
+        raise OpfuseError("--cascades and --no-cascades choose how the generated C runs: use "
+                          "them with --backend c")
+    if cascades and (no_cascades or per_kernel):
+        raise OpfuseError("--cascades (the default) cannot be combined with --no-cascades or "
+                          "--per-kernel (which compares the kernels layer by layer)")
+    cascades = not no_cascades
     if backend == "onnx" and optimized is None:
         raise OpfuseError("validate needs ORIGINAL and OPTIMIZED (or --backend c with one model)")
     if backend == "c" and optimized is not None:
@@ -193,7 +200,7 @@ def validate_cmd(
     with console.progress("running the models"):
         if backend == "c":
             report = api.validate_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
-                                    input_shape=input_shape, cascades=cascades)
+                                    input_shape=input_shape, cascades=cascades and not per_kernel)
         else:
             report = api.validate(original, optimized, inputs=inputs, rtol=rtol, atol=atol,
                                   input_shape=input_shape)
@@ -257,11 +264,15 @@ def bench_cmd(model: str, target: str, repeats: int, json_dest: str | None) -> N
 @click.option("--target", default=api.DEFAULT_TARGET, show_default=True, help="Target profile.")
 @click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
 @click.option("--json", "json_dest", metavar="PATH|-", help="Write the decisions as JSON.")
-def fusion_cmd(model: str, target: str, input_shape: tuple[str, ...], json_dest: str | None) -> None:
+@click.option("--no-cascades", is_flag=True, help="The layer-by-layer kernels, no cascades.")
+def fusion_cmd(model: str, target: str, input_shape: tuple[str, ...], json_dest: str | None,
+               no_cascades: bool = False) -> None:
     """Show the kernels MODEL fuses into on a target, and why every other edge was not fused."""
     _refuse_input(model, json_dest)
     with console.progress(f"compiling {model} for {target}"):
         result = api.compile(model, target=target, input_shape=input_shape)
+    if no_cascades:
+        result = api.without_cascades(result)
     if json_dest:
         _write_json(api.fusion_json(result), json_dest, model)
         if json_dest == "-":
@@ -283,7 +294,7 @@ def fusion_cmd(model: str, target: str, input_shape: tuple[str, ...], json_dest:
 @click.option("--compare", "compare_with", type=click.Choice(["vela"]),
               help="Run Arm Vela on the same .tflite and show its estimate beside ours.")
 @click.option("--no-cascades", is_flag=True,
-              help="Layer by layer: no row-streamed cascades (what `--emit c` runs by default).")
+              help="Layer by layer: no row-streamed cascades (as `--emit c --no-cascades`).")
 def analyze_cmd(
     model: str,
     target: str,
@@ -408,7 +419,8 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(2)
     except OpfuseError as exc:  # one line, whatever names the model holds (\n in a node name...)
-        click.echo(f"opfuse: error: {for_terminal(exc)}", err=True)
+        kind = "not supported" if exc.exit_code == Unsupported.exit_code else "error"
+        click.echo(f"opfuse: {kind}: {for_terminal(exc)}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

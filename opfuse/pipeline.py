@@ -1,7 +1,10 @@
 """The compiler driver: a straight line of stages with a graph check between them.
 
-load -> canonicalize -> partition. Each stage takes what the previous produced; the model as
-imported ("before") is kept untouched beside the canonicalized one ("after").
+load -> canonicalize -> partition -> plan. Each stage takes what the previous produced; the model
+as imported ("before") is kept untouched beside the canonicalized one ("after"). The partition and
+its arena plan are made once per (cascades, planner, element size): ``CompileResult.schedule`` is
+what analyze reports and what ``--emit c`` and ``--emulate`` build (docs/architecture.md, "One
+partition, one plan").
 """
 
 from __future__ import annotations
@@ -23,8 +26,22 @@ from opfuse.frontends.limits import Limits, current_limits, using_limits
 from opfuse.frontends.registry import frontend_for
 from opfuse.fusion import Partition, partition, trivial_partition
 from opfuse.ir import infer_shapes, require_static, verify
+from opfuse.memory import MemoryPlan, plan_memory
 from opfuse.passes import canonicalize
 from opfuse.targets import DEFAULT_TARGET, Target, load_target
+
+DEFAULT_PLANNER = "greedy-inplace"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Kernels in the order they run and the arena plan they run on, for one set of options."""
+
+    model: ir.Model  # the canonicalized model the kernels' nodes belong to
+    partition: Partition
+    plan: MemoryPlan
+    cascades: bool  # whether ``partition`` keeps the cascades of the fused partition
+    fused: bool  # False: one kernel per node of ``model`` (the unfused comparison)
 
 
 @dataclass(frozen=True)
@@ -37,6 +54,29 @@ class CompileResult:
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     proto: onnx.ModelProto | None = field(default=None, repr=False)  # the model as read
     limits: Limits = field(default_factory=current_limits, repr=False)  # those it was read under
+    # made by ``schedule``; not an init field, so dataclasses.replace starts a copy afresh
+    _schedules: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def schedule(
+        self,
+        cascades: bool = True,
+        planner: str = DEFAULT_PLANNER,
+        bytes_per_element: int | None = None,
+        fuse: bool = True,
+    ) -> Schedule:
+        """The one partition and arena plan for these options, made on first use and shared by
+        every consumer (analyze, the report, ``--emit c``, ``--emulate``). ``cascades`` false:
+        the fused partition without its cascades; ``fuse`` false: one kernel per node;
+        ``bytes_per_element``: floats re-sized for a what-if precision (None: their own)."""
+        key = (cascades and fuse, planner, bytes_per_element, fuse)
+        if key not in self._schedules:
+            if not fuse:
+                part = trivial_partition(self.optimized)
+            else:
+                part = self.partition if cascades else self.partition.without_cascades()
+            plan = plan_memory(self.optimized, part, planner, bytes_per_element)
+            self._schedules[key] = Schedule(self.optimized, part, plan, key[0], fuse)
+        return self._schedules[key]
 
     @cached_property
     def original(self) -> ir.Model:
@@ -104,6 +144,14 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _c_support():  # -> opfuse.fusion.support.KernelSupport
+    """What the C backend can write: every target has a C backend (``--emit c``), so its fusion
+    follows it. Imported here, not at the top: the C backend imports this module."""
+    from opfuse.backends.c.support import C_SUPPORT
+
+    return C_SUPPORT
+
+
 @gc_paused()
 def compile_model(
     source: str | Path,
@@ -123,7 +171,7 @@ def compile_model(
     return CompileResult(
         source=str(source),
         optimized=optimized,
-        partition=partition(optimized, tgt),
+        partition=partition(optimized, tgt, support=_c_support()),
         passes=counts,
         target=tgt,
         input_shapes=dict(input_shapes or {}),

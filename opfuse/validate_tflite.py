@@ -152,6 +152,7 @@ def validate_c_against_source(
     result, *, fuse: bool = True, planner: str = "greedy-inplace",
     inputs: Mapping[str, np.ndarray] | None = None, seed: int = 0, trials: int = 20,
     steps: float = 0, rtol: float = 1e-4, atol: float = 1e-4, outdir: str | Path | None = None,
+    cascades: bool = True,
 ) -> ValidationReport:
     """The generated C of ``result`` (a CompileResult of a .tflite) beside the source's reference;
     an int8 output must be bit-exact by default (``steps`` 0)."""
@@ -162,7 +163,7 @@ def validate_c_against_source(
 
     with tempfile.TemporaryDirectory(prefix="opfuse-c-") as tmp:
         folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
-        emit_c(result, folder, fuse=fuse, planner=planner)
+        emit_c(result, folder, fuse=fuse, planner=planner, cascades=cascades)
         build_shared(folder)
         model = CModel(folder)
         return validate_against_reference(

@@ -14,7 +14,7 @@ import onnx_ir as ir
 
 from opfuse.fusion.rings import Window, band_schedule
 from opfuse.fusion.stages import WINDOWED, chain_input, rows_of, window_of
-from opfuse.fusion.types import Kernel
+from opfuse.schedule import Kernel
 
 
 class Ring:

@@ -98,10 +98,12 @@ def test_arena_equals_analysis(name: str, tmp_path: Path) -> None:
     emitted = emit_c(result, tmp_path / "c")
     header = (tmp_path / "c" / "model.h").read_text()
     arena = int(re.search(r"#define OPFUSE_ARENA_BYTES (\d+)", header).group(1))
-    # the C backend runs the layer-by-layer kernels unless asked (tests/test_c_cascade.py)
-    after = analysis.analyze(result, precision="fp32", cascades=False).after
+    # the C backend runs analyze's partition, cascades included (tests/test_c_cascade.py)
+    after = analysis.analyze(result, precision="fp32").after
     assert arena == after.to_json()["peak_arena_bytes"] == after.plan.peak_bytes
     assert arena == emitted.arena_bytes
+    layers = emit_c(result, tmp_path / "layers", cascades=False)
+    assert layers.arena_bytes == analysis.analyze(result, cascades=False).after.plan.peak_bytes
 
 
 def test_makefile_and_demo(tmp_path: Path) -> None:

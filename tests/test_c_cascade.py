@@ -28,7 +28,8 @@ STREAMED = ["inverted_residual", "stride_2_and_odd_size", "dilated_5x5"]
 def host(name: str):  # noqa: ANN201
     """x86-host for ``name``; the small test chains stream even their short rows (x86-host's
     cascade_min_width keeps rows under 56 columns whole: a speed policy, not a C limit)."""
-    return "x86-host" if name == "mobilenet_v2" else with_caps("x86-host", cascade_min_width=0)
+    return "x86-host" if name == "mobilenet_v2" else with_caps("x86-host", cascade_min_width=0,
+                                                                cascade_same_arena=True)
 
 
 def chain_file(name: str, folder: Path) -> Path:
@@ -68,8 +69,8 @@ def test_cascades_stream_in_c_and_match_onnxruntime(name: str, tmp_path: Path) -
     assert arena_of(tmp_path / "c") == after.plan.peak_bytes <= after.layer_lower_bound
     if name == "mobilenet_v2":
         assert after.plan.peak_bytes < after.layer_lower_bound
-    # by default the C backend runs the same kernels layer by layer
-    plain = emit_c(result, tmp_path / "plain")
+    # with --no-cascades the C backend runs the same kernels layer by layer
+    plain = emit_c(result, tmp_path / "plain", cascades=False)
     assert "_cascade(" not in (tmp_path / "plain" / "model.c").read_text()
     assert (
         plain.arena_bytes == analyze(result, precision="fp32", cascades=False).after.plan.peak_bytes
@@ -85,7 +86,7 @@ def test_cascades_are_sanitizer_clean(name: str, tmp_path: Path) -> None:
     sanitized_run_matches(folder, source)
 
 
-def test_a_cascade_the_c_backend_cannot_stream_runs_layer_by_layer(tmp_path: Path) -> None:
+def test_a_cascade_the_c_backend_cannot_stream_is_refused_by_the_partitioner(tmp_path: Path) -> None:
     # conv -> maxpool (ceil_mode) -> conv: a pool with ceil_mode has no row-streaming C template
     source = chain_file("conv_then_pool", tmp_path)
     proto = onnx.load(source)
@@ -94,9 +95,10 @@ def test_a_cascade_the_c_backend_cannot_stream_runs_layer_by_layer(tmp_path: Pat
             node.attribute.append(onnx.helper.make_attribute("ceil_mode", 1))
     onnx.save(proto, source)
     result = compile_model(source, host("conv_then_pool"))
-    assert any("MaxPool" in k.ops for k in result.partition.cascades)
-    emitted = emit_c(result, tmp_path / "c", cascades=True)
-    assert any("ceil_mode" in why for _, why in emitted.cascades_split)
+    assert not any("MaxPool" in k.ops for k in result.partition.cascades)
+    refused = [d.message for d in result.partition.cascade_decisions if "C backend" in d.message]
+    assert any("ceil_mode" in why for why in refused), refused
+    emitted = emit_c(result, tmp_path / "c")
     assert "_cascade(" not in (tmp_path / "c" / "model.c").read_text()
     layers = analyze(result, precision="fp32", cascades=False).after
     assert emitted.arena_bytes == layers.plan.peak_bytes

@@ -59,7 +59,7 @@ def _streamed(source: Path, folder: Path):  # noqa: ANN202
     assert result.partition.cascades, "the partitioner made no cascade of this chain"
     emitted = emit_c(result, folder, cascades=True)
     text = (folder / "model.c").read_text()
-    assert re.search(r"^static void k\d+_cascade", text, re.M), emitted.cascades_split
+    assert re.search(r"^static void k\d+_cascade", text, re.M), emitted.cascades
     return result
 
 

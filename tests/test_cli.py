@@ -138,12 +138,14 @@ def test_compile_emit_c_bad_options(run_cli, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_compile_emit_c_with_cascades_checks_the_cascaded_build(run_cli, tmp_path):
+def test_compile_emit_c_streams_analyze_s_cascades_by_default_and_checks_them(run_cli, tmp_path):
     out = tmp_path / "mnv2"
     code, stdout, err = run_cli("compile", "mobilenet_v2", "--target", "cortex-m7", "--emit", "c",
-                                "--cascades", "-o", str(out), "--check")
+                                "-o", str(out), "--check")
     assert code == 0, err
     assert "generated C (cascaded)" in stdout and "result: match" in stdout
+    (line,) = [x for x in stdout.splitlines() if "cascades streamed row by row" in x]
+    assert line.startswith("C: 11 cascades") and "cascade_11" in line
     code, js, err = run_cli("analyze", "mobilenet_v2", "--target", "cortex-m7", "--json", "-")
     assert code == 0, err
     after = json.loads(js)["after"]
@@ -151,5 +153,23 @@ def test_compile_emit_c_with_cascades_checks_the_cascaded_build(run_cli, tmp_pat
     header = (out / "model.h").read_text()
     assert f"#define OPFUSE_ARENA_BYTES {after['peak_arena_bytes']}" in header
     assert after["peak_arena_bytes"] < after["layer_by_layer_lower_bound_bytes"]
-    code, _, err = run_cli("compile", "mobilenet_v2", "--cascades", "-o", str(tmp_path / "m.onnx"))
+    code, _, err = run_cli("compile", "mobilenet_v2", "--no-cascades", "-o", str(tmp_path / "m.onnx"))
     assert code == 2 and "--emit c only" in err
+
+
+def test_no_cascades_emits_the_layer_by_layer_c_analyze_no_cascades_reports(run_cli, tmp_path):
+    out = tmp_path / "mnv2"
+    code, stdout, err = run_cli("compile", "mobilenet_v2", "--target", "cortex-m7", "--emit", "c",
+                                "--no-cascades", "-o", str(out))
+    assert code == 0, err
+    assert "C: layer by layer, no cascades" in stdout
+    code, js, err = run_cli("analyze", "mobilenet_v2", "--target", "cortex-m7", "--no-cascades",
+                            "--json", "-")
+    assert code == 0, err
+    after = json.loads(js)["after"]
+    assert after["cascades"] == 0
+    header = (out / "model.h").read_text()
+    assert f"#define OPFUSE_ARENA_BYTES {after['peak_arena_bytes']}" in header
+    code, _, err = run_cli("compile", "mobilenet_v2", "--target", "cortex-m7", "--emit", "c",
+                           "--cascades", "--no-cascades", "-o", str(tmp_path / "x"))
+    assert code == 2 and "contradict" in err

@@ -27,7 +27,7 @@ def m7_json(tmp_path_factory) -> dict:
     from opfuse.cli import main
 
     out = tmp_path_factory.mktemp("json") / "a.json"
-    # layer by layer (what --emit c runs by default): the 1.4 MiB arena does not fit; with row-streamed
+    # layer by layer (--no-cascades, as `--emit c --no-cascades`): the 1.4 MiB arena does not fit; with row-streamed
     # cascades it would (tests/test_cascade.py)
     main(["analyze", "mobilenet_v2", "--target", "cortex-m7", "--precision", "int8",
           "--no-cascades", "--json", str(out)])  # fmt: skip

@@ -13,7 +13,7 @@ import pytest
 
 from opfuse import ops
 from opfuse.api import compile as compile_model
-from opfuse.backends.c.emit import c_partition, emit_c
+from opfuse.backends.c.emit import c_schedule, emit_c
 from opfuse.backends.c.int8 import conv as backend_conv
 from opfuse.backends.c.perkernel import _random_feeds
 from opfuse.backends.c.runner import CModel, manifest
@@ -65,7 +65,7 @@ def _host(tmp_path: Path, int8c_figures: dict | None):
 def probe(tmp_path_factory):
     folder = tmp_path_factory.mktemp("int8c")
     result = compile_model(quantized_probe(folder, CASES), "x86-host")
-    emit_c(result, folder / "c")
+    emit_c(result, folder / "c", cascades=False)  # the per-kernel timer: layer by layer
     return result, folder / "c"
 
 
@@ -81,7 +81,8 @@ def test_a_host_calibrated_before_int8c_still_loads_and_costs_int8_as_before(tmp
     old = _host(tmp_path, None)
     assert old.perf.int8c is None and "int8c" not in host_target_text(FIGURES)
     result, _ = probe
-    model, part = c_partition(result, True)
+    sched = c_schedule(result, cascades=False)
+    model, part = sched.model, sched.partition
     nodes = {n.name: n for n in model.graph}
     for kc, k in zip(cost_model(model, part, old).kernels, part.kernels, strict=True):
         members = [nodes[n] for n in k.nodes]
@@ -95,7 +96,8 @@ def test_a_host_calibrated_before_int8c_still_loads_and_costs_int8_as_before(tmp
 def test_with_int8c_a_quantized_kernel_costs_what_the_c_model_says(tmp_path, probe):
     host = _host(tmp_path, INT8C)
     result, _ = probe
-    model, part = c_partition(result, True)
+    sched = c_schedule(result, cascades=False)
+    model, part = sched.model, sched.partition
     nodes = {n.name: n for n in model.graph}
     for kc, k in zip(cost_model(model, part, host).kernels, part.kernels, strict=True):
         members = [nodes[n] for n in k.nodes]
@@ -116,7 +118,8 @@ def _float_conv():
 
 def test_work_is_counted_on_the_path_the_backend_emits(probe):
     result, folder = probe
-    model, part = c_partition(result, True)
+    sched = c_schedule(result, cascades=False)
+    model, part = sched.model, sched.partition
     nodes = {n.name: n for n in model.graph}
     text = (folder / "model.c").read_text()
     bodies = dict(re.findall(r"static void (k\d+_\w+)\(.*?\{\n(.*?)\n\}\n", text, re.S))

@@ -197,7 +197,7 @@ def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, list, float]]:
     """(kind, its cwork.Work items, measured seconds) of every kernel of the probe's int8 C; kind
     is "view", "boundary" (the probe's own QuantizeLinear/DequantizeLinear) or "layer"."""
     from opfuse.api import compile as compile_model
-    from opfuse.backends.c.emit import c_partition, emit_c
+    from opfuse.backends.c.emit import c_schedule, emit_c
     from opfuse.backends.c.int8.requant import ROUNDING, TFLITE
     from opfuse.backends.c.perkernel import _random_feeds
     from opfuse.backends.c.runner import manifest
@@ -213,8 +213,9 @@ def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, list, float]]:
             # requantize as TFLite does (double rounding), as the C of every .tflite model does;
             # the C of an ONNX QDQ model rounds once, a cheaper requantization not measured here
             result.optimized.meta[ROUNDING] = TFLITE
-            model, part = c_partition(result, True)
-            emit_c(result, folder / "c")
+            sched = c_schedule(result, cascades=False)  # the probe times layer-by-layer kernels
+            model, part = sched.model, sched.partition
+            emit_c(result, folder / "c", cascades=False)
             times = time_kernels(folder / "c", _random_feeds(manifest(folder / "c")),
                                  budget_s / len(groups))
         nodes = {n.name: n for n in model.graph}

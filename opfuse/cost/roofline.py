@@ -65,10 +65,10 @@ from opfuse.cost.cwork import is_view
 from opfuse.cost.kclass import kernel_class
 from opfuse.cost.precision import element_bytes, require_perf, resolve_precision
 from opfuse.cost.types import CostSide, KernelCost
-from opfuse.fusion.types import Kernel, Partition
 from opfuse.memory import arena_lower_bound
 from opfuse.memory.lifetimes import ring_bytes, value_bytes
 from opfuse.quant import is_quantized
+from opfuse.schedule import Kernel, Partition
 from opfuse.targets import MemoryLevel, Perf, Target
 
 

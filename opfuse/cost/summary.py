@@ -15,7 +15,7 @@ import onnx_ir as ir
 from opfuse.cost.precision import BYTES_PER_ELEMENT
 from opfuse.cost.roofline import _bytes, _values
 from opfuse.cost.types import CostSide
-from opfuse.fusion.types import Partition
+from opfuse.schedule import Partition
 
 
 def stored_weight_bytes(model: ir.Model, partition: Partition, precision: str) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from opfuse.fusion.partition import partition, trivial_partition
-from opfuse.fusion.types import REASONS, Decision, Kernel, Partition
+from opfuse.fusion.types import REASONS
+from opfuse.schedule import Decision, Kernel, Partition
 
 __all__ = ["REASONS", "Decision", "Kernel", "Partition", "partition", "trivial_partition"]

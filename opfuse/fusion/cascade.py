@@ -21,7 +21,10 @@ a ring buffer of the rows its consumer's window needs (``rings.py``), never a wh
    schedule (in-place outputs merged with their inputs, as greedy-inplace places them) live at any
    of its members' steps, minus the values the cascade turns into rings, plus the rings. A segment holds at most ``cascade_max_anchors`` anchors (``cascade_limit``). First pass,
    per run: the least achievable maximum; their maximum over runs is the peak ``P`` cascades can
-   reach. Second pass, per run: the fewest segments whose live bytes all stay within ``P`` (fewer
+   reach. When ``P`` is not below the layer-by-layer peak, no cascade pays (the same arena, and
+   bands cost time the arena does not buy back): every kernel stays apart (``cascade_no_gain``),
+   unless the target's ``cascade_same_arena`` says its bands are free.
+   Second pass, per run: the fewest segments whose live bytes all stay within ``P`` (fewer
    kernels move fewer bytes and dispatch less; rows streaming adds no MACs, so this is the least
    cost at the least peak). A cut the second pass keeps gets ``cascade_limit`` when joining its two
    sides would exceed the anchor limit, else ``cascade_no_gain`` (joining them would raise the live
@@ -43,12 +46,10 @@ import onnx_ir as ir
 from opfuse.fusion.rings import ring_rows
 from opfuse.fusion.rules import Refusal
 from opfuse.fusion.stages import Stage, chain_input, rows_of, stage_of
-from opfuse.fusion.types import Decision, Kernel, Partition, RingBuffer
-
-# modules, not names: opfuse.memory imports fusion.types, so this import may run while
-# opfuse.memory is half initialized (the names are looked up when a cascade is planned)
+from opfuse.fusion.support import ANY, KernelSupport
 from opfuse.memory import inplace as _inplace
 from opfuse.memory import lifetimes as _lifetimes
+from opfuse.schedule import Decision, Kernel, Partition, RingBuffer
 from opfuse.targets import Target
 
 
@@ -57,14 +58,17 @@ class _Link:
     value: ir.Value  # the value k[i] writes and k[i+1] streams
 
 
-def cascade(model: ir.Model, base: Partition, target: Target) -> Partition:
-    """``base`` with runs of kernels merged into cascades on ``target`` (see the module note)."""
+def cascade(
+    model: ir.Model, base: Partition, target: Target, support: KernelSupport = ANY
+) -> Partition:
+    """``base`` with runs of kernels merged into cascades on ``target`` (see the module note);
+    a kernel ``support`` cannot stream is no member of any."""
     caps = target.fusion
     kernels = base.kernels
     if not caps.cascade or len(kernels) < 2:
         return base
     nodes = {n.name: n for n in model.graph}
-    stages = [stage_of(k, nodes, target) for k in kernels]
+    stages = [_streamed(stage_of(k, nodes, target), k, nodes, target, support) for k in kernels]
     links: list[_Link | Refusal] = [
         _link(kernels[i], kernels[i + 1], stages[i], stages[i + 1], nodes, target)
         for i in range(len(kernels) - 1)
@@ -88,6 +92,22 @@ def cascade(model: ir.Model, base: Partition, target: Target) -> Partition:
         return replace(base, cascade_decisions=declined)
     decisions = _decisions(base, segments)
     return Partition(base.target, tuple(out), decisions, base=base, cascade_decisions=declined)
+
+
+def _streamed(
+    stage: Stage | Refusal, kernel: Kernel, nodes: dict, target: Target, support: KernelSupport
+) -> Stage | Refusal:
+    """``stage``, unless the code generator has no row kernel for ``kernel``."""
+    if isinstance(stage, Refusal):
+        return stage
+    why = support.why_not_stream([nodes[n] for n in kernel.nodes])
+    if why is None:
+        return stage
+    return Refusal(
+        "not_supported_by_target",
+        f"{kernel.name} cannot stream rows in a cascade on {target.name}: {support.backend} has "
+        f"no row kernel for it ({why})",
+    )
 
 
 def _link(
@@ -213,6 +233,11 @@ class _Planner:
         self._live: dict[tuple[int, int], float] = {}
         peak = max(self._best_max(a, b) for a, b in runs)
         self.peak = peak
+        layered = max((self._cost(k, k) for k in range(len(self.kernels))), default=0.0)
+        self.pays = peak < layered or self.caps.cascade_same_arena
+        if not self.pays:  # no cascade lowers the arena: streaming would only add per-band work
+            self.peak = layered
+            return [(k, k) for k in range(len(self.kernels))]
         segments: list[tuple[int, int]] = []
         for a, b in runs:
             segments.extend(self._fewest(a, b, peak))
@@ -284,6 +309,13 @@ class _Planner:
                 )
                 continue
             live = self._cost(i, j)
+            if not self.pays:
+                reasons[m] = Refusal(
+                    "cascade_no_gain",
+                    f"{head}: no cascade lowers the peak arena below the layer-by-layer "
+                    f"{int(self.peak):,} bytes, so streaming rows would only add per-band work",
+                )
+                continue
             reasons[m] = Refusal(
                 "cascade_no_gain",
                 f"{head}: joined, {int(live):,} bytes would be live at once, above the "

@@ -53,6 +53,7 @@ from opfuse.fusion.rules import (
     ANCHOR,
     Group,
     Refusal,
+    check_backend,
     check_length,
     check_quant,
     check_structure,
@@ -60,15 +61,20 @@ from opfuse.fusion.rules import (
     initial_stage,
     next_stage,
 )
-from opfuse.fusion.types import Decision, Kernel, Partition
+from opfuse.fusion.support import ANY, KernelSupport
+from opfuse.schedule import Decision, Kernel, Partition
 from opfuse.targets import Target
 
 
-def partition(model: ir.Model, target: Target, cascades: bool = True) -> Partition:
+def partition(
+    model: ir.Model, target: Target, cascades: bool = True, support: KernelSupport = ANY
+) -> Partition:
     """Kernels of ``model`` on ``target`` in schedule order, and a decision per unfused edge.
 
     With ``cascades`` (and a target whose ``[fusion] cascade`` is true) runs of these kernels are
     then merged into cascades (``cascade.py``); ``Partition.without_cascades()`` gives them back.
+    ``support`` is what the code generator can write (``support.py``): a kernel or cascade it
+    cannot is refused with its reason, so the partition is one the backend builds.
     """
     nodes = list(model.graph)
     index = {id(n): i for i, n in enumerate(nodes)}
@@ -78,7 +84,7 @@ def partition(model: ir.Model, target: Target, cascades: bool = True) -> Partiti
         accepted: list[tuple[ir.Node, Group]] = []
         for p, x in _producers(v, index):
             group = group_of[index[id(p)]]
-            refusal = _check(p, v, x, group, target)
+            refusal = _check(p, v, x, group, target, support)
             if refusal is None:
                 accepted.append((p, group))
             else:
@@ -102,7 +108,7 @@ def partition(model: ir.Model, target: Target, cascades: bool = True) -> Partiti
     tips: dict[int, Group] = {id(g): g for g in group_of}
     ordered = sorted(tips.values(), key=lambda g: index[id(g.nodes[-1])])
     layers = Partition(target.name, _kernels(g.nodes for g in ordered), tuple(decisions))
-    return cascade(model, layers, target) if cascades else layers
+    return cascade(model, layers, target, support) if cascades else layers
 
 
 def trivial_partition(model: ir.Model) -> Partition:
@@ -110,11 +116,14 @@ def trivial_partition(model: ir.Model) -> Partition:
     return Partition("none", _kernels([n] for n in model.graph), ())
 
 
-def _check(p: ir.Node, v: ir.Node, x: ir.Value, group: Group, target: Target) -> Refusal | None:
+def _check(
+    p: ir.Node, v: ir.Node, x: ir.Value, group: Group, target: Target, support: KernelSupport
+) -> Refusal | None:
     return (
         check_structure(p, v, x, group, target.name)
         or check_target(p, v, x, group, target)
         or check_quant(p, v, x, group, target)
+        or check_backend(v, group, target, support)
         or check_length(v, group, target)
     )
 

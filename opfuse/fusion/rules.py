@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import onnx_ir as ir
 
+from opfuse.fusion.support import KernelSupport
 from opfuse.ops import ACTIVATION, ARITH, CLAMP, OpKind, kind, op_info
 from opfuse.quant import get_quant
 from opfuse.targets import Target
@@ -302,6 +303,20 @@ def check_quant(
 def _int_name(node: ir.Node) -> str:
     value = node.outputs[0] if node.op_type == "QuantizeLinear" else node.inputs[0]
     return value.dtype.name.lower() if value is not None and value.dtype is not None else "int8"
+
+
+def check_backend(
+    v: ir.Node, group: Group, target: Target, support: KernelSupport
+) -> Refusal | None:
+    """The code generator must be able to write the kernel ``group`` + v (``support.py``)."""
+    why = support.why_not_kernel([*group.nodes, v])
+    if why is None:
+        return None
+    return Refusal(
+        "not_supported_by_target",
+        f"{v.op_type} cannot join {group.label} on {target.name}: {support.backend} writes no "
+        f"such kernel ({why})",
+    )
 
 
 def check_length(v: ir.Node, group: Group, target: Target) -> Refusal | None:

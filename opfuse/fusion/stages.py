@@ -17,8 +17,8 @@ import onnx_ir as ir
 
 from opfuse.fusion.rings import Window
 from opfuse.fusion.rules import Refusal, is_constant
-from opfuse.fusion.types import Kernel
 from opfuse.ops import OpKind, kind
+from opfuse.schedule import Kernel
 from opfuse.targets import Target
 
 WINDOWED = frozenset({"Conv", "MaxPool", "AveragePool"})

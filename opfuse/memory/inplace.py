@@ -15,10 +15,10 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from opfuse.fusion.types import Kernel, Partition
 from opfuse.memory.lifetimes import INPUT, OUTPUT, TensorLife
 from opfuse.memory.placement import Buffer
 from opfuse.ops import OPS, OpKind, op_info
+from opfuse.schedule import Kernel, Partition
 
 DATA_MOVEMENT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import onnx_ir as ir
 
-from opfuse.fusion.types import Partition, RingBuffer
 from opfuse.ops import numel
+from opfuse.schedule import Partition, RingBuffer
 
 ALIGNMENT = 16  # bytes; offsets and sizes in the arena are multiples of this (TFLite Micro's rule)
 

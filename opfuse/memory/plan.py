@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 import onnx_ir as ir
 
 from opfuse.errors import OpfuseError
-from opfuse.fusion.types import Partition
 from opfuse.memory.inplace import inplace_aliases, merged_buffers
 from opfuse.memory.lifetimes import TensorLife, live_ranges
 from opfuse.memory.placement import (
@@ -34,6 +33,7 @@ from opfuse.memory.placement import (
     lower_bound,
     place_naive,
 )
+from opfuse.schedule import Partition
 
 PLANNERS: tuple[str, ...] = ("naive", "greedy", "greedy-inplace")
 

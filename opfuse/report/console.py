@@ -96,6 +96,17 @@ def print_compile_summary(result: CompileResult, output: str) -> None:
     say(f"wrote {for_terminal(output)}")
 
 
+def cascades_line(names: tuple[str, ...], layer_by_layer: bool) -> str:
+    """The one line ``compile --emit c`` prints about the cascades its C streams (opfuse names
+    them, so no model name is printed)."""
+    if layer_by_layer:
+        return "C: layer by layer, no cascades (--no-cascades or --no-fuse)"
+    if not names:
+        return "C: no cascades (`opfuse fusion` says why each edge is not streamed)"
+    shown = ", ".join(names) if len(names) <= 6 else f"{', '.join(names[:5])}, ... {names[-1]}"
+    return f"C: {len(names)} cascades streamed row by row (as analyze reports): {shown}"
+
+
 def print_fusion(result: CompileResult) -> None:
     part = result.partition
     table = Table(title=cell(f"{result.source} on {part.target}: {len(part.kernels)} kernels"))

@@ -10,10 +10,10 @@ import onnx_ir as ir
 
 import opfuse
 from opfuse.fusion import REASONS, Partition
-from opfuse.fusion.types import Kernel, cascade_json
 from opfuse.ir.provenance import source_map
 from opfuse.memory import MemoryPlan
 from opfuse.report.layout import layout_kernels
+from opfuse.schedule import Kernel, cascade_json
 
 if TYPE_CHECKING:
     from opfuse.analysis import Analysis

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from opfuse.fusion.types import Partition
+from opfuse.schedule import Partition
 
 BOX_W = 300  # px, a kernel box
 ROW_H = 20  # px, one node row inside a box

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from opfuse.cost.summary import refused_edge_savings
 
 if TYPE_CHECKING:
-    from opfuse.fusion.types import Partition
     from opfuse.pipeline import CompileResult
+    from opfuse.schedule import Partition
 
 ONE_ANCHOR = "holds one anchor"  # opfuse.fusion.rules' message for the one-anchor rule
 

@@ -63,6 +63,9 @@ class FusionCaps:
     # narrowest value (columns) a cascade may stream; 0: any. For code generators whose row
     # kernels lose to whole-tensor ones on short rows (opfuse's C on a CPU)
     cascade_min_width: int = 0
+    # cascades that do not lower the peak arena may still be cut (fewer kernels at the same arena);
+    # false on every shipped target: opfuse's C pays per band, so only a lower arena buys them
+    cascade_same_arena: bool = False
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from opfuse.backends.c.check import bench, format_bench, validate_c
-from opfuse.backends.c.emit import CEmitted, c_partition, emit_c, generate
+from opfuse.backends.c.emit import CEmitted, c_schedule, emit_c, generate
 from opfuse.backends.c.kernels import COVERED
 from opfuse.backends.c.runner import build_executable, build_shared, run_c, run_executable
 
@@ -13,7 +13,7 @@ __all__ = [
     "bench",
     "build_executable",
     "build_shared",
-    "c_partition",
+    "c_schedule",
     "emit_c",
     "format_bench",
     "generate",

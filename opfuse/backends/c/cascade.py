@@ -16,7 +16,7 @@ for depthwise, ``cascade_rows.py`` for column / channel tiles), its epilogue fus
 as C statements on a scalar (``scalar_epilogue``); an elementwise first op, or a conv whose line
 buffer would exceed ``cascade_rows.LINE_FLOATS``, runs one row in memory per tap. Whether cascaded
 C beats the layer-by-layer templates depends on the model (benchmarks/c_backend.py); ``emit_c``
-streams cascades only when asked.
+streams the partition's cascades by default.
 A MaxPool / AveragePool may lead a member too (its row window, padding, dilation and
 count_include_pad as the layer-by-layer pool: ``cascade_pool.py``, through ``pools.emit_pool_row``).
 A member on int8 / uint8 activations (``is_int8_member``) is written by ``int8/cascade.py``: its
@@ -24,8 +24,8 @@ rings hold one byte per element, and the conv and pool row cores, the per-channe
 requantization and the int8 epilogue (a residual Add with its own requantization...) are the
 layer-by-layer int8 kernels' own, so it is bit-exact with them and with TFLite Micro, in either
 rounding mode.
-``cascade_supported`` says whether a kernel is within that; the emitter splits any other cascade
-back into its members and says why (see ``emit.c_partition``, ``why_not_cascade``).
+``why_not_member`` says whether a member kernel is within that; the partitioner consults it
+(``support.py``), so every cascade of a partition is one this module writes.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from opfuse.backends.c.int8.cascade import emit_member8, is_int8_member, why_not
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.rings import Window, band_schedule
 from opfuse.fusion.stages import WINDOWED, chain_input, dims, window_of
-from opfuse.fusion.types import Kernel
 from opfuse.memory.lifetimes import RING_PREFIX
+from opfuse.schedule import Kernel
 
 # one-input activations, written by the layer-by-layer epilogue's scalar expressions
 _UNARY = frozenset("LeakyRelu Sigmoid Tanh HardSigmoid HardSwish Elu Gelu Erf Neg Abs Sqrt Exp Log "
@@ -53,30 +53,20 @@ _EPILOGUE = frozenset({"Relu", "Clip", "Add", "Sub", "Mul", "Div", "Sum"}) | _UN
 _BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Sum": "+"}
 
 
-def cascade_supported(kernel: Kernel, nodes: dict[str, ir.Node]) -> bool:
-    """Whether ``emit_cascade`` can write ``kernel`` (see ``why_not_cascade``)."""
-    return why_not_cascade(kernel, nodes) is None
-
-
-def why_not_cascade(kernel: Kernel, nodes: dict[str, ir.Node]) -> str | None:
-    """None when ``emit_cascade`` can write ``kernel`` (float32, the ops of the module docstring),
-    else one sentence naming the member node it cannot stream."""
-    for member in kernel.members:
-        ms = [nodes[n] for n in member.nodes]
-        if is_int8_member(ms):  # int8 members: opfuse/backends/c/int8/cascade.py
-            why = why_not_member8(ms)
-            if why is not None:
-                return why
-            continue
-        for i, node in enumerate(ms):
-            why = _why_not_node(node, i)
-            if why is not None:
-                return f"{node.name} ({node.op_type}): {why}"
-        for node in ms:
-            for v in (*node.inputs, *node.outputs):
-                if v is not None and v.dtype is not None and v.dtype != ir.DataType.FLOAT:
-                    if const(v) is None:
-                        return f"{node.name} ({node.op_type}): {v.dtype.name} activations"
+def why_not_member(ms: list[ir.Node]) -> str | None:
+    """None when ``_member`` can stream the member kernel ``ms``, else why not (naming its node);
+    the partitioner consults it through ``opfuse/backends/c/support.py``."""
+    if is_int8_member(ms):  # int8 members: opfuse/backends/c/int8/cascade.py
+        return why_not_member8(ms)
+    for i, node in enumerate(ms):
+        why = _why_not_node(node, i)
+        if why is not None:
+            return f"{node.name} ({node.op_type}): {why}"
+    for node in ms:
+        for v in (*node.inputs, *node.outputs):
+            if v is not None and v.dtype is not None and v.dtype != ir.DataType.FLOAT:
+                if const(v) is None:
+                    return f"{node.name} ({node.op_type}): {v.dtype.name} activations"
     return None
 
 

@@ -25,10 +25,10 @@ TRIALS = 20
 
 def validate_c_int8(result: CompileResult, *, fuse: bool = True, trials: int = TRIALS,
                     seed: int = 0, steps: float | None = None, reference=None,
-                    outdir: Path | str | None = None, cascades: bool = False) -> ValidationReport:
+                    outdir: Path | str | None = None, cascades: bool = True) -> ValidationReport:
     """Emit and build the int8 C of ``result``; compare it on ``trials`` seeded inputs with
     ``reference`` (a runner as in opfuse.frontends.registry; the source's own by default).
-    ``cascades``: stream rows through the partition's cascades (opfuse/backends/c/cascade.py)."""
+    ``cascades`` false: run the partition's cascades layer by layer (opfuse/backends/c/cascade.py)."""
     from opfuse.validate_tflite import validate_against_reference
 
     tflite = str(result.source).lower().endswith(".tflite")

@@ -1,5 +1,10 @@
 """The C emitter driver: model + partition + memory plan -> model.h, model.c, weights.c, ...
 
+The partition and the plan are ``CompileResult.schedule``'s, the very ones analyze reports: this
+module never partitions or plans (docs/architecture.md, "One partition, one plan"). By default the
+C streams the partition's cascades; ``cascades=False`` runs the same kernels layer by layer. The
+partitioner consulted ``support.py``, so every kernel and cascade in it is one the C writes.
+
 ``fuse=False`` emits the canonicalized model with one kernel per node (the trivial partition of
 ``result.optimized``), not the model as imported: the same weights and the same math, only the
 kernel boundaries differ, so fused vs unfused measures fusion alone (BatchNorm folding and the
@@ -17,7 +22,7 @@ from pathlib import Path
 import onnx_ir as ir
 
 from opfuse.backends.c.board import board_files
-from opfuse.backends.c.cascade import emit_cascade, why_not_cascade
+from opfuse.backends.c.cascade import emit_cascade
 from opfuse.backends.c.cgen import CWriter, cname, dims
 from opfuse.backends.c.ctype import FLOAT, INT8, UINT8, ctype_of
 from opfuse.backends.c.files import (
@@ -35,11 +40,10 @@ from opfuse.backends.c.prefix import DEFAULT as DEFAULT_PREFIX
 from opfuse.backends.c.prefix import check_prefix, with_prefix
 from opfuse.backends.c.tensors import Params, Store, WeightBlob
 from opfuse.errors import OpfuseError
-from opfuse.fusion import Partition, trivial_partition
 from opfuse.ir import require_static
-from opfuse.memory import MemoryPlan, plan_memory
+from opfuse.memory import MemoryPlan
 from opfuse.output import write_tree
-from opfuse.pipeline import CompileResult
+from opfuse.pipeline import DEFAULT_PLANNER, CompileResult, Schedule
 from opfuse.quant import get_quant
 from opfuse.safe_text import assert_inert, for_comment
 
@@ -56,36 +60,13 @@ class CEmitted:
     inputs: tuple[tuple[str, tuple[int, ...]], ...]
     outputs: tuple[tuple[str, tuple[int, ...]], ...]
     plan: MemoryPlan
-    cascades: int = 0  # cascaded kernels streamed in the C
-    cascades_split: tuple[tuple[str, str], ...] = ()  # (cascade, why it runs layer by layer)
+    cascades: tuple[str, ...] = ()  # the cascaded kernels the C streams, in schedule order
 
 
-def c_partition(
-    result: CompileResult, fuse: bool, cascades: bool = False
-) -> tuple[ir.Model, Partition]:
-    """The model and partition the C code follows (see the module docstring). With ``cascades``
-    the partition's cascades stream rows (``cascade.py``), each one the emitter cannot write split
-    back into its members (``cascade_splits`` says why); otherwise (and by default: its row
-    kernels are slower than the layer-by-layer templates on mobilenet_v2) every cascade is split.
-    Either way the arena is the plan of what runs."""
-    if fuse:
-        part = result.partition
-        if not cascades:
-            return result.optimized, part.without_cascades()
-        splits = cascade_splits(result)
-        return result.optimized, part.splitting(set(splits))
-    return result.optimized, trivial_partition(result.optimized)
-
-
-def cascade_splits(result: CompileResult) -> dict[str, str]:
-    """Cascade name -> why the C emitter runs it layer by layer instead (empty: all stream)."""
-    nodes = {n.name: n for n in result.optimized.graph}
-    out = {}
-    for kernel in result.partition.cascades:
-        why = why_not_cascade(kernel, nodes)
-        if why is not None:
-            out[kernel.name] = why
-    return out
+def c_schedule(result: CompileResult, fuse: bool = True, cascades: bool = True,
+               planner: str = DEFAULT_PLANNER) -> Schedule:
+    """The model, partition and plan the C follows: analyze's (``CompileResult.schedule``)."""
+    return result.schedule(cascades=cascades, planner=planner, fuse=fuse)
 
 
 def _opset(model: ir.Model) -> int:
@@ -95,16 +76,16 @@ def _opset(model: ir.Model) -> int:
 def generate(
     result: CompileResult,
     fuse: bool = True,
-    planner: str = "greedy-inplace",
-    cascades: bool = False,
+    planner: str = DEFAULT_PLANNER,
+    cascades: bool = True,
     prefix: str = DEFAULT_PREFIX,
 ) -> tuple[dict[str, str], dict, MemoryPlan]:
     """The files' text (name -> text), the manifest and the memory plan."""
-    model, part = c_partition(result, fuse, cascades)
+    sched = c_schedule(result, fuse, cascades, planner)
+    model, part, plan = sched.model, sched.partition, sched.plan
     nodes = {n.name: n for n in model.graph}
     check_covered(list(model.graph))
     require_static(model, "C backend")  # a static arena needs every size (custom ops: analyze)
-    plan = plan_memory(model, part, planner)
     blob = WeightBlob()
     store = Store(plan, blob, rounding_of(model))
     opset = _opset(model)
@@ -160,8 +141,7 @@ def generate(
         **io,
     }
     info["kernel_outputs"] = debug
-    info["cascades"] = sum(k.is_cascade for k in part.kernels)
-    info["cascades_split"] = cascade_splits(result) if cascades and fuse else {}
+    info["cascades"] = [k.name for k in part.kernels if k.is_cascade]
     info["prefix"] = check_prefix(prefix)
     quant = int8_info(model)
     if quant:
@@ -210,8 +190,13 @@ def _debug_entry(index: int, fname: str, kernel, members: list[ir.Node], store: 
         ct = ctype_of(value) or FLOAT
         calls(f"OPFUSE_DEBUG_OUT({index}, {len(outs)}, {store.where(value, node)});")
         outs.append({"name": name, "shape": list(dims(value, node)), "ctype": ct.name})
-    return {"index": index, "function": fname, "ops": list(kernel.ops),
-            "nodes": list(kernel.nodes), "outputs": outs}
+    entry = {"index": index, "function": fname, "name": kernel.name, "ops": list(kernel.ops),
+             "nodes": list(kernel.nodes), "outputs": outs}
+    if kernel.is_cascade:  # its members and rings, as analyze reports them
+        entry["members"] = [list(m.nodes) for m in kernel.members]
+        entry["ring_buffers"] = [{"value": r.value, "rows": r.rows, "bytes": r.nbytes}
+                                 for r in kernel.ring_buffers]
+    return entry
 
 
 def stack_scratch_bytes(lines: list[str]) -> int:
@@ -381,13 +366,13 @@ def emit_c(
     result: CompileResult,
     outdir: Path | str,
     fuse: bool = True,
-    planner: str = "greedy-inplace",
-    cascades: bool = False,
+    planner: str = DEFAULT_PLANNER,
+    cascades: bool = True,
     prefix: str = DEFAULT_PREFIX,
     force: bool = False,
 ) -> CEmitted:
-    """Write the C project for ``result`` into ``outdir`` and describe it (``cascades``: stream the
-    partition's cascades, see ``c_partition``; ``prefix`` names its symbols,
+    """Write the C project for ``result`` into ``outdir`` and describe it (``cascades`` false:
+    the same kernels layer by layer, see ``c_schedule``; ``prefix`` names its symbols,
     opfuse/backends/c/prefix.py). The folder is written whole or not at all, and a folder holding
     files opfuse did not write is refused unless ``force`` (opfuse/output/tree.py)."""
     files, info, plan = generate(result, fuse, planner, cascades, prefix)
@@ -404,6 +389,5 @@ def emit_c(
         inputs=tuple((x["name"], tuple(x["shape"])) for x in info["inputs"]),
         outputs=tuple((x["name"], tuple(x["shape"])) for x in info["outputs"]),
         plan=plan,
-        cascades=info["cascades"],
-        cascades_split=tuple(info["cascades_split"].items()),
+        cascades=tuple(info["cascades"]),
     )

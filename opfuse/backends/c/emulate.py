@@ -166,15 +166,15 @@ def instructions(ticks: int, board: Board) -> float:
 
 def kernel_counts(result: CompileResult, marks: np.ndarray, calib: np.ndarray, board: Board,
                   costs: tuple[KernelCost, ...],
-                  cascades: bool = False) -> tuple[tuple[KernelCount, ...], int]:
+                  cascades: bool = True) -> tuple[tuple[KernelCount, ...], int]:
     """Per kernel: instructions between its marks (less one mark's cost) beside the cost
     model's predicted cycles (``costs``: analyze's kernels after fusion, the partition the C
-    follows; ``cascades``: the C streams them, see ``emit.c_partition``)."""
-    from opfuse.backends.c.emit import c_partition
+    follows; ``cascades``: the C streams them, see ``emit.c_schedule``)."""
+    from opfuse.backends.c.emit import c_schedule
 
     m = marks.astype(np.int64)
     overhead = int(calib[0]) - int(calib[1]) if len(calib) == 2 else 0
-    part = c_partition(result, True, cascades)[1].kernels  # the kernels the C runs
+    part = c_schedule(result, True, cascades).partition.kernels  # the kernels the C runs
     perf = result.target.perf
     predicted = ([k.latency_s * perf.clock_hz for k in costs]
                  if perf is not None and len(costs) == len(part) else [None] * len(part))
@@ -198,12 +198,12 @@ def emulate_c(
     outdir: Path | str | None = None,
     trials: int = 3,
     extra_cflags: tuple[str, ...] = (),
-    cascades: bool = False,
+    cascades: bool = True,
 ) -> Emulation:
     """Cross-compile ``result``'s C for its target's board, run it in QEMU, compare with
     onnxruntime (a quantized model: with its own reference, ``trials`` seeded inputs) and measure
-    the footprint and per-kernel instructions. ``cascades``: the C streams rows through the
-    partition's cascades (a smaller arena; ``emit.c_partition``), else it runs layer by layer."""
+    the footprint and per-kernel instructions. ``cascades``: false: the C runs the
+    partition's kernels layer by layer instead of streaming its cascades (``emit.c_schedule``)."""
     from opfuse.backends.c.check import reference
     from opfuse.backends.c.emit import generate
     from opfuse.backends.c.int8.requant import is_quantized
@@ -243,7 +243,7 @@ def emulate_c(
 def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Board,
                        inputs: Mapping[str, np.ndarray] | None, seed: int, trials: int,
                        timeout_s: float, outdir: Path | str | None,
-                       extra_cflags: tuple[str, ...], cascades: bool = False) -> Emulation:
+                       extra_cflags: tuple[str, ...], cascades: bool = True) -> Emulation:
     """int8 or .tflite: each trial's inputs compiled into inputs.c and run; compared with the
     source's own reference (TFLite Micro for int8 .tflite: bit-exact; LiteRT for a float one;
     onnxruntime for QDQ ONNX: within one step), as ``validate --backend c`` does on the host."""
@@ -278,14 +278,14 @@ def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Bo
                      last["wall"])
 
 
-def link_footprint(result: CompileResult) -> tuple[Footprint, dict]:
+def link_footprint(result: CompileResult, cascades: bool = True) -> tuple[Footprint, dict]:
     """(the ELF's footprint, the manifest) without running: linked for a widened copy of the
     target's board, so that a model too big for the board still gives its figures."""
     from opfuse.backends.c.emit import generate
 
     board = require_board(result.target)
     require_tools()
-    files, info, _ = generate(result, True)
+    files, info, _ = generate(result, True, cascades=cascades)
     half = 0x20000000  # flash from 0, RAM from 0x20000000: up to the peripherals at 0x40000000
     roomy = replace(board, flash_bytes=half - board.flash_origin,
                     ram_bytes=2 * half - board.ram_origin)

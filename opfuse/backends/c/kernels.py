@@ -6,7 +6,7 @@ A kernel of the partition is one of
 * a pool + its epilogue chain;
 * a standalone elementwise/broadcast chain;
 * one data-movement or reduction op.
-Anything else has no C kernel, which is an OpfuseError naming the op and the node.
+Anything else has no C kernel: ``errors.Unsupported`` (exit 3), naming the op and the node.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from opfuse.backends.c.int8 import INT8_KERNELS, is_int8_kernel
 from opfuse.backends.c.matmul import emit_gemm, emit_matmul
 from opfuse.backends.c.pools import POOL_OPS, emit_pool_kernel
 from opfuse.backends.c.tensors import Params
-from opfuse.errors import OpfuseError
+from opfuse.errors import OpfuseError, Unsupported
 from opfuse.safe_text import for_comment
 
 ANCHOR_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
@@ -62,9 +62,9 @@ REGISTRY: dict[tuple[str, str], Emitter] = {
 COVERED = frozenset(op for op, _ in REGISTRY)
 
 
-def _unsupported(node: ir.Node) -> OpfuseError:
+def _unsupported(node: ir.Node) -> Unsupported:
     domain = f" (domain {node.domain})" if node.domain not in ("", "ai.onnx") else ""
-    return OpfuseError(
+    return Unsupported(
         f"C backend: no C kernel for op {node.op_type}{domain} (node '{node.name}'); "
         f"covered ops: {', '.join(sorted(COVERED))}"
     )
@@ -87,7 +87,7 @@ def emit_kernel(w: CWriter, members: list[ir.Node], params: Params, opset: int) 
     key = (members[0].op_type, kernel_dtype(members))
     if key not in REGISTRY:
         have = sorted(op for op, dt in REGISTRY if dt == key[1])
-        raise OpfuseError(
+        raise Unsupported(
             f"C backend: no {key[1]} C kernel for op {key[0]} (node '{members[0].name}'); "
             f"{key[1]} kernels: {', '.join(have)}"
         )
@@ -141,7 +141,7 @@ def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset
 
 
 # Largest anchor result (float elements) kept on the stack when an epilogue broadcasts it up
-_LOCAL_LIMIT = 4096
+LOCAL_LIMIT = 4096
 
 
 def _growth(head: ir.Node, chain: list[ir.Node]) -> int | None:
@@ -151,7 +151,7 @@ def _growth(head: ir.Node, chain: list[ir.Node]) -> int | None:
     for i, node in enumerate(chain):
         if dims(node.outputs[0], node) != shape:
             small = (chain[i - 1] if i else head).outputs[0]
-            return i if math.prod(dims(small, head)) <= _LOCAL_LIMIT else None
+            return i if math.prod(dims(small, head)) <= LOCAL_LIMIT else None
     return None
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from opfuse.backends.c.emit import c_partition, emit_c
+from opfuse.backends.c.emit import c_schedule, emit_c
 from opfuse.backends.c.runner import CModel, build_shared, manifest
 from opfuse.errors import OpfuseError
 from opfuse.pipeline import CompileResult
@@ -112,7 +112,8 @@ def _ort_intermediates(result: CompileResult, fuse: bool, names: list[str],
     """onnxruntime on the model the C follows, every name in ``names`` exposed as an output."""
     from opfuse.backends.onnx.emit import emit_onnx
 
-    model, part = c_partition(result, fuse)
+    sched = c_schedule(result, fuse, cascades=False)  # the debug dump is per layer-by-layer kernel
+    model, part = sched.model, sched.partition
     proto = emit_onnx(model, part)
     have = {o.name for o in proto.graph.output}
     for name in names:
@@ -144,7 +145,7 @@ def per_kernel(
 
     folder = Path(folder)
     if emit:
-        emit_c(result, folder, fuse=fuse)
+        emit_c(result, folder, fuse=fuse, cascades=False)
     info = manifest(folder)
     entries = info.get("kernel_outputs")
     if entries is None:

@@ -26,8 +26,8 @@ import onnx_ir as ir
 from opfuse.backends.onnx.ort_fusion import MS_DOMAIN, fuse_for_ort
 from opfuse.backends.onnx.qdq import expand_qdq, quant_map
 from opfuse.errors import OpfuseError
-from opfuse.fusion.types import Partition
 from opfuse.quant import ONNX, ROUNDING
+from opfuse.schedule import Partition
 
 KERNELS_KEY = "opfuse.kernels"
 TARGET_KEY = "opfuse.target"

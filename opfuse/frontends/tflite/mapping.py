@@ -42,6 +42,7 @@ IMPORTERS: dict[str, Importer] = {
     "RESIZE_BILINEAR": S.resize_bilinear,
     "RESIZE_NEAREST_NEIGHBOR": S.resize_nearest,
     "DEPTH_TO_SPACE": S.depth_to_space,
+    "STRIDED_SLICE": S.strided_slice,  # computed bounds (constant ones fold, fold.py)
     "QUANTIZE": B.quantize,
     "DEQUANTIZE": B.dequantize,
     "CUSTOM": S.custom,

@@ -1,4 +1,5 @@
 """Importers of TFLite's data-movement ops: RESHAPE, SQUEEZE, TRANSPOSE, RESIZE_*, DEPTH_TO_SPACE,
+STRIDED_SLICE (computed bounds),
 and CUSTOM ops as opaque nodes.
 
 RESHAPE keeps TFLite's element order: its input is read in the identity (NHWC) layout, which
@@ -100,3 +101,59 @@ def custom(g: Graph, op: Operator) -> None:
         g.value_info_for(name, o)
         g.alias(o, name, L.identity(len(g.shape(o))))
         g.pinned.add(o)  # what follows works in the custom op's layout
+
+
+_FIRST, _LAST = np.iinfo(np.int64).min, np.iinfo(np.int64).max  # ONNX Slice clamps these
+
+
+def strided_slice(g: Graph, op: Operator) -> None:
+    """STRIDED_SLICE whose begin / end / strides are not all constants (constant ones fold at
+    import, ``fold.py``): an ONNX Slice whose starts, ends and steps are values, on the tensor in
+    TFLite's own axis order. The masks are resolved per axis with Where: begin_mask -> the first
+    element in the step's direction, end_mask -> past the last, shrink_axis_mask -> end = begin + 1
+    (begin -1: to the end), step 1, and a Squeeze of that axis; ``offset`` makes end relative to
+    begin. Shapes stay what the file states (dynamic dims unknown): ONNX Slice semantics match
+    TFLite's for these (negative indices count from the end, bounds clamp)."""
+    o = op.options
+    if o is not None and (o.EllipsisMask() or o.NewAxisMask()):
+        g.fail("STRIDED_SLICE with ellipsis or new-axis masks is not imported")
+    x, out = op.inputs[0], op.outputs[0]
+    name = g.tensor(out).name
+    rank = int(g.shape(op.inputs[1])[0])  # begin, end and strides: one entry per sliced axis
+    masks = {key: [bool(getattr(o, key)() >> a & 1) if o is not None else False
+                   for a in range(rank)] for key in ("BeginMask", "EndMask", "ShrinkAxisMask")}
+
+    def vec(index: int, hint: str) -> str:  # an int64 value of begin / end / strides
+        return g.node("Cast", [g.value(index)], f"{name}_{hint}", to=7)
+
+    def where(mask: list[bool], yes: str, no: str, hint: str) -> str:
+        if not any(mask):
+            return no
+        cond = g.initializer(np.asarray(mask, np.bool_), f"{name}_{hint}_mask")
+        return g.node("Where", [cond, yes, no], f"{name}_{hint}")
+
+    begin, end, steps = vec(op.inputs[1], "begin"), vec(op.inputs[2], "end"), \
+        vec(op.inputs[3], "strides")
+    if o is not None and hasattr(o, "Offset") and o.Offset():  # older schemas have no offset
+        end = g.node("Add", [begin, end], f"{name}_end_offset")
+    zero, one = g.ints([0] * rank, f"{name}_zeros"), g.ints([1] * rank, f"{name}_ones")
+    forward = g.node("Greater", [steps, zero], f"{name}_forward")
+    first = g.node("Where", [forward, zero, g.ints([_LAST] * rank, f"{name}_max")], f"{name}_first")
+    past = g.node("Where", [forward, g.ints([_LAST] * rank, f"{name}_max2"),
+                            g.ints([_FIRST] * rank, f"{name}_min")], f"{name}_past")
+    starts = where(masks["BeginMask"], first, begin, "starts")
+    ends = where(masks["EndMask"], past, end, "ends")
+    if any(masks["ShrinkAxisMask"]):  # one element: [begin, begin + 1), begin -1 to the end
+        nxt = g.node("Add", [begin, one], f"{name}_next")
+        nxt = g.node("Where", [g.node("Equal", [nxt, zero], f"{name}_at_end"),
+                               g.ints([_LAST] * rank, f"{name}_max3"), nxt], f"{name}_next_end")
+        ends = where(masks["ShrinkAxisMask"], nxt, ends, "shrunk_ends")
+        steps = where(masks["ShrinkAxisMask"], one, steps, "shrunk_steps")
+        starts = where(masks["ShrinkAxisMask"], begin, starts, "shrunk_starts")
+    axes = g.ints(list(range(rank)), f"{name}_axes")
+    v = g.read(x, L.identity(len(g.shape(x))))
+    y = g.node("Slice", [v, starts, ends, axes, steps], f"{name}_slice")
+    shrink = [a for a in range(rank) if masks["ShrinkAxisMask"][a]]
+    if shrink:
+        y = g.node("Squeeze", [y, g.ints(shrink, f"{name}_squeeze")], f"{name}_squeezed")
+    g.write(out, y)

@@ -1,0 +1,172 @@
+"""What the C backend can write, as pure predicates over IR nodes: the partitioner consults them
+(``opfuse.fusion.support``) so that every kernel and cascade analyze reports is one ``--emit c``
+builds (docs/architecture.md, "One partition, one plan").
+
+``why_not_kernel`` mirrors the dispatch of ``kernels.emit_kernel``: float kernels
+(``_emit_float_kernel``: an anchor + epilogues that keep its output shape, or that broadcast a
+small result up as a squeeze-excite scale does, + a pool after a Conv; a pool + epilogues; an
+elementwise chain) and int8 kernels (``int8/__init__.py``: an anchor or pool + an int8 chain on
+its output shape; an int8 elementwise chain), every operand broadcast to the shape the chain runs
+on. ``why_not_stream`` is ``cascade.why_not_member``. Both read shapes, dtypes, quantization
+parameters and op tables only; they emit nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import onnx_ir as ir
+
+from opfuse.backends.c.cascade import why_not_member
+from opfuse.backends.c.cgen import bcast_strides, const
+from opfuse.backends.c.epilogue import EPILOGUE_OPS
+from opfuse.backends.c.int8 import is_int8_kernel
+from opfuse.backends.c.int8.chain import BINARY_OPS, CHAIN_OPS, CLAMP_OPS
+from opfuse.backends.c.kernels import ANCHOR_OPS, LOCAL_LIMIT
+from opfuse.backends.c.pools import POOL_OPS
+from opfuse.fusion.support import KernelSupport
+from opfuse.quant import get_quant
+
+_INT8_ANCHORS = frozenset({"Conv", "Gemm", "MatMul"})
+_INT8_POOLS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool"})
+
+
+def _dims(value: ir.Value | None) -> tuple[int, ...] | None:
+    if value is None or value.shape is None:
+        return None
+    shape = tuple(value.shape)
+    return shape if all(isinstance(d, int) for d in shape) else None
+
+
+def why_not_kernel(members: Sequence[ir.Node]) -> str | None:
+    """None when the layer-by-layer C writes one kernel of ``members`` (in schedule order), else
+    a phrase saying why not. Sizes nobody knows are the emitter's to refuse (``require_static``)."""
+    if len(members) < 2:
+        return None
+    if any(_dims(n.outputs[0]) is None for n in members if n.outputs):
+        return None
+    if is_int8_kernel(list(members)):
+        return _why_not_int8(members)
+    return _why_not_float(members)
+
+
+def _why_not_float(members: Sequence[ir.Node]) -> str | None:
+    head, rest = members[0], list(members[1:])
+    op = head.op_type
+    for node in rest:
+        if node.op_type not in EPILOGUE_OPS | POOL_OPS or node.domain not in ("", "ai.onnx"):
+            return f"no float C epilogue for {node.op_type}"
+    if op in ANCHOR_OPS:
+        at = next((i for i, n in enumerate(rest) if n.op_type in POOL_OPS), None)
+        pre = rest if at is None else rest[:at]
+        if at is not None:
+            if op != "Conv":
+                return f"a pool after {op} (only a Conv's kernel ends with one)"
+            if any(n.op_type in POOL_OPS for n in rest[at + 1 :]):
+                return "two pools in one kernel"
+            return (_same_shape(pre, _dims(head.outputs[0]), "the anchor's")
+                    or _same_shape(rest[at + 1 :], _dims(rest[at].outputs[0]), "the pool's"))
+        shape = _dims(head.outputs[0])
+        grow = next((i for i, n in enumerate(pre) if _dims(n.outputs[0]) != shape), None)
+        if grow is None:
+            return _same_shape(pre, shape, "the anchor's")
+        small = (pre[grow - 1] if grow else head).outputs[0]
+        if math.prod(_dims(small)) > LOCAL_LIMIT:
+            return (f"{pre[grow].op_type} broadcasts a result of {math.prod(_dims(small)):,} "
+                    f"elements up to a larger output (the kernel keeps at most {LOCAL_LIMIT:,})")
+        return _broadcast_chain(pre[grow:], float_kernel=True)
+    if op in POOL_OPS:
+        if any(n.op_type in POOL_OPS for n in rest):
+            return "two pools in one kernel"
+        return _same_shape(rest, _dims(head.outputs[0]), "the pool's")
+    if op in EPILOGUE_OPS:
+        if any(n.op_type in POOL_OPS for n in rest):
+            return "a pool after an elementwise op"
+        return _broadcast_chain(members, float_kernel=True)
+    return f"a fused kernel that starts with {op}"
+
+
+def _why_not_int8(members: Sequence[ir.Node]) -> str | None:
+    head, rest = members[0], list(members[1:])
+    for node in rest:
+        if node.op_type not in CHAIN_OPS or node.domain not in ("", "ai.onnx"):
+            return f"no int8 C epilogue for {node.op_type}"
+    if head.op_type in _INT8_ANCHORS | _INT8_POOLS:
+        return _same_shape(rest, _dims(head.outputs[0]), f"the {head.op_type}'s") or _quant(rest)
+    if head.op_type in CHAIN_OPS:
+        return _broadcast_chain(members, float_kernel=False) or _quant(members)
+    return f"an int8 {head.op_type} kernel with ops after it"
+
+
+def _same_shape(chain: Sequence[ir.Node], shape: tuple[int, ...] | None, whose: str) -> str | None:
+    """An output stage on ``shape``: every op keeps it, every operand broadcasts to it."""
+    for node in chain:
+        out = _dims(node.outputs[0])
+        if out != shape:
+            return (f"{node.op_type} writes {list(out or ())}, not {whose} output "
+                    f"{list(shape or ())} (its output stage holds one shape)")
+        why = _operands(node, shape)
+        if why is not None:
+            return why
+    return None
+
+
+def _broadcast_chain(chain: Sequence[ir.Node], float_kernel: bool) -> str | None:
+    """A standalone elementwise chain runs over its last op's output: every op's output and every
+    operand must broadcast to it."""
+    shape = _dims(chain[-1].outputs[0])
+    for node in chain:
+        if float_kernel and not _broadcasts(_dims(node.outputs[0]), shape):
+            return f"{node.op_type} writes {list(_dims(node.outputs[0]))}, larger than the chain's"
+        why = _operands(node, shape)
+        if why is not None:
+            return why
+    return None
+
+
+def _operands(node: ir.Node, shape: tuple[int, ...] | None) -> str | None:
+    for i, value in enumerate(node.inputs):
+        if value is None:
+            continue
+        arr = const(value)
+        if arr is not None and arr.size == 1:
+            continue
+        vshape = _dims(value)
+        if vshape is not None and node.op_type == "BatchNormalization" and i > 0 and shape:
+            vshape = vshape + (1,) * (len(shape) - 2)
+        if not _broadcasts(vshape, shape):
+            return (f"{node.op_type}'s operand '{value.name}' {list(vshape or ())} does not "
+                    f"broadcast to the kernel's output {list(shape or ())}")
+    return None
+
+
+def _broadcasts(shape: tuple[int, ...] | None, out: tuple[int, ...] | None) -> bool:
+    if shape is None or out is None:
+        return True  # unknown: the emitter says so itself
+    try:
+        bcast_strides(shape, out)
+    except ValueError:
+        return False
+    return True
+
+
+def _quant(chain: Sequence[ir.Node]) -> str | None:
+    """The int8 chain's own arithmetic: a clamp on one set of parameters, binary ops per tensor."""
+    for node in chain:
+        if node.op_type in CLAMP_OPS and get_quant(node.inputs[0]) != get_quant(node.outputs[0]):
+            return f"an int8 {node.op_type} whose input and output are quantized differently"
+        if node.op_type in BINARY_OPS:
+            for value in node.inputs[:2]:
+                q = get_quant(value) if value is not None else None
+                if q is not None and q.scale.size != 1:
+                    return f"an int8 {node.op_type} of '{value.name}', quantized per channel"
+    return None
+
+
+def why_not_stream(members: Sequence[ir.Node]) -> str | None:
+    """None when the cascaded C streams one member kernel of ``members``, else why not."""
+    return why_not_member(list(members))
+
+
+C_SUPPORT = KernelSupport("the C backend", why_not_kernel, why_not_stream)
