@@ -7,7 +7,10 @@ given an error row (docs/architecture.md, "Sweep")."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
+import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -18,10 +21,19 @@ from opfuse.sweep.tasks import Task, run_task
 IN_FLIGHT_PER_WORKER = 2
 
 
+def _exit_with(parent: int) -> None:
+    """A worker whose sweep was killed (SIGKILL: no clean-up ran) ends too, instead of waiting on
+    its queue for ever and holding the terminal's pipes open."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
 def _warm() -> None:
-    """Worker start: Ctrl-C is the parent's to handle (it reaches the whole process group), and
-    the compiler is imported now rather than in the first task."""
+    """Worker start: Ctrl-C is the parent's to handle (it reaches the whole process group), the
+    worker follows its parent's death, and the compiler is imported now, not in the first task."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with, args=(os.getppid(),), daemon=True).start()
     import opfuse.api  # noqa: F401
 
 

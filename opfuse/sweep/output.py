@@ -16,7 +16,7 @@ from opfuse.errors import OpfuseError
 from opfuse.sweep.schema import COLUMNS, NAMES, TYPES, row_key, sort_rows
 
 FORMATS = (".parquet", ".csv", ".json")
-PYARROW_HINT = "Parquet output needs pyarrow: pip install pyarrow (or write .csv / .json)"
+PYARROW_HINT = "Parquet output needs pyarrow: pip install 'opfuse[sweep]' (or write .csv / .json)"
 
 
 def output_format(path: str | Path) -> str:
