@@ -93,5 +93,5 @@ def test_a_cell_links_to_its_row(browser, swept) -> None:  # noqa: ANN001
     article = page.locator(f"#row-{index}")
     assert "ds_cnn on mobile-gpu at fp16" in article.locator("h3").text_content()
     top = page.evaluate(f"document.getElementById('row-{index}').getBoundingClientRect().top")
-    assert 0 <= top < 700  # scrolled into view
+    assert -2 <= top < 700  # scrolled into view (the top at a fraction of a pixel)
     assert errors == []

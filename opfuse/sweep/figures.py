@@ -118,6 +118,6 @@ def _emulate(source: str, target, timeout_s: float,  # noqa: ANN001
     verdict = ("mismatch" if not emu.report.ok
                else "bit-exact" if worst == 0.0 else "within tolerance")
     fp = emu.footprint
-    return {"emu_verdict": verdict, "emu_note": "", "emu_instructions": int(emu.instructions),
+    return {"emu_verdict": verdict, "emu_note": None, "emu_instructions": int(emu.instructions),
             "emu_flash_bytes": fp.flash, "emu_ram_bytes": fp.ram, "emu_arena_bytes": fp.arena,
             "emu_max_abs_err": float(worst)}

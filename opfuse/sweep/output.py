@@ -63,8 +63,9 @@ def _csv_text(rows: list[dict]) -> str:
 def _from_csv(text: str) -> list[dict]:
     parse = {"string": str, "int64": int, "float64": float, "bool": lambda v: v == "true"}
     reader = csv.DictReader(io.StringIO(text))
-    return [{n: None if raw.get(n, "") == "" and TYPES[n] != "string" else
-             parse[TYPES[n]](raw.get(n, "")) for n in NAMES} for raw in reader]
+    # an empty field is null: rows hold no empty texts (schema.blank_row)
+    return [{n: None if raw.get(n, "") == "" else parse[TYPES[n]](raw[n]) for n in NAMES}
+            for raw in reader]
 
 
 def encode(rows: list[dict], fmt: str) -> bytes | str:

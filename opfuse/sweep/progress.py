@@ -31,7 +31,8 @@ class SweepProgress:
             self._bar = Progress(
                 TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("rows, [red]{task.fields[failed]} failed"), TimeElapsedColumn(),
-                TextColumn("left"), TimeRemainingColumn(), console=Console(stderr=True),
+                TextColumn("elapsed,"), TimeRemainingColumn(), TextColumn("left"),
+                console=Console(stderr=True),
             )
             self._bar.__enter__()
             self._task = self._bar.add_task("sweep", total=self.total, failed=0)

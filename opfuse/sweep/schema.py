@@ -38,7 +38,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("error", "string", "the one-line error of a failed row, else null"),
     Column("precision_used", "string", "the precision the figures are costed at"),
     Column("precision_note", "string", "why precision_used differs from the model's own (a "
-           "what-if), or why the row is skipped; empty when it is the model's own"),
+           "what-if), or why the row is skipped; null when it is the model's own"),
     Column("kernels_before", "int64", "kernels before fusion (one per imported node)"),
     Column("kernels_after", "int64", "kernels after fusion"),
     Column("traffic_before_bytes", "int64", "memory traffic before fusion"),
@@ -61,10 +61,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("unknown_sizes", "bool", "some tensors have no known size: totals are lower bounds"),
     Column("refused_edges", "int64", "producer -> consumer edges left unfused"),
     Column("top_refusals", "string", "the three refusal groups worth acting on first, "
-           "'Producer->Consumer reason xN' joined by '; '"),
+           "'Producer->Consumer reason xN' joined by '; ' (null: none refused)"),
     Column("emu_verdict", "string", "--emulate: bit-exact, within tolerance, mismatch, error or "
            "not run; null without --emulate"),
-    Column("emu_note", "string", "--emulate: why it was not run, or its error"),
+    Column("emu_note", "string", "--emulate: why it was not run, or its error (null: it ran)"),
     Column("emu_instructions", "int64", "--emulate: instructions of one inference (QEMU "
            "-icount, not cycles)"),
     Column("emu_flash_bytes", "int64", "--emulate: the ELF's flash (code + weights + constants "
@@ -80,11 +80,12 @@ TYPES: dict[str, str] = {c.name: c.type for c in COLUMNS}
 
 
 def blank_row(**values: object) -> dict:
-    """A row with every column, null where ``values`` does not say."""
+    """A row with every column, null where ``values`` does not say; an empty text is null too
+    (CSV cannot tell the two apart, and every format must read back the same row)."""
     unknown = set(values) - set(NAMES)
     if unknown:
         raise KeyError(f"not sweep columns: {sorted(unknown)}")
-    return {name: values.get(name) for name in NAMES}
+    return {name: None if values.get(name) == "" else values.get(name) for name in NAMES}
 
 
 def row_key(row: dict) -> tuple[str, ...]:
