@@ -7,7 +7,7 @@ model (../shared/models/onnx and /tflite) x every target x fp32,fp16,int8, as a 
 Prints each run's wall time, the median per job count, the ratio against the first job count,
 the row counts (both runs must give the same file), the CPU and the load average before and
 after (`os.getloadavg`), since the ratio on a shared machine is only what the other processes
-leave. The aim (issue 22): --jobs 2 at least 1.7x faster than --jobs 1 on a quiet 2-core machine.
+leave; each run's CPU seconds (the sweep and its workers) show whether the work itself grew. The aim (issue 22): --jobs 2 at least 1.7x faster than --jobs 1 on a quiet 2-core machine.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -37,15 +38,19 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def run_sweep(models: list[str], jobs: int, out: Path, emulate: bool) -> float:
+def run_sweep(models: list[str], jobs: int, out: Path, emulate: bool) -> tuple[float, float]:
+    """(wall s, CPU s of the sweep process and its workers)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
     cmd = [sys.executable, "-m", "opfuse", "sweep", *models, "--targets", "all", "--precisions",
            "fp32,fp16,int8", "--jobs", str(jobs), "-o", str(out), "--quiet",
            *(["--emulate"] if emulate else [])]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -66,9 +71,11 @@ def main() -> None:
         for _ in range(args.repeats):
             for j in jobs:  # alternating, so a change in the machine's load hits both
                 out = Path(tmp) / f"jobs{j}.json"
-                times[j].append(run_sweep(models, j, out, args.emulate))
+                wall, cpu = run_sweep(models, j, out, args.emulate)
+                times[j].append(wall)
                 files[j] = out.read_bytes()
-                print(f"  --jobs {j}: {times[j][-1]:.1f} s")
+                print(f"  --jobs {j}: {wall:.1f} s wall, {cpu:.1f} CPU s (load now "
+                      f"{os.getloadavg()[0]:.2f})")
         rows = json.loads(files[jobs[0]])
     n_models = len({r["model"] for r in rows})
     failed = sum(1 for r in rows if r["status"] == "error")

@@ -140,6 +140,8 @@ class PartialWriter:
 
     def __init__(self, path: str | Path, resume: bool) -> None:
         self.path = partial_path(path)
+        self.rows = 0
+        self.resumed = resume
         if not self.path.parent.is_dir():
             raise OpfuseError(f"{path}: folder '{self.path.parent}' does not exist")
         try:
@@ -150,8 +152,10 @@ class PartialWriter:
     def add(self, row: dict) -> None:
         self._fh.write(json.dumps(row) + "\n")
         self._fh.flush()
+        self.rows += 1
 
     def close(self, remove: bool) -> None:
+        """Close; remove the file when asked, or when it holds nothing to resume from."""
         self._fh.close()
-        if remove:
+        if remove or (self.rows == 0 and not self.resumed):
             self.path.unlink(missing_ok=True)
