@@ -7,6 +7,7 @@ Ray is imported only here, only when ``--ray`` is given (docs/architecture.md, "
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +36,7 @@ def _connect(ray, address: str, jobs: int) -> bool:  # noqa: ANN001
         root = str(Path(__file__).resolve().parents[2])
         path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH", "")]))
         ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.ERROR,  # its start-up notes would bury the progress bar
                  runtime_env={"env_vars": {"PYTHONPATH": path}})
     else:
         try:
