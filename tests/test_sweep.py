@@ -222,18 +222,19 @@ def test_emulated_rows_equal_validate_emulate(folder: Path, run_cli) -> None:
     if shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None:
         pytest.skip("qemu-system-arm / arm-none-eabi-gcc not installed")
     model = shared_model("tflite", "hello_world_int8.tflite")
-    proc = sweep_cli(folder, str(model), "--targets", "cortex-m7,x86-host", "--precisions",
-                     "int8,fp32", "--emulate", "-o", "emu.json")
+    proc = sweep_cli(folder, str(model), "--targets", "cortex-m4,cortex-m7,x86-host",
+                     "--precisions", "int8,fp32", "--emulate", "-o", "emu.json")
     assert proc.returncode == 0, proc.stderr
     rows = {(r["target"], r["precision"]): r for r in rows_of(folder / "emu.json")}
-    code, out, err = run_cli("validate", str(model), "--backend", "c", "--emulate", "--target",
-                             "cortex-m7")
-    assert code == 0, err
-    want = _emulated_figures(out)
-    row = rows[("cortex-m7", "int8")]
-    assert {k: row[k] for k in want if k != "match"} == {k: v for k, v in want.items()
-                                                          if k != "match"}
-    assert want["match"] and row["emu_verdict"] == "bit-exact"
+    for target in ("cortex-m4", "cortex-m7"):
+        code, out, err = run_cli("validate", str(model), "--backend", "c", "--emulate",
+                                 "--target", target)
+        assert code == 0, err
+        want = _emulated_figures(out)
+        row = rows[(target, "int8")]
+        assert {k: row[k] for k in want if k != "match"} == {k: v for k, v in want.items()
+                                                              if k != "match"}
+        assert want["match"] and row["emu_verdict"] == "bit-exact"
     assert rows[("cortex-m7", "fp32")]["emu_verdict"] == "not run"  # quantized: its own row
     assert rows[("x86-host", "int8")]["emu_verdict"] == "not run"  # no emulated board
     assert rows[("x86-host", "int8")]["emu_instructions"] is None

@@ -36,7 +36,8 @@ def browser():
 
 
 def _names(page) -> list[str]:  # noqa: ANN001
-    return page.eval_on_selector_all("#matrix tbody td.name", "els => els.map(e => e.textContent)")
+    """The models in the matrix's order (each cell shows the file name, its title the model)."""
+    return page.eval_on_selector_all("#matrix tbody td.name", "els => els.map(e => e.title)")
 
 
 def _latency_order(rows: list[dict], target: str, precision: str, descending: bool) -> list[str]:
@@ -58,6 +59,7 @@ def test_page_opens_offline_with_one_row_per_model(browser, swept) -> None:  # n
     # the hostile file name is text in the matrix and in its error rows, never an element
     assert page.query_selector("img") is None
     assert any(HOSTILE in n for n in _names(page))
+    assert HOSTILE in page.locator("#matrix tbody td.name").all_text_contents()
     assert page.locator("#matrix td.error").count() == len(TARGETS)
     assert page.locator("#details article").count() == len(rows)
 

@@ -88,7 +88,7 @@
     var range = latencyRange();
     ordered().forEach(function (m) {
       var tr = OF.html("tr", {}, null, body);
-      OF.html("td", { "class": "name", title: m }, m, tr);
+      OF.html("td", { "class": "name", title: m }, m.split("/").pop(), tr);  /* the file name */
       targets.forEach(function (t) {
         var r = cell(m, t);
         var td = OF.html("td", { "class": fitClass(r), "data-target": t }, null, tr);
