@@ -250,6 +250,12 @@ def test_bad_options_are_one_line(folder: Path, run_cli, monkeypatch) -> None:
     assert_clean_error(code, err, "fp64")
     code, _, err = run_cli("sweep", "no_such_model", "-o", "x.json")
     assert_clean_error(code, err, "no_such_model")
+    import importlib.util
+
+    code, _, err = run_cli("sweep", "seed_block", "-o", "x.json", "--ray", "127.0.0.1:1")
+    has_ray = importlib.util.find_spec("ray") is not None
+    assert_clean_error(code, err, "cannot connect" if has_ray else "opfuse[ray]")
+    assert not list(folder.glob(".x.json*"))  # no partial file left
     before = (folder / "bad.onnx").read_bytes()
     code, _, err = run_cli("sweep", "bad.onnx", "-o", "bad.onnx")  # never over an input
     assert_clean_error(code, err, "bad.onnx", "extension")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +29,18 @@ def import_ray():  # noqa: ANN201 (the ray module)
     return ray
 
 
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A HOST:PORT (or ray://HOST:PORT) that nothing answers on is one line now, rather than
+    Ray's own minute of retries. Other forms (``auto``) go to Ray as they are."""
+    match = re.fullmatch(r"(?:ray://)?\[?([^\[\]]+?)\]?:(\d+)", address.strip())
+    if match is None:
+        return
+    try:
+        socket.create_connection((match.group(1), int(match.group(2))), timeout_s).close()
+    except OSError as exc:
+        raise OpfuseError(f"--ray {address}: cannot connect: {exc.strerror or exc}") from None
+
+
 def _connect(ray, address: str, jobs: int) -> bool:  # noqa: ANN001
     """Connect; True when this call started Ray (and so must shut it down)."""
     if ray.is_initialized():
@@ -39,6 +53,7 @@ def _connect(ray, address: str, jobs: int) -> bool:  # noqa: ANN001
                  logging_level=logging.ERROR,  # its start-up notes would bury the progress bar
                  runtime_env={"env_vars": {"PYTHONPATH": path}})
     else:
+        check_reachable(address)
         try:
             ray.init(address=address, log_to_driver=False)
         except Exception as exc:  # noqa: BLE001 (ConnectionError, ValueError... by version)
