@@ -275,3 +275,33 @@ def test_sweep_help_imports_neither_ray_nor_pyarrow() -> None:
     from benchmarks.startup import heavy_imports
 
     assert not {"ray", "pyarrow", "onnx"} & set(heavy_imports(("sweep", "--help")))
+
+
+def crash_on_bad(task):  # noqa: ANN001, ANN201 (a worker's task function: module level)
+    """run_task, except that the worker process dies outright on bad.onnx (as a crash in a
+    native library would take it)."""
+    from opfuse.sweep.tasks import run_task
+
+    if task.model.name == "bad.onnx":
+        os._exit(3)
+    return run_task(task)
+
+
+def test_a_worker_that_dies_costs_only_its_rows(reference: Path, folder: Path,
+                                                monkeypatch) -> None:
+    from opfuse.sweep.inputs import model_refs, parse_precisions, target_refs
+    from opfuse.sweep.local import run_local
+    from opfuse.sweep.run import plan
+    from opfuse.sweep.schema import sort_rows
+
+    monkeypatch.chdir(folder)
+    tasks = plan(model_refs(list(MODELS)), target_refs(TARGETS),
+                 parse_precisions("fp32,fp16,int8"), False, 300.0)
+    rows = [row for _, task_rows in run_local(tasks, 2, crash_on_bad) for row in task_rows]
+    want = rows_of(reference)
+    assert len(rows) == len(want)
+    for got, ref in zip(sort_rows(rows), want, strict=True):
+        if ref["model"] == "bad.onnx":
+            assert got["status"] == "error" and "worker process died" in got["error"]
+        else:
+            assert got == ref

@@ -11,7 +11,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
@@ -73,8 +73,10 @@ class _Pool:
             proc.join(timeout=5)
 
 
-def run_local(tasks: list[Task], jobs: int) -> Iterator[tuple[Task, tuple[dict, ...]]]:
-    """(task, its rows) for every task, in the order they finish."""
+def run_local(tasks: list[Task], jobs: int, fn: Callable[[Task], tuple[dict, ...]] = run_task
+              ) -> Iterator[tuple[Task, tuple[dict, ...]]]:
+    """(task, its rows) for every task, in the order they finish (``fn``: a module-level
+    function, as a spawned worker imports it)."""
     if not tasks:
         return
     pool = _Pool(max(1, min(jobs, len(tasks))))
@@ -83,7 +85,7 @@ def run_local(tasks: list[Task], jobs: int) -> Iterator[tuple[Task, tuple[dict, 
     retried: set[int] = set()
 
     def submit(task: Task) -> None:
-        running[pool.executor.submit(run_task, task)] = task
+        running[pool.executor.submit(fn, task)] = task
 
     try:
         while queue or running:
