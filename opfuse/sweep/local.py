@@ -76,20 +76,25 @@ class _Pool:
 def run_local(tasks: list[Task], jobs: int, fn: Callable[[Task], tuple[dict, ...]] = run_task
               ) -> Iterator[tuple[Task, tuple[dict, ...]]]:
     """(task, its rows) for every task, in the order they finish (``fn``: a module-level
-    function, as a spawned worker imports it)."""
+    function, as a spawned worker imports it). When a worker dies, every task the pool held is a
+    suspect: each is run again alone, so only the one that kills its worker gets error rows."""
     if not tasks:
         return
     pool = _Pool(max(1, min(jobs, len(tasks))))
     queue = list(reversed(tasks))
+    suspects: list[Task] = []
     running: dict[Future, Task] = {}
-    retried: set[int] = set()
+    alone: set[int] = set()  # tasks running as the pool's only one
 
     def submit(task: Task) -> None:
         running[pool.executor.submit(fn, task)] = task
 
     try:
-        while queue or running:
-            while queue and len(running) < IN_FLIGHT_PER_WORKER * pool.jobs:
+        while queue or running or suspects:
+            if suspects and not running:
+                alone.add(id(suspects[-1]))
+                submit(suspects.pop())
+            while not suspects and queue and len(running) < IN_FLIGHT_PER_WORKER * pool.jobs:
                 submit(queue.pop())
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             broken: list[Task] = []
@@ -98,22 +103,20 @@ def run_local(tasks: list[Task], jobs: int, fn: Callable[[Task], tuple[dict, ...
                 try:
                     yield task, future.result()
                 except BrokenProcessPool:
-                    broken.append(task)
-                except Exception as exc:  # noqa: BLE001 (a task that cannot be sent or returned)
-                    yield task, error_rows(task, f"internal error: {type(exc).__name__}: {exc}")
-            if broken:
-                broken += list(running.values())  # the rebuilt pool loses these too
-                running.clear()
-                pool.rebuild()
-                for task in broken:
-                    if id(task) in retried:
+                    if id(task) in alone:
                         yield task, error_rows(task, "the worker process died running this "
                                                "model (a crash in a native library?)")
                     else:
-                        retried.add(id(task))
-                        submit(task)
+                        broken.append(task)
+                except Exception as exc:  # noqa: BLE001 (a task that cannot be sent or returned)
+                    yield task, error_rows(task, f"internal error: {type(exc).__name__}: {exc}")
+            if any(not f.cancelled() and isinstance(f.exception(), BrokenProcessPool)
+                   for f in done):
+                suspects += broken + list(running.values())  # the rebuilt pool loses these
+                running.clear()
+                pool.rebuild()
     finally:
-        if running or queue:
+        if running or queue or suspects:
             pool.stop()
         else:
             pool.executor.shutdown(wait=True)
