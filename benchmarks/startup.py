@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-HEAVY = ("onnx_ir", "onnxscript", "onnxruntime", "onnx", "sympy", "numpy")
+HEAVY = ("onnx_ir", "onnxscript", "onnxruntime", "onnx", "sympy", "numpy", "pyarrow", "ray")
 LIGHT_COMMANDS = (("--help",), ("models",), ("targets",))
 
 # Runs one command in-process and prints the top-level heavy modules it imported, as JSON.

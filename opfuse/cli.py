@@ -350,6 +350,36 @@ def analyze_cmd(
         click.echo(f"wrote {html_dest}")
 
 
+@cli.command("sweep")
+@click.argument("models", nargs=-1, required=True)
+@click.option("--targets", default="all", show_default=True,
+              help="all, or target names (or .toml files) separated by commas.")
+@click.option("--precisions", default="fp32,fp16,int8", show_default=True,
+              help="Precisions to cost (a quantized model: its own only; see the README).")
+@click.option("--emulate", is_flag=True, help="Also build the C and run it in QEMU where the "
+              "target has a board (cortex-m4, cortex-m7): instructions, ELF footprint, verdict.")
+@click.option("-o", "--output", help="Rows as .parquet (pyarrow), .csv or .json.")
+@click.option("--html", "html_dest", metavar="PATH", help="Write the models x targets page.")
+@click.option("--jobs", type=click.IntRange(1), help="Worker processes (default: the cores).")
+@click.option("--ray", "ray_address", metavar="ADDRESS|local",
+              help="Run the tasks on a Ray cluster (pip install 'opfuse[ray]').")
+@click.option("--resume", is_flag=True, help="Skip the rows already in the output file.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300,
+              show_default=True, help="With --emulate: seconds one QEMU run may take.")
+def sweep_cmd(models: tuple[str, ...], targets: str, precisions: str, emulate: bool,
+              output: str | None, html_dest: str | None, jobs: int | None,
+              ray_address: str | None, resume: bool, quiet: bool, timeout_s: float) -> None:
+    """One row per MODEL (files, folders, built-in names) x target x precision: fit, predicted
+    latency and energy, what blocks fusion, and with --emulate the measured figures."""
+    from opfuse.sweep.command import SweepArgs, sweep_command
+
+    code = sweep_command(SweepArgs(models, targets, precisions, emulate, output, html_dest, jobs,
+                                   ray_address, resume, quiet, timeout_s))
+    if code:
+        sys.exit(code)
+
+
 @cli.command("calibrate")
 @click.option("-o", "--output", help="Where to write the target (default: the user target folder).")
 def calibrate_cmd(output: str | None) -> None:

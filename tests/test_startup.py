@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks.startup import LIGHT_COMMANDS, heavy_imports
 
-FORBIDDEN = {"onnx_ir", "onnxscript", "onnxruntime", "sympy"}
+FORBIDDEN = {"onnx_ir", "onnxscript", "onnxruntime", "sympy", "pyarrow", "ray"}
 
 
 @pytest.mark.parametrize("command", LIGHT_COMMANDS, ids=lambda c: " ".join(c))

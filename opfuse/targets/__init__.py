@@ -120,6 +120,12 @@ def _find(name: str) -> Path:
     return _targets_dir() / f"{name}.toml"
 
 
+def target_file(name: str | Path) -> Path:
+    """The TOML file ``load_target(name)`` reads (a name: built-ins, then the user folder)."""
+    text = str(name)
+    return Path(text) if text.endswith(".toml") else _find(text)
+
+
 def load_target(name: str | Path) -> Target:
     """A target by name (``cortex-m7``; built-ins, then the user folder), or a file (``./my.toml``)."""
     text = str(name)

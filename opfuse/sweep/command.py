@@ -1,0 +1,90 @@
+"""``opfuse sweep``: what the command does once its options are parsed (``opfuse.cli`` only
+declares them). Writes the output file (and ``--html``), prints a one-line summary, and returns
+the exit status: 0, or 130 after Ctrl-C with what was done written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import click
+
+from opfuse.errors import OpfuseError
+from opfuse.sweep.output import PartialWriter, done_rows, output_format, write_rows
+from opfuse.sweep.progress import SweepProgress
+from opfuse.sweep.run import default_jobs, plan, protect_inputs, run
+
+
+@dataclass(frozen=True)
+class SweepArgs:
+    models: tuple[str, ...]
+    targets: str = "all"
+    precisions: str = "fp32,fp16,int8"
+    emulate: bool = False
+    output: str | None = None
+    html: str | None = None
+    jobs: int | None = None
+    ray: str | None = None
+    resume: bool = False
+    quiet: bool = False
+    timeout_s: float = 300.0
+
+
+def _check(args: SweepArgs) -> None:
+    if args.output is not None:
+        output_format(args.output)
+    if args.resume and args.output is None:
+        raise OpfuseError("--resume reads the rows already done from the output: give -o")
+    if args.output is None and args.html is None:
+        raise OpfuseError("sweep writes its rows to a file: give -o results.parquet|.csv|.json "
+                          "and/or --html sweep.html")
+    if args.html is not None and not args.html.lower().endswith((".html", ".htm")):
+        raise OpfuseError(f"{args.html}: --html writes a page: name it .html")
+
+
+def sweep_command(args: SweepArgs) -> int:
+    from opfuse.sweep.inputs import model_refs, parse_precisions, target_refs
+
+    _check(args)
+    precisions = parse_precisions(args.precisions)
+    targets = target_refs(args.targets)
+    models = model_refs(args.models)
+    protect_inputs(models, args.output, args.html)
+    if args.output is not None and args.output.lower().endswith(".parquet"):
+        from opfuse.sweep.output import arrow_schema
+
+        arrow_schema()  # a missing pyarrow is said before anything runs
+    if args.ray is not None:
+        from opfuse.sweep.ray_exec import import_ray
+
+        import_ray()
+    previous = done_rows(args.output) if args.resume else {}
+    tasks = plan(models, targets, precisions, args.emulate, args.timeout_s, set(previous))
+    total = sum(len(t.precisions) for t in tasks)
+    partial = PartialWriter(args.output, args.resume) if args.output is not None else None
+    with SweepProgress(total, args.quiet) as bar:
+        def on_rows(rows: tuple[dict, ...]) -> None:
+            if partial is not None:
+                for row in rows:
+                    partial.add(row)
+            bar.advance(rows)
+
+        try:
+            outcome = run(tasks, args.jobs or default_jobs(), args.ray, previous, on_rows)
+        except BaseException:
+            if partial is not None:
+                partial.close(remove=False)  # --resume picks it up
+            raise
+    if args.output is not None:
+        write_rows(args.output, list(outcome.rows))
+        partial.close(remove=True)
+    if args.html is not None:
+        from opfuse.sweep.page import write_page
+
+        write_page(list(outcome.rows), args.html)
+    skipped = sum(1 for r in outcome.rows if r["status"] == "skipped")
+    where = " and ".join(p for p in (args.output, args.html) if p)
+    click.echo(f"sweep: {outcome.new} rows computed ({outcome.failed} failed), "
+               f"{len(outcome.rows) - outcome.new} kept from before, {skipped} skipped in all; "
+               f"wrote {where}" + (" (interrupted: --resume finishes it)"
+                                    if outcome.interrupted else ""))
+    return 130 if outcome.interrupted else 0

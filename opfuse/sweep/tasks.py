@@ -1,0 +1,104 @@
+"""One sweep task: a model's bytes and a target's TOML, the precisions asked and the options, in;
+one flat row per precision out (``opfuse.sweep.schema``). The model is compiled once per task and
+analyzed at each precision; with ``emulate`` the C is also built and run in QEMU where the C
+backend builds that precision. Everything it needs travels in the task, so the same function
+runs in a local worker process or a Ray worker (docs/architecture.md, "Sweep").
+
+Precision rows (decided here, documented in the README):
+- a float model at fp32/fp16/int8: analyze's what-if at that precision (``precision_note`` says
+  so); skipped where the target does not run that precision;
+- a quantized model is costed at its own dtypes whatever is asked, so only its own precision's row
+  has figures; the others are skipped and say why;
+- ``--emulate`` runs the C the backend builds: float32 for a float model (its fp32 row), the
+  model's integers for a quantized one (its own row), on targets with an emulated board.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from opfuse import __version__
+from opfuse.errors import OpfuseError
+from opfuse.sweep.inputs import ModelRef, TargetRef
+from opfuse.sweep.schema import blank_row
+
+MAX_ERROR_CHARS = 400
+
+
+@dataclass(frozen=True)
+class Task:
+    model: ModelRef
+    target: TargetRef
+    precisions: tuple[str, ...]
+    emulate: bool = False
+    timeout_s: float = 300.0
+
+    @property
+    def options(self) -> str:
+        return f"emulate={int(self.emulate)}"
+
+
+def one_line(text: str, replace: dict[str, str] | None = None) -> str:
+    """A message as one printable line: temporary paths replaced by what the user named, line
+    breaks as ' / ', other control characters escaped, at most MAX_ERROR_CHARS."""
+    for old, new in (replace or {}).items():
+        text = text.replace(old, new)
+    text = " / ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
+
+
+def _message(exc: BaseException, replace: dict[str, str]) -> str:
+    if isinstance(exc, OpfuseError):
+        return one_line(str(exc), replace)
+    return one_line(f"internal error: {type(exc).__name__}: {exc}", replace)
+
+
+def run_task(task: Task) -> tuple[dict, ...]:
+    """The rows of ``task``, one per precision; never raises for a bad model or target."""
+    with tempfile.TemporaryDirectory(prefix="opfuse-sweep-") as tmp:
+        return _run_in(task, Path(tmp))
+
+
+def _run_in(task: Task, tmp: Path) -> tuple[dict, ...]:
+    from opfuse import api
+
+    model, tref = task.model, task.target
+    base = {"model": model.name, "model_sha256": model.sha256, "model_format": model.format,
+            "target": tref.name, "target_sha256": tref.sha256, "options": task.options,
+            "opfuse_version": __version__}
+
+    def failed(message: str) -> tuple[dict, ...]:
+        return tuple(blank_row(**base, precision=p, status="error", error=message)
+                     for p in task.precisions)
+
+    if model.error is not None:
+        return failed(one_line(model.error))
+    target_path = tmp / "target.toml"
+    target_path.write_bytes(tref.toml)
+    if model.data is None:
+        source = model.name
+    else:
+        source = str(tmp / f"model.{model.format}")
+        Path(source).write_bytes(model.data)
+    replace = {source: model.name, str(target_path): tref.name, str(tmp): "<sweep>"}
+    try:
+        target = api.get_target(str(target_path))
+        result = api.compile(source, target=target)
+    except Exception as exc:  # noqa: BLE001 (any failure is this model's row, not the sweep's)
+        return failed(_message(exc, replace))
+    from opfuse.sweep.figures import emulation_figures, precision_row
+
+    rows = []
+    for prec in task.precisions:
+        try:
+            row = precision_row(result, prec, base)
+        except Exception as exc:  # noqa: BLE001
+            row = blank_row(**base, precision=prec, status="error", error=_message(exc, replace))
+        rows.append(row)
+    if task.emulate:
+        rows = emulation_figures(source, target, result, rows, task.timeout_s,
+                                 lambda exc: _message(exc, replace))
+    return tuple(rows)
