@@ -295,4 +295,36 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
     w.close()
 
 
-__all__ = ["emit_channel_setup", "emit_depthwise8", "emit_dw_row", "is_depthwise8"]
+def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, channel: str,
+                          row: Callable[[str], str], out_row: str,
+                          store: Callable[[str, str], None]) -> None:
+    """Output row ``r`` of every channel ``c`` for a cascade member
+    (opfuse/backends/c/int8/cascade.py), with the same core as the layer-by-layer kernel:
+    ``channel`` is the C pointer of input channel ``c`` (in a ring or a whole tensor), ``row(ih)``
+    of its row ``ih`` from ``xc``, ``out_row`` declares the output row's pointer ``yr``, and ``store(ch, col)``
+    writes ``v`` through the member's epilogue."""
+    from opfuse.backends.c.int8.conv import _bias_array  # conv.py dispatches here
+
+    xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
+    xq, wq, yq = quant(xv, node, "input"), quant(wv, node, "weight"), quant(yv, node, "output")
+    zx, zy, hct = int(xq.zero_point[0]), int(yq.zero_point[0]), int_ctype(yv, node)
+    bias = params.weight(f"{node.name}:bias", _bias_array(node, 2, g.oc).astype(np.int32), INT32)
+    rq = requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)))
+    weights, zrow = depthwise_weights(params, wv, g), zero_row(params, g, zx)
+
+    def store_acc(acc: str, col: str) -> None:
+        w.open("")
+        r = emit_requantized(w, rq, acc)
+        w(f"const int32_t v = opfuse_clamp({r} + {zy}, {hct.lo}, {hct.hi});")
+        store("c", col)
+        w.close()
+
+    w.open(f"for (int c = 0; c < {g.c}; ++c)")
+    w(f"const int8_t *xc = {channel};")
+    emit_channel_setup(w, g, weights, bias, zx, rq)
+    w(f"{out_row};")
+    emit_dw_row(w, g, "r", row, zrow, store_acc)
+    w.close()
+
+
+__all__ = ["emit_depthwise_member", "emit_channel_setup", "emit_depthwise8", "emit_dw_row", "is_depthwise8"]
