@@ -9,8 +9,8 @@ layer-by-layer kernel (``emit_depthwise8``) and a cascade member call the same c
   plain ``x * w``; a tap row above or below the input reads a row of ``z_x`` bytes (``zrow``,
   in weights.c), which adds ``z_x * w`` and so exactly cancels its share of the fold (TFLite's
   padding contributes nothing);
-* pixels whose window leaves the row on the left or right (a few per row) are summed exactly as
-  ``bias + sum over the taps inside of (x - z_x) * w``;
+* a pixel whose window leaves the row on the left or right (a few per row) sums the taps inside
+  the row, with their zero point folded into its own bias (one per such window, per channel);
 * interior pixels go ``PAIR`` at a time. Under ``OPFUSE_DSP`` a word of four input bytes at an
   even offset ``q`` is widened by ``__sxtb16`` into ``e`` = (x[q], x[q+2]) and, rotated by 8 bits,
   ``o`` = (x[q+1], x[q+3]); taps ``k`` and ``k + 2`` of an output pixel then pair with one of
@@ -34,7 +34,7 @@ from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arrays, rounding
 from opfuse.backends.c.tensors import Params
-from opfuse.quant import TFLITE, conv_scales
+from opfuse.quant import TFLITE, conv_scales, multipliers
 
 PAIR = 2  # output pixels per SIMD group: 3x3 stride 1 then needs one word per tap row
 MAX_K = 8  # widest kernel row the unrolled core is written for
@@ -131,23 +131,45 @@ def columns(g: ConvGeom) -> tuple[list[tuple[int, int, int]], tuple[int, int]]:
     return singles, (first, groups)
 
 
-def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, zx: int,
-                       rq: Requant) -> None:
-    """Per channel ``c``: ``wc`` (its int8 taps), ``bf`` (the bias with the zero point of every
-    tap folded in), ``bk<k0>_<k1>`` (of the taps k0 .. k1 of each row, for a column whose window
-    leaves the row), its requantization constants and, under ``OPFUSE_DSP``, the packed weights
-    ``wp<kh>_<j>``."""
+@dataclass(frozen=True)
+class DwQuant:
+    """A depthwise layer's quantization as its C needs it: the input's and output's zero points,
+    the requantization arrays, and whether any channel shifts left (most do not: then the left
+    shift is left out)."""
+
+    zx: int
+    zy: int
+    rq: Requant
+    left_shift: bool
+
+
+def dw_quant(params: Params, node: ir.Node, g: ConvGeom) -> DwQuant:
+    xq = quant(node.inputs[0], node, "input")
+    wq, yq = quant(node.inputs[1], node, "weight"), quant(node.outputs[0], node, "output")
+    real = conv_scales(xq, wq, yq, g.oc, rounding(params))
+    rq = requant_arrays(params, node.name, real)
+    left = rq.mode == TFLITE and bool((multipliers(real)[1] > 0).any())
+    return DwQuant(int(xq.zero_point[0]), int(yq.zero_point[0]), rq, left)
+
+
+def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQuant) -> None:
+    """Per channel ``c``: ``wc`` (its int8 taps), ``bk<k0>_<k1>`` (the bias with the zero point of
+    the taps k0 .. k1 of every row folded in: ``bk0_<KW>`` for the SIMD groups, the others for a
+    column whose window leaves the row), its requantization constants and, under
+    ``OPFUSE_DSP``, the packed weights ``wp<kh>_<j>``."""
     kh_, kw_ = g.k
     singles, (_, groups) = columns(g)
     w(f"const int8_t *wc = {weights} + c*{kh_ * kw_};")
     w(f"const int32_t bc = {bias}[c];")
     for k0, k1 in sorted({(k0, k1) for _, k0, k1 in singles} | ({(0, kw_)} if groups else set())):
         terms = " + ".join(f"wc[{kh * kw_ + k}]" for kh in range(kh_) for k in range(k0, k1))
-        w(f"const int32_t bk{k0}_{k1} = bc - {zx}*({terms or 0});")
+        w(f"const int32_t bk{k0}_{k1} = bc - {dq.zx}*({terms or 0});")
+    rq = dq.rq
     if rq.mode == TFLITE:  # TFLite's MultiplyByQuantizedMultiplier, its parts per channel
         i = "0" if rq.scalar else "c"
         w(f"const int32_t qm = {rq.mult}[{i}], qs = {rq.shift}[{i}];")
-        w("const int qls = qs > 0 ? qs : 0, qrs = qs > 0 ? 0 : -qs;")
+        w("const int qls = qs > 0 ? qs : 0, qrs = qs > 0 ? 0 : -qs;" if dq.left_shift
+          else "const int qrs = -qs;")
         w("const int32_t qmask = (int32_t)(((int64_t)1 << qrs) - 1), qthr = qmask >> 1;")
     if not groups:
         return
@@ -162,16 +184,16 @@ def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, zx: int
     w("#endif")
 
 
-def emit_requantized(w: CWriter, rq: Requant, acc: str) -> str:
+def emit_requantized(w: CWriter, dq: DwQuant, acc: str) -> str:
     """``acc`` requantized (before the zero point), as a C expression after the statements it
     writes: in TFLite's mode with the channel's constants (``emit_channel_setup``).
     ``(a*m + 2^30) >> 31`` is TFLite's rounding doubling high multiply: its nudge of ``1 - 2^30``
     for a negative product and truncating division give the same integer as this floor, and a
     multiplier below 2^31 never saturates; then RoundingDivideByPowerOfTwo."""
-    if rq.mode != TFLITE:
-        return rq(acc, "c")
-    w(f"const int32_t hx = (int32_t)(((int64_t)(int32_t)((uint32_t)({acc}) << qls)*qm "
-      "+ ((int64_t)1 << 30)) >> 31);")
+    if dq.rq.mode != TFLITE:
+        return dq.rq(acc, "c")
+    x = f"(int32_t)((uint32_t)({acc}) << qls)" if dq.left_shift else acc
+    w(f"const int32_t hx = (int32_t)(((int64_t){x}*qm + ((int64_t)1 << 30)) >> 31);")
     return "(hx >> qrs) + ((hx & qmask) > qthr + (hx < 0 ? 1 : 0) ? 1 : 0)"
 
 
@@ -188,9 +210,8 @@ def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zro
     singles, (first, groups) = columns(g)
     end = first + groups * PAIR
     for ow, k0, k1 in singles:
-        if ow >= first:
-            continue
-        _single(w, g, ow, k0, k1, store)
+        if ow < first:
+            _single(w, g, ow, k0, k1, store)
     if groups:
         w.open(f"for (int ow = {first}; ow < {end}; ow += {PAIR})")
         w(f"const int x0 = ow*{sw} - {pw};")
@@ -257,26 +278,44 @@ def depthwise_weights(params: Params, wv: ir.Value, g: ConvGeom) -> str:
     return params.weight(f"{wv.name}:dw", arr, INT8)
 
 
+def _operands(params: Params, node: ir.Node, g: ConvGeom) -> tuple[str, str, str, DwQuant]:
+    """The weights, the bias (int32, as the source has it), the zero-point row and the
+    quantization of a depthwise layer."""
+    from opfuse.backends.c.int8.conv import _bias_array  # conv.py dispatches here
+
+    dq = dw_quant(params, node, g)
+    bias = params.weight(f"{node.name}:bias", _bias_array(node, 2, g.oc).astype(np.int32), INT32)
+    return depthwise_weights(params, node.inputs[1], g), bias, zero_row(params, g, dq.zx), dq
+
+
+def emit_clamped(w: CWriter, dq: DwQuant, acc: str, lo: int, hi: int) -> None:
+    """``int32_t v``: ``acc`` requantized, plus the output zero point, clamped to ``lo .. hi``
+    (the int8 range is one ``__ssat`` under ``OPFUSE_DSP``)."""
+    r = emit_requantized(w, dq, acc)
+    if (lo, hi) == (-128, 127):
+        w("#ifdef OPFUSE_DSP")
+        w(f"int32_t v = __ssat({r} + {dq.zy}, 8);")
+        w("#else")
+        w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
+        w("#endif")
+    else:
+        w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
+
+
 def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
                     g: ConvGeom) -> None:
     """The layer-by-layer kernel: every channel of every image, row by row (``emit_dw_row``)."""
-    from opfuse.backends.c.int8.conv import _bias_array  # conv.py dispatches here
-
-    xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
-    xq, wq, yq = quant(xv, node, "input"), quant(wv, node, "weight"), quant(yv, node, "output")
-    zx, zy, yct = int(xq.zero_point[0]), int(yq.zero_point[0]), int_ctype(yv, node)
-    bias = params.weight(f"{node.name}:bias", _bias_array(node, 2, g.oc).astype(np.int32), INT32)
-    rq = requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)))
-    weights, zrow = depthwise_weights(params, wv, g), zero_row(params, g, zx)
-    x = params.inp(xv, node)
+    yv = node.outputs[0]
+    yct = int_ctype(yv, node)
+    weights, bias, zrow, dq = _operands(params, node, g)
+    x = params.inp(node.inputs[0], node)
     chain = Chain8(pre, dims(yv, node), params, yv.name) if pre else None
     y = params.out((pre or [node])[-1].outputs[0], node)
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
 
     def store(acc: str, col: str) -> None:
         w.open("")
-        r = emit_requantized(w, rq, acc)
-        w(f"int32_t v = opfuse_clamp({r} + {zy}, {yct.lo}, {yct.hi});")
+        emit_clamped(w, dq, acc, yct.lo, yct.hi)
         if chain is not None:
             v = chain.emit(w, "v", ["n", "c", "oh", f"({col})"])
             w(f"v = {v};")
@@ -286,7 +325,7 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
     w(f"const int8_t *xc = {x} + (n*{g.c} + c)*{plane_in};")
-    emit_channel_setup(w, g, weights, bias, zx, rq)
+    emit_channel_setup(w, g, weights, bias, dq)
     w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
     w(f"{yct.name} *yr = {y} + (n*{g.c} + c)*{plane_out} + oh*{g.ow};")
     emit_dw_row(w, g, "oh", lambda ih: f"xc + {ih}*{g.iw}", zrow, store)
@@ -300,31 +339,25 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
                           store: Callable[[str, str], None]) -> None:
     """Output row ``r`` of every channel ``c`` for a cascade member
     (opfuse/backends/c/int8/cascade.py), with the same core as the layer-by-layer kernel:
-    ``channel`` is the C pointer of input channel ``c`` (in a ring or a whole tensor), ``row(ih)``
-    of its row ``ih`` from ``xc``, ``out_row`` declares the output row's pointer ``yr``, and ``store(ch, col)``
-    writes ``v`` through the member's epilogue."""
-    from opfuse.backends.c.int8.conv import _bias_array  # conv.py dispatches here
-
-    xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
-    xq, wq, yq = quant(xv, node, "input"), quant(wv, node, "weight"), quant(yv, node, "output")
-    zx, zy, hct = int(xq.zero_point[0]), int(yq.zero_point[0]), int_ctype(yv, node)
-    bias = params.weight(f"{node.name}:bias", _bias_array(node, 2, g.oc).astype(np.int32), INT32)
-    rq = requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)))
-    weights, zrow = depthwise_weights(params, wv, g), zero_row(params, g, zx)
+    ``channel`` is the C pointer of input channel ``c`` (in a ring or a whole tensor),
+    ``row(ih)`` of its row ``ih`` from ``xc``, ``out_row`` declares the output row's pointer
+    ``yr``, and ``store(ch, col)`` writes ``v`` through the member's epilogue."""
+    hct = int_ctype(node.outputs[0], node)
+    weights, bias, zrow, dq = _operands(params, node, g)
 
     def store_acc(acc: str, col: str) -> None:
         w.open("")
-        r = emit_requantized(w, rq, acc)
-        w(f"const int32_t v = opfuse_clamp({r} + {zy}, {hct.lo}, {hct.hi});")
+        emit_clamped(w, dq, acc, hct.lo, hct.hi)
         store("c", col)
         w.close()
 
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
     w(f"const int8_t *xc = {channel};")
-    emit_channel_setup(w, g, weights, bias, zx, rq)
+    emit_channel_setup(w, g, weights, bias, dq)
     w(f"{out_row};")
     emit_dw_row(w, g, "r", row, zrow, store_acc)
     w.close()
 
 
-__all__ = ["emit_depthwise_member", "emit_channel_setup", "emit_depthwise8", "emit_dw_row", "is_depthwise8"]
+__all__ = ["emit_channel_setup", "emit_depthwise8", "emit_depthwise_member", "emit_dw_row",
+           "is_depthwise8"]
