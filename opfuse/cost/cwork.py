@@ -16,10 +16,13 @@ loops:
   shift, a clamp) and run through the fused epilogue;
 - ``loops``: the template's innermost vector loops started (per tap of an output row and channel
   block, per input channel of a pixel tile, per tap of an output pixel of the channel-lanes path,
-  per Gemm output): the set-up that does not scale with the MACs.
+  per Gemm output, per output row of a depthwise conv, per window row of a pooled output): the
+  set-up that does not scale with the MACs.
 
 Kernels without an anchor (pools, elementwise, softmax, movement) count their output elements,
-with ``lane_macs`` = their FLOPs (the cost model's count), on their class's path. Each item of
+with ``lane_macs`` = their FLOPs (the cost model's count), on their class's path; a
+QuantizeLinear / DequantizeLinear converts each element (no MACs), a Softmax runs the ``other``
+path (its table lookups are not a reduction's sums). Each item of
 work names the template path it runs on (``PATHS``): the rates differ per path, not per class (a
 1x1 conv on a 3x3 plane runs the channel-lanes path, on a 40x40 plane the pixel-tile path).
 """
@@ -174,9 +177,18 @@ def node_work(node: ir.Node, path: str | None = None) -> Work:
         return found
     out = static_dims(node.outputs[0]) if node.outputs else None
     outputs = math.prod(out) if out is not None else 0
-    return Work(float(ops.flops(node)), outputs, 0, path or node_class(node))
+    loops, macs = 0, float(ops.flops(node))
+    if node.op_type in CONVERSIONS and path is None:  # a conversion per element: no MACs
+        macs = 0.0
+    if node.op_type == "Softmax" and path is None:  # int8/softmax.py: exp table, sum, reciprocal
+        path = "other"
+    if node.op_type in ("MaxPool", "AveragePool") and path is None:
+        # int8/pools.emit_pool_value8: per output, a loop over each window row's columns
+        loops = outputs * _ints(node, "kernel_shape", [1])[0]
+    return Work(macs, outputs, loops, path or node_class(node))
 
 
+CONVERSIONS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 CLAMPS = frozenset({"Relu", "Clip"})  # folded into the requantization's clamp: no extra cost
 
 
