@@ -10,7 +10,9 @@ layer-by-layer kernel (``emit_depthwise8``) and a cascade member call the same c
   in weights.c), which adds ``z_x * w`` and so exactly cancels its share of the fold (TFLite's
   padding contributes nothing);
 * a pixel whose window leaves the row on the left or right (a few per row) sums the taps inside
-  the row, with their zero point folded into its own bias (one per such window, per channel);
+  the row: for a 3x3 window with code per column and their zero point folded into a bias per
+  window, for a larger one in one loop over those columns, ``bias + (x - z_x) * w`` (small code;
+  ``unrolled_singles``);
 * interior pixels go ``PAIR`` at a time. Under ``OPFUSE_DSP`` a word of four input bytes at an
   even offset ``q`` is widened by ``__sxtb16`` into ``e`` = (x[q], x[q+2]) and, rotated by 8 bits,
   ``o`` = (x[q+1], x[q+3]); taps ``k`` and ``k + 2`` of an output pixel then pair with one of
@@ -152,6 +154,13 @@ def dw_quant(params: Params, node: ir.Node, g: ConvGeom) -> DwQuant:
     return DwQuant(int(xq.zero_point[0]), int(yq.zero_point[0]), rq, left)
 
 
+def unrolled_singles(g: ConvGeom) -> bool:
+    """Whether the columns outside the groups get code of their own per column (fast, but flash
+    per column): for 3x3 or smaller windows; a 5x5 or 7x7 one has up to 6 such columns of 25-49
+    taps each (10 KB of code on mcunet_vww), so one loop over them keeps the code small."""
+    return g.k[0] * g.k[1] <= 9
+
+
 def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQuant) -> None:
     """Per channel ``c``: ``wc`` (its int8 taps), ``bk<k0>_<k1>`` (the bias with the zero point of
     the taps k0 .. k1 of every row folded in: ``bk0_<KW>`` for the SIMD groups, the others for a
@@ -161,7 +170,8 @@ def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQ
     singles, (_, groups) = columns(g)
     w(f"const int8_t *wc = {weights} + c*{kh_ * kw_};")
     w(f"const int32_t bc = {bias}[c];")
-    for k0, k1 in sorted({(k0, k1) for _, k0, k1 in singles} | ({(0, kw_)} if groups else set())):
+    classes = {(k0, k1) for _, k0, k1 in singles} if unrolled_singles(g) else set()
+    for k0, k1 in sorted(classes | ({(0, kw_)} if groups else set())):
         terms = " + ".join(f"wc[{kh * kw_ + k}]" for kh in range(kh_) for k in range(k0, k1))
         w(f"const int32_t bk{k0}_{k1} = bc - {dq.zx}*({terms or 0});")
     rq = dq.rq
@@ -198,7 +208,7 @@ def emit_requantized(w: CWriter, dq: DwQuant, acc: str) -> str:
 
 
 def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zrow: str,
-                store: Callable[[str, str], None]) -> None:
+                zx: int, store: Callable[[str, str], None]) -> None:
     """Output row ``oh`` of channel ``c`` (after ``emit_channel_setup``): ``row(ih)`` is the C
     pointer of input row ``ih`` of the channel; ``store(acc, col)`` requantizes and writes the
     int32 sum (bias included) of output column ``col``."""
@@ -209,7 +219,8 @@ def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zro
           f": {zrow};")
     singles, (first, groups) = columns(g)
     end = first + groups * PAIR
-    for ow, k0, k1 in singles:
+    unrolled = unrolled_singles(g)
+    for ow, k0, k1 in singles if unrolled else ():
         if ow < first:
             _single(w, g, ow, k0, k1, store)
     if groups:
@@ -223,9 +234,11 @@ def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zro
         for d in range(PAIR):
             store(f"a{d}", f"ow + {d}" if d else "ow")
         w.close()
-    for ow, k0, k1 in singles:
+    for ow, k0, k1 in singles if unrolled else ():
         if ow >= first:
             _single(w, g, ow, k0, k1, store)
+    if singles and not unrolled:
+        _singles_loop(w, g, first, end, len(singles), zx, store)
 
 
 def _dsp_group(w: CWriter, g: ConvGeom) -> None:
@@ -269,6 +282,25 @@ def _single(w: CWriter, g: ConvGeom, ow: int, k0: int, k1: int,
     w.open("")
     w(f"const int32_t acc = bk{k0}_{k1}{''.join(' + ' + t for t in terms)};")
     store("acc", str(ow))
+    w.close()
+
+
+def _singles_loop(w: CWriter, g: ConvGeom, first: int, end: int, count: int, zx: int,
+                  store: Callable[[str, str], None]) -> None:
+    """The columns outside the groups (``0 .. first``, ``end .. ow``) in one loop with one store
+    site: each sums ``bias + (x - z_x) * w`` over its taps inside the row (``zrow`` gives 0)."""
+    (kh_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
+    w.open(f"for (int j = 0; j < {count}; ++j)")
+    w(f"const int ow = j < {first} ? j : j - {first} + {end};")
+    w(f"const int x0 = ow*{sw} - {pw};")
+    w("const int k0 = x0 < 0 ? -x0 : 0;")
+    w(f"const int k1 = {g.iw} - x0 < {kw_} ? {g.iw} - x0 : {kw_};")
+    w("int32_t acc = bc;")
+    w.open("for (int k = k0; k < k1; ++k)")
+    for kh in range(kh_):
+        w(f"acc += ((int32_t)r{kh}[x0 + k] - {zx})*wc[{kh * kw_} + k];")
+    w.close()
+    store("acc", "ow")
     w.close()
 
 
@@ -328,7 +360,7 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
     emit_channel_setup(w, g, weights, bias, dq)
     w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
     w(f"{yct.name} *yr = {y} + (n*{g.c} + c)*{plane_out} + oh*{g.ow};")
-    emit_dw_row(w, g, "oh", lambda ih: f"xc + {ih}*{g.iw}", zrow, store)
+    emit_dw_row(w, g, "oh", lambda ih: f"xc + {ih}*{g.iw}", zrow, dq.zx, store)
     w.close()
     w.close()
     w.close()
@@ -355,7 +387,7 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
     w(f"const int8_t *xc = {channel};")
     emit_channel_setup(w, g, weights, bias, dq)
     w(f"{out_row};")
-    emit_dw_row(w, g, "r", row, zrow, store_acc)
+    emit_dw_row(w, g, "r", row, zrow, dq.zx, store_acc)
     w.close()
 
 
