@@ -182,6 +182,7 @@ def node_work(node: ir.Node, path: str | None = None) -> Work:
         macs = 0.0
     if node.op_type == "Softmax" and path is None:  # int8/softmax.py: exp table, sum, reciprocal
         path = "other"
+        loops = outputs // out[-1] if out else 0  # a reciprocal per row
     if node.op_type in ("MaxPool", "AveragePool") and path is None:
         # int8/pools.emit_pool_value8: per output, a loop over each window row's columns
         loops = outputs * _ints(node, "kernel_shape", [1])[0]

@@ -34,7 +34,7 @@ CYCLES_PER_INSTRUCTION = {"cortex-m4": 1.2, "cortex-m7": 1.0}
 # Layers an MCU model has beyond the host's probe (opfuse.cost.int8_probe.CASES): the layout
 # Transposes at a TFLite model's boundary, a classifier's 1x1 convs on a 1x1 plane, a whole-plane
 # average pool, a big-window max pool, a classifier's Softmax (its output requantized to TFLite's
-# 1/256 and -128 after onnxruntime's quantization: ``softmax_as_tflite``).
+# 1/256 and -128 after onnxruntime's quantization: ``as_tflite``).
 MCU_CASES = (
     ("Transpose", {"perm": [0, 2, 3, 1]}, (1, 3, 32, 32), None, ""),
     ("Transpose", {"perm": [0, 3, 1, 2]}, (1, 12, 12, 16), None, ""),
@@ -62,13 +62,13 @@ def measure_kernels(target: str, timeout_s: float = 300.0) -> list[tuple[str, li
     from opfuse.backends.c.emulate import emulate_c
     from opfuse.backends.c.int8.requant import ROUNDING, TFLITE
     from opfuse.cost.cwork import is_view, kernel_work
-    from opfuse.cost.int8_probe import _BOUNDARY, CASES, chunks, quantized_probe
+    from opfuse.cost.int8_probe import CASES, chunks, quantized_probe
 
     found = []
     for cases in chunks(CASES + MCU_CASES):
         with tempfile.TemporaryDirectory(prefix="opfuse-mcuprobe-") as tmp:
             probe = quantized_probe(Path(tmp), cases)
-            softmax_as_tflite(probe)
+            as_tflite(probe)
             result = compile_model(probe, target)
             result.optimized.meta[ROUNDING] = TFLITE  # as the C of every .tflite model
             emu = emulate_c(result, trials=1, timeout_s=timeout_s)
@@ -76,30 +76,70 @@ def measure_kernels(target: str, timeout_s: float = 300.0) -> list[tuple[str, li
         nodes = {n.name: n for n in model.graph}
         for kernel, count in zip(part.kernels, emu.kernels, strict=True):
             members = [nodes[n] for n in kernel.nodes if n in nodes]
+            # the probe's own QuantizeLinear / DequantizeLinear count too: an MCU model's float
+            # input and output run the same kernels
             kind = "view" if is_view(members) else "layer"
-            if all(n.op_type in _BOUNDARY for n in members):
-                kind = "boundary"
             found.append((kind, kernel_work(members), float(count.instructions)))
     return found
 
 
-def softmax_as_tflite(path: Path) -> None:
-    """Give every Softmax output of a quantized probe TFLite's parameters (scale 1/256, zero point
-    -128), the only ones its int8 Softmax takes."""
+def as_tflite(path: Path) -> None:
+    """Give a quantized probe TFLite's parameters where its kernels require or assume them: every
+    Softmax output scale 1/256 and zero point -128 (the only ones its int8 Softmax takes), every
+    MaxPool / AveragePool output its input's (TFLite's pools keep them, and their C is then the
+    pool template, not a requantizing mean)."""
     import numpy as np
     import onnx
     from onnx import numpy_helper
 
     model = onnx.load(path)
     g = model.graph
-    outs = {n.output[0] for n in g.node if n.op_type == "Softmax"}
-    names = {n.input[i]: i for n in g.node if n.op_type == "QuantizeLinear" and n.input[0] in outs
+    _quantize_float_pools(g)
+    producer = {o: n for n in g.node for o in n.output}
+    soft = {n.output[0] for n in g.node if n.op_type == "Softmax"}
+    rename = {}
+    for n in g.node:
+        if n.op_type in ("MaxPool", "AveragePool") and n.input[0] in producer:
+            dq = producer[n.input[0]]
+            for q in (m for m in g.node if m.op_type == "QuantizeLinear" and m.input[0] == n.output[0]):
+                rename.update({q.input[1]: dq.input[1], q.input[2]: dq.input[2]})
+    for n in g.node:
+        n.input[:] = [rename.get(i, i) for i in n.input]
+    names = {n.input[i]: i for n in g.node if n.op_type == "QuantizeLinear" and n.input[0] in soft
              for i in (1, 2)}
     for init in g.initializer:
         if init.name in names:
             value = np.float32(1 / 256) if names[init.name] == 1 else np.int8(-128)
             init.CopyFrom(numpy_helper.from_array(np.array(value), init.name))
     onnx.save(model, path)
+
+
+def _quantize_float_pools(g) -> None:  # noqa: ANN001 (onnx.GraphProto)
+    """onnxruntime leaves an AveragePool in float: put it between Q -> DQ and Q -> DQ of one
+    int8 scale and zero point (the probe's inputs are non-negative), as a TFLite model has it."""
+    from onnx import TensorProto, helper
+
+    nodes = list(g.node)
+    del g.node[:]
+    for n in nodes:
+        if n.op_type != "AveragePool" or any(m.output[0] == n.input[0] for m in nodes
+                                              if m.op_type == "DequantizeLinear"):
+            g.node.append(n)
+            continue
+        s, z = f"{n.name}_qs", f"{n.name}_qz"
+        g.initializer.extend([helper.make_tensor(s, TensorProto.FLOAT, [], [0.02]),
+                              helper.make_tensor(z, TensorProto.INT8, [], [-128])])
+        x, y = n.input[0], n.output[0]
+        g.node.extend([
+            helper.make_node("QuantizeLinear", [x, s, z], [f"{x}_q8"], name=f"{n.name}_qi"),
+            helper.make_node("DequantizeLinear", [f"{x}_q8", s, z], [f"{x}_d8"], name=f"{n.name}_di"),
+        ])
+        n.input[0], n.output[0] = f"{x}_d8", f"{y}_f"
+        g.node.append(n)
+        g.node.extend([
+            helper.make_node("QuantizeLinear", [f"{y}_f", s, z], [f"{y}_q8"], name=f"{n.name}_qo"),
+            helper.make_node("DequantizeLinear", [f"{y}_q8", s, z], [y], name=f"{n.name}_do"),
+        ])
 
 
 def calibrate_target(target: str, found: list[tuple[str, list, float]] | None = None) -> dict:
