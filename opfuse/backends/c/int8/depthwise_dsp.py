@@ -224,12 +224,15 @@ def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zro
         if ow < first:
             _single(w, g, ow, k0, k1, store)
     if groups:
+        w("#ifndef OPFUSE_DSP")
+        _portable_sums(w, g, first, end)
+        w("#endif")
         w.open(f"for (int ow = {first}; ow < {end}; ow += {PAIR})")
-        w(f"const int x0 = ow*{sw} - {pw};")
         w("#ifdef OPFUSE_DSP")
+        w(f"const int x0 = ow*{sw} - {pw};")
         _dsp_group(w, g)
         w("#else")
-        _portable_group(w, g)
+        w("const int32_t " + ", ".join(f"a{d} = ar[ow - {first} + {d}]" for d in range(PAIR)) + ";")
         w("#endif")
         for d in range(PAIR):
             store(f"a{d}", f"ow + {d}" if d else "ow")
@@ -264,12 +267,16 @@ def _dsp_group(w: CWriter, g: ConvGeom) -> None:
         w.close()
 
 
-def _portable_group(w: CWriter, g: ConvGeom) -> None:
-    (kh_, kw_), (_, sw) = g.k, g.s
-    for d in range(PAIR):
-        terms = [f"r{kh}[x0 + {d * sw + kw}]*wc[{kh * kw_ + kw}]"
-                 for kh in range(kh_) for kw in range(kw_)]
-        w(f"const int32_t a{d} = bk0_{kw_} + {' + '.join(terms)};")
+def _portable_sums(w: CWriter, g: ConvGeom, first: int, end: int) -> None:
+    """The portable C: the sums of the grouped columns first, one loop over the row that the
+    host's compiler vectorizes (as the row template it replaces was), then the stores."""
+    (kh_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
+    w(f"int32_t ar[{end - first}];")
+    w.open(f"for (int i = 0; i < {end - first}; ++i)")
+    w(f"const int x0 = (i + {first})*{sw} - {pw};")
+    terms = [f"r{kh}[x0 + {kw}]*wc[{kh * kw_ + kw}]" for kh in range(kh_) for kw in range(kw_)]
+    w(f"ar[i] = bk0_{kw_} + {' + '.join(terms)};")
+    w.close()
 
 
 def _single(w: CWriter, g: ConvGeom, ow: int, k0: int, k1: int,
