@@ -397,6 +397,3 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
     emit_dw_row(w, g, "r", row, zrow, dq.zx, store_acc)
     w.close()
 
-
-__all__ = ["emit_channel_setup", "emit_depthwise8", "emit_depthwise_member", "emit_dw_row",
-           "is_depthwise8"]
