@@ -2,6 +2,10 @@
 and per-kernel QEMU instruction counts against the cost model's predicted cycles.
 
     python benchmarks/mcu.py [--targets cortex-m4,cortex-m7] [--timeout S] [--json PATH] [MODEL ...]
+    python benchmarks/mcu.py --int8 [--targets ...] [MODEL ...]
+
+``--int8``: the shared int8 models beside TFLite Micro + CMSIS-NN (benchmarks/mcu_int8.py: invoke
+totals default and cascaded, per kernel family, footprint, and the Cortex-M cost model's error).
 
 For each model and target (built-ins, ../shared/models/onnx and /tflite by default): the ELF's flash and
 RAM (``arm-none-eabi-gcc`` with the target's flags), the arena in the ELF beside analyze's peak,
@@ -140,7 +144,15 @@ def main() -> None:
     parser.add_argument("--targets", default=",".join(TARGETS))
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--json", help="also write the figures as JSON to this path")
+    parser.add_argument("--int8", action="store_true",
+                        help="the shared int8 models vs TFLite Micro + CMSIS-NN (mcu_int8.py)")
     args = parser.parse_args()
+    if args.int8:
+        from mcu_int8 import main as int8_main  # benchmarks/ is the script's own directory
+
+        int8_main(args.models, args.targets.split(",") if "," in args.targets
+                  else [args.targets])
+        return
     rows, kernels = [], []
     for target in args.targets.split(","):
         for source in args.models or default_sources():

@@ -48,8 +48,8 @@ CASES = (
 _MARKS = {  # a line only that path's template writes
     "pointwise": re.compile(r"const int p0 = "),
     "conv_lanes": re.compile(r"acc\[o\] \+= xv \* wv\[o\]"),
-    "conv_rows": re.compile(r"int32_t acc\[[248]\]\[\d+\];[^$]*if \(ih < 0 \|\|"),
-    "depthwise": re.compile(r"int32_t acc\[1\]\[\d+\];[^$]*if \(ih < 0 \|\|"),
+    "conv_rows": re.compile(r"int32_t acc\[\d\]\[\d+\];[^$]*if \(ih < 0 \|\|"),
+    "depthwise": re.compile(r"const int8_t \*r0 = \(unsigned\)"),  # depthwise_dsp.py
     "gemm": re.compile(r"acc \+= \(\(int32_t\)ar\[kk\]"),
 }
 

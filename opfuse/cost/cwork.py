@@ -16,10 +16,13 @@ loops:
   shift, a clamp) and run through the fused epilogue;
 - ``loops``: the template's innermost vector loops started (per tap of an output row and channel
   block, per input channel of a pixel tile, per tap of an output pixel of the channel-lanes path,
-  per Gemm output): the set-up that does not scale with the MACs.
+  per Gemm output, per output row of a depthwise conv, per window row of a pooled output): the
+  set-up that does not scale with the MACs.
 
 Kernels without an anchor (pools, elementwise, softmax, movement) count their output elements,
-with ``lane_macs`` = their FLOPs (the cost model's count), on their class's path. Each item of
+with ``lane_macs`` = their FLOPs (the cost model's count), on their class's path; a
+QuantizeLinear / DequantizeLinear converts each element (no MACs), a Softmax runs the ``other``
+path (its table lookups are not a reduction's sums). Each item of
 work names the template path it runs on (``PATHS``): the rates differ per path, not per class (a
 1x1 conv on a 3x3 plane runs the channel-lanes path, on a 40x40 plane the pixel-tile path).
 """
@@ -44,6 +47,38 @@ OCB_CHOICES = (8, 4, 2, 1)
 PIX_TILE = 64
 LANES = 16
 SHORT_ROW = 32
+DW_PAIR, DW_MAX_K = 2, 8  # opfuse.backends.c.int8.depthwise_dsp: output pixels per SIMD group
+
+
+def dw_reach(k: int, stride: int) -> int:
+    """Bytes a depthwise SIMD group reads from its first input column (``depthwise_dsp.reach``:
+    pairs of taps (k, k + 2) from the word at the even offset below them, a single tap from the
+    word holding it in its low lane unless an already read word holds it in its high lane)."""
+    firsts, singles, used = [], [], set()
+    for t in range(k):
+        if t in used:
+            continue
+        if t + 2 < k and t + 2 not in used:
+            firsts.append(t)
+            used |= {t, t + 2}
+        else:
+            singles.append(t)
+            used.add(t)
+    words = {i - i % 2 for d in range(DW_PAIR) for i in (d * stride + t for t in firsts)}
+    for d in range(DW_PAIR):
+        for t in singles:
+            lo = (d * stride + t) - (d * stride + t) % 2
+            if not (lo - 2 >= 0 and lo - 2 in words and lo not in words):
+                words.add(lo)
+    return max(words) + 4
+
+
+def dw_group_columns(iw: int, ow: int, k: int, stride: int, pad: int) -> int:
+    """Output columns of a row that the depthwise kernel computes in SIMD groups (the rest,
+    whose window or group leaves the row, are summed one by one)."""
+    first = -(-pad // stride)
+    last = (iw - dw_reach(k, stride) + pad) // stride
+    return max(0, (last - first) // DW_PAIR + 1) * DW_PAIR if last >= first else 0
 
 
 # The C template paths, each with its own rates in [perf.int8c] (opfuse.targets.int8c): a conv
@@ -93,6 +128,16 @@ def conv_work(node: ir.Node) -> Work | None:
         loops = n * group * pixels * icg * taps
         vec, tail = _split(ocg)
         return Work(loops * vec, n * oc * pixels, loops, "conv_lanes", loops * tail)
+    dilations = _ints(node, "dilations", [1, 1])
+    int8 = node.inputs[0].dtype == ir.DataType.INT8
+    if (group == oc and icg == 1 and group > 1 and kw <= DW_MAX_K and int8
+            and all(d == 1 for d in dilations)):
+        # depthwise_dsp: SIMD pairs of pixels per row (lane MACs), the columns left one by one
+        # (tail MACs); a loop per output row
+        simd = min(ow, dw_group_columns(xs[3], ow, kw, strides[1], pads[1]))
+        rows = n * oc * oh
+        return Work(rows * simd * taps, n * oc * pixels, rows, "depthwise",
+                    rows * (ow - simd) * taps)
     ocb = next(b for b in OCB_CHOICES if ocg % b == 0)
     blocks = n * group * (ocg // ocb)
     if pointwise:  # pixel tiles of PIX_TILE, each a vector loop over its pixels
@@ -102,8 +147,9 @@ def conv_work(node: ir.Node) -> Work | None:
         per = blocks * ocb * icg
         return Work(per * (full * tv + rv), n * oc * pixels,
                     blocks * (full + (1 if rest else 0)) * icg, "pointwise", per * (full * tt + rt))
-    # one output row at a time, a vector loop over the row per tap
-    path = "depthwise" if group > 1 and icg == 1 else "conv_rows"
+    # one output row at a time, a vector loop over the row per tap (a depthwise conv with a
+    # multiplier, dilation or uint8 activations too)
+    path = "conv_rows"
     loops = blocks * oh * icg * taps
     vec, tail = _split(ow)
     return Work(loops * ocb * vec, n * oc * pixels, loops, path, loops * ocb * tail)
@@ -131,9 +177,19 @@ def node_work(node: ir.Node, path: str | None = None) -> Work:
         return found
     out = static_dims(node.outputs[0]) if node.outputs else None
     outputs = math.prod(out) if out is not None else 0
-    return Work(float(ops.flops(node)), outputs, 0, path or node_class(node))
+    loops, macs = 0, float(ops.flops(node))
+    if node.op_type in CONVERSIONS and path is None:  # a conversion per element: no MACs
+        macs = 0.0
+    if node.op_type == "Softmax" and path is None:  # int8/softmax.py: exp table, sum, reciprocal
+        path = "other"
+        loops = outputs // out[-1] if out else 0  # a reciprocal per row
+    if node.op_type in ("MaxPool", "AveragePool") and path is None:
+        # int8/pools.emit_pool_value8: per output, a loop over each window row's columns
+        loops = outputs * _ints(node, "kernel_shape", [1])[0]
+    return Work(macs, outputs, loops, path or node_class(node))
 
 
+CONVERSIONS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 CLAMPS = frozenset({"Relu", "Clip"})  # folded into the requantization's clamp: no extra cost
 
 

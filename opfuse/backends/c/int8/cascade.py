@@ -37,6 +37,7 @@ from opfuse.backends.c.int8.conv import (
     packed_weights,
     requant_clamp,
 )
+from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise_member, is_depthwise8
 from opfuse.backends.c.int8.pools import emit_pool_value8
 from opfuse.backends.c.pools import pool_geom
 from opfuse.memory.lifetimes import RING_PREFIX
@@ -176,6 +177,11 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int, w_in: int, yp: st
 
     def row(ih: str) -> str:
         return f"xc + {ih}*{w_in}" if whole else f"xc + ({ih} % {rx})*{w_in}"
+
+    if is_depthwise8(g, node, xct):  # the layer-by-layer kernel's row core (depthwise_dsp.py)
+        emit_depthwise_member(w, node, params, g, f"{xp} + c*{rx * w_in}", row,
+                              f"{yct.name} *yr = {yp} + (c*{ry} + r % {ry})*{w_out}", store)
+        return
 
     # short rows (a cascade computes one row at a time, pointwise convs too): one pixel at a
     # time, vectorized over the group's output channels

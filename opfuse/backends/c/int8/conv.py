@@ -21,6 +21,7 @@ from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8 import dsp
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise8, is_depthwise8
 from opfuse.backends.c.pools import window
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
@@ -68,6 +69,9 @@ def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
     if xq.scale.size != 1 or yq.scale.size != 1:
         raise OpfuseError(f"C backend: {who(node)}: activations must be quantized per tensor")
     xct, yct = int_ctype(xv, node), int_ctype(yv, node)
+    if is_depthwise8(g, node, xct.name):  # SIMD pairs of pixels (depthwise_dsp.py)
+        _check_zero_point(node, wv)
+        return emit_depthwise8(w, node, pre, params, g)
     ocb = next(b for b in OCB_CHOICES if g.ocg % b == 0)
     taps = g.k[0] * g.k[1]
     zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])

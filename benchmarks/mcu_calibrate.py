@@ -1,0 +1,42 @@
+"""Re-measure ``[perf.int8c]`` of the Cortex-M targets (opfuse.cost.mcu_probe): the probe layers of
+opfuse.cost.int8_probe, compiled for each target, run on its board under QEMU (-icount), their
+instructions per kernel fitted per C path and written into opfuse/targets/<target>.toml as seconds
+at the part's clock (instructions x the assumed cycles per instruction / clock_hz).
+
+    python benchmarks/mcu_calibrate.py [--targets cortex-m4,cortex-m7] [--dry-run]
+
+Run it again whenever the int8 C templates change (the table is theirs); benchmarks/mcu.py then
+prints how far the predictions are from the instructions the shared int8 models execute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from opfuse.cost.mcu_probe import calibrate_target, measure_kernels, table_lines, write_table
+from opfuse.targets import load_target
+
+TARGETS_DIR = Path(__file__).resolve().parents[1] / "opfuse" / "targets"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--targets", default="cortex-m4,cortex-m7")
+    ap.add_argument("--dry-run", action="store_true", help="print the tables, write nothing")
+    args = ap.parse_args()
+    for target in args.targets.split(","):
+        t0 = time.perf_counter()
+        found = measure_kernels(target)
+        figures = calibrate_target(target, found)
+        lines = table_lines(target, figures, load_target(target).perf.clock_hz)
+        print(f"{target}: {len(found)} kernels measured in {time.perf_counter() - t0:.0f} s")
+        print("\n".join(lines))
+        if not args.dry_run:
+            write_table(TARGETS_DIR / f"{target}.toml", lines)
+            print(f"wrote {TARGETS_DIR / f'{target}.toml'}")
+
+
+if __name__ == "__main__":
+    main()

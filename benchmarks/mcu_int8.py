@@ -1,0 +1,170 @@
+"""The shared int8 models on the emulated Cortex-M boards beside TFLite Micro with CMSIS-NN
+(``python benchmarks/mcu.py --int8``; issue 20's table).
+
+Per model and board (cortex-m7 on mps2-an500, cortex-m4 on mps2-an386): the invoke total in
+instructions (QEMU ``-icount``, as ``opfuse validate --backend c --emulate`` counts them), default
+(layer by layer) and ``--cascades``, beside TFLite Micro + CMSIS-NN's and the ratio; the default
+run's instructions per kernel family; the arena (OPFUSE_ARENA_BYTES + stack scratch) and flash
+(code + weights, from the ELF) beside TFLite Micro's. Every run is checked bit-exact against
+TFLite Micro on 2 seeded inputs. Then the Cortex-M cost model: per kernel of the default runs, the
+instructions measured over the instructions ``[perf.int8c]`` predicts (the predicted cycles over
+the assumed cycles per instruction, opfuse.cost.mcu_probe), median and worst; kernels that are
+views (no code runs) are left out.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import onnx_ir as ir
+
+from opfuse.backends.c.emit import c_partition
+from opfuse.backends.c.emulate import emulate_c
+from opfuse.cost.cwork import is_view
+from opfuse.cost.mcu_probe import CYCLES_PER_INSTRUCTION, predicted_instructions
+from opfuse.pipeline import compile_model
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "tflite"
+BOARDS = {"cortex-m7": "mps2-an500", "cortex-m4": "mps2-an386"}
+
+# Facts from issue 20 (not measured here): instructions per inference of TFLite Micro
+# (tflite-micro 90b983c2) with CMSIS-NN kernels (4ab83cc, OPTIMIZED_KERNEL_DIR=cmsis_nn, release
+# build, kernels -O2), arm-none-eabi-gcc 12.2.1, on the same QEMU boards and counting method;
+# then TFLite Micro's arena_used_bytes and its ELF's flash (model included).
+PEER = {
+    ("kws_ref_model", "cortex-m7"): (7_645_548, 22_820, 106_300),
+    ("vww_96_int8", "cortex-m7"): (24_025_156, 100_708, 385_652),
+    ("pretrainedResnet_quant", "cortex-m7"): (30_025_987, 54_996, 148_884),
+    ("ad01_int8", "cortex-m7"): (583_164, 2_580, 303_188),
+    ("person_detect", "cortex-m7"): (22_715_452, 82_308, 343_060),
+    ("mcunet_vww", "cortex-m7"): (47_794_828, 219_808, 669_828),
+    ("kws_ref_model", "cortex-m4"): (7_699_734, 22_820, 107_948),
+    ("vww_96_int8", "cortex-m4"): (24_101_542, 100_708, 387_300),
+    ("pretrainedResnet_quant", "cortex-m4"): (29_863_147, 54_996, 150_312),
+    ("ad01_int8", "cortex-m4"): (582_864, 2_580, 305_716),
+    ("person_detect", "cortex-m4"): (22_928_024, 82_308, 344_804),
+    ("mcunet_vww", "cortex-m4"): (48_625_576, 219_808, 672_036),
+}
+MODELS = ("kws_ref_model", "vww_96_int8", "pretrainedResnet_quant", "ad01_int8", "person_detect",
+          "mcunet_vww")
+FAMILIES = ("conv 1x1", "conv general", "depthwise", "fully connected", "pools", "elementwise",
+            "requantize", "other")
+POOLS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "ReduceMean"})
+REQUANT = frozenset({"QuantizeLinear", "DequantizeLinear", "Cast"})
+ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Relu", "Clip", "Sigmoid", "Tanh", "HardSwish",
+                         "LeakyRelu"})
+
+
+def family(members: list[ir.Node]) -> str:
+    """The family of a kernel by its first node (a fused epilogue goes with its anchor)."""
+    head = members[0]
+    if head.op_type == "Conv":
+        ws = head.inputs[1].shape
+        a = head.attributes.get("group")
+        group = a.as_int() if a is not None else 1
+        if group > 1 and ws is not None and ws[1] == 1:
+            return "depthwise"
+        return "conv 1x1" if ws is not None and tuple(ws[2:]) == (1, 1) else "conv general"
+    if head.op_type in ("Gemm", "MatMul"):
+        return "fully connected"
+    if head.op_type in POOLS:
+        return "pools"
+    if head.op_type in REQUANT:
+        return "requantize"
+    return "elementwise" if head.op_type in ELEMENTWISE else "other"
+
+
+def run(name: str, target: str, cascades: bool) -> dict:
+    result = compile_model(str(SHARED / f"{name}.tflite"), target)
+    emu = emulate_c(result, trials=2, cascades=cascades)
+    model, part = c_partition(result, True, cascades)
+    nodes = {n.name: n for n in model.graph}
+    by_family = dict.fromkeys((*FAMILIES, "cascade"), 0)
+    kernels = []
+    for kernel, count in zip(part.kernels, emu.kernels, strict=True):
+        members = [nodes[n] for n in kernel.nodes if n in nodes]
+        fam = "cascade" if kernel.is_cascade else family(members)
+        by_family[fam] += count.instructions
+        if not is_view(members) and count.predicted_cycles:
+            kernels.append((fam, kernel.name, count.instructions,
+                            predicted_instructions(count.predicted_cycles, target)))
+    fp = emu.footprint
+    return {"total": emu.instructions, "exact": emu.report.ok
+            and all(o.max_abs_err == 0 for o in emu.report.outputs),
+            "families": by_family, "kernels": kernels,
+            "arena": emu.arena_bytes + fp.stack - emu.board.stack_bytes,  # + stack scratch
+            "flash": fp.flash}
+
+
+def _x(ours: int, peer: int) -> str:
+    return f"{ours:>12,} ({ours / peer:4.2f}x)"
+
+
+def print_table(runs: dict) -> None:
+    print("instructions per inference (QEMU -icount), bit-exact with TFLite Micro on 2 inputs")
+    head = (f"{'model':<24}{'board':<12}{'TFLM+CMSIS-NN':>14}{'opfuse default':>22}"
+            f"{'opfuse --cascades':>22}  exact")
+    print(head)
+    print("-" * len(head))
+    for (name, target), (d, c) in runs.items():
+        peer = PEER[(name, target)][0]
+        exact = "yes" if d["exact"] and c["exact"] else "NO"
+        print(f"{name:<24}{BOARDS[target]:<12}{peer:>14,}{_x(d['total'], peer):>22}"
+              f"{_x(c['total'], peer):>22}  {exact}")
+    print("\ndefault run, instructions per kernel family")
+    head = f"{'model':<24}{'board':<12}" + "".join(f"{f:>16}" for f in FAMILIES)
+    print(head)
+    for (name, target), (d, _) in runs.items():
+        print(f"{name:<24}{BOARDS[target]:<12}"
+              + "".join(f"{d['families'][f]:>16,}" for f in FAMILIES))
+    print("\nfootprint (bytes): opfuse's arena = OPFUSE_ARENA_BYTES + the kernels' stack scratch, "
+          "flash = the ELF's code + weights + constants; TFLM's arena_used_bytes and ELF flash "
+          "(model included) from issue 20")
+    for (name, target), (d, c) in runs.items():
+        _, arena, flash = PEER[(name, target)]
+        print(f"{name:<24}{BOARDS[target]:<12} arena {d['arena']:>9,} (cascaded {c['arena']:>9,})"
+              f" vs {arena:>9,}   flash {d['flash']:>9,} vs {flash:>9,}")
+
+
+def print_cost(runs: dict) -> dict:
+    """Measured / predicted instructions per kernel of the default runs, per board."""
+    print("\nCortex-M cost model ([perf.int8c], opfuse.cost.mcu_probe): per kernel, measured "
+          "instructions / predicted instructions (= predicted cycles / assumed CPI)")
+    summary = {}
+    for target in BOARDS:
+        ks = [k for (_, t), (d, _) in runs.items() if t == target for k in d["kernels"]]
+        if not ks:
+            continue
+        ratios = [m / p for _, _, m, p in ks]
+        worst = max(max(r, 1 / r) for r in ratios)
+        summary[target] = (statistics.median(ratios), worst)
+        print(f"  {target} (CPI {CYCLES_PER_INSTRUCTION[target]}): {len(ks)} kernels, median "
+              f"{statistics.median(ratios):.3f}, worst {worst:.2f}x "
+              f"(must: median within 1.25x, every kernel within 2x)")
+        for fam in FAMILIES:
+            r = [x for x, k in zip(ratios, ks, strict=True) if k[0] == fam]
+            if r:
+                print(f"      {fam:<16}{len(r):>4} kernels, median {statistics.median(r):6.3f}, "
+                      f"range {min(r):.2f} .. {max(r):.2f}")
+        off = sorted(zip(ratios, ks, strict=True), key=lambda t: -max(t[0], 1 / t[0]))[:3]
+        for r, (fam, kname, m, p) in off:
+            print(f"      furthest: {kname} ({fam}) {m:,} measured vs {p:,.0f} predicted ({r:.2f})")
+    return summary
+
+
+def main(models: list[str], targets: list[str]) -> None:
+    runs = {}
+    for target in targets:
+        for name in models or MODELS:
+            if not (SHARED / f"{name}.tflite").exists():
+                print(f"  {name}: ../shared/models not present, skipped", file=sys.stderr)
+                continue
+            t0 = time.perf_counter()
+            runs[(name, target)] = (run(name, target, False), run(name, target, True))
+            print(f"  {name} on {target}: {time.perf_counter() - t0:.0f} s", file=sys.stderr,
+                  flush=True)
+    print_table(runs)
+    print_cost(runs)

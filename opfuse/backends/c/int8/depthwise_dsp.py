@@ -1,0 +1,399 @@
+"""int8 depthwise conv (one input channel per group, multiplier 1), written for Armv7E-M's DSP
+extension and exact to TFLite's ``sum((x - z_x) * w) + bias`` (docs/architecture.md, "int8 in the
+IR"). Layout NCHW: a channel's plane is contiguous, so horizontally adjacent inputs share a word.
+
+One output row of one channel is computed from ``KH`` input row pointers (``emit_dw_row``): the
+layer-by-layer kernel (``emit_depthwise8``) and a cascade member call the same core. Arithmetic:
+
+* the zero point is folded into the bias, ``bf = bias - z_x * sum(w)``, so an interior pixel sums
+  plain ``x * w``; a tap row above or below the input reads a row of ``z_x`` bytes (``zrow``,
+  in weights.c), which adds ``z_x * w`` and so exactly cancels its share of the fold (TFLite's
+  padding contributes nothing);
+* a pixel whose window leaves the row on the left or right (a few per row) sums the taps inside
+  the row: for a 3x3 window with code per column and their zero point folded into a bias per
+  window, for a larger one in one loop over those columns, ``bias + (x - z_x) * w`` (small code;
+  ``unrolled_singles``);
+* interior pixels go ``PAIR`` at a time. Under ``OPFUSE_DSP`` a word of four input bytes at an
+  even offset ``q`` is widened by ``__sxtb16`` into ``e`` = (x[q], x[q+2]) and, rotated by 8 bits,
+  ``o`` = (x[q+1], x[q+3]); taps ``k`` and ``k + 2`` of an output pixel then pair with one of
+  them in one ``__smlad``, and an unpaired tap is one ``__smlabb``/``__smlatb`` on a lane. For a
+  3x3 stride-1 row that is 1 load, 2 widenings and 4 multiply-accumulates for 6 MACs. The
+  weights stay int8 in flash (no larger than before) and are widened and paired once per
+  channel into registers; the portable C sums the same integers tap by tap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import onnx_ir as ir
+
+from opfuse.backends.c.cgen import CWriter, const, dims
+from opfuse.backends.c.conv import ConvGeom
+from opfuse.backends.c.ctype import INT8, INT32
+from opfuse.backends.c.int8.chain import Chain8
+from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.tensors import Params
+from opfuse.quant import TFLITE, conv_scales, multipliers
+
+PAIR = 2  # output pixels per SIMD group: 3x3 stride 1 then needs one word per tap row
+MAX_K = 8  # widest kernel row the unrolled core is written for
+
+
+def is_depthwise8(g: ConvGeom, node: ir.Node, xct: str) -> bool:
+    """Whether ``emit_depthwise8`` writes this conv: depthwise, multiplier 1, 2-D, undilated,
+    int8 activations, a row of at most ``MAX_K`` taps."""
+    return (g.group == g.c == g.oc and g.group > 1 and g.d == (1, 1) and xct == "int8_t"
+            and g.k[1] <= MAX_K and len(dims(node.outputs[0], node)) == 4)
+
+
+@dataclass(frozen=True)
+class Tap:
+    """One multiply-accumulate instruction of an output pixel ``out`` of the group: the word at
+    byte ``word`` of the row (from the group's first input column), its ``e`` or ``o`` half,
+    both lanes against a weight pair (``lane`` "pair") or one lane against a single weight."""
+
+    out: int
+    word: int
+    odd: bool
+    lane: str  # "pair", "lo" or "hi"
+    weight: int  # index in the row's packed weights (pairs first, then singles)
+
+
+def tap_pairs(kw: int) -> tuple[list[tuple[int, int]], list[int]]:
+    """The row's taps as pairs (k, k + 2) and singles: (0, 2), (1, 3), (4, 6), (5, 7)..."""
+    pairs, singles, used = [], [], set()
+    for k in range(kw):
+        if k in used:
+            continue
+        if k + 2 < kw and k + 2 not in used:
+            pairs.append((k, k + 2))
+            used |= {k, k + 2}
+        else:
+            singles.append(k)
+            used.add(k)
+    return pairs, singles
+
+
+def row_schedule(kw: int, stride: int, pair: int = PAIR) -> list[Tap]:
+    """The instructions of one tap row for ``pair`` output pixels (module docstring)."""
+    pairs, singles = tap_pairs(kw)
+    taps: list[Tap] = []
+    for d in range(pair):
+        for j, (k, _) in enumerate(pairs):
+            i = d * stride + k
+            taps.append(Tap(d, i - (i % 2), bool(i % 2), "pair", j))
+    words = {t.word for t in taps}
+    for d in range(pair):
+        for j, k in enumerate(singles, start=len(pairs)):
+            i = d * stride + k
+            lo, hi = i - (i % 2), i - (i % 2) - 2  # x[i] is lane lo of word i, lane hi of word i-2
+            if hi >= 0 and hi in words and lo not in words:
+                taps.append(Tap(d, hi, bool(i % 2), "hi", j))
+            else:
+                taps.append(Tap(d, lo, bool(i % 2), "lo", j))
+                words.add(lo)
+    return taps
+
+
+def reach(kw: int, stride: int, pair: int = PAIR) -> int:
+    """Bytes a group reads from its first input column (its last word's end)."""
+    return max(t.word for t in row_schedule(kw, stride, pair)) + 4
+
+
+def interior(g: ConvGeom, pair: int = PAIR) -> tuple[int, int]:
+    """(first column, number of groups) of the output columns whose groups read only bytes of
+    the row: a pixel's window starts at ``ow * sw - pw``."""
+    (_, sw), (_, pw) = g.s, g.p
+    first = -(-pw // sw)
+    span = reach(g.k[1], sw, pair)
+    # the group at ow0 reads columns ow0*sw - pw .. ow0*sw - pw + span - 1 < iw
+    last = (g.iw - span + pw) // sw if g.iw - span + pw >= 0 else -1
+    groups = max(0, (last - first) // pair + 1) if last >= first else 0
+    return first, groups
+
+
+def zero_row(params: Params, g: ConvGeom, zx: int) -> str:
+    """A row of ``z_x`` bytes, read in place of a tap row above or below the input."""
+    return params.weight(f"dw:zrow:{zx}:{g.iw}", np.full(g.iw, zx, np.int8), INT8)
+
+
+def columns(g: ConvGeom) -> tuple[list[tuple[int, int, int]], tuple[int, int]]:
+    """The output columns outside the SIMD groups, as (column, first tap, end tap) with the taps
+    inside the row, and the groups (first column, count)."""
+    (_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
+    first, groups = interior(g)
+    end = first + groups * PAIR
+    singles = []
+    for ow in (*range(0, first), *range(end, g.ow)):
+        x0 = ow * sw - pw
+        singles.append((ow, max(0, -x0), min(kw_, g.iw - x0)))
+    return singles, (first, groups)
+
+
+@dataclass(frozen=True)
+class DwQuant:
+    """A depthwise layer's quantization as its C needs it: the input's and output's zero points,
+    the requantization arrays, and whether any channel shifts left (most do not: then the left
+    shift is left out)."""
+
+    zx: int
+    zy: int
+    rq: Requant
+    left_shift: bool
+
+
+def dw_quant(params: Params, node: ir.Node, g: ConvGeom) -> DwQuant:
+    xq = quant(node.inputs[0], node, "input")
+    wq, yq = quant(node.inputs[1], node, "weight"), quant(node.outputs[0], node, "output")
+    real = conv_scales(xq, wq, yq, g.oc, rounding(params))
+    rq = requant_arrays(params, node.name, real)
+    left = rq.mode == TFLITE and bool((multipliers(real)[1] > 0).any())
+    return DwQuant(int(xq.zero_point[0]), int(yq.zero_point[0]), rq, left)
+
+
+def unrolled_singles(g: ConvGeom) -> bool:
+    """Whether the columns outside the groups get code of their own per column (fast, but flash
+    per column): for 3x3 or smaller windows; a 5x5 or 7x7 one has up to 6 such columns of 25-49
+    taps each (10 KB of code on mcunet_vww), so one loop over them keeps the code small."""
+    return g.k[0] * g.k[1] <= 9
+
+
+def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQuant) -> None:
+    """Per channel ``c``: ``wc`` (its int8 taps), ``bk<k0>_<k1>`` (the bias with the zero point of
+    the taps k0 .. k1 of every row folded in: ``bk0_<KW>`` for the SIMD groups, the others for a
+    column whose window leaves the row), its requantization constants and, under
+    ``OPFUSE_DSP``, the packed weights ``wp<kh>_<j>``."""
+    kh_, kw_ = g.k
+    singles, (_, groups) = columns(g)
+    w(f"const int8_t *wc = {weights} + c*{kh_ * kw_};")
+    w(f"const int32_t bc = {bias}[c];")
+    classes = {(k0, k1) for _, k0, k1 in singles} if unrolled_singles(g) else set()
+    for k0, k1 in sorted(classes | ({(0, kw_)} if groups else set())):
+        terms = " + ".join(f"wc[{kh * kw_ + k}]" for kh in range(kh_) for k in range(k0, k1))
+        w(f"const int32_t bk{k0}_{k1} = bc - {dq.zx}*({terms or 0});")
+    rq = dq.rq
+    if rq.mode == TFLITE:  # TFLite's MultiplyByQuantizedMultiplier, its parts per channel
+        i = "0" if rq.scalar else "c"
+        w(f"const int32_t qm = {rq.mult}[{i}], qs = {rq.shift}[{i}];")
+        w("const int qls = qs > 0 ? qs : 0, qrs = qs > 0 ? 0 : -qs;" if dq.left_shift
+          else "const int qrs = -qs;")
+        w("const int32_t qmask = (int32_t)(((int64_t)1 << qrs) - 1), qthr = qmask >> 1;")
+    if not groups:
+        return
+    pairs, singles_k = tap_pairs(kw_)
+    w("#ifdef OPFUSE_DSP")
+    for kh in range(kh_):
+        for j, (a, b) in enumerate(pairs):
+            w(f"const int32_t wp{kh}_{j} = (int32_t)((uint32_t)(uint16_t)wc[{kh * kw_ + a}] | "
+              f"((uint32_t)(uint16_t)wc[{kh * kw_ + b}] << 16));")
+        for j, k in enumerate(singles_k, start=len(pairs)):
+            w(f"const int32_t wp{kh}_{j} = wc[{kh * kw_ + k}];")
+    w("#endif")
+
+
+def emit_requantized(w: CWriter, dq: DwQuant, acc: str) -> str:
+    """``acc`` requantized (before the zero point), as a C expression after the statements it
+    writes: in TFLite's mode with the channel's constants (``emit_channel_setup``).
+    ``(a*m + 2^30) >> 31`` is TFLite's rounding doubling high multiply: its nudge of ``1 - 2^30``
+    for a negative product and truncating division give the same integer as this floor, and a
+    multiplier below 2^31 never saturates; then RoundingDivideByPowerOfTwo."""
+    if dq.rq.mode != TFLITE:
+        return dq.rq(acc, "c")
+    x = f"(int32_t)((uint32_t)({acc}) << qls)" if dq.left_shift else acc
+    w(f"const int32_t hx = (int32_t)(((int64_t){x}*qm + ((int64_t)1 << 30)) >> 31);")
+    return "(hx >> qrs) + ((hx & qmask) > qthr + (hx < 0 ? 1 : 0) ? 1 : 0)"
+
+
+def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zrow: str,
+                zx: int, store: Callable[[str, str], None]) -> None:
+    """Output row ``oh`` of channel ``c`` (after ``emit_channel_setup``): ``row(ih)`` is the C
+    pointer of input row ``ih`` of the channel; ``store(acc, col)`` requantizes and writes the
+    int32 sum (bias included) of output column ``col``."""
+    (kh_, _), (sh, sw), (ph, pw) = g.k, g.s, g.p
+    w(f"const int ih0 = {oh}*{sh} - {ph};")
+    for kh in range(kh_):
+        w(f"const int8_t *r{kh} = (unsigned)(ih0 + {kh}) < {g.ih}u ? {row(f'(ih0 + {kh})')} "
+          f": {zrow};")
+    singles, (first, groups) = columns(g)
+    end = first + groups * PAIR
+    unrolled = unrolled_singles(g)
+    for ow, k0, k1 in singles if unrolled else ():
+        if ow < first:
+            _single(w, g, ow, k0, k1, store)
+    if groups:
+        w("#ifndef OPFUSE_DSP")
+        _portable_sums(w, g, first, end)
+        w("#endif")
+        w.open(f"for (int ow = {first}; ow < {end}; ow += {PAIR})")
+        w("#ifdef OPFUSE_DSP")
+        w(f"const int x0 = ow*{sw} - {pw};")
+        _dsp_group(w, g)
+        w("#else")
+        w("const int32_t " + ", ".join(f"a{d} = ar[ow - {first} + {d}]" for d in range(PAIR)) + ";")
+        w("#endif")
+        for d in range(PAIR):
+            store(f"a{d}", f"ow + {d}" if d else "ow")
+        w.close()
+    for ow, k0, k1 in singles if unrolled else ():
+        if ow >= first:
+            _single(w, g, ow, k0, k1, store)
+    if singles and not unrolled:
+        _singles_loop(w, g, first, end, len(singles), zx, store)
+
+
+def _dsp_group(w: CWriter, g: ConvGeom) -> None:
+    (kh_, kw_), (_, sw) = g.k, g.s
+    taps = row_schedule(kw_, sw)
+    words = sorted({t.word for t in taps})
+    odd = {(t.word, t.odd) for t in taps}
+    w(f"int32_t {', '.join(f'a{d} = bk0_{kw_}' for d in range(PAIR))};")
+    for kh in range(kh_):
+        w.open("")
+        for q in words:
+            w(f"int32_t t{q};")
+            w(f"memcpy(&t{q}, r{kh} + x0 + {q}, 4);")
+            if (q, False) in odd:
+                w(f"const int32_t e{q} = __sxtb16(t{q});")
+            if (q, True) in odd:  # one SXTB16 with its rotation (ACLE has no such intrinsic)
+                w(f"int32_t o{q};")
+                w(f'__asm__("sxtb16 %0, %1, ror #8" : "=r"(o{q}) : "r"(t{q}));')
+        for t in taps:
+            src = f"{'o' if t.odd else 'e'}{t.word}"
+            fn = {"pair": "__smlad", "lo": "__smlabb", "hi": "__smlatb"}[t.lane]
+            w(f"a{t.out} = {fn}({src}, wp{kh}_{t.weight}, a{t.out});")
+        w.close()
+
+
+def _portable_sums(w: CWriter, g: ConvGeom, first: int, end: int) -> None:
+    """The portable C: the sums of the grouped columns first, one loop over the row that the
+    host's compiler vectorizes (as the row template it replaces was), then the stores."""
+    (kh_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
+    w(f"int32_t ar[{end - first}];")
+    w.open(f"for (int i = 0; i < {end - first}; ++i)")
+    w(f"const int x0 = (i + {first})*{sw} - {pw};")
+    terms = [f"r{kh}[x0 + {kw}]*wc[{kh * kw_ + kw}]" for kh in range(kh_) for kw in range(kw_)]
+    w(f"ar[i] = bk0_{kw_} + {' + '.join(terms)};")
+    w.close()
+
+
+def _single(w: CWriter, g: ConvGeom, ow: int, k0: int, k1: int,
+            store: Callable[[str, str], None]) -> None:
+    """Column ``ow`` alone: its taps ``k0 .. k1`` of each row (the rest fall outside the row and
+    add nothing; ``bk<k0>_<k1>`` holds their rows' share of the fold)."""
+    (kh_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
+    x0 = ow * sw - pw
+    terms = [f"r{kh}[{x0 + k}]*wc[{kh * kw_ + k}]" for kh in range(kh_) for k in range(k0, k1)]
+    w.open("")
+    w(f"const int32_t acc = bk{k0}_{k1}{''.join(' + ' + t for t in terms)};")
+    store("acc", str(ow))
+    w.close()
+
+
+def _singles_loop(w: CWriter, g: ConvGeom, first: int, end: int, count: int, zx: int,
+                  store: Callable[[str, str], None]) -> None:
+    """The columns outside the groups (``0 .. first``, ``end .. ow``) in one loop with one store
+    site: each sums ``bias + (x - z_x) * w`` over its taps inside the row (``zrow`` gives 0)."""
+    (kh_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
+    w.open(f"for (int j = 0; j < {count}; ++j)")
+    w(f"const int ow = j < {first} ? j : j - {first} + {end};")
+    w(f"const int x0 = ow*{sw} - {pw};")
+    w("const int k0 = x0 < 0 ? -x0 : 0;")
+    w(f"const int k1 = {g.iw} - x0 < {kw_} ? {g.iw} - x0 : {kw_};")
+    w("int32_t acc = bc;")
+    w.open("for (int k = k0; k < k1; ++k)")
+    for kh in range(kh_):
+        w(f"acc += ((int32_t)r{kh}[x0 + k] - {zx})*wc[{kh * kw_} + k];")
+    w.close()
+    store("acc", "ow")
+    w.close()
+
+
+def depthwise_weights(params: Params, wv: ir.Value, g: ConvGeom) -> str:
+    """The taps [C][KH][KW] (int8): as the source holds them."""
+    arr = const(wv).reshape(g.c, g.k[0] * g.k[1]).astype(np.int8)
+    return params.weight(f"{wv.name}:dw", arr, INT8)
+
+
+def _operands(params: Params, node: ir.Node, g: ConvGeom) -> tuple[str, str, str, DwQuant]:
+    """The weights, the bias (int32, as the source has it), the zero-point row and the
+    quantization of a depthwise layer."""
+    from opfuse.backends.c.int8.conv import _bias_array  # conv.py dispatches here
+
+    dq = dw_quant(params, node, g)
+    bias = params.weight(f"{node.name}:bias", _bias_array(node, 2, g.oc).astype(np.int32), INT32)
+    return depthwise_weights(params, node.inputs[1], g), bias, zero_row(params, g, dq.zx), dq
+
+
+def emit_clamped(w: CWriter, dq: DwQuant, acc: str, lo: int, hi: int) -> None:
+    """``int32_t v``: ``acc`` requantized, plus the output zero point, clamped to ``lo .. hi``
+    (the int8 range is one ``__ssat`` under ``OPFUSE_DSP``)."""
+    r = emit_requantized(w, dq, acc)
+    if (lo, hi) == (-128, 127):
+        w("#ifdef OPFUSE_DSP")
+        w(f"int32_t v = __ssat({r} + {dq.zy}, 8);")
+        w("#else")
+        w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
+        w("#endif")
+    else:
+        w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
+
+
+def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
+                    g: ConvGeom) -> None:
+    """The layer-by-layer kernel: every channel of every image, row by row (``emit_dw_row``)."""
+    yv = node.outputs[0]
+    yct = int_ctype(yv, node)
+    weights, bias, zrow, dq = _operands(params, node, g)
+    x = params.inp(node.inputs[0], node)
+    chain = Chain8(pre, dims(yv, node), params, yv.name) if pre else None
+    y = params.out((pre or [node])[-1].outputs[0], node)
+    plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
+
+    def store(acc: str, col: str) -> None:
+        w.open("")
+        emit_clamped(w, dq, acc, yct.lo, yct.hi)
+        if chain is not None:
+            v = chain.emit(w, "v", ["n", "c", "oh", f"({col})"])
+            w(f"v = {v};")
+        w(f"yr[{col}] = ({yct.name})v;")
+        w.close()
+
+    w.open(f"for (int n = 0; n < {g.n}; ++n)")
+    w.open(f"for (int c = 0; c < {g.c}; ++c)")
+    w(f"const int8_t *xc = {x} + (n*{g.c} + c)*{plane_in};")
+    emit_channel_setup(w, g, weights, bias, dq)
+    w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+    w(f"{yct.name} *yr = {y} + (n*{g.c} + c)*{plane_out} + oh*{g.ow};")
+    emit_dw_row(w, g, "oh", lambda ih: f"xc + {ih}*{g.iw}", zrow, dq.zx, store)
+    w.close()
+    w.close()
+    w.close()
+
+
+def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, channel: str,
+                          row: Callable[[str], str], out_row: str,
+                          store: Callable[[str, str], None]) -> None:
+    """Output row ``r`` of every channel ``c`` for a cascade member
+    (opfuse/backends/c/int8/cascade.py), with the same core as the layer-by-layer kernel:
+    ``channel`` is the C pointer of input channel ``c`` (in a ring or a whole tensor),
+    ``row(ih)`` of its row ``ih`` from ``xc``, ``out_row`` declares the output row's pointer
+    ``yr``, and ``store(ch, col)`` writes ``v`` through the member's epilogue."""
+    hct = int_ctype(node.outputs[0], node)
+    weights, bias, zrow, dq = _operands(params, node, g)
+
+    def store_acc(acc: str, col: str) -> None:
+        w.open("")
+        emit_clamped(w, dq, acc, hct.lo, hct.hi)
+        store("c", col)
+        w.close()
+
+    w.open(f"for (int c = 0; c < {g.c}; ++c)")
+    w(f"const int8_t *xc = {channel};")
+    emit_channel_setup(w, g, weights, bias, dq)
+    w(f"{out_row};")
+    emit_dw_row(w, g, "r", row, zrow, dq.zx, store_acc)
+    w.close()
+
