@@ -1,5 +1,5 @@
 """Writing and reading sweep rows: Parquet (pyarrow), CSV or JSON, chosen by the output's
-extension, written atomically (``opfuse.atomic``) and sorted by key, so equal rows give an equal
+extension, written atomically (``opfuse.output``) and sorted by key, so equal rows give an equal
 file. While a sweep runs, every finished row is appended to a JSON-lines file beside the output
 (``.NAME.partial.jsonl``); a sweep that is killed leaves it, and ``--resume`` reads it back
 with the output file itself to skip the rows already done (docs/architecture.md, "Sweep")."""
@@ -11,8 +11,8 @@ import io
 import json
 from pathlib import Path
 
-from opfuse.atomic import write_atomic
 from opfuse.errors import OpfuseError
+from opfuse.output import write_file
 from opfuse.sweep.schema import COLUMNS, NAMES, TYPES, row_key, sort_rows
 
 FORMATS = (".parquet", ".csv", ".json")
@@ -81,7 +81,7 @@ def encode(rows: list[dict], fmt: str) -> bytes | str:
 
 
 def write_rows(path: str | Path, rows: list[dict]) -> None:
-    write_atomic(path, encode(rows, output_format(path)))
+    write_file(path, encode(rows, output_format(path)))
 
 
 def read_rows(path: str | Path) -> list[dict]:

@@ -47,6 +47,6 @@ def render_page(rows: list[dict]) -> str:
 
 
 def write_page(rows: list[dict], path: str | Path) -> None:
-    from opfuse.atomic import write_atomic
+    from opfuse.output import write_file
 
-    write_atomic(path, render_page(rows))
+    write_file(path, render_page(rows))

@@ -7,9 +7,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
-from opfuse.errors import OpfuseError
+from opfuse.output import check_output
 from opfuse.sweep.inputs import ModelRef, TargetRef
 from opfuse.sweep.schema import row_key, sort_rows
 from opfuse.sweep.tasks import Task
@@ -87,8 +86,9 @@ def run(tasks: list[Task], jobs: int, ray: str | None, previous: dict[tuple[str,
 
 
 def protect_inputs(models: list[ModelRef], *outputs: str | None) -> None:
-    """Never write over a model the sweep reads."""
-    inputs = {Path(m.name).resolve() for m in models if m.format != "builtin"}
+    """Never write over a model the sweep reads (same file, symlink or hard link:
+    opfuse/output)."""
+    inputs = [m.name for m in models if m.format != "builtin"]
     for out in outputs:
-        if out is not None and Path(out).resolve() in inputs:
-            raise OpfuseError(f"{out}: is one of the input models; choose another output")
+        if out is not None:
+            check_output(out, inputs)
