@@ -29,6 +29,7 @@ from opfuse.backends.c.files import (
     weights_c,
     write_dir,
 )
+from opfuse.backends.c.int8.conv_mcu import has_dsp
 from opfuse.backends.c.int8.requant import helpers, int8_info, rounding_of
 from opfuse.backends.c.kernels import check_covered, emit_kernel
 from opfuse.backends.c.prefix import DEFAULT as DEFAULT_PREFIX
@@ -104,7 +105,7 @@ def generate(
     require_static(model, "C backend")  # a static arena needs every size (custom ops: analyze)
     plan = plan_memory(model, part, planner)
     blob = WeightBlob()
-    store = Store(plan, blob, rounding_of(model))
+    store = Store(plan, blob, rounding_of(model), armv7em=has_dsp(result.target))
     opset = _opset(model)
     funcs = CWriter()
     calls = CWriter(1)

@@ -1,0 +1,192 @@
+"""int8 Conv (not depthwise) and Gemm/MatMul for Armv7E-M targets (Cortex-M4, M7): im2col into
+a small int16 scratch (``im2col``), the register-blocked matrix core (``matmul_dsp``), then
+TFLite's output stage per value (bias, the one requantization helper, + z_y, clamp, the chain).
+Same integers as the layer-by-layer kernels of ``conv.py`` (docs/architecture.md, "int8 matrix
+kernels on Cortex-M").
+
+Chosen by ``conv.emit_conv8``/``emit_gemm8`` when the target's cores have the DSP extension
+(``Store.armv7em``); the x86 host keeps ``conv.py``'s kernels, which suit its vector units.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from opfuse.backends.c.cgen import CWriter, attr, const, dims, who
+from opfuse.backends.c.conv import ConvGeom
+from opfuse.backends.c.ctype import INT8, INT32, CType
+from opfuse.backends.c.int8.chain import Chain8
+from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.int8.im2col import emit_fill, emit_fill_row, order, reduction_rows
+from opfuse.backends.c.int8.matmul_dsp import emit_core, padded, tiles, weight_rows
+from opfuse.backends.c.tensors import Params
+from opfuse.errors import OpfuseError
+from opfuse.quant import conv_scales
+
+# Register tiles, measured under QEMU on kws_ref_model and ad01_int8 (docs/architecture.md):
+# 6 pixels x 1 channel beat 4x1, 5x1, 3x2 and 2x2 (CMSIS-NN's) on 1x1 and im2col'd convs;
+# 1 row x 4 features beat 1x2, 1x6 and 1x8 on fully connected layers (more spill registers).
+CONV_COLS, CONV_ROWS = 6, 1  # a conv's register tile: output pixels x output channels
+GEMM_COLS, GEMM_ROWS = 1, 4  # a Gemm's: rows of A x output features
+
+
+DSP_CORES = ("cortex-m4", "cortex-m7")  # Armv7E-M: SMLAD, SXTB16 (Arm ARMv7-M ARM, A4.4.3)
+
+
+def has_dsp(target) -> bool:  # noqa: ANN001
+    """Whether the C is built for a core with the DSP extension (the board's -mcpu)."""
+    board = getattr(target, "board", None)
+    return board is not None and any(f"-mcpu={c}" in board.cflags for c in DSP_CORES)
+
+
+def uses_matrix_core(g: ConvGeom, params: Params) -> bool:
+    """Whether a conv runs on the matrix core: DSP targets, every conv but the depthwise ones."""
+    return getattr(params.store, "armv7em", False) and not (g.group > 1 and g.icg == 1)
+
+
+def uses_matrix_gemm(params: Params) -> bool:
+    return getattr(params.store, "armv7em", False)
+
+
+def _bias(node: ir.Node, index: int, channels: int) -> np.ndarray:
+    v = node.inputs[index] if len(node.inputs) > index else None
+    if v is None:
+        return np.zeros(channels, np.int64)
+    arr = const(v)
+    if arr is None or arr.dtype.kind not in "iu":
+        raise OpfuseError(f"C backend: {who(node)}: an int8 kernel needs a constant int32 bias")
+    return np.broadcast_to(arr.ravel().astype(np.int64), (channels,)).copy()
+
+
+def _weights_int8(node: ir.Node, value: ir.Value) -> np.ndarray:
+    arr = const(value)
+    if arr is None:
+        raise OpfuseError(f"C backend: {who(node)}: an int8 {node.op_type} needs constant weights")
+    if np.any(quant(value, node, "weight").zero_point):
+        raise OpfuseError(f"C backend: {who(node)}: weights with a nonzero zero point are not "
+                          "emitted")
+    return arr.astype(np.int64)
+
+
+def _store(w: CWriter, rq: Requant, acc: str, ch: str, zy: int, yct: CType,
+           chain: Chain8 | None, coords: list[str], dst: str) -> None:
+    """TFLite's output stage of one accumulator (bias included) into ``dst``."""
+    w(f"int32_t v = opfuse_clamp({rq(acc, ch)} + {zy}, {yct.lo}, {yct.hi});")
+    if chain is not None:
+        w(f"v = {chain.emit(w, 'v', coords)};")
+    w(f"{dst} = ({yct.name})v;")
+
+
+def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
+                  g: ConvGeom) -> None:
+    xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
+    xq, wq, yq = quant(xv, node, "input"), quant(wv, node, "weight"), quant(yv, node, "output")
+    if xq.scale.size != 1 or yq.scale.size != 1:
+        raise OpfuseError(f"C backend: {who(node)}: activations must be quantized per tensor")
+    xct, yct = int_ctype(xv, node), int_ctype(yv, node)
+    zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
+    pads = attr(node, "pads")
+    pointwise = (g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0)
+                 and not any(pads[len(pads) // 2:] if pads else []))
+    mode = order(g, pointwise)
+    rows = reduction_rows(_weights_int8(node, wv), g, mode)
+    kp = padded(rows.shape[1])
+    bias = _bias(node, 2, g.oc)
+    if pointwise:  # no padding: sum (x - z_x) w = sum x w - z_x sum w
+        bias = bias - zx * rows.sum(axis=1)
+    wt = params.weight(f"{wv.name}:mat_{mode}", weight_rows(rows), INT8)
+    b = params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32)
+    rq = requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)))
+    x = params.inp(xv, node)
+    shape = dims(yv, node)
+    chain = Chain8(pre, shape, params, yv.name) if pre else None
+    y = params.out((pre or [node])[-1].outputs[0], node)
+    plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
+    cols = min(CONV_COLS, plane_out)
+    w(f"int16_t col[{cols * kp}];")
+    w.open(f"for (int n = 0; n < {g.n}; ++n)")
+    w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
+    w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
+    for count, start, width in tiles(plane_out, cols):
+        w.open(f"for (int p0 = {start}; p0 < {start + count * width}; p0 += {width})")
+        for q in range(width):
+            emit_fill(w, g, mode, col="col", stride=cols, q=q, x="xg", xct=xct.name,
+                      zx=0 if pointwise else zx)
+        for ocount, ostart, orows in tiles(g.ocg, CONV_ROWS):
+            w.open(f"for (int oc0 = grp*{g.ocg} + {ostart}; oc0 < grp*{g.ocg} + "
+                   f"{ostart + ocount * orows}; oc0 += {orows})")
+            emit_core(w, rows=orows, cols=width, stride=cols, kp=kp, col="col",
+                      wrow=f"{wt} + oc0*{kp}")
+            for j in range(orows):
+                w.open("")
+                w(f"const int oc = oc0 + {j};")
+                w(f"{yct.name} *yr = {y} + (n*{g.oc} + oc)*{plane_out} + p0;")
+                w(f"const int32_t bj = {b}[oc];")
+                for q in range(width):
+                    w.open("")
+                    hw = [f"(p0 + {q}) / {g.ow}", f"(p0 + {q}) % {g.ow}"]
+                    coords = ["n", "oc", *hw] if len(shape) == 4 else ["n", "oc", hw[1]]
+                    _store(w, rq, f"a{j}_{q} + bj", "oc", zy, yct, chain, coords, f"yr[{q}]")
+                    w.close()
+                w.close()
+            w.close()
+        w.close()
+    w.close()
+    w.close()
+
+
+def emit_gemm_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
+                  nk: np.ndarray) -> None:
+    """Gemm/MatMul y[m, j] = sum_k a[m, k] B[j, k] (``nk``: B as [N][K], checked by the caller)."""
+    av, bv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
+    n_out, k = nk.shape
+    a_shape = dims(av, node)
+    m_rows = int(np.prod(a_shape[:-1])) if len(a_shape) > 1 else 1
+    aq, bq, yq = quant(av, node, "input"), quant(bv, node, "weight"), quant(yv, node, "output")
+    act, yct = int_ctype(av, node), int_ctype(yv, node)
+    za, zy = int(aq.zero_point[0]), int(yq.zero_point[0])
+    _weights_int8(node, bv)
+    rows = nk.astype(np.int64)
+    bias = _bias(node, 2, n_out) if node.op_type == "Gemm" else np.zeros(n_out, np.int64)
+    bias = bias - za * rows.sum(axis=1)  # no padding in a Gemm: the zero point is a bias
+    kp = padded(k)
+    wt = params.weight(f"{bv.name}:mat_nk", weight_rows(rows), INT8)
+    b = params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32)
+    rq = requant_arrays(params, node.name, conv_scales(aq, bq, yq, n_out, rounding(params)))
+    a = params.inp(av, node)
+    shape = dims(yv, node)
+    chain = Chain8(pre, shape, params, yv.name) if pre else None
+    y = params.out((pre or [node])[-1].outputs[0], node)
+    cols = min(GEMM_COLS, m_rows)
+    w(f"int16_t col[{cols * kp}];")
+    for count, start, width in tiles(m_rows, cols):
+        w.open(f"for (int m0 = {start}; m0 < {start + count * width}; m0 += {width})")
+        for q in range(width):
+            emit_fill_row(w, col="col", stride=cols, q=q, src=f"{a} + (m0 + {q})*{k}",
+                          xct=act.name, k=k)
+        for jcount, jstart, jrows in tiles(n_out, GEMM_ROWS):
+            w.open(f"for (int j0 = {jstart}; j0 < {jstart + jcount * jrows}; j0 += {jrows})")
+            emit_core(w, rows=jrows, cols=width, stride=cols, kp=kp, col="col",
+                      wrow=f"{wt} + j0*{kp}")
+            for jj in range(jrows):
+                for q in range(width):
+                    w.open("")
+                    w(f"const int j = j0 + {jj}, m = m0 + {q};")
+                    _store(w, rq, f"a{jj}_{q} + {b}[j]", "j", zy, yct, chain,
+                           _gemm_coords(shape), f"{y}[m*{n_out} + j]")
+                    w.close()
+            w.close()
+        w.close()
+
+
+def _gemm_coords(shape: tuple[int, ...]) -> list[str]:
+    """The output's coordinates of row ``m``, column ``j`` (batched rows: its own dims)."""
+    if len(shape) <= 2:
+        return ["m", "j"][-len(shape):] if shape else []
+    lead = list(shape[:-1])
+    coords, rest = [], "m"
+    for d in range(len(lead) - 1, -1, -1):
+        coords.insert(0, f"({rest}) % {lead[d]}")
+        rest = f"({rest}) / {lead[d]}"
+    return [*coords, "j"]
