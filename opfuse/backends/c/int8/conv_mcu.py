@@ -104,7 +104,7 @@ def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     y = params.out((pre or [node])[-1].outputs[0], node)
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
     cols = min(CONV_COLS, plane_out)
-    w(f"int16_t col[{cols * kp}];")
+    w(f"int32_t col[{cols * kp // 2}];  /* int16 pairs (im2col.py) */")
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
     w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
@@ -159,7 +159,7 @@ def emit_gemm_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     chain = Chain8(pre, shape, params, yv.name) if pre else None
     y = params.out((pre or [node])[-1].outputs[0], node)
     cols = min(GEMM_COLS, m_rows)
-    w(f"int16_t col[{cols * kp}];")
+    w(f"int32_t col[{cols * kp // 2}];  /* int16 pairs (im2col.py) */")
     for count, start, width in tiles(m_rows, cols):
         w.open(f"for (int m0 = {start}; m0 < {start + count * width}; m0 += {width})")
         for q in range(width):

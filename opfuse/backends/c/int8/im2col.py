@@ -2,7 +2,8 @@
 windows, channel-contiguous, gathered from the NCHW activations (docs/architecture.md, "int8
 matrix kernels on Cortex-M").
 
-Each entry is ``x - z_x`` (taps outside the input are 0, TFLite's padding by the zero point),
+Entries are int16, stored in pairs in an int32 array (the low half first, ``PAIR``), so the
+core reads them with aligned word and double-word loads. Each entry is ``x - z_x`` (taps outside the input are 0, TFLite's padding by the zero point),
 or the raw ``x`` where the zero point is folded into the bias (``raw``: a pointwise conv or a
 Gemm, which have no padding). The reduction order is chosen so the inner copies have constant
 offsets, and the weights are laid out in the same order (``order``):
@@ -18,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.int8.matmul_dsp import QUAD, padded
+from opfuse.backends.c.int8.matmul_dsp import QUAD
 
 
 def order(g, pointwise: bool) -> str:  # noqa: ANN001
@@ -39,23 +40,34 @@ def reduction_rows(weights: np.ndarray, g, mode: str) -> np.ndarray:  # noqa: AN
     return w4.reshape(g.oc, -1)
 
 
+PAIR = "(int32_t)((uint32_t)(uint16_t)({}) | ((uint32_t)({}) << 16))"  # two int16 entries
+
+
+def _quad(w: CWriter, at: int | str, entries: list[str]) -> None:
+    """The four entries of one reduction quad of a column into ``d[at]``, ``d[at + 1]``."""
+    entries = entries + ["0"] * (QUAD - len(entries))
+    w(f"d[{at}] = {PAIR.format(entries[0], entries[1])};")
+    w(f"d[{at} + 1] = {PAIR.format(entries[2], entries[3])};")
+
+
 def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: int, x: str,  # noqa: ANN001
               xct: str, zx: int) -> None:
     """Column ``q`` of ``col`` (``stride`` columns) for output pixel ``p0 + q`` of group input
     ``x``."""
     plane = g.ih * g.iw
-    kp = padded(g.icg * g.k[0] * g.k[1])
-    step = stride * QUAD  # int16 entries between reduction quads of one column
+    k = g.icg * g.k[0] * g.k[1]
+    step = stride * 2  # int32 words between reduction quads of one column
+    sub = f" - {zx}" if zx else ""
     w.open("")
-    w(f"int16_t *d = {col} + {q * QUAD};")
+    w(f"int32_t *d = {col} + {q * 2};")
     if mode == "pointwise":
         w(f"const {xct} *s = {x} + p0 + {q};")
-        w.open(f"for (int ic = 0; ic < {g.icg - g.icg % QUAD}; ic += {QUAD})")
-        for lane in range(QUAD):
-            w(f"d[{lane}] = s[(ic + {lane})*{plane}];")
-        w(f"d += {step};")
+        full = g.icg - g.icg % QUAD
+        w.open(f"for (int ic = 0; ic < {full}; ic += {QUAD}, d += {step})")
+        _quad(w, 0, [f"s[(ic + {lane})*{plane}]" for lane in range(QUAD)])
         w.close()
-        _tail(w, g.icg, kp, lambda lane: f"s[{g.icg - g.icg % QUAD + lane}*{plane}]")
+        if full < g.icg:
+            _quad(w, 0, [f"s[{ic}*{plane}]" for ic in range(full, g.icg)])
         w.close()
         return
     (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
@@ -67,17 +79,17 @@ def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: int, x: str
         for kw in range(g.k[1]):
             w.open("")
             w(f"const int iw = iw0 + {kw * dw};")
-            w(f"int16_t *t = d + (kh*{g.k[1]} + {kw})*{g.icg // QUAD * step};")
+            w(f"int32_t *t = d + (kh*{g.k[1]} + {kw})*{g.icg // QUAD * step};")
             w.open(f"if ((unsigned)ih < {g.ih}u && (unsigned)iw < {g.iw}u)")
             w(f"const {xct} *s = {x} + ih*{g.iw} + iw;")
             w.open(f"for (int ic = 0; ic < {g.icg}; ic += {QUAD}, t += {step})")
-            for lane in range(QUAD):
-                w(f"t[{lane}] = (int16_t)(s[(ic + {lane})*{plane}] - {zx});")
+            e = [f"s[(ic + {lane})*{plane}]{sub}" for lane in range(QUAD)]
+            w(f"t[0] = {PAIR.format(e[0], e[1])};")
+            w(f"t[1] = {PAIR.format(e[2], e[3])};")
             w.close()
             w.close()
             w.open("else")
-            w(f"for (int ic = 0; ic < {g.icg}; ic += {QUAD}, t += {step}) "
-              "t[0] = t[1] = t[2] = t[3] = 0;")
+            w(f"for (int ic = 0; ic < {g.icg}; ic += {QUAD}, t += {step}) t[0] = t[1] = 0;")
             w.close()
             w.close()
         w.close()
@@ -85,52 +97,46 @@ def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: int, x: str
         quads = g.k[1] // QUAD
         w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
         w(f"const {xct} *s = {x} + ic*{plane};")
-        w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
+        w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh, d += {quads * step})")
         w(f"const int ih = ih0 + kh*{dh};")
+        w(f"const {xct} *r = s + ih*{g.iw} + iw0;")
         w(f"const int okh = (unsigned)ih < {g.ih}u;")
         for kq in range(quads):
-            for lane in range(QUAD):
-                kw = kq * QUAD + lane
-                w(f"{{ const int iw = iw0 + {kw * dw}; "
-                  f"d[{kq * step + lane}] = (int16_t)(okh && (unsigned)iw < {g.iw}u ? "
-                  f"s[ih*{g.iw} + iw] - {zx} : 0); }}")
-        w(f"d += {quads * step};")
+            _quad(w, kq * step, [_tap(g, "okh", "r", kq * QUAD + lane, sub)
+                                 for lane in range(QUAD)])
         w.close()
         w.close()
-    else:
-        w.open(f"for (int ic = 0, k = 0; ic < {g.icg}; ++ic)")
-        w(f"const {xct} *s = {x} + ic*{plane};")
-        w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
-        w(f"const int ih = ih0 + kh*{dh};")
-        w.open(f"for (int kw = 0; kw < {g.k[1]}; ++kw, ++k)")
-        w(f"const int iw = iw0 + kw*{dw};")
-        w(f"d[(k >> 2)*{step} + (k & 3)] = (int16_t)((unsigned)ih < {g.ih}u && "
-          f"(unsigned)iw < {g.iw}u ? s[ih*{g.iw} + iw] - {zx} : 0);")
-        w.close()
-        w.close()
-        w.close()
-        k = g.icg * g.k[0] * g.k[1]
-        for kk in range(k, kp):
-            w(f"d[{kk // QUAD * step + kk % QUAD}] = 0;")
+    else:  # small: every entry unrolled, k = (ic*KH + kh)*KW + kw
+        entries = []
+        for ic in range(g.icg):
+            for kh in range(g.k[0]):
+                w(f"const int ok{ic}_{kh} = (unsigned)(ih0 + {kh * dh}) < {g.ih}u;")
+                for kw in range(g.k[1]):
+                    row = f"({x} + {ic * plane} + (ih0 + {kh * dh})*{g.iw} + iw0)"
+                    entries.append(_tap(g, f"ok{ic}_{kh}", row, kw, sub))
+        for kb in range(-(-k // QUAD)):
+            _quad(w, kb * step, entries[kb * QUAD:(kb + 1) * QUAD])
     w.close()
 
 
-def _tail(w: CWriter, k: int, kp: int, src) -> None:  # noqa: ANN001
-    """The last, partial quad of a column (``d`` points at it): entries past ``k`` are 0."""
-    done = k - k % QUAD
-    for lane in range(kp - done):
-        w(f"d[{lane}] = {src(lane) if done + lane < k else '0'};")
+def _tap(g, ok: str, row: str, kw: int, sub: str) -> str:  # noqa: ANN001
+    """Entry of kernel column ``kw`` on input row pointer ``row`` (valid when ``ok``)."""
+    dw = g.d[1]
+    return (f"({ok} && (unsigned)(iw0 + {kw * dw}) < {g.iw}u ? "
+            f"{row}[{kw * dw}]{sub} : 0)")
 
 
 def emit_fill_row(w: CWriter, *, col: str, stride: int, q: int, src: str, xct: str,
                   k: int) -> None:
     """Column ``q`` of ``col`` (``stride`` columns) from the contiguous vector ``src`` of ``k``
     entries, raw (a Gemm's row: its zero point is folded into the bias)."""
+    full = k - k % QUAD
     w.open("")
-    w(f"int16_t *d = {col} + {q * QUAD};")
+    w(f"int32_t *d = {col} + {q * 2};")
     w(f"const {xct} *s = {src};")
-    w.open(f"for (int kk = 0; kk < {k - k % QUAD}; kk += {QUAD}, d += {stride * QUAD})")
-    w("d[0] = s[kk]; d[1] = s[kk + 1]; d[2] = s[kk + 2]; d[3] = s[kk + 3];")
+    w.open(f"for (int kk = 0; kk < {full}; kk += {QUAD}, d += {stride * 2})")
+    _quad(w, 0, [f"s[kk + {lane}]" for lane in range(QUAD)])
     w.close()
-    _tail(w, k, padded(k), lambda lane: f"s[{k - k % QUAD + lane}]")
+    if full < k:
+        _quad(w, 0, [f"s[{kk}]" for kk in range(full, k)])
     w.close()

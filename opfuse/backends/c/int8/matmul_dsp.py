@@ -12,9 +12,9 @@ rotated word (k2, k3), the order the scratch holds the activations in. The porta
 other core, and ``-DOPFUSE_NO_DSP``) reads the same bytes with plain multiplies; both sums are
 exact in int32, so both paths give the same integers.
 
-Scratch layout: ``col[(kb*stride + q)*4 + l]`` is column ``q``'s reduction index ``4 kb + l``,
-so a tile's loads sit at small constant offsets from one pointer that moves ``stride*8`` bytes
-per step.
+Scratch layout: int16 pairs in int32 words; ``col[(kb*stride + q)*2 + h]`` holds column ``q``'s
+reduction indices ``4 kb + 2 h`` (low half) and ``4 kb + 2 h + 1`` (high half), so a tile's loads
+sit at small constant offsets from one pointer that moves ``stride*8`` bytes per step.
 """
 
 from __future__ import annotations
@@ -49,14 +49,12 @@ def emit_core(w: CWriter, *, rows: int, cols: int, stride: int, kp: int, col: st
     acc = [[f"a{j}_{q}" for q in range(cols)] for j in range(rows)]
     w(f"int32_t {', '.join(f'{a} = 0' for r in acc for a in r)};")
     w.open("")
-    w(f"const int16_t *cp = {col};")
+    w(f"const int32_t *cp = {col};")
     w(f"const int8_t *wp = {wrow};")
     w("#ifdef OPFUSE_DSP")
     w.open(f"for (int kb = 0; kb < {kp // QUAD}; ++kb)")
     for q in range(cols):
-        w(f"int32_t x{q}l, x{q}h;")
-        w(f"memcpy(&x{q}l, cp + {q * QUAD}, 4);")
-        w(f"memcpy(&x{q}h, cp + {q * QUAD + 2}, 4);")
+        w(f"const int32_t x{q}l = cp[{q * 2}], x{q}h = cp[{q * 2 + 1}];")
     for j in range(rows):
         w.open("")
         w("int32_t wr;")
@@ -68,18 +66,19 @@ def emit_core(w: CWriter, *, rows: int, cols: int, stride: int, kp: int, col: st
             w(f"{acc[j][q]} = __smlad(x{q}l, wl, {acc[j][q]});")
             w(f"{acc[j][q]} = __smlad(x{q}h, wh, {acc[j][q]});")
         w.close()
-    w(f"cp += {stride * QUAD};")
+    w(f"cp += {stride * 2};")
     w(f"wp += {QUAD};")
     w.close()
     w("#else")
     w.open(f"for (int kb = 0; kb < {kp // QUAD}; ++kb)")
-    w(f"const int16_t *c = cp + kb*{stride * QUAD};")
+    w(f"const int32_t *c = cp + kb*{stride * 2};")
     w(f"const int8_t *r = wp + kb*{QUAD};")
     for j in range(rows):
         for q in range(cols):
-            x, wt = f"c[{q * QUAD}", f"r[{j * kp}"
-            w(f"{acc[j][q]} += {x}]*{wt}] + {x} + 1]*{wt} + 2] + {x} + 2]*{wt} + 1]"
-              f" + {x} + 3]*{wt} + 3];")
+            lo, hi = f"c[{q * 2}]", f"c[{q * 2 + 1}]"
+            wt = f"r[{j * kp}"
+            w(f"{acc[j][q]} += (int16_t){lo}*{wt}] + ({lo} >> 16)*{wt} + 2]"
+              f" + (int16_t){hi}*{wt} + 1] + ({hi} >> 16)*{wt} + 3];")
     w.close()
     w("#endif")
     w.close()
