@@ -10,6 +10,9 @@ Chosen by ``conv.emit_conv8``/``emit_gemm8`` when the target's cores have the DS
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import onnx_ir as ir
 
@@ -18,8 +21,14 @@ from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32, CType
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arrays, rounding
-from opfuse.backends.c.int8.im2col import emit_fill, emit_fill_row, order, reduction_rows
-from opfuse.backends.c.int8.matmul_dsp import emit_core, padded, tiles, weight_rows
+from opfuse.backends.c.int8.im2col import (
+    RowSource,
+    emit_fill,
+    emit_fill_row,
+    order,
+    reduction_rows,
+)
+from opfuse.backends.c.int8.matmul_dsp import QUAD, emit_core, padded, tiles, weight_rows
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.quant import conv_scales
@@ -72,66 +81,121 @@ def _weights_int8(node: ir.Node, value: ir.Value) -> np.ndarray:
 def _store(w: CWriter, rq: Requant, acc: str, ch: str, zy: int, yct: CType,
            chain: Chain8 | None, coords: list[str], dst: str) -> None:
     """TFLite's output stage of one accumulator (bias included) into ``dst``."""
-    w(f"int32_t v = opfuse_clamp({rq(acc, ch)} + {zy}, {yct.lo}, {yct.hi});")
+    w(f"int32_t v = {requant_clamp(rq, acc, ch, zy, yct)};")
     if chain is not None:
         w(f"v = {chain.emit(w, 'v', coords)};")
     w(f"{dst} = ({yct.name})v;")
 
 
-def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
-                  g: ConvGeom) -> None:
+def requant_clamp(rq: Requant, acc: str, ch: str, zy: int, yct: CType) -> str:
+    """An int32 accumulator (bias included) as the output's integer: requantized, + z_y,
+    clamped (conv.py's output stage)."""
+    return f"opfuse_clamp({rq(acc, ch)} + {zy}, {yct.lo}, {yct.hi})"
+
+
+@dataclass(frozen=True)
+class MatConv:
+    """A conv laid out for the matrix core: its reduction order, padded length, weights, bias
+    (the zero point folded in where there is no padding) and requantization, all in weights.c."""
+
+    g: ConvGeom
+    mode: str  # im2col.order
+    kp: int
+    weights: str
+    bias: str
+    rq: Requant
+    zx: int  # what the fill subtracts (0 where the bias holds the zero point)
+    zy: int
+    yct: CType  # the conv's own output type
+
+    @property
+    def scratch(self) -> str:
+        cols = min(CONV_COLS, self.g.oh * self.g.ow)
+        return f"int64_t col[{cols * self.kp // QUAD}];  /* quads of int16 (im2col.py) */"
+
+
+def prepare(node: ir.Node, params: Params, g: ConvGeom) -> MatConv:
     xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
     xq, wq, yq = quant(xv, node, "input"), quant(wv, node, "weight"), quant(yv, node, "output")
     if xq.scale.size != 1 or yq.scale.size != 1:
         raise OpfuseError(f"C backend: {who(node)}: activations must be quantized per tensor")
-    xct, yct = int_ctype(xv, node), int_ctype(yv, node)
     zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
     pads = attr(node, "pads")
     pointwise = (g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0)
                  and not any(pads[len(pads) // 2:] if pads else []))
     mode = order(g, pointwise)
     rows = reduction_rows(_weights_int8(node, wv), g, mode)
-    kp = padded(rows.shape[1])
     bias = _bias(node, 2, g.oc)
     if pointwise:  # no padding: sum (x - z_x) w = sum x w - z_x sum w
         bias = bias - zx * rows.sum(axis=1)
-    wt = params.weight(f"{wv.name}:mat_{mode}", weight_rows(rows), INT8)
-    b = params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32)
-    rq = requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)))
+    return MatConv(
+        g, mode, padded(rows.shape[1]),
+        params.weight(f"{wv.name}:mat_{mode}", weight_rows(rows), INT8),
+        params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32),
+        requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params))),
+        0 if pointwise else zx, zy, int_ctype(yv, node))
+
+
+def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
+              oh: str | None, out: Callable[[int], None]) -> None:
+    """Output pixels ``p0 + q`` (< ``pixels``) of row ``oh`` (None: of the whole plane, whose
+    pixels are numbered row after row) of the group ``grp`` whose input rows ``src`` gives: im2col
+    into ``col``, the core, and per value ``int32_t v`` of channel ``oc`` for ``out(q)``."""
+    g = mc.g
+    cols = min(CONV_COLS, g.oh * g.ow)
+    for count, start, width in tiles(pixels, cols):
+        w.open(f"for (int p0 = {start}; p0 < {start + count * width}; p0 += {width})")
+        for q in range(width):
+            if oh is None and mc.mode != "pointwise":
+                pix = (f"(p0 + {q}) / {g.ow}", f"(p0 + {q}) % {g.ow}")
+            else:
+                pix = (oh, f"p0 + {q}")
+            emit_fill(w, g, mc.mode, col="col", stride=cols, q=q, src=src, oh=pix[0],
+                      ow=pix[1], xct=xct, zx=mc.zx)
+        for ocount, ostart, orows in tiles(g.ocg, CONV_ROWS):
+            w.open(f"for (int oc0 = grp*{g.ocg} + {ostart}; oc0 < grp*{g.ocg} + "
+                   f"{ostart + ocount * orows}; oc0 += {orows})")
+            emit_core(w, rows=orows, cols=width, stride=cols, kp=mc.kp, col="col",
+                      wrow=f"{mc.weights} + oc0*{mc.kp}")
+            for j in range(orows):
+                w.open("")
+                w(f"const int oc = oc0 + {j};")
+                w(f"const int32_t bj = {mc.bias}[oc];")
+                for q in range(width):
+                    w.open("")
+                    w(f"int32_t v = {requant_clamp(mc.rq, f'a{j}_{q} + bj', 'oc', mc.zy, mc.yct)};")
+                    out(q)
+                    w.close()
+                w.close()
+            w.close()
+        w.close()
+
+
+def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
+                  g: ConvGeom) -> None:
+    """A layer-by-layer conv: the whole plane, a band of every pixel per group."""
+    mc = prepare(node, params, g)
+    xv, yv = node.inputs[0], node.outputs[0]
+    xct, yct = int_ctype(xv, node), int_ctype((pre or [node])[-1].outputs[0], node)
     x = params.inp(xv, node)
     shape = dims(yv, node)
     chain = Chain8(pre, shape, params, yv.name) if pre else None
     y = params.out((pre or [node])[-1].outputs[0], node)
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
-    cols = min(CONV_COLS, plane_out)
-    w(f"int32_t col[{cols * kp // 2}];  /* int16 pairs (im2col.py) */")
+
+    def out(q: int) -> None:
+        if chain is not None:
+            hw = [f"(p0 + {q}) / {g.ow}", f"(p0 + {q}) % {g.ow}"]
+            coords = ["n", "oc", *hw] if len(shape) == 4 else ["n", "oc", hw[1]]
+            w(f"v = {chain.emit(w, 'v', coords)};")
+        w(f"{y}[(n*{g.oc} + oc)*{plane_out} + p0 + {q}] = ({yct.name})v;")
+
+    w(mc.scratch)
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
     w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
-    for count, start, width in tiles(plane_out, cols):
-        w.open(f"for (int p0 = {start}; p0 < {start + count * width}; p0 += {width})")
-        for q in range(width):
-            emit_fill(w, g, mode, col="col", stride=cols, q=q, x="xg", xct=xct.name,
-                      zx=0 if pointwise else zx)
-        for ocount, ostart, orows in tiles(g.ocg, CONV_ROWS):
-            w.open(f"for (int oc0 = grp*{g.ocg} + {ostart}; oc0 < grp*{g.ocg} + "
-                   f"{ostart + ocount * orows}; oc0 += {orows})")
-            emit_core(w, rows=orows, cols=width, stride=cols, kp=kp, col="col",
-                      wrow=f"{wt} + oc0*{kp}")
-            for j in range(orows):
-                w.open("")
-                w(f"const int oc = oc0 + {j};")
-                w(f"{yct.name} *yr = {y} + (n*{g.oc} + oc)*{plane_out} + p0;")
-                w(f"const int32_t bj = {b}[oc];")
-                for q in range(width):
-                    w.open("")
-                    hw = [f"(p0 + {q}) / {g.ow}", f"(p0 + {q}) % {g.ow}"]
-                    coords = ["n", "oc", *hw] if len(shape) == 4 else ["n", "oc", hw[1]]
-                    _store(w, rq, f"a{j}_{q} + bj", "oc", zy, yct, chain, coords, f"yr[{q}]")
-                    w.close()
-                w.close()
-            w.close()
-        w.close()
+    emit_band(w, mc, RowSource("xg", plane_in, g.iw), xct.name, pixels=plane_out, oh=None,
+              out=out)
     w.close()
     w.close()
 
@@ -159,7 +223,7 @@ def emit_gemm_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     chain = Chain8(pre, shape, params, yv.name) if pre else None
     y = params.out((pre or [node])[-1].outputs[0], node)
     cols = min(GEMM_COLS, m_rows)
-    w(f"int32_t col[{cols * kp // 2}];  /* int16 pairs (im2col.py) */")
+    w(f"int64_t col[{cols * kp // QUAD}];  /* quads of int16 (im2col.py) */")
     for count, start, width in tiles(m_rows, cols):
         w.open(f"for (int m0 = {start}; m0 < {start + count * width}; m0 += {width})")
         for q in range(width):

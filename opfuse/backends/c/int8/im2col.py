@@ -1,25 +1,50 @@
-"""The int16 scratch the matrix core (``matmul_dsp``) reads: a tile of output pixels' input
-windows, channel-contiguous, gathered from the NCHW activations (docs/architecture.md, "int8
-matrix kernels on Cortex-M").
+"""The scratch the matrix core (``matmul_dsp``) reads: a tile of output pixels' input windows,
+channel-contiguous, gathered from NCHW rows (docs/architecture.md, "int8 matrix kernels on
+Cortex-M").
 
-Entries are int16, stored in pairs in an int32 array (the low half first, ``PAIR``), so the
-core reads them with aligned word and double-word loads. Each entry is ``x - z_x`` (taps outside the input are 0, TFLite's padding by the zero point),
-or the raw ``x`` where the zero point is folded into the bias (``raw``: a pointwise conv or a
-Gemm, which have no padding). The reduction order is chosen so the inner copies have constant
-offsets, and the weights are laid out in the same order (``order``):
+One ``int64_t`` per reduction quad and column: four int16 entries, lowest first (``QUAD4``), so
+the core loads a column's quad with one LDRD. Each entry is ``x - z_x`` (taps outside the input
+are 0, TFLite's padding by the zero point), or the raw ``x`` where the zero point is folded into
+the bias (a pointwise conv, a Gemm: no padding). The reduction order is chosen so the copies
+have constant offsets, and the weights are laid out in the same order (``order``):
 
 * ``pointwise`` (1x1, stride 1, no padding): k = ic;
 * ``taps`` (input channels a multiple of 4): k = tap*ICg + ic, one bounds test per tap;
 * ``channels`` (kernel width a multiple of 4): k = ic*taps + tap, whole quads per kernel row;
-* ``generic``: k = ic*taps + tap with the index computed per entry (small first layers).
+* ``generic``: k = ic*taps + tap, every entry unrolled (small first layers).
+
+The rows come from a ``RowSource``: a whole NCHW plane (the layer-by-layer conv) or a cascade's
+ring of rows (opfuse/backends/c/int8/cascade.py), so both run the same fill and the same core.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.int8.matmul_dsp import QUAD
+
+PAIR = "(uint32_t)(uint16_t)({}) | ((uint32_t)({}) << 16)"
+QUAD4 = "(int64_t)((uint64_t)(" + PAIR + ") | ((uint64_t)(" + PAIR + ") << 32))"
+
+
+@dataclass(frozen=True)
+class RowSource:
+    """Input rows of a conv's group: ``base`` points at its first channel, channels are
+    ``channel`` elements apart, rows ``width``; a ring keeps ``ring`` rows (row ih at ih % ring),
+    a whole plane (``ring`` None) keeps them all."""
+
+    base: str
+    channel: int
+    width: int
+    ring: int | None = None
+
+    def row(self, ih: str) -> str:
+        """The offset of input row ``ih`` within a channel."""
+        return f"({ih})*{self.width}" if self.ring is None else \
+            f"(({ih}) % {self.ring})*{self.width}"
 
 
 def order(g, pointwise: bool) -> str:  # noqa: ANN001
@@ -40,82 +65,84 @@ def reduction_rows(weights: np.ndarray, g, mode: str) -> np.ndarray:  # noqa: AN
     return w4.reshape(g.oc, -1)
 
 
-PAIR = "(int32_t)((uint32_t)(uint16_t)({}) | ((uint32_t)({}) << 16))"  # two int16 entries
+def _quad(w: CWriter, at: int | str, entries: list[str], dst: str = "d") -> None:
+    """The four entries of one reduction quad of a column into ``dst[at]``."""
+    e = entries + ["0"] * (QUAD - len(entries))
+    w(f"{dst}[{at}] = {QUAD4.format(*e)};")
 
 
-def _quad(w: CWriter, at: int | str, entries: list[str]) -> None:
-    """The four entries of one reduction quad of a column into ``d[at]``, ``d[at + 1]``."""
-    entries = entries + ["0"] * (QUAD - len(entries))
-    w(f"d[{at}] = {PAIR.format(entries[0], entries[1])};")
-    w(f"d[{at} + 1] = {PAIR.format(entries[2], entries[3])};")
-
-
-def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: int, x: str,  # noqa: ANN001
-              xct: str, zx: int) -> None:
-    """Column ``q`` of ``col`` (``stride`` columns) for output pixel ``p0 + q`` of group input
-    ``x``."""
-    plane = g.ih * g.iw
-    k = g.icg * g.k[0] * g.k[1]
-    step = stride * 2  # int32 words between reduction quads of one column
+def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: int,  # noqa: ANN001
+              src: RowSource, oh: str | None, ow: str, xct: str, zx: int) -> None:
+    """Column ``q`` of ``col`` (``stride`` columns) for the output pixel at row ``oh``, column
+    ``ow`` (``oh`` None: ``ow`` is the pixel's index in a whole plane, pointwise only)."""
     sub = f" - {zx}" if zx else ""
     w.open("")
-    w(f"int32_t *d = {col} + {q * 2};")
+    w(f"int64_t *d = {col} + {q};")
     if mode == "pointwise":
-        w(f"const {xct} *s = {x} + p0 + {q};")
+        pix = ow if oh is None else f"{src.row(oh)} + {ow}"
+        w(f"const {xct} *s = {src.base} + {pix};")
         full = g.icg - g.icg % QUAD
-        w.open(f"for (int ic = 0; ic < {full}; ic += {QUAD}, d += {step})")
-        _quad(w, 0, [f"s[(ic + {lane})*{plane}]" for lane in range(QUAD)])
+        ch = src.channel
+        w.open(f"for (int ic = 0; ic < {full}; ic += {QUAD}, d += {stride})")
+        _quad(w, 0, [f"s[(ic + {lane})*{ch}]{sub}" for lane in range(QUAD)])
         w.close()
         if full < g.icg:
-            _quad(w, 0, [f"s[{ic}*{plane}]" for ic in range(full, g.icg)])
+            _quad(w, 0, [f"s[{ic * ch}]{sub}" for ic in range(full, g.icg)])
         w.close()
         return
-    (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
-    w(f"const int oh = (p0 + {q}) / {g.ow}, ow = (p0 + {q}) % {g.ow};")
-    w(f"const int ih0 = oh*{sh} - {ph}, iw0 = ow*{sw} - {pw};")
+    (sh, sw), (dh, _), (ph, pw) = g.s, g.d, g.p
+    w(f"const int ih0 = ({oh})*{sh} - {ph}, iw0 = ({ow})*{sw} - {pw};")
     if mode == "taps":
-        w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
-        w(f"const int ih = ih0 + kh*{dh};")
-        for kw in range(g.k[1]):
-            w.open("")
-            w(f"const int iw = iw0 + {kw * dw};")
-            w(f"int32_t *t = d + (kh*{g.k[1]} + {kw})*{g.icg // QUAD * step};")
-            w.open(f"if ((unsigned)ih < {g.ih}u && (unsigned)iw < {g.iw}u)")
-            w(f"const {xct} *s = {x} + ih*{g.iw} + iw;")
-            w.open(f"for (int ic = 0; ic < {g.icg}; ic += {QUAD}, t += {step})")
-            e = [f"s[(ic + {lane})*{plane}]{sub}" for lane in range(QUAD)]
-            w(f"t[0] = {PAIR.format(e[0], e[1])};")
-            w(f"t[1] = {PAIR.format(e[2], e[3])};")
-            w.close()
-            w.close()
-            w.open("else")
-            w(f"for (int ic = 0; ic < {g.icg}; ic += {QUAD}, t += {step}) t[0] = t[1] = 0;")
-            w.close()
-            w.close()
-        w.close()
+        _fill_taps(w, g, src, stride, xct, sub)
     elif mode == "channels":
         quads = g.k[1] // QUAD
         w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
-        w(f"const {xct} *s = {x} + ic*{plane};")
-        w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh, d += {quads * step})")
+        w(f"const {xct} *s = {src.base} + ic*{src.channel};")
+        w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh, d += {quads * stride})")
         w(f"const int ih = ih0 + kh*{dh};")
-        w(f"const {xct} *r = s + ih*{g.iw} + iw0;")
         w(f"const int okh = (unsigned)ih < {g.ih}u;")
+        w(f"const {xct} *r = okh ? s + {src.row('ih')} + iw0 : s;")
         for kq in range(quads):
-            _quad(w, kq * step, [_tap(g, "okh", "r", kq * QUAD + lane, sub)
-                                 for lane in range(QUAD)])
+            _quad(w, kq * stride, [_tap(g, "okh", "r", kq * QUAD + lane, sub)
+                                   for lane in range(QUAD)])
         w.close()
         w.close()
     else:  # small: every entry unrolled, k = (ic*KH + kh)*KW + kw
         entries = []
+        for kh in range(g.k[0]):
+            w(f"const int ok{kh} = (unsigned)(ih0 + {kh * dh}) < {g.ih}u;")
+            w(f"const {xct} *r{kh} = {src.base} + (ok{kh} ? {src.row(f'ih0 + {kh * dh}')}"
+              " + iw0 : 0);")
         for ic in range(g.icg):
             for kh in range(g.k[0]):
-                w(f"const int ok{ic}_{kh} = (unsigned)(ih0 + {kh * dh}) < {g.ih}u;")
                 for kw in range(g.k[1]):
-                    row = f"({x} + {ic * plane} + (ih0 + {kh * dh})*{g.iw} + iw0)"
-                    entries.append(_tap(g, f"ok{ic}_{kh}", row, kw, sub))
-        for kb in range(-(-k // QUAD)):
-            _quad(w, kb * step, entries[kb * QUAD:(kb + 1) * QUAD])
+                    entries.append(_tap(g, f"ok{kh}", f"(r{kh} + {ic * src.channel})", kw, sub))
+        for kb in range(-(-len(entries) // QUAD)):
+            _quad(w, kb * stride, entries[kb * QUAD:(kb + 1) * QUAD])
+    w.close()
+
+
+def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, sub: str) -> None:  # noqa: ANN001
+    """k = tap*ICg + ic: per tap one bounds test, then whole quads of input channels."""
+    dh, dw = g.d
+    quads = g.icg // QUAD
+    w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
+    w(f"const int ih = ih0 + kh*{dh};")
+    w(f"const int okh = (unsigned)ih < {g.ih}u;")
+    w(f"const {xct} *r = {src.base} + (okh ? {src.row('ih')} + iw0 : 0);")
+    for kw in range(g.k[1]):
+        w.open("")
+        w(f"int64_t *t = d + (kh*{g.k[1]} + {kw})*{quads * stride};")
+        w.open(f"if (okh && (unsigned)(iw0 + {kw * dw}) < {g.iw}u)")
+        w(f"const {xct} *s = r + {kw * dw};")
+        w.open(f"for (int ic = 0; ic < {g.icg}; ic += {QUAD}, t += {stride})")
+        _quad(w, 0, [f"s[(ic + {lane})*{src.channel}]{sub}" for lane in range(QUAD)], "t")
+        w.close()
+        w.close()
+        w.open("else")
+        w(f"for (int ic = 0; ic < {quads}; ++ic, t += {stride}) t[0] = 0;")
+        w.close()
+        w.close()
     w.close()
 
 
@@ -132,9 +159,9 @@ def emit_fill_row(w: CWriter, *, col: str, stride: int, q: int, src: str, xct: s
     entries, raw (a Gemm's row: its zero point is folded into the bias)."""
     full = k - k % QUAD
     w.open("")
-    w(f"int32_t *d = {col} + {q * 2};")
+    w(f"int64_t *d = {col} + {q};")
     w(f"const {xct} *s = {src};")
-    w.open(f"for (int kk = 0; kk < {full}; kk += {QUAD}, d += {stride * 2})")
+    w.open(f"for (int kk = 0; kk < {full}; kk += {QUAD}, d += {stride})")
     _quad(w, 0, [f"s[kk + {lane}]" for lane in range(QUAD)])
     w.close()
     if full < k:
