@@ -110,7 +110,7 @@ def test_cortex_m_targets_get_the_matrix_kernels(tmp_path: Path) -> None:
     path.write_bytes(conv_tflite(*CONV_CASES["taps_3x3_s2_same"]))
     for target, want in (("x86-host", False), ("cortex-m4", True), ("cortex-m7", True)):
         files, _, _ = generate(compile_model(str(path), target))
-        assert ("__smlad(x0l, wl" in files["model.c"]) == want, target
+        assert ("__smlad(xl, w0l" in files["model.c"]) == want, target
 
 
 def _group(node) -> int:  # noqa: ANN001
