@@ -115,6 +115,7 @@ def generate(
         members = [nodes[n] for n in kernel.nodes]
         aliased = any(o in plan.aliases for o in kernel.outputs)
         params = Params(store, restrict=not aliased)
+        store.step = index  # the plan's step of this kernel (free arena bytes: int8/conv_mcu.py)
         body = CWriter(1)
         if kernel.is_cascade:
             emit_cascade(body, kernel, nodes, params)

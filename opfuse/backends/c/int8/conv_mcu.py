@@ -37,6 +37,9 @@ from opfuse.quant import conv_scales
 # 6 pixels x 1 channel beat 4x1, 5x1, 3x2 and 2x2 (CMSIS-NN's) on 1x1 and im2col'd convs;
 # 1 row x 4 features beat 1x2, 1x6 and 1x8 on fully connected layers (more spill registers).
 CONV_COLS, CONV_ROWS = 6, 1  # a conv's register tile: output pixels x output channels
+# the scratch's bound on the stack, where the arena has no free gap during the conv: the
+# layer-by-layer kernels' own tiles were 1-4 KB (acc[8][32] int32 is 1 KB)
+STACK_SCRATCH_BYTES = 1024
 GEMM_COLS, GEMM_ROWS = 1, 4  # a Gemm's: rows of A x output features
 
 
@@ -107,11 +110,59 @@ class MatConv:
     zx: int  # what the fill subtracts (0 where the bias holds the zero point)
     zy: int
     yct: CType  # the conv's own output type
+    cols: int  # output pixels per tile (scratch columns)
 
     @property
-    def scratch(self) -> str:
-        cols = min(CONV_COLS, self.g.oh * self.g.ow)
-        return f"int64_t col[{cols * self.kp // QUAD}];  /* quads of int16 (im2col.py) */"
+    def quads(self) -> int:
+        """The scratch this conv needs (int64_t quads)."""
+        return self.cols * self.kp // QUAD
+
+
+STACK_SCRATCH = "int64_t col[{}];  /* im2col quads (im2col.py): no arena gap was free */"
+ARENA_SCRATCH = "int64_t *col = (int64_t *)(AB + {});  /* im2col quads (im2col.py), {} bytes */"
+
+
+def declare_scratch(w: CWriter, params: Params, quads: int) -> None:
+    """One ``col`` for the whole kernel body, sized for its largest user (a cascade's members run
+    one after another and share it): bytes of the arena that no tensor the memory plan keeps live
+    during this kernel occupies, so OPFUSE_ARENA_BYTES holds it at no cost; else the stack."""
+    first = next((line for line in w.lines if line.strip()), None)
+    top = "    " * w.depth if first is None else first[:len(first) - len(first.lstrip())]
+    at = next((i for i, line in enumerate(w.lines) if line.startswith(top + "int64_t ")
+               and "im2col quads" in line), None)
+    if at is not None:
+        quads = max(quads, _declared_quads(w.lines[at]))
+    offset = _arena_gap(params, quads * 8)
+    line = top + (STACK_SCRATCH.format(quads) if offset is None
+                  else ARENA_SCRATCH.format(offset, quads * 8))
+    if at is None:
+        w.lines.insert(0, line)
+    else:
+        w.lines[at] = line
+
+
+def _declared_quads(line: str) -> int:
+    if "[" in line.split("/*")[0]:
+        return int(line.split("[")[1].split("]")[0])
+    return int(line.split("/*")[1].split(",")[1].split()[0]) // 8
+
+
+def _arena_gap(params: Params, nbytes: int) -> int | None:
+    """The lowest 8-byte aligned arena offset where ``nbytes`` overlap no tensor live at the
+    kernel's step (``Store.step``), within the plan's peak; None without one."""
+    store = params.store
+    step = getattr(store, "step", None)
+    if step is None:
+        return None
+    plan = store.plan
+    busy = sorted((plan.offsets[t.name], plan.offsets[t.name] + t.aligned_bytes)
+                  for t in plan.tensors if t.live_at(step) and t.name in plan.offsets)
+    offset = 0
+    for lo, hi in busy:
+        if offset + nbytes <= lo:
+            break
+        offset = max(offset, -(-hi // 8) * 8)
+    return offset if offset + nbytes <= plan.peak_bytes else None
 
 
 def prepare(node: ir.Node, params: Params, g: ConvGeom) -> MatConv:
@@ -128,12 +179,22 @@ def prepare(node: ir.Node, params: Params, g: ConvGeom) -> MatConv:
     bias = _bias(node, 2, g.oc)
     if pointwise:  # no padding: sum (x - z_x) w = sum x w - z_x sum w
         bias = bias - zx * rows.sum(axis=1)
+    kp = padded(rows.shape[1])
     return MatConv(
-        g, mode, padded(rows.shape[1]),
+        g, mode, kp,
         params.weight(f"{wv.name}:mat_{mode}", weight_rows(rows), INT8),
         params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32),
         requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params))),
-        0 if pointwise else zx, zy, int_ctype(yv, node))
+        0 if pointwise else zx, zy, int_ctype(yv, node), _columns(params, g, kp))
+
+
+def _columns(params: Params, g: ConvGeom, kp: int) -> int:
+    """CONV_COLS where the arena has room for the scratch during this kernel; else as many as
+    STACK_SCRATCH_BYTES hold, so the stack grows by no more than the kernels before these did."""
+    cols = min(CONV_COLS, g.oh * g.ow)
+    if _arena_gap(params, cols * kp * 2) is not None:
+        return cols
+    return max(1, min(cols, STACK_SCRATCH_BYTES // (kp * 2)))
 
 
 def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
@@ -142,7 +203,7 @@ def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
     pixels are numbered row after row) of the group ``grp`` whose input rows ``src`` gives: im2col
     into ``col``, the core, and per value ``int32_t v`` of channel ``oc`` for ``out(q)``."""
     g = mc.g
-    cols = min(CONV_COLS, g.oh * g.ow)
+    cols = mc.cols
     for count, start, width in tiles(pixels, cols):
         w.open(f"for (int p0 = {start}; p0 < {start + count * width}; p0 += {width})")
         for q in range(width):
@@ -190,13 +251,34 @@ def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
             w(f"v = {chain.emit(w, 'v', coords)};")
         w(f"{y}[(n*{g.oc} + oc)*{plane_out} + p0 + {q}] = ({yct.name})v;")
 
-    w(mc.scratch)
+    declare_scratch(w, params, mc.quads)
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
     w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
     emit_band(w, mc, RowSource("xg", plane_in, g.iw), xct.name, pixels=plane_out, oh=None,
               out=out)
     w.close()
+    w.close()
+
+
+def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp: str, rx: int,
+                  w_in: int, yp: str, ry: int, w_out: int, xct: str, yct: CType,
+                  store: Callable[[str, str], None]) -> None:
+    """Output row ``r`` of a cascade member's conv (opfuse/backends/c/int8/cascade.py): its input
+    rows from a ring of ``rx`` rows at ``xp``, each value ``store``d (the member's epilogue) into
+    row ``r % ry`` of the ring at ``yp``; the same fill, core and output stage as the
+    layer-by-layer conv, so the same integers at the same cost per pixel."""
+    mc = prepare(node, params, g)
+    ring = None if rx == g.ih else rx
+
+    def out(q: int) -> None:
+        w(f"{yct.name} *yr = {yp} + (oc*{ry} + r % {ry})*{w_out};")
+        store("oc", f"(p0 + {q})")
+
+    declare_scratch(w, params, mc.quads)
+    w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
+    w(f"const {xct} *xg = {xp} + grp*{g.icg * rx * w_in};")
+    emit_band(w, mc, RowSource("xg", rx * w_in, w_in, ring), xct, pixels=g.ow, oh="r", out=out)
     w.close()
 
 
@@ -223,7 +305,7 @@ def emit_gemm_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     chain = Chain8(pre, shape, params, yv.name) if pre else None
     y = params.out((pre or [node])[-1].outputs[0], node)
     cols = min(GEMM_COLS, m_rows)
-    w(f"int64_t col[{cols * kp // QUAD}];  /* quads of int16 (im2col.py) */")
+    declare_scratch(w, params, cols * kp // QUAD)
     for count, start, width in tiles(m_rows, cols):
         w.open(f"for (int m0 = {start}; m0 < {start + count * width}; m0 += {width})")
         for q in range(width):
