@@ -84,16 +84,27 @@ def _weights_int8(node: ir.Node, value: ir.Value) -> np.ndarray:
 def _store(w: CWriter, rq: Requant, acc: str, ch: str, zy: int, yct: CType,
            chain: Chain8 | None, coords: list[str], dst: str) -> None:
     """TFLite's output stage of one accumulator (bias included) into ``dst``."""
-    w(f"int32_t v = {requant_clamp(rq, acc, ch, zy, yct)};")
+    emit_output_value(w, rq, acc, ch, zy, yct, chain is None)
     if chain is not None:
         w(f"v = {chain.emit(w, 'v', coords)};")
     w(f"{dst} = ({yct.name})v;")
 
 
-def requant_clamp(rq: Requant, acc: str, ch: str, zy: int, yct: CType) -> str:
-    """An int32 accumulator (bias included) as the output's integer: requantized, + z_y,
-    clamped (conv.py's output stage)."""
-    return f"opfuse_clamp({rq(acc, ch)} + {zy}, {yct.lo}, {yct.hi})"
+def emit_output_value(w: CWriter, rq: Requant, acc: str, ch: str, zy: int, yct: CType,
+                      last: bool) -> None:
+    """``int32_t v``: an int32 accumulator (bias included) as the output's integer: requantized,
+    + z_y, clamped to the type (conv.py's output stage). Where no clamp of the chain follows
+    (``last``), the clamp to [-128, 127] is one SSAT under OPFUSE_DSP (saturation to 8 bits is
+    exactly that clamp); before a Relu gcc merges the two clamps, which it cannot do with SSAT."""
+    value = f"{rq(acc, ch)} + {zy}"
+    if last and (yct.lo, yct.hi) == (-128, 127):
+        w("#ifdef OPFUSE_DSP")
+        w(f"int32_t v = __ssat({value}, 8);")
+        w("#else")
+        w(f"int32_t v = opfuse_clamp({value}, -128, 127);")
+        w("#endif")
+    else:
+        w(f"int32_t v = opfuse_clamp({value}, {yct.lo}, {yct.hi});")
 
 
 @dataclass(frozen=True)
@@ -198,10 +209,11 @@ def _columns(params: Params, g: ConvGeom, kp: int) -> int:
 
 
 def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
-              oh: str | None, out: Callable[[int], None]) -> None:
+              oh: str | None, out: Callable[[int], None], last: bool = False) -> None:
     """Output pixels ``p0 + q`` (< ``pixels``) of row ``oh`` (None: of the whole plane, whose
     pixels are numbered row after row) of the group ``grp`` whose input rows ``src`` gives: im2col
-    into ``col``, the core, and per value ``int32_t v`` of channel ``oc`` for ``out(q)``."""
+    into ``col``, the core, and per value ``int32_t v`` of channel ``oc`` for ``out(q)``
+    (``last``: no chain follows, see ``emit_output_value``)."""
     g = mc.g
     cols = mc.cols
     for count, start, width in tiles(pixels, cols):
@@ -224,7 +236,7 @@ def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
                 w(f"const int32_t bj = {mc.bias}[oc];")
                 for q in range(width):
                     w.open("")
-                    w(f"int32_t v = {requant_clamp(mc.rq, f'a{j}_{q} + bj', 'oc', mc.zy, mc.yct)};")
+                    emit_output_value(w, mc.rq, f"a{j}_{q} + bj", "oc", mc.zy, mc.yct, last)
                     out(q)
                     w.close()
                 w.close()
@@ -256,7 +268,7 @@ def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
     w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
     emit_band(w, mc, RowSource("xg", plane_in, g.iw), xct.name, pixels=plane_out, oh=None,
-              out=out)
+              out=out, last=chain is None)
     w.close()
     w.close()
 
