@@ -18,7 +18,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, attr, const, dims, who
 from opfuse.backends.c.conv import conv_geom
 from opfuse.backends.c.ctype import INT8, INT32
-from opfuse.backends.c.int8 import conv_mcu, dsp
+from opfuse.backends.c.int8 import conv_mcu, dsp, gemm_mcu
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import int_ctype, quant, requant_arrays, rounding
 from opfuse.backends.c.pools import window
@@ -315,7 +315,7 @@ def emit_gemm8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
     if a_shape[-1] != k:
         raise OpfuseError(f"C backend: {who(node)}: A's last dim is not B's K")
     if conv_mcu.uses_matrix_gemm(params):
-        conv_mcu.emit_gemm_mcu(w, node, pre, params, nk)
+        gemm_mcu.emit_gemm_mcu(w, node, pre, params, nk)
         return
     rows = int(np.prod(a_shape[:-1])) if len(a_shape) > 1 else 1
     aq, bq, yq = quant(av, node, "input"), quant(bv, node, "weight"), quant(yv, node, "output")

@@ -1,6 +1,7 @@
-"""int8 Conv (not depthwise) and Gemm/MatMul for Armv7E-M targets (Cortex-M4, M7): im2col into
-a small int16 scratch (``im2col``), the register-blocked matrix core (``matmul_dsp``), then
-TFLite's output stage per value (bias, the one requantization helper, + z_y, clamp, the chain).
+"""int8 Conv (not depthwise) for Armv7E-M targets (Cortex-M4, M7): im2col into a small int16
+scratch (``im2col``), the register-blocked matrix core (``matmul_dsp``), then TFLite's output
+stage per value (bias, the one requantization helper, + z_y, clamp, the chain); Gemm/MatMul in
+``gemm_mcu``.
 Same integers as the layer-by-layer kernels of ``conv.py`` (docs/architecture.md, "int8 matrix
 kernels on Cortex-M").
 
@@ -24,7 +25,6 @@ from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arr
 from opfuse.backends.c.int8.im2col import (
     RowSource,
     emit_fill,
-    emit_fill_row,
     order,
     reduction_rows,
 )
@@ -33,14 +33,12 @@ from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.quant import conv_scales
 
-# Register tiles, measured under QEMU on kws_ref_model and ad01_int8 (docs/architecture.md):
-# 6 pixels x 1 channel beat 4x1, 5x1, 3x2 and 2x2 (CMSIS-NN's) on 1x1 and im2col'd convs;
-# 1 row x 4 features beat 1x2, 1x6 and 1x8 on fully connected layers (more spill registers).
+# The register tile, measured under QEMU on kws_ref_model (docs/architecture.md): 6 pixels x 1
+# channel beat 4x1, 5x1, 3x2 and 2x2 (CMSIS-NN's) on 1x1 and im2col'd convs.
 CONV_COLS, CONV_ROWS = 6, 1  # a conv's register tile: output pixels x output channels
 # the scratch's bound on the stack, where the arena has no free gap during the conv: the
 # layer-by-layer kernels' own tiles were 1-4 KB (acc[8][32] int32 is 1 KB)
 STACK_SCRATCH_BYTES = 1024
-GEMM_COLS, GEMM_ROWS = 1, 4  # a Gemm's: rows of A x output features
 
 
 DSP_CORES = ("cortex-m4", "cortex-m7")  # Armv7E-M: SMLAD, SXTB16 (Arm ARMv7-M ARM, A4.4.3)
@@ -61,7 +59,7 @@ def uses_matrix_gemm(params: Params) -> bool:
     return getattr(params.store, "armv7em", False)
 
 
-def _bias(node: ir.Node, index: int, channels: int) -> np.ndarray:
+def bias_array(node: ir.Node, index: int, channels: int) -> np.ndarray:
     v = node.inputs[index] if len(node.inputs) > index else None
     if v is None:
         return np.zeros(channels, np.int64)
@@ -71,7 +69,7 @@ def _bias(node: ir.Node, index: int, channels: int) -> np.ndarray:
     return np.broadcast_to(arr.ravel().astype(np.int64), (channels,)).copy()
 
 
-def _weights_int8(node: ir.Node, value: ir.Value) -> np.ndarray:
+def weights_int8(node: ir.Node, value: ir.Value) -> np.ndarray:
     arr = const(value)
     if arr is None:
         raise OpfuseError(f"C backend: {who(node)}: an int8 {node.op_type} needs constant weights")
@@ -79,15 +77,6 @@ def _weights_int8(node: ir.Node, value: ir.Value) -> np.ndarray:
         raise OpfuseError(f"C backend: {who(node)}: weights with a nonzero zero point are not "
                           "emitted")
     return arr.astype(np.int64)
-
-
-def _store(w: CWriter, rq: Requant, acc: str, ch: str, zy: int, yct: CType,
-           chain: Chain8 | None, coords: list[str], dst: str) -> None:
-    """TFLite's output stage of one accumulator (bias included) into ``dst``."""
-    emit_output_value(w, rq, acc, ch, zy, yct, chain is None)
-    if chain is not None:
-        w(f"v = {chain.emit(w, 'v', coords)};")
-    w(f"{dst} = ({yct.name})v;")
 
 
 def emit_output_value(w: CWriter, rq: Requant, acc: str, ch: str, zy: int, yct: CType,
@@ -118,7 +107,7 @@ class MatConv:
     weights: str
     bias: str
     rq: Requant
-    zx: int  # what the fill subtracts (0 where the bias holds the zero point)
+    zx: int  # the input's zero point: the fill's padding value (the bias holds -z_x sum w)
     zy: int
     yct: CType  # the conv's own output type
     cols: int  # output pixels per tile (scratch columns)
@@ -129,21 +118,23 @@ class MatConv:
         return self.cols * self.kp // QUAD
 
 
-STACK_SCRATCH = "int64_t col[{}];  /* im2col quads (im2col.py): no arena gap was free */"
+STACK_SCRATCH = "int64_t col[{}];  /* im2col quads (im2col.py) */"
 ARENA_SCRATCH = "int64_t *col = (int64_t *)(AB + {});  /* im2col quads (im2col.py), {} bytes */"
 
 
 def declare_scratch(w: CWriter, params: Params, quads: int) -> None:
     """One ``col`` for the whole kernel body, sized for its largest user (a cascade's members run
-    one after another and share it): bytes of the arena that no tensor the memory plan keeps live
-    during this kernel occupies, so OPFUSE_ARENA_BYTES holds it at no cost; else the stack."""
+    one after another and share it): on the stack up to STACK_SCRATCH_BYTES (addressed from SP,
+    it costs no register: kws's first conv runs 13% faster than from the arena), larger in arena
+    bytes no tensor the memory plan keeps live during this kernel occupies (so
+    OPFUSE_ARENA_BYTES holds it at no cost), else on the stack."""
     first = next((line for line in w.lines if line.strip()), None)
     top = "    " * w.depth if first is None else first[:len(first) - len(first.lstrip())]
     at = next((i for i, line in enumerate(w.lines) if line.startswith(top + "int64_t ")
                and "im2col quads" in line), None)
     if at is not None:
         quads = max(quads, _declared_quads(w.lines[at]))
-    offset = _arena_gap(params, quads * 8)
+    offset = None if quads * 8 <= STACK_SCRATCH_BYTES else _arena_gap(params, quads * 8)
     line = top + (STACK_SCRATCH.format(quads) if offset is None
                   else ARENA_SCRATCH.format(offset, quads * 8))
     if at is None:
@@ -186,24 +177,24 @@ def prepare(node: ir.Node, params: Params, g: ConvGeom) -> MatConv:
     pointwise = (g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0)
                  and not any(pads[len(pads) // 2:] if pads else []))
     mode = order(g, pointwise)
-    rows = reduction_rows(_weights_int8(node, wv), g, mode)
-    bias = _bias(node, 2, g.oc)
-    if pointwise:  # no padding: sum (x - z_x) w = sum x w - z_x sum w
-        bias = bias - zx * rows.sum(axis=1)
+    rows = reduction_rows(weights_int8(node, wv), g, mode)
+    # pads hold z_x (im2col.py): sum (x - z_x) w = sum x w - z_x sum w over the whole window
+    bias = bias_array(node, 2, g.oc) - zx * rows.sum(axis=1)
     kp = padded(rows.shape[1])
     return MatConv(
         g, mode, kp,
         params.weight(f"{wv.name}:mat_{mode}", weight_rows(rows), INT8),
         params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32),
         requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params))),
-        0 if pointwise else zx, zy, int_ctype(yv, node), _columns(params, g, kp))
+        zx, zy, int_ctype(yv, node), _columns(params, g, kp))
 
 
 def _columns(params: Params, g: ConvGeom, kp: int) -> int:
-    """CONV_COLS where the arena has room for the scratch during this kernel; else as many as
-    STACK_SCRATCH_BYTES hold, so the stack grows by no more than the kernels before these did."""
+    """CONV_COLS where the scratch fits STACK_SCRATCH_BYTES or the arena has room for it during
+    this kernel; else as many as STACK_SCRATCH_BYTES hold, so the stack grows by no more than the
+    layer-by-layer kernels' own tiles did."""
     cols = min(CONV_COLS, g.oh * g.ow)
-    if _arena_gap(params, cols * kp * 2) is not None:
+    if cols * kp * 2 <= STACK_SCRATCH_BYTES or _arena_gap(params, cols * kp * 2) is not None:
         return cols
     return max(1, min(cols, STACK_SCRATCH_BYTES // (kp * 2)))
 
@@ -292,59 +283,3 @@ def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp:
     w(f"const {xct} *xg = {xp} + grp*{g.icg * rx * w_in};")
     emit_band(w, mc, RowSource("xg", rx * w_in, w_in, ring), xct, pixels=g.ow, oh="r", out=out)
     w.close()
-
-
-def emit_gemm_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
-                  nk: np.ndarray) -> None:
-    """Gemm/MatMul y[m, j] = sum_k a[m, k] B[j, k] (``nk``: B as [N][K], checked by the caller)."""
-    av, bv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
-    n_out, k = nk.shape
-    a_shape = dims(av, node)
-    m_rows = int(np.prod(a_shape[:-1])) if len(a_shape) > 1 else 1
-    aq, bq, yq = quant(av, node, "input"), quant(bv, node, "weight"), quant(yv, node, "output")
-    act, yct = int_ctype(av, node), int_ctype(yv, node)
-    za, zy = int(aq.zero_point[0]), int(yq.zero_point[0])
-    _weights_int8(node, bv)
-    rows = nk.astype(np.int64)
-    bias = _bias(node, 2, n_out) if node.op_type == "Gemm" else np.zeros(n_out, np.int64)
-    bias = bias - za * rows.sum(axis=1)  # no padding in a Gemm: the zero point is a bias
-    kp = padded(k)
-    wt = params.weight(f"{bv.name}:mat_nk", weight_rows(rows), INT8)
-    b = params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32)
-    rq = requant_arrays(params, node.name, conv_scales(aq, bq, yq, n_out, rounding(params)))
-    a = params.inp(av, node)
-    shape = dims(yv, node)
-    chain = Chain8(pre, shape, params, yv.name) if pre else None
-    y = params.out((pre or [node])[-1].outputs[0], node)
-    cols = min(GEMM_COLS, m_rows)
-    declare_scratch(w, params, cols * kp // QUAD)
-    for count, start, width in tiles(m_rows, cols):
-        w.open(f"for (int m0 = {start}; m0 < {start + count * width}; m0 += {width})")
-        for q in range(width):
-            emit_fill_row(w, col="col", stride=cols, q=q, src=f"{a} + (m0 + {q})*{k}",
-                          xct=act.name, k=k)
-        for jcount, jstart, jrows in tiles(n_out, GEMM_ROWS):
-            w.open(f"for (int j0 = {jstart}; j0 < {jstart + jcount * jrows}; j0 += {jrows})")
-            emit_core(w, rows=jrows, cols=width, stride=cols, kp=kp, col="col",
-                      wrow=f"{wt} + j0*{kp}")
-            for jj in range(jrows):
-                for q in range(width):
-                    w.open("")
-                    w(f"const int j = j0 + {jj}, m = m0 + {q};")
-                    _store(w, rq, f"a{jj}_{q} + {b}[j]", "j", zy, yct, chain,
-                           _gemm_coords(shape), f"{y}[m*{n_out} + j]")
-                    w.close()
-            w.close()
-        w.close()
-
-
-def _gemm_coords(shape: tuple[int, ...]) -> list[str]:
-    """The output's coordinates of row ``m``, column ``j`` (batched rows: its own dims)."""
-    if len(shape) <= 2:
-        return ["m", "j"][-len(shape):] if shape else []
-    lead = list(shape[:-1])
-    coords, rest = [], "m"
-    for d in range(len(lead) - 1, -1, -1):
-        coords.insert(0, f"({rest}) % {lead[d]}")
-        rest = f"({rest}) / {lead[d]}"
-    return [*coords, "j"]

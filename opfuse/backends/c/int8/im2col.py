@@ -3,9 +3,11 @@ channel-contiguous, gathered from NCHW rows (docs/architecture.md, "int8 matrix 
 Cortex-M").
 
 One ``int64_t`` per reduction quad and column: four int16 entries, lowest first (``QUAD4``), so
-the core loads a column's quad with one LDRD. Each entry is ``x - z_x`` (taps outside the input
-are 0, TFLite's padding by the zero point), or the raw ``x`` where the zero point is folded into
-the bias (a pointwise conv, a Gemm: no padding). The reduction order is chosen so the copies
+the core loads a column's quad with one LDRD. Each entry is the raw ``x``, and ``z_x`` for taps
+outside the input (TFLite pads with the zero point): sum (x - z_x) w = sum x w - z_x sum w over the
+whole window, so the zero point is folded into the bias of every conv and Gemm, and no entry is
+offset at run time. A window wholly inside the input is gathered without a test per entry. The
+reduction order is chosen so the copies
 have constant offsets, and the weights are laid out in the same order (``order``):
 
 * ``pointwise`` (1x1, stride 1, no padding): k = ic;
@@ -74,8 +76,9 @@ def _quad(w: CWriter, at: int | str, entries: list[str], dst: str = "d") -> None
 def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: int,  # noqa: ANN001
               src: RowSource, oh: str | None, ow: str, xct: str, zx: int) -> None:
     """Column ``q`` of ``col`` (``stride`` columns) for the output pixel at row ``oh``, column
-    ``ow`` (``oh`` None: ``ow`` is the pixel's index in a whole plane, pointwise only)."""
-    sub = f" - {zx}" if zx else ""
+    ``ow`` (``oh`` None: ``ow`` is the pixel's index in a whole plane, pointwise only). Entries
+    are the raw ``x``, and ``zx`` (TFLite's padding value) for taps outside the input: the zero
+    point is in the bias."""
     w.open("")
     w(f"int64_t *d = {col} + {q};")
     if mode == "pointwise":
@@ -84,45 +87,71 @@ def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: int,  # noq
         full = g.icg - g.icg % QUAD
         ch = src.channel
         w.open(f"for (int ic = 0; ic < {full}; ic += {QUAD}, d += {stride})")
-        _quad(w, 0, [f"s[(ic + {lane})*{ch}]{sub}" for lane in range(QUAD)])
+        _quad(w, 0, [f"s[(ic + {lane})*{ch}]" for lane in range(QUAD)])
         w.close()
         if full < g.icg:
-            _quad(w, 0, [f"s[{ic * ch}]{sub}" for ic in range(full, g.icg)])
+            _quad(w, 0, [f"s[{ic * ch}]" for ic in range(full, g.icg)])
         w.close()
         return
-    (sh, sw), (dh, _), (ph, pw) = g.s, g.d, g.p
+    (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
     w(f"const int ih0 = ({oh})*{sh} - {ph}, iw0 = ({ow})*{sw} - {pw};")
     if mode == "taps":
-        _fill_taps(w, g, src, stride, xct, sub)
-    elif mode == "channels":
-        quads = g.k[1] // QUAD
-        w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
-        w(f"const {xct} *s = {src.base} + ic*{src.channel};")
-        w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh, d += {quads * stride})")
-        w(f"const int ih = ih0 + kh*{dh};")
-        w(f"const int okh = (unsigned)ih < {g.ih}u;")
-        w(f"const {xct} *r = okh ? s + {src.row('ih')} + iw0 : s;")
-        for kq in range(quads):
-            _quad(w, kq * stride, [_tap(g, "okh", "r", kq * QUAD + lane, sub)
-                                   for lane in range(QUAD)])
+        _fill_taps(w, g, src, stride, xct, zx)
         w.close()
+        return
+    span_h, span_w = (g.k[0] - 1) * dh + 1, (g.k[1] - 1) * dw + 1
+    inside = span_h <= g.ih and span_w <= g.iw
+    if inside:  # the whole window in the input: no test per entry
+        w.open(f"if ((unsigned)ih0 <= {g.ih - span_h}u && (unsigned)iw0 <= {g.iw - span_w}u)")
+        _fill_window(w, g, mode, src, stride, xct, zx, checked=False)
         w.close()
-    else:  # small: every entry unrolled, k = (ic*KH + kh)*KW + kw
-        entries = []
-        for kh in range(g.k[0]):
-            w(f"const int ok{kh} = (unsigned)(ih0 + {kh * dh}) < {g.ih}u;")
-            w(f"const {xct} *r{kh} = {src.base} + (ok{kh} ? {src.row(f'ih0 + {kh * dh}')}"
-              " + iw0 : 0);")
-        for ic in range(g.icg):
-            for kh in range(g.k[0]):
-                for kw in range(g.k[1]):
-                    entries.append(_tap(g, f"ok{kh}", f"(r{kh} + {ic * src.channel})", kw, sub))
-        for kb in range(-(-len(entries) // QUAD)):
-            _quad(w, kb * stride, entries[kb * QUAD:(kb + 1) * QUAD])
+        w.open("else")
+    _fill_window(w, g, mode, src, stride, xct, zx, checked=True)
+    if inside:
+        w.close()
     w.close()
 
 
-def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, sub: str) -> None:  # noqa: ANN001
+def _fill_window(w: CWriter, g, mode: str, src: RowSource, stride: int, xct: str,  # noqa: ANN001
+                 zx: int, checked: bool) -> None:
+    """The ``channels`` and ``generic`` orders: k = ic*taps + tap, ``checked`` for the border."""
+    dh = g.d[0]
+    if mode == "channels":
+        quads = g.k[1] // QUAD
+        w.open(f"for (int ic = 0, kd = 0; ic < {g.icg}; ++ic)")
+        w(f"const {xct} *s = {src.base} + ic*{src.channel};")
+        w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh, kd += {quads * stride})")
+        w(f"const int ih = ih0 + kh*{dh};")
+        if checked:
+            w(f"const int okh = (unsigned)ih < {g.ih}u;")
+            w(f"const {xct} *r = okh ? s + {src.row('ih')} + iw0 : s;")
+        else:
+            w(f"const {xct} *r = s + {src.row('ih')} + iw0;")
+        for kq in range(quads):
+            _quad(w, f"kd + {kq * stride}",
+                  [_tap(g, "okh" if checked else None, "r", kq * QUAD + lane, zx)
+                   for lane in range(QUAD)])
+        w.close()
+        w.close()
+        return
+    entries = []  # small: every entry unrolled, k = (ic*KH + kh)*KW + kw
+    for kh in range(g.k[0]):
+        ih = f"ih0 + {kh * dh}"
+        if checked:
+            w(f"const int ok{kh} = (unsigned)({ih}) < {g.ih}u;")
+            w(f"const {xct} *r{kh} = {src.base} + (ok{kh} ? {src.row(ih)} + iw0 : 0);")
+        else:
+            w(f"const {xct} *r{kh} = {src.base} + {src.row(ih)} + iw0;")
+    for ic in range(g.icg):
+        for kh in range(g.k[0]):
+            for kw in range(g.k[1]):
+                entries.append(_tap(g, f"ok{kh}" if checked else None,
+                                    f"(r{kh} + {ic * src.channel})", kw, zx))
+    for kb in range(-(-len(entries) // QUAD)):
+        _quad(w, kb * stride, entries[kb * QUAD:(kb + 1) * QUAD])
+
+
+def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int) -> None:  # noqa: ANN001
     """k = tap*ICg + ic: per tap one bounds test, then whole quads of input channels."""
     dh, dw = g.d
     quads = g.icg // QUAD
@@ -136,21 +165,29 @@ def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, sub: str) -
         w.open(f"if (okh && (unsigned)(iw0 + {kw * dw}) < {g.iw}u)")
         w(f"const {xct} *s = r + {kw * dw};")
         w.open(f"for (int ic = 0; ic < {g.icg}; ic += {QUAD}, t += {stride})")
-        _quad(w, 0, [f"s[(ic + {lane})*{src.channel}]{sub}" for lane in range(QUAD)], "t")
+        _quad(w, 0, [f"s[(ic + {lane})*{src.channel}]" for lane in range(QUAD)], "t")
         w.close()
         w.close()
         w.open("else")
-        w(f"for (int ic = 0; ic < {quads}; ++ic, t += {stride}) t[0] = 0;")
+        w(f"for (int ic = 0; ic < {quads}; ++ic, t += {stride}) t[0] = {_pad_quad(zx)};")
         w.close()
         w.close()
     w.close()
 
 
-def _tap(g, ok: str, row: str, kw: int, sub: str) -> str:  # noqa: ANN001
-    """Entry of kernel column ``kw`` on input row pointer ``row`` (valid when ``ok``)."""
+def _pad_quad(zx: int) -> str:
+    """Four entries of ``zx`` as one int64_t constant."""
+    lane = zx & 0xFFFF
+    return f"(int64_t)0x{lane:04x}{lane:04x}{lane:04x}{lane:04x}u" if zx else "0"
+
+
+def _tap(g, ok: str | None, row: str, kw: int, zx: int) -> str:  # noqa: ANN001
+    """Entry of kernel column ``kw`` on input row pointer ``row``: where ``ok`` is None the
+    window is inside the input, else the entry is valid when ``ok`` and the column is in."""
     dw = g.d[1]
-    return (f"({ok} && (unsigned)(iw0 + {kw * dw}) < {g.iw}u ? "
-            f"{row}[{kw * dw}]{sub} : 0)")
+    if ok is None:
+        return f"{row}[{kw * dw}]"
+    return f"({ok} && (unsigned)(iw0 + {kw * dw}) < {g.iw}u ? {row}[{kw * dw}] : {zx})"
 
 
 def emit_fill_row(w: CWriter, *, col: str, stride: int, q: int, src: str, xct: str,
