@@ -28,7 +28,7 @@ from opfuse.backends.c.int8.im2col import (
     order,
     reduction_rows,
 )
-from opfuse.backends.c.int8.matmul_dsp import QUAD, emit_core, padded, tiles, weight_rows
+from opfuse.backends.c.int8.matmul_dsp import QUAD, emit_core, padded, weight_rows
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.quant import conv_scales
@@ -167,7 +167,8 @@ def _arena_gap(params: Params, nbytes: int) -> int | None:
     return offset if offset + nbytes <= plan.peak_bytes else None
 
 
-def prepare(node: ir.Node, params: Params, g: ConvGeom) -> MatConv:
+def prepare(node: ir.Node, params: Params, g: ConvGeom, band: int) -> MatConv:
+    """``band``: output pixels per band (the plane, or a cascade's row)."""
     xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
     xq, wq, yq = quant(xv, node, "input"), quant(wv, node, "weight"), quant(yv, node, "output")
     if xq.scale.size != 1 or yq.scale.size != 1:
@@ -186,59 +187,60 @@ def prepare(node: ir.Node, params: Params, g: ConvGeom) -> MatConv:
         params.weight(f"{wv.name}:mat_{mode}", weight_rows(rows), INT8),
         params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32),
         requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params))),
-        zx, zy, int_ctype(yv, node), _columns(params, g, kp))
+        zx, zy, int_ctype(yv, node), _columns(params, band, kp))
 
 
-def _columns(params: Params, g: ConvGeom, kp: int) -> int:
+def _columns(params: Params, band: int, kp: int) -> int:
     """CONV_COLS where the scratch fits STACK_SCRATCH_BYTES or the arena has room for it during
     this kernel; else as many as STACK_SCRATCH_BYTES hold, so the stack grows by no more than the
     layer-by-layer kernels' own tiles did."""
-    cols = min(CONV_COLS, g.oh * g.ow)
+    cols = min(CONV_COLS, band)
     if cols * kp * 2 <= STACK_SCRATCH_BYTES or _arena_gap(params, cols * kp * 2) is not None:
         return cols
     return max(1, min(cols, STACK_SCRATCH_BYTES // (kp * 2)))
 
 
 def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
-              oh: str | None, out: Callable[[int], None], last: bool = False) -> None:
+              oh: str | None, out: Callable[[str], None], last: bool = False) -> None:
     """Output pixels ``p0 + q`` (< ``pixels``) of row ``oh`` (None: of the whole plane, whose
     pixels are numbered row after row) of the group ``grp`` whose input rows ``src`` gives: im2col
-    into ``col``, the core, and per value ``int32_t v`` of channel ``oc`` for ``out(q)``
-    (``last``: no chain follows, see ``emit_output_value``)."""
-    g = mc.g
-    cols = mc.cols
-    for count, start, width in tiles(pixels, cols):
-        w.open(f"for (int p0 = {start}; p0 < {start + count * width}; p0 += {width})")
-        for q in range(width):
-            if oh is None and mc.mode != "pointwise":
-                pix = (f"(p0 + {q}) / {g.ow}", f"(p0 + {q}) % {g.ow}")
-            else:
-                pix = (oh, f"p0 + {q}")
-            emit_fill(w, g, mc.mode, col="col", stride=cols, q=q, src=src, oh=pix[0],
-                      ow=pix[1], xct=xct, zx=mc.zx)
-        for ocount, ostart, orows in tiles(g.ocg, CONV_ROWS):
-            w.open(f"for (int oc0 = grp*{g.ocg} + {ostart}; oc0 < grp*{g.ocg} + "
-                   f"{ostart + ocount * orows}; oc0 += {orows})")
-            emit_core(w, rows=orows, cols=width, stride=cols, kp=mc.kp, col="col",
-                      wrow=f"{mc.weights} + oc0*{mc.kp}")
-            for j in range(orows):
-                w.open("")
-                w(f"const int oc = oc0 + {j};")
-                w(f"const int32_t bj = {mc.bias}[oc];")
-                for q in range(width):
-                    w.open("")
-                    emit_output_value(w, mc.rq, f"a{j}_{q} + bj", "oc", mc.zy, mc.yct, last)
-                    out(q)
-                    w.close()
-                w.close()
-            w.close()
+    into ``col``, the core, and per value ``int32_t v`` of channel ``oc`` for ``out("q")``
+    (``last``: no chain follows, see ``emit_output_value``). One fill loop, one core and one
+    output loop whatever the shape, for a small flash: a last, partial tile repeats its last
+    pixel, whose values are not stored."""
+    g, cols = mc.g, mc.cols
+    ragged = pixels % cols != 0
+    w.open(f"for (int p0 = 0; p0 < {pixels}; p0 += {cols})")
+    w.open(f"for (int q = 0; q < {cols}; ++q)")
+    w(f"const int pq = p0 + q < {pixels} ? p0 + q : {pixels - 1};" if ragged
+      else "const int pq = p0 + q;")
+    pix = (f"pq / {g.ow}", f"pq % {g.ow}") if oh is None and mc.mode != "pointwise" \
+        else (oh, "pq")
+    emit_fill(w, g, mc.mode, col="col", stride=cols, q="q", src=src, oh=pix[0], ow=pix[1],
+              xct=xct, zx=mc.zx)
+    w.close()
+    count = f"({pixels} - p0 < {cols} ? {pixels} - p0 : {cols})" if ragged else str(cols)
+    w.open(f"for (int oc0 = grp*{g.ocg}; oc0 < grp*{g.ocg} + {g.ocg}; oc0 += {CONV_ROWS})")
+    emit_core(w, rows=CONV_ROWS, cols=cols, stride=cols, kp=mc.kp, col="col",
+              wrow=f"{mc.weights} + oc0*{mc.kp}")
+    for j in range(CONV_ROWS):
+        w.open("")
+        w(f"const int32_t acc[{cols}] = {{{', '.join(f'a{j}_{q}' for q in range(cols))}}};")
+        w(f"const int oc = oc0 + {j};")
+        w(f"const int32_t bj = {mc.bias}[oc];")
+        w.open(f"for (int q = 0; q < {count}; ++q)")
+        emit_output_value(w, mc.rq, "acc[q] + bj", "oc", mc.zy, mc.yct, last)
+        out("q")
         w.close()
+        w.close()
+    w.close()
+    w.close()
 
 
 def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
                   g: ConvGeom) -> None:
     """A layer-by-layer conv: the whole plane, a band of every pixel per group."""
-    mc = prepare(node, params, g)
+    mc = prepare(node, params, g, g.oh * g.ow)
     xv, yv = node.inputs[0], node.outputs[0]
     xct, yct = int_ctype(xv, node), int_ctype((pre or [node])[-1].outputs[0], node)
     x = params.inp(xv, node)
@@ -247,7 +249,7 @@ def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     y = params.out((pre or [node])[-1].outputs[0], node)
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
 
-    def out(q: int) -> None:
+    def out(q: str) -> None:
         if chain is not None:
             hw = [f"(p0 + {q}) / {g.ow}", f"(p0 + {q}) % {g.ow}"]
             coords = ["n", "oc", *hw] if len(shape) == 4 else ["n", "oc", hw[1]]
@@ -271,10 +273,10 @@ def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp:
     rows from a ring of ``rx`` rows at ``xp``, each value ``store``d (the member's epilogue) into
     row ``r % ry`` of the ring at ``yp``; the same fill, core and output stage as the
     layer-by-layer conv, so the same integers at the same cost per pixel."""
-    mc = prepare(node, params, g)
+    mc = prepare(node, params, g, g.ow)
     ring = None if rx == g.ih else rx
 
-    def out(q: int) -> None:
+    def out(q: str) -> None:
         w(f"{yct.name} *yr = {yp} + (oc*{ry} + r % {ry})*{w_out};")
         store("oc", f"(p0 + {q})")
 

@@ -20,13 +20,13 @@ from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import int_ctype, quant, requant_arrays, rounding
 from opfuse.backends.c.int8.conv_mcu import bias_array, emit_output_value, weights_int8
-from opfuse.backends.c.int8.matmul_dsp import tiles
 from opfuse.backends.c.tensors import Params
 from opfuse.quant import conv_scales
 
-# rows of B per pass over a row of A, measured under QEMU on ad01_int8 (all fully connected):
-# 3 (535k instructions) beat 2 (605k), 4 (547k), 5 (570k) and 6 (595k)
-GEMM_ROWS = 3
+# rows of B per pass over a row of A (at most; the largest that divides N, so one core per Gemm),
+# measured under QEMU on ad01_int8 (all fully connected): 4 (547k instructions) beat 2 (605k),
+# 5 (570k) and 6 (595k); 3 (535k) needs a second core for the N % 3 rows, and flash counts too
+GEMM_ROWS = 4
 
 
 def emit_gemm_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
@@ -48,20 +48,20 @@ def emit_gemm_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     shape = dims(yv, node)
     chain = Chain8(pre, shape, params, yv.name) if pre else None
     y = params.out((pre or [node])[-1].outputs[0], node)
+    rows = next(r for r in range(GEMM_ROWS, 0, -1) if n_out % r == 0)  # one core per Gemm
     w.open(f"for (int m = 0; m < {m_rows}; ++m)")
     w(f"const {act.name} *ar = {a} + m*{k};")
-    for count, start, rows in tiles(n_out, GEMM_ROWS):
-        w.open(f"for (int j0 = {start}; j0 < {start + count * rows}; j0 += {rows})")
-        emit_dot_rows(w, rows=rows, a="ar", act=act.name, wrow=f"{wt} + j0*{k}", k=k)
-        for jj in range(rows):
-            w.open("")
-            w(f"const int j = j0 + {jj};")
-            emit_output_value(w, rq, f"a{jj} + {b}[j]", "j", zy, yct, chain is None)
-            if chain is not None:
-                w(f"v = {chain.emit(w, 'v', _gemm_coords(shape))};")
-            w(f"{y}[m*{n_out} + j] = ({yct.name})v;")
-            w.close()
-        w.close()
+    w.open(f"for (int j0 = 0; j0 < {n_out}; j0 += {rows})")
+    emit_dot_rows(w, rows=rows, a="ar", act=act.name, wrow=f"{wt} + j0*{k}", k=k)
+    w(f"const int32_t acc[{rows}] = {{{', '.join(f'a{j}' for j in range(rows))}}};")
+    w.open(f"for (int jj = 0; jj < {rows}; ++jj)")
+    w("const int j = j0 + jj;")
+    emit_output_value(w, rq, f"acc[jj] + {b}[j]", "j", zy, yct, chain is None)
+    if chain is not None:
+        w(f"v = {chain.emit(w, 'v', _gemm_coords(shape))};")
+    w(f"{y}[m*{n_out} + j] = ({yct.name})v;")
+    w.close()
+    w.close()
     w.close()
 
 
@@ -90,12 +90,17 @@ def emit_dot_rows(w: CWriter, *, rows: int, a: str, act: str, wrow: str, k: int)
         w(f"a{j} = __smlad(xh, wh, a{j});")
         w.close()
     w.close()
-    w("#endif")
+    if k % 4 == 0:  # no tail on the DSP path: the scalar loop is the portable C only
+        w("#else")
+    else:
+        w("#endif")
     w.open(f"for (; kk < {k}; ++kk, ++xp, ++wp)")
     w("const int32_t xv = *xp;")
     for j in range(rows):
         w(f"a{j} += xv * wp[{j * k}];")
     w.close()
+    if k % 4 == 0:
+        w("#endif")
     w.close()
 
 

@@ -13,7 +13,8 @@ have constant offsets, and the weights are laid out in the same order (``order``
 * ``pointwise`` (1x1, stride 1, no padding): k = ic;
 * ``taps`` (input channels a multiple of 4): k = tap*ICg + ic, one bounds test per tap;
 * ``channels`` (kernel width a multiple of 4): k = ic*taps + tap, whole quads per kernel row;
-* ``generic``: k = ic*taps + tap, every entry unrolled (small first layers).
+* ``generic``: k = ic*taps + tap, unrolled inside the input, staged entry by entry at the border
+  (small first layers).
 
 The rows come from a ``RowSource``: a whole NCHW plane (the layer-by-layer conv) or a cascade's
 ring of rows (opfuse/backends/c/int8/cascade.py), so both run the same fill and the same core.
@@ -73,7 +74,7 @@ def _quad(w: CWriter, at: int | str, entries: list[str], dst: str = "d") -> None
     w(f"{dst}[{at}] = {QUAD4.format(*e)};")
 
 
-def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: int,  # noqa: ANN001
+def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: str,  # noqa: ANN001
               src: RowSource, oh: str | None, ow: str, xct: str, zx: int) -> None:
     """Column ``q`` of ``col`` (``stride`` columns) for the output pixel at row ``oh``, column
     ``ow`` (``oh`` None: ``ow`` is the pixel's index in a whole plane, pointwise only). Entries
@@ -103,18 +104,57 @@ def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: int,  # noq
     inside = span_h <= g.ih and span_w <= g.iw
     if inside:  # the whole window in the input: no test per entry
         w.open(f"if ((unsigned)ih0 <= {g.ih - span_h}u && (unsigned)iw0 <= {g.iw - span_w}u)")
-        _fill_window(w, g, mode, src, stride, xct, zx, checked=False)
+        if mode == "generic":
+            _fill_inside(w, g, src, stride, xct)
+        else:
+            _fill_window(w, g, mode, src, stride, xct, zx, checked=False)
         w.close()
         w.open("else")
-    _fill_window(w, g, mode, src, stride, xct, zx, checked=True)
+    if mode == "generic":
+        _fill_generic(w, g, src, stride, xct, zx)
+    else:
+        _fill_window(w, g, mode, src, stride, xct, zx, checked=True)
     if inside:
         w.close()
     w.close()
 
 
+def _fill_inside(w: CWriter, g, src: RowSource, stride: int, xct: str) -> None:  # noqa: ANN001
+    """The ``generic`` order for a window inside the input: every entry unrolled, no tests."""
+    dh = g.d[0]
+    for kh in range(g.k[0]):
+        w(f"const {xct} *r{kh} = {src.base} + {src.row(f'ih0 + {kh * dh}')} + iw0;")
+    entries = [_tap(g, None, f"(r{kh} + {ic * src.channel})", kw, 0)
+               for ic in range(g.icg) for kh in range(g.k[0]) for kw in range(g.k[1])]
+    for kb in range(-(-len(entries) // QUAD)):
+        _quad(w, kb * stride, entries[kb * QUAD:(kb + 1) * QUAD])
+
+
+def _fill_generic(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int) -> None:  # noqa: ANN001
+    """k = ic*taps + tap for any shape: the window's entries staged in int16 by three small loops,
+    then packed into quads (small first layers, where flash matters more than the gather)."""
+    (dh, dw), k = g.d, g.icg * g.k[0] * g.k[1]
+    kp = -(-k // QUAD) * QUAD
+    w(f"int16_t e[{kp}];")
+    w.open(f"for (int ic = 0, kk = 0; ic < {g.icg}; ++ic)")
+    w(f"const {xct} *s = {src.base} + ic*{src.channel};")
+    w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
+    w(f"const int ih = ih0 + kh*{dh};")
+    w(f"const int okh = (unsigned)ih < {g.ih}u;")
+    w(f"const {xct} *r = okh ? s + {src.row('ih')} + iw0 : s;")
+    w(f"for (int kw = 0; kw < {g.k[1]}; ++kw, ++kk) e[kk] = (int16_t)(okh && "
+      f"(unsigned)(iw0 + kw*{dw}) < {g.iw}u ? r[kw*{dw}] : {zx});")
+    w.close()
+    w.close()
+    if kp > k:
+        w(f"for (int kk = {k}; kk < {kp}; ++kk) e[kk] = 0;")
+    w(f"for (int kb = 0; kb < {kp // QUAD}; ++kb) d[kb*{stride}] = "
+      f"{QUAD4.format('e[4*kb]', 'e[4*kb + 1]', 'e[4*kb + 2]', 'e[4*kb + 3]')};")
+
+
 def _fill_window(w: CWriter, g, mode: str, src: RowSource, stride: int, xct: str,  # noqa: ANN001
                  zx: int, checked: bool) -> None:
-    """The ``channels`` and ``generic`` orders: k = ic*taps + tap, ``checked`` for the border."""
+    """The ``channels`` order: k = ic*taps + tap, ``checked`` for the border."""
     dh = g.d[0]
     if mode == "channels":
         quads = g.k[1] // QUAD
@@ -134,21 +174,6 @@ def _fill_window(w: CWriter, g, mode: str, src: RowSource, stride: int, xct: str
         w.close()
         w.close()
         return
-    entries = []  # small: every entry unrolled, k = (ic*KH + kh)*KW + kw
-    for kh in range(g.k[0]):
-        ih = f"ih0 + {kh * dh}"
-        if checked:
-            w(f"const int ok{kh} = (unsigned)({ih}) < {g.ih}u;")
-            w(f"const {xct} *r{kh} = {src.base} + (ok{kh} ? {src.row(ih)} + iw0 : 0);")
-        else:
-            w(f"const {xct} *r{kh} = {src.base} + {src.row(ih)} + iw0;")
-    for ic in range(g.icg):
-        for kh in range(g.k[0]):
-            for kw in range(g.k[1]):
-                entries.append(_tap(g, f"ok{kh}" if checked else None,
-                                    f"(r{kh} + {ic * src.channel})", kw, zx))
-    for kb in range(-(-len(entries) // QUAD)):
-        _quad(w, kb * stride, entries[kb * QUAD:(kb + 1) * QUAD])
 
 
 def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int) -> None:  # noqa: ANN001
@@ -159,19 +184,18 @@ def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int) ->
     w(f"const int ih = ih0 + kh*{dh};")
     w(f"const int okh = (unsigned)ih < {g.ih}u;")
     w(f"const {xct} *r = {src.base} + (okh ? {src.row('ih')} + iw0 : 0);")
-    for kw in range(g.k[1]):
-        w.open("")
-        w(f"int64_t *t = d + (kh*{g.k[1]} + {kw})*{quads * stride};")
-        w.open(f"if (okh && (unsigned)(iw0 + {kw * dw}) < {g.iw}u)")
-        w(f"const {xct} *s = r + {kw * dw};")
-        w.open(f"for (int ic = 0; ic < {g.icg}; ic += {QUAD}, t += {stride})")
-        _quad(w, 0, [f"s[(ic + {lane})*{src.channel}]" for lane in range(QUAD)], "t")
-        w.close()
-        w.close()
-        w.open("else")
-        w(f"for (int ic = 0; ic < {quads}; ++ic, t += {stride}) t[0] = {_pad_quad(zx)};")
-        w.close()
-        w.close()
+    w.open(f"for (int kw = 0; kw < {g.k[1]}; ++kw)")
+    w(f"int64_t *t = d + (kh*{g.k[1]} + kw)*{quads * stride};")
+    w.open(f"if (okh && (unsigned)(iw0 + kw*{dw}) < {g.iw}u)")
+    w(f"const {xct} *s = r + kw*{dw};")
+    w.open(f"for (int ic = 0; ic < {g.icg}; ic += {QUAD}, t += {stride})")
+    _quad(w, 0, [f"s[(ic + {lane})*{src.channel}]" for lane in range(QUAD)], "t")
+    w.close()
+    w.close()
+    w.open("else")
+    w(f"for (int ic = 0; ic < {quads}; ++ic, t += {stride}) t[0] = {_pad_quad(zx)};")
+    w.close()
+    w.close()
     w.close()
 
 
