@@ -124,6 +124,7 @@ def generate(
         scratch = max(scratch, stack_scratch_bytes(body.lines))
         fname = f"k{index}_{cname(kernel.name)}"
         funcs(f"/* kernel {index}: {' + '.join(kernel.ops)} ({', '.join(kernel.nodes)}) */")
+        funcs("OPFUSE_KERNEL")  # its own line: the signature still starts the next one
         funcs(params.signature(fname) + " {")
         funcs.lines.extend(body.lines)
         funcs("}")
@@ -286,6 +287,14 @@ def _model_c(info: dict, funcs: CWriter, calls: CWriter, where_in: list, where_o
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32) && !defined(OPFUSE_NO_DSP)
 #include <arm_acle.h>
 #define OPFUSE_DSP 1
+#endif
+
+/* Kernels stay functions on Arm: inlined into the invoke, arm-none-eabi-gcc 12 -O2 compiled the
+   same depthwise kernel of kws_ref_model into 57% more instructions in its cascaded build. */
+#if defined(__GNUC__) && defined(__arm__)
+#define OPFUSE_KERNEL __attribute__((noinline))
+#else
+#define OPFUSE_KERNEL
 #endif
 
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \\
