@@ -58,8 +58,11 @@ class WeightBlob:
 class Store:
     """Resolves values to C pointer expressions: ``A + k`` (arena) or ``W + k`` (weights)."""
 
-    def __init__(self, plan: MemoryPlan, blob: WeightBlob, rounding: str = "tflite") -> None:
+    def __init__(self, plan: MemoryPlan, blob: WeightBlob, rounding: str = "tflite",
+                 armv7em: bool = False) -> None:
         self.plan = plan
+        self.armv7em = armv7em  # the target's cores have the DSP extension (int8/conv_mcu.py)
+        self.step: int | None = None  # the kernel being emitted (its step in the memory plan)
         self.rounding = rounding  # int8 semantics: "tflite" or "onnx" (opfuse.quant.ROUNDING)
         self.blob = blob
         self.sizes = {t.name: t.size_bytes for t in plan.tensors}

@@ -23,6 +23,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, const, dims
 from opfuse.backends.c.conv import conv_geom
 from opfuse.backends.c.ctype import INT32, ctype_of
+from opfuse.backends.c.int8 import conv_mcu
 from opfuse.backends.c.int8.chain import CHAIN_OPS, Chain8
 from opfuse.backends.c.int8.common import int_ctype, quant, requant_arrays, rounding
 from opfuse.backends.c.int8.conv import (
@@ -166,6 +167,10 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int, w_in: int, yp: st
     the same packed weights, int32 bias and per-channel requantization; each integer is then
     ``store``d (through the epilogue)."""
     g = conv_geom(node)
+    if conv_mcu.uses_matrix_core(g, params):  # Cortex-M4/M7: the layer-by-layer matrix core
+        conv_mcu.emit_rows_mcu(w, node, params, g, xp=xp, rx=rx, w_in=w_in, yp=yp, ry=ry,
+                               w_out=w_out, xct=xct, yct=yct, store=store)
+        return
     xq = quant(node.inputs[0], node, "input")
     wq, yq = quant(node.inputs[1], node, "weight"), quant(node.outputs[0], node, "output")
     zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])

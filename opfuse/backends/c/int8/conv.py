@@ -18,7 +18,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, attr, const, dims, who
 from opfuse.backends.c.conv import conv_geom
 from opfuse.backends.c.ctype import INT8, INT32
-from opfuse.backends.c.int8 import dsp
+from opfuse.backends.c.int8 import conv_mcu, dsp, gemm_mcu
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import int_ctype, quant, requant_arrays, rounding
 from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise8, is_depthwise8
@@ -61,6 +61,9 @@ SHORT_ROW = 32  # output rows shorter than this vectorize over channels instead
 
 def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
     g = conv_geom(node)
+    if conv_mcu.uses_matrix_core(g, params):
+        conv_mcu.emit_conv_mcu(w, node, pre, params, g)
+        return
     xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
     arr = const(wv)
     if arr is None:
@@ -315,6 +318,9 @@ def emit_gemm8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
     a_shape = dims(av, node)
     if a_shape[-1] != k:
         raise OpfuseError(f"C backend: {who(node)}: A's last dim is not B's K")
+    if conv_mcu.uses_matrix_gemm(params):
+        gemm_mcu.emit_gemm_mcu(w, node, pre, params, nk)
+        return
     rows = int(np.prod(a_shape[:-1])) if len(a_shape) > 1 else 1
     aq, bq, yq = quant(av, node, "input"), quant(bv, node, "weight"), quant(yv, node, "output")
     act = int_ctype(av, node)

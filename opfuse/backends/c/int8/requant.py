@@ -20,11 +20,9 @@ from opfuse.quant import ONNX, ROUNDING, TFLITE, get_quant
 TFLITE_HELPER = r"""/* TFLite's MultiplyByQuantizedMultiplier (double rounding): x * m * 2^(s - 31). */
 static inline int32_t opfuse_srdhm(int32_t a, int32_t b) {
     if (a == b && a == INT32_MIN) return INT32_MAX;
-    {
-        const int64_t ab = (int64_t)a * (int64_t)b;
-        const int64_t nudge = ab >= 0 ? ((int64_t)1 << 30) : (1 - ((int64_t)1 << 30));
-        return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
-    }
+    /* TFLite rounds (a*b + nudge) / 2^31 toward zero with nudge 2^30 or 1 - 2^30 by the sign
+       of a*b; that is always floor((a*b + 2^30) / 2^31), an add and an arithmetic shift. */
+    return (int32_t)(((int64_t)a * (int64_t)b + ((int64_t)1 << 30)) >> 31);
 }
 static inline int32_t opfuse_rdbpot(int32_t x, int e) {
     const int32_t mask = (int32_t)(((int64_t)1 << e) - 1);

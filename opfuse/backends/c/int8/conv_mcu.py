@@ -1,0 +1,287 @@
+"""int8 Conv (not depthwise) for Armv7E-M targets (Cortex-M4, M7): im2col into a small int16
+scratch (``im2col``), the register-blocked matrix core (``matmul_dsp``), then TFLite's output
+stage per value (bias, the one requantization helper, + z_y, clamp, the chain); Gemm/MatMul in
+``gemm_mcu``.
+Same integers as the layer-by-layer kernels of ``conv.py`` (docs/architecture.md, "int8 matrix
+kernels on Cortex-M").
+
+Chosen by ``conv.emit_conv8``/``emit_gemm8`` when the target's cores have the DSP extension
+(``Store.armv7em``); the x86 host keeps ``conv.py``'s kernels, which suit its vector units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import onnx_ir as ir
+
+from opfuse.backends.c.cgen import CWriter, attr, const, dims, who
+from opfuse.backends.c.conv import ConvGeom
+from opfuse.backends.c.ctype import INT8, INT32, CType
+from opfuse.backends.c.int8.chain import Chain8
+from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.int8.im2col import (
+    RowSource,
+    emit_fill,
+    order,
+    reduction_rows,
+)
+from opfuse.backends.c.int8.matmul_dsp import QUAD, emit_core, padded, weight_rows
+from opfuse.backends.c.tensors import Params
+from opfuse.errors import OpfuseError
+from opfuse.quant import conv_scales
+
+# The register tile, measured under QEMU on kws_ref_model (docs/architecture.md): 6 pixels x 1
+# channel beat 4x1, 5x1, 3x2 and 2x2 (CMSIS-NN's) on 1x1 and im2col'd convs.
+CONV_COLS, CONV_ROWS = 6, 1  # a conv's register tile: output pixels x output channels
+# the scratch's bound on the stack, where the arena has no free gap during the conv: the
+# layer-by-layer kernels' own tiles were 1-4 KB (acc[8][32] int32 is 1 KB)
+STACK_SCRATCH_BYTES = 1024
+
+
+DSP_CORES = ("cortex-m4", "cortex-m7")  # Armv7E-M: SMLAD, SXTB16 (Arm ARMv7-M ARM, A4.4.3)
+
+
+def has_dsp(target) -> bool:  # noqa: ANN001
+    """Whether the C is built for a core with the DSP extension (the board's -mcpu)."""
+    board = getattr(target, "board", None)
+    return board is not None and any(f"-mcpu={c}" in board.cflags for c in DSP_CORES)
+
+
+def uses_matrix_core(g: ConvGeom, params: Params) -> bool:
+    """Whether a conv runs on the matrix core: DSP targets, every conv but the depthwise ones."""
+    return getattr(params.store, "armv7em", False) and not (g.group > 1 and g.icg == 1)
+
+
+def uses_matrix_gemm(params: Params) -> bool:
+    return getattr(params.store, "armv7em", False)
+
+
+def bias_array(node: ir.Node, index: int, channels: int) -> np.ndarray:
+    v = node.inputs[index] if len(node.inputs) > index else None
+    if v is None:
+        return np.zeros(channels, np.int64)
+    arr = const(v)
+    if arr is None or arr.dtype.kind not in "iu":
+        raise OpfuseError(f"C backend: {who(node)}: an int8 kernel needs a constant int32 bias")
+    return np.broadcast_to(arr.ravel().astype(np.int64), (channels,)).copy()
+
+
+def weights_int8(node: ir.Node, value: ir.Value) -> np.ndarray:
+    arr = const(value)
+    if arr is None:
+        raise OpfuseError(f"C backend: {who(node)}: an int8 {node.op_type} needs constant weights")
+    if np.any(quant(value, node, "weight").zero_point):
+        raise OpfuseError(f"C backend: {who(node)}: weights with a nonzero zero point are not "
+                          "emitted")
+    return arr.astype(np.int64)
+
+
+def emit_output_value(w: CWriter, rq: Requant, acc: str, ch: str, zy: int, yct: CType,
+                      last: bool) -> None:
+    """``int32_t v``: an int32 accumulator (bias included) as the output's integer: requantized,
+    + z_y, clamped to the type (conv.py's output stage). Where no clamp of the chain follows
+    (``last``), the clamp to [-128, 127] is one SSAT under OPFUSE_DSP (saturation to 8 bits is
+    exactly that clamp); before a Relu gcc merges the two clamps, which it cannot do with SSAT."""
+    value = f"{rq(acc, ch)} + {zy}"
+    if last and (yct.lo, yct.hi) == (-128, 127):
+        w("#ifdef OPFUSE_DSP")
+        w(f"int32_t v = __ssat({value}, 8);")
+        w("#else")
+        w(f"int32_t v = opfuse_clamp({value}, -128, 127);")
+        w("#endif")
+    else:
+        w(f"int32_t v = opfuse_clamp({value}, {yct.lo}, {yct.hi});")
+
+
+@dataclass(frozen=True)
+class MatConv:
+    """A conv laid out for the matrix core: its reduction order, padded length, weights, bias
+    (the zero point folded in where there is no padding) and requantization, all in weights.c."""
+
+    g: ConvGeom
+    mode: str  # im2col.order
+    kp: int
+    weights: str
+    bias: str
+    rq: Requant
+    zx: int  # the input's zero point: the fill's padding value (the bias holds -z_x sum w)
+    zy: int
+    yct: CType  # the conv's own output type
+    cols: int  # output pixels per tile (scratch columns)
+
+    @property
+    def quads(self) -> int:
+        """The scratch this conv needs (int64_t quads)."""
+        return self.cols * self.kp // QUAD
+
+
+STACK_SCRATCH = "int64_t col[{}];  /* im2col quads (im2col.py) */"
+ARENA_SCRATCH = "int64_t *col = (int64_t *)(AB + {});  /* im2col quads (im2col.py), {} bytes */"
+
+
+def declare_scratch(w: CWriter, params: Params, quads: int) -> None:
+    """One ``col`` for the whole kernel body, sized for its largest user (a cascade's members run
+    one after another and share it): on the stack up to STACK_SCRATCH_BYTES (addressed from SP,
+    it costs no register: kws's first conv runs 13% faster than from the arena), larger in arena
+    bytes no tensor the memory plan keeps live during this kernel occupies (so
+    OPFUSE_ARENA_BYTES holds it at no cost), else on the stack."""
+    first = next((line for line in w.lines if line.strip()), None)
+    top = "    " * w.depth if first is None else first[:len(first) - len(first.lstrip())]
+    at = next((i for i, line in enumerate(w.lines) if line.startswith(top + "int64_t ")
+               and "im2col quads" in line), None)
+    if at is not None:
+        quads = max(quads, _declared_quads(w.lines[at]))
+    offset = None if quads * 8 <= STACK_SCRATCH_BYTES else _arena_gap(params, quads * 8)
+    line = top + (STACK_SCRATCH.format(quads) if offset is None
+                  else ARENA_SCRATCH.format(offset, quads * 8))
+    if at is None:
+        w.lines.insert(0, line)
+    else:
+        w.lines[at] = line
+
+
+def _declared_quads(line: str) -> int:
+    if "[" in line.split("/*")[0]:
+        return int(line.split("[")[1].split("]")[0])
+    return int(line.split("/*")[1].split(",")[1].split()[0]) // 8
+
+
+def _arena_gap(params: Params, nbytes: int) -> int | None:
+    """The lowest 8-byte aligned arena offset where ``nbytes`` overlap no tensor live at the
+    kernel's step (``Store.step``), within the plan's peak; None without one."""
+    store = params.store
+    step = getattr(store, "step", None)
+    if step is None:
+        return None
+    plan = store.plan
+    busy = sorted((plan.offsets[t.name], plan.offsets[t.name] + t.aligned_bytes)
+                  for t in plan.tensors if t.live_at(step) and t.name in plan.offsets)
+    offset = 0
+    for lo, hi in busy:
+        if offset + nbytes <= lo:
+            break
+        offset = max(offset, -(-hi // 8) * 8)
+    return offset if offset + nbytes <= plan.peak_bytes else None
+
+
+def prepare(node: ir.Node, params: Params, g: ConvGeom, band: int) -> MatConv:
+    """``band``: output pixels per band (the plane, or a cascade's row)."""
+    xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
+    xq, wq, yq = quant(xv, node, "input"), quant(wv, node, "weight"), quant(yv, node, "output")
+    if xq.scale.size != 1 or yq.scale.size != 1:
+        raise OpfuseError(f"C backend: {who(node)}: activations must be quantized per tensor")
+    zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
+    pads = attr(node, "pads")
+    pointwise = (g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0)
+                 and not any(pads[len(pads) // 2:] if pads else []))
+    mode = order(g, pointwise)
+    rows = reduction_rows(weights_int8(node, wv), g, mode)
+    # pads hold z_x (im2col.py): sum (x - z_x) w = sum x w - z_x sum w over the whole window
+    bias = bias_array(node, 2, g.oc) - zx * rows.sum(axis=1)
+    kp = padded(rows.shape[1])
+    return MatConv(
+        g, mode, kp,
+        params.weight(f"{wv.name}:mat_{mode}", weight_rows(rows), INT8),
+        params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32),
+        requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params))),
+        zx, zy, int_ctype(yv, node), _columns(params, band, kp))
+
+
+def _columns(params: Params, band: int, kp: int) -> int:
+    """CONV_COLS where the scratch fits STACK_SCRATCH_BYTES or the arena has room for it during
+    this kernel; else as many as STACK_SCRATCH_BYTES hold, so the stack grows by no more than the
+    layer-by-layer kernels' own tiles did."""
+    cols = min(CONV_COLS, band)
+    if cols * kp * 2 <= STACK_SCRATCH_BYTES or _arena_gap(params, cols * kp * 2) is not None:
+        return cols
+    return max(1, min(cols, STACK_SCRATCH_BYTES // (kp * 2)))
+
+
+def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
+              oh: str | None, out: Callable[[str], None], last: bool = False) -> None:
+    """Output pixels ``p0 + q`` (< ``pixels``) of row ``oh`` (None: of the whole plane, whose
+    pixels are numbered row after row) of the group ``grp`` whose input rows ``src`` gives: im2col
+    into ``col``, the core, and per value ``int32_t v`` of channel ``oc`` for ``out("q")``
+    (``last``: no chain follows, see ``emit_output_value``). One fill loop, one core and one
+    output loop whatever the shape, for a small flash: a last, partial tile repeats its last
+    pixel, whose values are not stored."""
+    g, cols = mc.g, mc.cols
+    ragged = pixels % cols != 0
+    w.open(f"for (int p0 = 0; p0 < {pixels}; p0 += {cols})")
+    w.open(f"for (int q = 0; q < {cols}; ++q)")
+    w(f"const int pq = p0 + q < {pixels} ? p0 + q : {pixels - 1};" if ragged
+      else "const int pq = p0 + q;")
+    pix = (f"pq / {g.ow}", f"pq % {g.ow}") if oh is None and mc.mode != "pointwise" \
+        else (oh, "pq")
+    emit_fill(w, g, mc.mode, col="col", stride=cols, q="q", src=src, oh=pix[0], ow=pix[1],
+              xct=xct, zx=mc.zx)
+    w.close()
+    count = f"({pixels} - p0 < {cols} ? {pixels} - p0 : {cols})" if ragged else str(cols)
+    w.open(f"for (int oc0 = grp*{g.ocg}; oc0 < grp*{g.ocg} + {g.ocg}; oc0 += {CONV_ROWS})")
+    emit_core(w, rows=CONV_ROWS, cols=cols, stride=cols, kp=mc.kp, col="col",
+              wrow=f"{mc.weights} + oc0*{mc.kp}")
+    for j in range(CONV_ROWS):
+        w.open("")
+        w(f"const int32_t acc[{cols}] = {{{', '.join(f'a{j}_{q}' for q in range(cols))}}};")
+        w(f"const int oc = oc0 + {j};")
+        w(f"const int32_t bj = {mc.bias}[oc];")
+        w.open(f"for (int q = 0; q < {count}; ++q)")
+        emit_output_value(w, mc.rq, "acc[q] + bj", "oc", mc.zy, mc.yct, last)
+        out("q")
+        w.close()
+        w.close()
+    w.close()
+    w.close()
+
+
+def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
+                  g: ConvGeom) -> None:
+    """A layer-by-layer conv: the whole plane, a band of every pixel per group."""
+    mc = prepare(node, params, g, g.oh * g.ow)
+    xv, yv = node.inputs[0], node.outputs[0]
+    xct, yct = int_ctype(xv, node), int_ctype((pre or [node])[-1].outputs[0], node)
+    x = params.inp(xv, node)
+    shape = dims(yv, node)
+    chain = Chain8(pre, shape, params, yv.name) if pre else None
+    y = params.out((pre or [node])[-1].outputs[0], node)
+    plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
+
+    def out(q: str) -> None:
+        if chain is not None:
+            hw = [f"(p0 + {q}) / {g.ow}", f"(p0 + {q}) % {g.ow}"]
+            coords = ["n", "oc", *hw] if len(shape) == 4 else ["n", "oc", hw[1]]
+            w(f"v = {chain.emit(w, 'v', coords)};")
+        w(f"{y}[(n*{g.oc} + oc)*{plane_out} + p0 + {q}] = ({yct.name})v;")
+
+    declare_scratch(w, params, mc.quads)
+    w.open(f"for (int n = 0; n < {g.n}; ++n)")
+    w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
+    w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
+    emit_band(w, mc, RowSource("xg", plane_in, g.iw), xct.name, pixels=plane_out, oh=None,
+              out=out, last=chain is None)
+    w.close()
+    w.close()
+
+
+def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp: str, rx: int,
+                  w_in: int, yp: str, ry: int, w_out: int, xct: str, yct: CType,
+                  store: Callable[[str, str], None]) -> None:
+    """Output row ``r`` of a cascade member's conv (opfuse/backends/c/int8/cascade.py): its input
+    rows from a ring of ``rx`` rows at ``xp``, each value ``store``d (the member's epilogue) into
+    row ``r % ry`` of the ring at ``yp``; the same fill, core and output stage as the
+    layer-by-layer conv, so the same integers at the same cost per pixel."""
+    mc = prepare(node, params, g, g.ow)
+    ring = None if rx == g.ih else rx
+
+    def out(q: str) -> None:
+        w(f"{yct.name} *yr = {yp} + (oc*{ry} + r % {ry})*{w_out};")
+        store("oc", f"(p0 + {q})")
+
+    declare_scratch(w, params, mc.quads)
+    w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
+    w(f"const {xct} *xg = {xp} + grp*{g.icg * rx * w_in};")
+    emit_band(w, mc, RowSource("xg", rx * w_in, w_in, ring), xct, pixels=g.ow, oh="r", out=out)
+    w.close()

@@ -1,0 +1,230 @@
+"""The scratch the matrix core (``matmul_dsp``) reads: a tile of output pixels' input windows,
+channel-contiguous, gathered from NCHW rows (docs/architecture.md, "int8 matrix kernels on
+Cortex-M").
+
+One ``int64_t`` per reduction quad and column: four int16 entries, lowest first (``QUAD4``), so
+the core loads a column's quad with one LDRD. Each entry is the raw ``x``, and ``z_x`` for taps
+outside the input (TFLite pads with the zero point): sum (x - z_x) w = sum x w - z_x sum w over the
+whole window, so the zero point is folded into the bias of every conv and Gemm, and no entry is
+offset at run time. A window wholly inside the input is gathered without a test per entry. The
+reduction order is chosen so the copies
+have constant offsets, and the weights are laid out in the same order (``order``):
+
+* ``pointwise`` (1x1, stride 1, no padding): k = ic;
+* ``taps`` (input channels a multiple of 4): k = tap*ICg + ic, one bounds test per tap;
+* ``channels`` (kernel width a multiple of 4): k = ic*taps + tap, whole quads per kernel row;
+* ``generic``: k = ic*taps + tap, unrolled inside the input, staged entry by entry at the border
+  (small first layers).
+
+The rows come from a ``RowSource``: a whole NCHW plane (the layer-by-layer conv) or a cascade's
+ring of rows (opfuse/backends/c/int8/cascade.py), so both run the same fill and the same core.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from opfuse.backends.c.cgen import CWriter
+from opfuse.backends.c.int8.matmul_dsp import QUAD
+
+PAIR = "(uint32_t)(uint16_t)({}) | ((uint32_t)({}) << 16)"
+QUAD4 = "(int64_t)((uint64_t)(" + PAIR + ") | ((uint64_t)(" + PAIR + ") << 32))"
+
+
+@dataclass(frozen=True)
+class RowSource:
+    """Input rows of a conv's group: ``base`` points at its first channel, channels are
+    ``channel`` elements apart, rows ``width``; a ring keeps ``ring`` rows (row ih at ih % ring),
+    a whole plane (``ring`` None) keeps them all."""
+
+    base: str
+    channel: int
+    width: int
+    ring: int | None = None
+
+    def row(self, ih: str) -> str:
+        """The offset of input row ``ih`` within a channel."""
+        return f"({ih})*{self.width}" if self.ring is None else \
+            f"(({ih}) % {self.ring})*{self.width}"
+
+
+def order(g, pointwise: bool) -> str:  # noqa: ANN001
+    if pointwise:
+        return "pointwise"
+    if g.icg % QUAD == 0:
+        return "taps"
+    if g.k[1] % QUAD == 0:
+        return "channels"
+    return "generic"
+
+
+def reduction_rows(weights: np.ndarray, g, mode: str) -> np.ndarray:  # noqa: ANN001
+    """The [OC][K] weight rows in the reduction order of ``mode``."""
+    w4 = weights.reshape(g.oc, g.icg, g.k[0] * g.k[1])
+    if mode == "taps":
+        w4 = w4.transpose(0, 2, 1)
+    return w4.reshape(g.oc, -1)
+
+
+def _quad(w: CWriter, at: int | str, entries: list[str], dst: str = "d") -> None:
+    """The four entries of one reduction quad of a column into ``dst[at]``."""
+    e = entries + ["0"] * (QUAD - len(entries))
+    w(f"{dst}[{at}] = {QUAD4.format(*e)};")
+
+
+def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: str,  # noqa: ANN001
+              src: RowSource, oh: str | None, ow: str, xct: str, zx: int) -> None:
+    """Column ``q`` of ``col`` (``stride`` columns) for the output pixel at row ``oh``, column
+    ``ow`` (``oh`` None: ``ow`` is the pixel's index in a whole plane, pointwise only). Entries
+    are the raw ``x``, and ``zx`` (TFLite's padding value) for taps outside the input: the zero
+    point is in the bias."""
+    w.open("")
+    w(f"int64_t *d = {col} + {q};")
+    if mode == "pointwise":
+        pix = ow if oh is None else f"{src.row(oh)} + {ow}"
+        w(f"const {xct} *s = {src.base} + {pix};")
+        full = g.icg - g.icg % QUAD
+        ch = src.channel
+        w.open(f"for (int ic = 0; ic < {full}; ic += {QUAD}, d += {stride})")
+        _quad(w, 0, [f"s[(ic + {lane})*{ch}]" for lane in range(QUAD)])
+        w.close()
+        if full < g.icg:
+            _quad(w, 0, [f"s[{ic * ch}]" for ic in range(full, g.icg)])
+        w.close()
+        return
+    (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
+    w(f"const int ih0 = ({oh})*{sh} - {ph}, iw0 = ({ow})*{sw} - {pw};")
+    if mode == "taps":
+        _fill_taps(w, g, src, stride, xct, zx)
+        w.close()
+        return
+    span_h, span_w = (g.k[0] - 1) * dh + 1, (g.k[1] - 1) * dw + 1
+    inside = span_h <= g.ih and span_w <= g.iw
+    if inside:  # the whole window in the input: no test per entry
+        w.open(f"if ((unsigned)ih0 <= {g.ih - span_h}u && (unsigned)iw0 <= {g.iw - span_w}u)")
+        if mode == "generic":
+            _fill_inside(w, g, src, stride, xct)
+        else:
+            _fill_window(w, g, mode, src, stride, xct, zx, checked=False)
+        w.close()
+        w.open("else")
+    if mode == "generic":
+        _fill_generic(w, g, src, stride, xct, zx)
+    else:
+        _fill_window(w, g, mode, src, stride, xct, zx, checked=True)
+    if inside:
+        w.close()
+    w.close()
+
+
+def _fill_inside(w: CWriter, g, src: RowSource, stride: int, xct: str) -> None:  # noqa: ANN001
+    """The ``generic`` order for a window inside the input: every entry unrolled, no tests."""
+    dh = g.d[0]
+    for kh in range(g.k[0]):
+        w(f"const {xct} *r{kh} = {src.base} + {src.row(f'ih0 + {kh * dh}')} + iw0;")
+    entries = [_tap(g, None, f"(r{kh} + {ic * src.channel})", kw, 0)
+               for ic in range(g.icg) for kh in range(g.k[0]) for kw in range(g.k[1])]
+    for kb in range(-(-len(entries) // QUAD)):
+        _quad(w, kb * stride, entries[kb * QUAD:(kb + 1) * QUAD])
+
+
+def _fill_generic(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int) -> None:  # noqa: ANN001
+    """k = ic*taps + tap for any shape: the window's entries staged in int16 by three small loops,
+    then packed into quads (small first layers, where flash matters more than the gather)."""
+    (dh, dw), k = g.d, g.icg * g.k[0] * g.k[1]
+    kp = -(-k // QUAD) * QUAD
+    w(f"int16_t e[{kp}];")
+    w.open(f"for (int ic = 0, kk = 0; ic < {g.icg}; ++ic)")
+    w(f"const {xct} *s = {src.base} + ic*{src.channel};")
+    w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
+    w(f"const int ih = ih0 + kh*{dh};")
+    w(f"const int okh = (unsigned)ih < {g.ih}u;")
+    w(f"const {xct} *r = okh ? s + {src.row('ih')} + iw0 : s;")
+    w(f"for (int kw = 0; kw < {g.k[1]}; ++kw, ++kk) e[kk] = (int16_t)(okh && "
+      f"(unsigned)(iw0 + kw*{dw}) < {g.iw}u ? r[kw*{dw}] : {zx});")
+    w.close()
+    w.close()
+    if kp > k:
+        w(f"for (int kk = {k}; kk < {kp}; ++kk) e[kk] = 0;")
+    w(f"for (int kb = 0; kb < {kp // QUAD}; ++kb) d[kb*{stride}] = "
+      f"{QUAD4.format('e[4*kb]', 'e[4*kb + 1]', 'e[4*kb + 2]', 'e[4*kb + 3]')};")
+
+
+def _fill_window(w: CWriter, g, mode: str, src: RowSource, stride: int, xct: str,  # noqa: ANN001
+                 zx: int, checked: bool) -> None:
+    """The ``channels`` order: k = ic*taps + tap, ``checked`` for the border."""
+    dh = g.d[0]
+    if mode == "channels":
+        quads = g.k[1] // QUAD
+        w.open(f"for (int ic = 0, kd = 0; ic < {g.icg}; ++ic)")
+        w(f"const {xct} *s = {src.base} + ic*{src.channel};")
+        w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh, kd += {quads * stride})")
+        w(f"const int ih = ih0 + kh*{dh};")
+        if checked:
+            w(f"const int okh = (unsigned)ih < {g.ih}u;")
+            w(f"const {xct} *r = okh ? s + {src.row('ih')} + iw0 : s;")
+        else:
+            w(f"const {xct} *r = s + {src.row('ih')} + iw0;")
+        for kq in range(quads):
+            _quad(w, f"kd + {kq * stride}",
+                  [_tap(g, "okh" if checked else None, "r", kq * QUAD + lane, zx)
+                   for lane in range(QUAD)])
+        w.close()
+        w.close()
+        return
+
+
+def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int) -> None:  # noqa: ANN001
+    """k = tap*ICg + ic: per tap one bounds test, then whole quads of input channels."""
+    dh, dw = g.d
+    quads = g.icg // QUAD
+    w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
+    w(f"const int ih = ih0 + kh*{dh};")
+    w(f"const int okh = (unsigned)ih < {g.ih}u;")
+    w(f"const {xct} *r = {src.base} + (okh ? {src.row('ih')} + iw0 : 0);")
+    w.open(f"for (int kw = 0; kw < {g.k[1]}; ++kw)")
+    w(f"int64_t *t = d + (kh*{g.k[1]} + kw)*{quads * stride};")
+    w.open(f"if (okh && (unsigned)(iw0 + kw*{dw}) < {g.iw}u)")
+    w(f"const {xct} *s = r + kw*{dw};")
+    w.open(f"for (int ic = 0; ic < {g.icg}; ic += {QUAD}, t += {stride})")
+    _quad(w, 0, [f"s[(ic + {lane})*{src.channel}]" for lane in range(QUAD)], "t")
+    w.close()
+    w.close()
+    w.open("else")
+    w(f"for (int ic = 0; ic < {quads}; ++ic, t += {stride}) t[0] = {_pad_quad(zx)};")
+    w.close()
+    w.close()
+    w.close()
+
+
+def _pad_quad(zx: int) -> str:
+    """Four entries of ``zx`` as one int64_t constant."""
+    lane = zx & 0xFFFF
+    return f"(int64_t)0x{lane:04x}{lane:04x}{lane:04x}{lane:04x}u" if zx else "0"
+
+
+def _tap(g, ok: str | None, row: str, kw: int, zx: int) -> str:  # noqa: ANN001
+    """Entry of kernel column ``kw`` on input row pointer ``row``: where ``ok`` is None the
+    window is inside the input, else the entry is valid when ``ok`` and the column is in."""
+    dw = g.d[1]
+    if ok is None:
+        return f"{row}[{kw * dw}]"
+    return f"({ok} && (unsigned)(iw0 + {kw * dw}) < {g.iw}u ? {row}[{kw * dw}] : {zx})"
+
+
+def emit_fill_row(w: CWriter, *, col: str, stride: int, q: int, src: str, xct: str,
+                  k: int) -> None:
+    """Column ``q`` of ``col`` (``stride`` columns) from the contiguous vector ``src`` of ``k``
+    entries, raw (a Gemm's row: its zero point is folded into the bias)."""
+    full = k - k % QUAD
+    w.open("")
+    w(f"int64_t *d = {col} + {q};")
+    w(f"const {xct} *s = {src};")
+    w.open(f"for (int kk = 0; kk < {full}; kk += {QUAD}, d += {stride})")
+    _quad(w, 0, [f"s[kk + {lane}]" for lane in range(QUAD)])
+    w.close()
+    if full < k:
+        _quad(w, 0, [f"s[{kk}]" for kk in range(full, k)])
+    w.close()
