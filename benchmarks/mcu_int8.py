@@ -2,8 +2,8 @@
 (``python benchmarks/mcu.py --int8``; issue 20's table).
 
 Per model and board (cortex-m7 on mps2-an500, cortex-m4 on mps2-an386): the invoke total in
-instructions (QEMU ``-icount``, as ``opfuse validate --backend c --emulate`` counts them), default
-(layer by layer) and ``--cascades``, beside TFLite Micro + CMSIS-NN's and the ratio; the default
+instructions (QEMU ``-icount``, as ``opfuse validate --backend c --emulate`` counts them), layer by
+layer (``--no-cascades``) and by default (cascades where they lower the arena), beside TFLite Micro + CMSIS-NN's and the ratio; the default
 run's instructions per kernel family; the arena (OPFUSE_ARENA_BYTES + stack scratch) and flash
 (code + weights, from the ELF) beside TFLite Micro's. Every run is checked bit-exact against
 TFLite Micro on 2 seeded inputs. Then the Cortex-M cost model: per kernel of the default runs, the
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import onnx_ir as ir
 
-from opfuse.backends.c.emit import c_partition
+from opfuse.backends.c.emit import c_schedule
 from opfuse.backends.c.emulate import emulate_c
 from opfuse.cost.cwork import is_view
 from opfuse.cost.mcu_probe import CYCLES_PER_INSTRUCTION, predicted_instructions
@@ -80,7 +80,8 @@ def family(members: list[ir.Node]) -> str:
 def run(name: str, target: str, cascades: bool) -> dict:
     result = compile_model(str(SHARED / f"{name}.tflite"), target)
     emu = emulate_c(result, trials=2, cascades=cascades)
-    model, part = c_partition(result, True, cascades)
+    sched = c_schedule(result, cascades=cascades)
+    model, part = sched.model, sched.partition
     nodes = {n.name: n for n in model.graph}
     by_family = dict.fromkeys((*FAMILIES, "cascade"), 0)
     kernels = []
@@ -105,8 +106,8 @@ def _x(ours: int, peer: int) -> str:
 
 def print_table(runs: dict) -> None:
     print("instructions per inference (QEMU -icount), bit-exact with TFLite Micro on 2 inputs")
-    head = (f"{'model':<24}{'board':<12}{'TFLM+CMSIS-NN':>14}{'opfuse default':>22}"
-            f"{'opfuse --cascades':>22}  exact")
+    head = (f"{'model':<24}{'board':<12}{'TFLM+CMSIS-NN':>14}{'--no-cascades':>22}"
+            f"{'default (cascades)':>22}  exact")
     print(head)
     print("-" * len(head))
     for (name, target), (d, c) in runs.items():
@@ -114,7 +115,7 @@ def print_table(runs: dict) -> None:
         exact = "yes" if d["exact"] and c["exact"] else "NO"
         print(f"{name:<24}{BOARDS[target]:<12}{peer:>14,}{_x(d['total'], peer):>22}"
               f"{_x(c['total'], peer):>22}  {exact}")
-    print("\ndefault run, instructions per kernel family")
+    print("\nlayer-by-layer run, instructions per kernel family")
     head = f"{'model':<24}{'board':<12}" + "".join(f"{f:>16}" for f in FAMILIES)
     print(head)
     for (name, target), (d, _) in runs.items():

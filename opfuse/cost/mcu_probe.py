@@ -58,7 +58,7 @@ def measure_kernels(target: str, timeout_s: float = 300.0) -> list[tuple[str, li
     """(kind, cwork.Work items, instructions) of every kernel of the probe's int8 C on
     ``target``'s board, as ``int8_probe.measure_kernels`` gives seconds on the host."""
     from opfuse.api import compile as compile_model
-    from opfuse.backends.c.emit import c_partition
+    from opfuse.backends.c.emit import c_schedule
     from opfuse.backends.c.emulate import emulate_c
     from opfuse.backends.c.int8.requant import ROUNDING, TFLITE
     from opfuse.cost.cwork import is_view, kernel_work
@@ -71,8 +71,9 @@ def measure_kernels(target: str, timeout_s: float = 300.0) -> list[tuple[str, li
             as_tflite(probe)
             result = compile_model(probe, target)
             result.optimized.meta[ROUNDING] = TFLITE  # as the C of every .tflite model
-            emu = emulate_c(result, trials=1, timeout_s=timeout_s)
-        model, part = c_partition(result, True)
+            emu = emulate_c(result, trials=1, timeout_s=timeout_s, cascades=False)
+        sched = c_schedule(result, cascades=False)  # the probe counts layer-by-layer kernels
+        model, part = sched.model, sched.partition
         nodes = {n.name: n for n in model.graph}
         for kernel, count in zip(part.kernels, emu.kernels, strict=True):
             members = [nodes[n] for n in kernel.nodes if n in nodes]
