@@ -170,6 +170,7 @@ OPS: dict[str, OpInfo] = {
     "ReduceMean": _reduce(),
     "ReduceSum": _reduce(),
     "ReduceMax": _reduce(),
+    "ReduceMin": _reduce(),
     "Softmax": OpInfo(OpKind.REDUCE, extra_flops=lambda n: 5 * _out(n)),
     "LayerNormalization": OpInfo(OpKind.REDUCE, extra_flops=lambda n: 8 * _out(n)),
     # injective: data movement only
