@@ -1,5 +1,5 @@
 """Cost: bytes, FLOPs, arithmetic intensity, roofline time, dispatch overhead and energy per kernel
-and in total (DESIGN.md, "Traffic accounting" and "Roofline"). ``roofline.py`` states the level model."""
+and in total (docs/architecture.md, "Traffic accounting" and "Roofline"). ``roofline.py`` states the level model."""
 
 from __future__ import annotations
 

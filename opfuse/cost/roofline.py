@@ -1,6 +1,6 @@
 """``cost_model``: bytes, FLOPs, arithmetic intensity, roofline time and energy per kernel.
 
-Traffic (DESIGN.md, "Traffic accounting"): a kernel reads its external activation inputs and its
+Traffic (docs/architecture.md, "Traffic accounting"): a kernel reads its external activation inputs and its
 weights (the initializers among ``Kernel.inputs``) and writes its outputs; a value that stays inside
 a kernel costs nothing. A value read twice by one kernel is read once.
 
@@ -18,7 +18,7 @@ them from DRAM (resnet18 fp32, 45 MB), all of them: no partial residency. An MCU
 only weight level (TFLite Micro reads weights in place), so nothing changes there. No per-tensor
 placement, no cache misses.
 
-Roofline (DESIGN.md, "Roofline"): compute time = FLOPs / (2 x peak MAC/s at the precision x
+Roofline (docs/architecture.md, "Roofline"): compute time = FLOPs / (2 x peak MAC/s at the precision x
 efficiency[class]), where efficiency is the target's attainable fraction of peak for the kernel's
 class (``[perf.efficiency]``; 1.0 where the table or the class is absent; classes in
 ``opfuse.cost.kclass``: the anchor's, else the first op's). A depthwise conv or a pool cannot use

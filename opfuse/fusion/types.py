@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-# The vocabulary of refusals (DESIGN.md). Reports group decisions by these.
+# The vocabulary of refusals (docs/architecture.md, "Refusals"). Reports group decisions by these.
 REASONS: dict[str, str] = {
     "multiple_consumers": "the value is read by several nodes, so it must be stored",
     "graph_output": "the value is a graph output, so it must be stored",

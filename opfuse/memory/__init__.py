@@ -1,7 +1,7 @@
 """The activation arena: live ranges on a kernel schedule, planners, lower bound, verification.
 
 Before fusion the schedule is op by op (every intermediate written to memory); after fusion it is
-the fused kernels, whose internal values never reach memory. See DESIGN.md, "Memory plan".
+the fused kernels, whose internal values never reach memory. See docs/architecture.md, "Memory plan".
 """
 
 from __future__ import annotations
