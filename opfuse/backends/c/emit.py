@@ -288,9 +288,24 @@ def _model_c(info: dict, funcs: CWriter, calls: CWriter, where_in: list, where_o
 #endif
 
 /* Kernels stay functions on Arm: inlined into the invoke, arm-none-eabi-gcc 12 -O2 compiled the
-   same depthwise kernel of kws_ref_model into 57% more instructions in its cascaded build. */
+   same depthwise kernel of kws_ref_model into 57% more instructions in its cascaded build.
+   noipa, not just noinline: a kernel called once with constant arena addresses is otherwise
+   cloned by IPA-CP with those addresses folded in, and arm-none-eabi-gcc 12.2 -O2 then
+   miscompiles the clone of a Transpose: ivopts addresses its load as MEM[0B + index],
+   local-pure-const reads that as a NULL dereference, stops scanning the loop before its store
+   and declares the clone const, and DCE deletes its call from the invoke (a depthwise layer
+   then read a stale arena). noipa keeps each kernel opaque to its caller, as a kernel library
+   compiled apart is: no clone, no inferred const/pure or modref summary. GCC >= 8; a compiler
+   without noipa (clang) keeps noinline. */
 #if defined(__GNUC__) && defined(__arm__)
+#if defined(__has_attribute)
+#if __has_attribute(noipa)
+#define OPFUSE_KERNEL __attribute__((noipa))
+#endif
+#endif
+#ifndef OPFUSE_KERNEL
 #define OPFUSE_KERNEL __attribute__((noinline))
+#endif
 #else
 #define OPFUSE_KERNEL
 #endif
