@@ -31,6 +31,32 @@ def _has_uint8(model) -> bool:
                for t in model.tensors)
 
 
+def _probe_in_child(path: Path, name: str, inputs: tuple[TensorSpec, ...]) -> None:
+    """Load and run ``path`` once in a forked child first: TFLite Micro's interpreter does not
+    verify the flatbuffer, and on some files it dies of a segmentation fault, which must be one
+    line here rather than the end of opfuse."""
+    import os
+
+    if not hasattr(os, "fork"):
+        return
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 when TFLite Micro loads and runs the file, 1 when it refuses
+        code = 1
+        try:
+            from tflite_micro.python.tflite_micro import runtime
+
+            interp = runtime.Interpreter.from_file(str(path))
+            for i, spec in enumerate(inputs):
+                interp.set_input(np.zeros(spec.shape, spec.dtype), i)
+            interp.invoke()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        raise OpfuseError(f"{path}: {name} crashed on it (signal {os.WTERMSIG(status)})")
+
+
 class TfliteReference:
     """Runs a .tflite file; ``kind`` is 'tflite-micro' or 'litert'."""
 
@@ -74,6 +100,7 @@ class TfliteReference:
             if self.kind == "tflite-micro":
                 from tflite_micro.python.tflite_micro import runtime
 
+                _probe_in_child(self.path, self.name, self.inputs)
                 self._interp = runtime.Interpreter.from_file(str(self.path))
             else:
                 from ai_edge_litert.interpreter import Interpreter
@@ -85,6 +112,8 @@ class TfliteReference:
             raise OpfuseError(
                 f"{self.path}: the reference runner needs {exc.name}: pip install 'opfuse[tflite]'"
             ) from None
+        except OpfuseError:
+            raise
         except Exception as exc:
             raise OpfuseError(f"{self.path}: {self.name} cannot load it: {exc}") from None
         return self._interp
