@@ -80,3 +80,61 @@ def seeds_for(fmt: str, everything: bool = False) -> dict[str, bytes]:
         return {"builtin_int8.tflite": builtin_tflite(), **shared_seeds("tflite", everything)}
     names = SMALL_SEEDS + (LARGE_SEEDS if everything else ())
     return {**seed_protos(names), **shared_seeds("onnx", everything)}
+
+
+# --- found cases kept as regression files (tests/data/fuzz/) ----------------------------------
+# A case from a small seed is kept as its bytes (``NAME.onnx`` / ``NAME.tflite``); one from a large
+# shared model as a patch of that model (``NAME.tflite.patch.json``: its changed bytes and its
+# length) when the mutation kept the offsets, else xz-compressed (``NAME.onnx.xz``), so the
+# repository holds a few KB per case; a patch replays where ../shared exists.
+
+PATCH_SUFFIX = ".patch.json"
+INLINE_MAX_BYTES = 24 * 1024
+
+
+def save_case(folder: Path, stem: str, fmt: str, seed_name: str, seed: bytes, data: bytes) -> Path:
+    import json
+
+    if len(data) <= INLINE_MAX_BYTES:
+        path = folder / f"{stem}.{fmt}"
+        path.write_bytes(data)
+        return path
+    changed = sum(a != b for a, b in zip(data, seed, strict=False))
+    if len(data) > len(seed) or changed > 256:  # a re-serialized proto: bytes moved
+        import lzma
+
+        path = folder / f"{stem}.{fmt}.xz"
+        path.write_bytes(lzma.compress(data))
+        return path
+    runs: list[list] = []  # [position, hex bytes] of every changed run
+    for pos in range(len(data)):
+        if data[pos] != seed[pos]:
+            if runs and runs[-1][0] + len(runs[-1][1]) // 2 == pos:
+                runs[-1][1] += f"{data[pos]:02x}"
+            else:
+                runs.append([pos, f"{data[pos]:02x}"])
+    path = folder / f"{stem}.{fmt}{PATCH_SUFFIX}"
+    path.write_text(json.dumps({"seed": seed_name, "length": len(data), "runs": runs}) + "\n")
+    return path
+
+
+def load_case(path: Path) -> tuple[bytes, str] | None:
+    """(bytes, suffix) of a kept case; None when it patches a shared model that is absent."""
+    import json
+
+    if path.suffix == ".xz":
+        import lzma
+
+        return lzma.decompress(path.read_bytes()), Path(path.stem).suffix
+    if not path.name.endswith(PATCH_SUFFIX):
+        return path.read_bytes(), path.suffix
+    spec = json.loads(path.read_text())
+    fmt = path.name[: -len(PATCH_SUFFIX)].rsplit(".", 1)[1]
+    seed = SHARED / fmt / spec["seed"]
+    if not seed.is_file():
+        return None
+    buf = bytearray(seed.read_bytes()[: spec["length"]])
+    for pos, text in spec["runs"]:
+        chunk = bytes.fromhex(text)
+        buf[pos : pos + len(chunk)] = chunk
+    return bytes(buf), f".{fmt}"
