@@ -18,6 +18,9 @@ SMALL_SEEDS = ("seed_block", "ds_cnn", "tiny_transformer", "paddle_style", "cust
                "control_flow_if", "control_flow_loop", "control_flow_scan")
 LARGE_SEEDS = ("seed_pipeline", "mobilenet_v2", "resnet18")
 SHARED_MAX_BYTES = 300_000  # larger shared models (person_detect, vww_96) only with --all
+# Small files with full-size networks (ResNet-50, DenseNet-121, Inception at 224x224, weights from
+# ConstantOfShape): `--emit c` of one takes minutes on a loaded machine, so only with --all
+HEAVY_SHARED = ("light_resnet50.onnx", "light_densenet121.onnx", "light_inception_v2.onnx")
 
 
 def seed_protos(names: tuple[str, ...] = SMALL_SEEDS) -> dict[str, bytes]:
@@ -46,7 +49,7 @@ def shared_seeds(fmt: str, everything: bool = False) -> dict[str, bytes]:
     if not folder.is_dir():
         return {}
     return {p.name: p.read_bytes() for p in sorted(folder.glob(f"*.{fmt}"))
-            if everything or p.stat().st_size <= SHARED_MAX_BYTES}
+            if everything or (p.stat().st_size <= SHARED_MAX_BYTES and p.name not in HEAVY_SHARED)}
 
 
 def builtin_tflite() -> bytes:
