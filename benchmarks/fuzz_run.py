@@ -183,14 +183,15 @@ def _clear(folder: Path, keep: Path) -> None:
 
 
 def run_case(model_bytes: bytes, folder: Path, timeout: float, suffix: str = ".onnx",
-             commands: tuple[Command, ...] = COMMANDS) -> Outcome:
+             commands: tuple[Command, ...] = COMMANDS, validate: bool = True) -> Outcome:
     """Run ``commands`` on one (mutated) model; the worst outcome. A rejected model ends the case:
-    every command starts with the same import and compile, so the rest would refuse it too."""
+    every command starts with the same import and compile, so the rest would refuse it too.
+    ``validate`` False (or a model over VALIDATE_MAX_BYTES) leaves out `validate --backend c`."""
     src = folder / f"model{suffix}"
     src.write_bytes(model_bytes)
     worst = Outcome("ok", "")
     for command in commands:
-        if command.argv[0] == "validate" and len(model_bytes) > VALIDATE_MAX_BYTES:
+        if command.argv[0] == "validate" and (not validate or len(model_bytes) > VALIDATE_MAX_BYTES):
             continue
         argv = [a.format(src=src, dir=folder) for a in command.argv]
         code, err, status = run_cli_forked(argv, timeout)
