@@ -185,7 +185,9 @@ def _first_line(exc: BaseException) -> str:
 def _options() -> ort.SessionOptions:
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    opts.log_severity_level = 3
+    # FATAL only: opfuse says why onnxruntime failed in its one line; ORT's own log of the error
+    # would reach the terminal raw, with names from the model
+    opts.log_severity_level = 4
     return opts
 
 
