@@ -37,9 +37,14 @@ class Outcome:
 
 
 def _child(argv: list[str], write_fd: int) -> None:
-    """Run the CLI in this (forked) process; report (exit code, stderr) on ``write_fd``."""
+    """Run the CLI in this (forked) process; report (exit code, stderr) on ``write_fd``. The
+    stderr includes what native libraries (onnxruntime's logger, a compiler) write to fd 2."""
+    import tempfile
+
     from opfuse.cli import main
 
+    native = tempfile.TemporaryFile()
+    os.dup2(native.fileno(), 2)
     err = io.StringIO()
     sys.stdout = io.StringIO()
     sys.stderr = err
@@ -53,7 +58,9 @@ def _child(argv: list[str], write_fd: int) -> None:
 
         traceback.print_exc(file=err)
         code = 99
-    payload = json.dumps({"code": code, "err": err.getvalue()[-4000:]}).encode()
+    native.seek(0)
+    text = native.read().decode("utf-8", "replace") + err.getvalue()
+    payload = json.dumps({"code": code, "err": text[-4000:]}).encode()
     os.write(write_fd, payload)
     os._exit(0)
 
