@@ -101,8 +101,8 @@ INLINE_MAX_BYTES = 24 * 1024
 def save_case(folder: Path, stem: str, fmt: str, seed_name: str, seed: bytes, data: bytes) -> Path:
     import json
 
-    if len(data) <= INLINE_MAX_BYTES:
-        path = folder / f"{stem}.{fmt}"
+    if len(data) <= INLINE_MAX_BYTES or not (SHARED / fmt / seed_name).is_file():
+        path = folder / f"{stem}.{fmt}"  # small, or a built-in seed that only opfuse can rebuild
         path.write_bytes(data)
         return path
     changed = sum(a != b for a, b in zip(data, seed, strict=False))
