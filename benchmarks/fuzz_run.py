@@ -38,12 +38,13 @@ class Outcome:
 
 def _child(argv: list[str], write_fd: int) -> None:
     """Run the CLI in this (forked) process; report (exit code, stderr) on ``write_fd``. The
-    stderr includes what native libraries (onnxruntime's logger, a compiler) write to fd 2."""
+    stderr includes what native libraries write on fds 1 and 2 (a user's terminal shows both)."""
     import tempfile
 
     from opfuse.cli import main
 
-    native = tempfile.TemporaryFile()
+    native = tempfile.TemporaryFile()  # TFLite Micro prints on fd 1, onnxruntime's log on fd 2
+    os.dup2(native.fileno(), 1)
     os.dup2(native.fileno(), 2)
     err = io.StringIO()
     sys.stdout = io.StringIO()

@@ -90,3 +90,26 @@ def test_a_huge_vector_length_is_refused(run_cli, tmp_path: Path) -> None:
     data = _conv_model()
     sites = find_sites(data)
     _refused(run_cli, tmp_path, _patched(data, sites.vectors[-1], 2**31 - 1), "m.tflite")
+
+
+def test_what_tflite_micro_refuses_is_one_line(tmp_path: Path) -> None:
+    """A bias scale TFLite Micro's FULLY_CONNECTED refuses in Prepare: it printed its reasons on
+    the process's stdout before opfuse's line; now only the line is left (a subprocess, since
+    TFLite Micro writes to the file descriptor, past pytest's capture)."""
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(0)
+    b = tb.TfliteBuilder()
+    x = b.input("x", (1, 16), np.int8, scale=0.05, zero_point=-3)
+    w = b.const("w", rng.integers(-127, 128, (5, 16)).astype(np.int8), scale=0.01, zero_point=0)
+    bias = b.const("b", np.zeros(5, np.int32), scale=1.0)  # TFLite wants 0.05 * 0.01
+    y = b.tensor("y", (1, 5), np.int8, scale=0.1, zero_point=5)
+    b.op("FULLY_CONNECTED", [x, w, bias], [y], "FullyConnectedOptions")
+    b.output(y)
+    model = tmp_path / "fc.tflite"
+    model.write_bytes(b.build())
+    proc = subprocess.run([sys.executable, "-m", "opfuse", "validate", str(model), "--backend",
+                           "c"], capture_output=True, text=True, cwd=tmp_path)
+    assert_clean_error(proc.returncode, proc.stderr, "TFLite Micro cannot run it")
+    assert proc.stdout == ""
