@@ -89,38 +89,33 @@ def seeds_for(fmt: str, everything: bool = False) -> dict[str, bytes]:
 
 
 # --- found cases kept as regression files (tests/data/fuzz/) ----------------------------------
-# A case from a small seed is kept as its bytes (``NAME.onnx`` / ``NAME.tflite``); one from a large
-# shared model as a patch of that model (``NAME.tflite.patch.json``: its changed bytes and its
-# length) when the mutation kept the offsets, else xz-compressed (``NAME.onnx.xz``), so the
-# repository holds a few KB per case; a patch replays where ../shared exists.
+# A case from a built-in seed is kept as its bytes (``NAME.onnx`` / ``NAME.tflite``); one from a
+# shared model as the edits that make it from that model (``NAME.tflite.patch.json``), so the
+# repository holds no copy of other people's models (../shared/models/SOURCES.md) and a few bytes
+# per case; such a case replays where ../shared exists.
 
 PATCH_SUFFIX = ".patch.json"
-INLINE_MAX_BYTES = 24 * 1024
 
 
 def save_case(folder: Path, stem: str, fmt: str, seed_name: str, seed: bytes, data: bytes) -> Path:
+    import difflib
     import json
 
-    if len(data) <= INLINE_MAX_BYTES or not (SHARED / fmt / seed_name).is_file():
-        path = folder / f"{stem}.{fmt}"  # small, or a built-in seed that only opfuse can rebuild
+    if not (SHARED / fmt / seed_name).is_file():
+        path = folder / f"{stem}.{fmt}"
         path.write_bytes(data)
         return path
-    changed = sum(a != b for a, b in zip(data, seed, strict=False))
-    if len(data) > len(seed) or changed > 256:  # a re-serialized proto: bytes moved
-        import lzma
-
-        path = folder / f"{stem}.{fmt}.xz"
-        path.write_bytes(lzma.compress(data))
-        return path
-    runs: list[list] = []  # [position, hex bytes] of every changed run
-    for pos in range(len(data)):
-        if data[pos] != seed[pos]:
-            if runs and runs[-1][0] + len(runs[-1][1]) // 2 == pos:
-                runs[-1][1] += f"{data[pos]:02x}"
-            else:
-                runs.append([pos, f"{data[pos]:02x}"])
+    if len(data) <= len(seed) and sum(a != b for a, b in zip(data, seed, strict=False)) < 4096:
+        edits = [[pos, pos + 1, f"{data[pos]:02x}"] for pos in range(len(data))
+                 if data[pos] != seed[pos]]  # a flatbuffer mutation keeps every offset
+        if len(data) < len(seed):
+            edits.append([len(data), len(seed), ""])
+    else:  # a re-serialized proto: bytes moved
+        matcher = difflib.SequenceMatcher(None, seed, data, autojunk=False)
+        edits = [[i1, i2, data[j1:j2].hex()] for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+                 if tag != "equal"]
     path = folder / f"{stem}.{fmt}{PATCH_SUFFIX}"
-    path.write_text(json.dumps({"seed": seed_name, "length": len(data), "runs": runs}) + "\n")
+    path.write_text(json.dumps({"seed": seed_name, "edits": edits}) + "\n")
     return path
 
 
@@ -128,10 +123,6 @@ def load_case(path: Path) -> tuple[bytes, str] | None:
     """(bytes, suffix) of a kept case; None when it patches a shared model that is absent."""
     import json
 
-    if path.suffix == ".xz":
-        import lzma
-
-        return lzma.decompress(path.read_bytes()), Path(path.stem).suffix
     if not path.name.endswith(PATCH_SUFFIX):
         return path.read_bytes(), path.suffix
     spec = json.loads(path.read_text())
@@ -139,8 +130,7 @@ def load_case(path: Path) -> tuple[bytes, str] | None:
     seed = SHARED / fmt / spec["seed"]
     if not seed.is_file():
         return None
-    buf = bytearray(seed.read_bytes()[: spec["length"]])
-    for pos, text in spec["runs"]:
-        chunk = bytes.fromhex(text)
-        buf[pos : pos + len(chunk)] = chunk
+    buf = bytearray(seed.read_bytes())
+    for start, end, text in reversed(spec["edits"]):  # from the end: earlier offsets hold
+        buf[start:end] = bytes.fromhex(text)
     return bytes(buf), f".{fmt}"
