@@ -433,9 +433,13 @@ def explore_cmd(model: str, output: str, serve: bool, port: int) -> None:
 def _quiet_libraries() -> None:
     """onnx_ir and onnxscript log warnings about odd models; the user gets opfuse's one line."""
     import logging
+    import warnings
 
     for name in ("onnx_ir", "onnxscript"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    # numpy's invalid-value warnings while folding a model's constants (sqrt of a negative
+    # variance...) would print raw lines; what the values make of the model is checked instead
+    warnings.filterwarnings("ignore", category=RuntimeWarning)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -30,7 +30,9 @@ def one_thread_options(
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    opts.log_severity_level = 3
+    # FATAL only: opfuse says why onnxruntime failed in its one line; ORT's own log of the error
+    # would reach the terminal raw, with names from the model
+    opts.log_severity_level = 4
     if dump is not None:
         opts.optimized_model_filepath = str(dump)
     return opts

@@ -96,10 +96,10 @@ def validate(
         raise OpfuseError(
             f"the optimized model reads input '{missing[0]}', which the original lacks"
         )
-    ref_out = _run(ref_sess, feeds, _label(original, "original"))
+    ref_out = run_session(ref_sess, feeds, _label(original, "original"))
     opt_feeds = {i.name: feeds[i.name] for i in opt_sess.get_inputs()}
     opt_out = dict(
-        zip(opt_names, _run(opt_sess, opt_feeds, _label(optimized, "optimized")), strict=True)
+        zip(opt_names, run_session(opt_sess, opt_feeds, _label(optimized, "optimized")), strict=True)
     )
     checks = []
     for name, ref in zip(ref_names, ref_out, strict=True):
@@ -187,7 +187,9 @@ def _first_line(exc: BaseException) -> str:
 def _options() -> ort.SessionOptions:
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    opts.log_severity_level = 3
+    # FATAL only: opfuse says why onnxruntime failed in its one line; ORT's own log of the error
+    # would reach the terminal raw, with names from the model
+    opts.log_severity_level = 4
     return opts
 
 
@@ -324,8 +326,11 @@ def _given_inputs(
     return feeds
 
 
-def _run(sess: ort.InferenceSession, feeds: dict[str, np.ndarray], label: str) -> list:
+def run_session(sess: ort.InferenceSession, feeds: dict[str, np.ndarray], label: str,
+                names: list[str] | None = None) -> list:
+    """``sess.run``; onnxruntime refusing the model at run time (a shape its kernels reject) is
+    one line naming ``label``."""
     try:
-        return sess.run(None, feeds)
+        return sess.run(names, feeds)
     except Exception as exc:
         raise OpfuseError(f"{label}: onnxruntime failed to run it: {_first_line(exc)}") from None

@@ -35,7 +35,7 @@ def _cli(*args: str, path: str | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     if path is not None:
         env["PATH"] = path
-    return subprocess.run([os.path.realpath(sys.executable), "-m", "opfuse", *args],
+    return subprocess.run([sys.executable, "-m", "opfuse", *args],
                           capture_output=True, text=True, env=env, cwd=REPO)
 
 

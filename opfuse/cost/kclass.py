@@ -27,9 +27,9 @@ _GEMMS = frozenset({"Gemm", "MatMul", "MatMulInteger"})
 
 def _conv_class(node: ir.Node) -> str:
     weight = node.inputs[1] if len(node.inputs) > 1 else None
-    shape = None if weight is None or weight.shape is None else [int(d) for d in weight.shape]
-    if shape is None or len(shape) < 3:
-        return "conv"
+    shape = None if weight is None or weight.shape is None else list(weight.shape)
+    if shape is None or len(shape) < 3 or not all(isinstance(d, int) for d in shape):
+        return "conv"  # a weight fed as a graph input may have a symbolic dim: no finer class
     group_attr = node.attributes.get("group")
     group = group_attr.as_int() if group_attr is not None else 1
     if group > 1 and shape[1] == 1:

@@ -39,6 +39,7 @@ class OnnxReference:
         from opfuse.frontends.tflite.reference import TensorSpec
         from opfuse.validation import reference_session
 
+        self.path = path
         self.session = reference_session(path, "original", [])
         self.inputs = tuple(
             TensorSpec(a.name, tuple(d if isinstance(d, int) else 1 for d in a.shape),
@@ -50,8 +51,11 @@ class OnnxReference:
         )
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        from opfuse.validation import run_session
+
         names = [o.name for o in self.outputs]
-        return dict(zip(names, self.session.run(names, feeds), strict=True))
+        return dict(zip(names, run_session(self.session, feeds, str(self.path), names),
+                        strict=True))
 
     def random_inputs(self, seed: int) -> dict[str, np.ndarray]:
         from opfuse.validation import random_inputs

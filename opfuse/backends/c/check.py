@@ -17,7 +17,13 @@ from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, read, 
 from opfuse.runtime import block_timings, one_thread_session
 from opfuse.safe_text import for_terminal
 from opfuse.targets import Target
-from opfuse.validation import ValidationReport, compare, random_inputs, reference_session
+from opfuse.validation import (
+    ValidationReport,
+    compare,
+    random_inputs,
+    reference_session,
+    run_session,
+)
 
 
 def _original(source: str | Path):
@@ -38,7 +44,8 @@ def reference(source: str | Path, inputs: Mapping[str, np.ndarray] | None = None
     sess = reference_session(_original(source), "original", notes)
     feeds = dict(inputs) if inputs is not None else random_inputs(sess, seed, input_shapes)
     names = [o.name for o in sess.get_outputs()]
-    return feeds, dict(zip(names, sess.run(None, feeds), strict=True)), notes
+    outputs = run_session(sess, feeds, f"{source}")
+    return feeds, dict(zip(names, outputs, strict=True)), notes
 
 
 def validate_c(

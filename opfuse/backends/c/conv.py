@@ -89,6 +89,14 @@ def conv_geom(node: ir.Node) -> ConvGeom:
         xs, ys = (xs[0], xs[1], 1, xs[2]), (ys[0], ys[1], 1, ys[2])
         ks, ss, ds, pb = [1, *ks], [1, *ss], [1, *ds], [0, *pb]
     group = int(attr(node, "group", 1))
+    # the kernels index the weight by these attributes: they must describe it (a corrupt model's
+    # kernel_shape or group otherwise reshapes the weight into nonsense)
+    if group < 1 or xs[1] % group or ys[1] % group or \
+            tuple(ws) != (ys[1], xs[1] // group, *ks[-nsp:]):
+        raise OpfuseError(
+            f"C backend: {who(node)}: weight shape {list(ws)} does not match kernel_shape "
+            f"{ks[-nsp:]}, group {group}, {xs[1]} input and {ys[1]} output channels"
+        )
     return ConvGeom(xs[0], xs[1], xs[2], xs[3], ys[1], ys[2], ys[3], group, tuple(ks),
                     tuple(ss), tuple(ds), tuple(pb))
 

@@ -14,6 +14,7 @@ from onnx import helper
 
 from opfuse.errors import OpfuseError
 from opfuse.frontends.tflite import layout as L
+from opfuse.frontends.tflite.declared import check_declared_shapes
 from opfuse.frontends.tflite.fold import try_fold
 from opfuse.frontends.tflite.graph import QUANT_TYPES, Graph
 from opfuse.frontends.tflite.mapping import IMPORTERS
@@ -22,6 +23,9 @@ from opfuse.frontends.tflite.reader import TfliteModel
 from opfuse.quant import ROUNDING, TFLITE
 
 OPSET = 17
+# What numpy and the importers raise on an op whose shapes, constants and options disagree
+IMPORT_ERRORS = (AttributeError, IndexError, ValueError, KeyError, TypeError, ZeroDivisionError,
+                 OverflowError, MemoryError)
 
 
 def is_quantized(model: TfliteModel) -> bool:
@@ -50,25 +54,29 @@ def to_onnx(model: TfliteModel) -> onnx.ModelProto:
         g.alias(index, name, L.identity(len(t.shape)))
     for op in model.operators:
         g.op = op
-        if try_fold(g, op):
-            continue
-        importer = IMPORTERS.get(op.opcode)
-        if importer is None:
-            raise OpfuseError(
-                f"{model.path}: operator {op.index} ({op.opcode}) has no importer in opfuse"
-            )
         try:
+            if try_fold(g, op):
+                continue
+            importer = IMPORTERS.get(op.opcode)
+            if importer is None:
+                raise OpfuseError(
+                    f"{model.path}: operator {op.index} ({op.opcode}) has no importer in opfuse"
+                )
             importer(g, op)
         except OpfuseError:
             raise
-        except (AttributeError, IndexError, ValueError, KeyError) as exc:
+        except IMPORT_ERRORS as exc:  # an op whose tensors or options contradict each other
             raise OpfuseError(
                 f"{model.path}: operator {op.index} ({op.opcode}): cannot import it "
                 f"({type(exc).__name__}: {exc})"
             ) from None
     g.op = None
     taken: set[str] = set()
-    outputs = [_output(g, index, taken) for index in model.outputs]
+    try:
+        outputs = [_output(g, index, taken) for index in model.outputs]
+    except IMPORT_ERRORS as exc:
+        raise OpfuseError(f"{model.path}: graph outputs: cannot import them "
+                          f"({type(exc).__name__}: {exc})") from None
     graph = helper.make_graph(g.nodes, "tflite", inputs, outputs, g.initializers,
                               value_info=g.value_info)
     opsets = [helper.make_opsetid("", OPSET)]
@@ -78,6 +86,7 @@ def to_onnx(model: TfliteModel) -> onnx.ModelProto:
                               ir_version=8)
     if is_quantized(model):
         helper.set_model_props(proto, {ROUNDING: TFLITE})
+    check_declared_shapes(g, proto)
     return proto
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from opfuse.frontends.tflite.graph import Graph
 from opfuse.frontends.tflite.reader import Operator
+from opfuse.frontends.tflite.tables import Sparsity
 
 
 def _dequantize(g: Graph, op: Operator, args: list[np.ndarray]) -> np.ndarray:
@@ -81,26 +82,13 @@ def _densify(g: Graph, op: Operator, args: list[np.ndarray]) -> np.ndarray:
     return densify(t.data, t.sparsity, g.shape(op.outputs[0]))
 
 
-def densify(values: np.ndarray, sparsity, shape: tuple[int, ...]) -> np.ndarray:
+def densify(values: np.ndarray, sparsity: Sparsity, shape: tuple[int, ...]) -> np.ndarray:
     """Expand TFLite's sparse format: a walk over ``traversal_order``, where a DENSE level counts
     its ``dense_size`` and a SPARSE_CSR level reads segments and indices; block dimensions
     (``block_map``) refine the dimension they split."""
-    import tflite
-    from tflite.SparseIndexVector import SparseIndexVector as Kind
-
     rank = len(shape)
-    order = [int(i) for i in sparsity.TraversalOrderAsNumpy()]
-    block_map = [int(i) for i in sparsity.BlockMapAsNumpy()] if sparsity.BlockMapLength() else []
-    levels = [sparsity.DimMetadata(i) for i in range(sparsity.DimMetadataLength())]
-
-    def vector(kind: int, table) -> np.ndarray:
-        cls = {Kind.Int32Vector: tflite.Int32Vector, Kind.Uint16Vector: tflite.Uint16Vector,
-               Kind.Uint8Vector: tflite.Uint8Vector}[kind]
-        vec = cls()
-        vec.Init(table.Bytes, table.Pos)
-        return vec.ValuesAsNumpy().astype(np.int64) if vec.ValuesLength() else np.zeros(0, np.int64)
-
-    block_size = {block_map[i]: levels[rank + i].DenseSize() for i in range(len(block_map))}
+    order, block_map, levels = sparsity.traversal_order, sparsity.block_map, sparsity.levels
+    block_size = {block_map[i]: levels[rank + i].dense_size for i in range(len(block_map))}
     dense = np.zeros(shape, dtype=values.dtype)
     walk: list[tuple[int, int, list[int]]] = [(0, 0, [])]
     while walk:
@@ -115,12 +103,11 @@ def densify(values: np.ndarray, sparsity, shape: tuple[int, ...]) -> np.ndarray:
             dense[tuple(coords)] = values[position]
             continue
         md = levels[level]
-        if md.Format() == 0:  # DENSE
-            size = md.DenseSize()
+        if md.dense:
+            size = md.dense_size
             walk.extend((level + 1, position * size + i, idx + [i]) for i in range(size))
         else:
-            seg = vector(md.ArraySegmentsType(), md.ArraySegments())
-            ind = vector(md.ArrayIndicesType(), md.ArrayIndices())
+            seg, ind = md.segments, md.indices
             walk.extend((level + 1, k, idx + [int(ind[k])])
                         for k in range(int(seg[position]), int(seg[position + 1])))
     return dense

@@ -32,9 +32,15 @@ def activation(g: Graph, x: str, code: int, hint: str) -> str:
     return x
 
 
-def _bias(g: Graph, op: Operator, position: int) -> list[str]:
+def _bias(g: Graph, op: Operator, position: int, channels: int) -> list[str]:
+    """The bias input as a weight, when present; its length must be the output channels (ONNX's
+    shape inference does not check a Gemm's or a Conv's bias)."""
     if len(op.inputs) > position and op.inputs[position] >= 0:
-        return [g.weight(op.inputs[position])]
+        index = op.inputs[position]
+        size = int(np.prod(g.shape(index)))
+        if size != channels:
+            g.fail(f"bias tensor {index} has {size} values for {channels} output channels")
+        return [g.weight(index)]
     return []
 
 
@@ -47,7 +53,7 @@ def conv_2d(g: Graph, op: Operator) -> None:
     name = g.tensor(out).name
     y = g.node(
         "Conv",
-        [g.read(x_idx, L.NCHW), g.weight(w_idx, L.NCHW), *_bias(g, op, 2)],
+        [g.read(x_idx, L.NCHW), g.weight(w_idx, L.NCHW), *_bias(g, op, 2, cout)],
         f"{name}_conv",
         kernel_shape=[kh, kw], strides=list(stride), dilations=list(dil),
         pads=L.conv_pads(o.Padding(), (h, w), (kh, kw), stride, dil), group=cin // wcin,
@@ -59,12 +65,12 @@ def depthwise_conv_2d(g: Graph, op: Operator) -> None:
     o = op.options
     x_idx, w_idx, out = op.inputs[0], op.inputs[1], op.outputs[0]
     _, h, w, cin = g.shape(x_idx)
-    _, kh, kw, _ = g.shape(w_idx)
+    _, kh, kw, channels = g.shape(w_idx)
     stride, dil = (o.StrideH(), o.StrideW()), (o.DilationHFactor(), o.DilationWFactor())
     name = g.tensor(out).name
     y = g.node(
         "Conv",
-        [g.read(x_idx, L.NCHW), g.weight(w_idx, (3, 0, 1, 2)), *_bias(g, op, 2)],
+        [g.read(x_idx, L.NCHW), g.weight(w_idx, (3, 0, 1, 2)), *_bias(g, op, 2, channels)],
         f"{name}_dwconv",
         kernel_shape=[kh, kw], strides=list(stride), dilations=list(dil),
         pads=L.conv_pads(o.Padding(), (h, w), (kh, kw), stride, dil), group=cin,
@@ -79,7 +85,7 @@ def transpose_conv(g: Graph, op: Operator) -> None:
     w_idx, x_idx, out = op.inputs[1], op.inputs[2], op.outputs[0]
     _, h, w, _ = g.shape(x_idx)
     _, kh, kw, _ = g.shape(w_idx)
-    _, oh, ow, _ = g.shape(out)
+    _, oh, ow, channels = g.shape(out)
     stride = (o.StrideH(), o.StrideW())
     begin, end, extra = [], [], []
     for size, k, s, full_out in ((h, kh, stride[0], oh), (w, kw, stride[1], ow)):
@@ -91,7 +97,7 @@ def transpose_conv(g: Graph, op: Operator) -> None:
     name = g.tensor(out).name
     y = g.node(
         "ConvTranspose",
-        [g.read(x_idx, L.NCHW), g.weight(w_idx, (3, 0, 1, 2)), *_bias(g, op, 3)],
+        [g.read(x_idx, L.NCHW), g.weight(w_idx, (3, 0, 1, 2)), *_bias(g, op, 3, channels)],
         f"{name}_convt",
         kernel_shape=[kh, kw], strides=list(stride), pads=begin + end, output_padding=extra,
     )
@@ -114,7 +120,7 @@ def fully_connected(g: Graph, op: Operator) -> None:
     else:
         x = g.reshaped(x_idx, (rows, depth))
     name = g.tensor(out).name
-    y = g.node("Gemm", [x, g.weight(w_idx), *_bias(g, op, 2)], f"{name}_fc", transB=1)
+    y = g.node("Gemm", [x, g.weight(w_idx), *_bias(g, op, 2, units)], f"{name}_fc", transB=1)
     y = activation(g, y, o.FusedActivationFunction() if o is not None else 0, name)
     if tuple(g.shape(out)) == (rows, units):
         g.write(out, y)

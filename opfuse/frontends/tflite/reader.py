@@ -2,16 +2,24 @@
 
 Only the first subgraph is read (the main graph; control-flow subgraphs are refused by their op).
 Nothing is interpreted here beyond decoding: shapes stay NHWC, quantization stays as stored.
+
+Everything later stages read is decoded here, option tables and sparsity included (tables.py), and
+checked (checks.py: indices, buffers, scales, strides), so a corrupt file is one line naming the
+tensor or operator at fault, and no flatbuffer read happens after the reader returns.
 """
 
 from __future__ import annotations
 
+import struct
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from opfuse.errors import OpfuseError
+from opfuse.frontends.tflite.checks import check_operator, check_shape, check_tensor
+from opfuse.frontends.tflite.tables import Options, Sparsity, decode_options, decode_sparsity
 
 _IDENTIFIER = b"TFL3"
 
@@ -33,7 +41,7 @@ class Tensor:
     dtype: np.dtype
     data: np.ndarray | None  # constant contents (shaped), None for activations
     quant: TensorQuant | None
-    sparsity: object | None = None  # tflite.SparsityParameters of a sparse constant
+    sparsity: Sparsity | None = None  # the format of a sparse constant
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,7 +51,7 @@ class Operator:
     custom_code: str
     inputs: tuple[int, ...]  # tensor indices, -1 for an omitted optional input
     outputs: tuple[int, ...]
-    options: object | None  # the tflite.*Options table of the builtin, or None
+    options: Options | None  # the builtin's options table, decoded, or None
     custom_options: bytes = b""
 
 
@@ -86,11 +94,30 @@ def read_tflite_file(path: str | Path) -> TfliteModel:
     except OpfuseError as exc:
         text = str(exc)
         raise OpfuseError(text if text.startswith(str(path)) else f"{path}: {text}") from None
-    except Exception as exc:  # flatbuffers reads past the end as IndexError / struct.error
-        raise OpfuseError(
-            f"{path}: cannot decode the TFLite flatbuffer (truncated or corrupt: "
-            f"{type(exc).__name__})"
-        ) from None
+    except DECODE_ERRORS as exc:  # flatbuffers reads past the end as IndexError / struct.error
+        raise OpfuseError(f"{path}: cannot decode the TFLite flatbuffer {corrupt(exc)}") from None
+
+
+# What reading a corrupt flatbuffer raises inside the tflite and flatbuffers packages
+DECODE_ERRORS = (struct.error, IndexError, ValueError, TypeError, KeyError, AttributeError,
+                 OverflowError, ZeroDivisionError, UnicodeDecodeError, MemoryError, RecursionError)
+
+
+def corrupt(exc: BaseException) -> str:
+    return f"(truncated or corrupt: {type(exc).__name__})"
+
+
+@contextmanager
+def _decoding(what: str):
+    """Errors while decoding ``what`` (a tensor, an operator) become one line naming it."""
+    try:
+        yield
+    except OpfuseError as exc:
+        text = str(exc)
+        raise OpfuseError(text if text.startswith(what.split(" (")[0]) else f"{what}: {text}") \
+            from None
+    except DECODE_ERRORS as exc:
+        raise OpfuseError(f"{what}: cannot decode it {corrupt(exc)}") from None
 
 
 def _decode(data: bytes, path: str) -> TfliteModel:
@@ -106,51 +133,24 @@ def _decode(data: bytes, path: str) -> TfliteModel:
     type_names = _names(tflite.TensorType)
     tensors = []
     for i in range(graph.TensorsLength()):
-        t = graph.Tensors(i)
-        if t.Type() not in dtypes:
-            raise OpfuseError(
-                f"{path}: tensor {i} '{_text(t.Name())}' has type "
-                f"{type_names.get(t.Type(), t.Type())}, which opfuse does not read"
-            )
-        dtype = dtypes[t.Type()]
-        shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
-        tensors.append(
-            Tensor(
-                index=i,
-                name=_text(t.Name()) or f"t{i}",
-                shape=shape,
-                dtype=dtype,
-                data=_buffer(model, data, t.Buffer(), dtype, shape, t.Sparsity() is not None),
-                quant=_quant(t.Quantization()),
-                sparsity=t.Sparsity(),
-            )
-        )
+        with _decoding(f"tensor {i}"):
+            tensors.append(_tensor(model, data, graph.Tensors(i), i, dtypes, type_names))
     op_names = _names(BuiltinOperator)
     option_names = _names(BuiltinOptions)
     operators = []
     for k in range(graph.OperatorsLength()):
-        op = graph.Operators(k)
-        code = model.OperatorCodes(op.OpcodeIndex())
-        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
-        options = None
-        table = op.BuiltinOptions()
-        if table is not None and op.BuiltinOptionsType() in option_names:
-            cls = getattr(tflite, option_names[op.BuiltinOptionsType()], None)
-            if cls is not None:
-                options = cls()
-                options.Init(table.Bytes, table.Pos)
-        custom = op.CustomOptionsAsNumpy() if op.CustomOptionsLength() else None
-        operators.append(
-            Operator(
-                index=k,
-                opcode=op_names.get(builtin, f"BUILTIN_{builtin}"),
-                custom_code=_text(code.CustomCode()),
-                inputs=tuple(int(i) for i in op.InputsAsNumpy()) if op.InputsLength() else (),
-                outputs=tuple(int(i) for i in op.OutputsAsNumpy()) if op.OutputsLength() else (),
-                options=options,
-                custom_options=bytes(custom.tobytes()) if custom is not None else b"",
-            )
-        )
+        with _decoding(f"operator {k}"):
+            op = graph.Operators(k)
+            opcode_index = int(op.OpcodeIndex())
+            if not 0 <= opcode_index < model.OperatorCodesLength():
+                raise OpfuseError(f"operator {k}: opcode index {opcode_index} is out of range "
+                                  f"(the model has {model.OperatorCodesLength()} operator codes)")
+            code = model.OperatorCodes(opcode_index)
+            builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+            opcode = op_names.get(builtin, f"BUILTIN_{builtin}")
+        with _decoding(f"operator {k} ({opcode})"):
+            operators.append(_operator(op, k, opcode, _text(code.CustomCode()), option_names))
+        check_operator(operators[-1], len(tensors))
     for index in _indices(graph.InputsAsNumpy, graph.InputsLength()) + _indices(
         graph.OutputsAsNumpy, graph.OutputsLength()
     ):
@@ -166,6 +166,48 @@ def _decode(data: bytes, path: str) -> TfliteModel:
     )
 
 
+def _tensor(model, data: bytes, t, i: int, dtypes: dict, type_names: dict) -> Tensor:
+    if t.Type() not in dtypes:
+        raise OpfuseError(
+            f"tensor {i} '{_text(t.Name())}' has type "
+            f"{type_names.get(t.Type(), t.Type())}, which opfuse does not read"
+        )
+    dtype = dtypes[t.Type()]
+    shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+    name = _text(t.Name()) or f"t{i}"
+    check_shape(i, name, shape)
+    sparse = t.Sparsity()
+    tensor = Tensor(
+        index=i,
+        name=name,
+        shape=shape,
+        dtype=dtype,
+        data=_buffer(model, data, t.Buffer(), dtype, shape, sparse is not None),
+        quant=_quant(t.Quantization()),
+        sparsity=decode_sparsity(sparse) if sparse is not None else None,
+    )
+    check_tensor(tensor)
+    return tensor
+
+
+def _operator(op, k: int, opcode: str, custom_code: str, option_names: dict) -> Operator:
+    options = None
+    table = op.BuiltinOptions()
+    kind = option_names.get(op.BuiltinOptionsType())
+    if table is not None and kind is not None:
+        options = decode_options(kind, table)
+    custom = op.CustomOptionsAsNumpy() if op.CustomOptionsLength() else None
+    return Operator(
+        index=k,
+        opcode=opcode,
+        custom_code=custom_code,
+        inputs=tuple(int(i) for i in op.InputsAsNumpy()) if op.InputsLength() else (),
+        outputs=tuple(int(i) for i in op.OutputsAsNumpy()) if op.OutputsLength() else (),
+        options=options,
+        custom_options=bytes(custom.tobytes()) if custom is not None else b"",
+    )
+
+
 def _indices(getter, length: int) -> list[int]:
     return [int(i) for i in getter()] if length else []
 
@@ -177,7 +219,9 @@ def _text(raw) -> str:
 
 
 def _buffer(model, data: bytes, index: int, dtype: np.dtype, shape, sparse: bool):
-    if index <= 0 or index >= model.BuffersLength():
+    if not 0 <= index < model.BuffersLength():
+        raise OpfuseError(f"buffer {index} does not exist (the model has {model.BuffersLength()})")
+    if index == 0:
         return None  # buffer 0 is the empty sentinel: an activation
     buf = model.Buffers(index)
     offset, size = int(buf.Offset()), int(buf.Size())

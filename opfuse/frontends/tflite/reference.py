@@ -31,6 +31,46 @@ def _has_uint8(model) -> bool:
                for t in model.tensors)
 
 
+def _probe_in_child(path: Path, name: str, inputs: tuple[TensorSpec, ...]) -> None:
+    """Load and run ``path`` once in a forked child first: TFLite Micro's interpreter does not
+    verify the flatbuffer and on some files dies of a segmentation fault, and when it refuses a
+    file it prints its reasons on the process's own stdout; either must be one line here. The
+    child's output is discarded; its first error line comes back through a pipe."""
+    import os
+
+    if not hasattr(os, "fork"):
+        return
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 when TFLite Micro loads and runs the file, 1 when it refuses
+        code = 1
+        try:
+            os.close(read_fd)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            from tflite_micro.python.tflite_micro import runtime
+
+            interp = runtime.Interpreter.from_file(str(path))
+            for i, spec in enumerate(inputs):
+                interp.set_input(np.zeros(spec.shape, spec.dtype), i)
+            interp.invoke()
+            code = 0
+        except Exception as exc:
+            lines = str(exc).strip().splitlines()
+            os.write(write_fd, (lines[0] if lines else type(exc).__name__).encode()[:500])
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        reason = pipe.read().decode("utf-8", "replace")
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        raise OpfuseError(f"{path}: {name} crashed on it (signal {os.WTERMSIG(status)})")
+    if os.WEXITSTATUS(status) != 0:
+        raise OpfuseError(f"{path}: {name} cannot run it: {reason or 'it refused the model'}")
+
+
 class TfliteReference:
     """Runs a .tflite file; ``kind`` is 'tflite-micro' or 'litert'."""
 
@@ -74,6 +114,7 @@ class TfliteReference:
             if self.kind == "tflite-micro":
                 from tflite_micro.python.tflite_micro import runtime
 
+                _probe_in_child(self.path, self.name, self.inputs)
                 self._interp = runtime.Interpreter.from_file(str(self.path))
             else:
                 from ai_edge_litert.interpreter import Interpreter
@@ -85,6 +126,8 @@ class TfliteReference:
             raise OpfuseError(
                 f"{self.path}: the reference runner needs {exc.name}: pip install 'opfuse[tflite]'"
             ) from None
+        except OpfuseError:
+            raise
         except Exception as exc:
             raise OpfuseError(f"{self.path}: {self.name} cannot load it: {exc}") from None
         return self._interp
