@@ -2,7 +2,8 @@
 timeout, and the classification of how each ended (benchmarks/fuzz.py drives it).
 
 Outcomes: ``ok`` (exit 0 and a readable output), ``exit1`` (a validation mismatch), ``rejected``
-(exit 2 with one line), and the bad ones: ``traceback`` (an escaped exception, or an error of more
+(exit 2 with one line), ``unsupported`` (exit 3 with one line: an op with no C kernel, which is no
+fault of the model), and the bad ones: ``traceback`` (an escaped exception, or an error of more
 than one line), ``hang`` (past the timeout), ``crash`` (the child died), ``half_written`` (an output
 left after a failing command, a temporary file left behind, or an unreadable output) and
 ``bad_exit``.
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import onnx
 
-GOOD = ("ok", "exit1", "rejected")  # exit 0, exit 1, exit 2 with one line
+GOOD = ("ok", "exit1", "rejected", "unsupported")  # exit 0, 1, and 2 or 3 with one line
 BAD = ("traceback", "hang", "crash", "half_written", "bad_exit")
 # validate --backend c builds and runs the C beside the reference: only for models this small
 VALIDATE_MAX_BYTES = 64 * 1024
@@ -165,9 +166,9 @@ def _classify(command: Command, folder: Path, src: Path, code: int | None, err: 
         return Outcome(status, label)
     if "Traceback" in err or code == 99:
         return Outcome("traceback", f"{verb}: {err.strip()[-600:]}")
-    if code not in (0, 1, 2):
+    if code not in (0, 1, 2, 3):
         return Outcome("bad_exit", f"{verb}: exit {code}: {err.strip()[-300:]}")
-    if code == 2 and len(err.strip().splitlines()) != 1:
+    if code in (2, 3) and len(err.strip().splitlines()) != 1:
         return Outcome("traceback", f"{verb}: not one line: {err.strip()[-600:]}")
     expected = sorted(command.outputs) if code == 0 else []
     if left != expected:
@@ -177,7 +178,7 @@ def _classify(command: Command, folder: Path, src: Path, code: int | None, err: 
             command.check(folder)
         except Exception as exc:  # an unreadable output is a half-written one
             return Outcome("half_written", f"{label} (unreadable: {type(exc).__name__}: {exc})")
-    return Outcome({0: "ok", 1: "exit1", 2: "rejected"}[code], label)
+    return Outcome({0: "ok", 1: "exit1", 2: "rejected", 3: "unsupported"}[code], label)
 
 
 def _clear(folder: Path, keep: Path) -> None:
