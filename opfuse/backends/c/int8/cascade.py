@@ -25,12 +25,11 @@ from opfuse.backends.c.conv import conv_geom
 from opfuse.backends.c.ctype import INT32, ctype_of
 from opfuse.backends.c.int8 import conv_mcu
 from opfuse.backends.c.int8.chain import CHAIN_OPS, Chain8
-from opfuse.backends.c.int8.common import int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.int8.common import bias_array, int_ctype, quant, requant_arrays, rounding
 from opfuse.backends.c.int8.conv import (
     LANES,
     OCB_CHOICES,
     SHORT_ROW,
-    _bias_array,
     emit_lanes_bounds,
     emit_lanes_pixel,
     emit_row_taps,
@@ -174,7 +173,7 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int, w_in: int, yp: st
     xq = quant(node.inputs[0], node, "input")
     wq, yq = quant(node.inputs[1], node, "weight"), quant(node.outputs[0], node, "output")
     zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
-    bias = params.weight(f"{node.name}:bias", _bias_array(node, 2, g.oc).astype(np.int32), INT32)
+    bias = params.weight(f"{node.name}:bias", bias_array(node, 2, g.oc).astype(np.int32), INT32)
     rq = requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)))
     taps = g.k[0] * g.k[1]
     hct = int_ctype(node.outputs[0], node)

@@ -111,3 +111,14 @@ def clamp_bounds(node: ir.Node, q: QuantParams, ct: CType, mode: str) -> tuple[i
     if isinstance(hi, int):
         b = min(b, hi)
     return a, b
+
+
+def bias_array(node: ir.Node, index: int, channels: int) -> np.ndarray:
+    """An int8 anchor's int32 bias (input ``index``) as int64 per output channel; zeros if absent."""
+    v = node.inputs[index] if len(node.inputs) > index else None
+    if v is None:
+        return np.zeros(channels, np.int64)
+    arr = const(v)
+    if arr is None or arr.dtype.kind not in "iu":
+        raise OpfuseError(f"C backend: {who(node)}: an int8 kernel needs a constant int32 bias")
+    return np.broadcast_to(arr.ravel().astype(np.int64), (channels,)).copy()

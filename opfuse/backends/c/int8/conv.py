@@ -20,7 +20,7 @@ from opfuse.backends.c.conv import conv_geom
 from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8 import conv_mcu, dsp, gemm_mcu
 from opfuse.backends.c.int8.chain import Chain8
-from opfuse.backends.c.int8.common import int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.int8.common import bias_array, int_ctype, quant, requant_arrays, rounding
 from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise8, is_depthwise8
 from opfuse.backends.c.pools import window
 from opfuse.backends.c.tensors import Params
@@ -78,7 +78,7 @@ def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
     ocb = next(b for b in OCB_CHOICES if g.ocg % b == 0)
     taps = g.k[0] * g.k[1]
     zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
-    bias = _bias_array(node, 2, g.oc)
+    bias = bias_array(node, 2, g.oc)
     pointwise = g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and not any(_pads_end(node))
     # few output pixels per row (or per plane, for a pointwise conv): vectorize over channels
     lanes = uses_lanes(g, node)
@@ -291,15 +291,6 @@ def _pads_end(node: ir.Node) -> list[int]:
     pads = attr(node, "pads")
     return list(pads[len(pads) // 2 :]) if pads else []
 
-
-def _bias_array(node: ir.Node, index: int, channels: int) -> np.ndarray:
-    v = node.inputs[index] if len(node.inputs) > index else None
-    if v is None:
-        return np.zeros(channels, np.int64)
-    arr = const(v)
-    if arr is None or arr.dtype.kind not in "iu":
-        raise OpfuseError(f"C backend: {who(node)}: an int8 kernel needs a constant int32 bias")
-    return np.broadcast_to(arr.ravel().astype(np.int64), (channels,)).copy()
 
 
 def emit_gemm8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:

@@ -21,7 +21,14 @@ from opfuse.backends.c.cgen import CWriter, attr, const, dims, who
 from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32, CType
 from opfuse.backends.c.int8.chain import Chain8
-from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.int8.common import (
+    Requant,
+    bias_array,
+    int_ctype,
+    quant,
+    requant_arrays,
+    rounding,
+)
 from opfuse.backends.c.int8.im2col import (
     RowSource,
     emit_fill,
@@ -58,15 +65,6 @@ def uses_matrix_core(g: ConvGeom, params: Params) -> bool:
 def uses_matrix_gemm(params: Params) -> bool:
     return getattr(params.store, "armv7em", False)
 
-
-def bias_array(node: ir.Node, index: int, channels: int) -> np.ndarray:
-    v = node.inputs[index] if len(node.inputs) > index else None
-    if v is None:
-        return np.zeros(channels, np.int64)
-    arr = const(v)
-    if arr is None or arr.dtype.kind not in "iu":
-        raise OpfuseError(f"C backend: {who(node)}: an int8 kernel needs a constant int32 bias")
-    return np.broadcast_to(arr.ravel().astype(np.int64), (channels,)).copy()
 
 
 def weights_int8(node: ir.Node, value: ir.Value) -> np.ndarray:

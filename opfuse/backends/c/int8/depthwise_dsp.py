@@ -320,10 +320,10 @@ def depthwise_weights(params: Params, wv: ir.Value, g: ConvGeom) -> str:
 def _operands(params: Params, node: ir.Node, g: ConvGeom) -> tuple[str, str, str, DwQuant]:
     """The weights, the bias (int32, as the source has it), the zero-point row and the
     quantization of a depthwise layer."""
-    from opfuse.backends.c.int8.conv import _bias_array  # conv.py dispatches here
+    from opfuse.backends.c.int8.common import bias_array
 
     dq = dw_quant(params, node, g)
-    bias = params.weight(f"{node.name}:bias", _bias_array(node, 2, g.oc).astype(np.int32), INT32)
+    bias = params.weight(f"{node.name}:bias", bias_array(node, 2, g.oc).astype(np.int32), INT32)
     return depthwise_weights(params, node.inputs[1], g), bias, zero_row(params, g, dq.zx), dq
 
 

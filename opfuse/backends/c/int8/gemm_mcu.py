@@ -18,8 +18,8 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, dims
 from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8.chain import Chain8
-from opfuse.backends.c.int8.common import int_ctype, quant, requant_arrays, rounding
-from opfuse.backends.c.int8.conv_mcu import bias_array, emit_output_value, weights_int8
+from opfuse.backends.c.int8.common import bias_array, int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.int8.conv_mcu import emit_output_value, weights_int8
 from opfuse.backends.c.tensors import Params
 from opfuse.quant import conv_scales
 
