@@ -34,12 +34,14 @@ def validate_c_int8(result: CompileResult, *, fuse: bool = True, trials: int = T
     """Emit and build the int8 C of ``result``; compare it on ``trials`` seeded inputs with
     ``reference`` (a runner as in opfuse.frontends.registry; the source's own by default).
     ``cascades`` false: run the partition's cascades layer by layer (opfuse/backends/c/cascade.py).
-    ``informative``: for quantized ONNX, also note the distance from ORT_ENABLE_ALL."""
+    ``informative``: for quantized ONNX judged against its own reference, also note the distance
+    from ORT_ENABLE_ALL (a caller's ``reference`` gets no such note: its source may be no file)."""
     from opfuse.validate_tflite import validate_against_reference
 
     tflite = str(result.source).lower().endswith(".tflite")
     if steps is None:
         steps = 0 if tflite else 1
+    informative = informative and reference is None and not tflite
     if reference is None and not tflite:
         reference = _stepped(result)
     with tempfile.TemporaryDirectory(prefix="opfuse-c8-") as tmp:
@@ -54,7 +56,7 @@ def validate_c_int8(result: CompileResult, *, fuse: bool = True, trials: int = T
         label = f"generated int8 C ({('cascaded' if cascades else 'fused') if fuse else 'unfused'})"
         report = validate_against_reference(result.source, run, label=label, seed=seed,
                                             trials=trials, steps=steps, reference=reference)
-        if not tflite and informative:
+        if informative:
             report = with_enable_all_note(report, result, run, seed, trials)
         return report
 
