@@ -17,6 +17,8 @@ import random
 import struct
 from dataclasses import dataclass
 
+from benchmarks.fuzz_mutations import flip_bits, truncate
+
 EDGE_INT32 = (0, -1, 1, 2, -2, 7, 127, 128, 255, 65535, 2**31 - 1, -(2**31), 2**24)
 EDGE_FLOAT32 = (0.0, -1.0, float("inf"), float("-inf"), float("nan"), 1e-45, 3.4e38, -3.4e38)
 
@@ -173,15 +175,9 @@ def mutate_tflite(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     """One case: the mutated bytes and what was done."""
     kind = rng.random()
     if kind < 0.12:
-        buf = bytearray(data)
-        flips = rng.randint(1, 8)
-        for _ in range(flips):
-            i = rng.randrange(len(buf))
-            buf[i] ^= 1 << rng.randrange(8)
-        return bytes(buf), f"flip {flips} bits"
+        return flip_bits(data, rng)
     if kind < 0.2:
-        cut = rng.randrange(len(data))
-        return data[:cut], f"truncate at {cut}/{len(data)}"
+        return truncate(data, rng)
     sites = find_sites(data)
     buf = bytearray(data)
     steps = []

@@ -173,19 +173,29 @@ STRUCTURED = (mutate_field, mutate_field, mutate_attribute, short_tensor, shadow
               rename_collision)
 
 
+def flip_bits(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """1 to 8 random bits flipped: a byte-level mutation of any format."""
+    buf = bytearray(data)
+    flips = rng.randint(1, 8)
+    for _ in range(flips):
+        i = rng.randrange(len(buf))
+        buf[i] ^= 1 << rng.randrange(8)
+    return bytes(buf), f"flip {flips} bits"
+
+
+def truncate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """The file cut at a random byte."""
+    cut = rng.randrange(len(data))
+    return data[:cut], f"truncate at {cut}/{len(data)}"
+
+
 def mutate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     """One case: the mutated bytes and what was done."""
     kind = rng.random()
-    if kind < 0.15:  # bit flips
-        buf = bytearray(data)
-        flips = rng.randint(1, 8)
-        for _ in range(flips):
-            i = rng.randrange(len(buf))
-            buf[i] ^= 1 << rng.randrange(8)
-        return bytes(buf), f"flip {flips} bits"
-    if kind < 0.25:  # truncation
-        cut = rng.randrange(len(data))
-        return data[:cut], f"truncate at {cut}/{len(data)}"
+    if kind < 0.15:
+        return flip_bits(data, rng)
+    if kind < 0.25:
+        return truncate(data, rng)
     proto = onnx.ModelProto()
     proto.ParseFromString(data)
     steps = [rng.choice(STRUCTURED)(proto, rng) for _ in range(rng.choice((1, 1, 1, 2, 3)))]

@@ -130,7 +130,8 @@ def _clock_hz() -> float:
     return 1e9
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
+    """The CPU's model name, as benchmarks print it beside their figures."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -153,7 +154,7 @@ def calibrate(int8c: bool = True) -> dict:
     peak = {"fp32": _gemm_macs_per_s(int8=False), "int8": _gemm_macs_per_s(int8=True)}
     overhead = _call_overhead_s()
     figures = {
-        "cpu": _cpu_name(),
+        "cpu": cpu_name(),
         "clock_hz": _clock_hz(),
         "ram_bytes": _ram_bytes(),
         "peak_macs_per_s": peak,
