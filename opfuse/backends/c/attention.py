@@ -32,14 +32,14 @@ C_OPS = {"Mul": "*", "Div": "/", "Add": "+", "Sub": "-"}
 
 def why_not_attention(core: Core) -> str | None:
     """None when this module writes ``core``; else why not, in one phrase."""
+    for node in core.scores:
+        if node.op_type not in C_OPS:
+            return f"its attention kernel applies Add, Sub, Mul or Div to the scores, not {node.op_type}"
     for node in core.nodes:
         for value in (*node.inputs, *node.outputs):
             if value is not None and value.dtype != ir.DataType.FLOAT:
                 name = value.dtype.name if value.dtype is not None else "unknown"
                 return f"its attention kernel is float32 only ('{value.name}' is {name})"
-    for node in core.scores:
-        if node.op_type not in C_OPS:
-            return f"its attention kernel applies Add, Sub, Mul or Div to the scores, not {node.op_type}"
     return None
 
 

@@ -1,0 +1,241 @@
+"""The attention core as one kernel (opfuse/fusion/attention.py, opfuse/backends/c/attention.py):
+recognised on the forms exporters write, declined with a reason otherwise, numerically equal to
+onnxruntime through the C, and the score matrix gone from the memory plan."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from opfuse.analysis import analyze
+from opfuse.api import validate_c
+from opfuse.backends.c import emit_c
+from opfuse.memory import plan_memory
+from opfuse.memory.lifetimes import RING_PREFIX
+from opfuse.memory.verify import verify_allocation
+from opfuse.pipeline import compile_model
+from opfuse.schedule import Partition
+from opfuse.targets import load_target
+from tests.sanitize import sanitized_run_matches
+
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+F = TensorProto.FLOAT
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """One attention graph: O = Softmax(scale(Q Kt) + mask) V."""
+
+    batch: tuple[int, ...] = (1, 2)  # (B, H) or (B*H,)
+    s: int = 8
+    d: int = 4
+    scale: str | None = "div"  # "mul", "div" or None (folded into Q)
+    mask: str | None = None  # "const" (1, S) additive, "input" (B, 1, 1, S) graph input
+    k: str = "transpose"  # "transpose": K (.., S, D) through a Transpose; "pre": Kt (.., D, S)
+    axis: int = -1
+    extra: str | None = None  # "scores_read" / "probs_output": a near miss
+    mask_shape: tuple[int, ...] | None = None  # overrides the mask's shape
+
+
+def build(spec: Spec) -> onnx.ModelProto:
+    rank = len(spec.batch) + 2
+    sd = [*spec.batch, spec.s, spec.d]
+    k_shape = sd if spec.k == "transpose" else [*spec.batch, spec.d, spec.s]
+    inputs = [helper.make_tensor_value_info("q", F, sd), helper.make_tensor_value_info("k", F, k_shape),
+              helper.make_tensor_value_info("v", F, sd)]
+    inits = [numpy_helper.from_array(np.array(spec.d ** 0.5, np.float32), "c")]
+    nodes, kt = [], "k"
+    if spec.k == "transpose":
+        perm = [*range(rank - 2), rank - 1, rank - 2]
+        nodes.append(helper.make_node("Transpose", ["k"], ["kt"], name="kt", perm=perm))
+        kt = "kt"
+    nodes.append(helper.make_node("MatMul", ["q", kt], ["s0"], name="scores"))
+    last = "s0"
+    if spec.scale is not None:
+        op = "Div" if spec.scale == "div" else "Mul"
+        if op == "Mul":
+            inits[0] = numpy_helper.from_array(np.array(spec.d ** -0.5, np.float32), "c")
+        nodes.append(helper.make_node(op, [last, "c"], ["s1"], name="scale"))
+        last = "s1"
+    if spec.mask is not None:
+        shape = spec.mask_shape or ((1, spec.s) if spec.mask == "const" else (1, 1, 1, spec.s))
+        if spec.mask == "const":
+            rng = np.random.default_rng(1)
+            inits.append(numpy_helper.from_array(
+                np.where(rng.random(shape) < 0.3, -1e4, 0).astype(np.float32), "mask"))
+        else:
+            inputs.append(helper.make_tensor_value_info("mask", F, list(shape)))
+        nodes.append(helper.make_node("Add", [last, "mask"], ["s2"], name="mask_add"))
+        last = "s2"
+    nodes.append(helper.make_node("Softmax", [last], ["p"], name="softmax", axis=spec.axis))
+    nodes.append(helper.make_node("MatMul", ["p", "v"], ["o"], name="context"))
+    outputs = [helper.make_tensor_value_info("o", F, None)]
+    if spec.extra == "scores_read":
+        nodes.append(helper.make_node("Relu", ["s0"], ["side"], name="side"))
+        outputs.append(helper.make_tensor_value_info("side", F, None))
+    if spec.extra == "probs_output":
+        outputs.append(helper.make_tensor_value_info("p", F, None))
+    graph = helper.make_graph(nodes, "attention", inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = onnx.shape_inference.infer_shapes(model)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def save(spec: Spec, tmp_path: Path) -> Path:
+    path = tmp_path / "attention.onnx"
+    onnx.save(build(spec), path)
+    return path
+
+
+def without_attention(target: str):
+    t = load_target(target)
+    return dataclasses.replace(t, fusion=dataclasses.replace(t.fusion, attention=False))
+
+
+def attention_kernels(partition: Partition) -> list:
+    return [k for k in partition.kernels if k.name.startswith("attention")]
+
+
+FORMS = {
+    "single_head_div": Spec(batch=(1, 1)),
+    "multi_head_mul": Spec(batch=(2, 3), scale="mul"),
+    "mask_input": Spec(mask="input"),
+    "mask_const_pre_transposed": Spec(mask="const", k="pre", scale="mul"),
+    "scale_folded_bh_flat": Spec(batch=(6,), scale=None),
+    "long_keys": Spec(batch=(1, 2), s=37, d=5, mask="input"),
+}
+
+
+@pytest.mark.parametrize("name", list(FORMS))
+def test_core_is_one_kernel(name: str, tmp_path: Path) -> None:
+    spec = FORMS[name]
+    result = compile_model(save(spec, tmp_path), "x86-host")
+    (kernel,) = attention_kernels(result.partition)
+    assert len(result.partition.kernels) == 1, result.partition.kernels
+    core_ops = {"MatMul", "Softmax"} | ({"Transpose"} if spec.k == "transpose" else set())
+    assert core_ops <= set(kernel.ops)
+    assert kernel.outputs == ("o",)
+    assert not {"s0", "s1", "s2", "p"} & set(kernel.inputs)
+    (ring,) = kernel.ring_buffers  # the scratch row: one row of the scores
+    assert (ring.value, ring.rows, ring.row_bytes) == ("s0", 1, spec.s * 4)
+    assert not [d for d in result.partition.decisions if d.consumer in kernel.nodes
+                and d.producer in kernel.nodes]
+
+
+@needs_gcc
+@pytest.mark.parametrize("name", list(FORMS))
+def test_c_matches_onnxruntime(name: str, tmp_path: Path) -> None:
+    report = validate_c(save(FORMS[name], tmp_path), "x86-host")
+    assert report.ok, report
+    for out in report.outputs:
+        assert out.max_abs_err <= 1e-5 * out.max_ref + 1e-6, out
+
+
+@needs_gcc
+def test_c_is_sanitizer_clean(tmp_path: Path) -> None:
+    path = save(Spec(batch=(2, 2), s=9, d=3, mask="input"), tmp_path)
+    folder = tmp_path / "c"
+    emitted = emit_c(compile_model(path), folder)
+    assert emitted.kernels == 1 and "k0_attention" in (folder / "model.c").read_text()
+    sanitized_run_matches(folder, path)
+
+
+@pytest.mark.skipif(any(shutil.which(t) is None for t in ("arm-none-eabi-gcc", "qemu-system-arm")),
+                    reason="needs gcc-arm-none-eabi and qemu-system-arm")
+def test_cortex_m7_build_matches(tmp_path: Path) -> None:
+    from opfuse.backends.c.emulate import emulate_c
+
+    result = compile_model(save(Spec(mask="input"), tmp_path), "cortex-m7")
+    assert len(attention_kernels(result.partition)) == 1
+    emu = emulate_c(result, outdir=tmp_path / "c")
+    assert emu.report.ok, emu.report
+    assert emu.footprint.arena == emu.arena_bytes == analyze(result).after.plan.peak_bytes
+
+
+NEAR_MISSES = {
+    "scores_read": (Spec(extra="scores_read"), "x86-host", "multiple_consumers"),
+    "probs_output": (Spec(extra="probs_output"), "x86-host", "graph_output"),
+    "softmax_axis": (Spec(axis=2), "x86-host", "attention_softmax_axis"),
+    "mask_grows_scores": (Spec(mask="input", mask_shape=(3, 1, 1, 8)), "x86-host",
+                          "attention_mask"),
+    "no_capability": (Spec(), "npu-generic", "not_supported_by_target"),
+}
+
+
+@pytest.mark.parametrize("name", list(NEAR_MISSES))
+def test_near_miss_declines_with_its_reason(name: str, tmp_path: Path) -> None:
+    spec, target, reason = NEAR_MISSES[name]
+    result = compile_model(save(spec, tmp_path), target)
+    assert not attention_kernels(result.partition)
+    (decision,) = [d for d in result.partition.decisions
+                   if (d.producer, d.consumer) == ("softmax", "context")]
+    assert decision.reason == reason, decision
+    assert "softmax" in decision.message
+
+
+def test_backend_support_declines_where(tmp_path: Path) -> None:
+    """A Where on the scores is the pattern, but the C kernel applies arithmetic only: the
+    partitioner asks the C backend (support.py) and records its phrase."""
+    model = build(Spec(scale=None))
+    graph = model.graph
+    cond = numpy_helper.from_array(np.tril(np.ones((8, 8), bool)), "cond")
+    fill = numpy_helper.from_array(np.array(-1e4, np.float32), "fill")
+    graph.initializer.extend([cond, fill])
+    where = helper.make_node("Where", ["cond", "s0", "fill"], ["sw"], name="causal")
+    graph.node.insert(2, where)
+    graph.node[3].input[0] = "sw"  # the Softmax
+    path = tmp_path / "where.onnx"
+    onnx.save(model, path)
+    result = compile_model(path, "x86-host")
+    (decision,) = [d for d in result.partition.decisions if d.producer == "softmax"]
+    assert decision.reason == "not_supported_by_target"
+    assert "C backend" in decision.message and "Where" in decision.message
+
+
+def test_arena_drops_by_the_score_matrix(tmp_path: Path) -> None:
+    """On a graph whose peak is the scores, the fused core's plan is lower by at least the
+    (B, H, S, S) scores' bytes, and its scratch row is a planned arena tensor of S floats."""
+    spec = Spec(batch=(1, 2), s=64, d=8, mask="input")
+    path = save(spec, tmp_path)
+    score_bytes = 1 * 2 * 64 * 64 * 4
+    on, off = compile_model(path, "x86-host"), compile_model(path, without_attention("x86-host"))
+    assert not attention_kernels(off.partition)
+    plan_on = plan_memory(on.optimized, on.partition, "greedy")
+    plan_off = plan_memory(off.optimized, off.partition, "greedy")
+    assert plan_off.peak_bytes >= 2 * score_bytes  # scores and probabilities live together
+    assert plan_off.peak_bytes - plan_on.peak_bytes >= score_bytes
+    ring = next(t for t in plan_on.tensors if t.name == RING_PREFIX + "s0")
+    assert ring.size_bytes == 64 * 4 and ring.first == ring.last
+    assert not [t for t in plan_on.tensors if t.name in ("s0", "s1", "s2", "p")]
+    verify_allocation(plan_on)
+
+
+def test_cost_counts_qkv_and_output_only(tmp_path: Path) -> None:
+    spec = Spec(batch=(1, 2), s=16, d=8, mask="input")
+    result = compile_model(save(spec, tmp_path), "x86-host")
+    report = analyze(result, activations_only=True)
+    (cost,) = [k for k in report.after.cost.kernels if k.name.startswith("attention")]
+    qkv = 3 * 2 * 16 * 8 * 4
+    assert cost.activation_bytes_read == qkv + 16 * 4  # Q, K, V and the mask; no scores
+    assert cost.bytes_written == 2 * 16 * 8 * 4
+    assert cost.flops == sum(k.flops for k in report.before.cost.kernels)  # the same arithmetic
+    macs = 2 * (2 * 16 * 16 * 8)  # Q Kt and P V
+    assert cost.macs == macs
+
+
+@needs_gcc
+def test_analyze_and_emitted_c_agree(tmp_path: Path) -> None:
+    result = compile_model(save(Spec(batch=(2, 2), s=24, d=8, mask="input"), tmp_path))
+    emitted = emit_c(result, tmp_path / "c")
+    header = (tmp_path / "c" / "model.h").read_text()
+    after = analyze(result).after
+    assert f"#define OPFUSE_ARENA_BYTES {after.plan.peak_bytes}" in header
+    assert emitted.arena_bytes == after.plan.peak_bytes
+    assert after.plan.offsets[RING_PREFIX + "s0"] >= 0
