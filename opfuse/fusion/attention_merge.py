@@ -71,8 +71,9 @@ def _merge(model: ir.Model, layers: Partition, cores: Sequence[Core],
         rest = [n for n in kernel.nodes if n not in core_of]
         if len(rest) == len(kernel.nodes):
             kernels.append(kernel)
-        elif rest:  # a kernel that held some of a core's nodes keeps the others
-            taken.discard(kernel.name)
+            continue
+        taken.discard(kernel.name)
+        if rest:  # a kernel that held some of a core's nodes keeps the others
             kernels.append(build_kernel([by_name[n] for n in rest], _base(rest, by_name), taken))
     for core in cores:
         members = sorted(core.nodes, key=lambda n: index[n.name])
