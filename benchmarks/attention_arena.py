@@ -1,6 +1,7 @@
 """Peak arena and kernel counts with the attention core streamed by query rows vs stored scores.
 
-    python benchmarks/attention_arena.py [--targets x86-host,cortex-m7] [--no-validate] [MODEL ...]
+    python benchmarks/attention_arena.py [--targets x86-host,cortex-m7] [--no-validate]
+                                         [--silu-what-if] [MODEL ...]
 
 For each model (default: the transformer exports in ``/work/notes/models21/``) and target, the same
 compile run twice in one process: "stored" is the target with ``[fusion] attention = false`` (the
@@ -14,6 +15,12 @@ Then ``validate --backend c`` (x86-host): the whole model where the C covers its
 the first attention core cut out of the canonicalized model (``onnx.utils.extract_model``: its
 Q, Kt / K, V and mask as inputs) compiled to C and compared with onnxruntime. Arena figures are deterministic (no
 timing), so they do not depend on the CPU.
+
+``--silu-what-if`` first rewrites every ``Mul(x, Sigmoid(x))`` whose Sigmoid has no other reader
+into one ``HardSwish(x)``: another activation of the same fusion class, standing in for a SiLU
+epilogue opfuse does not have yet (the Conv's output read twice is what keeps MobileViT's stem
+conv stored, ``multiple_consumers``). Arena and kernel figures only; the numbers differ, so no
+validation.
 """
 
 from __future__ import annotations
@@ -35,6 +42,33 @@ from opfuse.targets import load_target
 
 FOLDER = Path("/work/notes/models21")
 MODELS = ("vit_tiny", "mobilevit", "mobilevit_dynamo", "kws_transformer")
+
+
+def silu_as_one_op(source: Path, out: Path) -> Path:
+    """``source`` with each single-reader ``Mul(x, Sigmoid(x))`` as ``HardSwish(x)`` (docstring)."""
+    model = onnx.load(source)
+    graph = model.graph
+    made = {o: n for n in graph.node for o in n.output}
+    readers: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    dropped, swapped = set(), {}
+    for node in graph.node:
+        if node.op_type != "Mul" or len(node.input) != 2:
+            continue
+        for x, s in (node.input, reversed(node.input)):
+            p = made.get(s)
+            if p is not None and p.op_type == "Sigmoid" and p.input[0] == x and readers[s] == 1:
+                dropped.add(id(p))
+                swapped[id(node)] = onnx.helper.make_node("HardSwish", [x], list(node.output),
+                                                          name=node.name)
+                break
+    nodes = [swapped.get(id(n), n) for n in graph.node if id(n) not in dropped]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    onnx.save(model, out)
+    return out
 
 
 def _stored(target: str):
@@ -100,6 +134,8 @@ def main() -> None:
     parser.add_argument("models", nargs="*", default=list(MODELS))
     parser.add_argument("--targets", default="x86-host,cortex-m7")
     parser.add_argument("--no-validate", action="store_true")
+    parser.add_argument("--silu-what-if", action="store_true",
+                        help="SiLU as one activation (HardSwish stands in); implies --no-validate")
     args = parser.parse_args()
     print(f"{'model':<18}{'target':<11}{'kernels':>15}{'attn':>6}{'peak MiB':>20}{'x':>7}"
           f"{'at attention MiB':>22}{'x':>7}  peak kernel (streamed)")
@@ -111,6 +147,8 @@ def main() -> None:
             if not path.is_file():
                 print(f"{name:<18}missing ({path})")
                 continue
+            if args.silu_what_if:
+                path = silu_as_one_op(path, Path(tmp) / path.name)
             streamed = None
             for target in args.targets.split(","):
                 off, on = side(path, _stored(target)), side(path, target)
@@ -121,7 +159,7 @@ def main() -> None:
                       f"{_mb(on['at_attention'])}"
                       f"{off['at_attention'] / max(on['at_attention'], 1):>7.2f}  "
                       f"{on['peak_kernel']}")
-            if not args.no_validate and streamed is not None:
+            if not (args.no_validate or args.silu_what_if) and streamed is not None:
                 print(f"{'':<18}validate --backend c (x86-host): "
                       f"{validate(path, streamed, Path(tmp))}")
 
