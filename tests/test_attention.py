@@ -308,3 +308,16 @@ def test_encoder_block_keeps_a_topological_schedule(target: str, tmp_path: Path)
         assert report.ok, report
         for out in report.outputs:
             assert out.max_abs_err <= 1e-5 * out.max_ref + 1e-6, out
+
+
+def test_scores_read_twice_by_one_op_decline(tmp_path: Path) -> None:
+    model = build(Spec(scale=None))
+    graph = model.graph
+    graph.node.insert(2, helper.make_node("Mul", ["s0", "s0"], ["sq"], name="square"))
+    graph.node[3].input[0] = "sq"  # the Softmax
+    path = tmp_path / "square.onnx"
+    onnx.save(model, path)
+    result = compile_model(path, "x86-host")
+    assert not attention_kernels(result.partition)
+    (decision,) = [d for d in result.partition.decisions if d.producer == "softmax"]
+    assert decision.reason == "attention_mask" and "more than once" in decision.message

@@ -215,6 +215,10 @@ def _check_score_ops(core: Core, shape: tuple[int, ...], head: str) -> Refusal |
         if dims(node.outputs[0]) != shape:
             return Refusal("attention_mask", f"{head}: {node.op_type} '{node.name}' broadcasts the "
                            f"scores {list(shape)} up to {list(dims(node.outputs[0]))}")
+        if sum(v is carried for v in node.inputs) != 1 or len(node.inputs) != 2 + (
+                node.op_type == "Where"):
+            return Refusal("attention_mask", f"{head}: {node.op_type} '{node.name}' reads the "
+                           "scores more than once")
         for value in node.inputs:
             if value is carried or value is None:
                 continue
