@@ -137,15 +137,15 @@ def main() -> None:
     parser.add_argument("--silu-what-if", action="store_true",
                         help="SiLU as one activation (HardSwish stands in); implies --no-validate")
     args = parser.parse_args()
-    print(f"{'model':<18}{'target':<11}{'kernels':>15}{'attn':>6}{'peak MiB':>20}{'x':>7}"
+    print(f"{'model':<22}{'target':<11}{'kernels':>15}{'attn':>6}{'peak MiB':>20}{'x':>7}"
           f"{'at attention MiB':>22}{'x':>7}  peak kernel (streamed)")
-    print(f"{'':<29}{'stored  streamed':>16}{'':>6}{'stored  streamed':>20}{'':>7}"
+    print(f"{'':<33}{'stored  streamed':>16}{'':>6}{'stored  streamed':>20}{'':>7}"
           f"{'stored  streamed':>22}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
             path = Path(name) if name.endswith(".onnx") else FOLDER / f"{name}.onnx"
             if not path.is_file():
-                print(f"{name:<18}missing ({path})")
+                print(f"{name:<22}missing ({path})")
                 continue
             if args.silu_what_if:
                 path = silu_as_one_op(path, Path(tmp) / path.name)
@@ -153,14 +153,14 @@ def main() -> None:
             for target in args.targets.split(","):
                 off, on = side(path, _stored(target)), side(path, target)
                 streamed = on if target == "x86-host" else streamed or on
-                print(f"{path.stem:<18}{target:<11}{off['kernels']:>7}{on['kernels']:>8}"
+                print(f"{path.stem:<22}{target:<11}{off['kernels']:>7}{on['kernels']:>8}"
                       f"{on['attention']:>6}{_mb(off['peak'])}  {_mb(on['peak'])}"
                       f"{off['peak'] / on['peak']:>7.2f}{_mb(off['at_attention']):>14}"
                       f"{_mb(on['at_attention'])}"
                       f"{off['at_attention'] / max(on['at_attention'], 1):>7.2f}  "
                       f"{on['peak_kernel']}")
             if not (args.no_validate or args.silu_what_if) and streamed is not None:
-                print(f"{'':<18}validate --backend c (x86-host): "
+                print(f"{'':<22}validate --backend c (x86-host): "
                       f"{validate(path, streamed, Path(tmp))}")
 
 
