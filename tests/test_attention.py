@@ -33,8 +33,10 @@ class Spec:
     """One attention graph: O = Softmax(scale(Q Kt) + mask) V."""
 
     batch: tuple[int, ...] = (1, 2)  # (B, H) or (B*H,)
-    s: int = 8
+    s: int = 8  # keys (and queries, unless m says otherwise)
     d: int = 4
+    m: int | None = None  # queries, when not s (cross-attention)
+    dv: int | None = None  # V's width, when not d
     scale: str | None = "div"  # "mul", "div" or None (folded into Q)
     mask: str | None = None  # "const" (1, S) additive, "input" (B, 1, 1, S) graph input
     k: str = "transpose"  # "transpose": K (.., S, D) through a Transpose; "pre": Kt (.., D, S)
@@ -47,8 +49,11 @@ def build(spec: Spec) -> onnx.ModelProto:
     rank = len(spec.batch) + 2
     sd = [*spec.batch, spec.s, spec.d]
     k_shape = sd if spec.k == "transpose" else [*spec.batch, spec.d, spec.s]
-    inputs = [helper.make_tensor_value_info("q", F, sd), helper.make_tensor_value_info("k", F, k_shape),
-              helper.make_tensor_value_info("v", F, sd)]
+    q_shape = [*spec.batch, spec.m or spec.s, spec.d]
+    v_shape = [*spec.batch, spec.s, spec.dv or spec.d]
+    inputs = [helper.make_tensor_value_info("q", F, q_shape),
+              helper.make_tensor_value_info("k", F, k_shape),
+              helper.make_tensor_value_info("v", F, v_shape)]
     inits = [numpy_helper.from_array(np.array(spec.d ** 0.5, np.float32), "c")]
     nodes, kt = [], "k"
     if spec.k == "transpose":
@@ -110,6 +115,8 @@ FORMS = {
     "mask_const_pre_transposed": Spec(mask="const", k="pre", scale="mul"),
     "scale_folded_bh_flat": Spec(batch=(6,), scale=None),
     "long_keys": Spec(batch=(1, 2), s=37, d=5, mask="input"),
+    "causal_const_mask": Spec(mask="const", mask_shape=(8, 8)),
+    "cross_attention": Spec(batch=(2, 3), s=11, d=6, m=5, dv=9, mask="input", k="pre"),
 }
 
 
