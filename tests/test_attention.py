@@ -328,3 +328,15 @@ def test_scores_read_twice_by_one_op_decline(tmp_path: Path) -> None:
     assert not attention_kernels(result.partition)
     (decision,) = [d for d in result.partition.decisions if d.producer == "softmax"]
     assert decision.reason == "attention_mask" and "more than once" in decision.message
+
+
+@needs_gcc
+def test_large_scores_softmax_subtracts_the_row_max(tmp_path: Path) -> None:
+    """Scores in the thousands overflow expf unless the row's max is subtracted first."""
+    spec = Spec(batch=(1, 2), s=16, d=8, scale="mul")
+    rng = np.random.default_rng(5)
+    feeds = {name: (rng.standard_normal((1, 2, 16, 8)) * 40).astype(np.float32) for name in "qkv"}
+    report = validate_c(save(spec, tmp_path), "x86-host", inputs=feeds)
+    assert report.ok, report
+    for out in report.outputs:
+        assert np.isfinite(out.max_abs_err) and out.max_abs_err <= 1e-5 * out.max_ref + 1e-6, out

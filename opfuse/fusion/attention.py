@@ -210,6 +210,8 @@ def _softmax_axis(node: ir.Node, opset: int) -> int:
 
 
 def _check_score_ops(core: Core, shape: tuple[int, ...], head: str) -> Refusal | None:
+    """Each score op keeps the scores' shape (so, by ONNX's broadcasting, its other operand
+    broadcasts over them) and reads the scores once."""
     carried = core.score_value
     for node in core.scores:
         if dims(node.outputs[0]) != shape:
@@ -219,23 +221,8 @@ def _check_score_ops(core: Core, shape: tuple[int, ...], head: str) -> Refusal |
                 node.op_type == "Where"):
             return Refusal("attention_mask", f"{head}: {node.op_type} '{node.name}' reads the "
                            "scores more than once")
-        for value in node.inputs:
-            if value is carried or value is None:
-                continue
-            if not broadcasts(dims(value), shape):
-                return Refusal("attention_mask", f"{head}: {node.op_type}'s operand '{value.name}' "
-                               f"{list(dims(value))} does not broadcast over the scores {list(shape)}")
         carried = node.outputs[0]
     return None
-
-
-def broadcasts(shape: tuple[int, ...] | None, out: tuple[int, ...]) -> bool:
-    if shape is None:
-        return False
-    try:
-        return np.broadcast_shapes(shape, out) == tuple(out)
-    except ValueError:
-        return False
 
 
 def scratch_ring(core: Core) -> RingBuffer:
