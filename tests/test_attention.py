@@ -340,3 +340,21 @@ def test_large_scores_softmax_subtracts_the_row_max(tmp_path: Path) -> None:
     assert report.ok, report
     for out in report.outputs:
         assert np.isfinite(out.max_abs_err) and out.max_abs_err <= 1e-5 * out.max_ref + 1e-6, out
+
+
+def test_unknown_size_declines_as_dynamic_shape(tmp_path: Path) -> None:
+    """K made by a custom op nothing describes: the scores' size is unknown, so no scratch row
+    can be sized (the import refuses a dynamic graph input; this is the size nobody states)."""
+    model = build(Spec())
+    graph = model.graph
+    graph.input[1].name = "k_in"
+    graph.node.insert(0, helper.make_node("Foo", ["k_in"], ["k"], name="custom", domain="x.y"))
+    model.opset_import.append(helper.make_opsetid("x.y", 1))
+    del graph.value_info[:]
+    path = tmp_path / "custom.onnx"
+    onnx.save(model, path)
+    result = compile_model(path, "x86-host")
+    assert not attention_kernels(result.partition)
+    (decision,) = [d for d in result.partition.decisions
+                   if (d.producer, d.consumer) == ("softmax", "context")]
+    assert decision.reason == "dynamic_shape", decision
