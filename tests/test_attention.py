@@ -248,10 +248,11 @@ def test_analyze_and_emitted_c_agree(tmp_path: Path) -> None:
     assert after.plan.offsets[RING_PREFIX + "s0"] >= 0
 
 
-def projected() -> onnx.ModelProto:
+def projected(bias: bool = True) -> onnx.ModelProto:
     """An encoder's self-attention as torch exports it: projections, Reshape, Transposes (Kt by
     perm 0,2,3,1), a mask computed from an input, the core, a bias Add the x86-host partition
-    first fuses into the context MatMul, and the output projection."""
+    first fuses into the context MatMul (or, without ``bias``, the heads' Transpose right after
+    it), and the output projection."""
     rng = np.random.default_rng(3)
     s, heads, dh = 12, 2, 8
     hidden = heads * dh
@@ -275,8 +276,8 @@ def projected() -> onnx.ModelProto:
         s2 = Add(s1, m2)
         p = Softmax<axis = -1>(s2)
         c0 = MatMul(p, v)
-        c1 = Add(c0, cb)
-        c2 = Transpose<perm = [0, 2, 1, 3]>(c1)
+        c1 = {"Add(c0, cb)" if bias else "Identity(c0)"}
+        c2 = Transpose<perm = [0, 2, 1, 3]>({"c1" if bias else "c0"})
         c3 = Reshape(c2, merge)
         y = MatMul(c3, wo)
     }}"""
@@ -290,8 +291,31 @@ def projected() -> onnx.ModelProto:
                 "big": np.array(-1e4, np.float32),
                 "cb": rng.standard_normal(dh).astype(np.float32)}
     model.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in weights.items())
+    if not bias:  # the Identity only kept the text one graph; c1 is unused
+        keep = [node for node in model.graph.node if node.op_type != "Identity"]
+        del model.graph.node[:]
+        model.graph.node.extend(keep)
     onnx.checker.check_model(model, full_check=True)
     return model
+
+
+@needs_gcc
+@pytest.mark.parametrize("target", ["x86-host", "cortex-m7"])
+def test_heads_transpose_after_the_core_joins_it(target: str, tmp_path: Path) -> None:
+    """O's Transpose (heads back beside the width) is written by the kernel at permuted row
+    offsets: four Transposes in the kernel, which writes the transposed value."""
+    path = tmp_path / "enc.onnx"
+    onnx.save(projected(bias=False), path)
+    result = compile_model(path, target)
+    (kernel,) = attention_kernels(result.partition)
+    assert kernel.ops.count("Transpose") == 4 and kernel.ops[-1] == "Transpose"
+    assert kernel.outputs == ("c2",)
+    feeds = {"x": np.random.default_rng(0).standard_normal((1, 12, 16)).astype(np.float32),
+             "keep": (np.arange(12) < 9).astype(np.float32)[None]}
+    report = validate_c(path, target, inputs=feeds)
+    assert report.ok, report
+    for out in report.outputs:
+        assert out.max_abs_err <= 1e-5 * out.max_ref + 1e-6, out
 
 
 @pytest.mark.parametrize("target", ["x86-host", "cortex-m7"])

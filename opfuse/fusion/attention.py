@@ -57,10 +57,17 @@ class Core:
     softmax: ir.Node
     pv: ir.Node  # MatMul(P, V)
     transposes: tuple[ir.Node, ...]  # absorbed producers of Q, Kt or V
+    out_transpose: ir.Node | None = None  # an absorbed Transpose of O that keeps its last axis
 
     @property
     def nodes(self) -> tuple[ir.Node, ...]:
-        return (*self.transposes, self.qk, *self.scores, self.softmax, self.pv)
+        tail = (self.out_transpose,) if self.out_transpose is not None else ()
+        return (*self.transposes, self.qk, *self.scores, self.softmax, self.pv, *tail)
+
+    @property
+    def output(self) -> ir.Value:
+        """The value the kernel writes: O, or its absorbed Transpose's output."""
+        return (self.out_transpose or self.pv).outputs[0]
 
     @property
     def score_value(self) -> ir.Value:
@@ -135,7 +142,18 @@ def match(softmax: ir.Node) -> Core | None:
     if any(dims(v) is not None and len(dims(v)) < 2 for v in (*qk.inputs, *pv.inputs)):
         return None
     inputs = [(qk.inputs[0], qk), (qk.inputs[1], qk), (pv.inputs[1], pv)]
-    return Core(qk, tuple(scores), softmax, pv, _transposes(inputs))
+    return Core(qk, tuple(scores), softmax, pv, _transposes(inputs), _out_transpose(pv))
+
+
+def _out_transpose(pv: ir.Node) -> ir.Node | None:
+    """The Transpose that alone reads O and keeps its last axis last (heads merged back: perm
+    0,2,1,3), so the kernel writes its rows contiguously at permuted row offsets."""
+    out = pv.outputs[0]
+    readers = out.consumers()
+    if len(readers) != 1 or out.is_graph_output() or not _std(readers[0], "Transpose"):
+        return None
+    perm = perm_of(readers[0])
+    return readers[0] if perm and perm[-1] == len(perm) - 1 else None
 
 
 def _score_input(node: ir.Node) -> ir.Value | None:

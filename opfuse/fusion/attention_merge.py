@@ -102,11 +102,11 @@ def _new_edges(cores: Sequence[Core], kept: list[Decision], core_of: dict[str, i
                 added.append(Decision(p.name, node.name, False, "other_producer_fused",
                                       f"{node.op_type} joined the attention kernel, which reads "
                                       f"'{value.name}' from memory"))
-        out = core.pv.outputs[0]
-        for reader in out.consumers():
-            if (core.pv.name, reader.name) not in seen and reader.name not in core_of:
-                seen.add((core.pv.name, reader.name))
-                added.append(Decision(core.pv.name, reader.name, False, "not_supported_by_target",
+        last = core.out_transpose or core.pv
+        for reader in core.output.consumers():
+            if (last.name, reader.name) not in seen and reader.name not in core_of:
+                seen.add((last.name, reader.name))
+                added.append(Decision(last.name, reader.name, False, "not_supported_by_target",
                                       f"{reader.op_type} cannot join the attention kernel on "
                                       f"{layers.target}: it writes its output rows without an "
                                       "epilogue"))

@@ -25,7 +25,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, const, contiguous, dims, flit, offset_expr
 from opfuse.backends.c.norms import _sum8  # the project's 8-partial-sum reduction
 from opfuse.backends.c.tensors import Params
-from opfuse.fusion.attention import Core
+from opfuse.fusion.attention import Core, perm_of
 from opfuse.memory.lifetimes import RING_PREFIX
 
 C_OPS = {"Mul": "*", "Div": "/", "Add": "+", "Sub": "-"}
@@ -77,7 +77,8 @@ def emit_attention(w: CWriter, core: Core, params: Params) -> None:
     offset = params.store.plan.offsets[RING_PREFIX + core.score_value.name] // 4
     row = params._add("ring:" + core.score_value.name, f"float *{params.restrict} {{name}}",
                       f"A + {offset}")
-    y = params.out(pv.outputs[0], pv)
+    y = params.out(core.output, core.out_transpose or pv)
+    ys = _out_strides(core, out)
     coords = []
     for i, size in enumerate(batch):
         w.open(f"for (int b{i} = 0; b{i} < {size}; ++b{i})")
@@ -95,7 +96,7 @@ def emit_attention(w: CWriter, core: Core, params: Params) -> None:
     w("float sum = 0.0f;")
     w(f"for (int j = 0; j < {n}; ++j) {{ const float e = expf({row}[j] - mx); "
       f"{row}[j] = e; sum += e; }}")
-    w(f"float *yr = {y} + {offset_expr([*coords, 'm'], contiguous(out)[:-1])};")
+    w(f"float *yr = {y} + {offset_expr([*coords, 'm'], ys[:-1])};")
     w(f"for (int e = 0; e < {dv}; ++e) yr[e] = 0.0f;")
     w(f"const float *vb = {v} + {offset_expr(coords, vs[:-2])};")
     w.open(f"for (int j = 0; j < {n}; ++j)")
@@ -108,6 +109,19 @@ def emit_attention(w: CWriter, core: Core, params: Params) -> None:
     w.close()
     for _ in batch:
         w.close()
+
+
+def _out_strides(core: Core, out: Sequence[int]) -> list[int]:
+    """Element strides of O's dims where the kernel writes them: O itself, or the output of its
+    absorbed Transpose, in which O's dim ``perm[i]`` is axis i (the last stays last: stride 1)."""
+    if core.out_transpose is None:
+        return contiguous(out)
+    perm = perm_of(core.out_transpose)
+    stored = contiguous([out[p] for p in perm])
+    strides = [0] * len(out)
+    for axis, dim in enumerate(perm):
+        strides[dim] = stored[axis]
+    return strides
 
 
 def _scores(w: CWriter, row: str, n: int, d: int, qd: int, kd: int, kj: int) -> None:
