@@ -5,7 +5,8 @@ A kernel of the partition is one of
   epilogue, on ``anchor_pool`` targets);
 * a pool + its epilogue chain;
 * a standalone elementwise/broadcast chain;
-* one data-movement or reduction op.
+* one data-movement or reduction op;
+* an attention core (``attention.py``: scores, scale/mask, softmax, weighted sum, by query rows).
 Anything else has no C kernel: ``errors.Unsupported`` (exit 3), naming the op and the node.
 """
 
