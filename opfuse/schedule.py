@@ -104,6 +104,8 @@ def _kernel_json(kernel: Kernel) -> dict:
     data: dict = {"name": kernel.name, "ops": list(kernel.ops), "nodes": list(kernel.nodes)}
     if kernel.is_cascade:
         data.update(cascade_json(kernel))
+    elif kernel.ring_buffers:  # an attention kernel's scratch row (opfuse/fusion/attention.py)
+        data["ring_buffers"] = cascade_json(kernel)["ring_buffers"]
     return data
 
 

@@ -34,6 +34,10 @@ the schedule we return, and a cycle would need a strictly decreasing loop of ind
 
 Cost: each node and each edge is looked at a constant number of times; O(nodes + edges).
 
+Attention (targets with ``[fusion] attention = true``). ``attention.py`` then makes each attention
+core (MatMul, scale/mask, Softmax, MatMul) one kernel that streams query rows; its docstring
+argues why the order stays topological.
+
 Cascades (targets with ``[fusion] cascade = true``). The kernels above are the layer-by-layer
 partition: each still holds one anchor. ``cascade.py`` then merges runs of neighbouring kernels
 into cascaded kernels that stream bands of rows through ring buffers (``rings.py``), choosing the
@@ -48,6 +52,7 @@ from collections.abc import Iterable
 
 import onnx_ir as ir
 
+from opfuse.fusion.attention_merge import fuse_attention
 from opfuse.fusion.cascade import cascade
 from opfuse.fusion.rules import (
     ANCHOR,
@@ -108,6 +113,7 @@ def partition(
     tips: dict[int, Group] = {id(g): g for g in group_of}
     ordered = sorted(tips.values(), key=lambda g: index[id(g.nodes[-1])])
     layers = Partition(target.name, _kernels(g.nodes for g in ordered), tuple(decisions))
+    layers = fuse_attention(model, layers, target, support)  # one kernel per attention core
     return cascade(model, layers, target, support) if cascades else layers
 
 

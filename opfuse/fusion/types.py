@@ -14,6 +14,10 @@ REASONS: dict[str, str] = {
     "chain_limit": "the kernel already holds as many ops as the target allows",
     "layout_change": "a data-movement op (reshape, transpose, ...) changes the layout between them",
     "other_producer_fused": "the consumer already joined the kernel of another of its producers",
+    # attention cores (scores, scale, mask, softmax, weighted sum as one kernel: fusion/attention.py)
+    "attention_softmax_axis": "the Softmax between two MatMuls does not run over the keys (the "
+    "scores' last axis), so its rows cannot be streamed",
+    "attention_mask": "an operand of the scores (scale or mask) does not broadcast over them",
     # cascades (several anchors streamed in bands of rows, opfuse/fusion/cascade.py)
     "cascade_global_op": "the op needs its whole input (global pool, reduction, reshape, matrix "
     "product) or is one the row scheduler does not stream, so no cascade passes through it",

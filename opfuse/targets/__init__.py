@@ -66,6 +66,9 @@ class FusionCaps:
     # cascades that do not lower the peak arena may still be cut (fewer kernels at the same arena);
     # false on every shipped target: opfuse's C pays per band, so only a lower arena buys them
     cascade_same_arena: bool = False
+    # the attention core (MatMul, scale, mask, Softmax, MatMul) as one kernel that streams query
+    # rows through a scratch row of scores (opfuse/fusion/attention.py)
+    attention: bool = False
 
 
 @dataclass(frozen=True)

@@ -197,6 +197,7 @@ def _debug_entry(index: int, fname: str, kernel, members: list[ir.Node], store: 
              "nodes": list(kernel.nodes), "outputs": outs}
     if kernel.is_cascade:  # its members and rings, as analyze reports them
         entry["members"] = [list(m.nodes) for m in kernel.members]
+    if kernel.ring_buffers:  # a cascade's rings, an attention kernel's scratch row
         entry["ring_buffers"] = [{"value": r.value, "rows": r.rows, "bytes": r.nbytes}
                                  for r in kernel.ring_buffers]
     return entry

@@ -5,7 +5,8 @@ A kernel of the partition is one of
   epilogue, on ``anchor_pool`` targets);
 * a pool + its epilogue chain;
 * a standalone elementwise/broadcast chain;
-* one data-movement or reduction op.
+* one data-movement or reduction op;
+* an attention core (``attention.py``: scores, scale/mask, softmax, weighted sum, by query rows).
 Anything else has no C kernel: ``errors.Unsupported`` (exit 3), naming the op and the node.
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Callable
 import onnx_ir as ir
 
 from opfuse.backends.c import layout, norms
+from opfuse.backends.c.attention import emit_attention
 from opfuse.backends.c.cgen import CWriter, collapse, contiguous, dims, offset_expr, who
 from opfuse.backends.c.conv import emit_conv
 from opfuse.backends.c.convt import emit_conv_transpose
@@ -26,6 +28,7 @@ from opfuse.backends.c.matmul import emit_gemm, emit_matmul
 from opfuse.backends.c.pools import POOL_OPS, emit_pool_kernel
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError, Unsupported
+from opfuse.fusion.attention import core_of
 from opfuse.safe_text import for_comment
 
 ANCHOR_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
@@ -84,6 +87,10 @@ def emit_kernel(w: CWriter, members: list[ir.Node], params: Params, opset: int) 
     """The body of one kernel function (parameters are collected in ``params``), from the
     registry entry of its head op and dtype."""
     check_covered(members)
+    core = core_of(members) if len(members) > 2 else None
+    if core is not None:  # the attention core, streamed by query rows
+        emit_attention(w, core, params)
+        return
     key = (members[0].op_type, kernel_dtype(members))
     if key not in REGISTRY:
         have = sorted(op for op, dt in REGISTRY if dt == key[1])

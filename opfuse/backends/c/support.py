@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
+from opfuse.backends.c.attention import why_not_attention
 from opfuse.backends.c.cascade import why_not_member
 from opfuse.backends.c.cgen import bcast_strides, const
 from opfuse.backends.c.epilogue import EPILOGUE_OPS
@@ -25,6 +26,7 @@ from opfuse.backends.c.int8 import is_int8_kernel
 from opfuse.backends.c.int8.chain import BINARY_OPS, CHAIN_OPS, CLAMP_OPS
 from opfuse.backends.c.kernels import ANCHOR_OPS, LOCAL_LIMIT
 from opfuse.backends.c.pools import POOL_OPS
+from opfuse.fusion.attention import core_of
 from opfuse.fusion.support import KernelSupport
 from opfuse.quant import get_quant
 
@@ -46,6 +48,9 @@ def why_not_kernel(members: Sequence[ir.Node]) -> str | None:
         return None
     if any(_dims(n.outputs[0]) is None for n in members if n.outputs):
         return None
+    core = core_of(members)  # the attention kernel (backends/c/attention.py)
+    if core is not None:
+        return why_not_attention(core)
     if is_int8_kernel(list(members)):
         return _why_not_int8(members)
     return _why_not_float(members)

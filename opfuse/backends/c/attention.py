@@ -1,0 +1,170 @@
+"""The float attention kernel: scores, scale/mask, softmax and weighted sum, one query row at a time.
+
+For each batch coordinate (batch and heads, as the export gives them) and each query row m
+(docs/architecture.md, "Attention"; the pattern is ``opfuse/fusion/attention.py``)::
+
+    row[j] = sum_d Q[m, d] * Kt[d, j]          into the scratch row (N floats, in the arena)
+    row[j] = row[j] op x[m, j]                 each score op, in graph order (a scalar: a literal)
+    row[j] = exp(row[j] - max(row)), s = sum   the softmax, max subtracted, left unnormalised
+    O[m, :] = (sum_j row[j] * V[j, :]) / s     V's rows accumulated into O's row, then one scale
+
+Dividing O's row by s once replaces N divisions by Dv multiplications; the reference normalises
+first, so the two differ by rounding only. Kt's rows are read contiguously when its last axis is
+(a d-outer loop that gcc vectorizes over j), otherwise one dot product per key along d (K as the
+exporter stored it, before an absorbed Transpose). Every operand is read through strides: an
+absorbed Transpose permutes its input's strides, a broadcast batch or mask dim has stride 0.
+The scratch row is the plan's ring buffer ``ring:<scores>`` (``OPFUSE_ARENA_BYTES`` counts it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import onnx_ir as ir
+
+from opfuse.backends.c.cgen import CWriter, const, contiguous, dims, flit, offset_expr
+from opfuse.backends.c.norms import _sum8  # the project's 8-partial-sum reduction
+from opfuse.backends.c.tensors import Params
+from opfuse.fusion.attention import Core, perm_of
+from opfuse.memory.lifetimes import RING_PREFIX
+
+C_OPS = {"Mul": "*", "Div": "/", "Add": "+", "Sub": "-"}
+
+
+def why_not_attention(core: Core) -> str | None:
+    """None when this module writes ``core``; else why not, in one phrase."""
+    for node in core.scores:
+        if node.op_type not in C_OPS:
+            return f"its attention kernel applies Add, Sub, Mul or Div to the scores, not {node.op_type}"
+    for node in core.nodes:
+        for value in (*node.inputs, *node.outputs):
+            if value is not None and value.dtype != ir.DataType.FLOAT:
+                name = value.dtype.name if value.dtype is not None else "unknown"
+                return f"its attention kernel is float32 only ('{value.name}' is {name})"
+    return None
+
+
+def _strides(value: ir.Value, core: Core, node: ir.Node) -> tuple[ir.Value, list[int]]:
+    """The tensor read for ``value`` and the element strides of ``value``'s dims in it."""
+    src, perm = core.source(value)
+    own = contiguous(dims(src, node))
+    if perm is None:
+        return src, own
+    return src, [own[p] for p in perm]
+
+
+def _onto(shape: Sequence[int], strides: Sequence[int], out: Sequence[int]) -> list[int]:
+    """``strides`` of a tensor of ``shape`` broadcast onto ``out`` (numpy rules: stride 0)."""
+    pad = len(out) - len(shape)
+    full_shape = [1] * pad + list(shape)
+    full = [0] * pad + list(strides)
+    return [0 if s == 1 and o != 1 else st for s, o, st in zip(full_shape, out, full, strict=True)]
+
+
+def emit_attention(w: CWriter, core: Core, params: Params) -> None:
+    """The body of one attention kernel (module docstring)."""
+    qk, pv = core.qk, core.pv
+    out = dims(pv.outputs[0], pv)
+    batch, m, dv = out[:-2], out[-2], out[-1]
+    d, n = dims(qk.inputs[0], qk)[-1], dims(core.score_value, qk)[-1]
+    full = lambda last: (*batch, m, last)  # noqa: E731
+    ptrs, st = {}, {}
+    for key, value, node, shape in (("q", qk.inputs[0], qk, full(d)), ("k", qk.inputs[1], qk,
+                                    (*batch, d, n)), ("v", pv.inputs[1], pv, (*batch, n, dv))):
+        src, strides = _strides(value, core, node)
+        ptrs[key] = params.inp(src, node)
+        st[key] = _onto(dims(value, node), strides, shape)
+    offset = params.store.plan.offsets[RING_PREFIX + core.score_value.name] // 4
+    row = params._add("ring:" + core.score_value.name, f"float *{params.restrict} {{name}}",
+                      f"A + {offset}")
+    y = params.out(core.output, core.out_transpose or pv)
+    ys = _out_strides(core, out)
+    coords = []
+    for i, size in enumerate(batch):
+        w.open(f"for (int b{i} = 0; b{i} < {size}; ++b{i})")
+        coords.append(f"b{i}")
+    w.open(f"for (int m = 0; m < {m}; ++m)")
+    q, k, v = ptrs["q"], ptrs["k"], ptrs["v"]
+    qs, ks, vs = st["q"], st["k"], st["v"]
+    w(f"const float *qr = {q} + {offset_expr([*coords, 'm'], qs[:-1])};")
+    w(f"const float *kb = {k} + {offset_expr(coords, ks[:-2])};")
+    _scores(w, row, n, d, qs[-1], ks[-2], ks[-1])
+    for node in core.scores:
+        _score_op(w, node, core, row, n, params, [*coords, "m"], full(n))
+    w("float mx = -INFINITY;")
+    w(f"for (int j = 0; j < {n}; ++j) mx = {row}[j] > mx ? {row}[j] : mx;")
+    w("float sum = 0.0f;")
+    w(f"for (int j = 0; j < {n}; ++j) {{ const float e = expf({row}[j] - mx); "
+      f"{row}[j] = e; sum += e; }}")
+    w(f"float *yr = {y} + {offset_expr([*coords, 'm'], ys[:-1])};")
+    w(f"for (int e = 0; e < {dv}; ++e) yr[e] = 0.0f;")
+    w(f"const float *vb = {v} + {offset_expr(coords, vs[:-2])};")
+    w.open(f"for (int j = 0; j < {n}; ++j)")
+    w(f"const float p = {row}[j];")
+    w(f"const float *vr = vb + {offset_expr(['j'], vs[-2:-1])};")
+    w(f"for (int e = 0; e < {dv}; ++e) yr[e] += p * vr[{offset_expr(['e'], vs[-1:])}];")
+    w.close()
+    w("const float inv = 1.0f / sum;")
+    w(f"for (int e = 0; e < {dv}; ++e) yr[e] *= inv;")
+    w.close()
+    for _ in batch:
+        w.close()
+
+
+def _out_strides(core: Core, out: Sequence[int]) -> list[int]:
+    """Element strides of O's dims where the kernel writes them: O itself, or the output of its
+    absorbed Transpose, in which O's dim ``perm[i]`` is axis i (the last stays last: stride 1)."""
+    if core.out_transpose is None:
+        return contiguous(out)
+    perm = perm_of(core.out_transpose)
+    stored = contiguous([out[p] for p in perm])
+    strides = [0] * len(out)
+    for axis, dim in enumerate(perm):
+        strides[dim] = stored[axis]
+    return strides
+
+
+def _scores(w: CWriter, row: str, n: int, d: int, qd: int, kd: int, kj: int) -> None:
+    """``row[j] = sum_d qr[d] * kb[d, j]`` in the loop order that reads Kt contiguously."""
+    qi = offset_expr(["dd"], [qd])
+    if kj == 1:
+        w(f"for (int j = 0; j < {n}; ++j) {row}[j] = 0.0f;")
+        w.open(f"for (int dd = 0; dd < {d}; ++dd)")
+        w(f"const float qv = qr[{qi}];")
+        w(f"const float *kr = kb + {offset_expr(['dd'], [kd])};")
+        w(f"for (int j = 0; j < {n}; ++j) {row}[j] += qv * kr[j];")
+        w.close()
+        return
+    # one dot product per key along d, in 8 partial sums: a single sum is a chain of dependent
+    # adds gcc may not reorder (ViT-tiny's first core, 64-deep keys: 18 ms with one sum, 0.95 ms
+    # with 8; blocking 4 keys per pass measured 10-11 ms, so one key at a time)
+    w.open(f"for (int j = 0; j < {n}; ++j)")
+    w(f"const float *kc = kb + {offset_expr(['j'], [kj])};")
+    _sum8(w, "s", d, f"qr[{offset_expr(['@'], [qd])}] * kc[{offset_expr(['@'], [kd])}]")
+    w(f"{row}[j] = s;")
+    w.close()
+
+
+def _score_op(w: CWriter, node: ir.Node, core: Core, row: str, n: int, params: Params,
+              coords: list[str], shape: tuple[int, ...]) -> None:
+    """``row[j] = row[j] op x``, the scores being the op's first operand for Sub and Div."""
+    carried = _carried(node, core)
+    other = next(v for v in node.inputs if v is not carried)
+    arr = const(other)
+    if arr is not None and arr.size == 1:
+        x = flit(float(arr.reshape(-1)[0]))
+    else:
+        ptr = params.inp(other, node)
+        xs = _onto(dims(other, node), contiguous(dims(other, node)), shape)
+        base = offset_expr(coords, xs[:-1])
+        x = f"{ptr}[{base} + {offset_expr(['j'], xs[-1:])}]"
+    sym = C_OPS[node.op_type]
+    left, right = (f"{row}[j]", x) if node.inputs[0] is carried else (x, f"{row}[j]")
+    w(f"for (int j = 0; j < {n}; ++j) {row}[j] = {left} {sym} {right};")
+
+
+def _carried(node: ir.Node, core: Core) -> ir.Value:
+    """The input of a score op that holds the scores (the output of the core node before it)."""
+    chain = [core.qk, *core.scores]
+    at = next(i for i, n in enumerate(chain) if n is node)
+    return chain[at - 1].outputs[0]

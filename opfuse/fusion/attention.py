@@ -1,0 +1,251 @@
+"""The attention core as one kernel that streams query rows, so the score matrix never exists whole.
+
+The pattern (what ``torch.onnx.export`` writes for scaled dot-product attention, eager or SDPA)::
+
+    S = MatMul(Q, Kt)      Q (..., M, D), Kt (..., D, N): K already transposed, or a Transpose
+    S = S op x             any of Mul / Div / Add / Sub by an x that broadcasts to S (a scale, an
+                           additive mask; a scale folded into Q is simply absent), or Where(c, S, x)
+    P = Softmax(S, axis=-1)
+    O = MatMul(P, V)       V (..., N, Dv)
+
+The algebra: ``O[b, m, :] = sum_j softmax_j(f(Q[b, m, :] . Kt[b, :, j])) V[b, j, :]``, and row m of O
+depends on row m of Q only. So one kernel computes, per (batch, head, query row), the N scores into
+a scratch row, applies f, takes the softmax in place (max subtracted) and accumulates the weighted
+rows of V into O's row. The (..., M, N) scores and probabilities are never stored; the scratch row
+is a ``RingBuffer`` of one row of the scores, which the memory planner places in the arena for the
+kernel's step (docs/architecture.md, "Attention"). A Transpose that makes Q, Kt or V and is read
+by nothing else joins the kernel: it reads the Transpose's input through permuted strides.
+
+The pass runs on the greedy partition (``partition.py``), before cascades. Each recognised core's
+nodes leave the kernels they were in (what is left of a kernel stays a kernel) and become one
+kernel named ``attention``. No cycle: every value inside the core has a single reader inside it,
+so only MatMul(P, V)'s output leaves it; what is left of a kernel keeps its members' order, and
+its last node is the only one read from outside. The invariant of ``partition.py`` holds, and
+ordering kernels by their last node stays topological.
+
+A Softmax between two MatMuls that is not fused gets a Decision on its Softmax -> MatMul edge:
+``multiple_consumers`` / ``graph_output`` (scores or probabilities read elsewhere),
+``attention_softmax_axis``, ``dynamic_shape``, ``attention_mask`` (an operand that does not
+broadcast over the scores), ``not_supported_by_target`` (the target's ``[fusion] attention`` is
+false, or the backend cannot write it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import onnx_ir as ir
+
+from opfuse.fusion.rules import Refusal
+from opfuse.fusion.support import KernelSupport
+from opfuse.schedule import RingBuffer
+from opfuse.targets import Target
+
+SCORE_OPS = frozenset({"Mul", "Div", "Add", "Sub", "Where"})
+MAX_SCORE_OPS = 4  # scale, mask, and room for an exporter's second scale or a Where
+KERNEL_NAME = "attention"
+
+
+@dataclass(frozen=True)
+class Core:
+    """One attention core's nodes: ``scores`` are the ops between the two MatMuls and the Softmax."""
+
+    qk: ir.Node  # MatMul(Q, Kt)
+    scores: tuple[ir.Node, ...]
+    softmax: ir.Node
+    pv: ir.Node  # MatMul(P, V)
+    transposes: tuple[ir.Node, ...]  # absorbed producers of Q, Kt or V
+    out_transpose: ir.Node | None = None  # an absorbed Transpose of O that keeps its last axis
+
+    @property
+    def nodes(self) -> tuple[ir.Node, ...]:
+        tail = (self.out_transpose,) if self.out_transpose is not None else ()
+        return (*self.transposes, self.qk, *self.scores, self.softmax, self.pv, *tail)
+
+    @property
+    def output(self) -> ir.Value:
+        """The value the kernel writes: O, or its absorbed Transpose's output."""
+        return (self.out_transpose or self.pv).outputs[0]
+
+    @property
+    def score_value(self) -> ir.Value:
+        return self.qk.outputs[0]
+
+    def source(self, value: ir.Value) -> tuple[ir.Value, tuple[int, ...] | None]:
+        """The tensor the kernel reads for ``value`` (Q, Kt or V) and the permutation it applies."""
+        p = value.producer()
+        if p is not None and any(p is t for t in self.transposes):
+            return p.inputs[0], perm_of(p)
+        return value, None
+
+
+def _std(node: ir.Node | None, op: str) -> bool:
+    return node is not None and node.op_type == op and node.domain in ("", "ai.onnx")
+
+
+def dims(value: ir.Value | None) -> tuple[int, ...] | None:
+    if value is None or value.shape is None:
+        return None
+    shape = tuple(value.shape)
+    return shape if all(isinstance(d, int) for d in shape) else None
+
+
+def perm_of(node: ir.Node) -> tuple[int, ...]:
+    attr = node.attributes.get("perm")
+    rank = len(node.inputs[0].shape) if node.inputs[0].shape is not None else 0
+    return tuple(attr.as_ints()) if attr is not None else tuple(reversed(range(rank)))
+
+
+def _sole_reader(value: ir.Value | None, node: ir.Node) -> bool:
+    return (
+        value is not None
+        and not value.is_graph_output()
+        and all(c is node for c in value.consumers())
+    )
+
+
+def _transposes(core_inputs: Sequence[tuple[ir.Value, ir.Node]]) -> tuple[ir.Node, ...]:
+    found: list[ir.Node] = []
+    for value, reader in core_inputs:
+        p = value.producer()
+        if (_std(p, "Transpose") and p.inputs and p.inputs[0] is not None
+                and _sole_reader(value, reader) and all(p is not t for t in found)):
+            found.append(p)
+    return tuple(found)
+
+
+def match(softmax: ir.Node) -> Core | None:
+    """The attention core around ``softmax``, if its shape is one (checks come later)."""
+    if not _std(softmax, "Softmax") or not softmax.outputs:
+        return None
+    pv = next((c for c in softmax.outputs[0].consumers()
+               if _std(c, "MatMul") and c.inputs[0] is softmax.outputs[0]), None)
+    if pv is None:
+        return None
+    scores: list[ir.Node] = []
+    value = softmax.inputs[0]
+    while value is not None:
+        p = value.producer()
+        if _std(p, "MatMul"):
+            break
+        if p is None or p.op_type not in SCORE_OPS or p.domain not in ("", "ai.onnx"):
+            return None
+        if len(scores) == MAX_SCORE_OPS:
+            return None
+        scores.insert(0, p)
+        value = _score_input(p)
+    if value is None:
+        return None
+    qk = value.producer()
+    if any(dims(v) is not None and len(dims(v)) < 2 for v in (*qk.inputs, *pv.inputs)):
+        return None
+    inputs = [(qk.inputs[0], qk), (qk.inputs[1], qk), (pv.inputs[1], pv)]
+    return Core(qk, tuple(scores), softmax, pv, _transposes(inputs), _out_transpose(pv))
+
+
+def _out_transpose(pv: ir.Node) -> ir.Node | None:
+    """The Transpose that alone reads O and keeps its last axis last (heads merged back: perm
+    0,2,1,3), so the kernel writes its rows contiguously at permuted row offsets."""
+    out = pv.outputs[0]
+    readers = out.consumers()
+    if len(readers) != 1 or out.is_graph_output() or not _std(readers[0], "Transpose"):
+        return None
+    perm = perm_of(readers[0])
+    return readers[0] if perm and perm[-1] == len(perm) - 1 else None
+
+
+def _score_input(node: ir.Node) -> ir.Value | None:
+    """The input of a score op that carries the scores: the one whose producer leads to a MatMul.
+    A Where carries them in its second or third input; Div and Sub only as their first."""
+    candidates = node.inputs[1:3] if node.op_type == "Where" else node.inputs[:2]
+    for value in candidates:
+        p = value.producer() if value is not None else None
+        if p is not None and (p.op_type in SCORE_OPS or _std(p, "MatMul")) and _leads_to_matmul(p):
+            return value
+    return None
+
+
+def _leads_to_matmul(node: ir.Node) -> bool:
+    for _ in range(MAX_SCORE_OPS + 1):
+        if _std(node, "MatMul"):
+            return True
+        value = _score_input(node) if node.op_type in SCORE_OPS else None
+        node = value.producer() if value is not None else None
+        if node is None:
+            return False
+    return False
+
+
+def core_of(members: Sequence[ir.Node]) -> Core | None:
+    """The core whose nodes are exactly ``members`` (a kernel of the partition), or None."""
+    softmax = next((n for n in members if _std(n, "Softmax")), None)
+    core = match(softmax) if softmax is not None else None
+    if core is None or {id(n) for n in core.nodes} != {id(n) for n in members}:
+        return None
+    return core
+
+
+def check(core: Core, target: Target, support: KernelSupport, opset: int) -> Refusal | None:
+    """Why ``core`` may not be one kernel on ``target`` (None: it may)."""
+    head = f"the attention core at Softmax '{core.softmax.name}' is not one kernel on {target.name}"
+    chain = [core.qk, *core.scores, core.softmax]
+    for node, reader in zip(chain, [*chain[1:], core.pv], strict=True):
+        out = node.outputs[0]
+        if out.is_graph_output():
+            return Refusal("graph_output", f"{head}: '{out.name}' is a graph output")
+        if not _sole_reader(out, reader):
+            return Refusal("multiple_consumers", f"{head}: '{out.name}' is read by "
+                           f"{len(out.consumers())} nodes, so the scores must be stored")
+    shape = dims(core.score_value)
+    values = [v for n in core.nodes for v in (*n.inputs, *n.outputs) if v is not None]
+    for value in values:
+        if dims(value) is None:
+            return Refusal("dynamic_shape", f"{head}: '{value.name}' has no static shape")
+    axis = _softmax_axis(core.softmax, opset)
+    if axis != len(shape) - 1:
+        return Refusal("attention_softmax_axis", f"{head}: its Softmax runs over axis {axis}, "
+                       f"not the keys (the last axis of {list(shape)})")
+    refusal = _check_score_ops(core, shape, head)
+    if refusal is not None:
+        return refusal
+    if not target.fusion.attention:
+        return Refusal("not_supported_by_target",
+                       f"{head}: its kernels do not stream attention ([fusion] attention = false)")
+    why = support.why_not_kernel(list(core.nodes))
+    if why is not None:
+        return Refusal("not_supported_by_target",
+                       f"{head}: {support.backend} writes no such kernel ({why})")
+    return None
+
+
+def _softmax_axis(node: ir.Node, opset: int) -> int:
+    rank = len(node.inputs[0].shape)
+    attr = node.attributes.get("axis")
+    axis = attr.as_int() if attr is not None else (-1 if opset >= 13 else 1)
+    return axis % rank if rank else 0
+
+
+def _check_score_ops(core: Core, shape: tuple[int, ...], head: str) -> Refusal | None:
+    """Each score op keeps the scores' shape (so, by ONNX's broadcasting, its other operand
+    broadcasts over them) and reads the scores once."""
+    carried = core.score_value
+    for node in core.scores:
+        if dims(node.outputs[0]) != shape:
+            return Refusal("attention_mask", f"{head}: {node.op_type} '{node.name}' broadcasts the "
+                           f"scores {list(shape)} up to {list(dims(node.outputs[0]))}")
+        if sum(v is carried for v in node.inputs) != 1 or len(node.inputs) != 2 + (
+                node.op_type == "Where"):
+            return Refusal("attention_mask", f"{head}: {node.op_type} '{node.name}' reads the "
+                           "scores more than once")
+        carried = node.outputs[0]
+    return None
+
+
+def scratch_ring(core: Core) -> RingBuffer:
+    """The scratch row: one row of the scores (N floats), as a ring buffer of the score value."""
+    shape = dims(core.score_value)
+    n = shape[-1]
+    rows = int(np.prod(shape[:-1]))
+    return RingBuffer(core.score_value.name, 1, rows, n * 4)

@@ -1,0 +1,384 @@
+"""The attention core as one kernel (opfuse/fusion/attention.py, opfuse/backends/c/attention.py):
+recognised on the forms exporters write, declined with a reason otherwise, numerically equal to
+onnxruntime through the C, and the score matrix gone from the memory plan."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from opfuse.analysis import analyze
+from opfuse.api import validate_c
+from opfuse.backends.c import emit_c
+from opfuse.memory import plan_memory
+from opfuse.memory.lifetimes import RING_PREFIX
+from opfuse.memory.verify import verify_allocation
+from opfuse.pipeline import compile_model
+from opfuse.schedule import Partition
+from opfuse.targets import load_target
+from tests.sanitize import sanitized_run_matches
+
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+F = TensorProto.FLOAT
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """One attention graph: O = Softmax(scale(Q Kt) + mask) V."""
+
+    batch: tuple[int, ...] = (1, 2)  # (B, H) or (B*H,)
+    s: int = 8  # keys (and queries, unless m says otherwise)
+    d: int = 4
+    m: int | None = None  # queries, when not s (cross-attention)
+    dv: int | None = None  # V's width, when not d
+    scale: str | None = "div"  # "mul", "div" or None (folded into Q)
+    mask: str | None = None  # "const" (1, S) additive, "input" (B, 1, 1, S) graph input
+    k: str = "transpose"  # "transpose": K (.., S, D) through a Transpose; "pre": Kt (.., D, S)
+    axis: int = -1
+    extra: str | None = None  # "scores_read" / "probs_output": a near miss
+    mask_shape: tuple[int, ...] | None = None  # overrides the mask's shape
+
+
+def build(spec: Spec) -> onnx.ModelProto:
+    rank = len(spec.batch) + 2
+    sd = [*spec.batch, spec.s, spec.d]
+    k_shape = sd if spec.k == "transpose" else [*spec.batch, spec.d, spec.s]
+    q_shape = [*spec.batch, spec.m or spec.s, spec.d]
+    v_shape = [*spec.batch, spec.s, spec.dv or spec.d]
+    inputs = [helper.make_tensor_value_info("q", F, q_shape),
+              helper.make_tensor_value_info("k", F, k_shape),
+              helper.make_tensor_value_info("v", F, v_shape)]
+    inits = [numpy_helper.from_array(np.array(spec.d ** 0.5, np.float32), "c")]
+    nodes, kt = [], "k"
+    if spec.k == "transpose":
+        perm = [*range(rank - 2), rank - 1, rank - 2]
+        nodes.append(helper.make_node("Transpose", ["k"], ["kt"], name="kt", perm=perm))
+        kt = "kt"
+    nodes.append(helper.make_node("MatMul", ["q", kt], ["s0"], name="scores"))
+    last = "s0"
+    if spec.scale is not None:
+        op = "Div" if spec.scale == "div" else "Mul"
+        if op == "Mul":
+            inits[0] = numpy_helper.from_array(np.array(spec.d ** -0.5, np.float32), "c")
+        nodes.append(helper.make_node(op, [last, "c"], ["s1"], name="scale"))
+        last = "s1"
+    if spec.mask is not None:
+        shape = spec.mask_shape or ((1, spec.s) if spec.mask == "const" else (1, 1, 1, spec.s))
+        if spec.mask == "const":
+            rng = np.random.default_rng(1)
+            inits.append(numpy_helper.from_array(
+                np.where(rng.random(shape) < 0.3, -1e4, 0).astype(np.float32), "mask"))
+        else:
+            inputs.append(helper.make_tensor_value_info("mask", F, list(shape)))
+        nodes.append(helper.make_node("Add", [last, "mask"], ["s2"], name="mask_add"))
+        last = "s2"
+    nodes.append(helper.make_node("Softmax", [last], ["p"], name="softmax", axis=spec.axis))
+    nodes.append(helper.make_node("MatMul", ["p", "v"], ["o"], name="context"))
+    outputs = [helper.make_tensor_value_info("o", F, None)]
+    if spec.extra == "scores_read":
+        nodes.append(helper.make_node("Relu", ["s0"], ["side"], name="side"))
+        outputs.append(helper.make_tensor_value_info("side", F, None))
+    if spec.extra == "probs_output":
+        outputs.append(helper.make_tensor_value_info("p", F, None))
+    graph = helper.make_graph(nodes, "attention", inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = onnx.shape_inference.infer_shapes(model)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def save(spec: Spec, tmp_path: Path) -> Path:
+    path = tmp_path / "attention.onnx"
+    onnx.save(build(spec), path)
+    return path
+
+
+def without_attention(target: str):
+    t = load_target(target)
+    return dataclasses.replace(t, fusion=dataclasses.replace(t.fusion, attention=False))
+
+
+def attention_kernels(partition: Partition) -> list:
+    return [k for k in partition.kernels if k.name.startswith("attention")]
+
+
+FORMS = {
+    "single_head_div": Spec(batch=(1, 1)),
+    "multi_head_mul": Spec(batch=(2, 3), scale="mul"),
+    "mask_input": Spec(mask="input"),
+    "mask_const_pre_transposed": Spec(mask="const", k="pre", scale="mul"),
+    "scale_folded_bh_flat": Spec(batch=(6,), scale=None),
+    "long_keys": Spec(batch=(1, 2), s=37, d=5, mask="input"),
+    "causal_const_mask": Spec(mask="const", mask_shape=(8, 8)),
+    "cross_attention": Spec(batch=(2, 3), s=11, d=6, m=5, dv=9, mask="input", k="pre"),
+}
+
+
+@pytest.mark.parametrize("name", list(FORMS))
+def test_core_is_one_kernel(name: str, tmp_path: Path) -> None:
+    spec = FORMS[name]
+    result = compile_model(save(spec, tmp_path), "x86-host")
+    (kernel,) = attention_kernels(result.partition)
+    assert len(result.partition.kernels) == 1, result.partition.kernels
+    core_ops = {"MatMul", "Softmax"} | ({"Transpose"} if spec.k == "transpose" else set())
+    assert core_ops <= set(kernel.ops)
+    assert kernel.outputs == ("o",)
+    assert not {"s0", "s1", "s2", "p"} & set(kernel.inputs)
+    (ring,) = kernel.ring_buffers  # the scratch row: one row of the scores
+    assert (ring.value, ring.rows, ring.row_bytes) == ("s0", 1, spec.s * 4)
+    assert not [d for d in result.partition.decisions if d.consumer in kernel.nodes
+                and d.producer in kernel.nodes]
+
+
+@needs_gcc
+@pytest.mark.parametrize("name", list(FORMS))
+def test_c_matches_onnxruntime(name: str, tmp_path: Path) -> None:
+    report = validate_c(save(FORMS[name], tmp_path), "x86-host")
+    assert report.ok, report
+    for out in report.outputs:
+        assert out.max_abs_err <= 1e-5 * out.max_ref + 1e-6, out
+
+
+@needs_gcc
+def test_c_is_sanitizer_clean(tmp_path: Path) -> None:
+    path = save(Spec(batch=(2, 2), s=9, d=3, mask="input"), tmp_path)
+    folder = tmp_path / "c"
+    emitted = emit_c(compile_model(path), folder)
+    assert emitted.kernels == 1 and "k0_attention" in (folder / "model.c").read_text()
+    sanitized_run_matches(folder, path)
+
+
+@pytest.mark.skipif(any(shutil.which(t) is None for t in ("arm-none-eabi-gcc", "qemu-system-arm")),
+                    reason="needs gcc-arm-none-eabi and qemu-system-arm")
+def test_cortex_m7_build_matches(tmp_path: Path) -> None:
+    from opfuse.backends.c.emulate import emulate_c
+
+    result = compile_model(save(Spec(mask="input"), tmp_path), "cortex-m7")
+    assert len(attention_kernels(result.partition)) == 1
+    emu = emulate_c(result, outdir=tmp_path / "c")
+    assert emu.report.ok, emu.report
+    assert emu.footprint.arena == emu.arena_bytes == analyze(result).after.plan.peak_bytes
+
+
+NEAR_MISSES = {
+    "scores_read": (Spec(extra="scores_read"), "x86-host", "multiple_consumers"),
+    "probs_output": (Spec(extra="probs_output"), "x86-host", "graph_output"),
+    "softmax_axis": (Spec(axis=2), "x86-host", "attention_softmax_axis"),
+    "mask_grows_scores": (Spec(mask="input", mask_shape=(3, 1, 1, 8)), "x86-host",
+                          "attention_mask"),
+    "no_capability": (Spec(), "npu-generic", "not_supported_by_target"),
+}
+
+
+@pytest.mark.parametrize("name", list(NEAR_MISSES))
+def test_near_miss_declines_with_its_reason(name: str, tmp_path: Path) -> None:
+    spec, target, reason = NEAR_MISSES[name]
+    result = compile_model(save(spec, tmp_path), target)
+    assert not attention_kernels(result.partition)
+    (decision,) = [d for d in result.partition.decisions
+                   if (d.producer, d.consumer) == ("softmax", "context")]
+    assert decision.reason == reason, decision
+    assert "softmax" in decision.message
+
+
+def test_backend_support_declines_where(tmp_path: Path) -> None:
+    """A Where on the scores is the pattern, but the C kernel applies arithmetic only: the
+    partitioner asks the C backend (support.py) and records its phrase."""
+    model = build(Spec(scale=None))
+    graph = model.graph
+    cond = numpy_helper.from_array(np.tril(np.ones((8, 8), bool)), "cond")
+    fill = numpy_helper.from_array(np.array(-1e4, np.float32), "fill")
+    graph.initializer.extend([cond, fill])
+    where = helper.make_node("Where", ["cond", "s0", "fill"], ["sw"], name="causal")
+    graph.node.insert(2, where)
+    graph.node[3].input[0] = "sw"  # the Softmax
+    path = tmp_path / "where.onnx"
+    onnx.save(model, path)
+    result = compile_model(path, "x86-host")
+    (decision,) = [d for d in result.partition.decisions if d.producer == "softmax"]
+    assert decision.reason == "not_supported_by_target"
+    assert "C backend" in decision.message and "Where" in decision.message
+
+
+def test_arena_drops_by_the_score_matrix(tmp_path: Path) -> None:
+    """On a graph whose peak is the scores, the fused core's plan is lower by at least the
+    (B, H, S, S) scores' bytes, and its scratch row is a planned arena tensor of S floats."""
+    spec = Spec(batch=(1, 2), s=64, d=8, mask="input")
+    path = save(spec, tmp_path)
+    score_bytes = 1 * 2 * 64 * 64 * 4
+    on, off = compile_model(path, "x86-host"), compile_model(path, without_attention("x86-host"))
+    assert not attention_kernels(off.partition)
+    plan_on = plan_memory(on.optimized, on.partition, "greedy")
+    plan_off = plan_memory(off.optimized, off.partition, "greedy")
+    assert plan_off.peak_bytes >= 2 * score_bytes  # scores and probabilities live together
+    assert plan_off.peak_bytes - plan_on.peak_bytes >= score_bytes
+    ring = next(t for t in plan_on.tensors if t.name == RING_PREFIX + "s0")
+    assert ring.size_bytes == 64 * 4 and ring.first == ring.last
+    assert not [t for t in plan_on.tensors if t.name in ("s0", "s1", "s2", "p")]
+    verify_allocation(plan_on)
+
+
+def test_cost_counts_qkv_and_output_only(tmp_path: Path) -> None:
+    spec = Spec(batch=(1, 2), s=16, d=8, mask="input")
+    result = compile_model(save(spec, tmp_path), "x86-host")
+    report = analyze(result, activations_only=True)
+    (cost,) = [k for k in report.after.cost.kernels if k.name.startswith("attention")]
+    qkv = 3 * 2 * 16 * 8 * 4
+    assert cost.activation_bytes_read == qkv + 16 * 4  # Q, K, V and the mask; no scores
+    assert cost.bytes_written == 2 * 16 * 8 * 4
+    assert cost.flops == sum(k.flops for k in report.before.cost.kernels)  # the same arithmetic
+    macs = 2 * (2 * 16 * 16 * 8)  # Q Kt and P V
+    assert cost.macs == macs
+
+
+@needs_gcc
+def test_analyze_and_emitted_c_agree(tmp_path: Path) -> None:
+    result = compile_model(save(Spec(batch=(2, 2), s=24, d=8, mask="input"), tmp_path))
+    emitted = emit_c(result, tmp_path / "c")
+    header = (tmp_path / "c" / "model.h").read_text()
+    after = analyze(result).after
+    assert f"#define OPFUSE_ARENA_BYTES {after.plan.peak_bytes}" in header
+    assert emitted.arena_bytes == after.plan.peak_bytes
+    assert after.plan.offsets[RING_PREFIX + "s0"] >= 0
+
+
+def projected(bias: bool = True) -> onnx.ModelProto:
+    """An encoder's self-attention as torch exports it: projections, Reshape, Transposes (Kt by
+    perm 0,2,3,1), a mask computed from an input, the core, a bias Add the x86-host partition
+    first fuses into the context MatMul (or, without ``bias``, the heads' Transpose right after
+    it), and the output projection."""
+    rng = np.random.default_rng(3)
+    s, heads, dh = 12, 2, 8
+    hidden = heads * dh
+    text = f"""
+    <ir_version: 8, opset_import: ["" : 17]>
+    enc (float[1, {s}, {hidden}] x, float[1, {s}] keep) => (float[1, {s}, {hidden}] y) {{
+        q0 = MatMul(x, wq)
+        k0 = MatMul(x, wk)
+        v0 = MatMul(x, wv)
+        q1 = Reshape(q0, split)
+        k1 = Reshape(k0, split)
+        v1 = Reshape(v0, split)
+        q = Transpose<perm = [0, 2, 1, 3]>(q1)
+        kt = Transpose<perm = [0, 2, 3, 1]>(k1)
+        v = Transpose<perm = [0, 2, 1, 3]>(v1)
+        s0 = MatMul(q, kt)
+        s1 = Mul(s0, scale)
+        m0 = Sub(one, keep)
+        m1 = Mul(m0, big)
+        m2 = Reshape(m1, mshape)
+        s2 = Add(s1, m2)
+        p = Softmax<axis = -1>(s2)
+        c0 = MatMul(p, v)
+        c1 = {"Add(c0, cb)" if bias else "Identity(c0)"}
+        c2 = Transpose<perm = [0, 2, 1, 3]>({"c1" if bias else "c0"})
+        c3 = Reshape(c2, merge)
+        y = MatMul(c3, wo)
+    }}"""
+    model = onnx.parser.parse_model(text)
+    weights = {name: rng.standard_normal((hidden, hidden)).astype(np.float32) * 0.3
+               for name in ("wq", "wk", "wv", "wo")}
+    weights |= {"split": np.array([1, s, heads, dh], np.int64),
+                "merge": np.array([1, s, hidden], np.int64),
+                "mshape": np.array([1, 1, 1, s], np.int64),
+                "scale": np.array(dh ** -0.5, np.float32), "one": np.array(1.0, np.float32),
+                "big": np.array(-1e4, np.float32),
+                "cb": rng.standard_normal(dh).astype(np.float32)}
+    model.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in weights.items())
+    if not bias:  # the Identity only kept the text one graph; c1 is unused
+        keep = [node for node in model.graph.node if node.op_type != "Identity"]
+        del model.graph.node[:]
+        model.graph.node.extend(keep)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@needs_gcc
+@pytest.mark.parametrize("target", ["x86-host", "cortex-m7"])
+def test_heads_transpose_after_the_core_joins_it(target: str, tmp_path: Path) -> None:
+    """O's Transpose (heads back beside the width) is written by the kernel at permuted row
+    offsets: four Transposes in the kernel, which writes the transposed value."""
+    path = tmp_path / "enc.onnx"
+    onnx.save(projected(bias=False), path)
+    result = compile_model(path, target)
+    (kernel,) = attention_kernels(result.partition)
+    assert kernel.ops.count("Transpose") == 4 and kernel.ops[-1] == "Transpose"
+    assert kernel.outputs == ("c2",)
+    feeds = {"x": np.random.default_rng(0).standard_normal((1, 12, 16)).astype(np.float32),
+             "keep": (np.arange(12) < 9).astype(np.float32)[None]}
+    report = validate_c(path, target, inputs=feeds)
+    assert report.ok, report
+    for out in report.outputs:
+        assert out.max_abs_err <= 1e-5 * out.max_ref + 1e-6, out
+
+
+@pytest.mark.parametrize("target", ["x86-host", "cortex-m7"])
+def test_encoder_block_keeps_a_topological_schedule(target: str, tmp_path: Path) -> None:
+    """Transposes of Q, Kt and V join the core (read through permuted strides); the bias Add
+    that had joined the context MatMul stays a kernel of its own, after the core."""
+    path = tmp_path / "enc.onnx"
+    onnx.save(projected(), path)
+    result = compile_model(path, target)
+    part = result.partition
+    (kernel,) = attention_kernels(part)
+    assert kernel.ops.count("Transpose") == 3
+    position = {n: i for i, k in enumerate(part.kernels) for n in k.nodes}
+    written = {o: position[k.nodes[-1]] for k in part.kernels for o in k.outputs}
+    for i, k in enumerate(part.kernels):  # every value a kernel reads was written before it
+        assert all(written.get(v, -1) < i for v in k.inputs), k
+    if shutil.which("gcc") is not None:
+        feeds = {"x": np.random.default_rng(0).standard_normal((1, 12, 16)).astype(np.float32),
+                 "keep": (np.arange(12) < 9).astype(np.float32)[None]}
+        report = validate_c(path, target, inputs=feeds)
+        assert report.ok, report
+        for out in report.outputs:
+            assert out.max_abs_err <= 1e-5 * out.max_ref + 1e-6, out
+
+
+def test_scores_read_twice_by_one_op_decline(tmp_path: Path) -> None:
+    model = build(Spec(scale=None))
+    graph = model.graph
+    graph.node.insert(2, helper.make_node("Mul", ["s0", "s0"], ["sq"], name="square"))
+    graph.node[3].input[0] = "sq"  # the Softmax
+    path = tmp_path / "square.onnx"
+    onnx.save(model, path)
+    result = compile_model(path, "x86-host")
+    assert not attention_kernels(result.partition)
+    (decision,) = [d for d in result.partition.decisions if d.producer == "softmax"]
+    assert decision.reason == "attention_mask" and "more than once" in decision.message
+
+
+@needs_gcc
+def test_large_scores_softmax_subtracts_the_row_max(tmp_path: Path) -> None:
+    """Scores in the thousands overflow expf unless the row's max is subtracted first."""
+    spec = Spec(batch=(1, 2), s=16, d=8, scale="mul")
+    rng = np.random.default_rng(5)
+    feeds = {name: (rng.standard_normal((1, 2, 16, 8)) * 40).astype(np.float32) for name in "qkv"}
+    report = validate_c(save(spec, tmp_path), "x86-host", inputs=feeds)
+    assert report.ok, report
+    for out in report.outputs:
+        assert np.isfinite(out.max_abs_err) and out.max_abs_err <= 1e-5 * out.max_ref + 1e-6, out
+
+
+def test_unknown_size_declines_as_dynamic_shape(tmp_path: Path) -> None:
+    """K made by a custom op nothing describes: the scores' size is unknown, so no scratch row
+    can be sized (the import refuses a dynamic graph input; this is the size nobody states)."""
+    model = build(Spec())
+    graph = model.graph
+    graph.input[1].name = "k_in"
+    graph.node.insert(0, helper.make_node("Foo", ["k_in"], ["k"], name="custom", domain="x.y"))
+    model.opset_import.append(helper.make_opsetid("x.y", 1))
+    del graph.value_info[:]
+    path = tmp_path / "custom.onnx"
+    onnx.save(model, path)
+    result = compile_model(path, "x86-host")
+    assert not attention_kernels(result.partition)
+    (decision,) = [d for d in result.partition.decisions
+                   if (d.producer, d.consumer) == ("softmax", "context")]
+    assert decision.reason == "dynamic_shape", decision
