@@ -60,7 +60,7 @@ class OnnxReference:
     def random_inputs(self, seed: int) -> dict[str, np.ndarray]:
         from opfuse.validation import random_inputs
 
-        return random_inputs(self.session, seed)
+        return random_inputs(self.session, seed, model=self.path)
 
 
 def _np_type(text: str) -> np.dtype:

@@ -41,8 +41,9 @@ def reference(source: str | Path, inputs: Mapping[str, np.ndarray] | None = None
               input_shapes: Mapping[str, tuple[int, ...]] | None = None):
     """(inputs, outputs by name) of onnxruntime on the original model, optimizations disabled."""
     notes: list[str] = []
-    sess = reference_session(_original(source), "original", notes)
-    feeds = dict(inputs) if inputs is not None else random_inputs(sess, seed, input_shapes)
+    original = _original(source)
+    sess = reference_session(original, "original", notes)
+    feeds = dict(inputs) if inputs is not None else random_inputs(sess, seed, input_shapes, original)
     names = [o.name for o in sess.get_outputs()]
     outputs = run_session(sess, feeds, f"{source}")
     return feeds, dict(zip(names, outputs, strict=True)), notes
