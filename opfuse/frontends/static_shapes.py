@@ -50,8 +50,8 @@ def settle_shapes(model: ir.Model, fold: Callable[[ir.Model], None], where: str)
 
 
 def _unsettled(model: ir.Model) -> list[ir.Value]:
-    """Node outputs whose shape is not static, and Shape ops' inputs (a Shape left means a fold
-    is still possible)."""
+    """Node outputs whose shape is not static, and the outputs of Shape ops left (one left over a
+    static input means another fold may remove it)."""
     for value in model.graph.initializers.values():
         if value.const_value is not None and value.shape != value.const_value.shape:
             value.shape = value.const_value.shape  # a folded value keeps its stale dims
