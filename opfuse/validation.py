@@ -261,13 +261,15 @@ def random_inputs(
     seed: int = 0,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     model: ModelArg | None = None,
+    ranges: Mapping[str, IndexRange] | None = None,
 ) -> dict[str, np.ndarray]:
     """Seeded random values for every input of ``sess``: shapes from ``input_shapes`` (the CLI's
     --input-shape) where given, else the model's, a leading symbolic dim bound to 1. With the
-    ``model`` ``sess`` runs, integer inputs stay within what it indexes (opfuse/input_ranges.py)."""
+    ``model`` ``sess`` runs, integer inputs stay within what it indexes (opfuse/input_ranges.py;
+    ``ranges``: those ranges, read before)."""
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
-    spans = index_ranges(model)
+    spans = dict(ranges) if ranges is not None else index_ranges(model)
     for arg in sess.get_inputs():
         if input_shapes and arg.name in input_shapes:
             _put_random(feeds, arg, list(input_shapes[arg.name]), rng, spans.get(arg.name))
