@@ -141,6 +141,7 @@ def validate_c(
     """Compile to C, build with the system compiler, run, and compare with onnxruntime."""
     from opfuse.backends.c import validate_c as _validate_c
     from opfuse.backends.c.int8.requant import is_quantized
+
     result = compile(source, target, input_shape)
     # int8, and any .tflite: against the source's own reference (TFLite Micro / LiteRT / ORT)
     if is_quantized(result.optimized) or str(source).lower().endswith(".tflite"):
@@ -168,6 +169,7 @@ def per_kernel_c(
     import tempfile
 
     from opfuse.backends.c.perkernel import per_kernel
+
     result = compile(source, target, input_shape)
     feeds = read_inputs(inputs, result)
     with tempfile.TemporaryDirectory(prefix="opfuse-kernels-") as tmp:
@@ -188,6 +190,7 @@ def emulate_c(
     onnxruntime; with the ELF's footprint and per-kernel instruction counts (``cascades`` false:
     the C runs layer by layer instead of streaming the partition's cascades)."""
     from opfuse.backends.c.emulate import emulate_c as _emulate_c
+
     result = compile(source, target, input_shape)
     feeds = read_inputs(inputs, result)
     return _emulate_c(result, inputs=feeds, rtol=rtol, atol=atol, timeout_s=timeout_s,
