@@ -69,6 +69,15 @@ def index_ranges(model: onnx.ModelProto | str | Path | None) -> dict[str, IndexR
     return ranges
 
 
+def describe(ranges: dict[str, IndexRange]) -> str | None:
+    """One note saying how the integer inputs were drawn (None when no rule applied)."""
+    if not ranges:
+        return None
+    parts = [f"'{name}' all ones" if (r.low, r.high) == (1, 2) else f"'{name}' in [{r.low}, {r.high})"
+             for name, r in ranges.items()]
+    return "integer inputs drawn within what the model indexes: " + ", ".join(parts)
+
+
 def _uses(name: str, readers: dict[str, list[tuple[onnx.NodeProto, int]]], consts: set[str],
           shapes: dict[str, tuple[int, ...]]) -> tuple[list[int], bool]:
     """(table sizes the value indexes, whether it is used as a mask), following _THROUGH ops."""

@@ -30,7 +30,7 @@ import onnxruntime as ort
 from opfuse.errors import OpfuseError
 from opfuse.frontends.limits import refuse, tensor_bytes
 from opfuse.given_inputs import check_inputs, specs_of_session
-from opfuse.input_ranges import IndexRange, index_ranges
+from opfuse.input_ranges import IndexRange, describe, index_ranges
 from opfuse.safe_text import for_terminal
 
 ModelArg = onnx.ModelProto | str | Path
@@ -80,8 +80,10 @@ def validate(
     ref_sess = reference_session(original, "original", notes)
     opt_sess = reference_session(optimized, "optimized", notes)
     if inputs is None:
-        feeds = random_inputs(ref_sess, seed, input_shapes, original)
+        spans = index_ranges(original)
+        feeds = random_inputs(ref_sess, seed, input_shapes, ranges=spans)
         source = f"random (seed {seed})"
+        notes.extend(filter(None, [describe(spans)]))
     elif isinstance(inputs, str | Path):
         feeds = _npz_inputs(Path(inputs), ref_sess)
         source = str(inputs)

@@ -99,6 +99,8 @@ def test_validate_and_compile_check_pass_on_the_bert_like_graph(run_cli, tmp_pat
     code, out, err = run_cli("compile", str(path), "-o", str(tmp_path / "out.onnx"), "--check")
     assert code == 0, err
     assert "result: match" in out
+    assert ("'input_ids' in [0, 30), 'attention_mask' all ones, 'token_type_ids' in [0, 2)"
+            in out)  # the report says how it drew them
     code, out, err = run_cli("validate", str(path), str(tmp_path / "out.onnx"))
     assert code == 0, err
     assert "result: match" in out
