@@ -50,6 +50,7 @@ __all__ = [
     "list_models",
     "list_targets",
     "load",
+    "read_inputs",
     "save",
     "using_limits",
     "validate",
@@ -140,7 +141,6 @@ def validate_c(
     """Compile to C, build with the system compiler, run, and compare with onnxruntime."""
     from opfuse.backends.c import validate_c as _validate_c
     from opfuse.backends.c.int8.requant import is_quantized
-    from opfuse.validation import read_npz
 
     result = compile(source, target, input_shape)
     # int8, and any .tflite: against the source's own reference (TFLite Micro / LiteRT / ORT)
@@ -148,7 +148,7 @@ def validate_c(
         from opfuse.backends.c.check_int8 import validate_c_int8
 
         return validate_c_int8(result, fuse=fuse, cascades=cascades)
-    feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
+    feeds = read_inputs(inputs, result)
     if frontend_for(source).name != "onnx":  # a float .tflite: LiteRT is the reference
         from opfuse.validate_tflite import validate_c_against_source
 
@@ -169,10 +169,9 @@ def per_kernel_c(
     import tempfile
 
     from opfuse.backends.c.perkernel import per_kernel
-    from opfuse.validation import read_npz
 
     result = compile(source, target, input_shape)
-    feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
+    feeds = read_inputs(inputs, result)
     with tempfile.TemporaryDirectory(prefix="opfuse-kernels-") as tmp:
         return per_kernel(result, Path(tmp) / "model", feeds, rtol=rtol, atol=atol)
 
@@ -191,12 +190,26 @@ def emulate_c(
     onnxruntime; with the ELF's footprint and per-kernel instruction counts (``cascades`` false:
     the C runs layer by layer instead of streaming the partition's cascades)."""
     from opfuse.backends.c.emulate import emulate_c as _emulate_c
-    from opfuse.validation import read_npz
 
     result = compile(source, target, input_shape)
-    feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
+    feeds = read_inputs(inputs, result)
     return _emulate_c(result, inputs=feeds, rtol=rtol, atol=atol, timeout_s=timeout_s,
                       cascades=cascades)
+
+
+def read_inputs(inputs: str | Path | Mapping[str, np.ndarray] | None,
+                 result: CompileResult) -> Mapping[str, np.ndarray] | None:
+    """An .npz path read and held to the compiled model's inputs (opfuse/given_inputs.py): the C
+    is built for their static shapes. Arrays given as a mapping are returned as they are."""
+    from opfuse.given_inputs import check_inputs, specs_of_model
+    from opfuse.validation import read_npz
+
+    if not isinstance(inputs, str | Path):
+        return inputs
+    arrays = read_npz(inputs)
+    if frontend_for(result.source).name != "onnx":
+        return arrays  # a .tflite's inputs are its reference's to check
+    return check_inputs(arrays, specs_of_model(result.optimized), str(inputs))
 
 
 def bench(source: str | Path, target: str | Target = DEFAULT_TARGET, repeats: int = 20) -> dict:

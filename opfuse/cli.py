@@ -79,6 +79,8 @@ def cli() -> None:
               "through the partition's cascades.")
 @click.option("--ort", is_flag=True, help="Emit com.microsoft FusedConv/FusedGemm for onnxruntime.")
 @click.option("--check", is_flag=True, help="Run the original and the output and compare.")
+@click.option("--inputs", type=click.Path(dir_okay=False), help="With --check: .npz file of "
+              "named inputs (default: seeded random, integer inputs within what the model indexes).")
 @click.option("--prefix", default="opfuse", show_default=True, help="With --emit c: the name of "
               "every exported symbol (NAME_model_invoke, NAME_ARENA_BYTES...), so several models "
               "link into one program.")
@@ -97,6 +99,7 @@ def compile_cmd(
     prefix: str = "opfuse",
     force: bool = False,
     no_cascades: bool = False,
+    inputs: str | None = None,
 ) -> None:
     """Canonicalize and fuse MODEL (a path or a built-in name) for a target; write ONNX or C."""
     if emit_kind == "c" and ort:
@@ -109,9 +112,12 @@ def compile_cmd(
         raise OpfuseError("--prefix applies to --emit c only")
     if emit_kind == "onnx" and force:
         raise OpfuseError("--force applies to --emit c only")
+    if inputs and not check:
+        raise OpfuseError("--inputs gives the values --check runs on: use it with --check")
     _refuse_input(model, output)
     with console.progress(f"compiling {model} for {target}"):
         result = api.compile(model, target=target, input_shape=input_shape)
+        feeds = api.read_inputs(inputs, result)  # a bad file fails before anything is written
         if emit_kind == "c":
             emitted = api.emit_c(result, output, fuse=not no_fuse, cascades=not no_cascades,
                                  prefix=prefix, force=force)
@@ -131,9 +137,9 @@ def compile_cmd(
                               else "building the C and running it beside onnxruntime"):
             if emit_kind == "c":
                 report = api.validate_c(model, target, fuse=not no_fuse, input_shape=input_shape,
-                                        cascades=not no_cascades)
+                                        cascades=not no_cascades, inputs=feeds)
             else:
-                report = api.validate(model, proto, input_shape=input_shape)
+                report = api.validate(model, proto, input_shape=input_shape, inputs=feeds)
         console.print_validation(report)
         if not report.ok:
             sys.exit(1)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import onnx_ir as ir
 
+from opfuse.op_norms import group_norm_flops, instance_norm_flops, layer_norm_flops, rms_norm_flops
+
 
 class OpKind(enum.IntEnum):
     """Ordered as TVM orders them: a larger kind is harder to fuse into."""
@@ -145,7 +147,7 @@ OPS: dict[str, OpInfo] = {
     "HardSwish": _ew(4),
     "Elu": _ew(4),
     "Erf": _ew(8),
-    "Gelu": _ew(10),
+    "Gelu": _ew(12),  # 0.5 x (1 + erf(x / sqrt 2)): Div, Erf (8), Add, Mul, Mul, as decomposed
     "Neg": _ew(1),
     "Abs": _ew(1),
     "Sqrt": _ew(4),
@@ -153,6 +155,10 @@ OPS: dict[str, OpInfo] = {
     "Log": _ew(4),
     "Reciprocal": _ew(1),
     "Softplus": _ew(5),
+    "Sin": _ew(4),
+    "Cos": _ew(4),
+    "Not": OpInfo(OpKind.ELEMWISE, flops_per_elem=1),
+    "IsNaN": OpInfo(OpKind.ELEMWISE, flops_per_elem=1),
     # binary (broadcasting) arithmetic
     "Add": _bin(),
     "Sub": _bin(),
@@ -162,6 +168,15 @@ OPS: dict[str, OpInfo] = {
     "Min": _bin(),
     "Pow": _bin(4),
     "Sum": _bin(),
+    # selection and comparisons: one operation per output element (a bool output for the tests)
+    "Where": OpInfo(OpKind.BROADCAST, flops_per_elem=1, inplace=True),
+    "Equal": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
+    "Less": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
+    "Greater": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
+    "LessOrEqual": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
+    "GreaterOrEqual": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
+    "And": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
+    "Or": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
     # reductions and pools
     "MaxPool": _pool(),
     "AveragePool": _pool(),
@@ -172,7 +187,11 @@ OPS: dict[str, OpInfo] = {
     "ReduceMax": _reduce(),
     "ReduceMin": _reduce(),
     "Softmax": OpInfo(OpKind.REDUCE, extra_flops=lambda n: 5 * _out(n)),
-    "LayerNormalization": OpInfo(OpKind.REDUCE, extra_flops=lambda n: 8 * _out(n)),
+    # normalizations: FLOPs over the spec's function bodies (opfuse/op_norms.py)
+    "LayerNormalization": OpInfo(OpKind.REDUCE, extra_flops=layer_norm_flops),
+    "InstanceNormalization": OpInfo(OpKind.REDUCE, extra_flops=instance_norm_flops),
+    "GroupNormalization": OpInfo(OpKind.REDUCE, extra_flops=group_norm_flops),
+    "RMSNormalization": OpInfo(OpKind.REDUCE, extra_flops=rms_norm_flops),
     # injective: data movement only
     "Reshape": _inj(),
     "Flatten": _inj(),
@@ -189,6 +208,7 @@ OPS: dict[str, OpInfo] = {
     "Resize": OpInfo(OpKind.INJECTIVE, extra_flops=lambda n: 4 * _out(n)),
     "Gather": _inj(),
     "Expand": _inj(),
+    "Range": OpInfo(OpKind.INJECTIVE, flops_per_elem=2),  # output[i] = start + i * delta (spec)
     "Shape": _inj(),
     # float <-> int8 conversions kept at a quantized graph's boundaries (docs/architecture.md)
     "QuantizeLinear": OpInfo(OpKind.ELEMWISE, flops_per_elem=2),

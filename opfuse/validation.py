@@ -2,7 +2,8 @@
 
 Both run on the CPU provider with graph optimizations disabled, so onnxruntime's own fusions do not
 blur the comparison (com.microsoft ops such as FusedConv still run). Inputs are seeded random
-(normal float32 for float inputs, integers in [0, 10) for int inputs, booleans for bool) built from
+(normal float32 for float inputs, integers in [0, 10) for int inputs, booleans for bool; an integer
+input a Gather reads as indices within its table, a mask all ones: opfuse/input_ranges.py) built from
 the ORIGINAL model's inputs, a leading symbolic dim bound to 1; or they are read from an ``.npz``.
 
 Per output, with ``ref`` the original's output and ``out`` the optimized one's:
@@ -28,6 +29,8 @@ import onnxruntime as ort
 
 from opfuse.errors import OpfuseError
 from opfuse.frontends.limits import refuse, tensor_bytes
+from opfuse.given_inputs import check_inputs, specs_of_session
+from opfuse.input_ranges import IndexRange, describe, index_ranges
 from opfuse.safe_text import for_terminal
 
 ModelArg = onnx.ModelProto | str | Path
@@ -77,8 +80,10 @@ def validate(
     ref_sess = reference_session(original, "original", notes)
     opt_sess = reference_session(optimized, "optimized", notes)
     if inputs is None:
-        feeds = random_inputs(ref_sess, seed, input_shapes)
+        spans = index_ranges(original)
+        feeds = random_inputs(ref_sess, seed, input_shapes, ranges=spans)
         source = f"random (seed {seed})"
+        notes.extend(filter(None, [describe(spans)]))
     elif isinstance(inputs, str | Path):
         feeds = _npz_inputs(Path(inputs), ref_sess)
         source = str(inputs)
@@ -257,14 +262,19 @@ def random_inputs(
     sess: ort.InferenceSession,
     seed: int = 0,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    model: ModelArg | None = None,
+    ranges: Mapping[str, IndexRange] | None = None,
 ) -> dict[str, np.ndarray]:
     """Seeded random values for every input of ``sess``: shapes from ``input_shapes`` (the CLI's
-    --input-shape) where given, else the model's, a leading symbolic dim bound to 1."""
+    --input-shape) where given, else the model's, a leading symbolic dim bound to 1. With the
+    ``model`` ``sess`` runs, integer inputs stay within what it indexes (opfuse/input_ranges.py;
+    ``ranges``: those ranges, read before)."""
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
+    spans = dict(ranges) if ranges is not None else index_ranges(model)
     for arg in sess.get_inputs():
         if input_shapes and arg.name in input_shapes:
-            _put_random(feeds, arg, list(input_shapes[arg.name]), rng)
+            _put_random(feeds, arg, list(input_shapes[arg.name]), rng, spans.get(arg.name))
             continue
         shape = []
         for axis, dim in enumerate(arg.shape):
@@ -277,16 +287,17 @@ def random_inputs(
                     f"input '{arg.name}' dim {axis} ('{dim}') is symbolic; bind it with "
                     "--input-shape or give input values with --inputs FILE.npz"
                 )
-        _put_random(feeds, arg, shape, rng)
+        _put_random(feeds, arg, shape, rng, spans.get(arg.name))
     return feeds
 
 
-def _put_random(
-    feeds: dict[str, np.ndarray], arg: ort.NodeArg, shape: list[int], rng: np.random.Generator
-) -> None:
+def _put_random(feeds: dict[str, np.ndarray], arg: ort.NodeArg, shape: list[int],
+                rng: np.random.Generator, span: IndexRange | None = None) -> None:
     dtype = _dtype(arg)
     refuse(f"input '{arg.name}' {shape}", tensor_bytes(shape, dtype.itemsize), "activation")
-    if dtype.kind == "f":
+    if span is not None and dtype.kind in "iub":
+        feeds[arg.name] = rng.integers(span.low, span.high, size=shape).astype(dtype)
+    elif dtype.kind == "f":
         feeds[arg.name] = rng.standard_normal(shape).astype(dtype)
     elif dtype.kind == "b":
         feeds[arg.name] = rng.integers(0, 2, size=shape).astype(dtype)
@@ -312,18 +323,7 @@ def _npz_inputs(path: Path, sess: ort.InferenceSession) -> dict[str, np.ndarray]
 def _given_inputs(
     arrays: dict[str, np.ndarray], sess: ort.InferenceSession, where: str
 ) -> dict[str, np.ndarray]:
-    missing = [arg.name for arg in sess.get_inputs() if arg.name not in arrays]
-    if missing:
-        have = ", ".join(sorted(arrays)) or "none"
-        raise OpfuseError(f"{where}: no values for input(s) {', '.join(missing)} (it has: {have})")
-    feeds = {}
-    for arg in sess.get_inputs():
-        value = np.asarray(arrays[arg.name])
-        want = _dtype(arg)
-        if value.dtype != want and value.dtype.kind in "fiub" and want.kind == value.dtype.kind:
-            value = value.astype(want)  # float64 arrays from numpy defaults, int32 vs int64
-        feeds[arg.name] = value
-    return feeds
+    return check_inputs(arrays, specs_of_session(sess.get_inputs(), _dtype), where)
 
 
 def run_session(sess: ort.InferenceSession, feeds: dict[str, np.ndarray], label: str,

@@ -25,6 +25,7 @@ from opfuse.frontends.proto_check import check_proto
 from opfuse.frontends.qdq import fold_qdq
 from opfuse.frontends.qoperator import has_qoperators, qoperator_to_qdq
 from opfuse.frontends.size_check import check_sizes, guard_fold, value_shapes
+from opfuse.frontends.static_shapes import settle_shapes
 from opfuse.frontends.value_info import (
     bind_value_shapes,
     clear_nonpositive_dims,
@@ -91,6 +92,17 @@ def import_proto(
         raise OpfuseError(f"{path}: cannot read graph: {_first_line(exc)}") from None
     RemoveInitializersFromInputsPass()(model)
     LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
+    _fold(model, str(path))
+    settle_shapes(model, lambda m: _fold(m, str(path)), str(path))  # sizes behind Shape subgraphs
+    fold_qdq(model)  # after shape inference: the folded graph (Conv on int8) is not valid ONNX
+    model.ir_version = max(model.ir_version or 0, MIN_IR_VERSION)
+    NameFixPass()(model)
+    require_static(model, str(path), allow_unknown=True)  # opaque ops may have unknown sizes
+    verify(model, "import")
+    return model
+
+
+def _fold(model: ir.Model, where: str) -> None:
     onnxscript.optimizer.fold_constants(
         model,
         input_size_limit=_FOLD_LIMIT,
@@ -99,16 +111,10 @@ def import_proto(
         # real initializer for BatchNorm folding and weight accounting, so fold it. (Its folder
         # also forwards Identity and inference Dropout, as every runtime's loader does: no
         # runtime runs them as kernels, so "before" does not count them either.)
-        should_fold=lambda node: _should_fold(node, str(path)),
+        should_fold=lambda node: _should_fold(node, where),
     )
     _constants_to_initializers(model)
     onnxscript.optimizer.remove_unused_nodes(model)
-    fold_qdq(model)  # after shape inference: the folded graph (Conv on int8) is not valid ONNX
-    model.ir_version = max(model.ir_version or 0, MIN_IR_VERSION)
-    NameFixPass()(model)
-    require_static(model, str(path), allow_unknown=True)  # opaque ops may have unknown sizes
-    verify(model, "import")
-    return model
 
 
 def _should_fold(node: ir.Node, where: str) -> bool | None:

@@ -41,6 +41,7 @@ class OnnxReference:
 
         self.path = path
         self.session = reference_session(path, "original", [])
+        self._ranges: dict | None = None  # integer inputs' ranges (opfuse/input_ranges.py)
         self.inputs = tuple(
             TensorSpec(a.name, tuple(d if isinstance(d, int) else 1 for d in a.shape),
                        _np_type(a.type), None)
@@ -60,7 +61,11 @@ class OnnxReference:
     def random_inputs(self, seed: int) -> dict[str, np.ndarray]:
         from opfuse.validation import random_inputs
 
-        return random_inputs(self.session, seed)
+        if self._ranges is None:  # read once: int8 validation draws up to 100 trials
+            from opfuse.input_ranges import index_ranges
+
+            self._ranges = index_ranges(self.path)
+        return random_inputs(self.session, seed, ranges=self._ranges)
 
 
 def _np_type(text: str) -> np.dtype:

@@ -6,7 +6,9 @@ names the node; every value is also bounded by the ``extent`` limit (opfuse/fron
 For a spatial axis of input size ``n``, pads ``b`` and ``e`` and kernel extent
 ``(k - 1) * d + 1``: ``stride >= 1``, ``dilation >= 1``, ``0 <= pad``,
 ``kernel extent <= n + b + e`` (the ONNX operator spec's output size,
-``floor((n + b + e - extent) / stride) + 1``, is then >= 1), and for Conv ``group`` divides the
+``floor((n + b + e - extent) / stride) + 1``, is then >= 1; a pool with ``ceil_mode`` rounds up,
+so its one window may overhang the input by up to ``stride - 1``: EfficientNet's pooler in
+``transformers`` is ``AvgPool2d(1280, ceil_mode=True)`` on a 7x7 map), and for Conv ``group`` divides the
 input channels and the filters, with ``weight.shape[1] * group`` the input channels. A stride
 larger than the padded input is valid ONNX (the output is one element along that axis: ResNet's
 1x1 stride-2 shortcut on a 1x1 map, with a small ``--input-shape``), so only the extent limit
@@ -54,12 +56,13 @@ def _check_axes(at: str, spatial: tuple[int, ...], kernel: list[int], node: onnx
     if transposed or len(spatial) != rank or len(strides) != rank or len(pads) != 2 * rank:
         return  # a transposed window grows its input; inference and the extent bound suffice
     auto = next((a.s.decode() for a in node.attribute if a.name == "auto_pad"), "NOTSET")
+    ceil = (_ints(node, "ceil_mode") or [0])[0] == 1
     for axis, n in enumerate(spatial):
         padded = n + (pads[axis] + pads[axis + rank] if auto in ("NOTSET", "VALID") else 0)
         extent = (kernel[axis] - 1) * dilations[axis] + 1
         if auto.startswith("SAME"):
             continue
-        if extent > padded:
+        if extent > padded and not (ceil and extent < padded + strides[axis]):
             raise OpfuseError(f"{at}: kernel extent {extent} on spatial axis {axis} is larger "
                               f"than the padded input ({padded})")
 

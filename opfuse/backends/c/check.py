@@ -13,6 +13,7 @@ import onnxruntime as ort
 from opfuse.backends.c.emit import emit_c
 from opfuse.backends.c.runner import CModel, build_shared
 from opfuse.frontends.registry import frontend_for
+from opfuse.input_ranges import describe, index_ranges
 from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, read, source_proto
 from opfuse.runtime import block_timings, one_thread_session
 from opfuse.safe_text import for_terminal
@@ -41,8 +42,14 @@ def reference(source: str | Path, inputs: Mapping[str, np.ndarray] | None = None
               input_shapes: Mapping[str, tuple[int, ...]] | None = None):
     """(inputs, outputs by name) of onnxruntime on the original model, optimizations disabled."""
     notes: list[str] = []
-    sess = reference_session(_original(source), "original", notes)
-    feeds = dict(inputs) if inputs is not None else random_inputs(sess, seed, input_shapes)
+    original = _original(source)
+    sess = reference_session(original, "original", notes)
+    if inputs is None:
+        spans = index_ranges(original)
+        feeds = random_inputs(sess, seed, input_shapes, ranges=spans)
+        notes.extend(filter(None, [describe(spans)]))
+    else:
+        feeds = dict(inputs)
     names = [o.name for o in sess.get_outputs()]
     outputs = run_session(sess, feeds, f"{source}")
     return feeds, dict(zip(names, outputs, strict=True)), notes
