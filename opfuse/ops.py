@@ -173,6 +173,7 @@ OPS: dict[str, OpInfo] = {
     "ReduceMin": _reduce(),
     "Softmax": OpInfo(OpKind.REDUCE, extra_flops=lambda n: 5 * _out(n)),
     "LayerNormalization": OpInfo(OpKind.REDUCE, extra_flops=lambda n: 8 * _out(n)),
+    "RMSNormalization": OpInfo(OpKind.REDUCE, extra_flops=lambda n: 5 * _out(n)),
     # injective: data movement only
     "Reshape": _inj(),
     "Flatten": _inj(),
