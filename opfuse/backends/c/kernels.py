@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-from opfuse.backends.c import layout, norms
+from opfuse.backends.c import layout, norms, norms_add
 from opfuse.backends.c.cgen import CWriter, collapse, contiguous, dims, offset_expr, who
 from opfuse.backends.c.conv import emit_conv
 from opfuse.backends.c.convt import emit_conv_transpose
@@ -41,6 +41,7 @@ SINGLE: dict[str, Single] = {
     "Pad": layout.emit_pad,
     "Resize": layout.emit_resize,
     "LayerNormalization": norms.emit_layernorm,
+    "RMSNormalization": norms_add.emit_rmsnorm,
     **{op: norms.emit_reduce for op in norms.REDUCE_OPS},
 }
 
@@ -126,6 +127,9 @@ def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset
         return
     if op in POOL_OPS:
         emit_pool_kernel(w, members, params)
+        return
+    if norms_add.is_add_norm(members):  # the residual Add + its norm, storing the sum too
+        norms_add.emit_add_norm(w, members, params)
         return
     if op in EPILOGUE_OPS:
         emit_elementwise(w, members, params)

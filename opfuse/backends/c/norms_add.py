@@ -1,0 +1,136 @@
+"""Row normalisations over the last axis: RMSNormalization, and Add + LayerNorm / RMSNorm that
+also stores the sum (docs/architecture.md, "Transformer fusions"; the fusion is
+``fusion/transformer.py``).
+
+Per row ``r`` of ``n`` elements (the last axis):
+
+    RMSNorm:    y_r = x_r / sqrt(sum(x_r^2) / n + eps) * scale
+    LayerNorm:  y_r = (x_r - mu) / sqrt(sum((x_r - mu)^2) / n + eps) * scale + bias,
+                mu = sum(x_r) / n   (two passes, as ``norms.emit_layernorm``)
+    with sum:   s_r = a_r + b_r is stored first (a kernel output the next residual reads), then
+                normalised as x_r = s_r while the row is still in cache: s is written once and
+                never read back from memory by a second kernel.
+
+The sums use ``norms._sum8`` (8 partial sums, vectorisable without -ffast-math).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import onnx_ir as ir
+
+from opfuse.backends.c.cgen import CWriter, attr, dims, flit, who
+from opfuse.backends.c.norms import _sum8
+from opfuse.backends.c.tensors import Params
+from opfuse.errors import OpfuseError
+
+NORMS = frozenset({"LayerNormalization", "RMSNormalization"})
+
+
+def is_add_norm(members: Sequence[ir.Node]) -> bool:
+    """``[Add, LayerNormalization | RMSNormalization]``, the norm reading the Add's sum."""
+    return (
+        len(members) == 2
+        and members[0].op_type == "Add"
+        and members[1].op_type in NORMS
+        and all(m.domain in ("", "ai.onnx") for m in members)
+        and members[1].inputs[0] is members[0].outputs[0]
+    )
+
+
+def why_not_add_norm(members: Sequence[ir.Node]) -> str | None:
+    """None when ``emit_add_norm`` writes this kernel, else why not (``support.py``)."""
+    add, norm = members
+    shape = add.outputs[0].shape
+    if shape is None or any(i is None or i.shape != shape for i in add.inputs):
+        return "an Add + norm whose Add broadcasts"
+    rank = len(shape)
+    if rank == 0 or int(attr(norm, "axis", -1)) % rank != rank - 1:
+        return f"a {norm.op_type} over more than the last axis after an Add"
+    return None
+
+
+def _row_operands(node: ir.Node, params: Params, n: int) -> list[str | None]:
+    """``scale`` and (LayerNorm) ``bias`` as per-element expressions of ``i``."""
+    found: list[str | None] = []
+    count = 3 if node.op_type == "LayerNormalization" else 2
+    for i in range(1, count):
+        value = node.inputs[i] if len(node.inputs) > i else None
+        if value is None:
+            found.append(None)
+            continue
+        size = math.prod(dims(value, node))
+        if size not in (1, n):
+            raise OpfuseError(f"C backend: {who(node)}: scale/bias must cover the normalized dims")
+        ptr = params.inp(value, node)
+        found.append(f"{ptr}[0]" if size == 1 else f"{ptr}[i]")
+    return found
+
+
+def _check_outputs(node: ir.Node) -> None:
+    for extra in node.outputs[1:]:
+        if extra is not None and extra.name and (extra.consumers() or extra.is_graph_output()):
+            raise OpfuseError(f"C backend: {who(node)}: its Mean/InvStdDev outputs are not emitted")
+
+
+def _normalise_row(w: CWriter, node: ir.Node, params: Params, n: int) -> None:
+    """``yr[i]`` from ``xr[i]``, i < n (both pointers declared by the caller)."""
+    ops = _row_operands(node, params, n)
+    eps = flit(attr(node, "epsilon", 1e-5))
+    scale = f" * {ops[0]}" if ops[0] else ""
+    w.open("")
+    if node.op_type == "RMSNormalization":
+        _sum8(w, "sq", n, "xr[@] * xr[@]")
+        w(f"const float rstd = 1.0f / sqrtf(sq * {flit(1.0 / n)} + {eps});")
+        w(f"for (int i = 0; i < {n}; ++i) yr[i] = xr[i] * rstd{scale};")
+        w.close()
+        return
+    _sum8(w, "sum", n, "xr[@]")
+    w(f"const float mean = sum * {flit(1.0 / n)};")
+    w.open("")
+    _sum8(w, "sq", n, "(xr[@] - mean) * (xr[@] - mean)")
+    w(f"const float rstd = 1.0f / sqrtf(sq * {flit(1.0 / n)} + {eps});")
+    bias = f" + {ops[1]}" if len(ops) > 1 and ops[1] else ""
+    w(f"for (int i = 0; i < {n}; ++i) yr[i] = (xr[i] - mean) * rstd{scale}{bias};")
+    w.close()
+    w.close()
+
+
+def _rows(node: ir.Node) -> tuple[int, int]:
+    xs = dims(node.inputs[0], node)
+    axis = int(attr(node, "axis", -1)) % len(xs)
+    return math.prod(xs[:axis]), math.prod(xs[axis:])
+
+
+def emit_rmsnorm(w: CWriter, node: ir.Node, params: Params) -> None:
+    """One RMSNormalization (opset 23: normalised over the dims from ``axis`` on)."""
+    _check_outputs(node)
+    outer, n = _rows(node)
+    x, y = params.inp(node.inputs[0], node), params.out(node.outputs[0], node)
+    w.open(f"for (int o = 0; o < {outer}; ++o)")
+    w(f"const float *xr = {x} + o*{n};")
+    w(f"float *yr = {y} + o*{n};")
+    _normalise_row(w, node, params, n)
+    w.close()
+
+
+def emit_add_norm(w: CWriter, members: list[ir.Node], params: Params) -> None:
+    """s = a + b (stored), y = norm(s), one row at a time."""
+    add, norm = members
+    why = why_not_add_norm(members)
+    if why is not None:
+        raise OpfuseError(f"C backend: {who(norm)}: {why}")
+    _check_outputs(norm)
+    outer, n = _rows(norm)
+    a, b = (params.inp(v, add) for v in add.inputs)
+    s, y = params.out(add.outputs[0], add), params.out(norm.outputs[0], norm)
+    w.open(f"for (int o = 0; o < {outer}; ++o)")
+    w(f"const float *ar = {a} + o*{n}, *br = {b} + o*{n};")
+    w(f"float *sr = {s} + o*{n};")
+    w(f"for (int i = 0; i < {n}; ++i) sr[i] = ar[i] + br[i];")
+    w("const float *xr = sr;")
+    w(f"float *yr = {y} + o*{n};")
+    _normalise_row(w, norm, params, n)
+    w.close()
