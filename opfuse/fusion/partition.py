@@ -129,7 +129,7 @@ def _check(
     # transformer fusions (``transformer.py``): Add + norm storing the sum, a Linear's bias
     with_sum = norm_with_sum(p, v, x, group, index)
     if with_sum is not False:
-        return with_sum or check_backend(v, group, target, support)
+        return with_sum or check_backend(v, group, target, support) or check_length(v, group, target)
     bias = takes_bias(group, v, x, target)
     return (
         check_structure(p, v, x, group, target.name)

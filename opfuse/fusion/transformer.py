@@ -20,12 +20,15 @@ is never stored.
 so ``s`` has two readers and the edge Add -> norm is refused with ``multiple_consumers``. One
 kernel may compute ``s`` row by row, store it (a second, graph-visible output, as onnxruntime's
 SkipLayerNormalization's optional fourth output does) and normalise the row in the same pass: s is
-written once and never read back by the norm. Allowed when the Add is a standalone elementwise
-kernel of its own (an Add that already joined an anchor's output stage stays there: that kernel
-stores s anyway), ``a`` and ``b`` have s's shape, the norm normalises the last axis only (so a row
-of s is complete when it is normalised) and every other reader of s comes after the norm in the
-schedule (so the kernel, placed at its tip, still precedes them: the partitioner's no-cycle
-argument holds with the tip replaced by the last member any outside reader waits for).
+written once and never read back by the norm. Allowed on every target when the Add ends a
+standalone elementwise kernel (BERT's embedding sums are a chain of two Adds; a post-norm block's
+sum has no other reader and is not stored at all); an Add that already joined an anchor's output
+stage (a residual add on x86-host) stays there, since that kernel stores s anyway and the norm
+then reads it once. The norm must normalise the last axis only (a row of s is complete when it is
+normalised), and every other reader of s must come after the norm in the schedule: the kernel,
+placed at its tip, then still precedes them, so the partitioner's no-cycle argument holds with
+"no member but the tip is read from outside" relaxed to "read only by nodes after the tip".
+The norm closes its kernel (``rules.next_stage``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from collections.abc import Sequence
 import onnx_ir as ir
 
 from opfuse.fusion.rules import ELEMWISE, Group, Refusal, is_constant
+from opfuse.ops import OpKind, kind
 from opfuse.quant import get_quant
 from opfuse.targets import Target
 
@@ -83,26 +87,32 @@ def bias_members(nodes: Sequence[ir.Node]) -> int:
 def norm_with_sum(
     p: ir.Node, v: ir.Node, x: ir.Value, group: Group, index: dict[int, int]
 ) -> Refusal | None | bool:
-    """Whether the norm ``v`` joins the standalone Add ``p`` whose sum ``x`` has other readers.
+    """Whether the norm ``v`` joins the standalone elementwise kernel ``group`` ending in ``p``
+    (the residual Add), storing the sum ``x`` as a second output when others read it.
 
     False: not this case (the ordinary rules decide). None: it joins. A Refusal: the case, declined
     with the reason a person should read.
     """
-    if v.op_type not in NORM_OPS or p.op_type != "Add" or v.domain not in ("", "ai.onnx"):
+    if v.op_type not in NORM_OPS or v.domain not in ("", "ai.onnx") or v.inputs[0] is not x:
         return False
+    if get_quant(x) is not None or kind(p) not in (OpKind.ELEMWISE, OpKind.BROADCAST):
+        return False  # int8: requantized between the two; after an anchor: the ordinary rules
     others = [r for r in x.consumers() if r is not v]
-    if not others or v.inputs[0] is not x or get_quant(x) is not None:
-        return False  # one reader: the ordinary rules; int8: requantized between the two
-    head = f"{v.op_type} cannot join {group.label} with the sum as a second output"
-    if group.stage != ELEMWISE or group.nodes != [p]:
+    head = f"{v.op_type} cannot join {group.label}" + (
+        " with the sum as a second output" if others else ""
+    )
+    if group.stage != ELEMWISE or group.nodes[-1] is not p:
+        if not others:
+            return False
         return Refusal(
             "multiple_consumers",
-            f"{head}: '{x.name}' is read by {len(x.consumers())} nodes and its Add already joined "
-            f"the {group.label} kernel, which stores it",
+            f"{head}: '{x.name}' is read by {len(x.consumers())} nodes and its {p.op_type} "
+            f"already joined the {group.label} kernel, which stores it",
         )
     shape = _dims(x)
-    if shape is None or any(_dims(i) != shape for i in p.inputs):
-        return Refusal("not_supported_by_target", f"{head}: the Add broadcasts an operand")
+    if not shape or len(shape) < 2:
+        return Refusal("dynamic_shape" if shape is None else "not_supported_by_target",
+                       f"{head}: '{x.name}' has no static shape of rank 2 or more")
     axis = v.attributes.get("axis")
     if axis is not None and axis.as_int() % len(shape) != len(shape) - 1:
         return Refusal(

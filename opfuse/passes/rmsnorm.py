@@ -56,9 +56,9 @@ class RMSNormFusion(pattern.RewriteRuleClassBase):
         if x.dtype is None or not x.dtype.is_floating_point() or x.shape is None:
             return result.fail(f"{x.name}: not a float tensor of known rank")
         rank = len(x.shape)
-        if self._square == "pow" and not is_singleton_value(two, 2.0):
+        if self._square == "pow" and not is_singleton_value(two, 2.0, rtol=1e-6):
             return result.fail("the exponent is not 2")
-        if self._divide == "one_over" and not is_singleton_value(one, 1.0):
+        if self._divide == "one_over" and not is_singleton_value(one, 1.0, rtol=1e-6):
             return result.fail("the numerator is not 1")
         why = _last_axis_mean(mean.producer(), axes, rank)
         if why:

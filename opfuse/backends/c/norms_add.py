@@ -7,9 +7,10 @@ Per row ``r`` of ``n`` elements (the last axis):
     RMSNorm:    y_r = x_r / sqrt(sum(x_r^2) / n + eps) * scale
     LayerNorm:  y_r = (x_r - mu) / sqrt(sum((x_r - mu)^2) / n + eps) * scale + bias,
                 mu = sum(x_r) / n   (two passes, as ``norms.emit_layernorm``)
-    with sum:   s_r = a_r + b_r is stored first (a kernel output the next residual reads), then
-                normalised as x_r = s_r while the row is still in cache: s is written once and
-                never read back from memory by a second kernel.
+    with sum:   s_r = a_r + b_r (or any elementwise chain: BERT's embedding sums) is computed
+                into the row, stored when the next residual reads it (a second kernel output) or
+                kept in a stack row of n floats when not, then normalised as x_r = s_r while the
+                row is still in cache: s is written once and never read back by a second kernel.
 
 The sums use ``norms._sum8`` (8 partial sums, vectorisable without -ffast-math).
 """
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, attr, dims, flit, who
+from opfuse.backends.c.epilogue import EPILOGUE_OPS, build_chain, emit_apply
 from opfuse.backends.c.norms import _sum8
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
@@ -30,25 +32,27 @@ NORMS = frozenset({"LayerNormalization", "RMSNormalization"})
 
 
 def is_add_norm(members: Sequence[ir.Node]) -> bool:
-    """``[Add, LayerNormalization | RMSNormalization]``, the norm reading the Add's sum."""
+    """An elementwise chain (the residual ``Add``, or BERT's embedding sums) then a
+    LayerNormalization / RMSNormalization reading the chain's result."""
+    if len(members) < 2 or members[-1].op_type not in NORMS:
+        return False
+    chain, norm = members[:-1], members[-1]
     return (
-        len(members) == 2
-        and members[0].op_type == "Add"
-        and members[1].op_type in NORMS
-        and all(m.domain in ("", "ai.onnx") for m in members)
-        and members[1].inputs[0] is members[0].outputs[0]
+        all(m.domain in ("", "ai.onnx") for m in members)
+        and all(m.op_type in EPILOGUE_OPS for m in chain)
+        and norm.inputs[0] is chain[-1].outputs[0]
     )
 
 
 def why_not_add_norm(members: Sequence[ir.Node]) -> str | None:
     """None when ``emit_add_norm`` writes this kernel, else why not (``support.py``)."""
-    add, norm = members
-    shape = add.outputs[0].shape
-    if shape is None or any(i is None or i.shape != shape for i in add.inputs):
-        return "an Add + norm whose Add broadcasts"
+    norm = members[-1]
+    shape = norm.inputs[0].shape
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        return None  # sizes nobody knows: the emitter says so
     rank = len(shape)
-    if rank == 0 or int(attr(norm, "axis", -1)) % rank != rank - 1:
-        return f"a {norm.op_type} over more than the last axis after an Add"
+    if rank < 2 or int(attr(norm, "axis", -1)) % rank != rank - 1:
+        return f"a {norm.op_type} over more than the last axis after an elementwise op"
     return None
 
 
@@ -117,20 +121,28 @@ def emit_rmsnorm(w: CWriter, node: ir.Node, params: Params) -> None:
 
 
 def emit_add_norm(w: CWriter, members: list[ir.Node], params: Params) -> None:
-    """s = a + b (stored), y = norm(s), one row at a time."""
-    add, norm = members
+    """s = chain(a, b, ...) row by row, stored when read outside the kernel, then y = norm(s)."""
+    chain_nodes, norm = members[:-1], members[-1]
     why = why_not_add_norm(members)
     if why is not None:
         raise OpfuseError(f"C backend: {who(norm)}: {why}")
     _check_outputs(norm)
     outer, n = _rows(norm)
-    a, b = (params.inp(v, add) for v in add.inputs)
-    s, y = params.out(add.outputs[0], add), params.out(norm.outputs[0], norm)
+    s_value = norm.inputs[0]
+    shape = dims(s_value, norm)
+    chain = build_chain(chain_nodes, shape, params, None, exact=False)
+    vstrides = chain.view([list(range(len(shape) - 1)), [len(shape) - 1]])
+    if vstrides is None:
+        raise OpfuseError(f"C backend: {who(norm)}: an operand does not broadcast by rows")
+    stored = s_value.is_graph_output() or any(r is not norm for r in s_value.consumers())
+    y = params.out(norm.outputs[0], norm)
+    s = params.out(s_value, chain_nodes[-1]) if stored else None
     w.open(f"for (int o = 0; o < {outer}; ++o)")
-    w(f"const float *ar = {a} + o*{n}, *br = {b} + o*{n};")
-    w(f"float *sr = {s} + o*{n};")
-    w(f"for (int i = 0; i < {n}; ++i) sr[i] = ar[i] + br[i];")
-    w("const float *xr = sr;")
+    if s is None:
+        w(f"float xr[{n}];")  # the sum lives in this row only
+    else:
+        w(f"float *xr = {s} + o*{n};")  # the second output
+    emit_apply(w, chain, vstrides, ["o", "0"], n, None, lambda i: f"xr[{i}]")
     w(f"float *yr = {y} + o*{n};")
     _normalise_row(w, norm, params, n)
     w.close()
