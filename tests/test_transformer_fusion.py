@@ -182,10 +182,56 @@ def test_add_layernorm_is_one_kernel_storing_the_sum(tmp_path: Path) -> None:
     assert life["s"].last > life["y"].first
 
 
-def test_x86_keeps_the_residual_in_the_anchor_kernel(tmp_path: Path) -> None:
-    # the block's first Add has no anchor before it: fused with its norm on x86 too
+def test_a_standalone_add_and_its_norm_fuse_on_x86_too(tmp_path: Path) -> None:
+    # the block's first Add has no anchor before it
     result = compile_model(prenorm(tmp_path), "x86-host")
     assert ("Add", "LayerNormalization") in [k.ops for k in result.partition.kernels]
+
+
+def residual_block(tmp_path: Path) -> Path:
+    """res = MatMul(x, W) + b + x; y = LayerNorm(res); z = y + res (the next residual)."""
+    return save(
+        tmp_path,
+        "residual",
+        f"""{HEADER}
+        g (float[1, 8, 16] x) => (float[1, 8, 16] z) {{
+            m = MatMul(x, W)
+            o = Add(m, b)
+            res = Add(o, x)
+            y = LayerNormalization<axis = -1>(res, g, be)
+            z = Add(res, y)
+        }}""",
+        W=RNG.standard_normal((D, D)) * 0.3, b=RNG.standard_normal(D),
+        g=RNG.standard_normal(D), be=RNG.standard_normal(D),
+    )
+
+
+@pytest.mark.parametrize(
+    ("target", "ops"),
+    [
+        ("x86-host", [("MatMul", "Add", "Add", "LayerNormalization"), ("Add",)]),
+        ("mobile-gpu", [("MatMul", "Add", "Add", "LayerNormalization"), ("Add",)]),
+        ("cortex-m7", [("MatMul", "Add"), ("Add", "LayerNormalization"), ("Add",)]),
+    ],
+)
+def test_residual_block_kernels(tmp_path: Path, target: str, ops: list) -> None:
+    result = compile_model(residual_block(tmp_path), target)
+    kernels_ = result.partition.kernels
+    assert [k.ops for k in kernels_] == ops
+    norm_kernel = next(k for k in kernels_ if k.ops[-1] == "LayerNormalization")
+    assert set(norm_kernel.outputs) == {"res", "y"}
+
+
+def test_a_target_without_anchor_norm_refuses_it(tmp_path: Path) -> None:
+    text = target_file("x86-host").read_text()
+    custom = tmp_path / "nonorm.toml"
+    custom.write_text(text.replace('name = "x86-host"', 'name = "nonorm"').replace(
+        "anchor_norm = true", "anchor_norm = false"))
+    result = compile_model(residual_block(tmp_path), str(custom))
+    assert [k.ops for k in result.partition.kernels] == [
+        ("MatMul", "Add", "Add"), ("LayerNormalization",), ("Add",)]
+    assert any(d.reason == "not_supported_by_target" and "anchor_norm = false" in d.message
+               for d in result.partition.decisions)
 
 
 def test_a_reader_of_the_sum_before_the_norm_refuses(tmp_path: Path) -> None:
@@ -242,7 +288,7 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 @needs_gcc
 @pytest.mark.parametrize("target", ["cortex-m7", "x86-host"])
-@pytest.mark.parametrize("build", [mlp, prenorm, llama_block, linear])
+@pytest.mark.parametrize("build", [mlp, prenorm, llama_block, linear, residual_block])
 def test_c_matches_onnxruntime(tmp_path: Path, run_cli, target: str, build) -> None:  # noqa: ANN001
     path = build(tmp_path)
     code, out, err = run_cli("validate", str(path), "--backend", "c", "--target", target)

@@ -127,7 +127,7 @@ def _check(
     index: dict[int, int],
 ) -> Refusal | None:
     # transformer fusions (``transformer.py``): Add + norm storing the sum, a Linear's bias
-    with_sum = norm_with_sum(p, v, x, group, index)
+    with_sum = norm_with_sum(p, v, x, group, index, target)
     if with_sum is not False:
         return with_sum or check_backend(v, group, target, support) or check_length(v, group, target)
     bias = takes_bias(group, v, x, target)

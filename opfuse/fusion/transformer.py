@@ -23,8 +23,10 @@ SkipLayerNormalization's optional fourth output does) and normalise the row in t
 written once and never read back by the norm. Allowed on every target when the Add ends a
 standalone elementwise kernel (BERT's embedding sums are a chain of two Adds; a post-norm block's
 sum has no other reader and is not stored at all); an Add that already joined an anchor's output
-stage (a residual add on x86-host) stays there, since that kernel stores s anyway and the norm
-then reads it once. The norm must normalise the last axis only (a row of s is complete when it is
+stage (a residual add on x86-host) stays there, and on a target with ``anchor_norm`` (x86-host,
+mobile-gpu) the norm joins that MatMul/Gemm kernel, which normalises each output row right after
+storing it (MatMul + bias + residual Add + LayerNorm: one kernel); elsewhere that kernel stores s
+and the norm reads it once. The norm must normalise the last axis only (a row of s is complete when it is
 normalised), and every other reader of s must come after the norm in the schedule: the kernel,
 placed at its tip, then still precedes them, so the partitioner's no-cycle argument holds with
 "no member but the tip is read from outside" relaxed to "read only by nodes after the tip".
@@ -37,7 +39,7 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from opfuse.fusion.rules import ELEMWISE, Group, Refusal, is_constant
+from opfuse.fusion.rules import ANCHOR, ELEMWISE, Group, Refusal, is_constant
 from opfuse.ops import OpKind, kind
 from opfuse.quant import get_quant
 from opfuse.targets import Target
@@ -85,7 +87,7 @@ def bias_members(nodes: Sequence[ir.Node]) -> int:
 
 
 def norm_with_sum(
-    p: ir.Node, v: ir.Node, x: ir.Value, group: Group, index: dict[int, int]
+    p: ir.Node, v: ir.Node, x: ir.Value, group: Group, index: dict[int, int], target: Target
 ) -> Refusal | None | bool:
     """Whether the norm ``v`` joins the standalone elementwise kernel ``group`` ending in ``p``
     (the residual Add), storing the sum ``x`` as a second output when others read it.
@@ -95,13 +97,24 @@ def norm_with_sum(
     """
     if v.op_type not in NORM_OPS or v.domain not in ("", "ai.onnx") or v.inputs[0] is not x:
         return False
-    if get_quant(x) is not None or kind(p) not in (OpKind.ELEMWISE, OpKind.BROADCAST):
-        return False  # int8: requantized between the two; after an anchor: the ordinary rules
+    if get_quant(x) is not None or group.nodes[-1] is not p:
+        return False  # int8: requantized between the two; p not its kernel's tip: rule 1
+    if kind(p) not in (OpKind.ELEMWISE, OpKind.BROADCAST, OpKind.ANCHOR):
+        return False
     others = [r for r in x.consumers() if r is not v]
     head = f"{v.op_type} cannot join {group.label}" + (
         " with the sum as a second output" if others else ""
     )
-    if group.stage != ELEMWISE or group.nodes[-1] is not p:
+    in_anchor = group.stage == ANCHOR and group.head.op_type in LINEAR_OPS
+    if in_anchor and not (target.fusion.anchor_norm and others):
+        if not others:
+            return False  # a post-norm sum read once: the ordinary rules (an epilogue or not)
+        return Refusal(
+            "not_supported_by_target",
+            f"{head}: its {group.head.op_type} kernels do not normalise their output rows "
+            "(anchor_norm = false)",
+        )
+    if not in_anchor and (group.stage != ELEMWISE or group.nodes[-1] is not p):
         if not others:
             return False
         return Refusal(

@@ -98,6 +98,9 @@ def emit_kernel(w: CWriter, members: list[ir.Node], params: Params, opset: int) 
 def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset: int) -> None:
     head = members[0]
     op = head.op_type
+    if op in ANCHOR_OPS and norms_add.ends_with_norm(members):  # each output row normalised
+        norms_add.emit_anchor_norm(w, members, params, emit_gemm if op == "Gemm" else emit_matmul)
+        return
     if op in ANCHOR_OPS:
         rest = members[1:]
         at = next((i for i, n in enumerate(rest) if n.op_type in POOL_OPS), None)

@@ -9,6 +9,7 @@ into it) so that loop stays contiguous; runtime operands are read through their 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
@@ -31,7 +32,12 @@ from opfuse.errors import OpfuseError
 NB = 256  # output columns per accumulator tile
 
 
-def emit_gemm(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
+# Called after each output row m is stored with the row's element offset (a norm of the row).
+RowHook = Callable[[CWriter, str], None]
+
+
+def emit_gemm(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
+              after_row: RowHook | None = None) -> None:
     a_v, b_v = node.inputs[0], node.inputs[1]
     c_v = node.inputs[2] if len(node.inputs) > 2 else None
     a_shape, b_shape = dims(a_v, node), dims(b_v, node)
@@ -57,6 +63,8 @@ def emit_gemm(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> 
     y = params.out((pre or [node])[-1].outputs[0], node)
     w.open(f"for (int m = 0; m < {m}; ++m)")
     _rows(w, chain, [], "m", n, k, f"{a} + m*{a_st[0]}", a_st[1], b, b_st, scale, bias, y, (m, n))
+    if after_row is not None:
+        after_row(w, f"m*{n}")
     w.close()
 
 
@@ -94,7 +102,8 @@ def _rows(w, chain, batch, mvar, n, k, a_row, a_k, b, b_st, scale, bias, y, mn) 
     del mn
 
 
-def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
+def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
+                after_row: RowHook | None = None) -> None:
     a_v, b_v = node.inputs[0], node.inputs[1]
     a_shape, b_shape = dims(a_v, node), dims(b_v, node)
     if len(a_shape) == 0 or len(b_shape) == 0:
@@ -131,6 +140,8 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -
     b_base = f"{b} + " + offset_expr(coords, b_st[:-2]) if coords else b
     _rows(w, chain, coords, "m", n, k, a_row, a_st[-1], f"({b_base})", (b_st[-2], b_st[-1]),
           None, None, y, (m, n))
+    if after_row is not None:
+        after_row(w, offset_expr([*coords, "m"], contiguous(full)[:-1]))
     w.close()
     for _ in batch:
         w.close()

@@ -146,3 +146,48 @@ def emit_add_norm(w: CWriter, members: list[ir.Node], params: Params) -> None:
     w(f"float *yr = {y} + o*{n};")
     _normalise_row(w, norm, params, n)
     w.close()
+
+
+def ends_with_norm(members: Sequence[ir.Node]) -> bool:
+    """MatMul/Gemm + epilogues + a norm of their result (``anchor_norm`` targets)."""
+    return (
+        len(members) >= 2
+        and members[0].op_type in ("MatMul", "Gemm")
+        and members[-1].op_type in NORMS
+        and all(m.domain in ("", "ai.onnx") for m in members)
+        and members[-1].inputs[0] is members[-2].outputs[0]
+    )
+
+
+def why_not_anchor_norm(members: Sequence[ir.Node]) -> str | None:
+    """None when ``emit_anchor_norm`` writes this kernel (the epilogue chain is the caller's to
+    check), else why not."""
+    norm = members[-1]
+    why = why_not_add_norm(members)
+    if why is not None:
+        return why
+    s = norm.inputs[0]
+    if not (s.is_graph_output() or any(r is not norm for r in s.consumers())):
+        return f"a {norm.op_type} of a {members[0].op_type} result nothing else reads"
+    return None
+
+
+def emit_anchor_norm(w: CWriter, members: list[ir.Node], params: Params, emit_anchor) -> None:  # noqa: ANN001
+    """The anchor kernel stores each output row of s, then normalises it into y."""
+    head, pre, norm = members[0], members[1:-1], members[-1]
+    why = why_not_anchor_norm(members)
+    if why is not None:
+        raise OpfuseError(f"C backend: {who(norm)}: {why}")
+    _check_outputs(norm)
+    n = dims(norm.inputs[0], norm)[-1]
+
+    def after_row(w: CWriter, row: str) -> None:
+        s = params.out(norm.inputs[0], head)
+        y = params.out(norm.outputs[0], norm)
+        w.open("")
+        w(f"const float *xr = {s} + {row};")
+        w(f"float *yr = {y} + {row};")
+        _normalise_row(w, norm, params, n)
+        w.close()
+
+    emit_anchor(w, head, pre, params, after_row)

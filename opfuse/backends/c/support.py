@@ -24,7 +24,12 @@ from opfuse.backends.c.epilogue import EPILOGUE_OPS
 from opfuse.backends.c.int8 import is_int8_kernel
 from opfuse.backends.c.int8.chain import BINARY_OPS, CHAIN_OPS, CLAMP_OPS
 from opfuse.backends.c.kernels import ANCHOR_OPS, LOCAL_LIMIT
-from opfuse.backends.c.norms_add import is_add_norm, why_not_add_norm
+from opfuse.backends.c.norms_add import (
+    ends_with_norm,
+    is_add_norm,
+    why_not_add_norm,
+    why_not_anchor_norm,
+)
 from opfuse.backends.c.pools import POOL_OPS
 from opfuse.fusion.support import KernelSupport
 from opfuse.quant import get_quant
@@ -57,6 +62,9 @@ def _why_not_float(members: Sequence[ir.Node]) -> str | None:
     op = head.op_type
     if is_add_norm(members):
         return why_not_add_norm(members)
+    if ends_with_norm(members):
+        return why_not_anchor_norm(members) or _same_shape(
+            rest[:-1], _dims(head.outputs[0]), "the anchor's")
     for node in rest:
         if node.op_type not in EPILOGUE_OPS | POOL_OPS or node.domain not in ("", "ai.onnx"):
             return f"no float C epilogue for {node.op_type}"
