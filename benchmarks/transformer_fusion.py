@@ -9,7 +9,12 @@ fusions"): GELU kernels and how many of them share an anchor's kernel, Add + nor
 stored as a second output where the next residual reads it), norms left alone, MatMul/Gemm kernels
 that took a bias Add, and MatMul/Gemm kernels alone.
 
-    python benchmarks/transformer_fusion.py [--target T ...] [MODEL.onnx ...]
+    python benchmarks/transformer_fusion.py [--target T ...] [--random-bias] [MODEL.onnx ...]
+
+``--random-bias``: the exports have random weights but Hugging Face initialises every Linear and
+LayerNorm bias to zero, and canonicalization drops an Add of zeros, so no Linear keeps a bias to
+fuse; this option first rewrites every all-zero 1-D initializer whose name ends in ``bias`` to
+N(0, 0.02) (seed 0) in a temporary copy, as a trained model would have them.
 
 With no MODEL, the ViT-tiny, keyword transformer, BERT-tiny and Llama-tiny exports of
 ``/work/notes/models21/`` (or ``$OPFUSE_MODELS21``) that exist. Counts are deterministic; no timing.
@@ -23,8 +28,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnxruntime as ort
+from onnx import numpy_helper
 
 from opfuse.fusion import partition
 from opfuse.fusion.transformer import LINEAR_OPS, NORM_OPS, is_anchor_bias
@@ -66,6 +73,22 @@ def fusion_counts(model, part: Partition) -> dict[str, int]:  # noqa: ANN001
     return counts
 
 
+def with_random_bias(path: Path, folder: Path) -> Path:
+    """A copy of ``path`` whose all-zero 1-D ``*bias`` initializers are N(0, 0.02)."""
+    model = onnx.load(path)
+    gen = np.random.default_rng(0)
+    for i, init in enumerate(model.graph.initializer):
+        arr = numpy_helper.to_array(init)
+        if init.name.endswith("bias") and arr.ndim == 1 and arr.dtype == np.float32 \
+                and not arr.any():
+            new = numpy_helper.from_array((gen.standard_normal(arr.shape) * 0.02)
+                                          .astype(np.float32), init.name)
+            model.graph.initializer[i].CopyFrom(new)
+    out = folder / path.name
+    onnx.save(model, out)
+    return out
+
+
 def row(path: Path, targets: list[str]) -> list[str]:
     imported = len(onnx.load(path).graph.node)
     ort_count = ort_nodes(path)
@@ -88,7 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="*", type=Path)
     ap.add_argument("--target", action="append", dest="targets")
+    ap.add_argument("--random-bias", action="store_true",
+                    help="give the zero Linear/LayerNorm biases random values first")
     args = ap.parse_args(argv)
+    ort.set_default_logger_severity(3)  # the ENABLE_ALL serialization warning on every model
     targets = args.targets or list(DEFAULT_TARGETS)
     paths = args.models or [MODELS21 / f"{m}.onnx" for m in DEFAULT_MODELS
                             if (MODELS21 / f"{m}.onnx").is_file()]
@@ -99,9 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'model':<18} {'target':<11} {'imported':>8} {'canonical':>9} {'kernels':>7} "
           f"{'ORT':>5} {'gelu':>4} {'+anch':>5} {'add+norm':>8} {'norm':>5} {'lin+bias':>9} "
           f"{'linear':>6}")
-    for path in paths:
-        for line in row(path, targets):
-            print(line, flush=True)
+    if args.random_bias:
+        print("biases: every all-zero 1-D '*bias' initializer set to N(0, 0.02), seed 0")
+    with tempfile.TemporaryDirectory(prefix="opfuse-bias-") as tmp:
+        for path in paths:
+            source = with_random_bias(path, Path(tmp)) if args.random_bias else path
+            for line in row(source, targets):
+                print(line, flush=True)
     return 0
 
 

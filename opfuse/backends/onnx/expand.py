@@ -35,6 +35,12 @@ def expand_new_ops(proto: onnx.ModelProto, kernel_of: dict[str, int]) -> int:
     Returns how many nodes were expanded."""
     opset = default_opset(proto)
     graph = proto.graph
+    if not any(_builder(node, opset) for node in graph.node):
+        return 0
+    taken = {i.name for i in graph.initializer} | {v.name for v in graph.input}
+    for node in graph.node:
+        taken.add(node.name)
+        taken.update(node.output)
     kept: list[onnx.NodeProto] = []
     expanded = 0
     for node in graph.node:
@@ -42,7 +48,7 @@ def expand_new_ops(proto: onnx.ModelProto, kernel_of: dict[str, int]) -> int:
         if builder is None:
             kept.append(node)
             continue
-        names = _Names(node, {i.name for i in graph.initializer})
+        names = _Names(node, taken)
         nodes, consts = builder(node, names, opset)
         graph.initializer.extend(consts)
         for new in nodes:
