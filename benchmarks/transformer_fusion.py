@@ -122,11 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no models: pass .onnx files or put the exports in {MODELS21}", file=sys.stderr)
         return 2
     print(f"onnxruntime {ort.__version__}; ORT = nodes after ORT_ENABLE_ALL (CPU provider)")
+    if args.random_bias:
+        print("biases: every all-zero 1-D '*bias' initializer set to N(0, 0.02), seed 0")
     print(f"{'model':<18} {'target':<11} {'imported':>8} {'canonical':>9} {'kernels':>7} "
           f"{'ORT':>5} {'gelu':>4} {'+anch':>5} {'add+norm':>8} {'norm':>5} {'lin+bias':>9} "
           f"{'linear':>6}")
-    if args.random_bias:
-        print("biases: every all-zero 1-D '*bias' initializer set to N(0, 0.02), seed 0")
     with tempfile.TemporaryDirectory(prefix="opfuse-bias-") as tmp:
         for path in paths:
             source = with_random_bias(path, Path(tmp)) if args.random_bias else path

@@ -188,13 +188,13 @@ def test_a_standalone_add_and_its_norm_fuse_on_x86_too(tmp_path: Path) -> None:
     assert ("Add", "LayerNormalization") in [k.ops for k in result.partition.kernels]
 
 
-def residual_block(tmp_path: Path) -> Path:
+def residual_block(tmp_path: Path, shape: str = "1, 8, 16") -> Path:
     """res = MatMul(x, W) + b + x; y = LayerNorm(res); z = y + res (the next residual)."""
     return save(
         tmp_path,
         "residual",
         f"""{HEADER}
-        g (float[1, 8, 16] x) => (float[1, 8, 16] z) {{
+        g (float[{shape}] x) => (float[{shape}] z) {{
             m = MatMul(x, W)
             o = Add(m, b)
             res = Add(o, x)
@@ -292,6 +292,17 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_c_matches_onnxruntime(tmp_path: Path, run_cli, target: str, build) -> None:  # noqa: ANN001
     path = build(tmp_path)
     code, out, err = run_cli("validate", str(path), "--backend", "c", "--target", target)
+    assert code == 0 and "result: match" in out, out + err
+
+
+@needs_gcc
+def test_c_gemm_with_its_row_norm_matches_onnxruntime(tmp_path: Path, run_cli) -> None:  # noqa: ANN001
+    # a 2-D MatMul + bias is canonicalized into a Gemm with C; the norm rides its row loop too
+    path = residual_block(tmp_path, "8, 16")
+    result = compile_model(path, "x86-host")
+    assert [k.ops for k in result.partition.kernels] == [
+        ("Gemm", "Add", "LayerNormalization"), ("Add",)]
+    code, out, err = run_cli("validate", str(path), "--backend", "c")
     assert code == 0 and "result: match" in out, out + err
 
 
