@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import CWriter, attr, dims, flit, who
+from opfuse.backends.c.cgen import CWriter, attr, bcast_strides, const, dims, flit, merge, who
 from opfuse.backends.c.epilogue import EPILOGUE_OPS, build_chain, emit_apply
 from opfuse.backends.c.norms import _sum8
 from opfuse.backends.c.tensors import Params
@@ -53,6 +53,29 @@ def why_not_add_norm(members: Sequence[ir.Node]) -> str | None:
     rank = len(shape)
     if rank < 2 or int(attr(norm, "axis", -1)) % rank != rank - 1:
         return f"a {norm.op_type} over more than the last axis after an elementwise op"
+    if members[0].op_type in EPILOGUE_OPS:
+        return _why_not_rows(members[:-1], tuple(shape))
+    return None
+
+
+def _why_not_rows(chain: Sequence[ir.Node], shape: tuple[int, ...]) -> str | None:
+    """Every operand of the chain is read row by row: it broadcasts to ``shape`` and its strides
+    merge over the leading dims (the view ``emit_add_norm`` runs the chain on)."""
+    groups = [list(range(len(shape) - 1)), [len(shape) - 1]]
+    for node in chain:
+        for value in node.inputs:
+            arr = const(value) if value is not None else None
+            if value is None or (arr is not None and arr.size == 1):
+                continue
+            vshape = value.shape
+            if vshape is None or not all(isinstance(d, int) for d in vshape):
+                return None  # sizes nobody knows: the emitter says so
+            try:
+                strides = bcast_strides(tuple(vshape), shape)
+            except ValueError:
+                return f"{node.op_type}'s operand '{value.name}' does not broadcast to the sum"
+            if merge(shape, groups, strides) is None:
+                return f"{node.op_type}'s operand '{value.name}' is not read row by row"
     return None
 
 
