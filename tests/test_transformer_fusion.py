@@ -72,6 +72,15 @@ def test_linear_bias_and_clamp_are_one_kernel_on_every_target(tmp_path: Path, ta
     assert kernels(result.partition) == ["fused_matmul_add_relu"], result.partition.decisions
 
 
+def test_the_bias_is_read_once_and_the_product_never_stored(tmp_path: Path) -> None:
+    result = compile_model(linear(tmp_path), "cortex-m7")
+    cost = cost_model(result.optimized, result.partition, result.target)
+    (k,) = cost.kernels
+    assert k.activation_bytes_read == 8 * D * 4  # x only: m and s stay inside the kernel
+    assert k.weight_bytes_read == (D * H + H) * 4  # W and b, once each
+    assert k.bytes_written == 8 * H * 4  # y
+
+
 def test_bias_not_along_the_last_dim_is_an_epilogue(tmp_path: Path) -> None:
     # a per-row-and-column table is arithmetic, which cortex-m's output stage does not take
     result = compile_model(linear(tmp_path, bias_shape=(8, H)), "cortex-m7")
