@@ -18,7 +18,7 @@ affine folds could absorb the ``/ sqrt(2)`` into a producing MatMul.
 
 A recognised GELU is one activation (``ops.py``), so it is one epilogue of the anchor before it
 whatever the target's ``max_chain``. A model whose opset is below 20 has no ``Gelu``: the ONNX
-backend writes the node back out as the erf or tanh expression (``backends/onnx/expand.py``), and
+backend writes the node back out as the erf or tanh expression (``ir/expand.py``), and
 the partition still counts it as one op (docs/architecture.md, "Transformer fusions").
 """
 

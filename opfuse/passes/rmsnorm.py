@@ -14,7 +14,7 @@ Forms recognised (each with commuted Add/Mul operands), as Llama-style exports w
 Any other axis, exponent or scale shape, or an intermediate read outside the pattern, leaves the
 nodes alone. ``RMSNormalization(x, w, axis=-1, epsilon=eps)`` is then one reduction (``ops.py``);
 a model whose opset is below 23 gets the expression back when written as ONNX
-(``backends/onnx/expand.py``) and the C backend has a kernel for it (``backends/c/norms_add.py``).
+(``ir/expand.py``) and the C backend has a kernel for it (``backends/c/norms_add.py``).
 """
 
 from __future__ import annotations

@@ -23,10 +23,10 @@ from importlib.metadata import PackageNotFoundError, version
 import onnx
 import onnx_ir as ir
 
-from opfuse.backends.onnx.expand import expand_new_ops
 from opfuse.backends.onnx.ort_fusion import MS_DOMAIN, fuse_for_ort
 from opfuse.backends.onnx.qdq import expand_qdq, quant_map
 from opfuse.errors import OpfuseError
+from opfuse.ir.expand import expand_new_ops
 from opfuse.quant import ONNX, ROUNDING
 from opfuse.schedule import Partition
 

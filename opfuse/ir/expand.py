@@ -1,11 +1,14 @@
 """Write ops newer than the model's opset back out as the expressions they were recognised from.
 
+Used wherever the canonicalized IR becomes an ONNX proto: the ONNX backend, and shape inference
+(``shapes.py``), since onnx's checker and onnxruntime refuse an op the opset does not have.
+
 Canonicalization turns GELU and RMSNorm expressions into one ``Gelu`` (opset 20) or
 ``RMSNormalization`` (opset 23) node so the partition counts them as one op
 (``passes/gelu.py``, ``passes/rmsnorm.py``). A model whose default-domain opset is older has
 neither, and raising its opset import is not safe (ReduceMean, Split, Squeeze... changed their
-signatures at 13 and 18). So the ONNX backend writes such a node as standard nodes of the model's
-own opset, every one stamped with the kernel of the node it replaces:
+signatures at 13 and 18). So such a node is written as standard nodes of the model's own opset (in
+the ONNX backend, every one stamped with the kernel of the node it replaces):
 
     Gelu(x)               = (x * (1 + Erf(x / sqrt(2)))) * 0.5
     Gelu(x; tanh)         = (x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * x * x * x)))) * 0.5
@@ -20,6 +23,7 @@ import math
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 from onnx import helper, numpy_helper
 
 GELU_OPSET = 20
@@ -30,9 +34,16 @@ def default_opset(proto: onnx.ModelProto) -> int:
     return next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
-def expand_new_ops(proto: onnx.ModelProto, kernel_of: dict[str, int]) -> int:
-    """Replace the nodes the model's opset lacks; ``kernel_of`` gains the new node names.
-    Returns how many nodes were expanded."""
+def to_portable_proto(model: ir.Model) -> onnx.ModelProto:
+    """``model`` as an ONNX proto that onnx and onnxruntime accept at the model's own opset."""
+    proto = ir.to_proto(model)
+    expand_new_ops(proto)
+    return proto
+
+
+def expand_new_ops(proto: onnx.ModelProto, kernel_of: dict[str, int] | None = None) -> int:
+    """Replace the nodes the model's opset lacks; ``kernel_of`` (node name -> kernel index, the
+    ONNX backend's) gains the new node names. Returns how many nodes were expanded."""
     opset = default_opset(proto)
     graph = proto.graph
     if not any(_builder(node, opset) for node in graph.node):
@@ -52,7 +63,8 @@ def expand_new_ops(proto: onnx.ModelProto, kernel_of: dict[str, int]) -> int:
         nodes, consts = builder(node, names, opset)
         graph.initializer.extend(consts)
         for new in nodes:
-            kernel_of[new.name] = kernel_of[node.name]
+            if kernel_of is not None:
+                kernel_of[new.name] = kernel_of[node.name]
             new.metadata_props.extend(node.metadata_props)
         kept.extend(nodes)
         expanded += 1
