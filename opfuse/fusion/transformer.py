@@ -39,7 +39,7 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from opfuse.fusion.rules import ANCHOR, ELEMWISE, Group, Refusal, is_constant
+from opfuse.fusion.rules import ANCHOR, CONVERSIONS, ELEMWISE, Group, Refusal, is_constant
 from opfuse.ops import OpKind, kind
 from opfuse.quant import get_quant
 from opfuse.targets import Target
@@ -99,8 +99,8 @@ def norm_with_sum(
         return False
     if get_quant(x) is not None or group.nodes[-1] is not p:
         return False  # int8: requantized between the two; p not its kernel's tip: rule 1
-    if kind(p) not in (OpKind.ELEMWISE, OpKind.BROADCAST, OpKind.ANCHOR):
-        return False
+    if kind(p) not in (OpKind.ELEMWISE, OpKind.BROADCAST, OpKind.ANCHOR) or p.op_type in CONVERSIONS:
+        return False  # a layout change, a reduction, a float <-> int8 conversion: ordinary rules
     others = [r for r in x.consumers() if r is not v]
     head = f"{v.op_type} cannot join {group.label}" + (
         " with the sum as a second output" if others else ""
@@ -114,7 +114,7 @@ def norm_with_sum(
             f"{head}: its {group.head.op_type} kernels do not normalise their output rows "
             "(anchor_norm = false)",
         )
-    if not in_anchor and (group.stage != ELEMWISE or group.nodes[-1] is not p):
+    if not in_anchor and group.stage != ELEMWISE:
         if not others:
             return False
         return Refusal(
