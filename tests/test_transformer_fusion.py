@@ -140,6 +140,38 @@ def test_vit_mlp_kernel_counts(tmp_path: Path, target: str, count: int) -> None:
     assert expected in names
 
 
+def conv_gelu(tmp_path: Path) -> Path:
+    """Conv + bias Add (per channel) + tanh GELU, as ConvNeXt-style blocks export."""
+    return save(
+        tmp_path,
+        "conv_gelu",
+        f"""{HEADER}
+        g (float[1, 4, 6, 6] x) => (float[1, 8, 6, 6] y) {{
+            c = Conv<pads = [1, 1, 1, 1]>(x, Wc)
+            h = Add(c, bc)
+            cu = Pow(h, three)
+            cm = Mul(cu, cubic)
+            i = Add(h, cm)
+            t0 = Mul(i, k)
+            t = Tanh(t0)
+            a = Add(t, one)
+            p = Mul(h, a)
+            y = Mul(p, half)
+        }}""",
+        Wc=RNG.standard_normal((8, 4, 3, 3)) * 0.3, bc=RNG.standard_normal((1, 8, 1, 1)),
+        three=np.float32(3), cubic=np.float32(0.044715), k=np.float32(np.sqrt(2 / np.pi)),
+        one=np.float32(1), half=np.float32(0.5),
+    )
+
+
+@pytest.mark.parametrize(("target", "count"), [("x86-host", 1), ("mobile-gpu", 1),
+                                               ("cortex-m7", 2)])
+def test_conv_bias_tanh_gelu_kernel_counts(tmp_path: Path, target: str, count: int) -> None:
+    result = compile_model(conv_gelu(tmp_path), target)
+    assert [k.ops for k in result.partition.kernels] == (
+        [("Conv", "Gelu")] if count == 1 else [("Conv",), ("Gelu",)])
+
+
 def test_gelu_joins_even_with_max_chain_2(tmp_path: Path) -> None:
     text = target_file("x86-host").read_text()
     custom = tmp_path / "short.toml"
@@ -297,7 +329,7 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 @needs_gcc
 @pytest.mark.parametrize("target", ["cortex-m7", "x86-host"])
-@pytest.mark.parametrize("build", [mlp, prenorm, llama_block, linear, residual_block])
+@pytest.mark.parametrize("build", [mlp, prenorm, llama_block, linear, residual_block, conv_gelu])
 def test_c_matches_onnxruntime(tmp_path: Path, run_cli, target: str, build) -> None:  # noqa: ANN001
     path = build(tmp_path)
     code, out, err = run_cli("validate", str(path), "--backend", "c", "--target", target)
