@@ -263,6 +263,32 @@ def test_residual_block_kernels(tmp_path: Path, target: str, ops: list) -> None:
     assert set(norm_kernel.outputs) == {"res", "y"}
 
 
+def postnorm(tmp_path: Path) -> Path:
+    """BERT's post-norm block: y = LayerNorm(MatMul(x, W) + b + x); the sum has one reader."""
+    return save(
+        tmp_path,
+        "postnorm",
+        f"""{HEADER}
+        g (float[1, 8, 16] x) => (float[1, 8, 16] y) {{
+            m = MatMul(x, W)
+            o = Add(m, b)
+            res = Add(o, x)
+            y = LayerNormalization<axis = -1>(res, g, be)
+        }}""",
+        W=RNG.standard_normal((D, D)) * 0.3, b=RNG.standard_normal(D),
+        g=RNG.standard_normal(D), be=RNG.standard_normal(D),
+    )
+
+
+def test_postnorm_block_is_one_kernel_and_stores_no_sum(tmp_path: Path) -> None:
+    result = compile_model(postnorm(tmp_path), "x86-host")
+    (kernel,) = result.partition.kernels
+    assert kernel.ops == ("MatMul", "Add", "Add", "LayerNormalization")
+    assert kernel.outputs == ("y",)  # the sum lives in a row buffer of the kernel
+    m7 = compile_model(postnorm(tmp_path), "cortex-m7")
+    assert [k.ops for k in m7.partition.kernels] == [("MatMul", "Add"), ("Add", "LayerNormalization")]
+
+
 def test_a_target_without_anchor_norm_refuses_it(tmp_path: Path) -> None:
     text = target_file("x86-host").read_text()
     custom = tmp_path / "nonorm.toml"
@@ -329,7 +355,8 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 @needs_gcc
 @pytest.mark.parametrize("target", ["cortex-m7", "x86-host"])
-@pytest.mark.parametrize("build", [mlp, prenorm, llama_block, linear, residual_block, conv_gelu])
+@pytest.mark.parametrize(
+    "build", [mlp, prenorm, llama_block, linear, residual_block, conv_gelu, postnorm])
 def test_c_matches_onnxruntime(tmp_path: Path, run_cli, target: str, build) -> None:  # noqa: ANN001
     path = build(tmp_path)
     code, out, err = run_cli("validate", str(path), "--backend", "c", "--target", target)

@@ -106,7 +106,7 @@ def norm_with_sum(
         " with the sum as a second output" if others else ""
     )
     in_anchor = group.stage == ANCHOR and group.head.op_type in LINEAR_OPS
-    if in_anchor and not (target.fusion.anchor_norm and others):
+    if in_anchor and not target.fusion.anchor_norm:
         if not others:
             return False  # a post-norm sum read once: the ordinary rules (an epilogue or not)
         return Refusal(

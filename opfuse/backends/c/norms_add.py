@@ -24,6 +24,7 @@ import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, attr, bcast_strides, const, dims, flit, merge, who
 from opfuse.backends.c.epilogue import EPILOGUE_OPS, build_chain, emit_apply
+from opfuse.backends.c.matmul import ROW_BUFFER
 from opfuse.backends.c.norms import _sum8
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
@@ -185,32 +186,30 @@ def ends_with_norm(members: Sequence[ir.Node]) -> bool:
 def why_not_anchor_norm(members: Sequence[ir.Node]) -> str | None:
     """None when ``emit_anchor_norm`` writes this kernel (the epilogue chain is the caller's to
     check), else why not."""
-    norm = members[-1]
-    why = why_not_add_norm(members)
-    if why is not None:
-        return why
-    s = norm.inputs[0]
-    if not (s.is_graph_output() or any(r is not norm for r in s.consumers())):
-        return f"a {norm.op_type} of a {members[0].op_type} result nothing else reads"
-    return None
+    return why_not_add_norm(members)
 
 
 def emit_anchor_norm(w: CWriter, members: list[ir.Node], params: Params, emit_anchor) -> None:  # noqa: ANN001
-    """The anchor kernel stores each output row of s, then normalises it into y."""
+    """The anchor kernel stores each output row of s (in s when others read it, else in a row
+    buffer of n floats), then normalises it into y."""
     head, pre, norm = members[0], members[1:-1], members[-1]
     why = why_not_anchor_norm(members)
     if why is not None:
         raise OpfuseError(f"C backend: {who(norm)}: {why}")
     _check_outputs(norm)
     n = dims(norm.inputs[0], norm)[-1]
+    s_value = norm.inputs[0]
+    stored = s_value.is_graph_output() or any(r is not norm for r in s_value.consumers())
 
     def after_row(w: CWriter, row: str) -> None:
-        s = params.out(norm.inputs[0], head)
         y = params.out(norm.outputs[0], norm)
         w.open("")
-        w(f"const float *xr = {s} + {row};")
+        # the sum's row: in the stored output, or in the anchor's row buffer when nothing else
+        # reads it (a post-norm block: BERT's)
+        w(f"const float *xr = {params.out(s_value, head)} + {row};" if stored
+          else f"const float *xr = {ROW_BUFFER};")
         w(f"float *yr = {y} + {row};")
         _normalise_row(w, norm, params, n)
         w.close()
 
-    emit_anchor(w, head, pre, params, after_row)
+    emit_anchor(w, head, pre, params, after_row, into_row=not stored)
