@@ -25,8 +25,8 @@ standalone elementwise kernel (BERT's embedding sums are a chain of two Adds; a 
 sum has no other reader and is not stored at all); an Add that already joined an anchor's output
 stage (a residual add on x86-host) stays there, and on a target with ``anchor_norm`` (x86-host,
 mobile-gpu) the norm joins that MatMul/Gemm kernel, which normalises each output row right after
-storing it (MatMul + bias + residual Add + LayerNorm: one kernel); elsewhere that kernel stores s
-and the norm reads it once. The norm must normalise the last axis only (a row of s is complete when it is
+storing it (MatMul + bias + residual Add + LayerNorm: one kernel; a post-norm sum nothing else
+reads stays in a row buffer); elsewhere that kernel stores s and the norm reads it once. The norm must normalise the last axis only (a row of s is complete when it is
 normalised), and every other reader of s must come after the norm in the schedule: the kernel,
 placed at its tip, then still precedes them, so the partitioner's no-cycle argument holds with
 "no member but the tip is read from outside" relaxed to "read only by nodes after the tip".
