@@ -5,9 +5,10 @@ one node each: passes/gelu.py, passes/rmsnorm.py), and the kernels of the fused 
 target; then onnxruntime's node count after its ORT_ENABLE_ALL optimizer (the model it writes to
 ``SessionOptions.optimized_model_filepath``, one thread, CPU provider). The columns after the
 kernel count say what the transformer fusions did there (docs/architecture.md, "Transformer
-fusions"): GELU kernels and how many of them share an anchor's kernel, Add + norm kernels (the sum
-stored as a second output where the next residual reads it), norms left alone, MatMul/Gemm kernels
-that took a bias Add, and MatMul/Gemm kernels alone.
+fusions"): GELU kernels and how many of them share an anchor's kernel, kernels ending in a norm
+with the ops before it (the residual Add, on x86-host and mobile-gpu with the MatMul + bias before
+that; the sum stored as a second output where the next residual reads it), norms left alone,
+MatMul/Gemm kernels that took a bias Add, and MatMul/Gemm kernels without one.
 
     python benchmarks/transformer_fusion.py [--target T ...] [--random-bias] [MODEL.onnx ...]
 
