@@ -12,7 +12,9 @@ Forms recognised (each with commuted Add/Mul operands), as Llama-style exports w
 - the scale: ``Mul(., w)`` with ``w`` of shape ``[D]`` (``D`` the last dim of ``x``).
 
 Any other axis, exponent or scale shape, or an intermediate read outside the pattern, leaves the
-nodes alone. ``RMSNormalization(x, w, axis=-1, epsilon=eps)`` is then one reduction (``ops.py``);
+nodes alone. onnxscript's own rule (``rules/fusion/_rms_normalization.py``: axes as an input,
+``Pow`` and ``Reciprocal``, optional Casts) runs first; ours adds the opset-17 attribute form, the
+``Mul(x, x)`` square and the ``Div`` forms that exports also write. ``RMSNormalization(x, w, axis=-1, epsilon=eps)`` is then one reduction (``ops.py``);
 a model whose opset is below 23 gets the expression back when written as ONNX
 (``ir/expand.py``) and the C backend has a kernel for it (``backends/c/norms_add.py``).
 """
@@ -23,6 +25,7 @@ import onnx_ir as ir
 from onnxscript.rewriter import pattern
 from onnxscript.rewriter._basics import MatchResult
 from onnxscript.rewriter._ir_utils import get_singleton_value, is_singleton_value
+from onnxscript.rewriter.rules.fusion._rms_normalization import rms_normalization_rules
 
 from opfuse.passes._driver import RulePass, rule_pass
 
@@ -92,5 +95,11 @@ def _last_axis_mean(node: ir.Node, axes: ir.Value | None, rank: int) -> str | No
 
 
 def rmsnorm_pass() -> RulePass:
-    rules = [RMSNormFusion.rule(s, a, d) for s in _SQUARE for a in _AXES for d in _DIVIDE]
-    return rule_pass("fuse_rmsnorm", ("Mul",), rules, commute=True)
+    # onnxscript's rule first (opset 18+ axes input, Pow + Reciprocal, Casts around the
+    # normalisation: a half-precision model's stash type), then ours for the forms it does not take
+    # (its rules are not commuted: onnxscript cannot commute a pattern with alternatives; they
+    # take both orders of the final Mul themselves)
+    ours = rule_pass("fuse_rmsnorm", ("Mul",), [
+        RMSNormFusion.rule(s, a, d) for s in _SQUARE for a in _AXES for d in _DIVIDE
+    ], commute=True)
+    return RulePass(ours.name, ours.roots, (*rms_normalization_rules, *ours.rules))
