@@ -204,7 +204,8 @@ def host_target_text(figures: dict) -> str:
     for field in ("anchor_epilogue", "elementwise_epilogue", "pool_epilogue"):
         lines.append(f"{field} = {_toml_list(getattr(caps, field))}")
     for field in ("residual_add", "anchor_pool", "elementwise_chains", "recompute",
-                  "int8_requantize_once", "cascade", "cascade_residual", "attention"):
+                  "int8_requantize_once", "cascade", "cascade_residual", "attention",
+                  "anchor_bias", "anchor_norm"):
         lines.append(f"{field} = {str(getattr(caps, field)).lower()}")
     for field in ("max_chain", "cascade_max_anchors", "cascade_band_rows", "cascade_min_width"):
         lines.append(f"{field} = {getattr(caps, field)}")

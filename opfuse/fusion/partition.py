@@ -67,6 +67,7 @@ from opfuse.fusion.rules import (
     next_stage,
 )
 from opfuse.fusion.support import ANY, KernelSupport
+from opfuse.fusion.transformer import bias_members, norm_with_sum, takes_bias
 from opfuse.schedule import Decision, Kernel, Partition
 from opfuse.targets import Target
 
@@ -89,7 +90,7 @@ def partition(
         accepted: list[tuple[ir.Node, Group]] = []
         for p, x in _producers(v, index):
             group = group_of[index[id(p)]]
-            refusal = _check(p, v, x, group, target, support)
+            refusal = _check(p, v, x, group, target, support, index)
             if refusal is None:
                 accepted.append((p, group))
             else:
@@ -123,14 +124,25 @@ def trivial_partition(model: ir.Model) -> Partition:
 
 
 def _check(
-    p: ir.Node, v: ir.Node, x: ir.Value, group: Group, target: Target, support: KernelSupport
+    p: ir.Node,
+    v: ir.Node,
+    x: ir.Value,
+    group: Group,
+    target: Target,
+    support: KernelSupport,
+    index: dict[int, int],
 ) -> Refusal | None:
+    # transformer fusions (``transformer.py``): Add + norm storing the sum, a Linear's bias
+    with_sum = norm_with_sum(p, v, x, group, index, target)
+    if with_sum is not False:
+        return with_sum or check_backend(v, group, target, support) or check_length(v, group, target)
+    bias = takes_bias(group, v, x, target)
     return (
         check_structure(p, v, x, group, target.name)
-        or check_target(p, v, x, group, target)
+        or (None if bias else check_target(p, v, x, group, target))
         or check_quant(p, v, x, group, target)
         or check_backend(v, group, target, support)
-        or check_length(v, group, target)
+        or check_length(v, group, target, free=bias_members(group.nodes))
     )
 
 

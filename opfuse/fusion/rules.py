@@ -68,6 +68,8 @@ def next_stage(group: Group, node: ir.Node) -> str:
     """The group's stage once ``node`` has joined it."""
     if group.stage == ANCHOR and node.op_type in POOLS:
         return POOL
+    if kind(node) == OpKind.REDUCE and node.op_type not in POOLS:
+        return CLOSED  # a norm that joined an Add (fusion/transformer.py) ends its kernel
     return group.stage
 
 
@@ -319,9 +321,10 @@ def check_backend(
     )
 
 
-def check_length(v: ir.Node, group: Group, target: Target) -> Refusal | None:
+def check_length(v: ir.Node, group: Group, target: Target, free: int = 0) -> Refusal | None:
+    """``free``: members that are not ops of the chain (an anchor's bias, fusion/transformer.py)."""
     limit = target.fusion.max_chain
-    if len(group.nodes) >= limit:
+    if len(group.nodes) - free >= limit:
         return Refusal(
             "chain_limit",
             f"{v.op_type} cannot join {group.label} on {target.name}: the kernel already holds "

@@ -11,6 +11,7 @@ import onnx
 import onnx_ir as ir
 
 from opfuse.errors import OpfuseError
+from opfuse.ir.expand import to_portable_proto
 from opfuse.quant import is_quantized
 
 
@@ -22,7 +23,7 @@ def infer_shapes(model: ir.Model) -> None:
     dtypes themselves), and ``require_static`` names any value still unknown."""
     if is_quantized(model):
         return
-    proto = ir.to_proto(model)
+    proto = to_portable_proto(model)  # a Gelu / RMSNormalization the opset lacks, written out
     try:
         inferred = onnx.shape_inference.infer_shapes(
             proto, check_type=True, strict_mode=True, data_prop=True

@@ -42,6 +42,12 @@ class FusionCaps:
 
     anchor_epilogue: tuple[str, ...] = ()  # classes an anchor (Conv, Gemm, MatMul) may absorb
     residual_add: bool = False  # an anchor may absorb an Add of a second full-size activation
+    # a MatMul/Gemm takes a constant bias along its last dim as its own bias, not as an epilogue
+    # (fusion/transformer.py): every fully connected kernel has one (CMSIS-NN arm_fully_connected_s8)
+    anchor_bias: bool = True
+    # a MatMul/Gemm kernel may end with a LayerNorm/RMSNorm of its output rows, storing the sum it
+    # normalises as a second output (fusion/transformer.py): a code generator's choice
+    anchor_norm: bool = False
     anchor_pool: bool = False  # an anchor's kernel may end with a pool (Conv+Pool)
     elementwise_chains: bool = False  # standalone elementwise/broadcast chains merge
     elementwise_epilogue: tuple[str, ...] = ()  # classes a standalone elementwise op may absorb

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-from opfuse.backends.c import layout, norms
+from opfuse.backends.c import layout, norms, norms_add
 from opfuse.backends.c.attention import emit_attention
 from opfuse.backends.c.cgen import CWriter, collapse, contiguous, dims, offset_expr, who
 from opfuse.backends.c.conv import emit_conv
@@ -44,6 +44,7 @@ SINGLE: dict[str, Single] = {
     "Pad": layout.emit_pad,
     "Resize": layout.emit_resize,
     "LayerNormalization": norms.emit_layernorm,
+    "RMSNormalization": norms_add.emit_rmsnorm,
     **{op: norms.emit_reduce for op in norms.REDUCE_OPS},
 }
 
@@ -104,6 +105,9 @@ def emit_kernel(w: CWriter, members: list[ir.Node], params: Params, opset: int) 
 def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset: int) -> None:
     head = members[0]
     op = head.op_type
+    if op in ANCHOR_OPS and norms_add.ends_with_norm(members):  # each output row normalised
+        norms_add.emit_anchor_norm(w, members, params, emit_gemm if op == "Gemm" else emit_matmul)
+        return
     if op in ANCHOR_OPS:
         rest = members[1:]
         at = next((i for i, n in enumerate(rest) if n.op_type in POOL_OPS), None)
@@ -133,6 +137,9 @@ def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset
         return
     if op in POOL_OPS:
         emit_pool_kernel(w, members, params)
+        return
+    if norms_add.is_add_norm(members):  # the residual Add + its norm, storing the sum too
+        norms_add.emit_add_norm(w, members, params)
         return
     if op in EPILOGUE_OPS:
         emit_elementwise(w, members, params)

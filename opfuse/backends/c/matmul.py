@@ -9,6 +9,7 @@ into it) so that loop stays contiguous; runtime operands are read through their 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
@@ -31,7 +32,13 @@ from opfuse.errors import OpfuseError
 NB = 256  # output columns per accumulator tile
 
 
-def emit_gemm(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
+# Called after each output row m is stored with the row's element offset (a norm of the row).
+RowHook = Callable[[CWriter, str], None]
+ROW_BUFFER = "orow"  # with ``into_row``: the row is stored here (n floats), not in the output
+
+
+def emit_gemm(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
+              after_row: RowHook | None = None, into_row: bool = False) -> None:
     a_v, b_v = node.inputs[0], node.inputs[1]
     c_v = node.inputs[2] if len(node.inputs) > 2 else None
     a_shape, b_shape = dims(a_v, node), dims(b_v, node)
@@ -54,18 +61,24 @@ def emit_gemm(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> 
         bias = (params.inp(c_v, node), bcast_strides(dims(c_v, node), (m, n)), beta)
     shape = dims(node.outputs[0], node)
     chain = build_chain(pre, shape, params, node.outputs[0].name)
-    y = params.out((pre or [node])[-1].outputs[0], node)
+    y = ROW_BUFFER if into_row else params.out((pre or [node])[-1].outputs[0], node)
     w.open(f"for (int m = 0; m < {m}; ++m)")
-    _rows(w, chain, [], "m", n, k, f"{a} + m*{a_st[0]}", a_st[1], b, b_st, scale, bias, y, (m, n))
+    if into_row:
+        w(f"float {ROW_BUFFER}[{n}];")
+    _rows(w, chain, [], "m", n, k, f"{a} + m*{a_st[0]}", a_st[1], b, b_st, scale, bias, y, (m, n),
+          into_row)
+    if after_row is not None:
+        after_row(w, f"m*{n}")
     w.close()
 
 
-def _rows(w, chain, batch, mvar, n, k, a_row, a_k, b, b_st, scale, bias, y, mn) -> None:
+def _rows(w, chain, batch, mvar, n, k, a_row, a_k, b, b_st, scale, bias, y, mn,
+          into_row: bool = False) -> None:
     """Tiles of one output row: ``acc[:] = sum_k a_row[k] * B[k, n0:]``, epilogue, one store."""
     tile = min(NB, n)
     full, rem = divmod(n, tile)
     ys = contiguous(chain.shape)
-    row = offset_expr([*batch, mvar], ys[:-1])
+    row = "0" if into_row else offset_expr([*batch, mvar], ys[:-1])
     for width, count, start in ((tile, full, 0), (rem, 1 if rem else 0, full * tile)):
         if count == 0:
             continue
@@ -94,7 +107,8 @@ def _rows(w, chain, batch, mvar, n, k, a_row, a_k, b, b_st, scale, bias, y, mn) 
     del mn
 
 
-def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
+def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
+                after_row: RowHook | None = None, into_row: bool = False) -> None:
     a_v, b_v = node.inputs[0], node.inputs[1]
     a_shape, b_shape = dims(a_v, node), dims(b_v, node)
     if len(a_shape) == 0 or len(b_shape) == 0:
@@ -121,16 +135,20 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -
             src = o.strides
             ops.append(Operand(o.ptr, tuple(_restride(src, shape, full))))
         chain = Chain(full, chain.steps, ops)
-    y = params.out((pre or [node])[-1].outputs[0], node)
+    y = ROW_BUFFER if into_row else params.out((pre or [node])[-1].outputs[0], node)
     coords = []
     for d, size in enumerate(batch):
         w.open(f"for (int b{d} = 0; b{d} < {size}; ++b{d})")
         coords.append(f"b{d}")
     w.open(f"for (int m = 0; m < {m}; ++m)")
+    if into_row:
+        w(f"float {ROW_BUFFER}[{n}];")
     a_row = f"{a} + " + offset_expr([*coords, "m"], a_st[:-1])
     b_base = f"{b} + " + offset_expr(coords, b_st[:-2]) if coords else b
     _rows(w, chain, coords, "m", n, k, a_row, a_st[-1], f"({b_base})", (b_st[-2], b_st[-1]),
-          None, None, y, (m, n))
+          None, None, y, (m, n), into_row)
+    if after_row is not None:
+        after_row(w, offset_expr([*coords, "m"], contiguous(full)[:-1]))
     w.close()
     for _ in batch:
         w.close()

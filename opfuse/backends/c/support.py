@@ -25,6 +25,12 @@ from opfuse.backends.c.epilogue import EPILOGUE_OPS
 from opfuse.backends.c.int8 import is_int8_kernel
 from opfuse.backends.c.int8.chain import BINARY_OPS, CHAIN_OPS, CLAMP_OPS
 from opfuse.backends.c.kernels import ANCHOR_OPS, LOCAL_LIMIT
+from opfuse.backends.c.norms_add import (
+    ends_with_norm,
+    is_add_norm,
+    why_not_add_norm,
+    why_not_anchor_norm,
+)
 from opfuse.backends.c.pools import POOL_OPS
 from opfuse.fusion.attention import core_of
 from opfuse.fusion.support import KernelSupport
@@ -59,6 +65,11 @@ def why_not_kernel(members: Sequence[ir.Node]) -> str | None:
 def _why_not_float(members: Sequence[ir.Node]) -> str | None:
     head, rest = members[0], list(members[1:])
     op = head.op_type
+    if is_add_norm(members):
+        return why_not_add_norm(members)
+    if ends_with_norm(members):
+        return why_not_anchor_norm(members) or _same_shape(
+            rest[:-1], _dims(head.outputs[0]), "the anchor's")
     for node in rest:
         if node.op_type not in EPILOGUE_OPS | POOL_OPS or node.domain not in ("", "ai.onnx"):
             return f"no float C epilogue for {node.op_type}"

@@ -26,6 +26,7 @@ import onnx_ir as ir
 from opfuse.backends.onnx.ort_fusion import MS_DOMAIN, fuse_for_ort
 from opfuse.backends.onnx.qdq import expand_qdq, quant_map
 from opfuse.errors import OpfuseError
+from opfuse.ir.expand import expand_new_ops
 from opfuse.quant import ONNX, ROUNDING
 from opfuse.schedule import Partition
 
@@ -63,6 +64,7 @@ def emit_onnx(
     proto.producer_name = "opfuse"
     proto.producer_version = _opfuse_version()
     kernel_of = _kernel_index(proto.graph, partition)
+    expand_new_ops(proto, kernel_of)  # a Gelu / RMSNormalization the model's opset lacks
     annotated = quant_map(model)
     if annotated:
         if ort:
