@@ -162,6 +162,17 @@ OPS: dict[str, OpInfo] = {
     "Min": _bin(),
     "Pow": _bin(4),
     "Sum": _bin(),
+    # masks: comparisons, logic and select; no epilogue (C: backends/c/typed.py, own kernels)
+    "Where": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
+    "Equal": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
+    "Less": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
+    "Greater": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
+    "LessOrEqual": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
+    "GreaterOrEqual": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
+    "And": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
+    "Or": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
+    "Xor": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
+    "Not": OpInfo(OpKind.ELEMWISE, flops_per_elem=1),
     # reductions and pools
     "MaxPool": _pool(),
     "AveragePool": _pool(),
@@ -173,6 +184,8 @@ OPS: dict[str, OpInfo] = {
     "ReduceMin": _reduce(),
     "Softmax": OpInfo(OpKind.REDUCE, extra_flops=lambda n: 5 * _out(n)),
     "LayerNormalization": OpInfo(OpKind.REDUCE, extra_flops=lambda n: 8 * _out(n)),
+    "InstanceNormalization": OpInfo(OpKind.REDUCE, extra_flops=lambda n: 8 * _out(n)),
+    "GroupNormalization": OpInfo(OpKind.REDUCE, extra_flops=lambda n: 8 * _out(n)),
     # injective: data movement only
     "Reshape": _inj(),
     "Flatten": _inj(),
@@ -190,6 +203,7 @@ OPS: dict[str, OpInfo] = {
     "Gather": _inj(),
     "Expand": _inj(),
     "Shape": _inj(),
+    "Range": _inj(),
     # float <-> int8 conversions kept at a quantized graph's boundaries (docs/architecture.md)
     "QuantizeLinear": OpInfo(OpKind.ELEMWISE, flops_per_elem=2),
     "DequantizeLinear": OpInfo(OpKind.ELEMWISE, flops_per_elem=2),

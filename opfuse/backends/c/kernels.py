@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-from opfuse.backends.c import layout, norms
+from opfuse.backends.c import gather, groupnorm, layout, norms, typed
 from opfuse.backends.c.cgen import CWriter, collapse, contiguous, dims, offset_expr, who
 from opfuse.backends.c.conv import emit_conv
 from opfuse.backends.c.convt import emit_conv_transpose
@@ -42,6 +42,10 @@ SINGLE: dict[str, Single] = {
     "Resize": layout.emit_resize,
     "LayerNormalization": norms.emit_layernorm,
     **{op: norms.emit_reduce for op in norms.REDUCE_OPS},
+    "Gather": gather.emit_gather,
+    "InstanceNormalization": groupnorm.emit_instance_norm,
+    "GroupNormalization": groupnorm.emit_group_norm,
+    **{op: typed.emit_typed for op in (*typed.MASK_OPS, "Range")},
 }
 
 FLOAT_COVERED = frozenset(
@@ -126,6 +130,9 @@ def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset
         return
     if op in POOL_OPS:
         emit_pool_kernel(w, members, params)
+        return
+    if len(members) == 1 and typed.is_typed(head):  # integer arithmetic: typed operands
+        typed.emit_typed(w, head, params)
         return
     if op in EPILOGUE_OPS:
         emit_elementwise(w, members, params)

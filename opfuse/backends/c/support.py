@@ -25,6 +25,7 @@ from opfuse.backends.c.int8 import is_int8_kernel
 from opfuse.backends.c.int8.chain import BINARY_OPS, CHAIN_OPS, CLAMP_OPS
 from opfuse.backends.c.kernels import ANCHOR_OPS, LOCAL_LIMIT
 from opfuse.backends.c.pools import POOL_OPS
+from opfuse.backends.c.typed import is_typed
 from opfuse.fusion.support import KernelSupport
 from opfuse.quant import get_quant
 
@@ -54,6 +55,9 @@ def why_not_kernel(members: Sequence[ir.Node]) -> str | None:
 def _why_not_float(members: Sequence[ir.Node]) -> str | None:
     head, rest = members[0], list(members[1:])
     op = head.op_type
+    odd = next((n for n in members if is_typed(n)), None)
+    if odd is not None:  # the epilogue chain holds float registers only
+        return f"{odd.op_type} on masks or integers runs as its own kernel"
     for node in rest:
         if node.op_type not in EPILOGUE_OPS | POOL_OPS or node.domain not in ("", "ai.onnx"):
             return f"no float C epilogue for {node.op_type}"
