@@ -162,3 +162,42 @@ def test_constant_index_out_of_range_names_the_node(tmp_path: Path) -> None:
     with pytest.raises(OpfuseError, match=r"Gather node 'select_bad': index 6 is out of range"):
         emit_c(compile_model(path), tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+VIEW_CASES = {
+    # attention's scores: Q [1,2,5,4] @ K^T where K^T = Transpose(K [1,5,2,4], perm 0,2,3,1)
+    "scores_k_transposed": onnx.parser.parse_model(f"""{OPSET} g (float[1,2,5,4] q,
+        float[1,5,2,4] k) => (float[1,2,5,5] y) {{
+        kt = Transpose<perm = [0, 2, 3, 1]>(k)
+        s = MatMul(q, kt)
+        y = Mul(s, half)
+    }}"""),
+    # the left operand transposed on its batch and row dims, B broadcast over the batch
+    "left_transposed_broadcast": onnx.parser.parse_model(f"""{OPSET} g (float[3,2,6] x,
+        float[6,7] b) => (float[2,3,7] y) {{
+        t = Transpose<perm = [1, 0, 2]>(x)
+        y = MatMul(t, b)
+    }}"""),
+    # only the last two dims swapped, odd k (the dot product's tail)
+    "last_two_swapped": onnx.parser.parse_model(f"""{OPSET} g (float[2,9,11] a,
+        float[2,13,11] b) => (float[2,9,13] y) {{
+        bt = Transpose<perm = [0, 2, 1]>(b)
+        y = MatMul(a, bt)
+    }}"""),
+}
+VIEW_CASES["scores_k_transposed"].graph.initializer.append(
+    onnx.numpy_helper.from_array(np.array(0.5, np.float32), "half"))
+
+
+@pytest.mark.parametrize("case", list(VIEW_CASES))
+def test_transpose_is_read_as_a_view_by_matmul(case: str, tmp_path: Path) -> None:
+    """The Transpose joins the MatMul's kernel (analyze reports one kernel, the transposed tensor
+    is never stored) and the C reads it through strides, matching onnxruntime."""
+    path = tmp_path / f"{case}.onnx"
+    onnx.save(VIEW_CASES[case], path)
+    result = compile_model(path)
+    (kernel,) = [k for k in result.partition.kernels if "MatMul" in k.ops]
+    assert kernel.ops[:2] == ("Transpose", "MatMul"), kernel.ops
+    assert len(result.partition.kernels) == 1
+    for fuse in (True, False):
+        _check(validate_c(path, fuse=fuse, outdir=tmp_path / f"c{fuse}"))

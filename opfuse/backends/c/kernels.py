@@ -101,6 +101,10 @@ def emit_kernel(w: CWriter, members: list[ir.Node], params: Params, opset: int) 
 def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset: int) -> None:
     head = members[0]
     op = head.op_type
+    if op == "Transpose" and len(members) > 1 and members[1].op_type == "MatMul":
+        # a Transpose the MatMul reads as a strided view (opfuse/fusion/views.py)
+        emit_matmul(w, members[1], members[2:], params, view=head)
+        return
     if op in ANCHOR_OPS:
         rest = members[1:]
         at = next((i for i, n in enumerate(rest) if n.op_type in POOL_OPS), None)

@@ -58,6 +58,14 @@ def _why_not_float(members: Sequence[ir.Node]) -> str | None:
     odd = next((n for n in members if is_typed(n)), None)
     if odd is not None:  # the epilogue chain holds float registers only
         return f"{odd.op_type} on masks or integers runs as its own kernel"
+    if op == "Transpose" and len(rest) >= 1 and rest[0].op_type == "MatMul":
+        # a strided view the MatMul reads in place (fusion/views.py), then the MatMul's kernel
+        if len(_dims(head.outputs[0]) or ()) < 2:
+            return "a transposed operand of rank < 2"
+        if len(members) > 2 and any(_dims(n.outputs[0]) != _dims(rest[0].outputs[0])
+                                    for n in rest[1:]):
+            return "an epilogue after a viewed MatMul that changes the output's shape"
+        return _why_not_float(rest) if len(rest) > 1 else None
     for node in rest:
         if node.op_type not in EPILOGUE_OPS | POOL_OPS or node.domain not in ("", "ai.onnx"):
             return f"no float C epilogue for {node.op_type}"
