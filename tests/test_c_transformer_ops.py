@@ -5,6 +5,7 @@ onnxruntime through ``validate_c``, fused and unfused."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -13,10 +14,11 @@ import onnx
 import onnx.parser
 import pytest
 
-from opfuse.backends.c import emit_c, validate_c
+from opfuse.backends.c import build_executable, emit_c, run_executable, validate_c
 from opfuse.backends.c.runner import CModel, build_shared
 from opfuse.errors import OpfuseError
 from opfuse.pipeline import compile_model
+from tests.sanitize import SAN, sanitized_run_matches
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -201,3 +203,41 @@ def test_transpose_is_read_as_a_view_by_matmul(case: str, tmp_path: Path) -> Non
     assert len(result.partition.kernels) == 1
     for fuse in (True, False):
         _check(validate_c(path, fuse=fuse, outdir=tmp_path / f"c{fuse}"))
+
+
+@pytest.mark.parametrize("case", ["embedding", "index_select", "mask_where", "range_expand_cast",
+                                  "groupnorm_native"])
+def test_sanitizers_are_clean(case: str, tmp_path: Path) -> None:
+    model, _ = CASES[case]
+    path = tmp_path / f"{case}.onnx"
+    onnx.save(model, path)
+    folder = tmp_path / "c"
+    emit_c(compile_model(path), folder)
+    sanitized_run_matches(folder, path)
+
+
+def test_view_matmul_sanitizers_are_clean(tmp_path: Path) -> None:
+    path = tmp_path / "scores.onnx"
+    onnx.save(VIEW_CASES["scores_k_transposed"], path)
+    emit_c(compile_model(path), tmp_path / "c")
+    sanitized_run_matches(tmp_path / "c", path)
+
+
+def test_out_of_range_index_under_sanitizers_reads_nothing_outside(tmp_path: Path) -> None:
+    """The demo harness built with ASan + UBSan: ids past both ends of the table give exit 3 and
+    the OPFUSE_ERROR_INDEX line, and no sanitizer report (no read outside the table)."""
+    model, _ = CASES["embedding"]
+    path = tmp_path / "emb.onnx"
+    onnx.save(model, path)
+    folder = tmp_path / "c"
+    emit_c(compile_model(path), folder)
+    try:
+        exe = build_executable(folder, SAN)
+    except OpfuseError as exc:
+        pytest.skip(f"no sanitizer runtime: {exc}")
+    info = json.loads((folder / "model.json").read_text())
+    ids = np.array([[1 << 40, 16, -17, 3, 0], [-(1 << 40), 2, 2, 2, 99]])
+    with pytest.raises(OpfuseError, match="exit 3") as caught:
+        run_executable(exe, info, {"ids": ids}, env={"ASAN_OPTIONS": "detect_leaks=0"})
+    assert "OPFUSE_ERROR_INDEX" in str(caught.value)
+    assert "Sanitizer" not in str(caught.value) and "runtime error" not in str(caught.value)
