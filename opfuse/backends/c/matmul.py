@@ -25,7 +25,7 @@ from opfuse.backends.c.cgen import (
     who,
 )
 from opfuse.backends.c.epilogue import build_chain, emit_apply
-from opfuse.backends.c.matmul_view import broadcast_view, rows_nt, view_strides
+from opfuse.backends.c.matmul_view import broadcast_view, packed_rows, view_strides
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 
@@ -137,15 +137,16 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     for d, size in enumerate(batch):
         w.open(f"for (int b{d} = 0; b{d} < {size}; ++b{d})")
         coords.append(f"b{d}")
-    w.open(f"for (int m = 0; m < {m}; ++m)")
     a_row = f"{a} + " + offset_expr([*coords, "m"], a_st[:-1])
     b_base = f"{b} + " + offset_expr(coords, b_st[:-2]) if coords else b
-    if b_st[-2] == 1 and b_st[-1] != 1 and k > 1:  # B's k dim contiguous: dot products
-        rows_nt(w, chain, coords, n, k, a_row, a_st[-1], f"({b_base})", b_st[-1], y)
+    if view is not None and b_st[-1] != 1 and n > 1:  # a transposed B: packed tiles
+        packed_rows(w, chain, coords, m, n, k, a_row, a_st[-1], f"({b_base})",
+                    (b_st[-2], b_st[-1]), y)
     else:
+        w.open(f"for (int m = 0; m < {m}; ++m)")
         _rows(w, chain, coords, "m", n, k, a_row, a_st[-1], f"({b_base})", (b_st[-2], b_st[-1]),
               None, None, y, (m, n))
-    w.close()
+        w.close()
     for _ in batch:
         w.close()
 
