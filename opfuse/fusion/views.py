@@ -1,5 +1,5 @@
 """A Transpose read as a strided view by the MatMul that consumes it (docs/architecture.md,
-"Fusion").
+"Transformer ops in C").
 
 ``MatMul(Transpose(X, perm), B)``: element ``T[i]`` of the transposed tensor is ``X[perm^-1(i)]``,
 so a kernel that reads its operand through strides (``stride_T[d] = stride_X[perm[d]]``) reads X

@@ -1,6 +1,6 @@
 """Gather: an embedding lookup (rows of a table picked by run-time indices) and an index select
 (constant indices on any axis, e.g. a transformer's class token ``x[:, 0]``), docs/architecture.md
-("Kernels").
+("Transformer ops in C").
 
 ``Y[o, i, c] = X[o, idx[i], c]`` with ``o`` over the dims before ``axis``, ``i`` over the indices
 and ``c`` over the dims after it, so every pick copies one contiguous run of ``inner`` elements.

@@ -1,4 +1,5 @@
-"""InstanceNormalization and GroupNormalization kernels (docs/architecture.md, "Kernels").
+"""InstanceNormalization and GroupNormalization kernels (docs/architecture.md, "Transformer ops
+in C").
 
 Both normalize contiguous runs of an (N, C, spatial...) tensor: a group is ``C / G`` channels of
 ``S`` spatial elements each, so its ``C/G * S`` elements are one run (instance norm: G = C).

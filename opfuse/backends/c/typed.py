@@ -1,5 +1,6 @@
 """Elementwise kernels over typed operands: masks (Where, comparisons, Not/And/Or/Xor), Cast,
-Range, and integer arithmetic, each its own kernel (docs/architecture.md, "Kernels").
+Range, and integer arithmetic, each its own kernel (docs/architecture.md, "Transformer ops in
+C").
 
 What a transformer export keeps after folding is small integer and boolean work on computed
 values: an attention mask compared, inverted and selected with Where, position ids from a
