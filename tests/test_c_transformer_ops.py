@@ -174,11 +174,11 @@ VIEW_CASES = {
         s = MatMul(q, kt)
         y = Mul(s, half)
     }}"""),
-    # the left operand transposed on its batch and row dims, B broadcast over the batch
-    "left_transposed_broadcast": onnx.parser.parse_model(f"""{OPSET} g (float[3,2,6] x,
-        float[6,7] b) => (float[2,3,7] y) {{
-        t = Transpose<perm = [1, 0, 2]>(x)
-        y = MatMul(t, b)
+    # a right operand [5, 2, 4] read as [2, 4, 5] (batch dim from the middle), broadcast to A's
+    "right_batch_transposed": onnx.parser.parse_model(f"""{OPSET} g (float[3,1,2,4] a,
+        float[5,2,4] b) => (float[3,2,2,5] y) {{
+        bt = Transpose<perm = [1, 2, 0]>(b)
+        y = MatMul(a, bt)
     }}"""),
     # only the last two dims swapped, odd k (the dot product's tail)
     "last_two_swapped": onnx.parser.parse_model(f"""{OPSET} g (float[2,9,11] a,
@@ -241,3 +241,18 @@ def test_out_of_range_index_under_sanitizers_reads_nothing_outside(tmp_path: Pat
         run_executable(exe, info, {"ids": ids}, env={"ASAN_OPTIONS": "detect_leaks=0"})
     assert "OPFUSE_ERROR_INDEX" in str(caught.value)
     assert "Sanitizer" not in str(caught.value) and "runtime error" not in str(caught.value)
+
+
+def test_a_left_operand_stays_materialized_with_its_reason(tmp_path: Path) -> None:
+    """Reading A (or a B whose rows stay contiguous) in place was measured slower
+    (benchmarks/matmul_views.py): the Transpose keeps its own kernel, and the refusal says why."""
+    model = onnx.parser.parse_model(f"""{OPSET} g (float[3,2,6] x, float[6,7] b)
+        => (float[2,3,7] y) {{
+        t = Transpose<perm = [1, 0, 2]>(x)
+        y = MatMul(t, b)
+    }}""")
+    path = tmp_path / "left.onnx"
+    onnx.save(model, path)
+    result = compile_model(path)
+    assert [k.ops for k in result.partition.kernels] == [("Transpose",), ("MatMul",)]
+    _check(validate_c(path, outdir=tmp_path / "c"))

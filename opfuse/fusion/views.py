@@ -10,7 +10,9 @@ is the one exception to ``layout_change``: any other data movement still runs as
 It applies where the edge is otherwise plain: T is read by this MatMul alone and is no graph
 output, shapes are static, values float32 and unquantized (an int8 MatMul reads contiguous
 rows), the MatMul reads T as exactly one of its operands, and the backend's ``KernelSupport``
-says it writes such a kernel (the C reads any permutation; ``backends/c/matmul_view.py``).
+says it writes such a kernel (the C takes a right operand whose n dim is strided, attention's
+``K^T``, and leaves the others materialized, which it measured faster:
+``backends/c/support.py``, ``benchmarks/matmul_views.py``).
 """
 
 from __future__ import annotations
