@@ -243,9 +243,9 @@ def test_out_of_range_index_under_sanitizers_reads_nothing_outside(tmp_path: Pat
     assert "Sanitizer" not in str(caught.value) and "runtime error" not in str(caught.value)
 
 
-def test_a_left_operand_stays_materialized_with_its_reason(tmp_path: Path) -> None:
+def test_a_transposed_left_operand_stays_materialized(tmp_path: Path) -> None:
     """Reading A (or a B whose rows stay contiguous) in place was measured slower
-    (benchmarks/matmul_views.py): the Transpose keeps its own kernel, and the refusal says why."""
+    (benchmarks/matmul_views.py): the Transpose keeps its own kernel (``layout_change``)."""
     model = onnx.parser.parse_model(f"""{OPSET} g (float[3,2,6] x, float[6,7] b)
         => (float[2,3,7] y) {{
         t = Transpose<perm = [1, 0, 2]>(x)
@@ -255,4 +255,5 @@ def test_a_left_operand_stays_materialized_with_its_reason(tmp_path: Path) -> No
     onnx.save(model, path)
     result = compile_model(path)
     assert [k.ops for k in result.partition.kernels] == [("Transpose",), ("MatMul",)]
+    assert any(d.reason == "layout_change" for d in result.partition.decisions)
     _check(validate_c(path, outdir=tmp_path / "c"))
