@@ -257,3 +257,13 @@ def test_a_transposed_left_operand_stays_materialized(tmp_path: Path) -> None:
     assert [k.ops for k in result.partition.kernels] == [("Transpose",), ("MatMul",)]
     assert any(d.reason == "layout_change" for d in result.partition.decisions)
     _check(validate_c(path, outdir=tmp_path / "c"))
+
+
+def test_per_kernel_check_takes_token_ids(tmp_path: Path, run_cli) -> None:
+    """``validate --per-kernel`` draws int64 inputs as indices (0..9) and checks each kernel."""
+    model, _ = CASES["embedding"]
+    path = tmp_path / "emb.onnx"
+    onnx.save(model, path)
+    code, out, err = run_cli("validate", str(path), "--backend", "c", "--per-kernel")
+    assert code == 0, err
+    assert "all 2 kernels match" in out
