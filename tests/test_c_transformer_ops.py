@@ -267,3 +267,20 @@ def test_per_kernel_check_takes_token_ids(tmp_path: Path, run_cli) -> None:
     code, out, err = run_cli("validate", str(path), "--backend", "c", "--per-kernel")
     assert code == 0, err
     assert "all 2 kernels match" in out
+
+
+def test_gelu_and_erf_are_epilogues_of_a_matmul(tmp_path: Path) -> None:
+    """A Linear followed by Gelu (tanh form) and by the erf form's Erf: each joins the MatMul's
+    kernel as an epilogue, and the fused C matches onnxruntime."""
+    model = _weights("""<ir_version: 9, opset_import: ["" : 20]>
+        g (float[2,5,8] x) => (float[2,5,6] a, float[2,5,6] b) {
+        m1 = MatMul(x, w)
+        a = Gelu<approximate="tanh">(m1)
+        m2 = MatMul(x, w2)
+        b = Erf(m2)
+    }""", w=_rand(8, 6, seed=7), w2=_rand(8, 6, seed=8))
+    path = tmp_path / "linear_gelu.onnx"
+    onnx.save(model, path)
+    ops = [k.ops for k in compile_model(path).partition.kernels]
+    assert ("MatMul", "Gelu") in ops and ("MatMul", "Erf") in ops, ops
+    _check(validate_c(path, outdir=tmp_path / "c"))
