@@ -168,8 +168,8 @@ OPS: dict[str, OpInfo] = {
     "Min": _bin(),
     "Pow": _bin(4),
     "Sum": _bin(),
-    # selection and comparisons: one operation per output element (a bool output for the tests)
-    "Where": OpInfo(OpKind.BROADCAST, flops_per_elem=1, inplace=True),
+    # masks: comparisons, logic and select; no epilogue (C: backends/c/typed.py, own kernels)
+    "Where": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
     "Equal": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
     "Less": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
     "Greater": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
@@ -177,6 +177,7 @@ OPS: dict[str, OpInfo] = {
     "GreaterOrEqual": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
     "And": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
     "Or": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
+    "Xor": OpInfo(OpKind.BROADCAST, flops_per_elem=1),
     # reductions and pools
     "MaxPool": _pool(),
     "AveragePool": _pool(),

@@ -8,7 +8,8 @@ absorbed. One greedy pass visits the nodes in topological order. Every node ``v`
 candidate kernel of its own; then, for each node ``p`` producing one of v's inputs, we ask whether v
 may join p's kernel (``rules.py``), in this order:
 
-1. structure, whatever the target: neither op is opaque (``opaque_op``), none of p's outputs is a
+1. structure, whatever the target (a Transpose a MatMul reads as a strided view joins it first,
+   ``views.py``): neither op is opaque (``opaque_op``), none of p's outputs is a
    graph output (``graph_output``) or read by any node but v (``multiple_consumers``; producers are
    never recomputed, ``FusionCaps.recompute`` is not implemented), dtypes agree (``dtype_mismatch``),
    neither op only moves data (``layout_change``), shapes are static (``dynamic_shape``);
@@ -68,6 +69,7 @@ from opfuse.fusion.rules import (
 )
 from opfuse.fusion.support import ANY, KernelSupport
 from opfuse.fusion.transformer import bias_members, norm_with_sum, takes_bias
+from opfuse.fusion.views import join_as_anchor, reads_as_view
 from opfuse.schedule import Decision, Kernel, Partition
 from opfuse.targets import Target
 
@@ -90,6 +92,9 @@ def partition(
         accepted: list[tuple[ir.Node, Group]] = []
         for p, x in _producers(v, index):
             group = group_of[index[id(p)]]
+            if reads_as_view(p, v, x, group, support):  # a Transpose the MatMul reads strided
+                accepted.append((p, group))
+                continue
             refusal = _check(p, v, x, group, target, support, index)
             if refusal is None:
                 accepted.append((p, group))
@@ -102,6 +107,7 @@ def partition(
         p, chosen = max(accepted, key=lambda a: (a[1].stage == ANCHOR, index[id(a[0])]))
         chosen.stage = next_stage(chosen, v)
         chosen.nodes.append(v)
+        join_as_anchor(chosen, v)
         group_of.append(chosen)
         for other, group in accepted:
             if group is not chosen:

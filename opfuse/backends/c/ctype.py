@@ -30,6 +30,8 @@ class CType:
         v = int(x)
         if self.name == "int32_t" and v == -(1 << 31):
             return "(-2147483647 - 1)"
+        if self.name == "int64_t":
+            return "(-9223372036854775807LL - 1)" if v == -(1 << 63) else f"{v}LL"
         return str(v)
 
 
@@ -38,6 +40,9 @@ INT8 = CType("int8_t", 1, "i1", -128, 127)
 UINT8 = CType("uint8_t", 1, "u1", 0, 255)
 INT16 = CType("int16_t", 2, "<i2", -(1 << 15), (1 << 15) - 1)
 INT32 = CType("int32_t", 4, "<i4", -(1 << 31), (1 << 31) - 1)
+INT64 = CType("int64_t", 8, "<i8", -(1 << 63), (1 << 63) - 1)
+# ONNX bool is one byte, 0 or 1 (numpy's bool_): a uint8_t in C, distinct from UINT8 by its range
+BOOL = CType("uint8_t", 1, "u1", 0, 1)
 
 _BY_DTYPE = {
     ir.DataType.FLOAT: FLOAT,
@@ -45,6 +50,8 @@ _BY_DTYPE = {
     ir.DataType.UINT8: UINT8,
     ir.DataType.INT16: INT16,
     ir.DataType.INT32: INT32,
+    ir.DataType.INT64: INT64,
+    ir.DataType.BOOL: BOOL,
 }
 
 

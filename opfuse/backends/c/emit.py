@@ -24,7 +24,7 @@ import onnx_ir as ir
 from opfuse.backends.c.board import board_files
 from opfuse.backends.c.cascade import emit_cascade
 from opfuse.backends.c.cgen import CWriter, cname, dims
-from opfuse.backends.c.ctype import FLOAT, INT8, UINT8, ctype_of
+from opfuse.backends.c.ctype import BOOL, FLOAT, INT8, INT32, INT64, UINT8, ctype_of
 from opfuse.backends.c.files import (
     MAKEFILE,
     main_c,
@@ -128,7 +128,7 @@ def generate(
     for value in model.graph.outputs:
         io["outputs"].append(_io(value))
         node = value.producer() or next(iter(model.graph), None)
-        src = store.where(value, node) if node is not None else None
+        src = store.where(value, node, ctype_of(value)) if node is not None else None
         if src is None:
             raise OpfuseError(f"C backend: graph output '{value.name}' has no producer")
         where_out.append(src)
@@ -218,10 +218,10 @@ def stack_scratch_bytes(lines: list[str]) -> int:
 
 def _io(value: ir.Value) -> dict:
     ct = ctype_of(value)
-    if ct not in (FLOAT, INT8, UINT8):
+    if ct not in (FLOAT, INT8, UINT8, INT32, INT64, BOOL):  # bool: a uint8_t of 0 or 1
         raise OpfuseError(
             f"C backend: graph input/output '{value.name}' is {value.dtype.name}; "
-            "the C backend takes and returns float32, int8 or uint8 tensors only"
+            "the C backend takes and returns float32, int8, uint8, int32, int64 or bool tensors only"
         )
     shape = dims(value, value.producer() or _Named(value.name))
     item = {"name": value.name, "shape": list(shape), "size": math.prod(shape)}
@@ -343,8 +343,12 @@ void (*opfuse_debug_hook)(int kernel, int output, const void *data) = 0;
 #define OPFUSE_DEBUG_OUT(k, j, p) ((void)0)
 #endif
 
+/* What opfuse_model_invoke returns: 0, or an OPFUSE_ERROR_* a kernel found at run time (model.h;
+   opfuse/backends/c/gather.py). */
+static int opfuse_status;
+
 """
-    size = {"float": 4, "int8_t": 1, "uint8_t": 1}
+    size = {"float": 4, "int8_t": 1, "uint8_t": 1, "int32_t": 4, "int64_t": 8}
     copy_in = [f"    opfuse_copy(opfuse_model_input({k}), inputs[{k}], "
                f"{x['size'] * size[io_ctype(x)]}u);" for k, x in enumerate(info["inputs"])]
     copy_out = [f"    opfuse_copy(outputs[{k}], opfuse_model_output({k}), "
@@ -353,8 +357,9 @@ void (*opfuse_debug_hook)(int kernel, int output, const void *data) = 0;
         *_pointers("input", where_in, info["inputs"]),
         *_pointers("output", where_out, info["outputs"]),
         "int opfuse_model_invoke(void) {",
+        "    opfuse_status = 0;",
         *calls.lines,
-        "    return 0;",
+        "    return opfuse_status;",
         "}",
         "",
         "static void opfuse_copy(void *dst, const void *src, unsigned nbytes) {",
@@ -363,11 +368,11 @@ void (*opfuse_debug_hook)(int kernel, int output, const void *data) = 0;
         "",
         f"int opfuse_model_run_v(const {ti} *const *inputs, {to} *const *outputs) {{",
         *copy_in,
-        "    opfuse_model_invoke();",
+        "    const int status = opfuse_model_invoke();",
         *copy_out,
         "    (void)inputs;",
         "    (void)outputs;",
-        "    return 0;",
+        "    return status;",
         "}",
         "",
         f"int opfuse_model_run({', '.join(ins + outs)}) {{",

@@ -43,7 +43,8 @@ def _common(items: list[dict]) -> str:
 
 
 def _dtype_word(item: dict) -> str:
-    return {"float": "float32", "int8_t": "int8", "uint8_t": "uint8"}[_ct(item)]
+    return {"float": "float32", "int8_t": "int8", "uint8_t": "uint8", "int32_t": "int32",
+            "int64_t": "int64"}[_ct(item)]
 
 
 # The C API's contract, said once: model.h carries it as a comment, the README as a section.
@@ -113,11 +114,16 @@ def model_h(info: dict) -> str:
         f"{ti} *opfuse_model_input(int i);",
         f"{to} *opfuse_model_output(int i);",
         "int opfuse_model_invoke(void);",
+        "/* invoke (and run) return 0, or OPFUSE_ERROR_INDEX when a run-time index (a Gather's",
+        "   token id) was outside its table: it was clamped to the nearest row, so the outputs",
+        "   exist but are not the model's (onnxruntime fails such a run). */",
+        "#define OPFUSE_ERROR_INDEX 1",
         "",
         "/* The copying convenience wrapper: copies OPFUSE_INPUTk_SIZE elements per input into",
         "   the arena, invokes, copies OPFUSE_OUTPUTk_SIZE elements per output out of it",
         "   (arguments in the model's input, then output",
-        "   order; the source model's layout, row-major). Returns 0. Not reentrant. */",
+        "   order; the source model's layout, row-major). Returns what invoke returns. Not",
+        "   reentrant. */",
         f"int opfuse_model_run({', '.join(ins_args + outs_args)});",
         "",
         "/* The same with arrays of pointers (inputs[k], outputs[k] in the same order). */",
@@ -182,7 +188,10 @@ int main(int argc, char **argv) {
         if (r == 0 || !write_once)
             for (i = 0; i < OPFUSE_NUM_INPUTS; ++i)
                 memcpy((void *)opfuse_model_input(i), ins[i], (size_t)in_size[i] * in_elem[i]);
-        opfuse_model_invoke();
+        if (opfuse_model_invoke() != 0) {
+            fprintf(stderr, "opfuse_model_invoke: an index out of range (OPFUSE_ERROR_INDEX)\n");
+            return 3;
+        }
     }
     for (i = 0; i < OPFUSE_NUM_OUTPUTS && OPFUSE_NUM_INPUTS + i + 1 < argc; ++i) {
         FILE *f = fopen(argv[OPFUSE_NUM_INPUTS + i + 1], "wb");
@@ -201,7 +210,8 @@ int main(int argc, char **argv) {
 def main_c(info: dict) -> str:
     ins, outs = info["inputs"], info["outputs"]
     bufs = [f"static {_ct(x)} in{i}[{max(x['size'], 1)}];" for i, x in enumerate(ins)]
-    elem = {"float": "sizeof(float)", "int8_t": "1", "uint8_t": "1"}
+    elem = {"float": "sizeof(float)", "int8_t": "1", "uint8_t": "1", "int32_t": "4",
+            "int64_t": "8"}
     return MAIN_C % {
         "in_elems": ", ".join(elem[_ct(x)] for x in ins) or "0",
         "out_elems": ", ".join(elem[_ct(x)] for x in outs) or "0",
@@ -258,7 +268,9 @@ model.c are the plan's) and {info['weights_bytes']} bytes of constants in weight
 - `model.h`: the API and the sizes. Zero-copy, as in TFLite Micro (the input tensors live in the
   arena): `opfuse_model_input(k)` / `opfuse_model_output(k)` return pointers into the arena at the
   memory plan's offsets; write the inputs there, call `opfuse_model_invoke()` (the schedule, no
-  copies), read the outputs there. The planner may reuse an input's bytes in place, so write the
+  copies), read the outputs there. `opfuse_model_invoke()` returns 0, or `OPFUSE_ERROR_INDEX`
+  when a run-time index (a token id) was outside its table: the kernel clamped it to the nearest
+  row and never reads outside the table, but the outputs are not the model's. The planner may reuse an input's bytes in place, so write the
   inputs again before every invoke and read the outputs before the next one. The convenient
   `opfuse_model_run(...)` / `opfuse_model_run_v(inputs, outputs)` copy the inputs in and the
   outputs out around the same invoke (one extra pass over each input and output).

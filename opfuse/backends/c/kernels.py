@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-from opfuse.backends.c import layout, norms, norms_add
+from opfuse.backends.c import gather, groupnorm, layout, norms, norms_add, typed
 from opfuse.backends.c.attention import emit_attention
 from opfuse.backends.c.cgen import CWriter, collapse, contiguous, dims, offset_expr, who
 from opfuse.backends.c.conv import emit_conv
@@ -46,6 +46,10 @@ SINGLE: dict[str, Single] = {
     "LayerNormalization": norms.emit_layernorm,
     "RMSNormalization": norms_add.emit_rmsnorm,
     **{op: norms.emit_reduce for op in norms.REDUCE_OPS},
+    "Gather": gather.emit_gather,
+    "InstanceNormalization": groupnorm.emit_instance_norm,
+    "GroupNormalization": groupnorm.emit_group_norm,
+    **{op: typed.emit_typed for op in (*typed.MASK_OPS, "Range")},
 }
 
 FLOAT_COVERED = frozenset(
@@ -108,6 +112,10 @@ def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset
     if op in ANCHOR_OPS and norms_add.ends_with_norm(members):  # each output row normalised
         norms_add.emit_anchor_norm(w, members, params, emit_gemm if op == "Gemm" else emit_matmul)
         return
+    if op == "Transpose" and len(members) > 1 and members[1].op_type == "MatMul":
+        # a Transpose the MatMul reads as a strided view (opfuse/fusion/views.py)
+        emit_matmul(w, members[1], members[2:], params, view=head)
+        return
     if op in ANCHOR_OPS:
         rest = members[1:]
         at = next((i for i, n in enumerate(rest) if n.op_type in POOL_OPS), None)
@@ -140,6 +148,9 @@ def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset
         return
     if norms_add.is_add_norm(members):  # the residual Add + its norm, storing the sum too
         norms_add.emit_add_norm(w, members, params)
+        return
+    if len(members) == 1 and typed.is_typed(head):  # integer arithmetic: typed operands
+        typed.emit_typed(w, head, params)
         return
     if op in EPILOGUE_OPS:
         emit_elementwise(w, members, params)

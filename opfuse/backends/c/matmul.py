@@ -26,6 +26,7 @@ from opfuse.backends.c.cgen import (
     who,
 )
 from opfuse.backends.c.epilogue import build_chain, emit_apply
+from opfuse.backends.c.matmul_view import broadcast_view, packed_rows, view_strides
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 
@@ -108,7 +109,10 @@ def _rows(w, chain, batch, mvar, n, k, a_row, a_k, b, b_st, scale, bias, y, mn,
 
 
 def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
-                after_row: RowHook | None = None, into_row: bool = False) -> None:
+                after_row: RowHook | None = None, into_row: bool = False,
+                view: ir.Node | None = None) -> None:
+    """``view``: a Transpose producing one operand, read in place through strides
+    (matmul_view.py)."""
     a_v, b_v = node.inputs[0], node.inputs[1]
     a_shape, b_shape = dims(a_v, node), dims(b_v, node)
     if len(a_shape) == 0 or len(b_shape) == 0:
@@ -122,10 +126,17 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     if math.prod(shape) != math.prod(batch) * m * n:
         raise OpfuseError(f"C backend: {who(node)}: unexpected output shape {list(shape)}")
     full = (*batch, m, n)
-    a = params.inp(a_v, node)
-    b = params.inp(b_v, node)
     a_st = bcast_strides(a2, (*batch, m, k))
     b_st = bcast_strides(b2, (*batch, k, n))
+    a, b = None, None
+    if view is not None:  # the viewed operand is read in the Transpose's input
+        vshape, vst = view_strides(view)
+        if view.outputs[0] is a_v:
+            a, a_st = params.inp(view.inputs[0], view), broadcast_view(vshape, vst, (*batch, m, k))
+        else:
+            b, b_st = params.inp(view.inputs[0], view), broadcast_view(vshape, vst, (*batch, k, n))
+    a = a or params.inp(a_v, node)
+    b = b or params.inp(b_v, node)
     chain = build_chain(pre, shape, params, node.outputs[0].name)
     if shape != full:  # 1-D operands dropped a dim: view the chain on the full shape
         from opfuse.backends.c.epilogue import Chain, Operand
@@ -140,16 +151,20 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     for d, size in enumerate(batch):
         w.open(f"for (int b{d} = 0; b{d} < {size}; ++b{d})")
         coords.append(f"b{d}")
-    w.open(f"for (int m = 0; m < {m}; ++m)")
-    if into_row:
-        w(f"float {ROW_BUFFER}[{n}];")
     a_row = f"{a} + " + offset_expr([*coords, "m"], a_st[:-1])
     b_base = f"{b} + " + offset_expr(coords, b_st[:-2]) if coords else b
-    _rows(w, chain, coords, "m", n, k, a_row, a_st[-1], f"({b_base})", (b_st[-2], b_st[-1]),
-          None, None, y, (m, n), into_row)
-    if after_row is not None:
-        after_row(w, offset_expr([*coords, "m"], contiguous(full)[:-1]))
-    w.close()
+    if view is not None and b_st[-1] != 1 and n > 1:  # a transposed B: packed tiles
+        packed_rows(w, chain, coords, m, n, k, a_row, a_st[-1], f"({b_base})",
+                    (b_st[-2], b_st[-1]), y)
+    else:
+        w.open(f"for (int m = 0; m < {m}; ++m)")
+        if into_row:
+            w(f"float {ROW_BUFFER}[{n}];")
+        _rows(w, chain, coords, "m", n, k, a_row, a_st[-1], f"({b_base})",
+              (b_st[-2], b_st[-1]), None, None, y, (m, n), into_row)
+        if after_row is not None:
+            after_row(w, offset_expr([*coords, "m"], contiguous(full)[:-1]))
+        w.close()
     for _ in batch:
         w.close()
 

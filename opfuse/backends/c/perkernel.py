@@ -38,7 +38,8 @@ from opfuse.validation import OutputCheck, compare
 DEBUG_LIB = "libopfuse_debug"
 _builds = itertools.count()
 _HOOK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
-_NP = {"float": np.float32, "int8_t": np.int8, "uint8_t": np.uint8, "int32_t": np.int32}
+_NP = {"float": np.float32, "int8_t": np.int8, "uint8_t": np.uint8, "int32_t": np.int32,
+       "int64_t": np.int64}
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,8 @@ def _random_feeds(info: dict, seed: int = 0) -> dict[str, np.ndarray]:
         dtype = np.dtype(_NP[item.get("ctype", "float")])
         if dtype.kind == "f":
             feeds[item["name"]] = rng.standard_normal(item["shape"]).astype(dtype)
+        elif dtype.itemsize > 1:  # int32/int64 are indices: small, as validate draws them
+            feeds[item["name"]] = rng.integers(0, 10, item["shape"]).astype(dtype)
         else:
             lim = np.iinfo(dtype)
             feeds[item["name"]] = rng.integers(lim.min, lim.max + 1, item["shape"]).astype(dtype)

@@ -69,8 +69,10 @@ def manifest(outdir: Path) -> dict:
         raise OpfuseError(f"{outdir}: no model.json (not an opfuse C output folder)") from None
 
 
-_NUMPY = {"float": np.dtype("<f4"), "int8_t": np.dtype("i1"), "uint8_t": np.dtype("u1")}
-_CTYPES = {"float": ctypes.c_float, "int8_t": ctypes.c_int8, "uint8_t": ctypes.c_uint8}
+_NUMPY = {"float": np.dtype("<f4"), "int8_t": np.dtype("i1"), "uint8_t": np.dtype("u1"),
+          "int32_t": np.dtype("<i4"), "int64_t": np.dtype("<i8")}
+_CTYPES = {"float": ctypes.c_float, "int8_t": ctypes.c_int8, "uint8_t": ctypes.c_uint8,
+           "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64}
 
 
 def io_dtype(item: dict) -> np.dtype:
@@ -149,7 +151,13 @@ class CModel:
         self.invoke()
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        self.call(self.bind(inputs))
+        """Outputs by name; a run whose invoke reports an error (``OPFUSE_ERROR_INDEX``, an
+        index out of range) fails, as onnxruntime's does."""
+        self.write(self.bind(inputs))
+        status = self.invoke()
+        if status != 0:
+            raise OpfuseError(f"C backend: opfuse_model_invoke returned {status}: a run-time "
+                              "index was out of range (OPFUSE_ERROR_INDEX)")
         return {o["name"]: arr.copy() for o, arr in zip(self.info["outputs"], self.outs,
                                                         strict=True)}
 

@@ -33,6 +33,7 @@ from opfuse.backends.c.norms_add import (
 )
 from opfuse.backends.c.pools import POOL_OPS
 from opfuse.fusion.attention import core_of
+from opfuse.backends.c.typed import is_typed
 from opfuse.fusion.support import KernelSupport
 from opfuse.quant import get_quant
 
@@ -70,6 +71,24 @@ def _why_not_float(members: Sequence[ir.Node]) -> str | None:
     if ends_with_norm(members):
         return why_not_anchor_norm(members) or _same_shape(
             rest[:-1], _dims(head.outputs[0]), "the anchor's")
+    odd = next((n for n in members if is_typed(n)), None)
+    if odd is not None:  # the epilogue chain holds float registers only
+        return f"{odd.op_type} on masks or integers runs as its own kernel"
+    if op == "Transpose" and len(rest) >= 1 and rest[0].op_type == "MatMul":
+        # a strided view the MatMul reads in place (fusion/views.py), then the MatMul's kernel
+        if len(_dims(head.outputs[0]) or ()) < 2:
+            return "a transposed operand of rank < 2"
+        perm = list(head.attributes["perm"].value) if "perm" in head.attributes else [0, 0]
+        if rest[0].inputs[0] is head.outputs[0] or perm[-1] == len(perm) - 1:
+            # measured (benchmarks/matmul_views.py, tiny_transformer): reading these in place
+            # was 0.89x the materialized copy; only a right operand with a strided n dim gains
+            return "a transposed operand whose rows the MatMul reads faster materialized"
+        if len(members) > 2 and any(_dims(n.outputs[0]) != _dims(rest[0].outputs[0])
+                                    for n in rest[1:]):
+            return "an epilogue after a viewed MatMul that changes the output's shape"
+        if ends_with_norm(rest) or is_add_norm(rest):
+            return "a MatMul reading a transposed operand in place does not end with a norm"
+        return _why_not_float(rest) if len(rest) > 1 else None
     for node in rest:
         if node.op_type not in EPILOGUE_OPS | POOL_OPS or node.domain not in ("", "ai.onnx"):
             return f"no float C epilogue for {node.op_type}"

@@ -9,7 +9,7 @@ import numpy as np
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import const, dims, who
-from opfuse.backends.c.ctype import FLOAT, CType, ctype_of
+from opfuse.backends.c.ctype import BOOL, FLOAT, INT64, CType, ctype_of
 from opfuse.errors import OpfuseError
 from opfuse.memory import MemoryPlan
 
@@ -136,6 +136,8 @@ class Params:
         default; an arena value has its own C type)."""
         if value.name in self.locals:
             return self.locals[value.name]
+        if ctype is None and ctype_of(value) in (INT64, BOOL) and const(value) is not None:
+            ctype = ctype_of(value)  # an index or mask constant keeps its type (never a float)
         where = self.store.where(value, node, ctype)
         ct = ctype if const(value) is not None else ctype_of(value)
         name = (ct or FLOAT).name

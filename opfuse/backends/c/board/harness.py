@@ -159,20 +159,22 @@ def inputs_c(info: dict, arrays: list[np.ndarray], what: str) -> str:
 
 def demo_inputs(info: dict, seed: int = 0) -> list[np.ndarray]:
     """Seeded inputs for ``make run`` in a ``compile --emit c`` folder: standard normal for
-    float, uniform over the type's range for int8/uint8."""
+    float, uniform over the type's range for int8/uint8, 0..9 for int32/int64 indices."""
     rng = np.random.default_rng(seed)
     out = []
     for x in info["inputs"]:
         t = dtype(x)
         if t.kind == "f":
             out.append(rng.standard_normal(x["size"]).astype(t))
+        elif t.itemsize > 1:  # int32/int64 are indices (token ids): small, as validate draws
+            out.append(rng.integers(0, 10, x["size"]).astype(t))
         else:
             lim = np.iinfo(t)
             out.append(rng.integers(lim.min, lim.max, x["size"], endpoint=True).astype(t))
     return out
 
 
-_DTYPES = {"float": "<f4", "int8_t": "i1", "uint8_t": "u1"}
+_DTYPES = {"float": "<f4", "int8_t": "i1", "uint8_t": "u1", "int32_t": "<i4", "int64_t": "<i8"}
 
 
 def dtype(item: dict) -> np.dtype:

@@ -10,7 +10,7 @@ import onnx_ir as ir
 
 from opfuse.backends.c import layout
 from opfuse.backends.c.cgen import CWriter, attr, who
-from opfuse.backends.c.ctype import ctype_of
+from opfuse.backends.c.ctype import BOOL, ctype_of
 from opfuse.backends.c.int8.chain import CHAIN_OPS, emit_elementwise8
 from opfuse.backends.c.int8.conv import emit_conv8, emit_gemm8
 from opfuse.backends.c.int8.move import (
@@ -108,6 +108,6 @@ def is_int8_kernel(members: list[ir.Node]) -> bool:
     for v in (*head.inputs[:1], *head.outputs[:1]):
         if v is not None and (get_quant(v) is not None
                               or (ctype_of(v) is not None and ctype_of(v).size == 1
-                                  and not ctype_of(v).is_float)):
+                                  and not ctype_of(v).is_float and ctype_of(v) is not BOOL)):
             return True
     return False

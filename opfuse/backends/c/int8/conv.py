@@ -22,6 +22,7 @@ from opfuse.backends.c.int8 import conv_mcu, dsp, gemm_mcu
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import bias_array, int_ctype, quant, requant_arrays, rounding
 from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise8, is_depthwise8
+from opfuse.backends.c.int8.matmul_act import emit_matmul_act8
 from opfuse.backends.c.pools import window
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
@@ -297,6 +298,9 @@ def emit_gemm8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
     """Gemm (alpha = beta = 1, transA = 0) or MatMul with a constant 2-D B: y[m, n] over K."""
     av, bv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
     arr = const(bv)
+    if arr is None and node.op_type == "MatMul":  # two activations (attention)
+        emit_matmul_act8(w, node, pre, params)
+        return
     if arr is None or arr.ndim != 2:
         raise OpfuseError(f"C backend: {who(node)}: an int8 {node.op_type} needs a constant 2-D B")
     tb = node.op_type == "Gemm" and int(attr(node, "transB", 0))
