@@ -32,8 +32,8 @@ from opfuse.backends.c.norms_add import (
     why_not_anchor_norm,
 )
 from opfuse.backends.c.pools import POOL_OPS
-from opfuse.fusion.attention import core_of
 from opfuse.backends.c.typed import is_typed
+from opfuse.fusion.attention import core_of
 from opfuse.fusion.support import KernelSupport
 from opfuse.quant import get_quant
 
