@@ -168,7 +168,8 @@ def write_kernels(runs: dict, path: Path) -> None:
     rows = [k[4] for d, _ in runs.values() for k in d["kernels"]]
     note = ("python benchmarks/mcu.py --int8 --json PATH: per kernel of the layer-by-layer run "
             "of each shared int8 model on each board, QEMU -icount instructions")
-    path.write_text(json.dumps({"note": note, "kernels": rows}, indent=1) + "\n")
+    lines = ",\n".join("  " + json.dumps(r) for r in rows)  # one kernel a line
+    path.write_text(f'{{"note": {json.dumps(note)},\n "kernels": [\n{lines}\n]}}\n')
 
 
 def main(models: list[str], targets: list[str], kernels_json: str | None = None) -> None:
