@@ -90,6 +90,7 @@ def generate(
     require_static(model, "C backend")  # a static arena needs every size (custom ops: analyze)
     blob = WeightBlob(WEIGHT_ALIGN if result.target.board is None else MCU_WEIGHT_ALIGN)
     store = Store(plan, blob, rounding_of(model), armv7em=has_dsp(result.target))
+    store.on_board = result.target.board is not None
     opset = _opset(model)
     funcs = CWriter()
     calls = CWriter(1)

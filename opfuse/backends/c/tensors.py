@@ -67,6 +67,7 @@ class Store:
                  armv7em: bool = False) -> None:
         self.plan = plan
         self.armv7em = armv7em  # the target's cores have the DSP extension (int8/conv_mcu.py)
+        self.on_board = False  # an MCU board's flash: the narrowest constant types (int8/common.py)
         self.step: int | None = None  # the kernel being emitted (its step in the memory plan)
         # arena bytes the cascades save over layer by layer: stack scratch a cascade member may
         # spend to keep the matrix core's full tile (int8/conv_mcu.py)
