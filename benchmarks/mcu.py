@@ -143,7 +143,8 @@ def main() -> None:
     parser.add_argument("models", nargs="*", default=None)
     parser.add_argument("--targets", default=",".join(TARGETS))
     parser.add_argument("--timeout", type=float, default=600.0)
-    parser.add_argument("--json", help="also write the figures as JSON to this path")
+    parser.add_argument("--json", help="also write the figures as JSON to this path (--int8: "
+                        "the kernels' work and instructions, tests/data/mcu_int8_kernels.json)")
     parser.add_argument("--int8", action="store_true",
                         help="the shared int8 models vs TFLite Micro + CMSIS-NN (mcu_int8.py)")
     args = parser.parse_args()
@@ -151,7 +152,7 @@ def main() -> None:
         from mcu_int8 import main as int8_main  # benchmarks/ is the script's own directory
 
         int8_main(args.models, args.targets.split(",") if "," in args.targets
-                  else [args.targets])
+                  else [args.targets], args.json)
         return
     rows, kernels = [], []
     for target in args.targets.split(","):

@@ -6,14 +6,16 @@ instructions (QEMU ``-icount``, as ``opfuse validate --backend c --emulate`` cou
 layer (``--no-cascades``) and by default (cascades where they lower the arena), beside TFLite Micro + CMSIS-NN's and the ratio; the default
 run's instructions per kernel family; the arena (OPFUSE_ARENA_BYTES + stack scratch) and flash
 (code + weights, from the ELF) beside TFLite Micro's. Every run is checked bit-exact against
-TFLite Micro on 2 seeded inputs. Then the Cortex-M cost model: per kernel of the default runs, the
-instructions measured over the instructions ``[perf.int8c]`` predicts (the predicted cycles over
+TFLite Micro on 2 seeded inputs. Then the Cortex-M cost model: per kernel of the layer-by-layer
+runs, the instructions measured over the instructions ``[perf.int8c]`` predicts (the predicted cycles over
 the assumed cycles per instruction, opfuse.cost.mcu_probe), median and worst; kernels that are
-views (no code runs) are left out.
+views (no code runs) are left out. ``--json PATH`` (``benchmarks/mcu.py --int8``) writes those
+kernels and their instructions: tests/data/mcu_int8_kernels.json.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import time
@@ -91,7 +93,10 @@ def run(name: str, target: str, cascades: bool) -> dict:
         by_family[fam] += count.instructions
         if not is_view(members) and count.predicted_cycles:
             kernels.append((fam, kernel.name, count.instructions,
-                            predicted_instructions(count.predicted_cycles, target)))
+                            predicted_instructions(count.predicted_cycles, target),
+                            {"model": name, "target": target, "kernel": kernel.name,
+                             "ops": [n.op_type for n in members],
+                             "instructions": count.instructions}))
     fp = emu.footprint
     return {"total": emu.instructions, "exact": emu.report.ok
             and all(o.max_abs_err == 0 for o in emu.report.outputs),
@@ -131,7 +136,7 @@ def print_table(runs: dict) -> None:
 
 
 def print_cost(runs: dict) -> dict:
-    """Measured / predicted instructions per kernel of the default runs, per board."""
+    """Measured / predicted instructions per kernel of the layer-by-layer runs, per board."""
     print("\nCortex-M cost model ([perf.int8c], opfuse.cost.mcu_probe): per kernel, measured "
           "instructions / predicted instructions (= predicted cycles / assumed CPI)")
     summary = {}
@@ -139,7 +144,7 @@ def print_cost(runs: dict) -> dict:
         ks = [k for (_, t), (d, _) in runs.items() if t == target for k in d["kernels"]]
         if not ks:
             continue
-        ratios = [m / p for _, _, m, p in ks]
+        ratios = [m / p for _, _, m, p, _ in ks]
         worst = max(max(r, 1 / r) for r in ratios)
         summary[target] = (statistics.median(ratios), worst)
         print(f"  {target} (CPI {CYCLES_PER_INSTRUCTION[target]}): {len(ks)} kernels, median "
@@ -151,12 +156,23 @@ def print_cost(runs: dict) -> dict:
                 print(f"      {fam:<16}{len(r):>4} kernels, median {statistics.median(r):6.3f}, "
                       f"range {min(r):.2f} .. {max(r):.2f}")
         off = sorted(zip(ratios, ks, strict=True), key=lambda t: -max(t[0], 1 / t[0]))[:3]
-        for r, (fam, kname, m, p) in off:
+        for r, (fam, kname, m, p, _) in off:
             print(f"      furthest: {kname} ({fam}) {m:,} measured vs {p:,.0f} predicted ({r:.2f})")
     return summary
 
 
-def main(models: list[str], targets: list[str]) -> None:
+def write_kernels(runs: dict, path: Path) -> None:
+    """The layer-by-layer runs' kernels and their measured instructions as JSON:
+    tests/data/mcu_int8_kernels.json, which tests/test_mcu_cost.py prices with the committed
+    [perf.int8c] tables (re-write it when the int8 C changes: the measurements are its)."""
+    rows = [k[4] for d, _ in runs.values() for k in d["kernels"]]
+    note = ("python benchmarks/mcu.py --int8 --json PATH: per kernel of the layer-by-layer run "
+            "of each shared int8 model on each board, QEMU -icount instructions")
+    lines = ",\n".join("  " + json.dumps(r) for r in rows)  # one kernel a line
+    path.write_text(f'{{"note": {json.dumps(note)},\n "kernels": [\n{lines}\n]}}\n')
+
+
+def main(models: list[str], targets: list[str], kernels_json: str | None = None) -> None:
     runs = {}
     for target in targets:
         for name in models or MODELS:
@@ -169,3 +185,5 @@ def main(models: list[str], targets: list[str]) -> None:
                   flush=True)
     print_table(runs)
     print_cost(runs)
+    if kernels_json:
+        write_kernels(runs, Path(kernels_json))

@@ -21,10 +21,15 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 
 def _break_kernel(model_c: Path, index: int) -> str:
-    """Negate the first element of kernel ``index``'s output at the end of its function: the
-    fault a sign error in one template would make. Returns the function's name."""
+    """Negate the first element of kernel ``index``'s output at the end of its function (which
+    kernels of the same code share, backends/c/kernel_functions.py): the fault a sign error in
+    one template would make. Returns the function's name."""
+    import json
+
+    entries = json.loads((model_c.parent / "model.json").read_text())["kernel_outputs"]
+    fname = next(e["function"] for e in entries if e["index"] == index)
     text = model_c.read_text()
-    match = re.search(rf"^static void (k{index}_\w+)\((.*)\) \{{$", text, re.M)
+    match = re.search(rf"^static void ({fname})\((.*)\) \{{$", text, re.M)
     assert match, f"kernel {index} not found"
     out = re.search(r"(?<!const )float \*(?: restrict)? (arg\d+)", match.group(2))
     assert out, match.group(0)
@@ -41,8 +46,9 @@ def test_injected_fault_is_the_first_divergence(fuse: bool, tmp_path: Path) -> N
     folder = tmp_path / "c"
     clean = per_kernel(result, folder, feeds, fuse=fuse)
     assert clean.ok, format_per_kernel(clean)
-    target = 4
-    name = _break_kernel(folder / "model.c", target)
+    name = _break_kernel(folder / "model.c", 4)
+    # the first kernel that runs the broken function (kernel 4 or an earlier one of its code)
+    target = next(k.index for k in clean.kernels if k.function == name)
     report = per_kernel(result, folder, feeds, fuse=fuse, emit=False)
     first = report.first_divergent
     assert first is not None and first.index == target and first.function == name

@@ -180,6 +180,8 @@ def node_work(node: ir.Node, path: str | None = None) -> Work:
     loops, macs = 0, float(ops.flops(node))
     if node.op_type in CONVERSIONS and path is None:  # a conversion per element: no MACs
         macs = 0.0
+        if node.op_type == "QuantizeLinear" and node.inputs[0].dtype == ir.DataType.FLOAT:
+            path = "quantize"  # a division and a rounding per element: twice a dequantize
     if node.op_type == "Softmax" and path is None:  # int8/softmax.py: exp table, sum, reciprocal
         path = "other"
         loops = outputs // out[-1] if out else 0  # a reciprocal per row
@@ -196,10 +198,12 @@ CLAMPS = frozenset({"Relu", "Clip"})  # folded into the requantization's clamp: 
 def kernel_work(members: list[ir.Node]) -> list[Work]:
     """A kernel's work, one item per loop it runs: its anchor's and one ``epilogue`` item per
     fused op that is not a clamp (or a view); without an anchor, one per member (an unanchored
-    chain of elementwise ops runs one loop per member)."""
+    chain of elementwise ops runs one loop per member) but a clamp after a first op that is none
+    (the int8 chain folds it into that op's requantization clamp)."""
     anchor = next((n for n in members if ops.is_anchor(n)), None)
-    if anchor is None:
-        return [node_work(n) for n in members if not is_view([n])]
+    if anchor is None:  # a clamp after another op is that op's requantization clamp (Add + Relu)
+        return [node_work(n) for i, n in enumerate(members) if not is_view([n])
+                and not (i > 0 and n.op_type in CLAMPS and members[0].op_type not in CLAMPS)]
     rest = [n for n in members if n is not anchor and n.op_type not in CLAMPS and not is_view([n])]
     return [node_work(anchor), *(node_work(n, "epilogue") for n in rest)]
 

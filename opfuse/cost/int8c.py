@@ -7,8 +7,9 @@ int8 kernels (what the peak and efficiencies were measured on) and opfuse's C di
               + outputs x output_s[path] + loops x loop_s[path]
 
 with the work and its template path counted as the C loops (``opfuse.cost.cwork``). A fused Relu
-or Clip becomes the requantization's clamp and costs nothing more; a fused Add requantizes both
-operands per output, at the ``epilogue`` path's rates. A kernel of views only runs no code (0).
+or Clip becomes the requantization's clamp and costs nothing more (after an anchor, or after an
+elementwise op such as a residual Add); a fused Add requantizes both operands per output, at the
+``epilogue`` path's rates. A kernel of views only runs no code (0).
 """
 
 from __future__ import annotations
@@ -18,20 +19,24 @@ import onnx_ir as ir
 from opfuse.cost.cwork import Work, is_view, kernel_work
 from opfuse.cost.kclass import kernel_class
 from opfuse.targets import Perf
+from opfuse.targets.int8c import FALLBACK_PATH
 
 
 def work_seconds(work: Work, perf: Perf, fallback_class: str) -> float:
-    """One item of work at its path's rates (an absent mac_s: the int8 peak at the class's
-    onnxruntime efficiency)."""
+    """One item of work at its path's rates (a path the table lacks: its ``FALLBACK_PATH``'s; an
+    absent mac_s: the int8 peak at the class's onnxruntime efficiency)."""
     model = perf.int8c
     assert model is not None
-    mac_s = model.mac_s.get(work.path)
+    path = work.path
+    if not any(path in t for t in (model.mac_s, model.output_s, model.loop_s)):
+        path = FALLBACK_PATH.get(path, path)
+    mac_s = model.mac_s.get(path)
     if mac_s is None:
         mac_s = 1.0 / (perf.peak_macs_per_s["int8"] * perf.efficiency_of(fallback_class))
     return (work.lane_macs * mac_s
-            + work.tail_macs * model.tail_s.get(work.path, 0.0)
-            + work.outputs * model.output_s.get(work.path, 0.0)
-            + work.loops * model.loop_s.get(work.path, 0.0))
+            + work.tail_macs * model.tail_s.get(path, 0.0)
+            + work.outputs * model.output_s.get(path, 0.0)
+            + work.loops * model.loop_s.get(path, 0.0))
 
 
 def compute_s(members: list[ir.Node], perf: Perf) -> float:

@@ -34,7 +34,7 @@ CYCLES_PER_INSTRUCTION = {"cortex-m4": 1.2, "cortex-m7": 1.0}
 # Layers an MCU model has beyond the host's probe (opfuse.cost.int8_probe.CASES): the layout
 # Transposes at a TFLite model's boundary, a classifier's 1x1 convs on a 1x1 plane, a whole-plane
 # average pool, a big-window max pool, a classifier's Softmax (its output requantized to TFLite's
-# 1/256 and -128 after onnxruntime's quantization: ``as_tflite``).
+# 1/256 and -128 after onnxruntime's quantization: ``as_tflite``), ReduceMeans over few values.
 MCU_CASES = (
     ("Transpose", {"perm": [0, 2, 3, 1]}, (1, 3, 32, 32), None, ""),
     ("Transpose", {"perm": [0, 3, 1, 2]}, (1, 12, 12, 16), None, ""),
@@ -48,6 +48,10 @@ MCU_CASES = (
     ("Softmax", {"axis": -1}, (1, 12), None, ""),
     ("Softmax", {"axis": -1}, (1, 2), None, ""),
     ("Softmax", {"axis": -1}, (1, 100), None, ""),
+    # mcunet's squeeze: a mean over the last axis of a 3x3 plane, then over the next
+    ("ReduceMean", {"axes": [3], "keepdims": 0}, (1, 160, 3, 3), None, ""),
+    ("ReduceMean", {"axes": [2], "keepdims": 0}, (1, 96, 5, 4), None, ""),
+    ("ReduceMean", {"axes": [2, 3], "keepdims": 1}, (1, 64, 4, 4), None, ""),
 )
 
 BEGIN = "# >>> [perf.int8c] written by benchmarks/mcu_calibrate.py (opfuse.cost.mcu_probe)"
@@ -115,15 +119,19 @@ def as_tflite(path: Path) -> None:
     onnx.save(model, path)
 
 
+FLOAT_LEFT = frozenset({"AveragePool", "ReduceMean"})  # ops onnxruntime's quantizer leaves float
+
+
 def _quantize_float_pools(g) -> None:  # noqa: ANN001 (onnx.GraphProto)
-    """onnxruntime leaves an AveragePool in float: put it between Q -> DQ and Q -> DQ of one
-    int8 scale and zero point (the probe's inputs are non-negative), as a TFLite model has it."""
+    """onnxruntime leaves an AveragePool or a ReduceMean in float: put it between Q -> DQ and
+    Q -> DQ of one int8 scale and zero point (the probe's inputs are non-negative), as a TFLite
+    model has it."""
     from onnx import TensorProto, helper
 
     nodes = list(g.node)
     del g.node[:]
     for n in nodes:
-        if n.op_type != "AveragePool" or any(m.output[0] == n.input[0] for m in nodes
+        if n.op_type not in FLOAT_LEFT or any(m.output[0] == n.input[0] for m in nodes
                                               if m.op_type == "DequantizeLinear"):
             g.node.append(n)
             continue

@@ -23,7 +23,7 @@ import onnx_ir as ir
 
 from opfuse.backends.c.board import board_files
 from opfuse.backends.c.cascade import emit_cascade
-from opfuse.backends.c.cgen import CWriter, cname, dims
+from opfuse.backends.c.cgen import CWriter, dims
 from opfuse.backends.c.ctype import BOOL, FLOAT, INT8, INT32, INT64, UINT8, ctype_of
 from opfuse.backends.c.files import (
     MAKEFILE,
@@ -36,10 +36,11 @@ from opfuse.backends.c.files import (
 )
 from opfuse.backends.c.int8.conv_mcu import has_dsp
 from opfuse.backends.c.int8.requant import helpers, int8_info, rounding_of
+from opfuse.backends.c.kernel_functions import KernelFunctions
 from opfuse.backends.c.kernels import check_covered, emit_kernel
 from opfuse.backends.c.prefix import DEFAULT as DEFAULT_PREFIX
 from opfuse.backends.c.prefix import check_prefix, with_prefix
-from opfuse.backends.c.tensors import Params, Store, WeightBlob
+from opfuse.backends.c.tensors import MCU_WEIGHT_ALIGN, WEIGHT_ALIGN, Params, Store, WeightBlob
 from opfuse.errors import OpfuseError
 from opfuse.ir import require_static
 from opfuse.memory import MemoryPlan
@@ -87,12 +88,17 @@ def generate(
     nodes = {n.name: n for n in model.graph}
     check_covered(list(model.graph))
     require_static(model, "C backend")  # a static arena needs every size (custom ops: analyze)
-    blob = WeightBlob()
+    blob = WeightBlob(WEIGHT_ALIGN if result.target.board is None else MCU_WEIGHT_ALIGN)
     store = Store(plan, blob, rounding_of(model), armv7em=has_dsp(result.target))
+    store.on_board = result.target.board is not None
     opset = _opset(model)
     funcs = CWriter()
     calls = CWriter(1)
     scratch = 0
+    defined = KernelFunctions()
+    if cascades and store.armv7em:  # what a cascade member's scratch may spend (int8/conv_mcu.py)
+        store.cascade_saving = c_schedule(result, fuse, False, planner).plan.peak_bytes \
+            - plan.peak_bytes
     debug: list[dict] = []  # per kernel: its members and outputs, for validate --per-kernel
     for index, kernel in enumerate(part.kernels):
         members = [nodes[n] for n in kernel.nodes]
@@ -106,15 +112,7 @@ def generate(
             emit_kernel(body, members, params, opset)
         scratch = max(scratch, stack_scratch_bytes(body.lines))
         # unique by its index; kernel names are opfuse's (covered op types), never a node's
-        fname = f"k{index}_{cname(kernel.name)}"
-        ops = " + ".join(kernel.ops)
-        nodes_text = ", ".join(map(for_comment, kernel.nodes))
-        funcs(f"/* kernel {index}: {for_comment(ops, 120)} ({nodes_text}) */")
-        funcs("OPFUSE_KERNEL")  # its own line: the signature still starts the next one
-        funcs(params.signature(fname) + " {")
-        funcs.lines.extend(body.lines)
-        funcs("}")
-        funcs()
+        fname = defined.define(funcs, index, kernel, params, body.lines)
         calls(f"OPFUSE_PROFILE_MARK({index});")
         calls(params.call(fname))
         debug.append(_debug_entry(index, fname, kernel, members, store, calls))

@@ -13,16 +13,21 @@ from opfuse.backends.c.ctype import BOOL, FLOAT, INT64, CType, ctype_of
 from opfuse.errors import OpfuseError
 from opfuse.memory import MemoryPlan
 
-WEIGHT_ALIGN = 64  # bytes: every weight starts on a cache line
+WEIGHT_ALIGN = 64  # bytes: on the host every weight starts on a cache line
+# On a Cortex-M board flash has no cache line to start on (the M4 has no cache, the M7's lines are
+# 32 bytes and its kernels read weights as words): 8 keeps every array word- and LDRD-aligned, and
+# 64 cost up to 63 bytes of padding per array (4 arrays per conv: about 1.5% of vww_96_int8's flash).
+MCU_WEIGHT_ALIGN = 8
 
 
 class WeightBlob:
-    """All constant arrays, one after another (each 64-byte aligned), deduplicated by key.
+    """All constant arrays, one after another (each ``align``-byte aligned), deduplicated by key.
 
     Offsets are in bytes; float arrays are read through ``opfuse_weights.f`` (offset / 4) and
     arrays of any other C type through a typed pointer at their byte offset."""
 
-    def __init__(self) -> None:
+    def __init__(self, align: int = WEIGHT_ALIGN) -> None:
+        self.align = align
         self.chunks: list[bytes] = []
         self.offsets: dict[str, int] = {}
         self.nbytes = 0
@@ -32,7 +37,7 @@ class WeightBlob:
         if key in self.offsets:
             return self.offsets[key]
         data = np.ascontiguousarray(array).astype(ctype.np_dtype).ravel().tobytes()
-        pad = -self.nbytes % WEIGHT_ALIGN
+        pad = -self.nbytes % self.align
         if pad:
             self.chunks.append(bytes(pad))
         offset = self.nbytes + pad
@@ -62,7 +67,11 @@ class Store:
                  armv7em: bool = False) -> None:
         self.plan = plan
         self.armv7em = armv7em  # the target's cores have the DSP extension (int8/conv_mcu.py)
+        self.on_board = False  # an MCU board's flash: the narrowest constant types (int8/common.py)
         self.step: int | None = None  # the kernel being emitted (its step in the memory plan)
+        # arena bytes the cascades save over layer by layer: stack scratch a cascade member may
+        # spend to keep the matrix core's full tile (int8/conv_mcu.py)
+        self.cascade_saving = 0
         self.rounding = rounding  # int8 semantics: "tflite" or "onnx" (opfuse.quant.ROUNDING)
         self.blob = blob
         self.sizes = {t.name: t.size_bytes for t in plan.tensors}

@@ -9,7 +9,7 @@ import numpy as np
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import const, flit, who
-from opfuse.backends.c.ctype import FLOAT, INT32, CType, ctype_of
+from opfuse.backends.c.ctype import FLOAT, INT8, INT32, CType, ctype_of
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.quant import ONNX, TFLITE, QuantParams, get_quant, multipliers
@@ -66,8 +66,11 @@ def requant_arrays(params: Params, key: str, real: np.ndarray) -> Requant:
         f = params.weight(f"{key}:rqf", real.astype(np.float32), FLOAT)
         return Requant(mode, f, None, scalar)
     m, s = multipliers(real)
+    # TFLite's shifts lie in [-31, 31]: one byte each in a board's flash (3 bytes fewer per
+    # output channel of every layer; LDRSB is one load as LDR is), int32 on the host
+    shift = INT8 if getattr(params.store, "on_board", False) else INT32
     return Requant(mode, params.weight(f"{key}:rqm", m, INT32),
-                   params.weight(f"{key}:rqs", s, INT32), scalar)
+                   params.weight(f"{key}:rqs", s, shift), scalar)
 
 
 def rescale_expr(mode: str, x: str, real: float) -> str:

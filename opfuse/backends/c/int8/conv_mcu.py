@@ -46,6 +46,11 @@ CONV_COLS, CONV_ROWS = 6, 1  # a conv's register tile: output pixels x output ch
 # the scratch's bound on the stack, where the arena has no free gap during the conv: the
 # layer-by-layer kernels' own tiles were 1-4 KB (acc[8][32] int32 is 1 KB)
 STACK_SCRATCH_BYTES = 1024
+# a cascade member's row is one band: with the arena at its cascaded peak there is no free gap,
+# and 1 KB held only 1-3 columns of ResNet-8's 3x3 convs over 16-64 channels (+40-73% instructions
+# on its second and third cascades). It may spend up to half the arena its cascades save, at most this
+# (6 columns x 576 int16 reduction steps = 6,912 bytes), so arena + stack still shrink.
+CASCADE_SCRATCH_BYTES = 8192
 
 
 DSP_CORES = ("cortex-m4", "cortex-m7")  # Armv7E-M: SMLAD, SXTB16 (Arm ARMv7-M ARM, A4.4.3)
@@ -165,8 +170,9 @@ def _arena_gap(params: Params, nbytes: int) -> int | None:
     return offset if offset + nbytes <= plan.peak_bytes else None
 
 
-def prepare(node: ir.Node, params: Params, g: ConvGeom, band: int) -> MatConv:
-    """``band``: output pixels per band (the plane, or a cascade's row)."""
+def prepare(node: ir.Node, params: Params, g: ConvGeom, band: int,
+            cascaded: bool = False) -> MatConv:
+    """``band``: output pixels per band (the plane, or a cascade's row, ``cascaded``)."""
     xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
     xq, wq, yq = quant(xv, node, "input"), quant(wv, node, "weight"), quant(yv, node, "output")
     if xq.scale.size != 1 or yq.scale.size != 1:
@@ -185,17 +191,38 @@ def prepare(node: ir.Node, params: Params, g: ConvGeom, band: int) -> MatConv:
         params.weight(f"{wv.name}:mat_{mode}", weight_rows(rows), INT8),
         params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32),
         requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params))),
-        zx, zy, int_ctype(yv, node), _columns(params, band, kp))
+        zx, zy, int_ctype(yv, node), _columns(params, band, kp, cascaded))
 
 
-def _columns(params: Params, band: int, kp: int) -> int:
-    """CONV_COLS where the scratch fits STACK_SCRATCH_BYTES or the arena has room for it during
-    this kernel; else as many as STACK_SCRATCH_BYTES hold, so the stack grows by no more than the
-    layer-by-layer kernels' own tiles did."""
-    cols = min(CONV_COLS, band)
-    if cols * kp * 2 <= STACK_SCRATCH_BYTES or _arena_gap(params, cols * kp * 2) is not None:
+def stack_budget(params: Params, cascaded: bool) -> int:
+    """The stack scratch a conv may declare: STACK_SCRATCH_BYTES, a cascade member also half
+    the arena bytes the cascades save (``Store.cascade_saving``) up to CASCADE_SCRATCH_BYTES."""
+    if not cascaded:
+        return STACK_SCRATCH_BYTES
+    saving = getattr(params.store, "cascade_saving", 0)
+    return min(CASCADE_SCRATCH_BYTES, max(STACK_SCRATCH_BYTES, STACK_SCRATCH_BYTES + saving // 2))
+
+
+def row_tile(width: int) -> int:
+    """Pixels per tile along one output row (a cascade member's band): the tile of 4-6 that
+    computes the row in the fewest core instructions, a partial last tile paying in full. Per
+    four reduction steps a tile of c columns runs about 3 + 3c instructions (a weight word, two
+    SXTB16, per column an LDRD and two SMLAD): a row of 8 or 16 takes 4 (none wasted) over 6,
+    which repeats 4 or 2 pixels; 96 takes 6."""
+    if width <= CONV_COLS:
+        return width
+    return min(range(CONV_COLS, 3, -1), key=lambda c: -(-width // c) * (3 + 3 * c))
+
+
+def _columns(params: Params, band: int, kp: int, cascaded: bool = False) -> int:
+    """CONV_COLS where the scratch fits the stack budget or the arena has room for it during
+    this kernel; else as many as the budget holds, so the stack grows by no more than the
+    layer-by-layer kernels' own tiles did (a cascade: than half what its rings save)."""
+    cols = row_tile(band) if cascaded else min(CONV_COLS, band)
+    budget = stack_budget(params, cascaded)
+    if cols * kp * 2 <= budget or _arena_gap(params, cols * kp * 2) is not None:
         return cols
-    return max(1, min(cols, STACK_SCRATCH_BYTES // (kp * 2)))
+    return max(1, min(cols, budget // (kp * 2)))
 
 
 def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
@@ -271,7 +298,7 @@ def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp:
     rows from a ring of ``rx`` rows at ``xp``, each value ``store``d (the member's epilogue) into
     row ``r % ry`` of the ring at ``yp``; the same fill, core and output stage as the
     layer-by-layer conv, so the same integers at the same cost per pixel."""
-    mc = prepare(node, params, g, g.ow)
+    mc = prepare(node, params, g, g.ow, cascaded=True)
     ring = None if rx == g.ih else rx
 
     def out(q: str) -> None:
