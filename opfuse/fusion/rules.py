@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 import onnx_ir as ir
 
 from opfuse.fusion.support import KernelSupport
-from opfuse.ops import ACTIVATION, ARITH, CLAMP, OpKind, kind, op_info
+from opfuse.ops import ACTIVATION, ARITH, CLAMP, OpKind, groups, kind, op_info
 from opfuse.quant import get_quant
 from opfuse.targets import Target
 
-CONVERSIONS = frozenset({"QuantizeLinear", "DequantizeLinear"})
-POOLS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+CONVERSIONS = groups.CONVERSIONS
+POOLS = groups.ALL_POOLS  # windowed and global: both end an anchor's kernel as its pool
 
 # Group stages: what the kernel's last op was, hence what it may still take.
 ANCHOR = "anchor"  # an anchor (plus epilogues so far): takes epilogues, a pool if anchor_pool

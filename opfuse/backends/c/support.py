@@ -26,10 +26,12 @@ from opfuse.backends.c.int8.chain import BINARY_OPS, CHAIN_OPS, CLAMP_OPS
 from opfuse.backends.c.kernels import ANCHOR_OPS, LOCAL_LIMIT
 from opfuse.backends.c.pools import POOL_OPS
 from opfuse.fusion.support import KernelSupport
+from opfuse.ops import groups
+from opfuse.ops.table import POOL_K
 from opfuse.quant import get_quant
 
-_INT8_ANCHORS = frozenset({"Conv", "Gemm", "MatMul"})
-_INT8_POOLS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool"})
+_INT8_ANCHORS = groups.C_INT8_ANCHORS
+_INT8_POOLS = groups.c_int8(POOL_K)
 
 
 def _dims(value: ir.Value | None) -> tuple[int, ...] | None:
