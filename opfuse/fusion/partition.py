@@ -49,18 +49,9 @@ from collections.abc import Iterable
 import onnx_ir as ir
 
 from opfuse.fusion.cascade import cascade
-from opfuse.fusion.rules import (
-    ANCHOR,
-    Group,
-    Refusal,
-    check_backend,
-    check_length,
-    check_quant,
-    check_structure,
-    check_target,
-    initial_stage,
-    next_stage,
-)
+from opfuse.fusion.checks import first_refusal
+from opfuse.fusion.constraints import Edge
+from opfuse.fusion.rules import ANCHOR, Group, Refusal, initial_stage, next_stage
 from opfuse.fusion.support import ANY, KernelSupport
 from opfuse.schedule import Decision, Kernel, Partition
 from opfuse.targets import Target
@@ -119,13 +110,7 @@ def trivial_partition(model: ir.Model) -> Partition:
 def _check(
     p: ir.Node, v: ir.Node, x: ir.Value, group: Group, target: Target, support: KernelSupport
 ) -> Refusal | None:
-    return (
-        check_structure(p, v, x, group, target.name)
-        or check_target(p, v, x, group, target)
-        or check_quant(p, v, x, group, target)
-        or check_backend(v, group, target, support)
-        or check_length(v, group, target)
-    )
+    return first_refusal(Edge(p, v, x, group, target, support))
 
 
 def _producers(v: ir.Node, index: dict[int, int]) -> list[tuple[ir.Node, ir.Value]]:

@@ -1,0 +1,22 @@
+"""Every fusion constraint, in the order the partitioner runs them (docs/architecture.md, "Named
+constraints"): structural first (an opaque op, a stored value), then dtype, then what the target
+file allows, then whether the code generator writes the kernel, then the chain limit. The first
+refusal is the one a person should fix first."""
+
+from __future__ import annotations
+
+from opfuse.fusion.capability import BACKEND, CAPABILITY, DTYPES
+from opfuse.fusion.constraints import Constraint, Edge
+from opfuse.fusion.rules import Refusal
+from opfuse.fusion.structural import STRUCTURE
+
+CONSTRAINTS: tuple[Constraint, ...] = STRUCTURE + CAPABILITY + DTYPES + BACKEND
+
+
+def first_refusal(edge: Edge) -> Refusal | None:
+    """The first constraint that refuses ``edge``, or None: v may join p's kernel."""
+    for check in CONSTRAINTS:
+        refusal = check(edge)
+        if refusal is not None:
+            return refusal
+    return None
