@@ -12,6 +12,9 @@ from opfuse.ops.table import (
     EXPR,
     LUT,
     OPS,
+    POOL_K,
+    REDUCE_K,
+    SOFTMAX,
     OpKind,
 )
 
@@ -63,8 +66,12 @@ QUANT_PASS = tagged("quant_pass")
 
 # The C backend's coverage
 C_ANCHORS = c_float(ANCHOR_K)
+C_POOLS = c_float(POOL_K)
+C_REDUCE = c_float(REDUCE_K)
+C_SOFTMAX = c_float(SOFTMAX)
 C_EXPRS = c_float(EXPR) | frozenset(op for op, info in OPS.items() if info.c_expr)
 C_INT8_ANCHORS = c_int8(ANCHOR_K)
+C_INT8_POOLS = c_int8(POOL_K)
 C_INT8_CHAIN = c_int8(CLAMP_K, BINARY_K, LUT)  # what an int8 epilogue chain applies
 C_INT8_CLAMPS = c_int8(CLAMP_K)
 C_INT8_BINARY = c_int8(BINARY_K)

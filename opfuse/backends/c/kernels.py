@@ -27,7 +27,6 @@ from opfuse.backends.c.pools import POOL_OPS, emit_pool_kernel
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError, Unsupported
 from opfuse.ops import groups
-from opfuse.ops.table import SOFTMAX
 from opfuse.safe_text import for_comment
 
 ANCHOR_OPS = groups.C_ANCHORS
@@ -47,7 +46,7 @@ SINGLE: dict[str, Single] = {
 }
 
 FLOAT_COVERED = frozenset(
-    ANCHOR_OPS | POOL_OPS | EPILOGUE_OPS | SINGLE.keys() | groups.c_float(SOFTMAX) | {"Constant"})
+    ANCHOR_OPS | POOL_OPS | EPILOGUE_OPS | SINGLE.keys() | groups.C_SOFTMAX | {"Constant"})
 
 Emitter = Callable[[CWriter, list[ir.Node], Params, int], None]
 

@@ -24,9 +24,8 @@ from opfuse.backends.c.cgen import (
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ops import groups
-from opfuse.ops.table import REDUCE_K
 
-REDUCE_OPS = groups.c_float(REDUCE_K)
+REDUCE_OPS = groups.C_REDUCE
 
 
 def _sum8(w: CWriter, out: str, n: int, expr: str) -> None:

@@ -13,9 +13,8 @@ from opfuse.backends.c.epilogue import Chain, build_chain, emit_apply
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ops import groups
-from opfuse.ops.table import POOL_K
 
-POOL_OPS = groups.c_float(POOL_K)
+POOL_OPS = groups.C_POOLS
 
 
 def window(in_len: int, out_len: int, k: int, s: int, d: int, pad: int, o: int) -> tuple[int, int]:

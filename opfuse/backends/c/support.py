@@ -27,11 +27,10 @@ from opfuse.backends.c.kernels import ANCHOR_OPS, LOCAL_LIMIT
 from opfuse.backends.c.pools import POOL_OPS
 from opfuse.fusion.support import KernelSupport
 from opfuse.ops import groups
-from opfuse.ops.table import POOL_K
 from opfuse.quant import get_quant
 
 _INT8_ANCHORS = groups.C_INT8_ANCHORS
-_INT8_POOLS = groups.c_int8(POOL_K)
+_INT8_POOLS = groups.C_INT8_POOLS
 
 
 def _dims(value: ir.Value | None) -> tuple[int, ...] | None:
