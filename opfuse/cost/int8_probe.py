@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from opfuse.ops import groups
+from opfuse.ops.groups import CONVERSIONS
 
 Shape = tuple[int, ...]
 _C3 = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
@@ -182,7 +182,7 @@ def quantized_probe(folder: Path, cases: tuple = CASES) -> Path:
     return out
 
 
-_BOUNDARY = groups.CONVERSIONS
+_BOUNDARY = CONVERSIONS
 
 
 def chunks(cases: tuple = CASES, size: int = CHUNK) -> list[tuple]:

@@ -30,7 +30,7 @@ from opfuse.backends.c.cgen import (
 )
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
-from opfuse.ops import groups
+from opfuse.ops.groups import C_EXPRS
 
 ACC = "acc"
 
@@ -114,7 +114,7 @@ def _scalar(node: ir.Node, a: list[str | None]) -> str:
     raise OpfuseError(f"C backend: no C kernel for {who(node)} (no elementwise template)")
 
 
-EPILOGUE_OPS = groups.C_EXPRS  # the ops ``_scalar`` writes (the op registry's)
+EPILOGUE_OPS = C_EXPRS  # the ops ``_scalar`` writes (the op registry's)
 
 
 @dataclass(frozen=True)
