@@ -39,15 +39,23 @@ def _class_ops(classes: tuple[str, ...]) -> str:
     return "; ".join(f"{c} ({_ops(groups.epilogue_class(c))})" for c in _CLASSES if c in classes)
 
 
+def _member(op: str, streams: frozenset[str]) -> str:
+    """How cascaded C streams an op: a member reading a window of rows, or row by row."""
+    if op in groups.WINDOWED:
+        return "windowed"
+    return "row-wise" if op in streams else "-"
+
+
 def _op_table() -> list[str]:
-    rows = ["| op | kind | tags | epilogue class | float32 C | int8 C | streams in a float cascade |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["| op | kind | tags | epilogue class | float32 C | int8 C | float32 cascade "
+            "| int8 cascade |", "|---|---|---|---|---|---|---|---|"]
     for op in sorted(OPS):
         info = OPS[op]
         rows.append(
             f"| {op} | {info.kind.name.lower()} | {', '.join(sorted(info.tags)) or '-'} "
             f"| {info.epilogue or '-'} | {info.c or '-'}{' (+ expr)' if info.c_expr else ''} "
-            f"| {info.c8 or '-'} | {_yes(info.cascade)} |"
+            f"| {info.c8 or '-'} | {_member(op, groups.C_CASCADE)} "
+            f"| {_member(op, groups.C_INT8_CHAIN)} |"
         )
     return rows
 
@@ -80,9 +88,9 @@ def _target(t: Target) -> list[str]:
         lines += [
             f"| cascade: most anchors, residual Add, band rows | {caps.cascade_max_anchors}, "
             f"{_yes(caps.cascade_residual)}, {caps.cascade_band_rows} |",
-            f"| cascade members start with | {cascade_heads} |",
-            f"| ... and stream after it (float32 C) | {_ops(groups.C_CASCADE)} |",
-            f"| ... and stream after it (int8 C) | {_ops(groups.C_INT8_CHAIN)} |",
+            f"| cascade: windowed ops | {cascade_heads} |",
+            f"| cascade: row-wise ops, float32 C | {_ops(groups.C_CASCADE)} |",
+            f"| cascade: row-wise ops, int8 C | {_ops(groups.C_INT8_CHAIN)} |",
         ]
     return [*lines, ""]
 
@@ -114,7 +122,10 @@ def render() -> str:
     lines += ["## Ops", "",
               "An op not listed is opaque: it runs as its own kernel and blocks fusion, never an "
               "error. `float32 C` and `int8 C` name the kernel family the C backend writes it "
-              "with (`-`: none, `--emit c` stops with exit 3 naming the node).", "",
+              "with (`-`: none, `--emit c` stops with exit 3 naming the node); the cascade columns say "
+              "how cascaded C streams the op: windowed (a member reading a window of rows) or "
+              "row-wise.",
+              "",
               *_op_table(), "",
               "## Constraints, in the order they run", "",
               "The first refusal is the one to fix first; each returns one reason code.", "",
