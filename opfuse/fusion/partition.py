@@ -6,7 +6,8 @@ A kernel is an *anchor* (Conv, ConvTranspose, Gemm, MatMul), a *pool*, a standal
 op, or anything else (closed: injective, reductions, opaque ops), followed by the ops its output stage
 absorbed. One greedy pass visits the nodes in topological order. Every node ``v`` first becomes a
 candidate kernel of its own; then, for each node ``p`` producing one of v's inputs, we ask whether v
-may join p's kernel (``rules.py``), in this order:
+may join p's kernel: the named constraints of ``checks.py`` (docs/supported_ops.md lists them), in
+this order:
 
 1. structure, whatever the target: neither op is opaque (``opaque_op``), none of p's outputs is a
    graph output (``graph_output``) or read by any node but v (``multiple_consumers``; producers are
@@ -18,7 +19,9 @@ may join p's kernel (``rules.py``), in this order:
    constant operands (``non_constant_weights``); a pool kernel absorbs ``pool_epilogue`` classes; an
    elementwise kernel absorbs anything elementwise if ``elementwise_chains``, else the
    ``elementwise_epilogue`` classes; otherwise ``not_supported_by_target``;
-3. length: the kernel holds fewer than ``max_chain`` ops (``chain_limit``).
+3. int8: the kernel requantizes once, or v is its own requantization clamp; the code generator
+   writes the kernel (``support.py``);
+4. length: the kernel holds fewer than ``max_chain`` ops (``chain_limit``).
 
 If several producers' kernels would take v (a residual add after two convs), v joins one: anchor
 kernels first (the add post-dominates the conv it completes), then the latest; the other edges are
