@@ -15,8 +15,8 @@ CONSTRAINTS: tuple[Constraint, ...] = STRUCTURE + CAPABILITY + DTYPES + BACKEND
 
 def first_refusal(edge: Edge) -> Refusal | None:
     """The first constraint that refuses ``edge``, or None: v may join p's kernel."""
-    for check in CONSTRAINTS:
-        refusal = check(edge)
-        if refusal is not None:
-            return refusal
+    for c in CONSTRAINTS:
+        found = c.check(edge)  # the check itself: one call per constraint on the hot path
+        if found is not None:
+            return c.refusal(edge, found)
     return None

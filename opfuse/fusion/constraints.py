@@ -65,8 +65,10 @@ class Constraint:
 
     def __call__(self, edge: Edge) -> Refusal | None:
         found = self.check(edge)
-        if found is None:
-            return None
+        return None if found is None else self.refusal(edge, found)
+
+    def refusal(self, edge: Edge, found: Fields) -> Refusal:
+        """The refusal this constraint returns for ``edge``, its template filled with ``found``."""
         return Refusal(self.reason, (HEAD + self.message).format(**edge.fields(), **found))
 
 
