@@ -22,13 +22,15 @@ from pathlib import Path
 
 import onnx
 
+from opfuse.ops import groups
+
 # ops whose output holds (some of) the input's values unchanged, and the input slots that carry them
 _THROUGH = {
     "Cast": (0,), "Identity": (0,), "Reshape": (0,), "Unsqueeze": (0,), "Squeeze": (0,),
     "Flatten": (0,), "Expand": (0,), "Transpose": (0,), "Slice": (0,), "Tile": (0,),
     "Concat": None,  # every input
 }
-_BOOL_MASK_OPS = {"Not", "And", "Or", "Xor"}
+_BOOL_MASK_OPS = groups.LOGIC
 _INTEGER = {onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16,
             onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
             onnx.TensorProto.UINT32, onnx.TensorProto.UINT64, onnx.TensorProto.BOOL}

@@ -171,7 +171,7 @@ def node_work(node: ir.Node, path: str | None = None) -> Work:
     found = None
     if node.op_type == "Conv":
         found = conv_work(node)
-    elif node.op_type in ("Gemm", "MatMul"):
+    elif node.op_type in ops.groups.MATRIX:
         found = gemm_work(node)
     if found is not None:
         return found
@@ -185,14 +185,14 @@ def node_work(node: ir.Node, path: str | None = None) -> Work:
     if node.op_type == "Softmax" and path is None:  # int8/softmax.py: exp table, sum, reciprocal
         path = "other"
         loops = outputs // out[-1] if out else 0  # a reciprocal per row
-    if node.op_type in ("MaxPool", "AveragePool") and path is None:
+    if node.op_type in ops.groups.POOLS and path is None:
         # int8/pools.emit_pool_value8: per output, a loop over each window row's columns
         loops = outputs * _ints(node, "kernel_shape", [1])[0]
     return Work(macs, outputs, loops, path or node_class(node))
 
 
-CONVERSIONS = frozenset({"QuantizeLinear", "DequantizeLinear"})
-CLAMPS = frozenset({"Relu", "Clip"})  # folded into the requantization's clamp: no extra cost
+CONVERSIONS = ops.groups.CONVERSIONS
+CLAMPS = ops.groups.CLAMPS  # folded into the requantization's clamp: no extra cost
 
 
 def kernel_work(members: list[ir.Node]) -> list[Work]:
@@ -208,7 +208,7 @@ def kernel_work(members: list[ir.Node]) -> list[Work]:
     return [node_work(anchor), *(node_work(n, "epilogue") for n in rest)]
 
 
-VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+VIEWS = ops.groups.VIEWS
 
 
 def is_view(members: list[ir.Node]) -> bool:

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from opfuse.ops.groups import CONVERSIONS
+
 Shape = tuple[int, ...]
 _C3 = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
 
@@ -180,7 +182,7 @@ def quantized_probe(folder: Path, cases: tuple = CASES) -> Path:
     return out
 
 
-_BOUNDARY = frozenset({"QuantizeLinear", "DequantizeLinear"})
+_BOUNDARY = CONVERSIONS
 
 
 def chunks(cases: tuple = CASES, size: int = CHUNK) -> list[tuple]:

@@ -21,8 +21,8 @@ import onnx_ir as ir
 from opfuse import ops
 from opfuse.ops import OpKind
 
-_POOLS = frozenset({"MaxPool", "AveragePool", "LpPool"})
-_GEMMS = frozenset({"Gemm", "MatMul", "MatMulInteger"})
+_POOLS = ops.groups.POOLS
+_GEMMS = ops.groups.MATRIX
 
 
 def _conv_class(node: ir.Node) -> str:

@@ -18,6 +18,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from opfuse.ops import groups
+
 # Cycles per instruction assumed for opfuse's int8 inner loops (loads, SXTB16/SMLAD, MLA, SMULL,
 # compares, branches):
 # - cortex-m4: Arm Cortex-M4 Technical Reference Manual (ARM 100166, Table 3-1 "Processor
@@ -104,7 +106,7 @@ def as_tflite(path: Path) -> None:
     soft = {n.output[0] for n in g.node if n.op_type == "Softmax"}
     rename = {}
     for n in g.node:
-        if n.op_type in ("MaxPool", "AveragePool") and n.input[0] in producer:
+        if n.op_type in groups.POOLS and n.input[0] in producer:
             dq = producer[n.input[0]]
             for q in (m for m in g.node if m.op_type == "QuantizeLinear" and m.input[0] == n.output[0]):
                 rename.update({q.input[1]: dq.input[1], q.input[2]: dq.input[2]})

@@ -31,14 +31,14 @@ import numpy as np
 import onnx_ir as ir
 
 from opfuse.ir import static_dims
+from opfuse.ops import groups
 from opfuse.targets.npu import NpuModel
 
 # Movement an NPU compiler resolves in addresses, not as an operation (a view, or a write into the
 # slice of the concatenation; the IR's layout transposes at the boundary do not exist in NHWC).
-FREE_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Transpose",
-                      "Concat"})
-_POOLS = frozenset({"MaxPool", "AveragePool"})
-_GLOBAL = frozenset({"GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceMax"})
+FREE_OPS = groups.NPU_FREE
+_POOLS = groups.POOLS
+_GLOBAL = groups.GLOBAL_POOLS | groups.POOL_REDUCES
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -79,7 +79,7 @@ def mac_cycles(node: ir.Node, npu: NpuModel) -> float:
             per = max(npu.weight_cycles_per_ublock, npu.cycles_per_step * xy)
             return per * _cdiv(k, npu.kernel_elements_per_step) * _cdiv(co, npu.ofm_ublock[2])
         return group * _dense(npu, xy, co // group, w[1], k)
-    if op in ("Gemm", "MatMul"):
+    if op in groups.MATRIX:
         a = static_dims(node.inputs[0])
         if a is None:
             return 0.0

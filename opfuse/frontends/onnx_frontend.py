@@ -33,6 +33,7 @@ from opfuse.frontends.value_info import (
 )
 from opfuse.frontends.window_check import check_windows
 from opfuse.ir import require_static, verify
+from opfuse.ops import groups
 
 MIN_IR_VERSION = 8  # initializers need not be graph inputs from IR 4 on; ORT 1.32 reads 8 to 11
 MIN_OPSET = 14  # HardSwish (opset 14) is what hard-swish patterns are rewritten into
@@ -121,7 +122,7 @@ def _should_fold(node: ir.Node, where: str) -> bool | None:
     guard_fold(node, where)  # a fill over the constant limit ends here, before numpy allocates it
     if node.op_type == "ConstantOfShape":
         return True
-    if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+    if node.op_type in groups.CONVERSIONS:
         return False  # int8 weights behind DQ stay int8: the QDQ fold reads them
     return None
 

@@ -23,21 +23,14 @@ import numpy as np
 import onnx_ir as ir
 import onnxscript.optimizer
 
+from opfuse.ops import groups
 from opfuse.quant import ONNX, QUANT, ROUNDING, QuantParams, get_quant, make_params, set_quant
 
 Q, DQ = "QuantizeLinear", "DequantizeLinear"
-CLAMPS = ("Relu", "Clip")
-QUANTIZABLE = frozenset({
-    "Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Sub", "Mul", "ReduceMean",
-    "GlobalAveragePool", "AveragePool", "MaxPool", "Softmax", "Sigmoid", "Tanh", "HardSwish",
-    "LeakyRelu", "PRelu", "Relu", "Clip", "Pad", "Reshape", "Squeeze", "Unsqueeze", "Flatten",
-    "Concat", "Transpose", "Resize", "DepthToSpace",
-})  # fmt: skip
+CLAMPS = groups.CLAMPS
+QUANTIZABLE = groups.QUANTIZABLE  # read as one int8 op between Q/DQ pairs (the op registry's)
 # Ops that only move or select int8 values: an int8 input passes its params to the output.
-PASS_THROUGH = frozenset({
-    "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "MaxPool", "DepthToSpace", "Pad",
-    "Identity", "Slice", "Split",
-})  # fmt: skip
+PASS_THROUGH = groups.QUANT_PASS
 # Float inputs that are parameters, not data: quantized with the data's params (Clip bounds, Pad
 # value) or kept float (Resize's roi and scales).
 QUANTIZED_PARAMS = {"Clip": (1, 2), "Pad": (2,)}

@@ -45,7 +45,7 @@ import onnx_ir as ir
 
 from opfuse.fusion.rings import ring_rows
 from opfuse.fusion.rules import Refusal
-from opfuse.fusion.stages import Stage, chain_input, rows_of, stage_of
+from opfuse.fusion.stages import WINDOWED, Stage, chain_input, rows_of, stage_of
 from opfuse.fusion.support import ANY, KernelSupport
 from opfuse.memory import inplace as _inplace
 from opfuse.memory import lifetimes as _lifetimes
@@ -127,7 +127,7 @@ def _link(
     first = nodes[b.nodes[0]]
     readers = value.consumers()
     if any(r is not first for r in readers) or (
-        first.op_type in ("Conv", "MaxPool", "AveragePool") and first.inputs[0] is not value
+        first.op_type in WINDOWED and first.inputs[0] is not value
     ):
         return Refusal(
             "multiple_consumers",

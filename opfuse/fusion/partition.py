@@ -6,7 +6,8 @@ A kernel is an *anchor* (Conv, ConvTranspose, Gemm, MatMul), a *pool*, a standal
 op, or anything else (closed: injective, reductions, opaque ops), followed by the ops its output stage
 absorbed. One greedy pass visits the nodes in topological order. Every node ``v`` first becomes a
 candidate kernel of its own; then, for each node ``p`` producing one of v's inputs, we ask whether v
-may join p's kernel (``rules.py``), in this order:
+may join p's kernel: the named constraints of ``checks.py`` (docs/supported_ops.md lists them), in
+this order:
 
 1. structure, whatever the target (a Transpose a MatMul reads as a strided view joins it first,
    ``views.py``): neither op is opaque (``opaque_op``), none of p's outputs is a
@@ -19,7 +20,9 @@ may join p's kernel (``rules.py``), in this order:
    constant operands (``non_constant_weights``); a pool kernel absorbs ``pool_epilogue`` classes; an
    elementwise kernel absorbs anything elementwise if ``elementwise_chains``, else the
    ``elementwise_epilogue`` classes; otherwise ``not_supported_by_target``;
-3. length: the kernel holds fewer than ``max_chain`` ops (``chain_limit``).
+3. int8: the kernel requantizes once, or v is its own requantization clamp; the code generator
+   writes the kernel (``support.py``);
+4. length: the kernel holds fewer than ``max_chain`` ops (``chain_limit``).
 
 If several producers' kernels would take v (a residual add after two convs), v joins one: anchor
 kernels first (the add post-dominates the conv it completes), then the latest; the other edges are
@@ -54,19 +57,11 @@ from collections.abc import Iterable
 import onnx_ir as ir
 
 from opfuse.fusion.attention_merge import fuse_attention
+from opfuse.fusion.capability import BACKEND
 from opfuse.fusion.cascade import cascade
-from opfuse.fusion.rules import (
-    ANCHOR,
-    Group,
-    Refusal,
-    check_backend,
-    check_length,
-    check_quant,
-    check_structure,
-    check_target,
-    initial_stage,
-    next_stage,
-)
+from opfuse.fusion.checks import CONSTRAINTS, WITHOUT_CAPABILITY, first_refusal
+from opfuse.fusion.constraints import Edge
+from opfuse.fusion.rules import ANCHOR, Group, Refusal, initial_stage, next_stage
 from opfuse.fusion.support import ANY, KernelSupport
 from opfuse.fusion.transformer import bias_members, norm_with_sum, takes_bias
 from opfuse.fusion.views import join_as_anchor, reads_as_view
@@ -141,15 +136,10 @@ def _check(
     # transformer fusions (``transformer.py``): Add + norm storing the sum, a Linear's bias
     with_sum = norm_with_sum(p, v, x, group, index, target)
     if with_sum is not False:
-        return with_sum or check_backend(v, group, target, support) or check_length(v, group, target)
-    bias = takes_bias(group, v, x, target)
-    return (
-        check_structure(p, v, x, group, target.name)
-        or (None if bias else check_target(p, v, x, group, target))
-        or check_quant(p, v, x, group, target)
-        or check_backend(v, group, target, support)
-        or check_length(v, group, target, free=bias_members(group.nodes))
-    )
+        return with_sum or first_refusal(Edge(p, v, x, group, target, support), BACKEND)
+    edge = Edge(p, v, x, group, target, support, free=bias_members(group.nodes))
+    # a Linear's bias is the anchor's own, not an epilogue the target's capabilities judge
+    return first_refusal(edge, WITHOUT_CAPABILITY if takes_bias(group, v, x, target) else CONSTRAINTS)
 
 
 def _producers(v: ir.Node, index: dict[int, int]) -> list[tuple[ir.Node, ir.Value]]:

@@ -17,11 +17,11 @@ import onnx_ir as ir
 
 from opfuse.fusion.rings import Window
 from opfuse.fusion.rules import Refusal, is_constant
-from opfuse.ops import OpKind, kind
+from opfuse.ops import OpKind, groups, kind
 from opfuse.schedule import Kernel
 from opfuse.targets import Target
 
-WINDOWED = frozenset({"Conv", "MaxPool", "AveragePool"})
+WINDOWED = groups.WINDOWED
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def stage_of(kernel: Kernel, nodes: dict[str, ir.Node], target: Target) -> Stage
         refusal = _global(node, target)
         if refusal is not None:
             return refusal
-        if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+        if node.op_type in groups.CONVERSIONS:
             # a float <-> int8 conversion is its own kernel (dtype_mismatch): no stream crosses it
             return Refusal(
                 "dtype_mismatch", f"{node.op_type} '{node.name}' converts between float and int8"

@@ -40,12 +40,12 @@ from collections.abc import Sequence
 import onnx_ir as ir
 
 from opfuse.fusion.rules import ANCHOR, CONVERSIONS, ELEMWISE, Group, Refusal, is_constant
-from opfuse.ops import OpKind, kind
+from opfuse.ops import OpKind, groups, kind
 from opfuse.quant import get_quant
 from opfuse.targets import Target
 
-LINEAR_OPS = frozenset({"MatMul", "Gemm"})
-NORM_OPS = frozenset({"LayerNormalization", "RMSNormalization"})
+LINEAR_OPS = groups.MATRIX
+NORM_OPS = groups.ROW_NORMS
 
 
 def _dims(value: ir.Value | None) -> tuple | None:

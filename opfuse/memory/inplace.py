@@ -18,9 +18,10 @@ import onnx_ir as ir
 from opfuse.memory.lifetimes import INPUT, OUTPUT, TensorLife
 from opfuse.memory.placement import Buffer
 from opfuse.ops import OPS, OpKind, op_info
+from opfuse.ops.groups import VIEWS
 from opfuse.schedule import Kernel, Partition
 
-DATA_MOVEMENT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+DATA_MOVEMENT = VIEWS  # the op registry's views: their output may alias their input
 
 
 def _op_in_place(node: ir.Node | None, op_type: str) -> bool:

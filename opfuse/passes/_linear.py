@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-LINEAR_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+from opfuse.ops import groups
+
+LINEAR_OPS = groups.ANCHORS  # the ops a per-channel scale folds into
 FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 
 
@@ -44,7 +46,7 @@ def channel_vector(c: np.ndarray, rank: int, axis: int, channels: int) -> np.nda
 
 
 def out_channel_axis(node: ir.Node) -> int:
-    return 1 if node.op_type in ("Conv", "ConvTranspose") else -1
+    return -1 if node.op_type in groups.MATRIX else 1
 
 
 def out_channels(node: ir.Node, w: np.ndarray) -> int:

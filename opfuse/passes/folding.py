@@ -16,6 +16,7 @@ from __future__ import annotations
 import onnx_ir as ir
 import onnxscript.optimizer
 
+from opfuse.ops import groups
 from opfuse.quant import get_quant
 
 _NO_LIMIT = 1 << 40
@@ -33,7 +34,7 @@ def has_foldable(graph: ir.Graph) -> bool:
 def _should_fold(node: ir.Node) -> bool | None:
     """Never evaluate an int8 node with float semantics: a quantized Add of two constants is not
     numpy's int8 addition (docs/architecture.md, "int8 in the IR"); Q/DQ keep int8 weights int8."""
-    if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+    if node.op_type in groups.CONVERSIONS:
         return False
     if any(get_quant(v) is not None for v in (*node.inputs, *node.outputs) if v is not None):
         return False

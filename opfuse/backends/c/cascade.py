@@ -43,14 +43,14 @@ from opfuse.backends.c.tensors import Params
 from opfuse.fusion.rings import Window, band_schedule
 from opfuse.fusion.stages import WINDOWED, chain_input, dims, window_of
 from opfuse.memory.lifetimes import RING_PREFIX
+from opfuse.ops import groups
 from opfuse.schedule import Kernel
 
-# one-input activations, written by the layer-by-layer epilogue's scalar expressions
-_UNARY = frozenset("LeakyRelu Sigmoid Tanh HardSigmoid HardSwish Elu Gelu Erf Neg Abs Sqrt Exp Log "
-                   "Reciprocal Softplus Identity".split())  # fmt: skip
-_EPILOGUE = frozenset({"Relu", "Clip", "Add", "Sub", "Mul", "Div", "Sum"}) | _UNARY
+_EPILOGUE = groups.C_CASCADE  # what a member streams after its first op (the op registry's)
 # Sum: the variadic add of old opsets (ResNet's residual joins before opset 8's Add broadcast)
 _BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Sum": "+"}
+# one-input activations, written by the layer-by-layer epilogue's scalar expressions
+_UNARY = _EPILOGUE - groups.CLAMPS - _BINARY.keys()
 
 
 def why_not_member(ms: list[ir.Node]) -> str | None:

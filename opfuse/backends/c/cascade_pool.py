@@ -13,8 +13,9 @@ import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, attr, dims
 from opfuse.backends.c.pools import emit_pool_row, pool_geom
+from opfuse.ops import groups
 
-POOLS = frozenset({"MaxPool", "AveragePool"})
+POOLS = groups.POOLS
 
 
 def why_not_pool(node: ir.Node) -> str | None:

@@ -30,6 +30,7 @@ from opfuse.backends.c.cgen import (
 )
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ops.groups import C_EXPRS
 
 ACC = "acc"
 
@@ -113,10 +114,7 @@ def _scalar(node: ir.Node, a: list[str | None]) -> str:
     raise OpfuseError(f"C backend: no C kernel for {who(node)} (no elementwise template)")
 
 
-EPILOGUE_OPS = frozenset(
-    "Relu Clip LeakyRelu PRelu Sigmoid Tanh HardSigmoid HardSwish Elu Gelu Erf Neg Abs Sqrt Exp "
-    "Log Reciprocal Softplus Identity Add Sub Mul Div Pow Max Min Sum BatchNormalization".split()
-)
+EPILOGUE_OPS = C_EXPRS  # the ops ``_scalar`` writes (the op registry's)
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,10 @@ from opfuse.backends.c.pools import POOL_OPS, emit_pool_kernel
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError, Unsupported
 from opfuse.fusion.attention import core_of
+from opfuse.ops import groups
 from opfuse.safe_text import for_comment
 
-ANCHOR_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+ANCHOR_OPS = groups.C_ANCHORS
 
 Single = Callable[[CWriter, ir.Node, Params], None]
 SINGLE: dict[str, Single] = {
@@ -53,7 +54,7 @@ SINGLE: dict[str, Single] = {
 }
 
 FLOAT_COVERED = frozenset(
-    ANCHOR_OPS | POOL_OPS | EPILOGUE_OPS | SINGLE.keys() | {"Softmax", "Constant"})
+    ANCHOR_OPS | POOL_OPS | EPILOGUE_OPS | SINGLE.keys() | groups.C_SOFTMAX | {"Constant"})
 
 Emitter = Callable[[CWriter, list[ir.Node], Params, int], None]
 

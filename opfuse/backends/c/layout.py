@@ -28,10 +28,11 @@ from opfuse.backends.c.cgen import (
 from opfuse.backends.c.ctype import FLOAT, ctype_of
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ops import groups
 from opfuse.quant import get_quant, quantize_real
 from opfuse.safe_text import for_comment
 
-VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
+VIEW_OPS = groups.VIEWS
 
 
 def strided_copy(w: CWriter, dst: str, src: str, shape: Sequence[int], src_strides: Sequence[int],

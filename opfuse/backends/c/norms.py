@@ -23,8 +23,9 @@ from opfuse.backends.c.cgen import (
 )
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ops import groups
 
-REDUCE_OPS = frozenset({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"})
+REDUCE_OPS = groups.C_REDUCE
 
 
 def _sum8(w: CWriter, out: str, n: int, expr: str) -> None:

@@ -28,8 +28,9 @@ from opfuse.backends.c.matmul import ROW_BUFFER
 from opfuse.backends.c.norms import _sum8
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ops import groups
 
-NORMS = frozenset({"LayerNormalization", "RMSNormalization"})
+NORMS = groups.ROW_NORMS
 
 
 def is_add_norm(members: Sequence[ir.Node]) -> bool:
@@ -176,7 +177,7 @@ def ends_with_norm(members: Sequence[ir.Node]) -> bool:
     """MatMul/Gemm + epilogues + a norm of their result (``anchor_norm`` targets)."""
     return (
         len(members) >= 2
-        and members[0].op_type in ("MatMul", "Gemm")
+        and members[0].op_type in groups.MATRIX
         and members[-1].op_type in NORMS
         and all(m.domain in ("", "ai.onnx") for m in members)
         and members[-1].inputs[0] is members[-2].outputs[0]

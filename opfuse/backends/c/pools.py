@@ -12,8 +12,9 @@ from opfuse.backends.c.cgen import CWriter, attr, contiguous, dims, flit, offset
 from opfuse.backends.c.epilogue import Chain, build_chain, emit_apply
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ops.groups import C_POOLS
 
-POOL_OPS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+POOL_OPS = C_POOLS
 
 
 def window(in_len: int, out_len: int, k: int, s: int, d: int, pad: int, o: int) -> tuple[int, int]:

@@ -35,10 +35,11 @@ from opfuse.backends.c.pools import POOL_OPS
 from opfuse.backends.c.typed import is_typed
 from opfuse.fusion.attention import core_of
 from opfuse.fusion.support import KernelSupport
+from opfuse.ops import groups
 from opfuse.quant import get_quant
 
-_INT8_ANCHORS = frozenset({"Conv", "Gemm", "MatMul"})
-_INT8_POOLS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool"})
+_INT8_ANCHORS = groups.C_INT8_ANCHORS
+_INT8_POOLS = groups.C_INT8_POOLS
 
 
 def _dims(value: ir.Value | None) -> tuple[int, ...] | None:

@@ -28,13 +28,15 @@ from opfuse.backends.c.cgen import (
 from opfuse.backends.c.ctype import BOOL, FLOAT, ctype_of
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ops import groups
 
 _COMPARE = {"Equal": "==", "Less": "<", "Greater": ">", "LessOrEqual": "<=",
             "GreaterOrEqual": ">="}
 _LOGIC = {"And": "&&", "Or": "||", "Xor": "!="}
+_FOLDS = {"Max": "max", "Min": "min"}  # variadic folds
 _ARITH = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
-MASK_OPS = frozenset({"Where", "Not", "Cast", *_COMPARE, *_LOGIC})
-INT_OPS = frozenset({*_ARITH, "Neg", "Abs", "Max", "Min"})  # when a value is not float32
+MASK_OPS = groups.C_TYPED - {"Range"}  # masks, logic, select and casts
+INT_OPS = groups.INTEGER_OPS  # when a value is not float32
 
 
 def is_typed(node: ir.Node) -> bool:
@@ -65,7 +67,7 @@ def _expr(node: ir.Node, a: list[str], out_c: str) -> str:
         return f"({out_c})(-{a[0]})"
     if op == "Abs":
         return f"({a[0]} < 0 ? ({out_c})(-{a[0]}) : {a[0]})"
-    if op in ("Max", "Min"):
+    if op in _FOLDS:
         e = a[0]
         for b in a[1:]:
             e = f"({e} {'>' if op == 'Max' else '<'} {b} ? {e} : {b})"

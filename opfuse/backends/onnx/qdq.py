@@ -20,10 +20,11 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from opfuse.ops import groups
 from opfuse.quant import QuantParams, get_quant
 
-CONVERSIONS = ("QuantizeLinear", "DequantizeLinear")
-CLAMPS = ("Relu", "Clip")
+CONVERSIONS = groups.CONVERSIONS
+CLAMPS = groups.CLAMPS
 
 
 def quant_map(model: ir.Model) -> dict[str, tuple[QuantParams, int]]:

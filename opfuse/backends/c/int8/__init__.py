@@ -23,6 +23,7 @@ from opfuse.backends.c.int8.pools import emit_pool8, emit_reduce_mean8
 from opfuse.backends.c.int8.softmax import emit_softmax8
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ops import groups
 from opfuse.quant import get_quant
 
 Emitter = Callable[[CWriter, list[ir.Node], Params, int], None]
@@ -103,7 +104,7 @@ def is_int8_kernel(members: list[ir.Node]) -> bool:
     """Whether a kernel computes on quantized integers: its head reads or writes a quantized
     (or 8-bit) activation."""
     head = members[0]
-    if head.op_type in ("QuantizeLinear", "DequantizeLinear"):
+    if head.op_type in groups.CONVERSIONS:
         return True
     for v in (*head.inputs[:1], *head.outputs[:1]):
         if v is not None and (get_quant(v) is not None

@@ -41,9 +41,10 @@ from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise_member, is_depth
 from opfuse.backends.c.int8.pools import emit_pool_value8
 from opfuse.backends.c.pools import pool_geom
 from opfuse.memory.lifetimes import RING_PREFIX
+from opfuse.ops import groups
 from opfuse.quant import conv_scales, get_quant
 
-POOLS = frozenset({"MaxPool", "AveragePool"})
+POOLS = groups.POOLS
 
 
 def is_int8_member(ms: list[ir.Node]) -> bool:

@@ -25,10 +25,11 @@ from opfuse.backends.c.int8.common import clamp_bounds, int_ctype, quant, roundi
 from opfuse.backends.c.int8.lut import LUT_OPS, table
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ops import groups
 from opfuse.quant import ONNX, add_params, quantize_multiplier
 
-CLAMP_OPS = frozenset({"Relu", "Clip"})
-BINARY_OPS = frozenset({"Add", "Sub", "Mul"})
+CLAMP_OPS = groups.C_INT8_CLAMPS
+BINARY_OPS = groups.C_INT8_BINARY
 CHAIN_OPS = CLAMP_OPS | BINARY_OPS | LUT_OPS
 
 

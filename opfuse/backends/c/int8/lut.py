@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from opfuse.ops import groups
 from opfuse.quant import ONNX, QuantParams
 
 FLOAT_FUNCS = {
@@ -26,7 +27,7 @@ FLOAT_FUNCS = {
     "Gelu": lambda x: 0.5 * x * (1.0 + math.erf(x / math.sqrt(2.0))),
 }
 
-LUT_OPS = frozenset(FLOAT_FUNCS) | {"LeakyRelu", "HardSigmoid"}
+LUT_OPS = groups.C_INT8_LUT  # FLOAT_FUNCS and the two with parameters below (the op registry's)
 
 
 def _float_fn(op: str, alpha: float | None, beta: float | None):
