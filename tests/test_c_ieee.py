@@ -217,9 +217,9 @@ def test_compare_nan_pairs() -> None:
 
 
 def test_no_fast_math_in_build_flags() -> None:
-    from opfuse.backends.c import runner
+    from opfuse.backends.c import flags
 
-    text = " ".join((*runner.BASE, *runner.WARN))
+    text = " ".join((*flags.BASE, *flags.WARN))
     assert "fast-math" not in text and "-Ofast" not in text
 
 

@@ -14,8 +14,9 @@ from click.testing import CliRunner
 
 from opfuse.backends.c import emit_c
 from opfuse.backends.c.check import reference
+from opfuse.backends.c.flags import BASE, WARN
 from opfuse.backends.c.perkernel import per_kernel
-from opfuse.backends.c.runner import BASE, WARN, CModel, compiler
+from opfuse.backends.c.runner import CModel, compiler
 from opfuse.cli import cli
 from opfuse.errors import OpfuseError
 from opfuse.pipeline import compile_model

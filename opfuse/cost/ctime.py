@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from opfuse.backends.c.runner import BASE, WARN, CModel, compiler, manifest
+from opfuse.backends.c.flags import BASE, WARN
+from opfuse.backends.c.runner import CModel, compiler, manifest
 
 _builds = itertools.count()
 MAX_MARKS = 65536

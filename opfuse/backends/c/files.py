@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from opfuse.backends.c.runner import BASE, WARN  # the Makefile builds as the host runner does
+from opfuse.backends.c.flags import BASE, WARN
 from opfuse.safe_text import for_comment
 
 _TABLE = [f"\\{i:03o}" for i in range(256)]

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
+from opfuse.backends.c.flags import BASE, WARN
 from opfuse.errors import OpfuseError
 
 LIB = "libopfuse_model.so"
-WARN = ("-Wall", "-Wextra", "-Werror")
-BASE = ("-O3", "-std=c99", "-ffp-contract=fast")  # FMA: -std=c99 alone turns contraction off
 
 
 def compiler() -> str:
