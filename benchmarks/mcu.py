@@ -33,9 +33,9 @@ import numpy as np
 
 from opfuse import models
 from opfuse.analysis import analyze
-from opfuse.backends.c.emulate import emulate_c, link_footprint, part_limits
-from opfuse.backends.c.footprint import check_fits
 from opfuse.errors import OpfuseError
+from opfuse.measure.run.footprint import check_fits
+from opfuse.measure.run.qemu import emulate_c, link_footprint, part_limits
 from opfuse.pipeline import compile_model
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models"

@@ -1,5 +1,5 @@
 """Re-measure ``[perf.int8c]`` of the Cortex-M targets (opfuse.measure.calibrate.mcu_probe): the probe layers of
-opfuse.cost.int8_probe, compiled for each target, run on its board under QEMU (-icount), their
+opfuse.measure.calibrate.int8_probe, compiled for each target, run on its board under QEMU (-icount), their
 instructions per kernel fitted per C path and written into opfuse/targets/<target>.toml as seconds
 at the part's clock (instructions x the assumed cycles per instruction / clock_hz).
 

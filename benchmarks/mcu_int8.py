@@ -22,9 +22,9 @@ from pathlib import Path
 import onnx_ir as ir
 
 from opfuse.backends.c.emit import c_schedule
-from opfuse.backends.c.emulate import emulate_c
 from opfuse.cost.cwork import is_view
 from opfuse.measure.calibrate.mcu_probe import CYCLES_PER_INSTRUCTION, predicted_instructions
+from opfuse.measure.run.qemu import emulate_c
 from opfuse.pipeline import compile_model
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "tflite"

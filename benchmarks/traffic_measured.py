@@ -59,10 +59,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from opfuse.backends.c import build_executable, emit_c
-from opfuse.backends.c.check import reference
+from opfuse.backends.c import emit_c
 from opfuse.backends.c.emit import c_schedule
-from opfuse.backends.c.runner import manifest, run_executable
+from opfuse.measure.run.host import build_executable, manifest, run_executable
+from opfuse.measure.validate.c_float import reference
 from opfuse.memory.lifetimes import ring_bytes
 from opfuse.pipeline import compile_model
 

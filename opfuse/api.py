@@ -6,7 +6,7 @@
     for kernel in result.partition.kernels: ...
     proto = opfuse.emit(result)
     opfuse.save(proto, "out.onnx")
-    print(opfuse.validation("mobilenet_v2", proto).ok)
+    print(opfuse.measure.validate.ort("mobilenet_v2", proto).ok)
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from opfuse.frontends.limits import Limits, using_limits
 from opfuse.frontends.registry import frontend_for
 from opfuse.fusion import Partition
 from opfuse.ir.provenance import source_map
+from opfuse.measure.validate.ort import ValidationReport
+from opfuse.measure.validate.ort import validate as _validate
 from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, gc_paused, source_proto
 from opfuse.pipeline import load as _load
 from opfuse.targets import Target, list_targets, load_target
-from opfuse.validation import ValidationReport
-from opfuse.validation import validate as _validate
 
 __all__ = [
     "DEFAULT_TARGET",
@@ -138,19 +138,19 @@ def validate_c(
     cascades: bool = True,
 ) -> ValidationReport:
     """Compile to C, build with the system compiler, run, and compare with onnxruntime."""
-    from opfuse.backends.c import validate_c as _validate_c
     from opfuse.backends.c.int8.requant import is_quantized
-    from opfuse.validation import read_npz
+    from opfuse.measure.validate.c_float import validate_c as _validate_c
+    from opfuse.measure.validate.ort import read_npz
 
     result = compile(source, target, input_shape)
     # int8, and any .tflite: against the source's own reference (TFLite Micro / LiteRT / ORT)
     if is_quantized(result.optimized) or str(source).lower().endswith(".tflite"):
-        from opfuse.backends.c.check_int8 import validate_c_int8
+        from opfuse.measure.validate.c_int8 import validate_c_int8
 
         return validate_c_int8(result, fuse=fuse, cascades=cascades)
     feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
     if frontend_for(source).name != "onnx":  # a float .tflite: LiteRT is the reference
-        from opfuse.validate_tflite import validate_c_against_source
+        from opfuse.measure.validate.source import validate_c_against_source
 
         return validate_c_against_source(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol,
                                           cascades=cascades)
@@ -165,11 +165,11 @@ def per_kernel_c(
     atol: float = 1e-4,
     input_shape: ShapeArg = None,
 ):
-    """Every kernel output of the generated C against a reference (opfuse/backends/c/perkernel.py)."""
+    """Every kernel output of the generated C against a reference (opfuse/measure/validate/per_kernel.py)."""
     import tempfile
 
-    from opfuse.backends.c.perkernel import per_kernel
-    from opfuse.validation import read_npz
+    from opfuse.measure.validate.ort import read_npz
+    from opfuse.measure.validate.per_kernel import per_kernel
 
     result = compile(source, target, input_shape)
     feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
@@ -186,12 +186,12 @@ def emulate_c(
     input_shape: ShapeArg = None,
     timeout_s: float = 300.0,
     cascades: bool = True,
-):  # -> opfuse.backends.c.emulate.Emulation
+):  # -> opfuse.measure.run.qemu.Emulation
     """Compile to C, cross-compile for the target's board, run in QEMU and compare with
     onnxruntime; with the ELF's footprint and per-kernel instruction counts (``cascades`` false:
     the C runs layer by layer instead of streaming the partition's cascades)."""
-    from opfuse.backends.c.emulate import emulate_c as _emulate_c
-    from opfuse.validation import read_npz
+    from opfuse.measure.run.qemu import emulate_c as _emulate_c
+    from opfuse.measure.validate.ort import read_npz
 
     result = compile(source, target, input_shape)
     feeds = read_npz(inputs) if isinstance(inputs, (str, Path)) else inputs
@@ -201,7 +201,7 @@ def emulate_c(
 
 def bench(source: str | Path, target: str | Target = DEFAULT_TARGET, repeats: int = 20) -> dict:
     """Median latency of fused C, unfused C, onnxruntime ORT_ENABLE_ALL and ORT_DISABLE_ALL."""
-    from opfuse.backends.c import bench as _bench
+    from opfuse.measure.validate.c_float import bench as _bench
 
     return _bench(compile(source, target), repeats=repeats)
 
@@ -229,8 +229,8 @@ def validate(
     """Run both models in onnxruntime on the same seeded (or given) inputs and compare outputs.
     A .tflite ``original`` runs in its own reference (TFLite Micro or LiteRT) instead."""
     if isinstance(original, str | Path) and frontend_for(original).name != "onnx":
-        from opfuse.validate_tflite import validate_onnx_against_source
-        from opfuse.validation import read_npz
+        from opfuse.measure.validate.ort import read_npz
+        from opfuse.measure.validate.source import validate_onnx_against_source
 
         feeds = read_npz(inputs) if isinstance(inputs, str | Path) else inputs
         return validate_onnx_against_source(

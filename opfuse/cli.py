@@ -213,7 +213,7 @@ def validate_cmd(
 
 def _per_kernel(original: str, target: str, inputs: str | None, rtol: float, atol: float,
                 input_shape: tuple[str, ...]) -> bool:
-    from opfuse.backends.c.perkernel import format_per_kernel
+    from opfuse.measure.validate.per_kernel import format_per_kernel
 
     with console.progress("running every kernel against the reference"):
         kernels = api.per_kernel_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
@@ -225,7 +225,7 @@ def _per_kernel(original: str, target: str, inputs: str | None, rtol: float, ato
 def _validate_emulated(original: str, target: str, inputs: str | None, rtol: float,
                        atol: float, input_shape: tuple[str, ...], timeout_s: float,
                        cascades: bool = False) -> None:
-    from opfuse.backends.c.emulate import format_emulation
+    from opfuse.measure.run.qemu import format_emulation
 
     with console.progress(f"cross-compiling for {target} and running it in QEMU"):
         emu = api.emulate_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
@@ -246,7 +246,7 @@ def _validate_emulated(original: str, target: str, inputs: str | None, rtol: flo
 def bench_cmd(model: str, target: str, repeats: int, json_dest: str | None) -> None:
     """Warm median latency, one thread: fused C, unfused C, onnxruntime at ORT_ENABLE_ALL and
     ORT_DISABLE_ALL, in alternating blocks (first run of each dropped), with the blocks' spread."""
-    from opfuse.backends.c import format_bench
+    from opfuse.measure.validate.c_float import format_bench
 
     _refuse_input(model, json_dest)
     with console.progress(f"building and timing {model}"):
@@ -312,7 +312,7 @@ def analyze_cmd(
 
     _refuse_input(model, json_dest, html_dest)
     if compare_with == "vela":
-        from opfuse.cost.vela_run import INSTALL_HINT, VelaMissing, vela_available
+        from opfuse.measure.vela_run import INSTALL_HINT, VelaMissing, vela_available
 
         if not vela_available():
             raise VelaMissing(INSTALL_HINT)
@@ -322,7 +322,7 @@ def analyze_cmd(
         analysis = api.analyze(result, precision=precision, planner=planner,
                                activations_only=activations_only, cascades=not no_cascades)
     if compare_with == "vela":
-        from opfuse.cost.vela_run import compare_vela
+        from opfuse.measure.vela_run import compare_vela
 
         with console.progress(f"running Vela on {model}"):
             comparison = compare_vela(result, analysis)
@@ -384,7 +384,7 @@ def sweep_cmd(models: tuple[str, ...], targets: str, precisions: str, emulate: b
 @click.option("-o", "--output", help="Where to write the target (default: the user target folder).")
 def calibrate_cmd(output: str | None) -> None:
     """Measure this machine (bandwidth, GEMM rate, call overhead) and write the target 'host'."""
-    from opfuse.cost.calibrate import calibrate, write_host_target
+    from opfuse.measure.calibrate.host import calibrate, write_host_target
 
     with console.progress("measuring bandwidth, GEMM rate and call overhead"):
         figures = calibrate()

@@ -100,8 +100,8 @@ def compile_ir(model: ir.Model, target: str = "x86-host"):
 def run_c(model: ir.Model, feeds: list[dict[str, np.ndarray]], fuse: bool = True,
           target: str = "x86-host", outdir: Path | None = None) -> list[dict[str, np.ndarray]]:
     """Emit, build (-Wall -Wextra -Werror) and run the model's C once per feed."""
-    from opfuse.backends.c import build_shared, emit_c
-    from opfuse.backends.c.runner import CModel
+    from opfuse.backends.c import emit_c
+    from opfuse.measure.run.host import CModel, build_shared
 
     result = compile_ir(model, target)
     with tempfile.TemporaryDirectory(prefix="opfuse-q-") as tmp:

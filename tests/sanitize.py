@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from opfuse.backends.c import build_executable, run_executable
-from opfuse.backends.c.check import reference
 from opfuse.errors import OpfuseError
+from opfuse.measure.run.host import build_executable, run_executable
+from opfuse.measure.validate.c_float import reference
 
 SAN = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
        "-fno-omit-frame-pointer"]  # fmt: skip

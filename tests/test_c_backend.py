@@ -14,10 +14,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from opfuse.backends.c import emit_c, run_c, run_executable, validate_c
-from opfuse.backends.c.check import reference
-from opfuse.backends.c.runner import CModel
+from opfuse.backends.c import emit_c
 from opfuse.errors import OpfuseError
+from opfuse.measure.run.host import CModel, run_c, run_executable
+from opfuse.measure.validate.c_float import reference, validate_c
 from opfuse.models import MODELS
 from opfuse.pipeline import compile_model
 from tests.conftest import shared_onnx_models

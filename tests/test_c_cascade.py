@@ -14,8 +14,8 @@ import pytest
 
 from opfuse.analysis import analyze
 from opfuse.backends.c import emit_c
-from opfuse.backends.c.check import reference
-from opfuse.backends.c.runner import CModel
+from opfuse.measure.run.host import CModel
+from opfuse.measure.validate.c_float import reference
 from opfuse.pipeline import compile_model
 from tests.sanitize import sanitized_run_matches
 from tests.test_cascade import NUMERIC_CHAINS, conv_chain, with_caps

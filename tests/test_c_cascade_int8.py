@@ -18,9 +18,14 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 from opfuse.analysis import analyze  # noqa: E402
 from opfuse.api import compile  # noqa: E402
-from opfuse.backends.c import build_executable, build_shared, emit_c, run_executable  # noqa: E402
-from opfuse.backends.c.runner import CModel  # noqa: E402
-from opfuse.frontends.tflite.reference import TfliteReference  # noqa: E402
+from opfuse.backends.c import emit_c  # noqa: E402
+from opfuse.measure.run.host import (  # noqa: E402
+    CModel,  # noqa: E402
+    build_executable,
+    build_shared,
+    run_executable,
+)
+from opfuse.measure.validate.tflite_reference import TfliteReference  # noqa: E402
 from tests import qgraphs as q  # noqa: E402
 from tests import tflite_builder as tb  # noqa: E402
 from tests.test_cascade import streaming  # noqa: E402
@@ -187,7 +192,7 @@ def test_int8_cascade_is_sanitizer_clean(tmp_path: Path) -> None:
                                                   ("conv_then_pool", "int8"),
                                                   ("inverted_residual", "uint8")])
 def test_int8_cascade_in_onnx_rounding(name: str, activation: str, tmp_path: Path) -> None:
-    from opfuse.backends.c.check_int8 import validate_c_int8
+    from opfuse.measure.validate.c_int8 import validate_c_int8
     from tests.quant_util import quantize
     from tests.test_cascade import NUMERIC_CHAINS, conv_chain
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 from opfuse.analysis import analyze  # noqa: E402
 from opfuse.api import compile  # noqa: E402
 from opfuse.backends.c import emit_c  # noqa: E402
-from opfuse.frontends.tflite.reference import TfliteReference  # noqa: E402
+from opfuse.measure.validate.tflite_reference import TfliteReference  # noqa: E402
 from tests.test_c_cascade_int8 import _bit_exact, _run_cascaded, arena_of  # noqa: E402
 from tests.test_cascade import streaming  # noqa: E402
 
@@ -70,7 +70,7 @@ def test_cascaded_int8_model_on_the_emulated_board() -> None:
     ELF's arena is analyze's cascaded peak, below the layer-by-layer arena."""
     if not (SHARED / "person_detect.tflite").is_file():
         pytest.skip("../shared/models not present")
-    from opfuse.backends.c.emulate import emulate_c
+    from opfuse.measure.run.qemu import emulate_c
 
     result = compile(SHARED / "person_detect.tflite", "cortex-m7")
     emu = emulate_c(result, trials=1, cascades=True)

@@ -20,12 +20,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from opfuse.analysis import analyze
 from opfuse.backends.c import emit_c
-from opfuse.backends.c.check import reference
-from opfuse.backends.c.runner import CModel
 from opfuse.frontends import import_proto
 from opfuse.fusion import partition
+from opfuse.measure.run.host import CModel
+from opfuse.measure.validate.c_float import reference
+from opfuse.measure.validate.ort import compare
 from opfuse.pipeline import compile_model
-from opfuse.validation import compare
 from tests.sanitize import sanitized_run_matches
 from tests.test_cascade import streaming
 

@@ -22,10 +22,10 @@ import pytest
 from onnx import TensorProto, helper
 
 from opfuse.backends.c import emit_c
-from opfuse.backends.c.check import reference
-from opfuse.backends.c.runner import CModel, build_shared
+from opfuse.measure.run.host import CModel, build_shared
+from opfuse.measure.validate.c_float import reference
+from opfuse.measure.validate.ort import compare
 from opfuse.pipeline import DEFAULT_TARGET, compile_model
-from opfuse.validation import compare
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

@@ -81,7 +81,7 @@ FC_CASES = {
 
 
 def _host_bit_exact(tmp_path: Path, data: bytes) -> None:
-    from opfuse.backends.c.check_int8 import validate_c_int8
+    from opfuse.measure.validate.c_int8 import validate_c_int8
     from opfuse.pipeline import compile_model
 
     path = tmp_path / "op.tflite"
@@ -128,7 +128,7 @@ def test_mcu_dsp_and_portable_kernels_agree(target: str, tmp_path: Path) -> None
     """kws_ref_model (a 10x4 im2col'd conv, 1x1 convs, a fully connected layer) on the board:
     the SMLAD build and the -DOPFUSE_NO_DSP build are both bit-exact with TFLite Micro, and the
     DSP build runs every conv and Gemm kernel in fewer instructions."""
-    from opfuse.backends.c.emulate import emulate_c
+    from opfuse.measure.run.qemu import emulate_c
     from opfuse.pipeline import compile_model
 
     path = SHARED / "kws_ref_model.tflite"
@@ -159,8 +159,9 @@ def test_mcu_kernels_sanitizers(case: str, tmp_path: Path) -> None:
     order, the stack and arena scratch, the Gemm; -Wall -Wextra -Werror -std=c99 as always."""
     import json
 
-    from opfuse.backends.c import build_executable, emit_c, run_executable
-    from opfuse.frontends.tflite.reference import TfliteReference
+    from opfuse.backends.c import emit_c
+    from opfuse.measure.run.host import build_executable, run_executable
+    from opfuse.measure.validate.tflite_reference import TfliteReference
     from opfuse.pipeline import compile_model
 
     path = SHARED / f"{case}.tflite"

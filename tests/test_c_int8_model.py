@@ -91,7 +91,8 @@ def test_model_h_api_and_arena(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_int8_c_is_warning_free_and_sanitizer_clean(tmp_path: Path) -> None:
-    from opfuse.backends.c import build_executable, emit_c, run_executable
+    from opfuse.backends.c import emit_c
+    from opfuse.measure.run.host import build_executable, run_executable
 
     model, _ = _residual()
     feeds = _feeds(model, 3)
@@ -194,7 +195,7 @@ class _NchwReference:
     name = "TFLite Micro"
 
     def __init__(self, path: Path, model) -> None:
-        from opfuse.frontends.tflite.reference import TensorSpec, TfliteReference
+        from opfuse.measure.validate.tflite_reference import TensorSpec, TfliteReference
 
         self.ref = TfliteReference(path)
         self.inputs = tuple(TensorSpec(v.name, tuple(v.shape), np.dtype(np.int8), 1.0)
@@ -215,7 +216,7 @@ class _NchwReference:
 @pytest.mark.parametrize("broken", [False, True])
 def test_validate_int8_counts_differences_in_steps(tmp_path: Path, broken: bool) -> None:
     pytest.importorskip("tflite_micro")
-    from opfuse.backends.c.check_int8 import validate_c_int8
+    from opfuse.measure.validate.c_int8 import validate_c_int8
 
     model, params = _residual()
     if broken:  # a reference whose output zero point is one step off

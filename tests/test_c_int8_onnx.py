@@ -58,7 +58,7 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_qdq_op_within_one_step_of_onnxruntime(case: str, tmp_path: Path) -> None:
     from opfuse.api import compile
-    from opfuse.backends.c.check_int8 import validate_c_int8
+    from opfuse.measure.validate.c_int8 import validate_c_int8
 
     path = quantize(CASES[case](), tmp_path, "qdq", per_channel=True, samples=8)
     report = validate_c_int8(compile(path), trials=20, steps=1)
@@ -76,7 +76,7 @@ def test_the_reference_is_the_onnx_definition(case: str, tmp_path: Path) -> None
     from onnx.reference import ReferenceEvaluator
 
     from opfuse.api import compile
-    from opfuse.backends.c.check_int8 import _stepped
+    from opfuse.measure.validate.c_int8 import _stepped
 
     path = quantize(CASES[case](), tmp_path, "qdq", per_channel=True, samples=8)
     ref = _stepped(compile(path))
@@ -98,7 +98,7 @@ def test_the_reference_is_the_onnx_definition(case: str, tmp_path: Path) -> None
 @pytest.mark.parametrize("case", ["conv_relu6", "residual_add", "many_ops"])
 def test_uint8_activations_within_one_step_of_onnxruntime(case: str, tmp_path: Path) -> None:
     from opfuse.api import compile
-    from opfuse.backends.c.check_int8 import validate_c_int8
+    from opfuse.measure.validate.c_int8 import validate_c_int8
 
     path = quantize(CASES[case](), tmp_path, "qdq", per_channel=True, activation="uint8",
                     samples=8)

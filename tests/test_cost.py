@@ -14,10 +14,10 @@ from onnx import TensorProto, helper
 from opfuse import models
 from opfuse.analysis import analyze
 from opfuse.cost import cost_model, resolve_precision
-from opfuse.cost.calibrate import host_target_text, write_host_target
 from opfuse.errors import OpfuseError
 from opfuse.frontends import import_proto
 from opfuse.fusion import trivial_partition
+from opfuse.measure.calibrate.host import host_target_text, write_host_target
 from opfuse.pipeline import compile_model
 from opfuse.targets import load_target
 from tests.conftest import shared_onnx_models
@@ -297,7 +297,7 @@ def test_weights_in_the_last_level_cache_when_they_fit():
 
 
 def test_measured_efficiency_is_flops_over_time_over_peak():
-    from opfuse.cost.efficiency import CASES, measure_efficiency
+    from opfuse.measure.calibrate.efficiency import CASES, measure_efficiency
 
     eff = measure_efficiency(1e10, 1e-6, timer=lambda proto, budget: 1e-3 + 1e-6)
     assert set(eff) == {c[0] for c in CASES} and all(0 < v <= 1 for v in eff.values())

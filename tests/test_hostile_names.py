@@ -21,7 +21,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from opfuse.backends.c.runner import compiler
+from opfuse.measure.run.host import compiler
 from opfuse.safe_text import COMMENT_LIMIT, for_comment, for_terminal
 
 HOSTILE = [

@@ -15,14 +15,14 @@ from opfuse import ops
 from opfuse.api import compile as compile_model
 from opfuse.backends.c.emit import c_schedule, emit_c
 from opfuse.backends.c.int8 import conv as backend_conv
-from opfuse.backends.c.perkernel import _random_feeds
-from opfuse.backends.c.runner import CModel, manifest
 from opfuse.cost import cost_model, int8c
-from opfuse.cost.calibrate import host_target_text
-from opfuse.cost.ctime import time_kernels
 from opfuse.cost.cwork import LANES, OCB_CHOICES, PIX_TILE, SHORT_ROW, is_view, kernel_work
-from opfuse.cost.int8_probe import _conv, calibrate_int8c, fit_class, quantized_probe
 from opfuse.errors import OpfuseError
+from opfuse.measure.calibrate.host import host_target_text
+from opfuse.measure.calibrate.int8_probe import _conv, calibrate_int8c, fit_class, quantized_probe
+from opfuse.measure.run.host import CModel, manifest
+from opfuse.measure.run.kernel_times import time_kernels
+from opfuse.measure.validate.per_kernel import _random_feeds
 from opfuse.targets import load_target
 from opfuse.targets.int8c import Int8C
 from tests.test_cost import FIGURES
@@ -230,8 +230,8 @@ def test_int8c_replace_keeps_old_targets_untouched():
 
 
 def test_calibrate_without_a_c_compiler_warns_and_writes_no_int8c(monkeypatch, tmp_path):
-    from opfuse.cost import calibrate as cal
-    from opfuse.cost import int8_probe
+    from opfuse.measure.calibrate import host as cal
+    from opfuse.measure.calibrate import int8_probe
 
     monkeypatch.setattr(cal, "_cache_sizes", lambda: {"l2": 1 << 20})
     monkeypatch.setattr(cal, "level_rate", lambda *a: {"bytes_per_s": 1e10, "sizes": [],

@@ -15,10 +15,10 @@ import pytest
 
 from opfuse.backends.c.board import cflags
 from opfuse.backends.c.board.harness import demo_inputs
-from opfuse.backends.c.check import reference
-from opfuse.backends.c.emulate import emulate_c, parse_output
-from opfuse.backends.c.footprint import footprint
 from opfuse.errors import OpfuseError
+from opfuse.measure.run.footprint import footprint
+from opfuse.measure.run.qemu import emulate_c, parse_output
+from opfuse.measure.validate.c_float import reference
 from opfuse.pipeline import compile_model
 from opfuse.targets import load_target, parse_target
 
@@ -202,7 +202,7 @@ def test_timer_under_icount_counts_instructions(target: str, tmp_path: Path) -> 
     -icount, gives 2 x 2000 more instructions for n = 3000 than for n = 1000 (to a tick)."""
     from opfuse.backends.c.board import cflags, ldflags
     from opfuse.backends.c.board.startup import linker_script, startup_c
-    from opfuse.backends.c.emulate import instructions, run_qemu
+    from opfuse.measure.run.qemu import instructions, run_qemu
 
     board = load_target(target).board
     (tmp_path / "startup.c").write_text(startup_c())

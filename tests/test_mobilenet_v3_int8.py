@@ -13,8 +13,8 @@ import onnxruntime as ort
 import pytest
 
 from opfuse.api import compile
-from opfuse.backends.c.check_int8 import _stepped, validate_c_int8
-from opfuse.runtime import one_thread_session
+from opfuse.measure.sessions import one_thread_session
+from opfuse.measure.validate.c_int8 import _stepped, validate_c_int8
 from tests.mobilenet_v3 import float_model, int8_tflite
 from tests.quant_util import quantize
 

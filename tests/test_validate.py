@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from opfuse.errors import OpfuseError
-from opfuse.validation import compare, cosine, format_report, validate
+from opfuse.measure.validate.ort import compare, cosine, format_report, validate
 from tests.conftest import shared_onnx
 
 

@@ -252,7 +252,7 @@ def check_against_tflite(path, steps: float | None, seeds=range(3)):
     then compile it through the whole pipeline. Returns the reference runner."""
     import onnxruntime as ort
 
-    from opfuse.frontends.tflite.reference import TfliteReference
+    from opfuse.measure.validate.tflite_reference import TfliteReference
     from opfuse.pipeline import compile_model, read
 
     ref = TfliteReference(path)

@@ -25,7 +25,7 @@ def _read_tflite(path: Path) -> onnx.ModelProto:
 
 
 def _tflite_reference(path: Path):
-    from opfuse.frontends.tflite.reference import TfliteReference
+    from opfuse.measure.validate.tflite_reference import TfliteReference
 
     return TfliteReference(path)
 
@@ -36,8 +36,8 @@ class OnnxReference:
     name = "onnxruntime"
 
     def __init__(self, path: Path):
-        from opfuse.frontends.tflite.reference import TensorSpec
-        from opfuse.validation import reference_session
+        from opfuse.measure.validate.ort import reference_session
+        from opfuse.measure.validate.tflite_reference import TensorSpec
 
         self.path = path
         self.session = reference_session(path, "original", [])
@@ -51,14 +51,14 @@ class OnnxReference:
         )
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from opfuse.validation import run_session
+        from opfuse.measure.validate.ort import run_session
 
         names = [o.name for o in self.outputs]
         return dict(zip(names, run_session(self.session, feeds, str(self.path), names),
                         strict=True))
 
     def random_inputs(self, seed: int) -> dict[str, np.ndarray]:
-        from opfuse.validation import random_inputs
+        from opfuse.measure.validate.ort import random_inputs
 
         return random_inputs(self.session, seed)
 

@@ -19,10 +19,10 @@ from rich.text import Text
 from opfuse.safe_text import for_terminal
 
 if TYPE_CHECKING:
+    from opfuse.measure.validate.ort import ValidationReport
     from opfuse.models import ModelSpec
     from opfuse.pipeline import CompileResult
     from opfuse.targets import Target
-    from opfuse.validation import ValidationReport
 
 _out = Console(highlight=False)  # shared by every terminal view
 if not _out.is_terminal:  # piped: plain text, and wide enough that nothing wraps
@@ -148,7 +148,7 @@ def _why(decisions, title: str) -> None:  # noqa: ANN001 (tuple[Decision, ...])
 
 
 def print_validation(report: ValidationReport) -> None:
-    from opfuse.validation import format_report
+    from opfuse.measure.validate.ort import format_report
 
     say(format_report(report))
 

@@ -1,7 +1,7 @@
 """Board files for a target with a ``[board]`` table (Cortex-M under QEMU): startup.c, board.ld,
 harness.c, inputs.c and the Makefile's cross-compile and ``make run`` rules. The same flags and
 QEMU arguments serve ``make run`` and ``opfuse validate --backend c --emulate``
-(opfuse.backends.c.emulate). See docs/architecture.md for the C backend's files."""
+(opfuse.measure.run.qemu). See docs/architecture.md for the C backend's files."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ inputs.c holds the inputs as const arrays in flash (the reference inputs for ``v
 arena (``opfuse_model_input``), calls ``opfuse_model_invoke()`` once and prints every output over
 semihosting as the exact bit patterns (8 hex digits per float32), then the per-kernel timer marks.
 
-Protocol (one line each; parsed by opfuse.backends.c.emulate)::
+Protocol (one line each; parsed by opfuse.measure.run.qemu)::
 
     OPFUSE-BEGIN
     O <k> <bytes>    output k: then its bytes as little-endian words (last one zero-padded)

@@ -5,7 +5,7 @@ Steps: check the tools (one line naming the Debian package when one is missing);
 weights, the arena and the stack fit the board (before compiling); emit the C with the board
 files (opfuse.backends.c.board) and the reference inputs in inputs.c; build with
 ``arm-none-eabi-gcc`` and the target's flags (-Wall -Wextra -Werror); read the footprint from the
-ELF (opfuse.backends.c.footprint); run ``qemu-system-arm -icount`` with a timeout; parse the
+ELF (opfuse.measure.run.footprint); run ``qemu-system-arm -icount`` with a timeout; parse the
 outputs' exact bit patterns and the per-kernel timer marks.
 
 Counts: QEMU models no cycle timing. With ``-icount shift=S`` virtual time advances 2**S ns per
@@ -40,14 +40,14 @@ from opfuse.backends.c.board import (
 from opfuse.backends.c.board.harness import dtype, inputs_c
 from opfuse.backends.c.board.startup import linker_script
 from opfuse.backends.c.files import rebuilt_by_make
-from opfuse.backends.c.footprint import Footprint, check_fits, footprint, format_footprint
 from opfuse.cost import KernelCost
 from opfuse.errors import OpfuseError
+from opfuse.measure.run.footprint import Footprint, check_fits, footprint, format_footprint
+from opfuse.measure.validate.ort import ValidationReport, compare
 from opfuse.output import write_file, write_tree
 from opfuse.pipeline import CompileResult
 from opfuse.safe_text import for_terminal
 from opfuse.targets import Board, Target
-from opfuse.validation import ValidationReport, compare
 
 CC, QEMU = "arm-none-eabi-gcc", "qemu-system-arm"
 
@@ -204,9 +204,9 @@ def emulate_c(
     onnxruntime (a quantized model: with its own reference, ``trials`` seeded inputs) and measure
     the footprint and per-kernel instructions. ``cascades``: false: the C runs the
     partition's kernels layer by layer instead of streaming its cascades (``emit.c_schedule``)."""
-    from opfuse.backends.c.check import reference
     from opfuse.backends.c.emit import generate
     from opfuse.backends.c.int8.requant import is_quantized
+    from opfuse.measure.validate.c_float import reference
 
     board = require_board(result.target)
     require_tools()
@@ -247,8 +247,8 @@ def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Bo
     """int8 or .tflite: each trial's inputs compiled into inputs.c and run; compared with the
     source's own reference (TFLite Micro for int8 .tflite: bit-exact; LiteRT for a float one;
     onnxruntime for QDQ ONNX: within one step), as ``validate --backend c`` does on the host."""
-    from opfuse.backends.c.check_int8 import _stepped
-    from opfuse.validate_tflite import validate_against_reference
+    from opfuse.measure.validate.c_int8 import _stepped
+    from opfuse.measure.validate.source import validate_against_reference
 
     tflite = str(result.source).lower().endswith(".tflite")
     last: dict = {}

@@ -1,11 +1,11 @@
 """Per-kernel time of opfuse's generated C on this machine, each kernel as it runs in the full
 invoke (docs/architecture.md, the cost row): the measurement the host's int8 figures are
-calibrated on (``opfuse.cost.int8_probe``) and checked against
+calibrated on (``opfuse.measure.calibrate.int8_probe``) and checked against
 (``benchmarks/roofline_vs_measured.py``).
 
 The emitted ``model.c`` marks the start of every kernel and the end of the last one when built with
 ``-DOPFUSE_PROFILE`` (``OPFUSE_PROFILE_MARK``; the deployable build has no marks). Here it is built
-as a shared library (``-O3 -march=native``, as ``runner.build_shared``) together with a small
+as a shared library (``-O3 -march=native``, as ``opfuse.measure.run.host.build_shared``) together with a small
 timer file that defines the mark as a read of ``CLOCK_MONOTONIC`` (the TSC through the vDSO on
 Linux, ~20 ns) into a static array. Each timed run writes the inputs into the arena, invokes the
 whole schedule once and keeps ``mark[k + 1] - mark[k]`` for every kernel ``k``; after ``warmup``
@@ -29,13 +29,13 @@ from pathlib import Path
 import numpy as np
 
 from opfuse.backends.c.flags import BASE, WARN
-from opfuse.backends.c.runner import CModel, compiler, manifest
+from opfuse.measure.run.host import CModel, compiler, manifest
 
 _builds = itertools.count()
 MAX_MARKS = 65536
 
 _TIMER_C = """\
-/* Kernel timer for opfuse.cost.ctime (not part of the generated model). */
+/* Kernel timer for opfuse.measure.run.kernel_times (not part of the generated model). */
 #define _POSIX_C_SOURCE 199309L
 #include <stdint.h>
 #include <time.h>
@@ -74,7 +74,7 @@ class KernelTimes:
 
 def build_profiled(folder: Path | str) -> Path:
     """``folder``'s C (as emitted) with profile marks and the timer, as a fresh shared library."""
-    from opfuse.backends.c.runner import _run
+    from opfuse.measure.run.host import _run
 
     folder = Path(folder)
     info = manifest(folder)

@@ -9,7 +9,7 @@ sizes of MCU CNNs (8-320 channels, 2x2-80x80 planes) and chosen to exercise each
 templates (output-row loops, pointwise pixel tiles, channel lanes). onnxruntime's
 ``quantize_static`` turns it into int8 QDQ (per-channel weights, as TFLite's), opfuse compiles it
 (for ``x86-host``: the probe layers stand alone, so fusion only folds a Relu into its conv) and
-emits the C, and ``opfuse.cost.ctime`` times every kernel as it runs in the full invoke.
+emits the C, and ``opfuse.measure.run.kernel_times`` times every kernel as it runs in the full invoke.
 
 Per C template path the four costs of ``cwork`` are fitted to the measured times, non-negative,
 minimising the relative error: seconds per MAC in whole vectors, per MAC of a scalar loop tail, per output element (requantize +
@@ -199,10 +199,10 @@ def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, list, float]]:
     from opfuse.api import compile as compile_model
     from opfuse.backends.c.emit import c_schedule, emit_c
     from opfuse.backends.c.int8.requant import ROUNDING, TFLITE
-    from opfuse.backends.c.perkernel import _random_feeds
-    from opfuse.backends.c.runner import manifest
-    from opfuse.cost.ctime import time_kernels
     from opfuse.cost.cwork import is_view, kernel_work
+    from opfuse.measure.run.host import manifest
+    from opfuse.measure.run.kernel_times import time_kernels
+    from opfuse.measure.validate.per_kernel import _random_feeds
 
     found = []
     groups = chunks()
