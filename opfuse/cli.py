@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,6 +14,9 @@ from opfuse.output import check_output, write_file
 from opfuse.report import console
 from opfuse.safe_text import for_terminal
 from opfuse.targets import DEFAULT_TARGET
+
+if TYPE_CHECKING:
+    from opfuse.measure.validate.ort import ValidationReport
 
 
 class _LazyApi:
@@ -134,7 +138,7 @@ def compile_cmd(
                                         cascades=not no_cascades)
             else:
                 report = api.validate(model, proto, input_shape=input_shape)
-        console.print_validation(report)
+        _print_validation(report)
         if not report.ok:
             sys.exit(1)
 
@@ -204,7 +208,7 @@ def validate_cmd(
         else:
             report = api.validate(original, optimized, inputs=inputs, rtol=rtol, atol=atol,
                                   input_shape=input_shape)
-    console.print_validation(report)
+    _print_validation(report)
     if per_kernel and not _per_kernel(original, target, inputs, rtol, atol, input_shape):
         sys.exit(1)
     if not report.ok:
@@ -230,7 +234,7 @@ def _validate_emulated(original: str, target: str, inputs: str | None, rtol: flo
     with console.progress(f"cross-compiling for {target} and running it in QEMU"):
         emu = api.emulate_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
                             input_shape=input_shape, timeout_s=timeout_s, cascades=cascades)
-    console.print_validation(emu.report)
+    _print_validation(emu.report)
     click.echo(format_emulation(emu))
     if not emu.report.ok:
         sys.exit(1)
@@ -458,6 +462,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+
+
+def _print_validation(report: ValidationReport) -> None:
+    from opfuse.measure.validate.ort import format_report  # here: `opfuse --help` stays light
+
+    console.say(format_report(report))
 
 
 if __name__ == "__main__":

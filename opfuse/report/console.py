@@ -19,7 +19,6 @@ from rich.text import Text
 from opfuse.safe_text import for_terminal
 
 if TYPE_CHECKING:
-    from opfuse.measure.validate.ort import ValidationReport
     from opfuse.models import ModelSpec
     from opfuse.pipeline import CompileResult
     from opfuse.targets import Target
@@ -145,12 +144,6 @@ def _why(decisions, title: str) -> None:  # noqa: ANN001 (tuple[Decision, ...])
 
         say("\n".join(f"  {for_terminal(r)}: {REASONS.get(r, '')}" for r in sorted(by_reason)),
             style="dim")
-
-
-def print_validation(report: ValidationReport) -> None:
-    from opfuse.measure.validate.ort import format_report
-
-    say(format_report(report))
 
 
 def print_models(specs: list[ModelSpec]) -> None:

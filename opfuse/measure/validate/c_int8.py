@@ -85,8 +85,8 @@ def _stepped(result: CompileResult, enable_all: bool = False):
 
     import onnxruntime as ort
 
-    from opfuse.frontends.registry import OnnxReference
     from opfuse.measure.sessions import one_thread_session
+    from opfuse.measure.validate.references import OnnxReference
     from opfuse.quant import get_quant
 
     ref = OnnxReference(Path(result.source))

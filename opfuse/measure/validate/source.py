@@ -54,10 +54,10 @@ def validate_against_reference(
     reference=None,
 ) -> ValidationReport:
     """Run ``run`` (feeds by name -> outputs by name) beside ``source``'s reference (a runner of
-    opfuse.frontends.registry, made here unless given)."""
-    from opfuse.frontends.registry import frontend_for
+    opfuse.measure.validate.references, made here unless given)."""
+    from opfuse.measure.validate.references import reference_for
 
-    ref = reference or frontend_for(source).reference(Path(source))
+    ref = reference or reference_for(source)
     feeds_list = [dict(inputs)] if inputs is not None else [
         ref.random_inputs(seed + k) for k in range(trials)
     ]
@@ -125,10 +125,10 @@ def validate_onnx_against_source(
     source: str | Path, optimized: ModelArg, **kwargs
 ) -> ValidationReport:
     """``optimized`` (ONNX) in onnxruntime, optimizations off, beside ``source``'s reference."""
-    from opfuse.frontends.registry import frontend_for
     from opfuse.measure.validate.ort import reference_session
+    from opfuse.measure.validate.references import reference_for
 
-    reference = frontend_for(source).reference(Path(source))  # the source's errors first
+    reference = reference_for(source)  # the source's errors first
     sess = reference_session(optimized, "optimized", [])
     names = [o.name for o in sess.get_outputs()]
     label = str(optimized) if isinstance(optimized, str | Path) else "the emitted ONNX"
