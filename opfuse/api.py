@@ -22,6 +22,7 @@ import onnx_ir as ir
 from opfuse import models
 from opfuse.analysis import DEFAULT_PLANNER, Analysis, analyze
 from opfuse.backends.onnx import emit_onnx, save_model
+from opfuse.compiled import CompileResult
 from opfuse.frontends import parse_input_shapes
 from opfuse.frontends.limits import Limits, using_limits
 from opfuse.frontends.registry import frontend_for
@@ -29,7 +30,7 @@ from opfuse.fusion import Partition
 from opfuse.ir.provenance import source_map
 from opfuse.measure.validate.ort import ValidationReport
 from opfuse.measure.validate.ort import validate as _validate
-from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, gc_paused, source_proto
+from opfuse.pipeline import DEFAULT_TARGET, compile_model, gc_paused, source_proto
 from opfuse.pipeline import load as _load
 from opfuse.targets import Target, list_targets, load_target
 

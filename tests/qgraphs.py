@@ -88,8 +88,8 @@ def _attr_type(v) -> ir.AttributeType:
 
 def compile_ir(model: ir.Model, target: str = "x86-host"):
     """A CompileResult of an already canonical IR model (no import, no rewrites)."""
+    from opfuse.compiled import CompileResult
     from opfuse.fusion import partition
-    from opfuse.pipeline import CompileResult
     from opfuse.targets import load_target
 
     tgt = load_target(target)

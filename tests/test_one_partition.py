@@ -19,7 +19,8 @@ import pytest
 from opfuse import models
 from opfuse.analysis import analyze
 from opfuse.backends.c.emit import c_schedule, generate
-from opfuse.pipeline import CompileResult, compile_model
+from opfuse.compiled import CompileResult
+from opfuse.pipeline import compile_model
 from opfuse.targets import list_targets
 from tests.conftest import SHARED_MODELS, shared_models
 

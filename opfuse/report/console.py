@@ -19,8 +19,8 @@ from rich.text import Text
 from opfuse.safe_text import for_terminal
 
 if TYPE_CHECKING:
+    from opfuse.compiled import CompileResult
     from opfuse.models import ModelSpec
-    from opfuse.pipeline import CompileResult
     from opfuse.targets import Target
 
 _out = Console(highlight=False)  # shared by every terminal view

@@ -40,11 +40,11 @@ from opfuse.backends.c.kernels import check_covered, emit_kernel
 from opfuse.backends.c.prefix import DEFAULT as DEFAULT_PREFIX
 from opfuse.backends.c.prefix import check_prefix, with_prefix
 from opfuse.backends.c.tensors import Params, Store, WeightBlob
+from opfuse.compiled import DEFAULT_PLANNER, CompileResult, Schedule
 from opfuse.errors import OpfuseError
 from opfuse.ir import require_static
 from opfuse.memory import MemoryPlan
 from opfuse.output import write_tree
-from opfuse.pipeline import DEFAULT_PLANNER, CompileResult, Schedule
 from opfuse.quant import get_quant
 from opfuse.safe_text import assert_inert, for_comment
 

@@ -196,13 +196,13 @@ def chunks(cases: tuple = CASES, size: int = CHUNK) -> list[tuple]:
 def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, list, float]]:
     """(kind, its cwork.Work items, measured seconds) of every kernel of the probe's int8 C; kind
     is "view", "boundary" (the probe's own QuantizeLinear/DequantizeLinear) or "layer"."""
-    from opfuse.api import compile as compile_model
     from opfuse.backends.c.emit import c_schedule, emit_c
     from opfuse.backends.c.int8.requant import ROUNDING, TFLITE
     from opfuse.cost.cwork import is_view, kernel_work
     from opfuse.measure.run.host import manifest
     from opfuse.measure.run.kernel_times import time_kernels
     from opfuse.measure.validate.per_kernel import _random_feeds
+    from opfuse.pipeline import compile_model
 
     found = []
     groups = chunks()

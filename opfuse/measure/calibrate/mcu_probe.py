@@ -57,12 +57,12 @@ END = "# <<< [perf.int8c]"
 def measure_kernels(target: str, timeout_s: float = 300.0) -> list[tuple[str, list, float]]:
     """(kind, cwork.Work items, instructions) of every kernel of the probe's int8 C on
     ``target``'s board, as ``int8_probe.measure_kernels`` gives seconds on the host."""
-    from opfuse.api import compile as compile_model
     from opfuse.backends.c.emit import c_schedule
     from opfuse.backends.c.int8.requant import ROUNDING, TFLITE
     from opfuse.cost.cwork import is_view, kernel_work
     from opfuse.measure.calibrate.int8_probe import CASES, chunks, quantized_probe
     from opfuse.measure.run.qemu import emulate_c
+    from opfuse.pipeline import compile_model
 
     found = []
     for cases in chunks(CASES + MCU_CASES):

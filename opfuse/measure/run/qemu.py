@@ -40,12 +40,12 @@ from opfuse.backends.c.board import (
 from opfuse.backends.c.board.harness import dtype, inputs_c
 from opfuse.backends.c.board.startup import linker_script
 from opfuse.backends.c.files import rebuilt_by_make
+from opfuse.compiled import CompileResult
 from opfuse.cost import KernelCost
 from opfuse.errors import OpfuseError
 from opfuse.measure.run.footprint import Footprint, check_fits, footprint, format_footprint
 from opfuse.measure.validate.ort import ValidationReport, compare
 from opfuse.output import write_file, write_tree
-from opfuse.pipeline import CompileResult
 from opfuse.safe_text import for_terminal
 from opfuse.targets import Board, Target
 

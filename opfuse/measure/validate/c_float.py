@@ -11,6 +11,7 @@ import numpy as np
 import onnxruntime as ort
 
 from opfuse.backends.c.emit import emit_c
+from opfuse.compiled import CompileResult
 from opfuse.frontends.registry import frontend_for
 from opfuse.measure.run.host import CModel, build_shared
 from opfuse.measure.sessions import block_timings, one_thread_session
@@ -21,7 +22,7 @@ from opfuse.measure.validate.ort import (
     reference_session,
     run_session,
 )
-from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, read, source_proto
+from opfuse.pipeline import DEFAULT_TARGET, compile_model, read, source_proto
 from opfuse.safe_text import for_terminal
 from opfuse.targets import Target
 

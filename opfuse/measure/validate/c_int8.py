@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from opfuse.backends.c.emit import emit_c
+from opfuse.compiled import CompileResult
 from opfuse.measure.run.host import CModel, build_shared
 from opfuse.measure.validate.ort import ValidationReport
-from opfuse.pipeline import CompileResult
 
 TRIALS = 20
 

@@ -29,10 +29,10 @@ import onnx
 import onnxruntime as ort
 
 from opfuse.backends.c.emit import c_schedule, emit_c
+from opfuse.compiled import CompileResult
 from opfuse.errors import OpfuseError
 from opfuse.measure.run.host import CModel, build_shared, manifest
 from opfuse.measure.validate.ort import OutputCheck, compare
-from opfuse.pipeline import CompileResult
 from opfuse.safe_text import for_terminal
 
 DEBUG_LIB = "libopfuse_debug"
