@@ -215,7 +215,7 @@ def int8_rows(path: Path, target: Target, budget_s: float) -> list[Row]:
     from opfuse.cost.cwork import is_view
     from opfuse.measure.run.host import manifest
     from opfuse.measure.run.kernel_times import time_kernels
-    from opfuse.measure.validate.per_kernel import _random_feeds
+    from opfuse.measure.validate.per_kernel import random_feeds
 
     result = compile_model(path, target)
     sched = c_schedule(result, cascades=False)
@@ -223,7 +223,7 @@ def int8_rows(path: Path, target: Target, budget_s: float) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="opfuse-int8-") as tmp:
         emitted = emit_c(result, Path(tmp), cascades=False)
         info = manifest(Path(tmp))
-        times = time_kernels(tmp, _random_feeds(info), budget_s=budget_s)
+        times = time_kernels(tmp, random_feeds(info), budget_s=budget_s)
     entries = sorted(info["kernel_outputs"], key=lambda k: k["index"])
     cost = cost_model(model, part, target, arena_bytes=emitted.arena_bytes)
     nodes = {n.name: n for n in model.graph}

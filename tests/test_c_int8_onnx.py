@@ -76,10 +76,10 @@ def test_the_reference_is_the_onnx_definition(case: str, tmp_path: Path) -> None
     from onnx.reference import ReferenceEvaluator
 
     from opfuse.api import compile
-    from opfuse.measure.validate.c_int8 import _stepped
+    from opfuse.measure.validate.c_int8 import stepped_reference
 
     path = quantize(CASES[case](), tmp_path, "qdq", per_channel=True, samples=8)
-    ref = _stepped(compile(path))
+    ref = stepped_reference(compile(path))
     assert "ORT_DISABLE_ALL" in ref.name
     model = onnx.load(path)
     for opset in model.opset_import:  # onnx's evaluator implements Q/DQ from opset 19 only,

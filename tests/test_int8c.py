@@ -19,10 +19,15 @@ from opfuse.cost import cost_model, int8c
 from opfuse.cost.cwork import LANES, OCB_CHOICES, PIX_TILE, SHORT_ROW, is_view, kernel_work
 from opfuse.errors import OpfuseError
 from opfuse.measure.calibrate.host import host_target_text
-from opfuse.measure.calibrate.int8_probe import _conv, calibrate_int8c, fit_class, quantized_probe
+from opfuse.measure.calibrate.int8_probe import (
+    calibrate_int8c,
+    conv_attrs,
+    fit_class,
+    quantized_probe,
+)
 from opfuse.measure.run.host import CModel, manifest
 from opfuse.measure.run.kernel_times import time_kernels
-from opfuse.measure.validate.per_kernel import _random_feeds
+from opfuse.measure.validate.per_kernel import random_feeds
 from opfuse.targets import load_target
 from opfuse.targets.int8c import Int8C
 from tests.test_cost import FIGURES
@@ -40,8 +45,8 @@ INT8C = {
 CASES = (
     ("Conv", {}, (1, 16, 20, 20), (48, 16, 1, 1), "relu"),  # pointwise (400 pixels >= a tile)
     ("Conv", {}, (1, 64, 5, 5), (32, 64, 1, 1), ""),  # conv_lanes (25 pixels, 32 channels)
-    ("Conv", _conv(3), (1, 8, 40, 40), (24, 8, 3, 3), "relu"),  # conv_rows (24 = 16 + 8)
-    ("Conv", _conv(3, 2, 24), (1, 24, 20, 20), (24, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", conv_attrs(3), (1, 8, 40, 40), (24, 8, 3, 3), "relu"),  # conv_rows (24 = 16 + 8)
+    ("Conv", conv_attrs(3, 2, 24), (1, 24, 20, 20), (24, 1, 3, 3), "relu"),  # depthwise
     ("Conv", {}, (1, 24, 16, 16), (40, 24, 1, 1), "add"),  # pointwise + a fused Add
     ("Gemm", {"transB": 1}, (1, 100), (30, 100), ""),  # gemm (K = 100 = 96 + 4)
 )
@@ -111,7 +116,7 @@ def test_with_int8c_a_quantized_kernel_costs_what_the_c_model_says(tmp_path, pro
 
 
 def _float_conv():
-    from tests.test_cost import _conv as float_conv
+    from tests.test_cost import conv_attrs as float_conv
 
     return float_conv()
 
@@ -211,7 +216,7 @@ def test_bad_int8c_tables_are_refused_in_one_line(tmp_path, table, message):
 def test_timer_build_gives_one_time_per_kernel_and_the_same_outputs(probe):
     _, folder = probe
     info = manifest(folder)
-    feeds = _random_feeds(info)
+    feeds = random_feeds(info)
     times = time_kernels(folder, feeds, budget_s=0.0, warmup=1, min_runs=3)
     assert len(times.seconds) == len(info["kernel_outputs"]) == len(times.functions)
     assert times.runs == 3 and all(t >= 0 for t in times.seconds) and times.timer_s >= 0

@@ -14,7 +14,7 @@ import pytest
 
 from opfuse.api import compile
 from opfuse.measure.sessions import one_thread_session
-from opfuse.measure.validate.c_int8 import _stepped, validate_c_int8
+from opfuse.measure.validate.c_int8 import stepped_reference, validate_c_int8
 from tests.mobilenet_v3 import float_model, int8_tflite
 from tests.quant_util import quantize
 
@@ -48,7 +48,7 @@ def test_tflite_c_is_bit_exact_with_tflite_micro(tflite_path: Path, target: str)
 @pytest.mark.parametrize("target", TARGETS)
 def test_qdq_c_is_within_one_step_of_onnxruntime_unoptimized(qdq_path: Path, target: str) -> None:
     result = compile(qdq_path, target)
-    reference = _stepped(result)
+    reference = stepped_reference(result)
     reference.session = one_thread_session(str(qdq_path), ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     reference.name = "onnxruntime (ORT_DISABLE_ALL: QDQ as written)"
     report = validate_c_int8(result, trials=8, steps=1, reference=reference)

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
-from onnxscript.rewriter import pattern
-from onnxscript.rewriter._basics import MatchResult
+from onnxscript.rewriter import MatchResult, pattern
 
 from opfuse.passes._driver import RulePass, rule_pass
 from opfuse.passes._linear import (

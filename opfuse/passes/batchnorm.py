@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
-from onnxscript.rewriter import pattern
-from onnxscript.rewriter._basics import MatchResult
-from onnxscript.rewriter.rules.common import _fuse_batchnorm as lib
+from onnxscript.rewriter import MatchResult, pattern
+from onnxscript.rewriter.rules.common import _fuse_batchnorm as lib  # noqa: PLC2701 (onnxscript exports its rules only as instances; opfuse subclasses them: pinned <0.8)
 
 from opfuse.passes._driver import RulePass, rule_pass
 from opfuse.passes._linear import const, emit_linear, static_shape

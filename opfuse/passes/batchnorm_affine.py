@@ -14,8 +14,7 @@ BN with non-constant parameters are kept too.
 from __future__ import annotations
 
 import onnx_ir as ir
-from onnxscript.rewriter import pattern
-from onnxscript.rewriter._basics import MatchResult
+from onnxscript.rewriter import MatchResult, pattern
 
 from opfuse.passes._driver import RulePass, rule_pass
 from opfuse.passes._linear import LINEAR_OPS, const, static_shape

@@ -21,8 +21,7 @@ forwarded here directly.
 from __future__ import annotations
 
 import onnx_ir as ir
-from onnxscript.rewriter import pattern
-from onnxscript.rewriter._basics import MatchResult
+from onnxscript.rewriter import MatchResult, pattern
 from onnxscript.rewriter.rules.common import no_op_cast_rule, no_op_transpose_rule
 
 from opfuse.passes._driver import RulePass, rule_pass

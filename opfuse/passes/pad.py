@@ -28,10 +28,9 @@ import math
 
 import numpy as np
 import onnx_ir as ir
-from onnxscript.rewriter import pattern
-from onnxscript.rewriter._basics import MatchResult
+from onnxscript.rewriter import MatchResult, pattern
 from onnxscript.rewriter.rules.common import normalize_pad_format_conv_rule
-from onnxscript.rewriter.rules.common._fuse_pad_into_conv import FuseConvPad, fill_pads_with_axes
+from onnxscript.rewriter.rules.common._fuse_pad_into_conv import FuseConvPad, fill_pads_with_axes  # noqa: PLC2701 (onnxscript exports its rules only as instances; opfuse subclasses them: pinned <0.8)
 
 from opfuse.passes._driver import RulePass, rule_pass
 from opfuse.passes._linear import const, static_shape

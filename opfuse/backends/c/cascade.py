@@ -37,7 +37,7 @@ from opfuse.backends.c import cascade_rows as rows
 from opfuse.backends.c.cascade_dw import emit_depthwise
 from opfuse.backends.c.cascade_pool import POOLS, pool_row, why_not_pool
 from opfuse.backends.c.cgen import CWriter, attr, const, flit
-from opfuse.backends.c.epilogue import _scalar as scalar_expr
+from opfuse.backends.c.epilogue import scalar_expr
 from opfuse.backends.c.int8.cascade import emit_member8, is_int8_member, why_not_member8
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.rings import Window, band_schedule

@@ -67,26 +67,29 @@ def line_floats(node: ir.Node) -> int:
     _, _, _, w_out = dims(node.outputs[0])
     if g["k"] == (1, 1) and g["s"] == (1, 1) and g["p"] == (0, 0):
         return 0
-    return c_in * g["k"][0] * g["s"][1] * _line_width(g, w_out)
+    return c_in * g["k"][0] * g["s"][1] * line_width(g, w_out)
 
 
-def _line_width(g: dict, w_out: int) -> int:
+def line_width(g: dict, w_out: int) -> int:
+    """One phase of a line-buffer row: the output columns plus the kernel's reach in that phase."""
     return w_out + ((g["k"][1] - 1) * g["d"][1]) // g["s"][1]
 
 
-def _bias(node: ir.Node) -> np.ndarray | None:
+def bias_of(node: ir.Node) -> np.ndarray | None:
+    """The Conv's bias as float32, None when it has none."""
     if len(node.inputs) > 2 and node.inputs[2] is not None:
         return np.asarray(const(node.inputs[2]), np.float32).reshape(-1)
     return None
 
 
-def _store(w: CWriter, yp: str, ry: int, w_out: int, epilogue: list[str]) -> None:
+def store_row(w: CWriter, yp: str, ry: int, w_out: int, epilogue: list[str]) -> None:
+    """The epilogue, then ``v`` stored at column ``i`` of output row ``ys`` of channel ``c``."""
     for line in epilogue:
         w(line)
     w(f"{yp}[(c*{ry} + ys)*{w_out} + i] = v;")
 
 
-def _phase_copy(w: CWriter, q: str, xr: str, s: int, lw: int, pl: int, w_in: int) -> None:
+def phase_copy(w: CWriter, q: str, xr: str, s: int, lw: int, pl: int, w_in: int) -> None:
     """``q[f*lw + j] = xr[j*s + f - pl]`` inside the row, 0 outside, for each phase f < s."""
     for f in range(s):
         lo = next((j for j in range(lw) if j * s + f - pl >= 0), lw)
@@ -130,7 +133,7 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
     blocks = -(-ocg // lanes)
     weight = np.asarray(const(node.inputs[1]), np.float32)
     wp = params.weight(f"{node.inputs[1].name}#tile{lanes}", pack(weight, group, lanes))
-    bias = _bias(node)
+    bias = bias_of(node)
     bp = None
     if bias is not None:
         padded = np.zeros((group, blocks * lanes), np.float32)
@@ -140,7 +143,7 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
     # a row shorter than a vector through a line buffer: compute VEC columns (the extra ones
     # read the buffer's zero tail), store w_out; a 7-column tile compiled ~10x slower per MAC
     cols = VEC if lanes != OCV and not direct and w_out < VEC else w_out
-    lw = _line_width(g, cols)
+    lw = line_width(g, cols)
     per_ci = kh * sw * lw
     w.open("for (int r = a; r <= b; ++r)")
     w(f"const int ys = r % {ry}, xs = r % {rx};")
@@ -155,7 +158,7 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
         for ky in range(kh):
             w.open(f"if (in{ky})")
             w(f"const float *xr = {xp} + (ci*{rx} + sl{ky})*{w_in};")
-            _phase_copy(w, f"(line + ci*{per_ci} + {ky * sw * lw})", "xr", sw, lw, pl, w_in)
+            phase_copy(w, f"(line + ci*{per_ci} + {ky * sw * lw})", "xr", sw, lw, pl, w_in)
             w.close()
             w(f"else for (int j = 0; j < {sw * lw}; ++j) "
               f"line[ci*{per_ci} + {ky * sw * lw} + j] = 0.0f;")  # fmt: skip
@@ -168,7 +171,7 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
         w_out=w_out, cols=cols, cb=cb, overlap=params.restrict != "" and kh * kw > 1,
     )  # fmt: skip
     if lanes != OCV:
-        _column_tiles(w, tile, lambda: _store(w, yp, ry, w_out, epilogue))
+        _column_tiles(w, tile, lambda: store_row(w, yp, ry, w_out, epilogue))
     else:
         _channel_tiles(w, tile, epilogue, yp, ry)
     w.close()

@@ -41,7 +41,7 @@ def _clip_bound(node: ir.Node, args: list[str | None], i: int, name: str) -> str
     return None if value is None else flit(value)
 
 
-def _scalar(node: ir.Node, a: list[str | None]) -> str:
+def scalar_expr(node: ir.Node, a: list[str | None]) -> str:
     """One op's C expression on scalar arguments (C names, literals or loads; None = omitted)."""
     op = node.op_type
     x = a[0]
@@ -251,7 +251,7 @@ def emit_apply(
             if hi is not None:
                 w(f"v{k} = v{k} > {hi} ? {hi} : v{k};")
         else:
-            w(f"const float v{k} = {_scalar(node, cargs)};")
+            w(f"const float v{k} = {scalar_expr(node, cargs)};")
         current = f"v{k}"
     w(f"{dst(var)} = {current};")
     w.close()

@@ -27,7 +27,7 @@ def compiler() -> str:
     return cc
 
 
-def _run(cmd: Sequence[str], cwd: Path) -> None:
+def run_tool(cmd: Sequence[str], cwd: Path) -> None:
     proc = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0:
         msg = (proc.stderr or proc.stdout).strip().splitlines()
@@ -44,9 +44,9 @@ def build_shared(
     so the C is built for them too when the two are compared."""
     outdir = Path(outdir)
     cc = compiler()
-    _run([cc, *BASE, *WARN, *extra, "-fPIC", "-c", "weights.c", "-o", f"{name}.w.o"], outdir)
-    _run([cc, *BASE, *WARN, *extra, "-fPIC", "-c", "model.c", "-o", f"{name}.m.o"], outdir)
-    _run([cc, "-shared", "-o", name, f"{name}.m.o", f"{name}.w.o", "-lm"], outdir)
+    run_tool([cc, *BASE, *WARN, *extra, "-fPIC", "-c", "weights.c", "-o", f"{name}.w.o"], outdir)
+    run_tool([cc, *BASE, *WARN, *extra, "-fPIC", "-c", "model.c", "-o", f"{name}.m.o"], outdir)
+    run_tool([cc, "-shared", "-o", name, f"{name}.m.o", f"{name}.w.o", "-lm"], outdir)
     return outdir / name
 
 
@@ -56,7 +56,7 @@ def build_executable(
     """Build the harness (main.c) with ``flags`` (e.g. sanitizers) -> the executable's path."""
     outdir = Path(outdir)
     cc = compiler()
-    _run([cc, "-std=c99", *WARN, *flags, "-o", name, "main.c", "model.c", "weights.c", "-lm"],
+    run_tool([cc, "-std=c99", *WARN, *flags, "-o", name, "main.c", "model.c", "weights.c", "-lm"],
          outdir)
     return outdir / name
 

@@ -74,7 +74,7 @@ class KernelTimes:
 
 def build_profiled(folder: Path | str) -> Path:
     """``folder``'s C (as emitted) with profile marks and the timer, as a fresh shared library."""
-    from opfuse.measure.run.host import _run
+    from opfuse.measure.run.host import run_tool
 
     folder = Path(folder)
     info = manifest(folder)
@@ -84,10 +84,10 @@ def build_profiled(folder: Path | str) -> Path:
     name = f"libopfuse_ktimer.{os.getpid()}.{next(_builds)}.so"
     flags = [*BASE, *WARN, "-march=native", "-fPIC", f"-D{prefix.upper()}_PROFILE"]
     cc = compiler()
-    _run([cc, *flags, "-c", "weights.c", "-o", f"{name}.w.o"], folder)
-    _run([cc, *flags, "-c", "model.c", "-o", f"{name}.m.o"], folder)
-    _run([cc, *flags, "-c", "ktimer.c", "-o", f"{name}.t.o"], folder)
-    _run([cc, "-shared", "-o", name, f"{name}.m.o", f"{name}.w.o", f"{name}.t.o", "-lm"], folder)
+    run_tool([cc, *flags, "-c", "weights.c", "-o", f"{name}.w.o"], folder)
+    run_tool([cc, *flags, "-c", "model.c", "-o", f"{name}.m.o"], folder)
+    run_tool([cc, *flags, "-c", "ktimer.c", "-o", f"{name}.t.o"], folder)
+    run_tool([cc, "-shared", "-o", name, f"{name}.m.o", f"{name}.w.o", f"{name}.t.o", "-lm"], folder)
     return folder / name
 
 

@@ -247,7 +247,7 @@ def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Bo
     """int8 or .tflite: each trial's inputs compiled into inputs.c and run; compared with the
     source's own reference (TFLite Micro for int8 .tflite: bit-exact; LiteRT for a float one;
     onnxruntime for QDQ ONNX: within one step), as ``validate --backend c`` does on the host."""
-    from opfuse.measure.validate.c_int8 import _stepped
+    from opfuse.measure.validate.c_int8 import stepped_reference
     from opfuse.measure.validate.source import validate_against_reference
 
     tflite = str(result.source).lower().endswith(".tflite")
@@ -269,7 +269,7 @@ def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Bo
             result.source, run,
             label=f"generated int8 C{' (cascaded)' if cascades else ''} on {board.name} (QEMU)",
             inputs=inputs, seed=seed, trials=trials, steps=0 if tflite else 1,
-            reference=None if tflite else _stepped(result))
+            reference=None if tflite else stepped_reference(result))
     analysis = analyze(result, cascades=cascades)  # the partition the C it builds follows
     counts, total = kernel_counts(result, last["marks"], last["calib"], board, analysis.kernels,
                                   cascades)

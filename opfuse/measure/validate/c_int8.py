@@ -43,7 +43,7 @@ def validate_c_int8(result: CompileResult, *, fuse: bool = True, trials: int = T
         steps = 0 if tflite else 1
     informative = informative and reference is None and not tflite
     if reference is None and not tflite:
-        reference = _stepped(result)
+        reference = stepped_reference(result)
     with tempfile.TemporaryDirectory(prefix="opfuse-c8-") as tmp:
         folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
         emit_c(result, folder, fuse=fuse, cascades=cascades)
@@ -70,14 +70,14 @@ def with_enable_all_note(report: ValidationReport, result: CompileResult, run, s
     from opfuse.measure.validate.source import validate_against_reference
 
     other = validate_against_reference(result.source, run, label="", seed=seed, trials=trials,
-                                       steps=1, reference=_stepped(result, enable_all=True))
+                                       steps=1, reference=stepped_reference(result, enable_all=True))
     notes = tuple(f"informative: {o.name}: {o.max_abs_err:g} quantization steps from onnxruntime "
                   "ORT_ENABLE_ALL (its QLinear kernels, which vary with the CPU; not judged)"
                   for o in other.outputs)
     return replace(report, notes=report.notes + notes)
 
 
-def _stepped(result: CompileResult, enable_all: bool = False):
+def stepped_reference(result: CompileResult, enable_all: bool = False):
     """onnxruntime on the original ONNX (ORT_DISABLE_ALL, or ``enable_all``), with each float
     output that a DequantizeLinear writes measured in that quantizer's steps (as TFLite's
     reference does for DEQUANTIZE)."""

@@ -151,7 +151,7 @@ def per_kernel(
     if entries is None:
         raise OpfuseError(f"{folder}: model.json has no kernel_outputs (emitted by an older opfuse)")
     if feeds is None:
-        feeds = _random_feeds(info)
+        feeds = random_feeds(info)
     got = dump_kernels(folder, feeds)
     names = [o["name"] for k in entries for o in k["outputs"]]
     if is_quantized(result.optimized):
@@ -177,7 +177,7 @@ def per_kernel(
     return PerKernelReport(tuple(checks), source, rtol, atol)
 
 
-def _random_feeds(info: dict, seed: int = 0) -> dict[str, np.ndarray]:
+def random_feeds(info: dict, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded inputs of the manifest's shapes: normals for float, the full range for int8."""
     rng = np.random.default_rng(seed)
     feeds = {}
