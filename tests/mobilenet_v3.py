@@ -95,7 +95,7 @@ def float_model(seed: int = 0, classes: int = 10) -> onnx.ModelProto:
 
 def _conv_nhwc(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, depthwise: bool):
     """TFLite CONV_2D / DEPTHWISE_CONV_2D with SAME padding (w: OHWI, or 1HWC for depthwise)."""
-    from opfuse.models._graph import conv_ref
+    from opfuse.models.graph import conv_ref
 
     k = w.shape[1]
     h = x.shape[1]
