@@ -1,7 +1,7 @@
 """The fuzzer's seed models (benchmarks/fuzz.py mutates them): the shared real models of
 ``../shared/models`` that are small enough to run many times, and built-in ones that exist in
 every clone (opfuse's built-ins and exporter-style models for ONNX, a small int8 net built with
-tests/tflite_builder.py for TFLite).
+tests/helpers/tflite_builder.py for TFLite).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ CASES = ("conv", "depthwise_s2", "gemm", "many_ops")
 
 def write(folder: Path) -> None:
     sys.path.insert(0, str(REPO))
-    from tests.quant_util import quantize
+    from tests.helpers.quant import quantize
     from tests.test_c_int8_onnx import CASES as BUILDERS
 
     for case in CASES:

@@ -21,7 +21,7 @@ from opfuse.measure.validate.c_float import reference, validate_c
 from opfuse.models import MODELS
 from opfuse.pipeline import compile_model
 from tests.conftest import shared_onnx_models
-from tests.sanitize import sanitized_run_matches
+from tests.helpers.sanitize import sanitized_run_matches
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

@@ -17,7 +17,7 @@ from opfuse.backends.c import emit_c
 from opfuse.measure.run.host import CModel
 from opfuse.measure.validate.c_float import reference
 from opfuse.pipeline import compile_model
-from tests.sanitize import sanitized_run_matches
+from tests.helpers.sanitize import sanitized_run_matches
 from tests.test_cascade import NUMERIC_CHAINS, conv_chain, with_caps
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")

@@ -1,6 +1,6 @@
 """int8 members of cascaded C kernels (opfuse/backends/c/int8/cascade.py): rows streamed through
 int8 ring buffers are bit-identical to TFLite Micro (tflite rounding) on chains written with
-tests/tflite_builder.py and on every shared int8 .tflite with cascades, and within one step of
+tests/helpers/tflite_builder.py and on every shared int8 .tflite with cascades, and within one step of
 onnxruntime's int8 execution (onnx rounding, QDQ from onnxruntime's quantizer) while equal to the
 layer-by-layer C bit for bit. The arena is analyze's peak with cascades."""
 
@@ -193,7 +193,7 @@ def test_int8_cascade_is_sanitizer_clean(tmp_path: Path) -> None:
                                                   ("inverted_residual", "uint8")])
 def test_int8_cascade_in_onnx_rounding(name: str, activation: str, tmp_path: Path) -> None:
     from opfuse.measure.validate.c_int8 import validate_c_int8
-    from tests.quant_util import quantize
+    from tests.helpers.quant import quantize
     from tests.test_cascade import NUMERIC_CHAINS, conv_chain
 
     layers, residual, size = NUMERIC_CHAINS[name]

@@ -15,7 +15,7 @@ import pytest
 
 from opfuse.backends.c import emit_c
 from opfuse.pipeline import compile_model
-from tests.sanitize import sanitized_run_matches
+from tests.helpers.sanitize import sanitized_run_matches
 from tests.test_c_cascade import check_against_onnxruntime, host
 from tests.test_cascade import conv_chain
 

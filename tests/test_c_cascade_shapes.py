@@ -26,7 +26,7 @@ from opfuse.measure.run.host import CModel
 from opfuse.measure.validate.c_float import reference
 from opfuse.measure.validate.ort import compare
 from opfuse.pipeline import compile_model
-from tests.sanitize import sanitized_run_matches
+from tests.helpers.sanitize import sanitized_run_matches
 from tests.test_cascade import streaming
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")

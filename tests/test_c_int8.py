@@ -1,5 +1,5 @@
 """int8 C kernels vs TFLite Micro, bit for bit: each case is one TFLite op (written with
-tests/tflite_builder.py) and the same op as an int8 IR graph (tests/qgraphs.py, NCHW), run on 20
+tests/helpers/tflite_builder.py) and the same op as an int8 IR graph (tests/helpers/qgraphs.py, NCHW), run on 20
 seeded random inputs; every element must be equal."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ pytest.importorskip("tflite_micro")
 
 from tests import qgraphs as q  # noqa: E402
 from tests import tflite_builder as tb  # noqa: E402
-from tests.qgraphs import QGraph, run_c  # noqa: E402
+from tests.helpers.qgraphs import QGraph, run_c  # noqa: E402
 
 RUNS = 20
 

@@ -14,7 +14,7 @@ pytest.importorskip("tflite_micro")
 
 from tests import qgraphs as q  # noqa: E402
 from tests import tflite_builder as tb  # noqa: E402
-from tests.qgraphs import QGraph  # noqa: E402
+from tests.helpers.qgraphs import QGraph  # noqa: E402
 from tests.test_c_int8 import _compare, _inputs, _out, nchw, nhwc  # noqa: E402
 
 # (H, W, C, K, stride, padding, act, input zero point, seed)

@@ -1,5 +1,5 @@
 """The Cortex-M int8 matrix kernels (opfuse/backends/c/int8/conv_mcu.py, im2col.py, matmul_dsp.py)
-against TFLite Micro, bit for bit: one-op .tflite files (tests/tflite_builder.py) compiled for
+against TFLite Micro, bit for bit: one-op .tflite files (tests/helpers/tflite_builder.py) compiled for
 cortex-m7, built and run on the host (the portable C of the same kernels, same weight layout) on 20
 seeded inputs; then the DSP build and the -DOPFUSE_NO_DSP build under QEMU on both boards."""
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.qgraphs import QGraph, compile_ir, run_c
+from tests.helpers.qgraphs import QGraph, compile_ir, run_c
 
 RUNS = 20
 

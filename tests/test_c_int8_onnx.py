@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.quant_util import ops_model, quantize
+from tests.helpers.quant import ops_model, quantize
 
 RNG = np.random.default_rng(0)
 

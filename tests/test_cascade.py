@@ -283,7 +283,7 @@ NUMERIC_CHAINS = {
 @pytest.mark.parametrize("band", [1, 3])
 @pytest.mark.parametrize("name", list(NUMERIC_CHAINS))
 def test_streamed_cascade_matches_onnxruntime(name: str, band: int) -> None:
-    from tests._cascade_exec import every_value, run_cascade
+    from tests.helpers.cascade_exec import every_value, run_cascade
 
     layers, residual, size = NUMERIC_CHAINS[name]
     model = imported(conv_chain(layers, size=size, residual=residual))
@@ -300,7 +300,7 @@ def test_streamed_cascade_matches_onnxruntime(name: str, band: int) -> None:
 
 
 def test_streamed_mobilenet_v2_cascades_match_onnxruntime(mobilenet_m7):
-    from tests._cascade_exec import every_value, run_cascade
+    from tests.helpers.cascade_exec import every_value, run_cascade
 
     model = mobilenet_m7.optimized
     x = np.random.default_rng(2).standard_normal((1, 3, 224, 224)).astype(np.float32)
@@ -313,7 +313,7 @@ def test_streamed_mobilenet_v2_cascades_match_onnxruntime(mobilenet_m7):
 
 
 def test_a_ring_one_row_short_is_caught_by_the_executor():
-    from tests._cascade_exec import every_value, run_cascade
+    from tests.helpers.cascade_exec import every_value, run_cascade
 
     layers, residual, size = NUMERIC_CHAINS["stride_2_and_odd_size"]
     model = imported(conv_chain(layers, size=size, residual=residual))

@@ -1,4 +1,4 @@
-"""int8 MobileNetV3-style models (squeeze-excite, hard-swish; tests/mobilenet_v3.py) through the C
+"""int8 MobileNetV3-style models (squeeze-excite, hard-swish; tests/helpers/mobilenet_v3.py) through the C
 backend on every target with an emulated board and the host (issue 18): a squeeze-excite Mul the
 C cannot fuse is refused by the partitioner (``not_supported_by_target``, naming the C backend),
 so the model compiles, and the C matches its reference: TFLite Micro bit-exact for the .tflite,
@@ -15,8 +15,8 @@ import pytest
 from opfuse.api import compile
 from opfuse.measure.sessions import one_thread_session
 from opfuse.measure.validate.c_int8 import stepped_reference, validate_c_int8
-from tests.mobilenet_v3 import float_model, int8_tflite
-from tests.quant_util import quantize
+from tests.helpers.mobilenet_v3 import float_model, int8_tflite
+from tests.helpers.quant import quantize
 
 TARGETS = ["x86-host", "cortex-m7", "cortex-m4"]
 

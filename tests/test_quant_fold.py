@@ -18,8 +18,8 @@ from opfuse.ir import infer_shapes
 from opfuse.pipeline import compile_model
 from opfuse.quant import get_quant
 from opfuse.targets import parse_target
-from tests.qdq_builder import QDQGraph, conv_relu
-from tests.quant_util import random_inputs, session
+from tests.helpers.qdq_builder import QDQGraph, conv_relu
+from tests.helpers.quant import random_inputs, session
 
 
 def _ops(model) -> list[str]:

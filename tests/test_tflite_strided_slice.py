@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.tflite_builder import TfliteBuilder
+from tests.helpers.tflite_builder import TfliteBuilder
 
 
 def _model(path: Path) -> Path:

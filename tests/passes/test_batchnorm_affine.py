@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from onnx import helper
 
-from tests.passes._passes_util import canonicalized, fired, make_model, op_counts
+from tests.helpers.passes import canonicalized, fired, make_model, op_counts
 from tests.passes.test_batchnorm import bn, bn_params
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from opfuse.passes import canonicalize
 from tests.conftest import shared_onnx
-from tests.passes._passes_util import SHARED_MODELS, assert_same_outputs, op_counts
+from tests.helpers.passes import SHARED_MODELS, assert_same_outputs, op_counts
 
 try:  # the driver imports stages other engineers are still writing
     from opfuse.pipeline import load

@@ -112,7 +112,7 @@ def run_c(model: ir.Model, feeds: list[dict[str, np.ndarray]], fuse: bool = True
         return [cm.run(f) for f in feeds]
 
 
-# --- the same ops as TFLite files (tests/tflite_builder.py), run in TFLite Micro ---------------
+# --- the same ops as TFLite files (tests/helpers/tflite_builder.py), run in TFLite Micro ---------------
 
 _ACT = {None: 0, "relu": 1, "relu_n1_to_1": 2, "relu6": 3}
 _PAD = {"SAME": 0, "VALID": 1}

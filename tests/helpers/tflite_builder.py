@@ -119,7 +119,7 @@ class TfliteBuilder:
         g_vec = self._offsets(b, tflite.ModelStartSubgraphsVector, [graph])
         c_vec = self._offsets(b, tflite.ModelStartOperatorCodesVector, codes)
         b_vec = self._offsets(b, tflite.ModelStartBuffersVector, buffers)
-        desc = b.CreateString("opfuse tests/tflite_builder.py")
+        desc = b.CreateString("opfuse tests/helpers/tflite_builder.py")
         tflite.ModelStart(b)
         tflite.ModelAddVersion(b, 3)
         tflite.ModelAddOperatorCodes(b, c_vec)
