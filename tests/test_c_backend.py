@@ -20,8 +20,8 @@ from opfuse.measure.run.host import CModel, run_c, run_executable
 from opfuse.measure.validate.c_float import reference, validate_c
 from opfuse.models import MODELS
 from opfuse.pipeline import compile_model
-from tests.conftest import shared_onnx_models
 from tests.helpers.sanitize import sanitized_run_matches
+from tests.helpers.shared import shared_onnx_models
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

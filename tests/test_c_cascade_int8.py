@@ -6,7 +6,6 @@ layer-by-layer C bit for bit. The arena is analyze's peak with cascades."""
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 
@@ -17,7 +16,6 @@ pytest.importorskip("tflite_micro")
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 from opfuse.analysis import analyze  # noqa: E402
-from opfuse.api import compile  # noqa: E402
 from opfuse.backends.c import emit_c  # noqa: E402
 from opfuse.measure.run.host import (  # noqa: E402
     CModel,  # noqa: E402
@@ -26,17 +24,9 @@ from opfuse.measure.run.host import (  # noqa: E402
     run_executable,
 )
 from opfuse.measure.validate.tflite_reference import TfliteReference  # noqa: E402
-from tests import qgraphs as q  # noqa: E402
-from tests import tflite_builder as tb  # noqa: E402
-from tests.test_cascade import streaming  # noqa: E402
-
-SEEDS = range(3)
-
-
-def arena_of(folder: Path) -> int:
-    header = (folder / "model.h").read_text()
-    return int(re.search(r"#define OPFUSE_ARENA_BYTES (\d+)", header).group(1))
-
+from tests.helpers import qgraphs as q  # noqa: E402
+from tests.helpers import tflite_builder as tb  # noqa: E402
+from tests.helpers.c_cascade import arena_of, bit_exact, run_cascaded  # noqa: E402
 
 # --- chains written as .tflite ----------------------------------------------------------------
 
@@ -133,38 +123,17 @@ def _chains() -> dict[str, Chain]:
     }
 
 
-def _run_cascaded(path: Path, folder: Path, target=None):  # noqa: ANN001
-    result = compile(path, target or streaming())
-    assert result.partition.cascades, f"{path.name}: no cascade formed on {target}"
-    emitted = emit_c(result, folder, cascades=True)
-    assert emitted.cascades == tuple(k.name for k in result.partition.cascades)
-    return result, emitted
-
-
-def _bit_exact(path: Path, folder: Path) -> None:
-    build_shared(folder)
-    model = CModel(folder)
-    ref = TfliteReference(path)
-    for seed in SEEDS:
-        feeds = ref.random_inputs(seed)
-        want, got = ref.run(feeds), model.run(feeds)
-        for name, value in want.items():
-            c = got[name].reshape(value.shape)
-            diff = int(np.sum(c != value))
-            assert diff == 0, f"seed {seed}: {diff} of {value.size} elements of {name} differ"
-
-
 @pytest.mark.parametrize("case", sorted(_chains()))
 def test_int8_cascade_is_bit_exact_with_tflite_micro(case: str, tmp_path: Path) -> None:
     path = tmp_path / f"{case}.tflite"
     path.write_bytes(_chains()[case].build())
-    result, _ = _run_cascaded(path, tmp_path / "c")
+    result, _ = run_cascaded(path, tmp_path / "c")
     ops = {op for c in result.partition.cascades for op in c.ops}
     if "pool" in case:
         assert {"MaxPool", "AveragePool"} & ops, ops
     if case == "inverted_residual":
         assert "Add" in ops, ops
-    _bit_exact(path, tmp_path / "c")
+    bit_exact(path, tmp_path / "c")
     assert arena_of(tmp_path / "c") == analyze(result).after.plan.peak_bytes
 
 
@@ -172,7 +141,7 @@ def test_int8_cascade_is_sanitizer_clean(tmp_path: Path) -> None:
     path = tmp_path / "ir.tflite"
     path.write_bytes(_chains()["inverted_residual"].build())
     folder = tmp_path / "c"
-    _run_cascaded(path, folder)
+    run_cascaded(path, folder)
     exe = build_executable(folder, ["-O1", "-g", "-fsanitize=address,undefined",
                                     "-fno-sanitize-recover=all"], name="asan")
     import json
@@ -193,13 +162,13 @@ def test_int8_cascade_is_sanitizer_clean(tmp_path: Path) -> None:
                                                   ("inverted_residual", "uint8")])
 def test_int8_cascade_in_onnx_rounding(name: str, activation: str, tmp_path: Path) -> None:
     from opfuse.measure.validate.c_int8 import validate_c_int8
+    from tests.helpers.cascade import NUMERIC_CHAINS, conv_chain
     from tests.helpers.quant import quantize
-    from tests.test_cascade import NUMERIC_CHAINS, conv_chain
 
     layers, residual, size = NUMERIC_CHAINS[name]
     path = quantize(conv_chain(layers, size=size, residual=residual), tmp_path, "qdq",
                     per_channel=True, activation=activation, samples=4)
-    result, _ = _run_cascaded(path, tmp_path / "c")
+    result, _ = run_cascaded(path, tmp_path / "c")
     assert result.optimized.meta["opfuse.rounding"] == "onnx"
     report = validate_c_int8(result, trials=3, steps=1, cascades=True)
     assert report.ok, "\n".join(report.notes)

@@ -33,9 +33,9 @@ from opfuse.measure.validate.ort import compare
 from opfuse.measure.validate.per_kernel import dump_kernels
 from opfuse.memory import plan_memory
 from opfuse.pipeline import compile_model
-from tests.conftest import SHARED_ABSENT, SHARED_ONNX
+from tests.helpers.cascade import streaming
 from tests.helpers.cascade_exec import every_value
-from tests.test_cascade import streaming
+from tests.helpers.shared import SHARED_ABSENT, SHARED_ONNX
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("tflite_micro")
 
-from tests import qgraphs as q  # noqa: E402
-from tests import tflite_builder as tb  # noqa: E402
+from tests.helpers import qgraphs as q  # noqa: E402
+from tests.helpers import tflite_builder as tb  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "models" / "tflite"
 

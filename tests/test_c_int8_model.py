@@ -42,8 +42,8 @@ def _feeds(model, seed: int = 0) -> list[dict[str, np.ndarray]]:
 
 def test_residual_fused_equals_unfused_and_tflite_micro() -> None:
     pytest.importorskip("tflite_micro")
-    from tests import qgraphs as q
-    from tests import tflite_builder as tb
+    from tests.helpers import qgraphs as q
+    from tests.helpers import tflite_builder as tb
 
     model, (wt, ws, bias, sx, zx, sc, zc, sy, zy) = _residual()
     result = compile_ir(model)
@@ -172,8 +172,8 @@ def test_build_dir_is_temporary() -> None:
 
 
 def _residual_tflite(params) -> bytes:
-    from tests import qgraphs as q
-    from tests import tflite_builder as tb
+    from tests.helpers import qgraphs as q
+    from tests.helpers import tflite_builder as tb
 
     wt, ws, bias, sx, zx, sc, zc, sy, zy = params
     c, h, w = wt.shape[0], 7, 9

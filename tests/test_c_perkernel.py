@@ -72,7 +72,7 @@ def test_cli_per_kernel(tmp_path: Path) -> None:
 
 def test_int8_fused_against_unfused(tmp_path: Path) -> None:
     from opfuse import api
-    from tests.conftest import shared_model
+    from tests.helpers.shared import shared_model
 
     result = api.compile(str(shared_model("tflite", "kws_ref_model.tflite")), api.DEFAULT_TARGET,
                          None)
@@ -95,7 +95,7 @@ def test_saturating_head_hides_a_fault_that_per_kernel_names(tmp_path: Path) -> 
     still matches onnxruntime, and only the per-kernel comparison finds the fault."""
     from opfuse.measure.run.host import CModel
     from opfuse.measure.validate.ort import compare
-    from tests.conftest import shared_onnx
+    from tests.helpers.shared import shared_onnx
 
     result = compile_model(shared_onnx("light_squeezenet.onnx"))
     feeds, ref, _ = reference(result.source, None, 0, result.input_shapes)

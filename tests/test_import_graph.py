@@ -1,7 +1,7 @@
-"""The import graph keeps the layering docs/architecture.md states ("Pipeline: one stage per package,
-data flowing one way" and "Measurement"): measurement is below the compiler, cost never reaches
-into a backend, no two packages (and no two modules) import each other, no module takes another
-module's private name, and no test module imports another test module.
+"""The import graph keeps the layering docs/architecture.md states ("Pipeline: one stage per
+package, data flowing one way" and "Measurement"): measurement is below the compiler, cost never
+reaches into a backend, no two packages (and no two modules) import each other, no module takes
+another module's private name, and no test module imports another test module.
 
 The opfuse graph is grimp's (every import statement, lazy ones inside functions included); the
 private-name and test-module checks read the import statements with ``ast``, since they are about
@@ -156,20 +156,70 @@ def _sources(*folders: str) -> list[Path]:
     return sorted(p for folder in folders for p in (ROOT / folder).rglob("*.py"))
 
 
+FIRST_PARTY = ("opfuse", "tests", "benchmarks")
+
+
+def _first_party(module: str) -> bool:
+    return module.split(".")[0] in FIRST_PARTY
+
+
+def _private_module_outside(module: str, importer: str) -> bool:
+    """``module`` has a private part (``a.b._c``) and ``importer`` is not inside ``a.b``."""
+    parts = module.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.endswith("__"):
+            return not _within(importer, ".".join(parts[:i]))
+    return False
+
+
+def _imports(path: Path) -> list[tuple[int, str, list[str]]]:
+    """(line, absolute module, names) of every import statement in ``path``, nested ones too."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            found.append((node.lineno, _imported_module(node, path), [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, []) for alias in node.names]
+    return found
+
+
 def private_imports(paths: list[Path]) -> list[str]:
-    """``from x import _name`` where x is another module (a dunder is no private name)."""
+    """``from x import _name`` where x is another first-party module (a dunder is no private
+    name), and any import of a private module from outside the package that holds it."""
     found = []
     for path in paths:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.ImportFrom):
-                continue
-            if _imported_module(node, path) == _module_name(path):
-                continue
-            found += [f"{path.relative_to(ROOT)}:{node.lineno} {alias.name}"
-                      for alias in node.names
-                      if alias.name.startswith("_") and not alias.name.endswith("__")]
+        me = _module_name(path)
+        for line, module, names in _imports(path):
+            if not _first_party(module):
+                continue  # a third party's private API: ruff's PLC2701, with a reason where kept
+            where = f"{path.relative_to(ROOT)}:{line}"
+            if _private_module_outside(module, me):
+                found.append(f"{where} {module}")
+            if module != me:
+                found += [f"{where} {name}" for name in names
+                          if name.startswith("_") and not name.endswith("__")]
     return found
 
 
 def test_modules_import_no_private_name_from_another() -> None:
     assert private_imports(_sources("opfuse", "tests", "benchmarks")) == []
+
+
+def _is_test_module(module: str) -> bool:
+    return module.startswith("tests.") and module.rsplit(".", 1)[-1].startswith("test_")
+
+
+def imports_of_test_modules(paths: list[Path]) -> list[str]:
+    """Imports of a tests/**/test_*.py module (or of conftest) by any file: what test modules
+    share belongs in tests/helpers/."""
+    found = []
+    for path in paths:
+        for line, module, names in _imports(path):
+            targets = [module] + [f"{module}.{n}" for n in names]
+            found += [f"{path.relative_to(ROOT)}:{line} {t}" for t in targets
+                      if _is_test_module(t) or t.endswith(".conftest") or t == "conftest"]
+    return sorted(set(found))
+
+
+def test_no_test_module_imports_another() -> None:
+    assert imports_of_test_modules(_sources("tests", "benchmarks")) == []

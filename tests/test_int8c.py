@@ -30,7 +30,7 @@ from opfuse.measure.run.kernel_times import time_kernels
 from opfuse.measure.validate.per_kernel import random_feeds
 from opfuse.targets import load_target
 from opfuse.targets.int8c import Int8C
-from tests.test_cost import FIGURES
+from tests.helpers.cost import FIGURES
 
 INT8C = {
     "dispatch_overhead_s": 2e-8,
@@ -116,7 +116,7 @@ def test_with_int8c_a_quantized_kernel_costs_what_the_c_model_says(tmp_path, pro
 
 
 def _float_conv():
-    from tests.test_cost import conv_attrs as float_conv
+    from tests.helpers.cost import single_conv as float_conv
 
     return float_conv()
 

@@ -22,7 +22,7 @@ from opfuse.backends.c.emit import c_schedule, generate
 from opfuse.compiled import CompileResult
 from opfuse.pipeline import compile_model
 from opfuse.targets import list_targets
-from tests.conftest import SHARED_MODELS, shared_models
+from tests.helpers.shared import SHARED_MODELS, shared_models
 
 SHARED = [*shared_models("onnx"), *shared_models("tflite")]
 SOURCES = [*models.MODELS, *(str(p) for p in SHARED)]

@@ -11,7 +11,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers.shared import REPO
 
 SHARED_TFLITE = REPO.parent / "shared" / "models" / "tflite"
 FLOAT = ["ad01_fp32", "pretrainedResnet", "vww_96_float"]

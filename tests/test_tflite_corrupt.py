@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from benchmarks.fuzz_flatbuffers import find_sites
-from tests import tflite_builder as tb
+from tests.helpers import tflite_builder as tb
 from tests.helpers.cli import assert_clean_error, compile_refused
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from opfuse.cost.vela import parse_per_layer, parse_summary, read_output_dir
 from opfuse.errors import OpfuseError
-from tests.conftest import SHARED_ABSENT, SHARED_MODELS
 from tests.helpers.cli import assert_clean_error as _assert_clean_error
+from tests.helpers.shared import SHARED_ABSENT, SHARED_MODELS
 
 DATA = Path(__file__).parent / "data" / "vela"
 SUMMARY = DATA / "kws_ref_model_summary_Ethos_U55_High_End_Embedded.csv"

@@ -14,8 +14,7 @@ from opfuse.passes import canonicalize
 from opfuse.quant import get_quant, make_params, set_quant
 from tests.helpers.passes import make_model
 from tests.helpers.qdq_builder import QDQGraph
-from tests.helpers.quant import random_inputs, session
-from tests.test_quant_fold import compile_model_from
+from tests.helpers.quant import compile_model_from, random_inputs, session
 
 
 def _check(source, result, step: float) -> None:
