@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from opfuse.backends.c.cascade_rows import VEC, bias_of, geometry, line_width, phase_copy, store_row
-from opfuse.backends.c.cgen import CWriter, const
-from opfuse.fusion.stages import dims
+from opfuse.backends.c.cgen import CWriter
+from opfuse.ir.values import const, static_dims
 
 NARROW_DW = 8  # depthwise rows narrower than this accumulate tap by tap
 
@@ -49,8 +49,8 @@ def emit_depthwise(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogu
     """Rows ``a .. b`` of a depthwise conv (see the module docstring)."""
     g = geometry(node)
     (kh, kw), (sh, sw), (dh, dw), (pt, pl) = g["k"], g["s"], g["d"], g["p"]
-    _, c, h_in, w_in = dims(node.inputs[0])
-    _, _, _, w_out = dims(node.outputs[0])
+    _, c, h_in, w_in = static_dims(node.inputs[0])
+    _, _, _, w_out = static_dims(node.outputs[0])
     weight = np.asarray(const(node.inputs[1]), np.float32)
     wt = params.weight(node.inputs[1].name, weight)
     bias = bias_of(node)

@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import CWriter, attr, const
-from opfuse.fusion.stages import dims
+from opfuse.backends.c.cgen import CWriter, attr
+from opfuse.ir.values import const, static_dims
 
 OCB, CB = 4, 24  # output channels x columns of a column tile (1x1 convs)
 OCB_K, CB_K = 8, 16  # the same for a spatial kernel (KH*KW > 1)
@@ -63,8 +63,8 @@ def is_depthwise(node: ir.Node) -> bool:
 def line_floats(node: ir.Node) -> int:
     """Floats of the tiled path's line buffer for ``node`` (0: it reads the ring directly)."""
     g = geometry(node)
-    _, c_in, _, _ = dims(node.inputs[0])
-    _, _, _, w_out = dims(node.outputs[0])
+    _, c_in, _, _ = static_dims(node.inputs[0])
+    _, _, _, w_out = static_dims(node.outputs[0])
     if g["k"] == (1, 1) and g["s"] == (1, 1) and g["p"] == (0, 0):
         return 0
     return c_in * g["k"][0] * g["s"][1] * line_width(g, w_out)
@@ -123,8 +123,8 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
     """Rows ``a .. b`` of a conv as register tiles (see the module docstring)."""
     g = geometry(node)
     (kh, kw), (sh, sw), (dh, dw), (pt, pl) = g["k"], g["s"], g["d"], g["p"]
-    _, c_in, h_in, w_in = dims(node.inputs[0])
-    _, c_out, _, w_out = dims(node.outputs[0])
+    _, c_in, h_in, w_in = static_dims(node.inputs[0])
+    _, c_out, _, w_out = static_dims(node.outputs[0])
     lanes, cb = (OCB, CB) if kh * kw == 1 else (OCB_K, CB_K)
     if w_out < NARROW and kh * kw == 1:  # spatial kernels: see NARROW
         lanes = OCV

@@ -17,19 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import (
-    CWriter,
-    attr,
-    bcast_strides,
-    const,
-    dims,
-    flit,
-    merge,
-    offset_expr,
-    who,
-)
+from opfuse.backends.c.cgen import CWriter, attr, bcast_strides, dims, flit, merge, offset_expr, who
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ir.values import const
 
 ACC = "acc"
 

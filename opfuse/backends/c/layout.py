@@ -17,7 +17,6 @@ from opfuse.backends.c.cgen import (
     attr,
     bcast_strides,
     collapse,
-    const,
     contiguous,
     dims,
     flit,
@@ -28,6 +27,7 @@ from opfuse.backends.c.cgen import (
 from opfuse.backends.c.ctype import FLOAT, ctype_of
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ir.values import const
 from opfuse.quant import get_quant, quantize_real
 from opfuse.safe_text import for_comment
 

@@ -17,7 +17,6 @@ from opfuse.backends.c.cgen import (
     CWriter,
     attr,
     bcast_strides,
-    const,
     contiguous,
     dims,
     flit,
@@ -27,6 +26,7 @@ from opfuse.backends.c.cgen import (
 from opfuse.backends.c.epilogue import build_chain, emit_apply
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ir.values import const
 
 NB = 256  # output columns per accumulator tile
 

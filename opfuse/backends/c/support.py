@@ -19,24 +19,18 @@ from collections.abc import Sequence
 import onnx_ir as ir
 
 from opfuse.backends.c.cascade import why_not_member
-from opfuse.backends.c.cgen import bcast_strides, const
+from opfuse.backends.c.cgen import bcast_strides
 from opfuse.backends.c.epilogue import EPILOGUE_OPS
 from opfuse.backends.c.int8 import is_int8_kernel
 from opfuse.backends.c.int8.chain import BINARY_OPS, CHAIN_OPS, CLAMP_OPS
 from opfuse.backends.c.kernels import ANCHOR_OPS, LOCAL_LIMIT
 from opfuse.backends.c.pools import POOL_OPS
 from opfuse.fusion.support import KernelSupport
+from opfuse.ir.values import const, static_dims
 from opfuse.quant import get_quant
 
 _INT8_ANCHORS = frozenset({"Conv", "Gemm", "MatMul"})
 _INT8_POOLS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool"})
-
-
-def _dims(value: ir.Value | None) -> tuple[int, ...] | None:
-    if value is None or value.shape is None:
-        return None
-    shape = tuple(value.shape)
-    return shape if all(isinstance(d, int) for d in shape) else None
 
 
 def why_not_kernel(members: Sequence[ir.Node]) -> str | None:
@@ -44,7 +38,7 @@ def why_not_kernel(members: Sequence[ir.Node]) -> str | None:
     a phrase saying why not. Sizes nobody knows are the emitter's to refuse (``require_static``)."""
     if len(members) < 2:
         return None
-    if any(_dims(n.outputs[0]) is None for n in members if n.outputs):
+    if any(static_dims(n.outputs[0]) is None for n in members if n.outputs):
         return None
     if is_int8_kernel(list(members)):
         return _why_not_int8(members)
@@ -65,21 +59,21 @@ def _why_not_float(members: Sequence[ir.Node]) -> str | None:
                 return f"a pool after {op} (only a Conv's kernel ends with one)"
             if any(n.op_type in POOL_OPS for n in rest[at + 1 :]):
                 return "two pools in one kernel"
-            return (_same_shape(pre, _dims(head.outputs[0]), "the anchor's")
-                    or _same_shape(rest[at + 1 :], _dims(rest[at].outputs[0]), "the pool's"))
-        shape = _dims(head.outputs[0])
-        grow = next((i for i, n in enumerate(pre) if _dims(n.outputs[0]) != shape), None)
+            return (_same_shape(pre, static_dims(head.outputs[0]), "the anchor's")
+                    or _same_shape(rest[at + 1 :], static_dims(rest[at].outputs[0]), "the pool's"))
+        shape = static_dims(head.outputs[0])
+        grow = next((i for i, n in enumerate(pre) if static_dims(n.outputs[0]) != shape), None)
         if grow is None:
             return _same_shape(pre, shape, "the anchor's")
         small = (pre[grow - 1] if grow else head).outputs[0]
-        if math.prod(_dims(small)) > LOCAL_LIMIT:
-            return (f"{pre[grow].op_type} broadcasts a result of {math.prod(_dims(small)):,} "
+        if math.prod(static_dims(small)) > LOCAL_LIMIT:
+            return (f"{pre[grow].op_type} broadcasts a result of {math.prod(static_dims(small)):,} "
                     f"elements up to a larger output (the kernel keeps at most {LOCAL_LIMIT:,})")
         return _broadcast_chain(pre[grow:], float_kernel=True)
     if op in POOL_OPS:
         if any(n.op_type in POOL_OPS for n in rest):
             return "two pools in one kernel"
-        return _same_shape(rest, _dims(head.outputs[0]), "the pool's")
+        return _same_shape(rest, static_dims(head.outputs[0]), "the pool's")
     if op in EPILOGUE_OPS:
         if any(n.op_type in POOL_OPS for n in rest):
             return "a pool after an elementwise op"
@@ -93,7 +87,7 @@ def _why_not_int8(members: Sequence[ir.Node]) -> str | None:
         if node.op_type not in CHAIN_OPS or node.domain not in ("", "ai.onnx"):
             return f"no int8 C epilogue for {node.op_type}"
     if head.op_type in _INT8_ANCHORS | _INT8_POOLS:
-        return _same_shape(rest, _dims(head.outputs[0]), f"the {head.op_type}'s") or _quant(rest)
+        return _same_shape(rest, static_dims(head.outputs[0]), f"the {head.op_type}'s") or _quant(rest)
     if head.op_type in CHAIN_OPS:
         return _broadcast_chain(members, float_kernel=False) or _quant(members)
     return f"an int8 {head.op_type} kernel with ops after it"
@@ -102,7 +96,7 @@ def _why_not_int8(members: Sequence[ir.Node]) -> str | None:
 def _same_shape(chain: Sequence[ir.Node], shape: tuple[int, ...] | None, whose: str) -> str | None:
     """An output stage on ``shape``: every op keeps it, every operand broadcasts to it."""
     for node in chain:
-        out = _dims(node.outputs[0])
+        out = static_dims(node.outputs[0])
         if out != shape:
             return (f"{node.op_type} writes {list(out or ())}, not {whose} output "
                     f"{list(shape or ())} (its output stage holds one shape)")
@@ -115,10 +109,10 @@ def _same_shape(chain: Sequence[ir.Node], shape: tuple[int, ...] | None, whose: 
 def _broadcast_chain(chain: Sequence[ir.Node], float_kernel: bool) -> str | None:
     """A standalone elementwise chain runs over its last op's output: every op's output and every
     operand must broadcast to it."""
-    shape = _dims(chain[-1].outputs[0])
+    shape = static_dims(chain[-1].outputs[0])
     for node in chain:
-        if float_kernel and not _broadcasts(_dims(node.outputs[0]), shape):
-            return f"{node.op_type} writes {list(_dims(node.outputs[0]))}, larger than the chain's"
+        if float_kernel and not _broadcasts(static_dims(node.outputs[0]), shape):
+            return f"{node.op_type} writes {list(static_dims(node.outputs[0]))}, larger than the chain's"
         why = _operands(node, shape)
         if why is not None:
             return why
@@ -132,7 +126,7 @@ def _operands(node: ir.Node, shape: tuple[int, ...] | None) -> str | None:
         arr = const(value)
         if arr is not None and arr.size == 1:
             continue
-        vshape = _dims(value)
+        vshape = static_dims(value)
         if vshape is not None and node.op_type == "BatchNormalization" and i > 0 and shape:
             vshape = vshape + (1,) * (len(shape) - 2)
         if not _broadcasts(vshape, shape):

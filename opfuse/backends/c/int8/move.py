@@ -13,12 +13,13 @@ import math
 
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import CWriter, attr, const, dims, flit, who
+from opfuse.backends.c.cgen import CWriter, attr, dims, flit, who
 from opfuse.backends.c.ctype import FLOAT, ctype_of
 from opfuse.backends.c.int8.common import int_ctype, quant, rescale_expr, rounding
 from opfuse.backends.c.layout import emit_concat
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ir.values import const
 from opfuse.quant import ONNX, QuantParams, get_quant, make_params
 
 
