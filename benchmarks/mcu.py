@@ -89,7 +89,7 @@ def measure(source: str, target: str, timeout_s: float) -> tuple[dict, list[dict
                                 "class": c.kernel_class, "instructions": k.instructions,
                                 "predicted_cycles": k.predicted_cycles})
         row.update(flash=fp.flash, ram=fp.ram, arena=fp.arena,
-                   arena_bytes=info["arena_bytes"], weights=fp.weights)
+                   arena_bytes=info.arena_bytes, weights=fp.weights)
     except OpfuseError as exc:
         row["run"] = f"skipped: {str(exc).splitlines()[0][:70]}"
     row["seconds"] = time.perf_counter() - t0

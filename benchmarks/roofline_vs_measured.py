@@ -224,16 +224,16 @@ def int8_rows(path: Path, target: Target, budget_s: float) -> list[Row]:
         emitted = emit_c(result, Path(tmp), cascades=False)
         info = manifest(Path(tmp))
         times = time_kernels(tmp, random_feeds(info), budget_s=budget_s)
-    entries = sorted(info["kernel_outputs"], key=lambda k: k["index"])
+    entries = sorted(info.kernel_outputs, key=lambda k: k.index)
     cost = cost_model(model, part, target, arena_bytes=emitted.arena_bytes)
     nodes = {n.name: n for n in model.graph}
     rows = []
     for entry, kc, kernel, t in zip(entries, cost.kernels, part.kernels, times.seconds,
                                     strict=True):
-        if tuple(entry["nodes"]) != tuple(kernel.nodes):
-            raise OpfuseError(f"{path.name}: the C's kernel {entry['index']} is not the costed one")
+        if entry.nodes != tuple(kernel.nodes):
+            raise OpfuseError(f"{path.name}: the C's kernel {entry.index} is not the costed one")
         view = is_view([nodes[n] for n in kernel.nodes if n in nodes])
-        rows.append(Row(path.stem, entry["function"], "+".join(kc.ops), kc.kernel_class, view,
+        rows.append(Row(path.stem, entry.function, "+".join(kc.ops), kc.kernel_class, view,
                         kc.latency_s, t))
     return rows
 

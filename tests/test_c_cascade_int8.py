@@ -21,6 +21,7 @@ from opfuse.measure.run.host import (  # noqa: E402
     CModel,  # noqa: E402
     build_executable,
     build_shared,
+    manifest,
     run_executable,
 )
 from opfuse.measure.validate.tflite_reference import TfliteReference  # noqa: E402
@@ -144,9 +145,8 @@ def test_int8_cascade_is_sanitizer_clean(tmp_path: Path) -> None:
     run_cascaded(path, folder)
     exe = build_executable(folder, ["-O1", "-g", "-fsanitize=address,undefined",
                                     "-fno-sanitize-recover=all"], name="asan")
-    import json
 
-    info = json.loads((folder / "model.json").read_text())
+    info = manifest(folder)
     ref = TfliteReference(path)
     feeds = ref.random_inputs(0)
     got, proc = run_executable(exe, info, feeds, env={"ASAN_OPTIONS": "detect_leaks=0"})

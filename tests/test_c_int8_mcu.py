@@ -157,10 +157,9 @@ def test_mcu_kernels_sanitizers(case: str, tmp_path: Path) -> None:
     """The cortex-m7 C (its portable path: the host has no DSP extension) built with ASan and
     UBSan runs clean and bit-exact with TFLite Micro, layer by layer and cascaded: every im2col
     order, the stack and arena scratch, the Gemm; -Wall -Wextra -Werror -std=c99 as always."""
-    import json
 
     from opfuse.backends.c import emit_c
-    from opfuse.measure.run.host import build_executable, run_executable
+    from opfuse.measure.run.host import build_executable, manifest, run_executable
     from opfuse.measure.validate.tflite_reference import TfliteReference
     from opfuse.pipeline import compile_model
 
@@ -175,7 +174,7 @@ def test_mcu_kernels_sanitizers(case: str, tmp_path: Path) -> None:
         assert "im2col quads" in (folder / "model.c").read_text() or case == "ad01_int8"
         exe = build_executable(folder, ["-O1", "-g", "-fsanitize=address,undefined",
                                         "-fno-sanitize-recover=undefined"], name="asan")
-        info = json.loads((folder / "model.json").read_text())
+        info = manifest(folder)
         feeds = ref.random_inputs(0)
         got, proc = run_executable(exe, info, feeds, env={"ASAN_OPTIONS": "detect_leaks=0"})
         assert "runtime error" not in proc.stderr, proc.stderr[-2000:]

@@ -3,7 +3,6 @@ int8 API in model.h, strict warnings and sanitizers, and ONNX rounding against o
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -92,7 +91,7 @@ def test_model_h_api_and_arena(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_int8_c_is_warning_free_and_sanitizer_clean(tmp_path: Path) -> None:
     from opfuse.backends.c import emit_c
-    from opfuse.measure.run.host import build_executable, run_executable
+    from opfuse.measure.run.host import build_executable, manifest, run_executable
 
     model, _ = _residual()
     feeds = _feeds(model, 3)
@@ -100,7 +99,7 @@ def test_int8_c_is_warning_free_and_sanitizer_clean(tmp_path: Path) -> None:
     emit_c(compile_ir(model), folder)
     exe = build_executable(folder, ["-O1", "-g", "-fsanitize=address,undefined",
                                     "-fno-sanitize-recover=undefined"], name="asan")
-    info = json.loads((folder / "model.json").read_text())
+    info = manifest(folder)
     want = run_c(model, feeds[:3])
     for f, ref in zip(feeds[:3], want, strict=True):
         got, proc = run_executable(exe, info, f, env={"ASAN_OPTIONS": "detect_leaks=0"})

@@ -55,11 +55,10 @@ def test_unfused_int8_model_is_bit_exact_too() -> None:
 
 def test_int8_model_sanitizers(tmp_path: Path) -> None:
     _need_models()
-    import json
 
     from opfuse.api import compile
     from opfuse.backends.c import emit_c
-    from opfuse.measure.run.host import build_executable, run_executable
+    from opfuse.measure.run.host import build_executable, manifest, run_executable
     from opfuse.measure.validate.tflite_reference import TfliteReference
 
     path = next((p for p in MODELS if p.stem == "kws_ref_model"), MODELS[0])
@@ -67,7 +66,7 @@ def test_int8_model_sanitizers(tmp_path: Path) -> None:
     emit_c(compile(path), folder)
     exe = build_executable(folder, ["-O1", "-g", "-fsanitize=address,undefined",
                                     "-fno-sanitize-recover=undefined"], name="asan")
-    info = json.loads((folder / "model.json").read_text())
+    info = manifest(folder)
     ref = TfliteReference(path)
     for seed in range(2):
         feeds = ref.random_inputs(seed)

@@ -128,23 +128,23 @@ def test_work_is_counted_on_the_path_the_backend_emits(probe):
     nodes = {n.name: n for n in model.graph}
     text = (folder / "model.c").read_text()
     bodies = dict(re.findall(r"static void (k\d+_\w+)\(.*?\{\n(.*?)\n\}\n", text, re.S))
-    entries = sorted(manifest(folder)["kernel_outputs"], key=lambda e: e["index"])
+    entries = sorted(manifest(folder).kernel_outputs, key=lambda e: e.index)
     seen = set()
     for entry, k in zip(entries, part.kernels, strict=True):
         members = [nodes[n] for n in k.nodes]
         works = kernel_work(members)
         if not works or works[0].path not in _MARKS:
             continue
-        work, body = works[0], bodies[entry["function"]]
+        work, body = works[0], bodies[entry.function]
         seen.add(work.path)
         for path, mark in _MARKS.items():  # its own template's line, and no other's
-            assert bool(mark.search(body)) == (path == work.path), (entry["function"], path)
+            assert bool(mark.search(body)) == (path == work.path), (entry.function, path)
         anchor = next(n for n in members if ops.is_anchor(n))
         if work.path in ("pointwise", "conv_lanes", "gemm"):  # no padded taps: every MAC counted
             assert work.lane_macs + work.tail_macs == ops.macs(anchor)
         else:  # a row loop runs every tap over the whole row: at least the MACs
             assert work.lane_macs + work.tail_macs >= ops.macs(anchor)
-        if "Add" in entry["ops"]:
+        if "Add" in entry.ops:
             assert [w.path for w in works] == [work.path, "epilogue"]
     assert seen == set(_MARKS)
 
@@ -218,7 +218,7 @@ def test_timer_build_gives_one_time_per_kernel_and_the_same_outputs(probe):
     info = manifest(folder)
     feeds = random_feeds(info)
     times = time_kernels(folder, feeds, budget_s=0.0, warmup=1, min_runs=3)
-    assert len(times.seconds) == len(info["kernel_outputs"]) == len(times.functions)
+    assert len(times.seconds) == len(info.kernel_outputs) == len(times.functions)
     assert times.runs == 3 and all(t >= 0 for t in times.seconds) and times.timer_s >= 0
     timed = sorted(folder.glob("libopfuse_ktimer.*.so"))[-1]
     plain = CModel(folder).run(feeds)

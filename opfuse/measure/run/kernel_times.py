@@ -78,7 +78,7 @@ def build_profiled(folder: Path | str) -> Path:
 
     folder = Path(folder)
     info = manifest(folder)
-    prefix = info.get("prefix", "opfuse")
+    prefix = info.prefix
     (folder / "ktimer.c").write_text(_TIMER_C.format(max_marks=MAX_MARKS, prefix=prefix))
     # a fresh file name per build: dlopen hands back an already loaded library of the same path
     name = f"libopfuse_ktimer.{os.getpid()}.{next(_builds)}.so"
@@ -111,8 +111,8 @@ def time_kernels(
     lib_path = build_profiled(folder)
     model = CModel(lib_path)
     info = model.info
-    entries = sorted(info.get("kernel_outputs", []), key=lambda k: k["index"])
-    count = len(entries) if entries else int(info["kernels"])
+    entries = sorted(info.kernel_outputs, key=lambda k: k.index)
+    count = len(entries) if entries else int(info.kernels)
     marks = (ctypes.c_uint64 * MAX_MARKS).in_dll(model.lib, f"{model.prefix}_ktimer_marks")
     timer = _timer_s(model.lib, model.prefix)
     bound = model.bind(feeds)
@@ -128,5 +128,5 @@ def time_kernels(
             per_kernel[k].append(row[k + 1] - row[k])
         runs += 1
     seconds = tuple(max(statistics.median(t) * 1e-9 - timer, 0.0) for t in per_kernel)
-    functions = tuple(e["function"] for e in entries) or tuple(f"k{k}" for k in range(count))
+    functions = tuple(e.function for e in entries) or tuple(f"k{k}" for k in range(count))
     return KernelTimes(seconds, functions, runs, timer)

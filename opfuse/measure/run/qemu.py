@@ -40,6 +40,7 @@ from opfuse.backends.c.board import (
 from opfuse.backends.c.board.harness import dtype, inputs_c
 from opfuse.backends.c.board.startup import linker_script
 from opfuse.backends.c.files import rebuilt_by_make
+from opfuse.backends.c.manifest import Manifest
 from opfuse.compiled import CompileResult
 from opfuse.cost import KernelCost
 from opfuse.errors import OpfuseError
@@ -132,10 +133,10 @@ def parse_output(text: str) -> tuple[list[bytes], np.ndarray, np.ndarray]:
     return outs, marks, calib
 
 
-def decode(info: dict, outs: list[bytes]) -> dict[str, np.ndarray]:
+def decode(info: Manifest, outs: list[bytes]) -> dict[str, np.ndarray]:
     """The outputs by name, in their dtype and shape."""
-    return {item["name"]: np.frombuffer(raw, dtype(item)).reshape(item["shape"])
-            for item, raw in zip(info["outputs"], outs, strict=True)}
+    return {item.name: np.frombuffer(raw, dtype(item)).reshape(item.shape)
+            for item, raw in zip(info.outputs, outs, strict=True)}
 
 
 def run_qemu(elf: Path, board: Board, timeout_s: float) -> tuple[str, float]:
@@ -216,7 +217,7 @@ def emulate_c(
         return _emulate_quantized(result, files, info, board, inputs, seed, trials, timeout_s,
                                   outdir, extra_cflags, cascades)
     feeds, ref, notes = reference(result.source, inputs, seed)
-    arrays = [np.asarray(feeds[x["name"]], np.float32) for x in info["inputs"]]
+    arrays = [np.asarray(feeds[x.name], np.float32) for x in info.inputs]
     what = "given arrays" if inputs is not None else f"random, seed {seed}: the reference's"
     files["inputs.c"] = board_files(board, info, arrays, what)["inputs.c"]
     with tempfile.TemporaryDirectory(prefix="opfuse-mcu-") as tmp:
@@ -227,9 +228,9 @@ def emulate_c(
         text, wall = run_qemu(elf, board, timeout_s)
     outs, marks, calib = parse_output(text)
     got = decode(info, outs)
-    checks = [compare(item["name"], np.asarray(ref[item["name"]]),
-                      got[item["name"]].reshape(np.shape(ref[item["name"]])), rtol, atol)
-              for item in info["outputs"]]
+    checks = [compare(item.name, np.asarray(ref[item.name]),
+                      got[item.name].reshape(np.shape(ref[item.name])), rtol, atol)
+              for item in info.outputs]
     src = "given arrays" if inputs is not None else f"random (seed {seed})"
     report = ValidationReport(tuple(checks), rtol, atol, src,
                               (*notes, f"generated C on {board.name} (QEMU) vs onnxruntime "
@@ -237,10 +238,10 @@ def emulate_c(
     analysis = analyze(result, cascades=cascades)  # the partition the C it builds follows
     counts, total = kernel_counts(result, marks, calib, board, analysis.kernels, cascades)
     return Emulation(report, result.target.name, board, fp, analyzed(analysis),
-                     part_limits(result.target), info["arena_bytes"], counts, total, wall)
+                     part_limits(result.target), info.arena_bytes, counts, total, wall)
 
 
-def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Board,
+def _emulate_quantized(result: CompileResult, files: dict, info: Manifest, board: Board,
                        inputs: Mapping[str, np.ndarray] | None, seed: int, trials: int,
                        timeout_s: float, outdir: Path | str | None,
                        extra_cflags: tuple[str, ...], cascades: bool = True) -> Emulation:
@@ -257,7 +258,7 @@ def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Bo
         write_tree(folder, files, manifest="model.json", rebuilt=rebuilt_by_make("opfuse"))
 
         def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-            arrays = [np.asarray(feeds[x["name"]]) for x in info["inputs"]]
+            arrays = [np.asarray(feeds[x.name]) for x in info.inputs]
             write_file(folder / "inputs.c", inputs_c(info, arrays, "the reference's"))
             elf = build_elf(folder, board, extra_cflags)
             text, last["wall"] = run_qemu(elf, board, timeout_s)
@@ -274,7 +275,7 @@ def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Bo
     counts, total = kernel_counts(result, last["marks"], last["calib"], board, analysis.kernels,
                                   cascades)
     return Emulation(report, result.target.name, board, last["fp"], analyzed(analysis),
-                     part_limits(result.target), info["arena_bytes"], counts, total,
+                     part_limits(result.target), info.arena_bytes, counts, total,
                      last["wall"])
 
 
