@@ -3,9 +3,9 @@ package, data flowing one way" and "Measurement"): measurement is below the comp
 reaches into a backend, no two packages (and no two modules) import each other, no module takes
 another module's private name, and no test module imports another test module.
 
-The opfuse graph is grimp's (every import statement, lazy ones inside functions included); the
-private-name and test-module checks read the import statements with ``ast``, since they are about
-the names imported, which grimp does not record."""
+The opfuse graph is grimp's (every import statement, lazy ones inside functions included), its
+cycles networkx's; the private-name and test-module checks read the import statements with
+``ast``, since they are about the names imported, which grimp does not record."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import ast
 from pathlib import Path
 
 import grimp
+import networkx as nx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,49 +67,9 @@ def package_of(module: str) -> str:
 
 
 def cycles(edges: set[tuple[str, str]]) -> list[list[str]]:
-    """The strongly connected components of more than one node (Tarjan, iterative)."""
-    succ: dict[str, list[str]] = {}
-    for a, b in edges:
-        if a != b:
-            succ.setdefault(a, []).append(b)
-            succ.setdefault(b, [])
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    for root in sorted(succ):
-        if root in index:
-            continue
-        work = [(root, iter(succ[root]))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is None:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        top = stack.pop()
-                        on_stack.discard(top)
-                        component.append(top)
-                        if top == node:
-                            break
-                    if len(component) > 1:
-                        found.append(sorted(component))
-            elif child not in index:
-                index[child] = low[child] = len(index)
-                stack.append(child)
-                on_stack.add(child)
-                work.append((child, iter(succ[child])))
-            elif child in on_stack:
-                low[node] = min(low[node], index[child])
-    return found
+    """The import cycles: strongly connected components of more than one node."""
+    graph = nx.DiGraph((a, b) for a, b in edges if a != b)
+    return sorted(sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1)
 
 
 def test_no_compiler_stage_imports_measurement(graph) -> None:
