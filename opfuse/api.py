@@ -6,7 +6,7 @@
     for kernel in result.partition.kernels: ...
     proto = opfuse.emit(result)
     opfuse.save(proto, "out.onnx")
-    print(opfuse.measure.validate.ort("mobilenet_v2", proto).ok)
+    print(opfuse.validate("mobilenet_v2", proto).ok)
 """
 
 from __future__ import annotations
