@@ -7,7 +7,7 @@ For each model: warm latency of fused C (layer by layer, ``--emit c --no-cascade
 partition's cascades streamed in bands of rows through ring buffers, the arena analyze reports),
 onnxruntime ORT_ENABLE_ALL and ORT_DISABLE_ALL, measured in one run in alternating blocks (each
 runner runs a block of runs back to back, the block's first run is dropped, the order reverses
-every block; opfuse.runtime.block_timings): the median of the block medians, and the spread of
+every block; opfuse.measure.sessions.block_timings): the median of the block medians, and the spread of
 the block medians in percent. Then the ratios, all from the same run:
 
 - fusion x   = unfused C / fused C (aim >= 1.3x on mobilenet_v2);
@@ -19,7 +19,7 @@ the block medians in percent. Then the ratios, all from the same run:
 Numbers are from the machine it runs on; a shared or loaded machine is noisy: compare ratios.
 The C variants are timed on ``opfuse_model_invoke()``, the zero-copy API (inputs written into the
 arena through ``opfuse_model_input`` before each repetition, untimed, as a deployed application's
-producer writes them; outputs read in place), see ``opfuse.backends.c.check.bench``.
+producer writes them; outputs read in place), see ``opfuse.measure.validate.c_float.bench``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from opfuse.backends.c import bench
+from opfuse.measure.validate.c_float import bench
 
 MODELS = ("mobilenet_v2", "resnet18", "ds_cnn", "seed_pipeline")
 COLUMNS = (("fused_c_s", "fused C ms"), ("unfused_c_s", "unfused C ms"),

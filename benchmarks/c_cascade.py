@@ -2,7 +2,7 @@
 
     python benchmarks/c_cascade.py [--repeats N] [--blocks B] [MODEL ...]
 
-The timing is ``benchmarks/c_backend.py``'s (one call of ``opfuse.backends.c.check.bench`` with
+The timing is ``benchmarks/c_backend.py``'s (one call of ``opfuse.measure.validate.c_float.bench`` with
 ``cascaded=True``: the same alternating blocks, medians of block medians, one thread each), so
 the two scripts agree; this one adds the arena of each C variant (OPFUSE_ARENA_BYTES: cascaded =
 analyze's peak with cascades, fused = the layer-by-layer plan) and drops ORT_DISABLE_ALL.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from opfuse.backends.c import bench
+from opfuse.measure.validate.c_float import bench
 
 MODELS = ("mobilenet_v2", "resnet18", "ds_cnn")
 

@@ -33,7 +33,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import opfuse
 from opfuse.analysis import analyze
-from opfuse.runtime import ENABLE_EXTENDED, one_thread_session
+from opfuse.measure.sessions import ENABLE_EXTENDED, one_thread_session
 
 NODES_PER_BLOCK = 7
 C = 8

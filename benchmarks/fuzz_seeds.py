@@ -1,7 +1,7 @@
 """The fuzzer's seed models (benchmarks/fuzz.py mutates them): the shared real models of
 ``../shared/models`` that are small enough to run many times, and built-in ones that exist in
 every clone (opfuse's built-ins and exporter-style models for ONNX, a small int8 net built with
-tests/tflite_builder.py for TFLite).
+tests/helpers/tflite_builder.py for TFLite).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ NO_VALIDATE = ("light_squeezenet.onnx", "light_shufflenet.onnx")
 def seed_protos(names: tuple[str, ...] = SMALL_SEEDS) -> dict[str, bytes]:
     """Serialized built-in ONNX seed models by name."""
     from opfuse import models
-    from tests import exports
+    from tests.helpers import exports
 
     builders: dict[str, Callable[[], onnx.ModelProto]] = {
         "paddle_style": exports.paddle_style,
@@ -59,7 +59,7 @@ def builtin_tflite() -> bytes:
     """An int8 CONV_2D -> DEPTHWISE_CONV_2D net, so a clone without ../shared still fuzzes the
     TFLite reader (TFLite Micro's Python interpreter crashed on a pool and on a depthwise conv without bias
     from the builder)."""
-    from tests import tflite_builder as tb
+    from tests.helpers import tflite_builder as tb
 
     rng = np.random.default_rng(0)
     b = tb.TfliteBuilder()

@@ -17,9 +17,9 @@ from unittest import mock
 
 import onnx
 
-from opfuse.cost.calibrate import cpu_name
 from opfuse.frontends import import_proto, onnx_frontend
 from opfuse.ir import is_static
+from opfuse.measure.calibrate.host import cpu_name
 
 
 def _unsettled(model) -> tuple[int, int]:  # noqa: ANN001 (an onnx_ir Model)

@@ -50,10 +50,10 @@ def bench_model(path: Path, repeats: int, warmup: int = 2) -> dict:
     from tflite_micro.python.tflite_micro import runtime
 
     from opfuse import api
-    from opfuse.backends.c import build_shared, emit_c
-    from opfuse.backends.c.runner import CModel
-    from opfuse.frontends.tflite.reference import TfliteReference
-    from opfuse.runtime import one_thread_session
+    from opfuse.backends.c import emit_c
+    from opfuse.measure.run.host import CModel, build_shared
+    from opfuse.measure.sessions import one_thread_session
+    from opfuse.measure.validate.tflite_reference import TfliteReference
 
     result = api.compile(path)
     ref = TfliteReference(path)
@@ -108,7 +108,7 @@ def bench_model(path: Path, repeats: int, warmup: int = 2) -> dict:
 
 
 def int8_models() -> list[Path]:
-    from opfuse.frontends.tflite.reference import TfliteReference
+    from opfuse.measure.validate.tflite_reference import TfliteReference
 
     return [p for p in sorted(SHARED.glob("*.tflite"))
             if TfliteReference(p).kind == "tflite-micro"]

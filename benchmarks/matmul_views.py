@@ -6,7 +6,7 @@ For each model: the fused, layer-by-layer C (``--emit c --no-cascades``) as opfu
 (every Transpose a MatMul consumes joins the MatMul's kernel and is read in place, a right operand
 with a contiguous k dim as dot products) and the same C with that join switched off (the
 Transpose its own kernel writing the transposed tensor, the MatMul reading it contiguously),
-timed in one run in alternating blocks (opfuse.runtime.block_timings) on
+timed in one run in alternating blocks (opfuse.measure.sessions.block_timings) on
 ``opfuse_model_invoke()``. Printed: kernels, arena bytes and the median of block medians of
 each, and the ratio ``materialized / view`` (> 1: the view is faster). Models: built-in names or
 ONNX files with float inputs (random normal, seed 0).
@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from opfuse.backends.c import emit_c
-from opfuse.backends.c.runner import CModel, build_shared
-from opfuse.cost.calibrate import cpu_name
+from opfuse.measure.calibrate.host import cpu_name
+from opfuse.measure.run.host import CModel, build_shared
+from opfuse.measure.sessions import block_timings
 from opfuse.pipeline import compile_model
-from opfuse.runtime import block_timings
 
 MODELS = ("tiny_transformer",)
 # the module, not the function opfuse.fusion re-exports under the same name

@@ -33,9 +33,9 @@ import numpy as np
 
 from opfuse import models
 from opfuse.analysis import analyze
-from opfuse.backends.c.emulate import emulate_c, link_footprint, part_limits
-from opfuse.backends.c.footprint import check_fits
 from opfuse.errors import OpfuseError
+from opfuse.measure.run.footprint import check_fits
+from opfuse.measure.run.qemu import emulate_c, link_footprint, part_limits
 from opfuse.pipeline import compile_model
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models"
@@ -89,7 +89,7 @@ def measure(source: str, target: str, timeout_s: float) -> tuple[dict, list[dict
                                 "class": c.kernel_class, "instructions": k.instructions,
                                 "predicted_cycles": k.predicted_cycles})
         row.update(flash=fp.flash, ram=fp.ram, arena=fp.arena,
-                   arena_bytes=info["arena_bytes"], weights=fp.weights)
+                   arena_bytes=info.arena_bytes, weights=fp.weights)
     except OpfuseError as exc:
         row["run"] = f"skipped: {str(exc).splitlines()[0][:70]}"
     row["seconds"] = time.perf_counter() - t0

@@ -1,5 +1,5 @@
-"""Re-measure ``[perf.int8c]`` of the Cortex-M targets (opfuse.cost.mcu_probe): the probe layers of
-opfuse.cost.int8_probe, compiled for each target, run on its board under QEMU (-icount), their
+"""Re-measure ``[perf.int8c]`` of the Cortex-M targets (opfuse.measure.calibrate.mcu_probe): the probe layers of
+opfuse.measure.calibrate.int8_probe, compiled for each target, run on its board under QEMU (-icount), their
 instructions per kernel fitted per C path and written into opfuse/targets/<target>.toml as seconds
 at the part's clock (instructions x the assumed cycles per instruction / clock_hz).
 
@@ -15,7 +15,12 @@ import argparse
 import time
 from pathlib import Path
 
-from opfuse.cost.mcu_probe import calibrate_target, measure_kernels, table_lines, write_table
+from opfuse.measure.calibrate.mcu_probe import (
+    calibrate_target,
+    measure_kernels,
+    table_lines,
+    write_table,
+)
 from opfuse.targets import load_target
 
 TARGETS_DIR = Path(__file__).resolve().parents[1] / "opfuse" / "targets"

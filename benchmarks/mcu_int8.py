@@ -8,7 +8,7 @@ run's instructions per kernel family; the arena (OPFUSE_ARENA_BYTES + stack scra
 (code + weights, from the ELF) beside TFLite Micro's. Every run is checked bit-exact against
 TFLite Micro on 2 seeded inputs. Then the Cortex-M cost model: per kernel of the layer-by-layer
 runs, the instructions measured over the instructions ``[perf.int8c]`` predicts (the predicted cycles over
-the assumed cycles per instruction, opfuse.cost.mcu_probe), median and worst; kernels that are
+the assumed cycles per instruction, opfuse.measure.calibrate.mcu_probe), median and worst; kernels that are
 views (no code runs) are left out. ``--json PATH`` (``benchmarks/mcu.py --int8``) writes those
 kernels and their instructions: tests/data/mcu_int8_kernels.json.
 """
@@ -24,9 +24,9 @@ from pathlib import Path
 import onnx_ir as ir
 
 from opfuse.backends.c.emit import c_schedule
-from opfuse.backends.c.emulate import emulate_c
 from opfuse.cost.cwork import is_view
-from opfuse.cost.mcu_probe import CYCLES_PER_INSTRUCTION, predicted_instructions
+from opfuse.measure.calibrate.mcu_probe import CYCLES_PER_INSTRUCTION, predicted_instructions
+from opfuse.measure.run.qemu import emulate_c
 from opfuse.pipeline import compile_model
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "tflite"
@@ -137,7 +137,7 @@ def print_table(runs: dict) -> None:
 
 def print_cost(runs: dict) -> dict:
     """Measured / predicted instructions per kernel of the layer-by-layer runs, per board."""
-    print("\nCortex-M cost model ([perf.int8c], opfuse.cost.mcu_probe): per kernel, measured "
+    print("\nCortex-M cost model ([perf.int8c], opfuse.measure.calibrate.mcu_probe): per kernel, measured "
           "instructions / predicted instructions (= predicted cycles / assumed CPI)")
     summary = {}
     for target in BOARDS:

@@ -28,9 +28,9 @@ import numpy as np
 import onnx
 
 from opfuse.backends.onnx import emit_onnx
+from opfuse.measure.sessions import DISABLE_ALL, ENABLE_EXTENDED, one_thread_session
+from opfuse.measure.validate.ort import random_inputs
 from opfuse.pipeline import compile_model, source_proto
-from opfuse.runtime import DISABLE_ALL, ENABLE_EXTENDED, one_thread_session
-from opfuse.validation import random_inputs
 
 VARIANTS = ("a: original EXTENDED", "b: opfuse --ort OFF", "c: opfuse std OFF", "d: original OFF")
 

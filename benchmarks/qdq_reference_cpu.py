@@ -26,8 +26,8 @@ CASES = ("conv", "depthwise_s2", "gemm", "many_ops")
 
 def write(folder: Path) -> None:
     sys.path.insert(0, str(REPO))
-    from tests.quant_util import quantize
-    from tests.test_c_int8_onnx import CASES as BUILDERS
+    from tests.helpers.qdq_cases import CASES as BUILDERS
+    from tests.helpers.quant import quantize
 
     for case in CASES:
         (folder / case).mkdir(parents=True, exist_ok=True)

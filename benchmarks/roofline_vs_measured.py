@@ -15,7 +15,7 @@ At the end, the errors per kernel class (``opfuse.cost.kclass``: the anchor's, e
 
 int8 (opfuse's generated C). For every int8 ``.tflite`` of ``../shared/models/tflite``: compile
 for the ``host`` target, emit the fused C (``compile --emit c``), time every kernel as it runs in
-the full invoke (``opfuse.cost.ctime``: profile marks, warm, median of repeats) and cost the very
+the full invoke (``opfuse.measure.run.kernel_times``: profile marks, warm, median of repeats) and cost the very
 partition the C follows (``c_schedule``, the C's planned arena) at the model's precision (int8):
 on a host calibrated with ``[perf.int8c]`` that is the int8 C model of ``opfuse.cost.int8c``. A
 view kernel (a Reshape the memory plan puts on its input: no code) and any kernel measured under
@@ -45,17 +45,17 @@ from onnx import helper
 
 from opfuse.analysis import analyze
 from opfuse.cost import KernelCost, cost_model
-from opfuse.cost.calibrate import write_host_target
 from opfuse.errors import OpfuseError
+from opfuse.measure.calibrate.host import write_host_target
+from opfuse.measure.sessions import DISABLE_ALL, ENABLE_EXTENDED, median_run_s, one_thread_session
 from opfuse.pipeline import compile_model
-from opfuse.runtime import DISABLE_ALL, ENABLE_EXTENDED, median_run_s, one_thread_session
 from opfuse.schedule import Kernel, Partition
 from opfuse.targets import Target, load_target
 
 
 def fresh_target() -> Target:
     """Calibrate into a temporary file and load it; the calibration's warnings are printed."""
-    from opfuse.cost.calibrate import calibrate
+    from opfuse.measure.calibrate.host import calibrate
 
     figures = calibrate()
     for line in figures.get("warnings", []):
@@ -212,10 +212,10 @@ class Row:
 def int8_rows(path: Path, target: Target, budget_s: float) -> list[Row]:
     """Predicted and measured time of every kernel of ``path``'s int8 C on ``target``."""
     from opfuse.backends.c.emit import c_schedule, emit_c
-    from opfuse.backends.c.perkernel import _random_feeds
-    from opfuse.backends.c.runner import manifest
-    from opfuse.cost.ctime import time_kernels
     from opfuse.cost.cwork import is_view
+    from opfuse.measure.run.host import manifest
+    from opfuse.measure.run.kernel_times import time_kernels
+    from opfuse.measure.validate.per_kernel import random_feeds
 
     result = compile_model(path, target)
     sched = c_schedule(result, cascades=False)
@@ -223,17 +223,17 @@ def int8_rows(path: Path, target: Target, budget_s: float) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="opfuse-int8-") as tmp:
         emitted = emit_c(result, Path(tmp), cascades=False)
         info = manifest(Path(tmp))
-        times = time_kernels(tmp, _random_feeds(info), budget_s=budget_s)
-    entries = sorted(info["kernel_outputs"], key=lambda k: k["index"])
+        times = time_kernels(tmp, random_feeds(info), budget_s=budget_s)
+    entries = sorted(info.kernel_outputs, key=lambda k: k.index)
     cost = cost_model(model, part, target, arena_bytes=emitted.arena_bytes)
     nodes = {n.name: n for n in model.graph}
     rows = []
     for entry, kc, kernel, t in zip(entries, cost.kernels, part.kernels, times.seconds,
                                     strict=True):
-        if tuple(entry["nodes"]) != tuple(kernel.nodes):
-            raise OpfuseError(f"{path.name}: the C's kernel {entry['index']} is not the costed one")
+        if entry.nodes != tuple(kernel.nodes):
+            raise OpfuseError(f"{path.name}: the C's kernel {entry.index} is not the costed one")
         view = is_view([nodes[n] for n in kernel.nodes if n in nodes])
-        rows.append(Row(path.stem, entry["function"], "+".join(kc.ops), kc.kernel_class, view,
+        rows.append(Row(path.stem, entry.function, "+".join(kc.ops), kc.kernel_class, view,
                         kc.latency_s, t))
     return rows
 

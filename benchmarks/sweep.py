@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "models"
 sys.path.insert(0, str(REPO))
 
-from opfuse.cost.calibrate import cpu_name  # noqa: E402
+from opfuse.measure.calibrate.host import cpu_name  # noqa: E402
 
 
 def run_sweep(models: list[str], jobs: int, out: Path, emulate: bool) -> tuple[float, float]:

@@ -59,10 +59,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from opfuse.backends.c import build_executable, emit_c
-from opfuse.backends.c.check import reference
+from opfuse.backends.c import emit_c
 from opfuse.backends.c.emit import c_schedule
-from opfuse.backends.c.runner import manifest, run_executable
+from opfuse.backends.c.manifest import Manifest
+from opfuse.measure.run.host import build_executable, manifest, run_executable
+from opfuse.measure.validate.c_float import reference
 from opfuse.memory.lifetimes import ring_bytes
 from opfuse.pipeline import compile_model
 
@@ -82,7 +83,7 @@ def _misses(stderr: str) -> dict[str, int]:
     return {"d1": d1r + d1w, "ll": llr + llw, "llr": llr, "llw": llw}
 
 
-def measure(exe: Path, info: dict, feeds: dict) -> dict[str, int]:
+def measure(exe: Path, info: Manifest, feeds: dict) -> dict[str, int]:
     runs = []
     for repeats in (1, 3):
         _, proc = run_executable(

@@ -36,7 +36,7 @@ from onnx import numpy_helper
 
 from opfuse.fusion import partition
 from opfuse.fusion.transformer import LINEAR_OPS, NORM_OPS, is_anchor_bias
-from opfuse.pipeline import _c_support, compile_model
+from opfuse.pipeline import c_support, compile_model
 from opfuse.schedule import Partition
 from opfuse.targets import load_target
 
@@ -98,7 +98,7 @@ def row(path: Path, targets: list[str]) -> list[str]:
     for name in targets:
         target = load_target(name)
         part = result.partition if name == targets[0] else partition(
-            result.optimized, target, support=_c_support())
+            result.optimized, target, support=c_support())
         c = fusion_counts(result.optimized, part)
         lines.append(
             f"{path.stem:<18} {name:<11} {imported:>8} {len(list(result.optimized.graph)):>9} "

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from opfuse import api
-from opfuse.cost.vela_run import compare_vela, vela_available
+from opfuse.measure.vela_run import compare_vela, vela_available
 
 SHARED_TFLITE = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "tflite"
 AIM_MEDIAN, AIM_MAX = 0.15, 0.30

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from opfuse.compiled import DEFAULT_PLANNER, CompileResult
 from opfuse.cost import CostSide, KernelCost, cost_model, resolve_precision
 from opfuse.cost.precision import element_bytes, model_precision, precision_note, require_perf
 from opfuse.cost.summary import stored_weight_bytes, time_split
 from opfuse.fusion import trivial_partition
 from opfuse.ir import unknown_size_values
 from opfuse.memory import MemoryPlan, arena_lower_bound, peak_step, plan_memory
-from opfuse.pipeline import DEFAULT_PLANNER, CompileResult, gc_paused
+from opfuse.pipeline import gc_paused
 from opfuse.quant import is_quantized
 
 # The totals that leave out tensors of unknown size (custom ops without type information).

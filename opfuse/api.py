@@ -6,7 +6,7 @@
     for kernel in result.partition.kernels: ...
     proto = opfuse.emit(result)
     opfuse.save(proto, "out.onnx")
-    print(opfuse.validation("mobilenet_v2", proto).ok)
+    print(opfuse.validate("mobilenet_v2", proto).ok)
 """
 
 from __future__ import annotations
@@ -22,16 +22,17 @@ import onnx_ir as ir
 from opfuse import models
 from opfuse.analysis import DEFAULT_PLANNER, Analysis, analyze
 from opfuse.backends.onnx import emit_onnx, save_model
+from opfuse.compiled import CompileResult
 from opfuse.frontends import parse_input_shapes
 from opfuse.frontends.limits import Limits, using_limits
 from opfuse.frontends.registry import frontend_for
 from opfuse.fusion import Partition
 from opfuse.ir.provenance import source_map
-from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, gc_paused, source_proto
+from opfuse.measure.validate.ort import ValidationReport
+from opfuse.measure.validate.ort import validate as _validate
+from opfuse.pipeline import DEFAULT_TARGET, compile_model, gc_paused, source_proto
 from opfuse.pipeline import load as _load
 from opfuse.targets import Target, list_targets, load_target
-from opfuse.validation import ValidationReport
-from opfuse.validation import validate as _validate
 
 __all__ = [
     "DEFAULT_TARGET",
@@ -139,18 +140,18 @@ def validate_c(
     cascades: bool = True,
 ) -> ValidationReport:
     """Compile to C, build with the system compiler, run, and compare with onnxruntime."""
-    from opfuse.backends.c import validate_c as _validate_c
     from opfuse.backends.c.int8.requant import is_quantized
+    from opfuse.measure.validate.c_float import validate_c as _validate_c
 
     result = compile(source, target, input_shape)
     # int8, and any .tflite: against the source's own reference (TFLite Micro / LiteRT / ORT)
     if is_quantized(result.optimized) or str(source).lower().endswith(".tflite"):
-        from opfuse.backends.c.check_int8 import validate_c_int8
+        from opfuse.measure.validate.c_int8 import validate_c_int8
 
         return validate_c_int8(result, fuse=fuse, cascades=cascades)
     feeds = read_inputs(inputs, result)
     if frontend_for(source).name != "onnx":  # a float .tflite: LiteRT is the reference
-        from opfuse.validate_tflite import validate_c_against_source
+        from opfuse.measure.validate.source import validate_c_against_source
 
         return validate_c_against_source(result, fuse=fuse, inputs=feeds, rtol=rtol, atol=atol,
                                           cascades=cascades)
@@ -165,10 +166,10 @@ def per_kernel_c(
     atol: float = 1e-4,
     input_shape: ShapeArg = None,
 ):
-    """Every kernel output of the generated C against a reference (opfuse/backends/c/perkernel.py)."""
+    """Every kernel output of the generated C against a reference (opfuse/measure/validate/per_kernel.py)."""
     import tempfile
 
-    from opfuse.backends.c.perkernel import per_kernel
+    from opfuse.measure.validate.per_kernel import per_kernel
 
     result = compile(source, target, input_shape)
     feeds = read_inputs(inputs, result)
@@ -185,11 +186,11 @@ def emulate_c(
     input_shape: ShapeArg = None,
     timeout_s: float = 300.0,
     cascades: bool = True,
-):  # -> opfuse.backends.c.emulate.Emulation
+):  # -> opfuse.measure.run.qemu.Emulation
     """Compile to C, cross-compile for the target's board, run in QEMU and compare with
     onnxruntime; with the ELF's footprint and per-kernel instruction counts (``cascades`` false:
     the C runs layer by layer instead of streaming the partition's cascades)."""
-    from opfuse.backends.c.emulate import emulate_c as _emulate_c
+    from opfuse.measure.run.qemu import emulate_c as _emulate_c
 
     result = compile(source, target, input_shape)
     feeds = read_inputs(inputs, result)
@@ -199,10 +200,10 @@ def emulate_c(
 
 def read_inputs(inputs: str | Path | Mapping[str, np.ndarray] | None,
                  result: CompileResult) -> Mapping[str, np.ndarray] | None:
-    """An .npz path read and held to the compiled model's inputs (opfuse/given_inputs.py): the C
+    """An .npz path read and held to the compiled model's inputs (opfuse/measure/validate/given_inputs.py): the C
     is built for their static shapes. Arrays given as a mapping are returned as they are."""
-    from opfuse.given_inputs import check_inputs, specs_of_model
-    from opfuse.validation import read_npz
+    from opfuse.measure.validate.given_inputs import check_inputs, specs_of_model
+    from opfuse.measure.validate.ort import read_npz
 
     if not isinstance(inputs, str | Path):
         return inputs
@@ -214,7 +215,7 @@ def read_inputs(inputs: str | Path | Mapping[str, np.ndarray] | None,
 
 def bench(source: str | Path, target: str | Target = DEFAULT_TARGET, repeats: int = 20) -> dict:
     """Median latency of fused C, unfused C, onnxruntime ORT_ENABLE_ALL and ORT_DISABLE_ALL."""
-    from opfuse.backends.c import bench as _bench
+    from opfuse.measure.validate.c_float import bench as _bench
 
     return _bench(compile(source, target), repeats=repeats)
 
@@ -242,8 +243,8 @@ def validate(
     """Run both models in onnxruntime on the same seeded (or given) inputs and compare outputs.
     A .tflite ``original`` runs in its own reference (TFLite Micro or LiteRT) instead."""
     if isinstance(original, str | Path) and frontend_for(original).name != "onnx":
-        from opfuse.validate_tflite import validate_onnx_against_source
-        from opfuse.validation import read_npz
+        from opfuse.measure.validate.ort import read_npz
+        from opfuse.measure.validate.source import validate_onnx_against_source
 
         feeds = read_npz(inputs) if isinstance(inputs, str | Path) else inputs
         return validate_onnx_against_source(

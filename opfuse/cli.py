@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,6 +14,9 @@ from opfuse.output import check_output, write_file
 from opfuse.report import console
 from opfuse.safe_text import for_terminal
 from opfuse.targets import DEFAULT_TARGET
+
+if TYPE_CHECKING:
+    from opfuse.measure.validate.ort import ValidationReport
 
 
 class _LazyApi:
@@ -140,7 +144,7 @@ def compile_cmd(
                                         cascades=not no_cascades, inputs=feeds)
             else:
                 report = api.validate(model, proto, input_shape=input_shape, inputs=feeds)
-        console.print_validation(report)
+        _print_validation(report)
         if not report.ok:
             sys.exit(1)
 
@@ -210,7 +214,7 @@ def validate_cmd(
         else:
             report = api.validate(original, optimized, inputs=inputs, rtol=rtol, atol=atol,
                                   input_shape=input_shape)
-    console.print_validation(report)
+    _print_validation(report)
     if per_kernel and not _per_kernel(original, target, inputs, rtol, atol, input_shape):
         sys.exit(1)
     if not report.ok:
@@ -219,7 +223,7 @@ def validate_cmd(
 
 def _per_kernel(original: str, target: str, inputs: str | None, rtol: float, atol: float,
                 input_shape: tuple[str, ...]) -> bool:
-    from opfuse.backends.c.perkernel import format_per_kernel
+    from opfuse.measure.validate.per_kernel import format_per_kernel
 
     with console.progress("running every kernel against the reference"):
         kernels = api.per_kernel_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
@@ -231,12 +235,12 @@ def _per_kernel(original: str, target: str, inputs: str | None, rtol: float, ato
 def _validate_emulated(original: str, target: str, inputs: str | None, rtol: float,
                        atol: float, input_shape: tuple[str, ...], timeout_s: float,
                        cascades: bool = False) -> None:
-    from opfuse.backends.c.emulate import format_emulation
+    from opfuse.measure.run.qemu import format_emulation
 
     with console.progress(f"cross-compiling for {target} and running it in QEMU"):
         emu = api.emulate_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
                             input_shape=input_shape, timeout_s=timeout_s, cascades=cascades)
-    console.print_validation(emu.report)
+    _print_validation(emu.report)
     click.echo(format_emulation(emu))
     if not emu.report.ok:
         sys.exit(1)
@@ -252,7 +256,7 @@ def _validate_emulated(original: str, target: str, inputs: str | None, rtol: flo
 def bench_cmd(model: str, target: str, repeats: int, json_dest: str | None) -> None:
     """Warm median latency, one thread: fused C, unfused C, onnxruntime at ORT_ENABLE_ALL and
     ORT_DISABLE_ALL, in alternating blocks (first run of each dropped), with the blocks' spread."""
-    from opfuse.backends.c import format_bench
+    from opfuse.measure.validate.c_float import format_bench
 
     _refuse_input(model, json_dest)
     with console.progress(f"building and timing {model}"):
@@ -318,7 +322,7 @@ def analyze_cmd(
 
     _refuse_input(model, json_dest, html_dest)
     if compare_with == "vela":
-        from opfuse.cost.vela_run import INSTALL_HINT, VelaMissing, vela_available
+        from opfuse.measure.vela_run import INSTALL_HINT, VelaMissing, vela_available
 
         if not vela_available():
             raise VelaMissing(INSTALL_HINT)
@@ -328,7 +332,7 @@ def analyze_cmd(
         analysis = api.analyze(result, precision=precision, planner=planner,
                                activations_only=activations_only, cascades=not no_cascades)
     if compare_with == "vela":
-        from opfuse.cost.vela_run import compare_vela
+        from opfuse.measure.vela_run import compare_vela
 
         with console.progress(f"running Vela on {model}"):
             comparison = compare_vela(result, analysis)
@@ -390,7 +394,7 @@ def sweep_cmd(models: tuple[str, ...], targets: str, precisions: str, emulate: b
 @click.option("-o", "--output", help="Where to write the target (default: the user target folder).")
 def calibrate_cmd(output: str | None) -> None:
     """Measure this machine (bandwidth, GEMM rate, call overhead) and write the target 'host'."""
-    from opfuse.cost.calibrate import calibrate, write_host_target
+    from opfuse.measure.calibrate.host import calibrate, write_host_target
 
     with console.progress("measuring bandwidth, GEMM rate and call overhead"):
         figures = calibrate()
@@ -464,6 +468,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+
+
+def _print_validation(report: ValidationReport) -> None:
+    from opfuse.measure.validate.ort import format_report  # here: `opfuse --help` stays light
+
+    console.say(format_report(report))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from opfuse.memory.verify import verify_allocation
 from opfuse.pipeline import compile_model
 from opfuse.schedule import Partition
 from opfuse.targets import load_target
-from tests.sanitize import sanitized_run_matches
+from tests.helpers.sanitize import sanitized_run_matches
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 F = TensorProto.FLOAT
@@ -157,7 +157,7 @@ def test_c_is_sanitizer_clean(tmp_path: Path) -> None:
 @pytest.mark.skipif(any(shutil.which(t) is None for t in ("arm-none-eabi-gcc", "qemu-system-arm")),
                     reason="needs gcc-arm-none-eabi and qemu-system-arm")
 def test_cortex_m7_build_matches(tmp_path: Path) -> None:
-    from opfuse.backends.c.emulate import emulate_c
+    from opfuse.measure.run.qemu import emulate_c
 
     result = compile_model(save(Spec(mask="input"), tmp_path), "cortex-m7")
     assert len(attention_kernels(result.partition)) == 1

@@ -10,8 +10,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.cli_util import assert_clean_error, compile_refused
-from tests.conftest import shared_onnx
+from tests.helpers.cli import assert_clean_error, compile_refused
+from tests.helpers.shared import shared_onnx
 
 
 def _conv_model(input_dims=(1, 3, 8, 8)) -> onnx.ModelProto:

@@ -14,14 +14,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from opfuse.backends.c import emit_c, run_c, run_executable, validate_c
-from opfuse.backends.c.check import reference
-from opfuse.backends.c.runner import CModel
+from opfuse.backends.c import emit_c
 from opfuse.errors import OpfuseError
+from opfuse.measure.run.host import CModel, manifest, run_c, run_executable
+from opfuse.measure.validate.c_float import reference, validate_c
 from opfuse.models import MODELS
 from opfuse.pipeline import compile_model
-from tests.conftest import shared_onnx_models
-from tests.sanitize import sanitized_run_matches
+from tests.helpers.sanitize import sanitized_run_matches
+from tests.helpers.shared import shared_onnx_models
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -114,9 +114,7 @@ def test_makefile_and_demo(tmp_path: Path) -> None:
     subprocess.run(["make", "-s", "CFLAGS=-O2 -std=c99 -Wall -Wextra -Werror"], cwd=folder,
                    check=True, capture_output=True)
     feeds, ref, _ = reference("ds_cnn")
-    info = {"inputs": [{"name": "input", "size": 490, "shape": [1, 1, 49, 10]}],
-            "outputs": [{"name": "fc", "size": 12, "shape": [1, 12]}]}
-    got, _ = run_executable(folder / "opfuse_demo", info, feeds)
+    got, _ = run_executable(folder / "opfuse_demo", manifest(folder), feeds)
     np.testing.assert_allclose(got["fc"], ref["fc"], atol=1e-4 * np.abs(ref["fc"]).max())
 
 

@@ -8,28 +8,19 @@ import re
 import shutil
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
 
 from opfuse.analysis import analyze
 from opfuse.backends.c import emit_c
-from opfuse.backends.c.check import reference
-from opfuse.backends.c.runner import CModel
 from opfuse.pipeline import compile_model
-from tests.sanitize import sanitized_run_matches
-from tests.test_cascade import NUMERIC_CHAINS, conv_chain, with_caps
+from tests.helpers.c_cascade import arena_of, check_against_onnxruntime, host
+from tests.helpers.cascade import NUMERIC_CHAINS, conv_chain
+from tests.helpers.sanitize import sanitized_run_matches
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 STREAMED = ["inverted_residual", "stride_2_and_odd_size", "dilated_5x5"]
-
-
-def host(name: str):  # noqa: ANN201
-    """x86-host for ``name``; the small test chains stream even their short rows (x86-host's
-    cascade_min_width keeps rows under 56 columns whole: a speed policy, not a C limit)."""
-    return "x86-host" if name == "mobilenet_v2" else with_caps("x86-host", cascade_min_width=0,
-                                                                cascade_same_arena=True)
 
 
 def chain_file(name: str, folder: Path) -> Path:
@@ -37,18 +28,6 @@ def chain_file(name: str, folder: Path) -> Path:
     path = folder / f"{name}.onnx"
     onnx.save(conv_chain(layers, size=size, residual=residual), path)
     return path
-
-
-def arena_of(folder: Path) -> int:
-    header = (folder / "model.h").read_text()
-    return int(re.search(r"#define OPFUSE_ARENA_BYTES (\d+)", header).group(1))
-
-
-def check_against_onnxruntime(source, folder: Path) -> None:  # noqa: ANN001
-    feeds, ref, _ = reference(source)
-    got = CModel(folder).run(feeds)
-    for key, value in ref.items():
-        assert float(np.abs(got[key] - value).max()) <= 1e-4 * float(np.abs(value).max()) + 1e-6
 
 
 @pytest.mark.parametrize("name", [*STREAMED, "mobilenet_v2"])

@@ -1,12 +1,11 @@
 """int8 members of cascaded C kernels (opfuse/backends/c/int8/cascade.py): rows streamed through
 int8 ring buffers are bit-identical to TFLite Micro (tflite rounding) on chains written with
-tests/tflite_builder.py and on every shared int8 .tflite with cascades, and within one step of
+tests/helpers/tflite_builder.py and on every shared int8 .tflite with cascades, and within one step of
 onnxruntime's int8 execution (onnx rounding, QDQ from onnxruntime's quantizer) while equal to the
 layer-by-layer C bit for bit. The arena is analyze's peak with cascades."""
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 
@@ -17,21 +16,18 @@ pytest.importorskip("tflite_micro")
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 from opfuse.analysis import analyze  # noqa: E402
-from opfuse.api import compile  # noqa: E402
-from opfuse.backends.c import build_executable, build_shared, emit_c, run_executable  # noqa: E402
-from opfuse.backends.c.runner import CModel  # noqa: E402
-from opfuse.frontends.tflite.reference import TfliteReference  # noqa: E402
-from tests import qgraphs as q  # noqa: E402
-from tests import tflite_builder as tb  # noqa: E402
-from tests.test_cascade import streaming  # noqa: E402
-
-SEEDS = range(3)
-
-
-def arena_of(folder: Path) -> int:
-    header = (folder / "model.h").read_text()
-    return int(re.search(r"#define OPFUSE_ARENA_BYTES (\d+)", header).group(1))
-
+from opfuse.backends.c import emit_c  # noqa: E402
+from opfuse.measure.run.host import (  # noqa: E402
+    CModel,  # noqa: E402
+    build_executable,
+    build_shared,
+    manifest,
+    run_executable,
+)
+from opfuse.measure.validate.tflite_reference import TfliteReference  # noqa: E402
+from tests.helpers import qgraphs as q  # noqa: E402
+from tests.helpers import tflite_builder as tb  # noqa: E402
+from tests.helpers.c_cascade import arena_of, bit_exact, run_cascaded  # noqa: E402
 
 # --- chains written as .tflite ----------------------------------------------------------------
 
@@ -128,38 +124,17 @@ def _chains() -> dict[str, Chain]:
     }
 
 
-def _run_cascaded(path: Path, folder: Path, target=None):  # noqa: ANN001
-    result = compile(path, target or streaming())
-    assert result.partition.cascades, f"{path.name}: no cascade formed on {target}"
-    emitted = emit_c(result, folder, cascades=True)
-    assert emitted.cascades == tuple(k.name for k in result.partition.cascades)
-    return result, emitted
-
-
-def _bit_exact(path: Path, folder: Path) -> None:
-    build_shared(folder)
-    model = CModel(folder)
-    ref = TfliteReference(path)
-    for seed in SEEDS:
-        feeds = ref.random_inputs(seed)
-        want, got = ref.run(feeds), model.run(feeds)
-        for name, value in want.items():
-            c = got[name].reshape(value.shape)
-            diff = int(np.sum(c != value))
-            assert diff == 0, f"seed {seed}: {diff} of {value.size} elements of {name} differ"
-
-
 @pytest.mark.parametrize("case", sorted(_chains()))
 def test_int8_cascade_is_bit_exact_with_tflite_micro(case: str, tmp_path: Path) -> None:
     path = tmp_path / f"{case}.tflite"
     path.write_bytes(_chains()[case].build())
-    result, _ = _run_cascaded(path, tmp_path / "c")
+    result, _ = run_cascaded(path, tmp_path / "c")
     ops = {op for c in result.partition.cascades for op in c.ops}
     if "pool" in case:
         assert {"MaxPool", "AveragePool"} & ops, ops
     if case == "inverted_residual":
         assert "Add" in ops, ops
-    _bit_exact(path, tmp_path / "c")
+    bit_exact(path, tmp_path / "c")
     assert arena_of(tmp_path / "c") == analyze(result).after.plan.peak_bytes
 
 
@@ -167,12 +142,11 @@ def test_int8_cascade_is_sanitizer_clean(tmp_path: Path) -> None:
     path = tmp_path / "ir.tflite"
     path.write_bytes(_chains()["inverted_residual"].build())
     folder = tmp_path / "c"
-    _run_cascaded(path, folder)
+    run_cascaded(path, folder)
     exe = build_executable(folder, ["-O1", "-g", "-fsanitize=address,undefined",
                                     "-fno-sanitize-recover=all"], name="asan")
-    import json
 
-    info = json.loads((folder / "model.json").read_text())
+    info = manifest(folder)
     ref = TfliteReference(path)
     feeds = ref.random_inputs(0)
     got, proc = run_executable(exe, info, feeds, env={"ASAN_OPTIONS": "detect_leaks=0"})
@@ -187,14 +161,14 @@ def test_int8_cascade_is_sanitizer_clean(tmp_path: Path) -> None:
                                                   ("conv_then_pool", "int8"),
                                                   ("inverted_residual", "uint8")])
 def test_int8_cascade_in_onnx_rounding(name: str, activation: str, tmp_path: Path) -> None:
-    from opfuse.backends.c.check_int8 import validate_c_int8
-    from tests.quant_util import quantize
-    from tests.test_cascade import NUMERIC_CHAINS, conv_chain
+    from opfuse.measure.validate.c_int8 import validate_c_int8
+    from tests.helpers.cascade import NUMERIC_CHAINS, conv_chain
+    from tests.helpers.quant import quantize
 
     layers, residual, size = NUMERIC_CHAINS[name]
     path = quantize(conv_chain(layers, size=size, residual=residual), tmp_path, "qdq",
                     per_channel=True, activation=activation, samples=4)
-    result, _ = _run_cascaded(path, tmp_path / "c")
+    result, _ = run_cascaded(path, tmp_path / "c")
     assert result.optimized.meta["opfuse.rounding"] == "onnx"
     report = validate_c_int8(result, trials=3, steps=1, cascades=True)
     assert report.ok, "\n".join(report.notes)

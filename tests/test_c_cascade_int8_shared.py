@@ -15,9 +15,9 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 from opfuse.analysis import analyze  # noqa: E402
 from opfuse.api import compile  # noqa: E402
 from opfuse.backends.c import emit_c  # noqa: E402
-from opfuse.frontends.tflite.reference import TfliteReference  # noqa: E402
-from tests.test_c_cascade_int8 import _bit_exact, _run_cascaded, arena_of  # noqa: E402
-from tests.test_cascade import streaming  # noqa: E402
+from opfuse.measure.validate.tflite_reference import TfliteReference  # noqa: E402
+from tests.helpers.c_cascade import arena_of, bit_exact, run_cascaded  # noqa: E402
+from tests.helpers.cascade import streaming  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "tflite"
 
@@ -39,8 +39,8 @@ def test_shared_int8_model_cascaded_is_bit_exact(name: str, tmp_path: Path) -> N
     path = SHARED / f"{name}.tflite"
     if not compile(path, streaming()).partition.cascades:
         pytest.skip(f"{name}: no cascades on x86-host")  # the MLPs (ad01, hello_world)
-    _run_cascaded(path, tmp_path / "c")
-    _bit_exact(path, tmp_path / "c")
+    run_cascaded(path, tmp_path / "c")
+    bit_exact(path, tmp_path / "c")
 
 
 @pytest.mark.parametrize("name", MODELS or ["none"])
@@ -51,7 +51,7 @@ def test_shared_int8_model_arena_is_analyze_peak_on_cortex_m7(name: str, tmp_pat
     result = compile(path, "cortex-m7")
     if not result.partition.cascades:
         pytest.skip(f"{name}: no cascades on cortex-m7")
-    _, emitted = _run_cascaded(path, tmp_path / "c", "cortex-m7")
+    _, emitted = run_cascaded(path, tmp_path / "c", "cortex-m7")
     analysis = analyze(result)
     assert analysis.precision == "int8"
     assert emitted.arena_bytes == arena_of(tmp_path / "c") \
@@ -70,7 +70,7 @@ def test_cascaded_int8_model_on_the_emulated_board() -> None:
     ELF's arena is analyze's cascaded peak, below the layer-by-layer arena."""
     if not (SHARED / "person_detect.tflite").is_file():
         pytest.skip("../shared/models not present")
-    from opfuse.backends.c.emulate import emulate_c
+    from opfuse.measure.run.qemu import emulate_c
 
     result = compile(SHARED / "person_detect.tflite", "cortex-m7")
     emu = emulate_c(result, trials=1, cascades=True)

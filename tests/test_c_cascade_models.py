@@ -27,15 +27,15 @@ import numpy as np
 import pytest
 
 from opfuse.analysis import analyze
-from opfuse.backends.c.check import reference
 from opfuse.backends.c.emit import c_schedule, emit_c
-from opfuse.backends.c.perkernel import dump_kernels
+from opfuse.measure.validate.c_float import reference
+from opfuse.measure.validate.ort import compare
+from opfuse.measure.validate.per_kernel import dump_kernels
 from opfuse.memory import plan_memory
 from opfuse.pipeline import compile_model
-from opfuse.validation import compare
-from tests._cascade_exec import every_value
-from tests.conftest import SHARED_ABSENT, SHARED_ONNX
-from tests.test_cascade import streaming
+from tests.helpers.cascade import streaming
+from tests.helpers.cascade_exec import every_value
+from tests.helpers.shared import SHARED_ABSENT, SHARED_ONNX
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -128,7 +128,7 @@ def test_cascaded_c_matches_onnxruntime(name: str, target: str, tmp_path: Path) 
 
 def _run_output(folder: Path, feeds: dict, name: str) -> np.ndarray:
     """A graph output that is no kernel's arena output (e.g. a reshaped alias): run the model."""
-    from opfuse.backends.c.runner import CModel
+    from opfuse.measure.run.host import CModel
 
     return CModel(folder).run(feeds)[name]
 

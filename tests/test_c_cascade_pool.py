@@ -17,9 +17,9 @@ from onnx import TensorProto, helper, numpy_helper
 from opfuse.analysis import analyze
 from opfuse.backends.c import emit_c
 from opfuse.pipeline import compile_model
-from tests.sanitize import sanitized_run_matches
-from tests.test_c_cascade import arena_of, check_against_onnxruntime
-from tests.test_cascade import streaming
+from tests.helpers.c_cascade import arena_of, check_against_onnxruntime
+from tests.helpers.cascade import streaming
+from tests.helpers.sanitize import sanitized_run_matches
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

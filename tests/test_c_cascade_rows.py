@@ -15,9 +15,9 @@ import pytest
 
 from opfuse.backends.c import emit_c
 from opfuse.pipeline import compile_model
-from tests.sanitize import sanitized_run_matches
-from tests.test_c_cascade import check_against_onnxruntime, host
-from tests.test_cascade import conv_chain
+from tests.helpers.c_cascade import check_against_onnxruntime, host
+from tests.helpers.cascade import conv_chain
+from tests.helpers.sanitize import sanitized_run_matches
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

@@ -16,74 +16,25 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from opfuse.analysis import analyze
 from opfuse.backends.c import emit_c
-from opfuse.backends.c.check import reference
-from opfuse.backends.c.runner import CModel
 from opfuse.frontends import import_proto
 from opfuse.fusion import partition
+from opfuse.measure.run.host import CModel
+from opfuse.measure.validate.c_float import reference
+from opfuse.measure.validate.ort import compare
 from opfuse.pipeline import compile_model
-from opfuse.validation import compare
-from tests.sanitize import sanitized_run_matches
-from tests.test_cascade import streaming
+from tests.helpers.cascade import streaming
+from tests.helpers.chain_graph import ChainGraph
+from tests.helpers.sanitize import sanitized_run_matches
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 
-class Graph:
-    """A tiny ONNX graph builder: x (1 x C x H x W) through the ops appended, y at the end."""
-
-    def __init__(self, channels: int, height: int, width: int, opset: int = 17) -> None:
-        self.rng = np.random.default_rng(3)
-        self.nodes: list = []
-        self.inits: list = []
-        self.shape = [1, channels, height, width]
-        self.cur, self.c, self.opset = "x", channels, opset
-        self.inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, self.shape)]
-
-    def _name(self, op: str) -> str:
-        return f"{op.lower()}{len(self.nodes)}"
-
-    def conv(self, out: int, k: tuple[int, int], pads=(0, 0, 0, 0), s=1, group=1, d=1) -> str:
-        name = self._name("conv")
-        w = self.rng.standard_normal((out, self.c // group, *k)).astype(np.float32)
-        w /= np.sqrt(w[0].size)
-        b = self.rng.standard_normal(out).astype(np.float32) * 0.1
-        self.inits += [numpy_helper.from_array(w, name + "_w"),
-                       numpy_helper.from_array(b, name + "_b")]  # fmt: skip
-        self.nodes.append(helper.make_node(
-            "Conv", [self.cur, name + "_w", name + "_b"], [name], name=name, kernel_shape=list(k),
-            pads=list(pads), strides=[s, s], group=group, dilations=[d, d]))  # fmt: skip
-        self.cur, self.c = name, out
-        return name
-
-    def op(self, op: str, *others: str, **attrs) -> str:  # noqa: ANN003
-        name = self._name(op)
-        self.nodes.append(helper.make_node(op, [self.cur, *others], [name], name=name, **attrs))
-        self.cur = name
-        return name
-
-    def const(self, name: str, array: np.ndarray) -> str:
-        self.inits.append(numpy_helper.from_array(array.astype(np.float32), name))
-        return name
-
-    def save(self, path: Path) -> Path:
-        onnx.save(onnx.shape_inference.infer_shapes(self.model()), path)
-        return path
-
-    def model(self) -> onnx.ModelProto:
-        if self.nodes[-1].name != "out":
-            self.nodes.append(helper.make_node("Identity", [self.cur], ["y"], name="out"))
-        graph = helper.make_graph(self.nodes, "g", self.inputs,
-                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                                  initializer=self.inits)  # fmt: skip
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
-
-
-def asymmetric_pads_stride_2() -> Graph:  # TF "SAME" on an even size: the extra row at the bottom
-    g = Graph(8, 20, 20)
+def asymmetric_pads_stride_2() -> ChainGraph:  # TF "SAME" on an even size: the extra row at the bottom
+    g = ChainGraph(8, 20, 20)
     g.conv(16, (3, 3), pads=(0, 0, 1, 1), s=2)
     g.op("Relu")
     g.conv(16, (3, 3), pads=(1, 1, 1, 1), group=16)
@@ -92,8 +43,8 @@ def asymmetric_pads_stride_2() -> Graph:  # TF "SAME" on an even size: the extra
     return g
 
 
-def zero_pads_odd() -> Graph:
-    g = Graph(6, 15, 15)
+def zero_pads_odd() -> ChainGraph:
+    g = ChainGraph(6, 15, 15)
     g.conv(12, (3, 3))
     g.op("Relu")
     g.conv(12, (3, 3), group=12)
@@ -102,8 +53,8 @@ def zero_pads_odd() -> Graph:
     return g
 
 
-def rectangular_1x7_7x1() -> Graph:  # inception's factorized 7x7 on a 13 x 21 map
-    g = Graph(8, 13, 21)
+def rectangular_1x7_7x1() -> ChainGraph:  # inception's factorized 7x7 on a 13 x 21 map
+    g = ChainGraph(8, 13, 21)
     g.conv(12, (1, 7), pads=(0, 3, 0, 3))
     g.op("Relu")
     g.conv(12, (7, 1), pads=(3, 0, 3, 0))
@@ -112,8 +63,8 @@ def rectangular_1x7_7x1() -> Graph:  # inception's factorized 7x7 on a 13 x 21 m
     return g
 
 
-def strided_1x1() -> Graph:  # ResNet's downsampling 1x1 inside a chain
-    g = Graph(8, 17, 18)
+def strided_1x1() -> ChainGraph:  # ResNet's downsampling 1x1 inside a chain
+    g = ChainGraph(8, 17, 18)
     g.conv(8, (3, 3), pads=(1, 1, 1, 1))
     g.op("Relu")
     g.conv(16, (1, 1), s=2)
@@ -122,8 +73,8 @@ def strided_1x1() -> Graph:  # ResNet's downsampling 1x1 inside a chain
     return g
 
 
-def sum_residual() -> Graph:  # old-opset ResNets write the residual join as Sum
-    g = Graph(8, 19, 19, opset=13)
+def sum_residual() -> ChainGraph:  # old-opset ResNets write the residual join as Sum
+    g = ChainGraph(8, 19, 19, opset=13)
     g.conv(32, (1, 1))
     g.op("Relu")
     g.conv(32, (3, 3), pads=(1, 1, 1, 1), group=32)
@@ -134,8 +85,8 @@ def sum_residual() -> Graph:  # old-opset ResNets write the residual join as Sum
     return g
 
 
-def channel_scale() -> Graph:  # a 1 x C x 1 x 1 activation (a second input) scales a member
-    g = Graph(8, 16, 16)
+def channel_scale() -> ChainGraph:  # a 1 x C x 1 x 1 activation (a second input) scales a member
+    g = ChainGraph(8, 16, 16)
     g.inputs.append(helper.make_tensor_value_info("scale", TensorProto.FLOAT, [1, 32, 1, 1]))
     g.conv(32, (1, 1))
     g.op("Mul", "scale")
@@ -146,8 +97,8 @@ def channel_scale() -> Graph:  # a 1 x C x 1 x 1 activation (a second input) sca
     return g
 
 
-def activations() -> Graph:  # MobileNetV3's HardSwish, YOLO's LeakyRelu, Sigmoid and Tanh
-    g = Graph(8, 18, 18)
+def activations() -> ChainGraph:  # MobileNetV3's HardSwish, YOLO's LeakyRelu, Sigmoid and Tanh
+    g = ChainGraph(8, 18, 18)
     g.conv(32, (1, 1))
     g.op("HardSwish")
     g.conv(32, (3, 3), pads=(1, 1, 1, 1), group=32)
@@ -158,8 +109,8 @@ def activations() -> Graph:  # MobileNetV3's HardSwish, YOLO's LeakyRelu, Sigmoi
     return g
 
 
-def silu() -> Graph:  # x * sigmoid(x): a member that starts with an activation, x read whole
-    g = Graph(8, 18, 18)
+def silu() -> ChainGraph:  # x * sigmoid(x): a member that starts with an activation, x read whole
+    g = ChainGraph(8, 18, 18)
     for out, k, group in ((32, 1, 1), (32, 3, 32)):
         c = g.conv(out, (k, k), pads=(k // 2,) * 4, group=group)
         s = g.op("Sigmoid")
@@ -169,8 +120,8 @@ def silu() -> Graph:  # x * sigmoid(x): a member that starts with an activation,
     return g
 
 
-def squeeze_excite() -> Graph:  # the scale computed from the map itself, applied to a conv
-    g = Graph(8, 24, 24)
+def squeeze_excite() -> ChainGraph:  # the scale computed from the map itself, applied to a conv
+    g = ChainGraph(8, 24, 24)
     g.op("GlobalAveragePool")
     g.conv(48, (1, 1))
     s = g.op("Clip", g.const("lo", np.array(0.0)), g.const("hi", np.array(1.0)))
@@ -232,7 +183,7 @@ def test_a_sum_of_three_runs_layer_by_layer_with_its_reason(tmp_path: Path) -> N
 
 
 def test_a_constant_that_varies_along_rows_runs_layer_by_layer(tmp_path: Path) -> None:
-    g = Graph(8, 16, 16)
+    g = ChainGraph(8, 16, 16)
     g.conv(32, (1, 1))
     g.op("Add", g.const("bias_map", np.random.default_rng(5).standard_normal((1, 32, 16, 16))))
     g.op("Relu")

@@ -22,10 +22,10 @@ import pytest
 from onnx import TensorProto, helper
 
 from opfuse.backends.c import emit_c
-from opfuse.backends.c.check import reference
-from opfuse.backends.c.runner import CModel, build_shared
+from opfuse.measure.run.host import CModel, build_shared
+from opfuse.measure.validate.c_float import reference
+from opfuse.measure.validate.ort import compare
 from opfuse.pipeline import DEFAULT_TARGET, compile_model
-from opfuse.validation import compare
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -217,9 +217,9 @@ def test_compare_nan_pairs() -> None:
 
 
 def test_no_fast_math_in_build_flags() -> None:
-    from opfuse.backends.c import runner
+    from opfuse.backends.c import flags
 
-    text = " ".join((*runner.BASE, *runner.WARN))
+    text = " ".join((*flags.BASE, *flags.WARN))
     assert "fast-math" not in text and "-Ofast" not in text
 
 

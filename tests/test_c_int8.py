@@ -1,5 +1,5 @@
 """int8 C kernels vs TFLite Micro, bit for bit: each case is one TFLite op (written with
-tests/tflite_builder.py) and the same op as an int8 IR graph (tests/qgraphs.py, NCHW), run on 20
+tests/helpers/tflite_builder.py) and the same op as an int8 IR graph (tests/helpers/qgraphs.py, NCHW), run on 20
 seeded random inputs; every element must be equal."""
 
 from __future__ import annotations
@@ -9,52 +9,10 @@ import pytest
 
 pytest.importorskip("tflite_micro")
 
-from tests import qgraphs as q  # noqa: E402
-from tests import tflite_builder as tb  # noqa: E402
-from tests.qgraphs import QGraph, run_c  # noqa: E402
-
-RUNS = 20
-
-
-def _same_pads(size: int, k: int, s: int, d: int) -> tuple[int, int, int]:
-    """(output size, pad before, pad after) of TFLite SAME padding."""
-    out = -(-size // s)
-    total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
-    return out, total // 2, total - total // 2
-
-
-def _out(size: int, k: int, s: int, d: int, padding: str) -> tuple[int, int, int]:
-    if padding == "SAME":
-        return _same_pads(size, k, s, d)
-    return (size - (k - 1) * d - 1) // s + 1, 0, 0
-
-
-def _inputs(shape, seed: int, dtype=np.int8) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    info = np.iinfo(dtype)
-    return [rng.integers(info.min, info.max + 1, shape).astype(dtype) for _ in range(RUNS)]
-
-
-def _compare(tfl: bytes, model, xs_nhwc: list[np.ndarray], to_ir, from_ir,
-             fuse: bool = True) -> None:
-    ref = q.run_tflm(tfl, [[x] for x in xs_nhwc])
-    name = model.graph.inputs[0].name
-    got = run_c(model, [{name: to_ir(x)} for x in xs_nhwc], fuse=fuse)
-    out = model.graph.outputs[0].name
-    for r, g in zip(ref, got, strict=True):
-        c = from_ir(g[out])
-        diff = int(np.sum(r[0] != c))
-        assert diff == 0, f"{diff} of {c.size} elements differ; max |d| = " \
-            f"{int(np.max(np.abs(r[0].astype(int) - c.astype(int))))}"
-
-
-def nchw(x):
-    return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
-
-
-def nhwc(x):
-    return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
-
+from tests.helpers import qgraphs as q  # noqa: E402
+from tests.helpers import tflite_builder as tb  # noqa: E402
+from tests.helpers.c_int8 import compare_with_tflm, int8_inputs, nchw, nhwc, out_geometry
+from tests.helpers.qgraphs import QGraph, run_c  # noqa: E402
 
 # (H, W, C, OC, K, stride, padding, dilation, act, depthwise multiplier or None, seed)
 CONV_CASES = {
@@ -80,8 +38,8 @@ CONV_CASES = {
 def test_conv_matches_tflite_micro(case: str) -> None:
     h, w_, c, oc, k, s, padding, d, act, mult, seed = CONV_CASES[case]
     rng = np.random.default_rng(seed)
-    oh, pt, pb = _out(h, k, s, d, padding)
-    ow, pl, pr = _out(w_, k, s, d, padding)
+    oh, pt, pb = out_geometry(h, k, s, d, padding)
+    ow, pl, pr = out_geometry(w_, k, s, d, padding)
     sx, zx, sy, zy = 0.04, int(rng.integers(-20, 20)), 0.09, int(rng.integers(-10, 10))
     ws = rng.uniform(0.002, 0.02, oc).astype(np.float32)
     bias = rng.integers(-3000, 3000, oc).astype(np.int32)
@@ -113,7 +71,7 @@ def test_conv_matches_tflite_micro(case: str) -> None:
     elif act == "relu6":
         out = g.op("Clip", [out, g.const(np.float32(0.0)), g.const(np.float32(6.0))],
                    (1, oc, oh, ow), sy, zy)
-    _compare(m.build(), g.model(out), _inputs((1, h, w_, c), seed), nchw, nhwc)
+    compare_with_tflm(m.build(), g.model(out), int8_inputs((1, h, w_, c), seed), nchw, nhwc)
 
 
 @pytest.mark.parametrize("act", [None, "relu"])
@@ -139,7 +97,7 @@ def test_fully_connected_matches_tflite_micro(act, per_channel) -> None:
     if act == "relu":
         out = g.op("Relu", [out], (1, n), sy, zy)
     ident = lambda a: a  # noqa: E731
-    _compare(m.build(), g.model(out), _inputs((1, k), 12), ident, ident)
+    compare_with_tflm(m.build(), g.model(out), int8_inputs((1, k), 12), ident, ident)
 
 
 BINARY = {
@@ -168,7 +126,7 @@ def test_binary_matches_tflite_micro(case: str) -> None:
     if act:
         out = g.op("Relu", [out], (1, 3, 5, 6), so, zo)
     model = g.model(out)
-    xa, xb = _inputs(shape, 21), _inputs(shape, 22)
+    xa, xb = int8_inputs(shape, 21), int8_inputs(shape, 22)
     ref = q.run_tflm(m.build(), [[p, q] for p, q in zip(xa, xb, strict=True)])
     got = run_c(model, [{ai.name: nchw(p), bi.name: nchw(q)} for p, q in zip(xa, xb,
                                                                           strict=True)])
@@ -180,8 +138,8 @@ def test_binary_matches_tflite_micro(case: str) -> None:
 def test_pool_matches_tflite_micro(kind: str) -> None:
     h, w_, c, k, s = 9, 8, 5, 3, 2
     padding = "SAME" if "same" in kind else "VALID"
-    oh, pt, pb = _out(h, k, s, 1, padding)
-    ow, pl, pr = _out(w_, k, s, 1, padding)
+    oh, pt, pb = out_geometry(h, k, s, 1, padding)
+    ow, pl, pr = out_geometry(w_, k, s, 1, padding)
     sx, zx = 0.07, -5
     act = "relu" if "relu" in kind else None
     m = tb.TfliteBuilder()
@@ -197,7 +155,7 @@ def test_pool_matches_tflite_micro(kind: str) -> None:
                pads=[pt, pl, pb, pr])
     if act:
         out = g.op("Relu", [out], (1, c, oh, ow), sx, zx)
-    _compare(m.build(), g.model(out), _inputs((1, h, w_, c), 31), nchw, nhwc)
+    compare_with_tflm(m.build(), g.model(out), int8_inputs((1, h, w_, c), 31), nchw, nhwc)
 
 
 @pytest.mark.parametrize("same_params", [True, False])
@@ -215,7 +173,7 @@ def test_mean_matches_tflite_micro(same_params: bool) -> None:
     xi = g.input((1, c, h, w_), sx, zx)
     out = g.op("ReduceMean", [xi, g.const(np.array([2, 3], np.int64))], (1, c, 1, 1), sy, zy,
                keepdims=1)
-    _compare(m.build(), g.model(out), _inputs((1, h, w_, c), 41), nchw, nhwc)
+    compare_with_tflm(m.build(), g.model(out), int8_inputs((1, h, w_, c), 41), nchw, nhwc)
 
 
 @pytest.mark.parametrize("scale", [0.02, 0.1, 0.5])
@@ -230,7 +188,7 @@ def test_softmax_matches_tflite_micro(scale: float) -> None:
     xi = g.input((1, n), scale, 4)
     out = g.op("Softmax", [xi], (1, n), 1.0 / 256, -128, axis=-1)
     ident = lambda a: a  # noqa: E731
-    _compare(m.build(), g.model(out), _inputs((1, n), 51), ident, ident)
+    compare_with_tflm(m.build(), g.model(out), int8_inputs((1, n), 51), ident, ident)
 
 
 def test_pad_value_is_the_zero_point() -> None:
@@ -247,7 +205,7 @@ def test_pad_value_is_the_zero_point() -> None:
     xi = g.input((1, c, h, w_), sx, zx)
     out = g.op("Pad", [xi, g.const(np.array([0, 0, 1, 2, 0, 0, 2, 0], np.int64))],
                (1, c, h + 3, w_ + 2), sx, zx)
-    _compare(m.build(), g.model(out), _inputs((1, h, w_, c), 61), nchw, nhwc)
+    compare_with_tflm(m.build(), g.model(out), int8_inputs((1, h, w_, c), 61), nchw, nhwc)
 
 
 UNARY = {  # TFLite op, IR op, options, input (scale, zp), output (scale, zp)
@@ -276,7 +234,7 @@ def test_unary_matches_tflite_micro(case: str) -> None:
     out = g.op(op, [xi], (1, 256), so, zo, **attrs)
     every = [np.arange(-128, 128, dtype=np.int8).reshape(1, 256)]  # the whole table
     ident = lambda a: a  # noqa: E731
-    _compare(m.build(), g.model(out), every + _inputs((1, 256), 71)[:3], ident, ident)
+    compare_with_tflm(m.build(), g.model(out), every + int8_inputs((1, 256), 71)[:3], ident, ident)
 
 
 def test_quantize_dequantize_match_tflite_micro() -> None:
@@ -315,7 +273,7 @@ def test_concat_and_reshape_match_tflite_micro() -> None:
     out = g.op("Concat", [ai, bi], (1, 7, 3, 4), 0.05, 1, axis=1)
     flat = g.op("Reshape", [out, g.const(np.array([1, 84], np.int64))], (1, 84), 0.05, 1)
     model = g.model(flat)
-    xa, xb = _inputs((1, 3, 4, 2), 91), _inputs((1, 3, 4, 5), 92)
+    xa, xb = int8_inputs((1, 3, 4, 2), 91), int8_inputs((1, 3, 4, 5), 92)
     ref = q.run_tflm(m.build(), [[p, q] for p, q in zip(xa, xb, strict=True)])
     got = run_c(model, [{ai.name: nchw(p), bi.name: nchw(q)} for p, q in zip(xa, xb,
                                                                           strict=True)])
@@ -340,4 +298,4 @@ def test_resize_bilinear_matches_tflite_micro(ctm: str, size) -> None:
     xi = g.input((1, c, h, w_), sx, zx)
     out = g.op("Resize", [xi, None, None, g.const(np.array([1, c, oh, ow], np.int64))],
                (1, c, oh, ow), sx, zx, mode="linear", coordinate_transformation_mode=ctm)
-    _compare(m.build(), g.model(out), _inputs((1, h, w_, c), 101), nchw, nhwc)
+    compare_with_tflm(m.build(), g.model(out), int8_inputs((1, h, w_, c), 101), nchw, nhwc)

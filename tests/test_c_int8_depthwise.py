@@ -12,10 +12,10 @@ from opfuse.backends.c.int8.depthwise_dsp import reach, row_schedule, tap_pairs
 
 pytest.importorskip("tflite_micro")
 
-from tests import qgraphs as q  # noqa: E402
-from tests import tflite_builder as tb  # noqa: E402
-from tests.qgraphs import QGraph  # noqa: E402
-from tests.test_c_int8 import _compare, _inputs, _out, nchw, nhwc  # noqa: E402
+from tests.helpers import qgraphs as q  # noqa: E402
+from tests.helpers import tflite_builder as tb  # noqa: E402
+from tests.helpers.c_int8 import compare_with_tflm, int8_inputs, nchw, nhwc, out_geometry  # noqa: E402
+from tests.helpers.qgraphs import QGraph  # noqa: E402
 
 # (H, W, C, K, stride, padding, act, input zero point, seed)
 CASES = {
@@ -37,8 +37,8 @@ CASES = {
 def _depthwise(case: tuple) -> None:
     h, w_, c, k, s, padding, act, zx, seed = case
     rng = np.random.default_rng(seed)
-    oh, pt, pb = _out(h, k, s, 1, padding)
-    ow, pl, pr = _out(w_, k, s, 1, padding)
+    oh, pt, pb = out_geometry(h, k, s, 1, padding)
+    ow, pl, pr = out_geometry(w_, k, s, 1, padding)
     sx, sy, zy = 0.04, 0.09, int(rng.integers(-10, 10))
     ws = rng.uniform(0.002, 0.02, c).astype(np.float32)  # per-channel scales
     bias = rng.integers(-3000, 3000, c).astype(np.int32)
@@ -61,7 +61,7 @@ def _depthwise(case: tuple) -> None:
     elif act == "relu6":
         out = g.op("Clip", [out, g.const(np.float32(0.0)), g.const(np.float32(6.0))],
                    (1, c, oh, ow), sy, zy)
-    _compare(m.build(), g.model(out), _inputs((1, h, w_, c), seed), nchw, nhwc)
+    compare_with_tflm(m.build(), g.model(out), int8_inputs((1, h, w_, c), seed), nchw, nhwc)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

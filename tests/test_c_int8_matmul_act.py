@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.quant_util import quantize
+from tests.helpers.quant import quantize
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 N = helper.make_node
@@ -52,7 +52,7 @@ def _attention() -> onnx.ModelProto:
 @pytest.mark.parametrize("activation", ["int8", "uint8"])
 def test_activation_matmul_within_one_step(build, activation: str, tmp_path: Path) -> None:
     from opfuse.api import compile
-    from opfuse.backends.c.check_int8 import validate_c_int8
+    from opfuse.measure.validate.c_int8 import validate_c_int8
 
     path = quantize(build(), tmp_path, "qdq", per_channel=True, activation=activation, samples=8)
     result = compile(path)

@@ -1,5 +1,5 @@
 """The Cortex-M int8 matrix kernels (opfuse/backends/c/int8/conv_mcu.py, im2col.py, matmul_dsp.py)
-against TFLite Micro, bit for bit: one-op .tflite files (tests/tflite_builder.py) compiled for
+against TFLite Micro, bit for bit: one-op .tflite files (tests/helpers/tflite_builder.py) compiled for
 cortex-m7, built and run on the host (the portable C of the same kernels, same weight layout) on 20
 seeded inputs; then the DSP build and the -DOPFUSE_NO_DSP build under QEMU on both boards."""
 
@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("tflite_micro")
 
-from tests import qgraphs as q  # noqa: E402
-from tests import tflite_builder as tb  # noqa: E402
+from tests.helpers import qgraphs as q  # noqa: E402
+from tests.helpers import tflite_builder as tb  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "models" / "tflite"
 
@@ -81,7 +81,7 @@ FC_CASES = {
 
 
 def _host_bit_exact(tmp_path: Path, data: bytes) -> None:
-    from opfuse.backends.c.check_int8 import validate_c_int8
+    from opfuse.measure.validate.c_int8 import validate_c_int8
     from opfuse.pipeline import compile_model
 
     path = tmp_path / "op.tflite"
@@ -128,7 +128,7 @@ def test_mcu_dsp_and_portable_kernels_agree(target: str, tmp_path: Path) -> None
     """kws_ref_model (a 10x4 im2col'd conv, 1x1 convs, a fully connected layer) on the board:
     the SMLAD build and the -DOPFUSE_NO_DSP build are both bit-exact with TFLite Micro, and the
     DSP build runs every conv and Gemm kernel in fewer instructions."""
-    from opfuse.backends.c.emulate import emulate_c
+    from opfuse.measure.run.qemu import emulate_c
     from opfuse.pipeline import compile_model
 
     path = SHARED / "kws_ref_model.tflite"
@@ -157,10 +157,10 @@ def test_mcu_kernels_sanitizers(case: str, tmp_path: Path) -> None:
     """The cortex-m7 C (its portable path: the host has no DSP extension) built with ASan and
     UBSan runs clean and bit-exact with TFLite Micro, layer by layer and cascaded: every im2col
     order, the stack and arena scratch, the Gemm; -Wall -Wextra -Werror -std=c99 as always."""
-    import json
 
-    from opfuse.backends.c import build_executable, emit_c, run_executable
-    from opfuse.frontends.tflite.reference import TfliteReference
+    from opfuse.backends.c import emit_c
+    from opfuse.measure.run.host import build_executable, manifest, run_executable
+    from opfuse.measure.validate.tflite_reference import TfliteReference
     from opfuse.pipeline import compile_model
 
     path = SHARED / f"{case}.tflite"
@@ -174,7 +174,7 @@ def test_mcu_kernels_sanitizers(case: str, tmp_path: Path) -> None:
         assert "im2col quads" in (folder / "model.c").read_text() or case == "ad01_int8"
         exe = build_executable(folder, ["-O1", "-g", "-fsanitize=address,undefined",
                                         "-fno-sanitize-recover=undefined"], name="asan")
-        info = json.loads((folder / "model.json").read_text())
+        info = manifest(folder)
         feeds = ref.random_inputs(0)
         got, proc = run_executable(exe, info, feeds, env={"ASAN_OPTIONS": "detect_leaks=0"})
         assert "runtime error" not in proc.stderr, proc.stderr[-2000:]

@@ -3,7 +3,6 @@ int8 API in model.h, strict warnings and sanitizers, and ONNX rounding against o
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.qgraphs import QGraph, compile_ir, run_c
+from tests.helpers.qgraphs import QGraph, compile_ir, run_c
 
 RUNS = 20
 
@@ -42,8 +41,8 @@ def _feeds(model, seed: int = 0) -> list[dict[str, np.ndarray]]:
 
 def test_residual_fused_equals_unfused_and_tflite_micro() -> None:
     pytest.importorskip("tflite_micro")
-    from tests import qgraphs as q
-    from tests import tflite_builder as tb
+    from tests.helpers import qgraphs as q
+    from tests.helpers import tflite_builder as tb
 
     model, (wt, ws, bias, sx, zx, sc, zc, sy, zy) = _residual()
     result = compile_ir(model)
@@ -91,7 +90,8 @@ def test_model_h_api_and_arena(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_int8_c_is_warning_free_and_sanitizer_clean(tmp_path: Path) -> None:
-    from opfuse.backends.c import build_executable, emit_c, run_executable
+    from opfuse.backends.c import emit_c
+    from opfuse.measure.run.host import build_executable, manifest, run_executable
 
     model, _ = _residual()
     feeds = _feeds(model, 3)
@@ -99,7 +99,7 @@ def test_int8_c_is_warning_free_and_sanitizer_clean(tmp_path: Path) -> None:
     emit_c(compile_ir(model), folder)
     exe = build_executable(folder, ["-O1", "-g", "-fsanitize=address,undefined",
                                     "-fno-sanitize-recover=undefined"], name="asan")
-    info = json.loads((folder / "model.json").read_text())
+    info = manifest(folder)
     want = run_c(model, feeds[:3])
     for f, ref in zip(feeds[:3], want, strict=True):
         got, proc = run_executable(exe, info, f, env={"ASAN_OPTIONS": "detect_leaks=0"})
@@ -171,8 +171,8 @@ def test_build_dir_is_temporary() -> None:
 
 
 def _residual_tflite(params) -> bytes:
-    from tests import qgraphs as q
-    from tests import tflite_builder as tb
+    from tests.helpers import qgraphs as q
+    from tests.helpers import tflite_builder as tb
 
     wt, ws, bias, sx, zx, sc, zc, sy, zy = params
     c, h, w = wt.shape[0], 7, 9
@@ -194,7 +194,7 @@ class _NchwReference:
     name = "TFLite Micro"
 
     def __init__(self, path: Path, model) -> None:
-        from opfuse.frontends.tflite.reference import TensorSpec, TfliteReference
+        from opfuse.measure.validate.tflite_reference import TensorSpec, TfliteReference
 
         self.ref = TfliteReference(path)
         self.inputs = tuple(TensorSpec(v.name, tuple(v.shape), np.dtype(np.int8), 1.0)
@@ -215,7 +215,7 @@ class _NchwReference:
 @pytest.mark.parametrize("broken", [False, True])
 def test_validate_int8_counts_differences_in_steps(tmp_path: Path, broken: bool) -> None:
     pytest.importorskip("tflite_micro")
-    from opfuse.backends.c.check_int8 import validate_c_int8
+    from opfuse.measure.validate.c_int8 import validate_c_int8
 
     model, params = _residual()
     if broken:  # a reference whose output zero point is one step off

@@ -12,53 +12,15 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
-from tests.quant_util import ops_model, quantize
-
-RNG = np.random.default_rng(0)
-
-
-def _init(name, shape, scale=0.3):
-    return numpy_helper.from_array((RNG.standard_normal(shape) * scale).astype(np.float32), name)
-
-
-def _model(nodes, inits, shape=(1, 8, 10, 10)):
-    graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    return onnx.shape_inference.infer_shapes(m)
-
-
-N = helper.make_node
-CONV = [_init("w", (8, 8, 3, 3)), _init("b", (8,))]
-CASES = {
-    "conv": lambda: _model([N("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])], CONV),
-    "conv_relu6": lambda: _model(
-        [N("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), N("Clip", ["c", "lo", "hi"], ["y"])],
-        [*CONV, numpy_helper.from_array(np.float32(0), "lo"),
-         numpy_helper.from_array(np.float32(6), "hi")]),
-    "depthwise_s2": lambda: _model(
-        [N("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1], group=8, strides=[2, 2])],
-        [_init("w", (8, 1, 3, 3)), _init("b", (8,))]),
-    "residual_add": lambda: _model(
-        [N("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), N("Add", ["c", "x"], ["y"])], CONV),
-    "global_average_pool": lambda: _model([N("GlobalAveragePool", ["x"], ["y"])], []),
-    "gemm": lambda: _model([N("Flatten", ["x"], ["f"]), N("Gemm", ["f", "w", "b"], ["y"], transB=1)],
-                           [_init("w", (10, 800), 0.05), _init("b", (10,))]),
-    "many_ops": ops_model,
-    "conv_resize_linear": lambda: _model(
-        [N("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
-         N("Resize", ["c", "", "", "sz"], ["y"], mode="linear")],
-        [*CONV, numpy_helper.from_array(np.array([1, 8, 17, 23], np.int64), "sz")]),
-}
+from tests.helpers.qdq_cases import CASES
+from tests.helpers.quant import quantize
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_qdq_op_within_one_step_of_onnxruntime(case: str, tmp_path: Path) -> None:
     from opfuse.api import compile
-    from opfuse.backends.c.check_int8 import validate_c_int8
+    from opfuse.measure.validate.c_int8 import validate_c_int8
 
     path = quantize(CASES[case](), tmp_path, "qdq", per_channel=True, samples=8)
     report = validate_c_int8(compile(path), trials=20, steps=1)
@@ -76,10 +38,10 @@ def test_the_reference_is_the_onnx_definition(case: str, tmp_path: Path) -> None
     from onnx.reference import ReferenceEvaluator
 
     from opfuse.api import compile
-    from opfuse.backends.c.check_int8 import _stepped
+    from opfuse.measure.validate.c_int8 import stepped_reference
 
     path = quantize(CASES[case](), tmp_path, "qdq", per_channel=True, samples=8)
-    ref = _stepped(compile(path))
+    ref = stepped_reference(compile(path))
     assert "ORT_DISABLE_ALL" in ref.name
     model = onnx.load(path)
     for opset in model.opset_import:  # onnx's evaluator implements Q/DQ from opset 19 only,
@@ -98,7 +60,7 @@ def test_the_reference_is_the_onnx_definition(case: str, tmp_path: Path) -> None
 @pytest.mark.parametrize("case", ["conv_relu6", "residual_add", "many_ops"])
 def test_uint8_activations_within_one_step_of_onnxruntime(case: str, tmp_path: Path) -> None:
     from opfuse.api import compile
-    from opfuse.backends.c.check_int8 import validate_c_int8
+    from opfuse.measure.validate.c_int8 import validate_c_int8
 
     path = quantize(CASES[case](), tmp_path, "qdq", per_channel=True, activation="uint8",
                     samples=8)

@@ -17,7 +17,7 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "tfl
 def _int8_models() -> list[Path]:
     if not SHARED.is_dir():
         return []
-    from opfuse.frontends.tflite.reference import TfliteReference
+    from opfuse.measure.validate.tflite_reference import TfliteReference
 
     return [p for p in sorted(SHARED.glob("*.tflite"))
             if TfliteReference(p).kind == "tflite-micro"]
@@ -35,7 +35,7 @@ def _need_models() -> None:
 def test_int8_model_bit_exact_with_tflite_micro(name: str) -> None:
     _need_models()
     from opfuse.api import compile
-    from opfuse.backends.c.check_int8 import validate_c_int8
+    from opfuse.measure.validate.c_int8 import validate_c_int8
 
     report = validate_c_int8(compile(SHARED / f"{name}.tflite"), trials=20, steps=0)
     assert report.ok, "\n".join(report.notes)
@@ -46,7 +46,7 @@ def test_int8_model_bit_exact_with_tflite_micro(name: str) -> None:
 def test_unfused_int8_model_is_bit_exact_too() -> None:
     _need_models()
     from opfuse.api import compile
-    from opfuse.backends.c.check_int8 import validate_c_int8
+    from opfuse.measure.validate.c_int8 import validate_c_int8
 
     path = next((p for p in MODELS if p.stem == "kws_ref_model"), MODELS[0])
     report = validate_c_int8(compile(path), fuse=False, trials=5, steps=0)
@@ -55,18 +55,18 @@ def test_unfused_int8_model_is_bit_exact_too() -> None:
 
 def test_int8_model_sanitizers(tmp_path: Path) -> None:
     _need_models()
-    import json
 
     from opfuse.api import compile
-    from opfuse.backends.c import build_executable, emit_c, run_executable
-    from opfuse.frontends.tflite.reference import TfliteReference
+    from opfuse.backends.c import emit_c
+    from opfuse.measure.run.host import build_executable, manifest, run_executable
+    from opfuse.measure.validate.tflite_reference import TfliteReference
 
     path = next((p for p in MODELS if p.stem == "kws_ref_model"), MODELS[0])
     folder = tmp_path / "m"
     emit_c(compile(path), folder)
     exe = build_executable(folder, ["-O1", "-g", "-fsanitize=address,undefined",
                                     "-fno-sanitize-recover=undefined"], name="asan")
-    info = json.loads((folder / "model.json").read_text())
+    info = manifest(folder)
     ref = TfliteReference(path)
     for seed in range(2):
         feeds = ref.random_inputs(seed)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from opfuse.backends.c.check import reference
-from opfuse.backends.c.perkernel import format_per_kernel, per_kernel
 from opfuse.cli import cli
 from opfuse.errors import OpfuseError
+from opfuse.measure.validate.c_float import reference
+from opfuse.measure.validate.per_kernel import format_per_kernel, per_kernel
 from opfuse.pipeline import compile_model
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -78,7 +78,7 @@ def test_cli_per_kernel(tmp_path: Path) -> None:
 
 def test_int8_fused_against_unfused(tmp_path: Path) -> None:
     from opfuse import api
-    from tests.conftest import shared_model
+    from tests.helpers.shared import shared_model
 
     result = api.compile(str(shared_model("tflite", "kws_ref_model.tflite")), api.DEFAULT_TARGET,
                          None)
@@ -99,9 +99,9 @@ def test_int8_fused_against_unfused(tmp_path: Path) -> None:
 def test_saturating_head_hides_a_fault_that_per_kernel_names(tmp_path: Path) -> None:
     """light_squeezenet ends in a near-uniform softmax: with kernel 3 broken its final output
     still matches onnxruntime, and only the per-kernel comparison finds the fault."""
-    from opfuse.backends.c.runner import CModel
-    from opfuse.validation import compare
-    from tests.conftest import shared_onnx
+    from opfuse.measure.run.host import CModel
+    from opfuse.measure.validate.ort import compare
+    from tests.helpers.shared import shared_onnx
 
     result = compile_model(shared_onnx("light_squeezenet.onnx"))
     feeds, ref, _ = reference(result.source, None, 0, result.input_shapes)

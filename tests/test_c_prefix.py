@@ -13,13 +13,14 @@ import pytest
 from click.testing import CliRunner
 
 from opfuse.backends.c import emit_c
-from opfuse.backends.c.check import reference
-from opfuse.backends.c.perkernel import per_kernel
-from opfuse.backends.c.runner import BASE, WARN, CModel, compiler
+from opfuse.backends.c.flags import BASE, WARN
 from opfuse.cli import cli
 from opfuse.errors import OpfuseError
+from opfuse.measure.run.host import CModel, compiler
+from opfuse.measure.validate.c_float import reference
+from opfuse.measure.validate.ort import compare
+from opfuse.measure.validate.per_kernel import per_kernel
 from opfuse.pipeline import compile_model
-from opfuse.validation import compare
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

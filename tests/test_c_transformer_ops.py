@@ -14,11 +14,12 @@ import onnx
 import onnx.parser
 import pytest
 
-from opfuse.backends.c import build_executable, emit_c, run_executable, validate_c
-from opfuse.backends.c.runner import CModel, build_shared
+from opfuse.backends.c import emit_c
 from opfuse.errors import OpfuseError
+from opfuse.measure.run.host import CModel, build_executable, build_shared, run_executable
+from opfuse.measure.validate.c_float import validate_c
 from opfuse.pipeline import compile_model
-from tests.sanitize import SAN, sanitized_run_matches
+from tests.helpers.sanitize import SAN, sanitized_run_matches
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

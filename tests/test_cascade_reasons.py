@@ -11,13 +11,13 @@ from onnx import TensorProto, helper
 from opfuse.frontends import import_proto
 from opfuse.fusion import REASONS, partition
 from opfuse.targets import load_target
-from tests.test_c_cascade_shapes import Graph
+from tests.helpers.chain_graph import ChainGraph
 
 
-def block() -> Graph:
+def block() -> ChainGraph:
     """1x1 expand -> ReLU -> 3x3 depthwise -> ReLU -> 1x1 project -> ReLU: one cascade when
     nothing else reads its values."""
-    g = Graph(8, 24, 24)
+    g = ChainGraph(8, 24, 24)
     g.conv(48, (1, 1))
     g.op("Relu")
     g.conv(48, (3, 3), pads=(1, 1, 1, 1), group=48)
@@ -27,7 +27,7 @@ def block() -> Graph:
     return g
 
 
-def partitioned(g: Graph, target: str):  # noqa: ANN201
+def partitioned(g: ChainGraph, target: str):  # noqa: ANN201
     proto = onnx.shape_inference.infer_shapes(g.model())
     return partition(import_proto(proto, "reasons"), load_target(target))
 

@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from opfuse.targets import list_targets
-from tests.cli_util import assert_clean_error as _assert_clean_error
-from tests.conftest import shared_onnx_models
+from tests.helpers.cli import assert_clean_error as _assert_clean_error
+from tests.helpers.shared import shared_onnx_models
 
 TARGETS = list_targets()
 

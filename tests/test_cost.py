@@ -4,23 +4,19 @@ precision scaling, the level model, analyze()'s JSON contract and the calibrated
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 
-import onnx
 import pytest
-from onnx import TensorProto, helper
 
 from opfuse import models
 from opfuse.analysis import analyze
 from opfuse.cost import cost_model, resolve_precision
-from opfuse.cost.calibrate import host_target_text, write_host_target
 from opfuse.errors import OpfuseError
-from opfuse.frontends import import_proto
-from opfuse.fusion import trivial_partition
+from opfuse.measure.calibrate.host import host_target_text, write_host_target
 from opfuse.pipeline import compile_model
 from opfuse.targets import load_target
-from tests.conftest import shared_onnx_models
+from tests.helpers.cost import FIGURES, single_conv, single_node
+from tests.helpers.shared import shared_onnx_models
 
 CONTRACT_SIDE = {
     "kernels", "activation_bytes", "weight_bytes", "traffic_bytes", "flops", "macs",
@@ -66,39 +62,15 @@ def test_json_contract(seed_block):
     assert all(k["bound"] in ("memory", "compute") for k in data["kernels"])
 
 
-def _single(
-    op: str, shapes: list[tuple[int, ...]], out: tuple[int, ...], weights: int = 0, **attrs
-):
-    """A one-node model: graph inputs for the activations, initializers for the last ``weights``."""
-    names = [f"x{i}" for i in range(len(shapes))]
-    inits = [
-        helper.make_tensor(n, TensorProto.FLOAT, s, [0.5] * math.prod(s))
-        for n, s in zip(names[len(names) - weights :], shapes[len(shapes) - weights :], strict=True)
-    ]
-    inputs = [
-        helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
-        for n, s in zip(names[: len(names) - weights], shapes[: len(shapes) - weights], strict=True)
-    ]
-    node = helper.make_node(op, names, ["y"], name="n0", **attrs)
-    graph = helper.make_graph(
-        [node], "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)], inits
-    )
-    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    proto.ir_version = 8
-    onnx.checker.check_model(proto)
-    model = import_proto(proto, "<test>")
-    return model, trivial_partition(model)
-
-
 def test_far_below_ridge_is_memory_bound_far_above_is_compute_bound():
     target = load_target("x86-host")
-    relu, part = _single("Relu", [(1, 64, 128, 128)], (1, 64, 128, 128))
+    relu, part = single_node("Relu", [(1, 64, 128, 128)], (1, 64, 128, 128))
     (k,) = cost_model(relu, part, target, arena_bytes=10**9).kernels  # activations in DRAM
     assert k.arithmetic_intensity == pytest.approx(1 / 8)  # 1 FLOP per 4 B read + 4 B written
     assert k.arithmetic_intensity < k.ridge_point / 10 and k.bound == "memory"
     assert k.memory_s > k.compute_s
     assert k.latency_s == pytest.approx(k.memory_s + target.perf.dispatch_overhead_s)
-    gemm, part = _single("MatMul", [(1024, 1024), (1024, 1024)], (1024, 1024), weights=1)
+    gemm, part = single_node("MatMul", [(1024, 1024), (1024, 1024)], (1024, 1024), weights=1)
     (k,) = cost_model(gemm, part, target).kernels
     assert k.macs == 1024**3 and k.flops == 2 * 1024**3
     assert k.arithmetic_intensity > 10 * k.ridge_point and k.bound == "compute"
@@ -109,7 +81,7 @@ def test_far_below_ridge_is_memory_bound_far_above_is_compute_bound():
 
 def test_energy_is_bytes_per_level_plus_macs():
     target = load_target("cortex-m7")
-    gemm, part = _single("MatMul", [(1, 64), (64, 32)], (1, 32), weights=1)
+    gemm, part = single_node("MatMul", [(1, 64), (64, 32)], (1, 32), weights=1)
     side = cost_model(gemm, part, target, "int8")
     (k,) = side.kernels
     perf = target.perf
@@ -123,7 +95,7 @@ def test_energy_is_bytes_per_level_plus_macs():
 
 def test_activation_level_follows_the_arena():
     target = load_target("cortex-m7")
-    model, part = _single("Relu", [(1, 16, 8, 8)], (1, 16, 8, 8))
+    model, part = single_node("Relu", [(1, 16, 8, 8)], (1, 16, 8, 8))
     assert cost_model(model, part, target, arena_bytes=100_000).activation_level == "dtcm"
     assert cost_model(model, part, target, arena_bytes=300_000).activation_level == "axi_sram"
     assert cost_model(model, part, target, arena_bytes=10**8).activation_level == "axi_sram"
@@ -190,20 +162,6 @@ def test_fits_against_target_ram():
     assert m7.after.to_json()["peak_arena_bytes"] <= m7.before.to_json()["peak_arena_bytes"]
 
 
-FIGURES = {
-    "cpu": "Test CPU",
-    "clock_hz": 3e9,
-    "ram_bytes": 16 * 1024**3,
-    "peak_macs_per_s": {"fp32": 5e10, "int8": 1e11},
-    "dispatch_overhead_s": 3e-6,
-    "memory": [
-        {"name": "l2", "size_bytes": 1 << 20, "bytes_per_s": 1e11},
-        {"name": "dram", "size_bytes": 16 * 1024**3, "bytes_per_s": 2e10},
-    ],
-    "efficiency": {"conv": 0.8, "depthwise": 0.04},
-}
-
-
 def test_host_target_written_to_user_dir_and_found_by_name(tmp_path, monkeypatch):
     monkeypatch.setenv("OPFUSE_TARGETS_DIR", str(tmp_path / "targets"))
     path = write_host_target(figures=FIGURES)
@@ -224,16 +182,10 @@ def _with_efficiency(name: str, **efficiency: float):
     return dataclasses.replace(target, perf=dataclasses.replace(target.perf, efficiency=efficiency))
 
 
-def _conv(group: int = 1, k: int = 3):
-    c = 32
-    shapes = [(1, c, 16, 16), (c, c // group, k, k)]
-    return _single("Conv", shapes, (1, c, 17 - k, 17 - k), 1, group=group)
-
-
 def test_efficiency_scales_compute_time_exactly():
     plain = load_target("x86-host")
     assert plain.perf.efficiency == {} and plain.perf.efficiency_of("conv") == 1.0  # absent: 1.0
-    model, part = _conv()
+    model, part = single_conv()
     (k1,) = cost_model(model, part, plain).kernels
     assert k1.kernel_class == "conv" and k1.efficiency == 1.0
     assert k1.compute_s == pytest.approx(k1.flops / (2 * plain.perf.peak_macs_per_s["fp32"]))
@@ -243,10 +195,10 @@ def test_efficiency_scales_compute_time_exactly():
     assert k4.memory_s == k1.memory_s and k4.energy_j == k1.energy_j  # time only
     assert k4.ridge_point == pytest.approx(k1.ridge_point / 4)
     assert k4.latency_s == pytest.approx(max(k4.compute_s, k4.memory_s) + slow.perf.dispatch_overhead_s)
-    dw_model, dw_part = _conv(group=32)
+    dw_model, dw_part = single_conv(group=32)
     (dw,) = cost_model(dw_model, dw_part, slow).kernels
     assert dw.kernel_class == "depthwise" and dw.efficiency == 0.5
-    pw_model, pw_part = _conv(k=1)
+    pw_model, pw_part = single_conv(k=1)
     (pw,) = cost_model(pw_model, pw_part, slow).kernels
     assert pw.kernel_class == "conv1x1" and pw.efficiency == 1.0  # not in the table
 
@@ -292,12 +244,12 @@ def test_weights_in_the_last_level_cache_when_they_fit():
     assert cost_model(small.optimized, small.partition, x86).weight_level == "l3"
     assert cost_model(big.optimized, big.partition, x86).weight_level == "dram"
     m7 = load_target("cortex-m7")  # an MCU reads weights from flash in place, whatever their size
-    model, part = _single("MatMul", [(1, 64), (64, 32)], (1, 32), weights=1)
+    model, part = single_node("MatMul", [(1, 64), (64, 32)], (1, 32), weights=1)
     assert cost_model(model, part, m7, "int8").weight_level == "flash"
 
 
 def test_measured_efficiency_is_flops_over_time_over_peak():
-    from opfuse.cost.efficiency import CASES, measure_efficiency
+    from opfuse.measure.calibrate.efficiency import CASES, measure_efficiency
 
     eff = measure_efficiency(1e10, 1e-6, timer=lambda proto, budget: 1e-3 + 1e-6)
     assert set(eff) == {c[0] for c in CASES} and all(0 < v <= 1 for v in eff.values())

@@ -16,9 +16,9 @@ from opfuse.backends.onnx import KERNELS_KEY, NODE_KERNEL_KEY, emit_onnx, read_k
 from opfuse.errors import OpfuseError
 from opfuse.frontends import import_proto, load_onnx
 from opfuse.fusion import Kernel, Partition, partition, trivial_partition
+from opfuse.measure.validate.ort import validate
 from opfuse.targets import load_target
-from opfuse.validation import validate
-from tests.conftest import shared_onnx, shared_onnx_models
+from tests.helpers.shared import shared_onnx, shared_onnx_models
 
 X86 = load_target("x86-host")
 

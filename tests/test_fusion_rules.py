@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 from opfuse.frontends import import_proto
 from opfuse.fusion import trivial_partition
 from opfuse.targets import list_targets
-from tests.test_fusion import F, build, check_invariants, fuse, names, node, reasons, residual
+from tests.helpers.fusion import F, build, check_invariants, fuse, names, node, reasons, residual
 
 
 def test_batchnorm_after_conv_with_weights_as_graph_input():

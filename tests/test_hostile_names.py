@@ -21,7 +21,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from opfuse.backends.c.runner import compiler
+from opfuse.measure.run.host import compiler
 from opfuse.safe_text import COMMENT_LIMIT, for_comment, for_terminal
 
 HOSTILE = [
@@ -203,7 +203,7 @@ def test_tables_show_names_literally(run_cli, models) -> None:
 
 @pytest.mark.parametrize("prefix", ["*/x", "a\nb", "a b", "$(id)", "k3", "\u00e9t\u00e9", "1a"])
 def test_prefix_that_is_not_a_free_identifier_is_one_line(run_cli, tmp_path, prefix) -> None:
-    from tests.cli_util import assert_clean_error
+    from tests.helpers.cli import assert_clean_error
 
     code, _, err = run_cli("compile", "seed_block", "--emit", "c", "--prefix", prefix,
                            "-o", str(tmp_path / "c"))
@@ -240,7 +240,7 @@ def _tflite(names: list[str], custom: str | None = None) -> bytes:
     """int8 x -> CONV_2D+RELU -> CONV_2D (a cascade on cortex-m7) [-> CUSTOM], names from
     ``names`` (input, two weights, two biases, the middle tensor, the output, the custom's)."""
     pytest.importorskip("tflite")
-    from tests.tflite_builder import RELU, SAME, TfliteBuilder
+    from tests.helpers.tflite_builder import RELU, SAME, TfliteBuilder
 
     rng = np.random.default_rng(1)
     b = TfliteBuilder()
@@ -313,7 +313,7 @@ def test_report_csv_quotes_formulas_and_names_stay_in_their_script(models, tmp_p
     import io
 
     from opfuse.cli import main
-    from tests.browser import chromium, open_offline
+    from tests.helpers.browser import chromium, open_offline
 
     page_path = tmp_path / "report.html"
     main(["analyze", str(models["evil"]), "--target", "cortex-m7", "--html", str(page_path)])

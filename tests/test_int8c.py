@@ -15,17 +15,22 @@ from opfuse import ops
 from opfuse.api import compile as compile_model
 from opfuse.backends.c.emit import c_schedule, emit_c
 from opfuse.backends.c.int8 import conv as backend_conv
-from opfuse.backends.c.perkernel import _random_feeds
-from opfuse.backends.c.runner import CModel, manifest
 from opfuse.cost import cost_model, int8c
-from opfuse.cost.calibrate import host_target_text
-from opfuse.cost.ctime import time_kernels
 from opfuse.cost.cwork import LANES, OCB_CHOICES, PIX_TILE, SHORT_ROW, is_view, kernel_work
-from opfuse.cost.int8_probe import _conv, calibrate_int8c, fit_class, quantized_probe
 from opfuse.errors import OpfuseError
+from opfuse.measure.calibrate.host import host_target_text
+from opfuse.measure.calibrate.int8_probe import (
+    calibrate_int8c,
+    conv_attrs,
+    fit_class,
+    quantized_probe,
+)
+from opfuse.measure.run.host import CModel, manifest
+from opfuse.measure.run.kernel_times import time_kernels
+from opfuse.measure.validate.per_kernel import random_feeds
 from opfuse.targets import load_target
 from opfuse.targets.int8c import Int8C
-from tests.test_cost import FIGURES
+from tests.helpers.cost import FIGURES
 
 INT8C = {
     "dispatch_overhead_s": 2e-8,
@@ -40,8 +45,8 @@ INT8C = {
 CASES = (
     ("Conv", {}, (1, 16, 20, 20), (48, 16, 1, 1), "relu"),  # pointwise (400 pixels >= a tile)
     ("Conv", {}, (1, 64, 5, 5), (32, 64, 1, 1), ""),  # conv_lanes (25 pixels, 32 channels)
-    ("Conv", _conv(3), (1, 8, 40, 40), (24, 8, 3, 3), "relu"),  # conv_rows (24 = 16 + 8)
-    ("Conv", _conv(3, 2, 24), (1, 24, 20, 20), (24, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", conv_attrs(3), (1, 8, 40, 40), (24, 8, 3, 3), "relu"),  # conv_rows (24 = 16 + 8)
+    ("Conv", conv_attrs(3, 2, 24), (1, 24, 20, 20), (24, 1, 3, 3), "relu"),  # depthwise
     ("Conv", {}, (1, 24, 16, 16), (40, 24, 1, 1), "add"),  # pointwise + a fused Add
     ("Gemm", {"transB": 1}, (1, 100), (30, 100), ""),  # gemm (K = 100 = 96 + 4)
 )
@@ -111,7 +116,7 @@ def test_with_int8c_a_quantized_kernel_costs_what_the_c_model_says(tmp_path, pro
 
 
 def _float_conv():
-    from tests.test_cost import _conv as float_conv
+    from tests.helpers.cost import single_conv as float_conv
 
     return float_conv()
 
@@ -123,23 +128,23 @@ def test_work_is_counted_on_the_path_the_backend_emits(probe):
     nodes = {n.name: n for n in model.graph}
     text = (folder / "model.c").read_text()
     bodies = dict(re.findall(r"static void (k\d+_\w+)\(.*?\{\n(.*?)\n\}\n", text, re.S))
-    entries = sorted(manifest(folder)["kernel_outputs"], key=lambda e: e["index"])
+    entries = sorted(manifest(folder).kernel_outputs, key=lambda e: e.index)
     seen = set()
     for entry, k in zip(entries, part.kernels, strict=True):
         members = [nodes[n] for n in k.nodes]
         works = kernel_work(members)
         if not works or works[0].path not in _MARKS:
             continue
-        work, body = works[0], bodies[entry["function"]]
+        work, body = works[0], bodies[entry.function]
         seen.add(work.path)
         for path, mark in _MARKS.items():  # its own template's line, and no other's
-            assert bool(mark.search(body)) == (path == work.path), (entry["function"], path)
+            assert bool(mark.search(body)) == (path == work.path), (entry.function, path)
         anchor = next(n for n in members if ops.is_anchor(n))
         if work.path in ("pointwise", "conv_lanes", "gemm"):  # no padded taps: every MAC counted
             assert work.lane_macs + work.tail_macs == ops.macs(anchor)
         else:  # a row loop runs every tap over the whole row: at least the MACs
             assert work.lane_macs + work.tail_macs >= ops.macs(anchor)
-        if "Add" in entry["ops"]:
+        if "Add" in entry.ops:
             assert [w.path for w in works] == [work.path, "epilogue"]
     assert seen == set(_MARKS)
 
@@ -211,9 +216,9 @@ def test_bad_int8c_tables_are_refused_in_one_line(tmp_path, table, message):
 def test_timer_build_gives_one_time_per_kernel_and_the_same_outputs(probe):
     _, folder = probe
     info = manifest(folder)
-    feeds = _random_feeds(info)
+    feeds = random_feeds(info)
     times = time_kernels(folder, feeds, budget_s=0.0, warmup=1, min_runs=3)
-    assert len(times.seconds) == len(info["kernel_outputs"]) == len(times.functions)
+    assert len(times.seconds) == len(info.kernel_outputs) == len(times.functions)
     assert times.runs == 3 and all(t >= 0 for t in times.seconds) and times.timer_s >= 0
     timed = sorted(folder.glob("libopfuse_ktimer.*.so"))[-1]
     plain = CModel(folder).run(feeds)
@@ -230,8 +235,8 @@ def test_int8c_replace_keeps_old_targets_untouched():
 
 
 def test_calibrate_without_a_c_compiler_warns_and_writes_no_int8c(monkeypatch, tmp_path):
-    from opfuse.cost import calibrate as cal
-    from opfuse.cost import int8_probe
+    from opfuse.measure.calibrate import host as cal
+    from opfuse.measure.calibrate import int8_probe
 
     monkeypatch.setattr(cal, "_cache_sizes", lambda: {"l2": 1 << 20})
     monkeypatch.setattr(cal, "level_rate", lambda *a: {"bytes_per_s": 1e10, "sizes": [],

@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from opfuse.errors import OpfuseError
 from opfuse.frontends.limits import Limits, MiB, parse_limits
-from tests.cli_util import assert_clean_error
+from tests.helpers.cli import assert_clean_error
 
 ROOT = Path(__file__).resolve().parents[1]
 MEMORY = 1 << 30

@@ -15,10 +15,11 @@ import pytest
 
 from opfuse.backends.c.board import cflags
 from opfuse.backends.c.board.harness import demo_inputs
-from opfuse.backends.c.check import reference
-from opfuse.backends.c.emulate import emulate_c, parse_output
-from opfuse.backends.c.footprint import footprint
 from opfuse.errors import OpfuseError
+from opfuse.measure.run.footprint import footprint
+from opfuse.measure.run.host import manifest
+from opfuse.measure.run.qemu import emulate_c, parse_output
+from opfuse.measure.validate.c_float import reference
 from opfuse.pipeline import compile_model
 from opfuse.targets import load_target, parse_target
 
@@ -98,11 +99,8 @@ def test_make_run_in_the_compiled_folder(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-2000:]
     outs, marks, _ = parse_output(run.stdout + run.stderr)  # the console: stdout or stderr
     assert len(marks) == len(compile_model("ds_cnn", "cortex-m7").partition.without_cascades().kernels) + 1
-    import json
-
-    info = json.loads((folder / "model.json").read_text())
-    feeds = {x["name"]: a.reshape(x["shape"]) for x, a in zip(info["inputs"], demo_inputs(info),
-                                                               strict=True)}
+    info = manifest(folder)
+    feeds = {x.name: a.reshape(x.shape) for x, a in zip(info.inputs, demo_inputs(info), strict=True)}
     _, ref, _ = reference("ds_cnn", feeds)
     got = np.frombuffer(outs[0], "<f4").reshape(ref["fc"].shape)
     np.testing.assert_allclose(got, ref["fc"], rtol=1e-4, atol=1e-4)
@@ -202,7 +200,7 @@ def test_timer_under_icount_counts_instructions(target: str, tmp_path: Path) -> 
     -icount, gives 2 x 2000 more instructions for n = 3000 than for n = 1000 (to a tick)."""
     from opfuse.backends.c.board import cflags, ldflags
     from opfuse.backends.c.board.startup import linker_script, startup_c
-    from opfuse.backends.c.emulate import instructions, run_qemu
+    from opfuse.measure.run.qemu import instructions, run_qemu
 
     board = load_target(target).board
     (tmp_path / "startup.c").write_text(startup_c())

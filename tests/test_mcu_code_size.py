@@ -14,7 +14,7 @@ from opfuse.backends.c.emit import generate
 from opfuse.backends.c.int8.conv_mcu import CONV_COLS, STACK_SCRATCH_BYTES, row_tile
 from opfuse.backends.c.tensors import MCU_WEIGHT_ALIGN, WEIGHT_ALIGN
 from opfuse.pipeline import compile_model
-from tests.conftest import shared_model
+from tests.helpers.shared import shared_model
 
 _DEF = re.compile(r"^OPFUSE_KERNEL\nstatic void (k\d+_\w+)\((.*?)\) \{\n(.*?)^\}\n", re.M | re.S)
 _CALL = re.compile(r"^    (k\d+_\w+)\(", re.M)

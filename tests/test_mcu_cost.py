@@ -1,4 +1,4 @@
-"""The Cortex-M cost table (opfuse.cost.mcu_probe): written into a target file between its markers
+"""The Cortex-M cost table (opfuse.measure.calibrate.mcu_probe): written into a target file between its markers
 (replaced, never duplicated), read back by the target loader in seconds at the part's clock, and
 the committed tables of both Cortex-M targets make the cost model price opfuse's own int8 C."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from opfuse.cost.mcu_probe import (
+from opfuse.measure.calibrate.mcu_probe import (
     BEGIN,
     CYCLES_PER_INSTRUCTION,
     END,
@@ -66,7 +66,7 @@ def _priced() -> dict[str, list[tuple[str, float]]]:
 
     from opfuse.analysis import analyze
     from opfuse.pipeline import compile_model
-    from tests.conftest import shared_model
+    from tests.helpers.shared import shared_model
 
     table = json.loads(KERNELS.read_text())["kernels"]
     out: dict[str, list[tuple[str, float]]] = {}

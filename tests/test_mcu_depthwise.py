@@ -15,10 +15,10 @@ import pytest
 
 pytest.importorskip("tflite_micro")
 
-from opfuse.backends.c.emulate import emulate_c  # noqa: E402
+from opfuse.measure.run.qemu import emulate_c  # noqa: E402
 from opfuse.pipeline import compile_model  # noqa: E402
-from tests import qgraphs as q  # noqa: E402
-from tests import tflite_builder as tb  # noqa: E402
+from tests.helpers import qgraphs as q  # noqa: E402
+from tests.helpers import tflite_builder as tb  # noqa: E402
 
 needs_tools = pytest.mark.skipif(
     any(shutil.which(t) is None for t in ("arm-none-eabi-gcc", "qemu-system-arm")),

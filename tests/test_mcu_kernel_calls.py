@@ -22,8 +22,8 @@ from opfuse.backends.c.board import cflags
 from opfuse.backends.c.emit import generate
 from opfuse.output import write_tree
 from opfuse.pipeline import compile_model
-from tests import qgraphs as q
-from tests import tflite_builder as tb
+from tests.helpers import qgraphs as q
+from tests.helpers import tflite_builder as tb
 
 TOOLS = ("arm-none-eabi-gcc", "arm-none-eabi-objdump")
 

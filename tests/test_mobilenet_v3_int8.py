@@ -1,4 +1,4 @@
-"""int8 MobileNetV3-style models (squeeze-excite, hard-swish; tests/mobilenet_v3.py) through the C
+"""int8 MobileNetV3-style models (squeeze-excite, hard-swish; tests/helpers/mobilenet_v3.py) through the C
 backend on every target with an emulated board and the host (issue 18): a squeeze-excite Mul the
 C cannot fuse is refused by the partitioner (``not_supported_by_target``, naming the C backend),
 so the model compiles, and the C matches its reference: TFLite Micro bit-exact for the .tflite,
@@ -13,10 +13,10 @@ import onnxruntime as ort
 import pytest
 
 from opfuse.api import compile
-from opfuse.backends.c.check_int8 import _stepped, validate_c_int8
-from opfuse.runtime import one_thread_session
-from tests.mobilenet_v3 import float_model, int8_tflite
-from tests.quant_util import quantize
+from opfuse.measure.sessions import one_thread_session
+from opfuse.measure.validate.c_int8 import stepped_reference, validate_c_int8
+from tests.helpers.mobilenet_v3 import float_model, int8_tflite
+from tests.helpers.quant import quantize
 
 TARGETS = ["x86-host", "cortex-m7", "cortex-m4"]
 
@@ -48,7 +48,7 @@ def test_tflite_c_is_bit_exact_with_tflite_micro(tflite_path: Path, target: str)
 @pytest.mark.parametrize("target", TARGETS)
 def test_qdq_c_is_within_one_step_of_onnxruntime_unoptimized(qdq_path: Path, target: str) -> None:
     result = compile(qdq_path, target)
-    reference = _stepped(result)
+    reference = stepped_reference(result)
     reference.session = one_thread_session(str(qdq_path), ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     reference.name = "onnxruntime (ORT_DISABLE_ALL: QDQ as written)"
     report = validate_c_int8(result, trials=8, steps=1, reference=reference)

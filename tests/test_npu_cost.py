@@ -10,7 +10,7 @@ import pytest
 from opfuse.cost import npu as npu_cost
 from opfuse.errors import OpfuseError
 from opfuse.targets import load_target
-from tests.test_targets import GOOD, PERF, write
+from tests.helpers.targets import GOOD, PERF, write
 
 NPU = """
 [perf.vela]

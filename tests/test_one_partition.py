@@ -19,9 +19,10 @@ import pytest
 from opfuse import models
 from opfuse.analysis import analyze
 from opfuse.backends.c.emit import c_schedule, generate
-from opfuse.pipeline import CompileResult, compile_model
+from opfuse.compiled import CompileResult
+from opfuse.pipeline import compile_model
 from opfuse.targets import list_targets
-from tests.conftest import SHARED_MODELS, shared_models
+from tests.helpers.shared import SHARED_MODELS, shared_models
 
 SHARED = [*shared_models("onnx"), *shared_models("tflite")]
 SOURCES = [*models.MODELS, *(str(p) for p in SHARED)]

@@ -19,7 +19,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from opfuse.errors import OpfuseError
-from tests.cli_util import assert_clean_error
+from tests.helpers.cli import assert_clean_error
 
 
 def _conv_model() -> onnx.ModelProto:

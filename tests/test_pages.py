@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from opfuse.errors import OpfuseError
-from tests.browser import chromium, needs_chromium, open_offline
-from tests.conftest import REPO
+from tests.helpers.browser import chromium, needs_chromium, open_offline
+from tests.helpers.shared import REPO
 
 ARTIFACTS = Path(os.environ.get("OPFUSE_TEST_ARTIFACTS", REPO / "artifacts"))
 DOCS_IMG = REPO / "docs" / "img"  # refreshed only with OPFUSE_UPDATE_DOCS_IMG=1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from opfuse.cost.probe import (
+from opfuse.measure.calibrate.bandwidth import (
     PAGE,
     SKEW,
     aligned_pair,

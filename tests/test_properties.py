@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from opfuse.models._graph import GraphBuilder
+from opfuse.models.graph import GraphBuilder
 
 Step = tuple  # ("op", params...) : a flat tuple prints and shrinks well
 

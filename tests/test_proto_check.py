@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from tests.exports import control_flow, paddle_style
+from tests.helpers.exports import control_flow, paddle_style
 
 
 def _short_raw(m: onnx.ModelProto) -> None:

@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
 
 import opfuse.api as api
@@ -18,8 +16,8 @@ from opfuse.ir import infer_shapes
 from opfuse.pipeline import compile_model
 from opfuse.quant import get_quant
 from opfuse.targets import parse_target
-from tests.qdq_builder import QDQGraph, conv_relu
-from tests.quant_util import random_inputs, session
+from tests.helpers.qdq_builder import QDQGraph, conv_relu
+from tests.helpers.quant import compile_model_from, random_inputs, session
 
 
 def _ops(model) -> list[str]:
@@ -70,14 +68,6 @@ def test_clamp_folds_into_the_requantization_on_every_int8_target(target):
     ]
     reasons = {d.reason for d in result.partition.without_cascades().decisions}
     assert reasons == {"dtype_mismatch"}
-
-
-def compile_model_from(proto, target: str):
-    """The whole pipeline (import, canonicalize, partition) on an in-memory QDQ model."""
-    folder = Path(tempfile.mkdtemp())
-    path = folder / "model.onnx"
-    onnx.save(proto, path)
-    return compile_model(str(path), target)
 
 
 @pytest.mark.parametrize("clamp", ["Relu", "Clip"])

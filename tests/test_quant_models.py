@@ -16,8 +16,8 @@ import opfuse.api as api
 from opfuse.analysis import analyze
 from opfuse.errors import OpfuseError
 from opfuse.quant import QUANT, get_quant
-from tests.cli_util import assert_clean_error as _assert_clean_error
-from tests.quant_util import (
+from tests.helpers.cli import assert_clean_error as _assert_clean_error
+from tests.helpers.quant import (
     float_builtin,
     ops_model,
     output_scale,

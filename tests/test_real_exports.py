@@ -12,7 +12,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from tests.exports import CUSTOM_DOMAIN, control_flow, custom_op, paddle_style
+from tests.helpers.exports import CUSTOM_DOMAIN, control_flow, custom_op, paddle_style
 
 UNKNOWN_AFTER_MYSTERY = ["m", "c2", "r2", "y"]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import chromium, open_offline
-from tests.conftest import SHARED_ONNX
+from tests.helpers.browser import chromium, open_offline
+from tests.helpers.shared import SHARED_ONNX
 
 WIDTHS = (800, 1100, 1300, 1920)
 DENSENET = SHARED_ONNX / "light_densenet121.onnx"

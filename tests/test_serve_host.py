@@ -11,7 +11,7 @@ import sys
 import threading
 
 from opfuse.report.explorer import page_server
-from tests.cli_util import assert_clean_error
+from tests.helpers.cli import assert_clean_error
 
 
 def _get(port: int, host: str | None) -> tuple[int, bytes]:

@@ -17,7 +17,7 @@ import pytest
 
 from opfuse.frontends import import_proto
 from opfuse.ir import require_static
-from tests.cli_util import assert_clean_error
+from tests.helpers.cli import assert_clean_error
 
 # torch's F.pad(x, (1, 2, 0, 1)): pads of the last two dims, reversed into ONNX's begin..end order.
 _TORCH_PAD = """

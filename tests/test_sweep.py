@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_util import assert_clean_error
-from tests.conftest import REPO, shared_model
+from tests.helpers.cli import assert_clean_error
+from tests.helpers.shared import REPO, shared_model
 
 MODELS = ("seed_block", "ds_cnn", "tiny_transformer", "bad.onnx")
 TARGETS = "cortex-m7,x86-host,mobile-gpu"

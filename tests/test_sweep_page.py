@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import chromium, open_offline
+from tests.helpers.browser import chromium, open_offline
 
 HOSTILE = "<img src=x onerror=alert(1)>.onnx"
 TARGETS = ("cortex-m7", "mobile-gpu", "x86-host")

@@ -9,6 +9,7 @@ import pytest
 
 from opfuse.errors import OpfuseError
 from opfuse.targets import FusionCaps, MemoryLevel, Perf, Target, list_targets, load_target
+from tests.helpers.targets import GOOD, PERF, write
 
 REQUIRED = {
     "cortex-m4",
@@ -85,21 +86,6 @@ def test_unknown_target_lists_known_ones():
         load_target("nope")
 
 
-GOOD = """
-name = "my-npu"
-source = "a datasheet"
-precisions = ["int8"]
-[fusion]
-anchor_epilogue = ["clamp"]
-"""
-
-
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "my-npu.toml"
-    path.write_text(text)
-    return path
-
-
 @pytest.mark.parametrize("name", list_targets())
 def test_every_target_says_whether_it_cascades_and_why(name):
     # the [fusion] table sets cascade explicitly, under a comment giving the reason
@@ -143,23 +129,6 @@ def test_a_target_file_by_path(tmp_path):
 def test_bad_target_files_are_refused_naming_file_and_key(tmp_path, text, message):
     with pytest.raises(OpfuseError, match=message):
         load_target(write(tmp_path, text))
-
-
-PERF = """
-[perf]
-clock_hz = 1e9
-ram_bytes = 1024
-dispatch_overhead_s = 1e-6
-peak_macs_per_s = { int8 = 1e9 }
-pj_per_mac = { int8 = 0.2 }
-[[perf.memory]]
-name = "sram"
-size_bytes = 1024
-read_bytes_per_s = 1e9
-write_bytes_per_s = 1e9
-pj_per_byte = 1.0
-holds = ["activations", "weights"]
-"""
 
 
 def test_perf_table_parses(tmp_path):

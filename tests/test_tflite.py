@@ -11,7 +11,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers.shared import REPO
 
 SHARED_TFLITE = REPO.parent / "shared" / "models" / "tflite"
 FLOAT = ["ad01_fp32", "pretrainedResnet", "vww_96_float"]
@@ -41,7 +41,7 @@ def _session(proto) -> ort.InferenceSession:
 
 
 def _run_both(path, proto, seeds):
-    from opfuse.frontends.tflite.reference import TfliteReference
+    from opfuse.measure.validate.tflite_reference import TfliteReference
 
     ref = TfliteReference(path)
     sess = _session(proto)
@@ -213,7 +213,7 @@ def test_unfused_c_of_vww_96_float_matches_litert():
     """Its depthwise convs (16x48x48, stride 2, pads after only) once crashed the unfused C:
     gcc -march=native stored to unaligned stack bands with aligned vector moves."""
     import opfuse
-    from opfuse.validate_tflite import validate_c_against_source
+    from opfuse.measure.validate.source import validate_c_against_source
 
     report = validate_c_against_source(opfuse.compile(model("vww_96_float")), fuse=False, trials=2)
     assert report.ok

@@ -6,8 +6,8 @@ import struct
 
 import pytest
 
-from tests.cli_util import assert_clean_error, compile_refused
-from tests.conftest import REPO
+from tests.helpers.cli import assert_clean_error, compile_refused
+from tests.helpers.shared import REPO
 
 SHARED_TFLITE = REPO.parent / "shared" / "models" / "tflite"
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from benchmarks.fuzz_flatbuffers import find_sites
-from tests import tflite_builder as tb
-from tests.cli_util import assert_clean_error, compile_refused
+from tests.helpers import tflite_builder as tb
+from tests.helpers.cli import assert_clean_error, compile_refused
 
 
 def _conv_model(stride: int = 1, scale: float = 0.1, bias_len: int = 4) -> bytes:

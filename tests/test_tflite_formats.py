@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.tflite_builder import RELU, SAME, TfliteBuilder, check_against_tflite
+from tests.helpers.tflite_builder import RELU, SAME, TfliteBuilder, check_against_tflite
 
 F32 = np.float32
 RNG = np.random.default_rng(11)

@@ -1,4 +1,4 @@
-"""Every TFLite op the frontend maps, one small model each (tests/tflite_builder.py), run by TFLite
+"""Every TFLite op the frontend maps, one small model each (tests/helpers/tflite_builder.py), run by TFLite
 (LiteRT for float, TFLite Micro for int8) and by onnxruntime on the imported proto."""
 
 from __future__ import annotations
@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.tflite_builder import RELU, RELU6, SAME, VALID, TfliteBuilder, check_against_tflite
+from tests.helpers.tflite_builder import (
+    RELU,
+    RELU6,
+    SAME,
+    VALID,
+    TfliteBuilder,
+    check_against_tflite,
+)
 
 F32, I8 = np.float32, np.int8
 RNG = np.random.default_rng(7)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.tflite_builder import TfliteBuilder
+from tests.helpers.tflite_builder import TfliteBuilder
 
 
 def _model(path: Path) -> Path:
@@ -32,7 +32,7 @@ def _model(path: Path) -> Path:
 def test_computed_strided_slice_matches_litert(tmp_path: Path, begin: list[int]) -> None:
     import onnxruntime as ort
 
-    from opfuse.frontends.tflite.reference import TfliteReference
+    from opfuse.measure.validate.tflite_reference import TfliteReference
     from opfuse.pipeline import compile_model, read
 
     path = _model(tmp_path / "slice.tflite")

@@ -1,4 +1,4 @@
-"""opfuse.runtime.block_timings: identical runners come out within noise of 1.0x, a slower one
+"""opfuse.measure.sessions.block_timings: identical runners come out within noise of 1.0x, a slower one
 does not, and the first run of each block is dropped."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from opfuse.runtime import block_timings
+from opfuse.measure.sessions import block_timings
 
 
 def _work(n: int):

@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from opfuse.errors import OpfuseError
-from opfuse.validation import compare, cosine, format_report, validate
-from tests.conftest import shared_onnx
+from opfuse.measure.validate.ort import compare, cosine, format_report, validate
+from tests.helpers.shared import shared_onnx
 
 
 def _conv_model(scale: float = 1.0, batch: int | str = 1, width: int | str = 6) -> onnx.ModelProto:

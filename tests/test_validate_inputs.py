@@ -1,5 +1,5 @@
-"""validate and compile --check feed a model inputs it can take (opfuse/input_ranges.py) and hold
---inputs FILE.npz to the model's inputs (opfuse/given_inputs.py).
+"""validate and compile --check feed a model inputs it can take (opfuse/measure/validate/input_ranges.py) and hold
+--inputs FILE.npz to the model's inputs (opfuse/measure/validate/given_inputs.py).
 
 The BERT-like graph: token ids index a 30-row word table, token-type ids (through a Cast) a 2-row
 table, and the attention mask enters as (1 - mask) * -10000 added to the scores. Random ints in
@@ -15,9 +15,9 @@ import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
-from opfuse.input_ranges import index_ranges
-from opfuse.validation import random_inputs
-from tests.cli_util import assert_clean_error
+from opfuse.measure.validate.input_ranges import index_ranges
+from opfuse.measure.validate.ort import random_inputs
+from tests.helpers.cli import assert_clean_error
 
 HIDDEN, SEQ = 16, 8
 

@@ -12,8 +12,8 @@ import pytest
 
 from opfuse.cost.vela import parse_per_layer, parse_summary, read_output_dir
 from opfuse.errors import OpfuseError
-from tests.cli_util import assert_clean_error as _assert_clean_error
-from tests.conftest import SHARED_ABSENT, SHARED_MODELS
+from tests.helpers.cli import assert_clean_error as _assert_clean_error
+from tests.helpers.shared import SHARED_ABSENT, SHARED_MODELS
 
 DATA = Path(__file__).parent / "data" / "vela"
 SUMMARY = DATA / "kws_ref_model_summary_Ethos_U55_High_End_Embedded.csv"
@@ -75,7 +75,7 @@ def kws_comparison():
     if not KWS.exists():
         pytest.skip(SHARED_ABSENT)
     from opfuse import api
-    from opfuse.cost.vela_run import compare_vela
+    from opfuse.measure.vela_run import compare_vela
 
     result = api.compile(str(KWS), target="ethos-u55")
     analysis = api.analyze(result, cascades=False)  # the rows are per layer
@@ -118,7 +118,7 @@ def test_ethos_u55_cycle_model_tracks_vela_per_layer(kws_comparison):
 
 
 def test_cli_says_how_to_install_vela_when_missing(run_cli, monkeypatch, tmp_path):
-    import opfuse.cost.vela_run as vela_run
+    import opfuse.measure.vela_run as vela_run
 
     monkeypatch.setattr(vela_run, "vela_available", lambda: False)
     out = tmp_path / "a.json"
@@ -129,7 +129,7 @@ def test_cli_says_how_to_install_vela_when_missing(run_cli, monkeypatch, tmp_pat
 
 
 def test_end_to_end_runs_vela(run_cli, tmp_path):
-    from opfuse.cost.vela_run import vela_available
+    from opfuse.measure.vela_run import vela_available
 
     if not vela_available():
         pytest.skip("ethos-u-vela not installed (pip install 'opfuse[vela]')")
@@ -148,7 +148,7 @@ def test_end_to_end_runs_vela(run_cli, tmp_path):
 
 
 def test_compare_needs_a_target_that_names_vela(run_cli, monkeypatch, tmp_path):
-    import opfuse.cost.vela_run as vela_run
+    import opfuse.measure.vela_run as vela_run
 
     if not KWS.exists():
         pytest.skip(SHARED_ABSENT)

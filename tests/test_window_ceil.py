@@ -12,7 +12,7 @@ import onnx
 import onnx.parser
 import pytest
 
-from tests.cli_util import assert_clean_error
+from tests.helpers.cli import assert_clean_error
 
 POOL = """
 <ir_version: 8, opset_import: ["" : 17]>

@@ -36,7 +36,7 @@ import onnx_ir as ir
 
 from opfuse import ops
 from opfuse.cost.kclass import node_class
-from opfuse.ir import static_dims
+from opfuse.ir.values import static_dims
 from opfuse.targets.int8c import PATHS
 
 __all__ = ["PATHS", "Work", "is_view", "kernel_work", "node_work"]

@@ -30,7 +30,7 @@ import math
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.ir import static_dims
+from opfuse.ir.values import static_dims
 from opfuse.ops import groups
 from opfuse.targets.npu import NpuModel
 

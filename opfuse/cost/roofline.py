@@ -87,10 +87,10 @@ def cost_model(
     if arena_bytes is None:
         arena_bytes = arena_lower_bound(model, partition, bpe)
     act_level = perf.activation_level(arena_bytes)
-    values = _values(model)
+    values = values_by_name(model)
     initializers = set(model.graph.initializers)
     used = {n for k in partition.kernels for n in k.inputs if n in initializers}
-    w_level = perf.weight_level(_bytes(tuple(sorted(used)), values, bpe), arena_bytes)
+    w_level = perf.weight_level(names_bytes(tuple(sorted(used)), values, bpe), arena_bytes)
     nodes = {n.name: n for n in model.graph}
     own_c = perf.int8c is not None and prec == "int8" and is_quantized(model)
     kernels = tuple(
@@ -111,7 +111,7 @@ def cost_model(
     )
 
 
-def _values(model: ir.Model) -> dict[str, ir.Value]:
+def values_by_name(model: ir.Model) -> dict[str, ir.Value]:
     graph = model.graph
     found: dict[str, ir.Value] = {v.name: v for v in graph.inputs if v.name}
     found.update({name: v for name, v in graph.initializers.items()})
@@ -122,7 +122,7 @@ def _values(model: ir.Model) -> dict[str, ir.Value]:
     return found
 
 
-def _bytes(names: tuple[str, ...], values: dict[str, ir.Value], bpe: int) -> int:
+def names_bytes(names: tuple[str, ...], values: dict[str, ir.Value], bpe: int) -> int:
     return sum(value_bytes(values[n], bpe) for n in dict.fromkeys(names) if n in values)
 
 
@@ -144,9 +144,9 @@ def _kernel_cost(
     macs = sum(ops.macs(n) for n in members)
     act_in = tuple(n for n in kernel.inputs if n not in initializers)
     weights = tuple(n for n in kernel.inputs if n in initializers)
-    act_read = _bytes(act_in, values, bpe)
-    w_read = 0 if activations_only else _bytes(weights, values, bpe)
-    written = _bytes(kernel.outputs, values, bpe)
+    act_read = names_bytes(act_in, values, bpe)
+    w_read = 0 if activations_only else names_bytes(weights, values, bpe)
+    written = names_bytes(kernel.outputs, values, bpe)
     npu = perf.npu
     dispatches = 1
     dispatch_s = perf.dispatch_overhead_s
@@ -155,7 +155,7 @@ def _kernel_cost(
         if dispatches == 0:  # a view: nothing moves (its shape operand is not read either)
             act_read = written = 0
         elif not activations_only:
-            w_read = sum(npu_cost.encoded_bytes(values[n], _bytes((n,), values, bpe), npu)
+            w_read = sum(npu_cost.encoded_bytes(values[n], names_bytes((n,), values, bpe), npu)
                          for n in dict.fromkeys(weights) if n in values)
 
     memory_s = act_read / act_level.read_bytes_per_s + written / act_level.write_bytes_per_s

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import onnx_ir as ir
 
 from opfuse.cost.precision import BYTES_PER_ELEMENT
-from opfuse.cost.roofline import _bytes, _values
+from opfuse.cost.roofline import names_bytes, values_by_name
 from opfuse.cost.types import CostSide
 from opfuse.schedule import Partition
 
@@ -24,7 +24,7 @@ def stored_weight_bytes(model: ir.Model, partition: Partition, precision: str) -
     kernels share is stored once."""
     initializers = set(model.graph.initializers)
     used = tuple(sorted({n for k in partition.kernels for n in k.inputs if n in initializers}))
-    return _bytes(used, _values(model), BYTES_PER_ELEMENT[precision])
+    return names_bytes(used, values_by_name(model), BYTES_PER_ELEMENT[precision])
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def refused_edge_savings(
     consumer's read of the values between them, plus the producer's write when the consumer is the
     value's only reader and it is not a graph output (else the value is stored anyway)."""
     bpe = BYTES_PER_ELEMENT[precision]
-    values = _values(model)
+    values = values_by_name(model)
     readers: dict[str, set[str]] = {}
     made_by: dict[str, str] = {}
     for node in model.graph:
@@ -129,7 +129,7 @@ def refused_edge_savings(
         total = 0
         shared = {v.name for v in nodes[d.consumer].inputs if v is not None}
         for name in sorted(n for n in shared if made_by.get(n) == d.producer):
-            size = _bytes((name,), values, bpe)
+            size = names_bytes((name,), values, bpe)
             only = readers.get(name, set()) == {d.consumer} and name not in outputs
             total += size * (2 if only else 1)
         saved[(d.producer, d.consumer)] = total

@@ -23,6 +23,7 @@ import numpy as np
 import onnx_ir as ir
 import onnxscript.optimizer
 
+from opfuse.ir.values import const
 from opfuse.ops import groups
 from opfuse.quant import ONNX, QUANT, ROUNDING, QuantParams, get_quant, make_params, set_quant
 
@@ -78,20 +79,14 @@ def _is(node: ir.Node | None, op_type: str) -> bool:
     return node is not None and node.op_type == op_type and node.domain in ("", "ai.onnx")
 
 
-def _const(value: ir.Value | None) -> np.ndarray | None:
-    if value is None or value.const_value is None:
-        return None
-    return value.const_value.numpy()
-
-
 def node_params(node: ir.Node) -> tuple[QuantParams, ir.DataType] | None:
     """(params, integer dtype) of a QuantizeLinear/DequantizeLinear; None when not constant or
     blocked (block_size), which the fold then leaves alone."""
     if node.attributes.get_int("block_size", 0):
         return None
-    scale = _const(node.inputs[1])
+    scale = const(node.inputs[1])
     zp_value = node.inputs[2] if len(node.inputs) > 2 else None
-    zp = _const(zp_value)
+    zp = const(zp_value)
     if scale is None or (zp_value is not None and zp is None):
         return None
     if zp_value is not None:
@@ -150,7 +145,7 @@ def _foldable(node: ir.Node) -> list[ir.Node] | None:
         if not _is(producer, DQ) or node_params(producer) is None:
             return None
     for i in QUANTIZED_PARAMS.get(node.op_type, ()):
-        if i < len(node.inputs) and node.inputs[i] is not None and _const(node.inputs[i]) is None:
+        if i < len(node.inputs) and node.inputs[i] is not None and const(node.inputs[i]) is None:
             return None
     if not _data_inputs(node):
         return None
@@ -166,7 +161,7 @@ def _foldable(node: ir.Node) -> list[ir.Node] | None:
     clamp = readers[0]
     if not (_is(clamp, "Relu") or _is(clamp, "Clip")) or clamp.inputs[0] is not out:
         return None
-    if any(_const(v) is None for v in clamp.inputs[1:] if v is not None):
+    if any(const(v) is None for v in clamp.inputs[1:] if v is not None):
         return None
     if _quant_readers(clamp.outputs[0]) is None:
         return None
@@ -274,7 +269,7 @@ def _quantize_param(
     default: float | None = None,
 ) -> None:
     value = node.inputs[index] if index < len(node.inputs) else None
-    real = _const(value) if value is not None else default
+    real = const(value) if value is not None else default
     if real is None:
         return
     q = quantize_array(np.asarray(real), params, dtype)

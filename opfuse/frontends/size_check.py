@@ -14,6 +14,7 @@ import onnx
 import onnx_ir as ir
 
 from opfuse.frontends.limits import refuse, tensor_bytes
+from opfuse.ir.values import const
 
 _FOLDED_BY_IMPORT = ("", "ai.onnx")
 
@@ -89,21 +90,19 @@ def check_sizes(proto: onnx.ModelProto, where: str,
                "activation")
 
 
-def _const(node: ir.Node, index: int) -> np.ndarray | None:
-    if index >= len(node.inputs) or node.inputs[index] is None:
-        return None
-    value = node.inputs[index].const_value
-    return None if value is None else np.asarray(value.numpy())
+def _input_const(node: ir.Node, index: int) -> np.ndarray | None:
+    """The constant contents of input ``index`` of ``node`` (``opfuse.ir.values.const``)."""
+    return const(node.inputs[index]) if index < len(node.inputs) else None
 
 
 def _fill_elements(node: ir.Node) -> int | None:
     """Elements a fill op would produce, from its constant inputs; None when not known."""
     op = node.op_type
     if op == "ConstantOfShape":
-        shape = _const(node, 0)
+        shape = _input_const(node, 0)
         return None if shape is None else math.prod(int(d) for d in shape.reshape(-1))
     if op in ("Expand", "Tile"):
-        data, other = node.inputs[0] if node.inputs else None, _const(node, 1)
+        data, other = node.inputs[0] if node.inputs else None, _input_const(node, 1)
         if data is None or other is None or data.shape is None or not data.shape.is_static():
             return None
         dims = [int(d) for d in data.shape]
@@ -115,7 +114,7 @@ def _fill_elements(node: ir.Node) -> int | None:
         other = [1] * (width - len(other)) + other
         return math.prod(max(a, b) for a, b in zip(dims, other, strict=True))
     if op == "Range":
-        start, limit, delta = (_const(node, i) for i in range(3))
+        start, limit, delta = (_input_const(node, i) for i in range(3))
         if start is None or limit is None or delta is None or float(delta) == 0:
             return None
         return max(math.ceil((float(limit) - float(start)) / float(delta)), 0)

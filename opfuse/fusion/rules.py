@@ -89,6 +89,8 @@ def describe(classes: tuple[str, ...]) -> str:
 
 
 def dims_of(value: ir.Value | None) -> tuple | None:
+    """The shape as a tuple, symbolic dims kept: to compare two values' shapes, not to size one
+    (``opfuse.ir.values.static_dims`` does that)."""
     return None if value is None or value.shape is None else tuple(value.shape)
 
 

@@ -17,6 +17,7 @@ import onnx_ir as ir
 
 from opfuse.fusion.rings import Window
 from opfuse.fusion.rules import Refusal, is_constant
+from opfuse.ir.values import static_dims
 from opfuse.ops import OpKind, groups, kind
 from opfuse.schedule import Kernel
 from opfuse.targets import Target
@@ -31,16 +32,9 @@ class Stage:
     sides: tuple[str, ...]  # full activations its elementwise ops read row by row (a residual)
 
 
-def dims(value: ir.Value | None) -> tuple[int, ...] | None:
-    if value is None or value.shape is None:
-        return None
-    out = tuple(value.shape)
-    return out if all(isinstance(d, int) for d in out) else None
-
-
 def rows_of(value: ir.Value | None) -> int | None:
     """Height of an NCHW, batch-1 tensor with static dims; None for anything else."""
-    d = dims(value)
+    d = static_dims(value)
     return d[2] if d is not None and len(d) == 4 and d[0] == 1 else None
 
 
@@ -68,16 +62,16 @@ def stage_of(kernel: Kernel, nodes: dict[str, ir.Node], target: Target) -> Stage
             window = window.then(window_of(node))
             anchors += node.op_type == "Conv"
             continue
-        out = dims(node.outputs[0])
+        out = static_dims(node.outputs[0])
         streamed = [v for v in node.inputs if v is not None and (
             id(v) in inside or (node is members[0] and v is node.inputs[0]))]  # fmt: skip
-        if any(dims(v) != out for v in streamed):  # e.g. a squeeze-excite scale times a map
+        if any(static_dims(v) != out for v in streamed):  # e.g. a squeeze-excite scale times a map
             why = "it broadcasts the value it streams to a larger output"
             return _refuse(node, target, why)
         for operand in node.inputs:  # elementwise: what are its other operands?
             if operand is None or id(operand) in inside or is_constant(operand):
                 continue
-            shape = dims(operand)
+            shape = static_dims(operand)
             if shape is not None and len(shape) == 4 and shape[2] == 1:
                 continue  # broadcast along the rows: a per-channel operand
             if shape != out:
@@ -122,7 +116,7 @@ def _ints(node: ir.Node, name: str, default: list[int]) -> list[int]:
 def window_of(node: ir.Node) -> Window:
     """The height-axis window of a 2-D Conv / MaxPool / AveragePool (auto_pad resolved)."""
     weights = node.inputs[1] if node.op_type == "Conv" else None
-    wdims = dims(weights)
+    wdims = static_dims(weights)
     default_k = [wdims[2], wdims[3]] if wdims is not None and len(wdims) == 4 else [1, 1]
     k = _ints(node, "kernel_shape", default_k)[0]
     s = _ints(node, "strides", [1, 1])[0]

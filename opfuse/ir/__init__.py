@@ -6,7 +6,6 @@ from opfuse.ir.shapes import (
     infer_shapes,
     is_static,
     require_static,
-    static_dims,
     unknown_size_producer,
     unknown_size_values,
 )
@@ -16,7 +15,6 @@ __all__ = [
     "infer_shapes",
     "is_static",
     "require_static",
-    "static_dims",
     "unknown_size_producer",
     "unknown_size_values",
     "verify",

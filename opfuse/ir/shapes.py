@@ -83,16 +83,6 @@ def require_static(model: ir.Model, where: str = "", allow_unknown: bool = False
     return tuple(unknown)
 
 
-def static_dims(value: ir.Value | None) -> list[int] | None:
-    """The dims of ``value`` as ints, or None when its shape is unknown or has a symbolic dim."""
-    if value is None or value.shape is None:
-        return None
-    try:
-        return [int(d) for d in value.shape]
-    except (TypeError, ValueError):
-        return None
-
-
 def is_static(value: ir.Value) -> bool:
     """Whether ``value`` has a dtype and a fully known shape (its size in bytes is known)."""
     return value.dtype is not None and value.shape is not None and _all_static(value.shape) and all(

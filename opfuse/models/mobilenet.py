@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx
 
-from opfuse.models._graph import GraphBuilder
+from opfuse.models.graph import GraphBuilder
 
 # (expansion t, output channels c, repeats n, first stride s), from the paper's Table 2
 _SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx
 
-from opfuse.models._graph import GraphBuilder
+from opfuse.models.graph import GraphBuilder
 
 
 def _basic_block(g: GraphBuilder, x: str, cout: int, stride: int, name: str) -> str:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import onnx
 
-from opfuse.models._graph import GraphBuilder
+from opfuse.models.graph import GraphBuilder
 
 SEQ, DIM, HEADS, LAYERS, MLP = 64, 64, 4, 2, 256
 

@@ -10,24 +10,11 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from opfuse.ir.values import const
 from opfuse.ops import groups
 
 LINEAR_OPS = groups.ANCHORS  # the ops a per-channel scale folds into
 FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
-
-
-def const(value: ir.Value | None) -> np.ndarray | None:
-    """The value's constant contents, or None when it is not a constant."""
-    if value is None or value.const_value is None:
-        return None
-    return value.const_value.numpy()
-
-
-def static_shape(value: ir.Value | None) -> tuple[int, ...] | None:
-    if value is None or value.shape is None:
-        return None
-    dims = tuple(value.shape)
-    return dims if all(isinstance(d, int) for d in dims) else None  # type: ignore[return-value]
 
 
 def channel_vector(c: np.ndarray, rank: int, axis: int, channels: int) -> np.ndarray | None:

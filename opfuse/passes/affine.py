@@ -22,20 +22,18 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
-from onnxscript.rewriter import pattern
-from onnxscript.rewriter._basics import MatchResult
+from onnxscript.rewriter import MatchResult, pattern
 
+from opfuse.ir.values import const, static_dims
 from opfuse.passes._driver import RulePass, rule_pass
 from opfuse.passes._linear import (
     LINEAR_OPS,
     channel_vector,
-    const,
     emit_linear,
     linear_weights,
     out_channel_axis,
     out_channels,
     scale_weight,
-    static_shape,
 )
 from opfuse.quant import get_quant
 
@@ -67,7 +65,7 @@ class FoldAffineIntoLinear(pattern.RewriteRuleClassBase):
         cv = const(c)
         if cv is None or cv.dtype != weights[0].dtype:
             return result.fail(f"{c.name} is not a constant of the weights' dtype")
-        shape = static_shape(lin)
+        shape = static_dims(lin)
         if shape is None:
             return result.fail(f"{lin.name} has no static shape")
         channels = out_channels(node, weights[0])
@@ -87,7 +85,7 @@ class FoldAffineIntoLinear(pattern.RewriteRuleClassBase):
         else:  # Sub
             plan = (-ones, vec) if self.const_left else (ones, -vec)
         if node.op_type == "MatMul" and np.any(plan[1] != 0):
-            x_shape = static_shape(x)
+            x_shape = static_dims(x)
             if x_shape is None or len(x_shape) != 2:
                 return result.fail(f"{node.name}: MatMul + bias stays (Gemm needs a 2-D input)")
         self._plan = plan

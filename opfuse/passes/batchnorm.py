@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
-from onnxscript.rewriter import pattern
-from onnxscript.rewriter._basics import MatchResult
-from onnxscript.rewriter.rules.common import _fuse_batchnorm as lib
+from onnxscript.rewriter import MatchResult, pattern
+from onnxscript.rewriter.rules.common import _fuse_batchnorm as lib  # noqa: PLC2701 (onnxscript exports its rules only as instances; opfuse subclasses them: pinned <0.8)
 
+from opfuse.ir.values import const, static_dims
 from opfuse.passes._driver import RulePass, rule_pass
-from opfuse.passes._linear import const, emit_linear, static_shape
+from opfuse.passes._linear import emit_linear
 from opfuse.quant import get_quant
 
 
@@ -101,7 +101,7 @@ class FuseBatchNormIntoMatMul(pattern.RewriteRuleClassBase):
         weight = const(w)
         if weight is None or weight.ndim != 2 or weight.dtype.kind != "f":
             return result.fail(f"{w.name}: not a constant 2-D float weight")
-        shape = static_shape(x)
+        shape = static_dims(x)
         if shape is None or len(shape) != 2:
             return result.fail(f"{mm.name}: BN over a rank-{len(shape or ())} MatMul output")
         return result

@@ -14,11 +14,11 @@ BN with non-constant parameters are kept too.
 from __future__ import annotations
 
 import onnx_ir as ir
-from onnxscript.rewriter import pattern
-from onnxscript.rewriter._basics import MatchResult
+from onnxscript.rewriter import MatchResult, pattern
 
+from opfuse.ir.values import const, static_dims
 from opfuse.passes._driver import RulePass, rule_pass
-from opfuse.passes._linear import LINEAR_OPS, const, static_shape
+from opfuse.passes._linear import LINEAR_OPS
 from opfuse.passes.batchnorm import bn_scale_shift
 
 
@@ -31,7 +31,7 @@ class BatchNormToMulAdd(pattern.RewriteRuleClassBase):
         node = bn.producer()
         if bn_scale_shift(node) is None:
             return result.fail(f"{node.name}: training mode or non-constant parameters")
-        shape = static_shape(x)
+        shape = static_dims(x)
         if shape is None or len(shape) < 2 or x.dtype is None:
             return result.fail(f"{x.name}: no static shape of rank >= 2")
         producer = x.producer()

@@ -27,9 +27,8 @@ from __future__ import annotations
 import math
 
 import onnx_ir as ir
-from onnxscript.rewriter import pattern
-from onnxscript.rewriter._basics import MatchResult
-from onnxscript.rewriter._ir_utils import is_singleton_value
+from onnxscript.rewriter import MatchResult, pattern
+from onnxscript.rewriter._ir_utils import is_singleton_value  # noqa: PLC2701 (no public helper for a constant operand\'s scalar; onnxscript pinned <0.8)
 
 from opfuse.passes._driver import RulePass, rule_pass
 

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
-from onnxscript.rewriter import pattern
-from onnxscript.rewriter._basics import MatchResult
-from onnxscript.rewriter._ir_utils import is_singleton_value
-from onnxscript.rewriter.rules.common._fuse_hardswish import (
+from onnxscript.rewriter import MatchResult, pattern
+from onnxscript.rewriter._ir_utils import is_singleton_value  # noqa: PLC2701 (onnxscript exports its rules only as instances; opfuse subclasses them: pinned <0.8)
+from onnxscript.rewriter.rules.common._fuse_hardswish import (  # noqa: PLC2701 (onnxscript exports its rules only as instances; opfuse subclasses them: pinned <0.8)
     HardSigmoidFusion,
     HardSwishFusion,
     HardSwishFusionFromHardSigmoid,

@@ -21,12 +21,11 @@ forwarded here directly.
 from __future__ import annotations
 
 import onnx_ir as ir
-from onnxscript.rewriter import pattern
-from onnxscript.rewriter._basics import MatchResult
+from onnxscript.rewriter import MatchResult, pattern
 from onnxscript.rewriter.rules.common import no_op_cast_rule, no_op_transpose_rule
 
+from opfuse.ir.values import const, static_dims
 from opfuse.passes._driver import RulePass, rule_pass
-from opfuse.passes._linear import const, static_shape
 from opfuse.passes.transpose_dedupe import dedupe_pass
 from opfuse.passes.transpose_merge import merge_pass
 from opfuse.quant import get_quant
@@ -38,7 +37,7 @@ class NoOpReshape(pattern.RewriteRuleClassBase):
 
     def check(self, context, x: ir.Value, shape: ir.Value, y: ir.Value) -> MatchResult:
         result = MatchResult()
-        before, after = static_shape(x), static_shape(y)
+        before, after = static_dims(x), static_dims(y)
         if before is None or before != after:
             return result.fail(f"{y.name}: Reshape changes the shape (or it is not static)")
         if get_quant(x) != get_quant(y):

@@ -28,13 +28,12 @@ import math
 
 import numpy as np
 import onnx_ir as ir
-from onnxscript.rewriter import pattern
-from onnxscript.rewriter._basics import MatchResult
+from onnxscript.rewriter import MatchResult, pattern
 from onnxscript.rewriter.rules.common import normalize_pad_format_conv_rule
-from onnxscript.rewriter.rules.common._fuse_pad_into_conv import FuseConvPad, fill_pads_with_axes
+from onnxscript.rewriter.rules.common._fuse_pad_into_conv import FuseConvPad, fill_pads_with_axes  # noqa: PLC2701 (onnxscript exports its rules only as instances; opfuse subclasses them: pinned <0.8)
 
+from opfuse.ir.values import const, static_dims
 from opfuse.passes._driver import RulePass, rule_pass
-from opfuse.passes._linear import const, static_shape
 from opfuse.quant import get_quant
 
 _NONNEGATIVE = ("Relu", "Sigmoid", "HardSigmoid", "Softplus", "Abs", "Exp")
@@ -80,7 +79,7 @@ class FusePadIntoPool(pattern.RewriteRuleClassBase):
     def check(self, context, x: ir.Value, padded: ir.Value, pooled: ir.Value) -> MatchResult:
         result = MatchResult()
         node = pooled.producer()
-        shape = static_shape(x)
+        shape = static_dims(x)
         params = get_quant(x)
         if shape is None or (params is None and x.dtype not in (ir.DataType.FLOAT, ir.DataType.FLOAT16)):
             return result.fail(f"{x.name}: no static shape or not float")
@@ -145,7 +144,7 @@ class FuseQuantizedConvPad(FuseConvPad):
         if params is None:
             return super().check(context, x, pad, conv)
         result = MatchResult()
-        shape = static_shape(x)
+        shape = static_dims(x)
         read = read_pad(pad.producer(), len(shape)) if shape is not None else None
         if read is None:
             return result.fail(f"{pad.name}: not a constant, non-negative, spatial Pad")

@@ -22,10 +22,9 @@ a model whose opset is below 23 gets the expression back when written as ONNX
 from __future__ import annotations
 
 import onnx_ir as ir
-from onnxscript.rewriter import pattern
-from onnxscript.rewriter._basics import MatchResult
-from onnxscript.rewriter._ir_utils import get_singleton_value, is_singleton_value
-from onnxscript.rewriter.rules.fusion._rms_normalization import rms_normalization_rules
+from onnxscript.rewriter import MatchResult, pattern
+from onnxscript.rewriter._ir_utils import get_singleton_value, is_singleton_value  # noqa: PLC2701 (no public helper for a constant operand\'s scalar; onnxscript pinned <0.8)
+from onnxscript.rewriter.rules.fusion._rms_normalization import rms_normalization_rules  # noqa: PLC2701 (onnxscript exports its rules only from private modules; pinned <0.8)
 
 from opfuse.passes._driver import RulePass, rule_pass
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from opfuse.ir.values import const
 from opfuse.passes._driver import RulePass
 from opfuse.passes._layout import LayoutRule, only_read_by, to_source_layout, transpose_source
-from opfuse.passes._linear import const
 from opfuse.passes._push import Operands, move_past, worth_moving
 
 

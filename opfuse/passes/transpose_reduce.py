@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from opfuse.ir.values import const
 from opfuse.passes._driver import RulePass
 from opfuse.passes._layout import (
     Delta,
@@ -33,7 +34,6 @@ from opfuse.passes._layout import (
     transpose_node,
     transpose_source,
 )
-from opfuse.passes._linear import const
 from opfuse.passes._push import REDUCE_OPS, Operands, worth_moving
 
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from opfuse.ir.values import static_dims
 from opfuse.passes._driver import RulePass
 from opfuse.passes._layout import Delta, LayoutRule, Match, get_quant_of, new_value, perm_of
-from opfuse.passes._linear import static_shape
 
 
 class TransposeToReshape(LayoutRule):
@@ -25,7 +25,7 @@ class TransposeToReshape(LayoutRule):
 
     def rewrite(self, graph, node):
         perm = perm_of(node)
-        shape = static_shape(node.inputs[0] if node.inputs else None)
+        shape = static_dims(node.inputs[0] if node.inputs else None)
         if perm is None or shape is None or len(shape) != len(perm):
             return None
         moved = [a for a in perm if shape[a] != 1]

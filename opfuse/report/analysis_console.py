@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from opfuse.report.console import _out, cell, say
+from opfuse.report.console import cell, say, stdout_console
 from opfuse.report.units import fmt_bytes, fmt_count, fmt_energy, fmt_time
 from opfuse.report.verdict import verdict_lines
 from opfuse.safe_text import for_terminal
@@ -84,7 +84,7 @@ def print_analysis(a: Analysis, max_rows: int = 40) -> None:
         verdict.append(mark, style=style)
         verdict.append(for_terminal(line["text"]) + "\n",
                        style="bold" if line["ok"] is False else "")
-    _out.print(Panel(Group(verdict, summary), title=cell(title), expand=False))
+    stdout_console.print(Panel(Group(verdict, summary), title=cell(title), expand=False))
     if a.precision_note:
         say(a.precision_note)
     if a.after.unknown or a.before.unknown:
@@ -109,6 +109,6 @@ def print_analysis(a: Analysis, max_rows: int = 40) -> None:
             fmt_bytes(k.bytes_written), intensity, cell(k.bound, style), fmt_time(k.latency_s),
             fmt_energy(k.energy_j),
         )
-    _out.print(kernels)
+    stdout_console.print(kernels)
     if len(a.kernels) > max_rows:
         say(f"(the {max_rows} slowest kernels of {len(a.kernels)}; --json has them all)")

@@ -19,14 +19,13 @@ from rich.text import Text
 from opfuse.safe_text import for_terminal
 
 if TYPE_CHECKING:
+    from opfuse.compiled import CompileResult
     from opfuse.models import ModelSpec
-    from opfuse.pipeline import CompileResult
     from opfuse.targets import Target
-    from opfuse.validation import ValidationReport
 
-_out = Console(highlight=False)  # shared by every terminal view
-if not _out.is_terminal:  # piped: plain text, and wide enough that nothing wraps
-    _out = Console(highlight=False, width=160)
+stdout_console = Console(highlight=False)  # shared by every terminal view
+if not stdout_console.is_terminal:  # piped: plain text, and wide enough that nothing wraps
+    stdout_console = Console(highlight=False, width=160)
 _err = Console(stderr=True, highlight=False)
 
 
@@ -38,7 +37,7 @@ def cell(text: object, style: str = "") -> Text:
 def say(text: str, style: str = "") -> None:
     """Print ``text`` line by line, each line escaped and literal. A name inside must already be
     escaped where it was put (``for_terminal``), so that its newline cannot fake a line."""
-    _out.print(Text("\n".join(for_terminal(line) for line in text.split("\n")), style=style))
+    stdout_console.print(Text("\n".join(for_terminal(line) for line in text.split("\n")), style=style))
 
 
 @contextmanager
@@ -80,7 +79,7 @@ def print_figures(figures: dict) -> None:
                           "monotone: l2 >= l3 >= dram")
         else:
             table.add_row(key, str(value))
-    _out.print(table)
+    stdout_console.print(table)
 
 
 def print_compile_summary(result: CompileResult, output: str) -> None:
@@ -115,7 +114,7 @@ def print_fusion(result: CompileResult) -> None:
     table.add_column("nodes")
     for i, kernel in enumerate(part.kernels):
         table.add_row(str(i), cell(kernel.name), cell(", ".join(kernel.nodes)))
-    _out.print(table)
+    stdout_console.print(table)
     _why(part.decisions, "why not fused")
     _why(part.cascade_decisions, "why not streamed in one cascade")
     fired = {k: v for k, v in result.passes.items() if v}
@@ -140,17 +139,11 @@ def _why(decisions, title: str) -> None:  # noqa: ANN001 (tuple[Decision, ...])
         why.add_column("example")
         for reason, items in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
             why.add_row(cell(reason), str(len(items)), cell(items[0].message))
-        _out.print(why)
+        stdout_console.print(why)
         from opfuse.fusion import REASONS  # here, not at the top: `opfuse --help` stays light
 
         say("\n".join(f"  {for_terminal(r)}: {REASONS.get(r, '')}" for r in sorted(by_reason)),
             style="dim")
-
-
-def print_validation(report: ValidationReport) -> None:
-    from opfuse.validation import format_report
-
-    say(format_report(report))
 
 
 def print_models(specs: list[ModelSpec]) -> None:
@@ -159,7 +152,7 @@ def print_models(specs: list[ModelSpec]) -> None:
     table.add_column("description")
     for spec in specs:
         table.add_row(cell(spec.name), cell(spec.description))
-    _out.print(table)
+    stdout_console.print(table)
 
 
 def print_targets(targets: list[Target]) -> None:
@@ -169,4 +162,4 @@ def print_targets(targets: list[Target]) -> None:
     table.add_column("description")
     for t in targets:
         table.add_row(cell(t.name), cell(", ".join(t.precisions)), cell(t.description))
-    _out.print(table)
+    stdout_console.print(table)

@@ -17,7 +17,7 @@ from opfuse.schedule import Kernel, cascade_json
 
 if TYPE_CHECKING:
     from opfuse.analysis import Analysis
-    from opfuse.pipeline import CompileResult
+    from opfuse.compiled import CompileResult
 
 
 def consumers_of(model: ir.Model) -> dict[str, list[str]]:

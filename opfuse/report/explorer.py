@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import opfuse
+from opfuse.compiled import CompileResult
 from opfuse.errors import OpfuseError
 from opfuse.ir.provenance import source_map
 from opfuse.models.sized import DEFAULT_SIZE, SIZES, write_sized
-from opfuse.pipeline import CompileResult, compile_model
+from opfuse.pipeline import compile_model
 from opfuse.report.data import roofs
 from opfuse.report.page import esc, page
 from opfuse.safe_text import for_terminal

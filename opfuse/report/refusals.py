@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from opfuse.cost.summary import refused_edge_savings
 
 if TYPE_CHECKING:
-    from opfuse.pipeline import CompileResult
+    from opfuse.compiled import CompileResult
     from opfuse.schedule import Partition
 
 ONE_ANCHOR = "holds one anchor"  # opfuse.fusion.rules' message for the one-anchor rule

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from opfuse.report.console import _out, cell
+from opfuse.report.console import cell, stdout_console
 from opfuse.report.units import fmt_bytes, fmt_time
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def print_comparison(c: Comparison, max_rows: int = 60) -> None:
         table.add_row("on NPU", "rows Vela runs", "", "", fmt_time(c.opfuse_npu_s),
                       fmt_time(c.vela_summary_s), fmt_error(c.error),
                       fmt_bytes(c.opfuse_npu_arena_bytes), fmt_bytes(c.vela_sram_bytes))
-    _out.print(table)
-    _out.print("arena: opfuse's planned arena; Vela SRAM: 'Total SRAM used' (per row: its "
+    stdout_console.print(table)
+    stdout_console.print("arena: opfuse's planned arena; Vela SRAM: 'Total SRAM used' (per row: its "
                "staging usage). error = (opfuse - Vela) / Vela over the rows Vela runs on its NPU "
                "(CPU: an operator Vela leaves to the CPU).")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from tests.passes._passes_util import canonicalized, fired, make_model, op_counts, rng
+from tests.helpers.passes import canonicalized, fired, make_model, op_counts, rng
 
 
 def conv_then(op: str, c: np.ndarray, const_left: bool = False, bias: bool = True, **conv):

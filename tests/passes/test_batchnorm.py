@@ -6,22 +6,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from tests.passes._passes_util import canonicalized, fired, make_model, op_counts, rng
-
-
-def bn_params(c: int, prefix: str = "bn", seed: int = 1) -> dict[str, np.ndarray]:
-    g = rng(seed)
-    return {
-        f"{prefix}_g": g.uniform(0.5, 1.5, c).astype(np.float32),
-        f"{prefix}_b": g.standard_normal(c).astype(np.float32),
-        f"{prefix}_m": g.standard_normal(c).astype(np.float32),
-        f"{prefix}_v": g.uniform(0.5, 2.0, c).astype(np.float32),
-    }
-
-
-def bn(x: str, y: str, prefix: str = "bn", **kw) -> helper.NodeProto:
-    names = [f"{prefix}_{s}" for s in "gbmv"]
-    return helper.make_node("BatchNormalization", [x, *names], [y], epsilon=1e-3, **kw)
+from tests.helpers.passes import bn, bn_params, canonicalized, fired, make_model, op_counts, rng
 
 
 @pytest.mark.parametrize(

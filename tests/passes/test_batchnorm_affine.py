@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from onnx import helper
 
-from tests.passes._passes_util import canonicalized, fired, make_model, op_counts
-from tests.passes.test_batchnorm import bn, bn_params
+from tests.helpers.passes import bn, bn_params, canonicalized, fired, make_model, op_counts
 
 
 @pytest.mark.parametrize("shape", [[1, 3, 4, 4], [2, 3], [1, 3, 5], [1, 3, 2, 2, 2]])

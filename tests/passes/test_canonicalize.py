@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from opfuse.passes import PASS_NAMES, canonicalize
-from tests.passes._passes_util import canonicalized, conv_bn_chain, import_model, op_counts
+from tests.helpers.passes import canonicalized, conv_bn_chain, import_model, op_counts
 
 
 def test_counts_have_every_pass_and_a_second_run_fires_nothing() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from tests.passes._passes_util import canonicalized, fired, make_model, op_counts, rng
+from tests.helpers.passes import canonicalized, fired, make_model, op_counts, rng
 
 
 def test_weight_built_behind_an_identity_is_folded_then_bn_fuses() -> None:

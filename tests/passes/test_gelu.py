@@ -12,7 +12,7 @@ from onnx import helper
 
 from opfuse.backends.onnx import emit_onnx
 from opfuse.fusion import trivial_partition
-from tests.passes._passes_util import (
+from tests.helpers.passes import (
     canonicalized,
     fired,
     import_model,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from tests.passes._passes_util import canonicalized, fired, make_model, op_counts, rng
+from tests.helpers.passes import canonicalized, fired, make_model, op_counts, rng
 
 CONSTS = {
     "three": np.array(3.0, np.float32),

@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from tests.passes._passes_util import canonicalized, make_model, op_counts, rng
+from tests.helpers.passes import canonicalized, make_model, op_counts, rng
 
 TO_NCHW, TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import helper
 
-from tests.passes._passes_util import canonicalized, make_model, op_counts
+from tests.helpers.passes import canonicalized, make_model, op_counts
 
 C = 3
 STEPS = st.lists(

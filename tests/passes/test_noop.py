@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from tests.passes._passes_util import canonicalized, fired, make_model, op_counts
+from tests.helpers.passes import canonicalized, fired, make_model, op_counts
 
 
 def test_identity_inside_and_at_output() -> None:
@@ -50,7 +50,7 @@ def test_dropout(mode: str) -> None:
         )
     if mode == "true":  # training mode is random: only check the structure
         from opfuse.passes import canonicalize
-        from tests.passes._passes_util import import_model
+        from tests.helpers.passes import import_model
 
         model = import_model(proto, raw=True)
         canonicalize(model)

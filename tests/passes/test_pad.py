@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from tests.passes._passes_util import canonicalized, fired, make_model, op_counts, rng
+from tests.helpers.passes import canonicalized, fired, make_model, op_counts, rng
 
 SPATIAL = [0, 0, 1, 2, 0, 0, 2, 1]  # N, C untouched; H: 1 before, 2 after; W: 2 before, 1 after
 

@@ -12,10 +12,9 @@ import opfuse.api as api
 from opfuse.frontends import import_proto
 from opfuse.passes import canonicalize
 from opfuse.quant import get_quant, make_params, set_quant
-from tests.passes._passes_util import make_model
-from tests.qdq_builder import QDQGraph
-from tests.quant_util import random_inputs, session
-from tests.test_quant_fold import compile_model_from
+from tests.helpers.passes import make_model
+from tests.helpers.qdq_builder import QDQGraph
+from tests.helpers.quant import compile_model_from, random_inputs, session
 
 
 def _check(source, result, step: float) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from tests.passes._passes_util import canonicalized, fired, make_model, op_counts, rng
+from tests.helpers.passes import canonicalized, fired, make_model, op_counts, rng
 
 NCHW, NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
 
@@ -186,7 +186,7 @@ def test_quant_params_move_with_the_values() -> None:
     """Per-tensor parameters pass a Transpose unchanged; a per-channel axis is remapped."""
     from opfuse.passes import canonicalize
     from opfuse.quant import get_quant, make_params, set_quant
-    from tests.passes._passes_util import import_model
+    from tests.helpers.passes import import_model
 
     inits = {"c": rng(4).uniform(0.5, 2, 3).astype(np.float32)}
     nodes = [

@@ -36,12 +36,13 @@ import onnx_ir as ir
 from opfuse.backends.c import cascade_rows as rows
 from opfuse.backends.c.cascade_dw import emit_depthwise
 from opfuse.backends.c.cascade_pool import POOLS, pool_row, why_not_pool
-from opfuse.backends.c.cgen import CWriter, attr, const, flit
-from opfuse.backends.c.epilogue import _scalar as scalar_expr
+from opfuse.backends.c.cgen import CWriter, attr, flit
+from opfuse.backends.c.epilogue import scalar_expr
 from opfuse.backends.c.int8.cascade import emit_member8, is_int8_member, why_not_member8
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.rings import Window, band_schedule
-from opfuse.fusion.stages import WINDOWED, chain_input, dims, window_of
+from opfuse.fusion.stages import WINDOWED, chain_input, window_of
+from opfuse.ir.values import const, static_dims
 from opfuse.memory.lifetimes import RING_PREFIX
 from opfuse.ops import groups
 from opfuse.schedule import Kernel
@@ -74,7 +75,7 @@ def _why_not_node(node: ir.Node, index: int) -> str | None:
     if node.domain not in ("", "ai.onnx"):
         return f"domain {node.domain}"
     if node.op_type == "Conv" and index == 0:
-        if len(dims(node.inputs[1]) or ()) != 4 or const(node.inputs[1]) is None:
+        if len(static_dims(node.inputs[1]) or ()) != 4 or const(node.inputs[1]) is None:
             return "not a 2-D conv with constant weights"
         if len(node.inputs) > 2 and node.inputs[2] is not None and const(node.inputs[2]) is None:
             return "a bias that is not constant"
@@ -102,11 +103,11 @@ def _why_not_operands(node: ir.Node) -> str | None:
     a, b = node.inputs[0], node.inputs[1]
     if a is b:
         return "both operands are the same value"
-    out = dims(node.outputs[0])
+    out = static_dims(node.outputs[0])
     for v in (a, b):
         arr = const(v)
         if arr is None:
-            shape = dims(v)
+            shape = static_dims(v)
             if shape is None or out is None or len(shape) != len(out) or any(
                 d not in (1, o) for d, o in zip(shape, out, strict=True)
             ):
@@ -139,7 +140,7 @@ class _Stores:
         return self.params.out(value, node) if write else self.params.inp(value, node)
 
     def rows(self, value: ir.Value) -> int:
-        return self.rings.get(value.name, dims(value)[2])
+        return self.rings.get(value.name, static_dims(value)[2])
 
 
 def emit_cascade(w: CWriter, kernel: Kernel, nodes: dict[str, ir.Node], params: Params) -> None:
@@ -149,7 +150,7 @@ def emit_cascade(w: CWriter, kernel: Kernel, nodes: dict[str, ir.Node], params: 
     first_in = chain_input(kernel.members[0], nodes)
     values = [first_in] + [ms[-1].outputs[0] for ms in members]
     windows = [window_of(ms[0]) if ms[0].op_type in WINDOWED else Window() for ms in members]
-    heights = [dims(v)[2] for v in values]
+    heights = [static_dims(v)[2] for v in values]
     steps = band_schedule(windows, heights, kernel.band_rows)
     # the narrowest type that holds the table: in flash it is 12 bytes a step as int (ResNet-8's
     # three cascades: 1,980 bytes, 1.6% of its flash), 3 as uint8_t; the loads are as many
@@ -177,8 +178,8 @@ def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _St
     if is_int8_member(ms):  # opfuse/backends/c/int8/cascade.py
         emit_member8(w, ms, x, y, stores)
         return
-    _, c_in, h_in, w_in = dims(x)
-    _, c_out, _, w_out = dims(y)
+    _, c_in, h_in, w_in = static_dims(x)
+    _, c_out, _, w_out = static_dims(y)
     xp, yp = stores.ptr(x, ms[0]), stores.ptr(y, ms[-1], write=True)
     rx, ry = stores.rows(x), stores.rows(y)
     head = ms[0]
@@ -284,7 +285,7 @@ def _scalar(node: ir.Node, index: int, default) -> float | None:  # noqa: ANN001
 
 def _operand(node: ir.Node, value: ir.Value, stores: _Stores) -> str:
     arr = const(value)
-    out = dims(node.outputs[0])
+    out = static_dims(node.outputs[0])
     if arr is not None:
         arr = np.asarray(arr, np.float32)
         if arr.size == 1:
@@ -296,7 +297,7 @@ def _operand(node: ir.Node, value: ir.Value, stores: _Stores) -> str:
         raise NotImplementedError(f"{node.name}: a constant varying across rows")
     # a whole arena tensor: of the output's shape (a residual), or broadcast along some dims
     # (a squeeze-excite scale, 1 x C x 1 x 1): a dim of 1 is not indexed
-    _, c, h, wd = dims(value)
+    _, c, h, wd = static_dims(value)
     p = stores.ptr(value, node)
     index = f"({'c' if c > 1 else '0'}*{h} + {'r' if h > 1 else '0'})*{wd} + {'i' if wd > 1 else '0'}"
     return f"{p}[{index}]"

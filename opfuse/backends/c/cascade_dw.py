@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from opfuse.backends.c.cascade_rows import VEC, _bias, _line_width, _phase_copy, _store, geometry
-from opfuse.backends.c.cgen import CWriter, const
-from opfuse.fusion.stages import dims
+from opfuse.backends.c.cascade_rows import VEC, bias_of, geometry, line_width, phase_copy, store_row
+from opfuse.backends.c.cgen import CWriter
+from opfuse.ir.values import const, static_dims
 
 NARROW_DW = 8  # depthwise rows narrower than this accumulate tap by tap
 
@@ -33,7 +33,7 @@ def _narrow_store(w: CWriter, u: str, yp: str, ry: int, w_out: int, epilogue: li
     if any("+ i]" in line for line in epilogue):
         w.open(f"for (int i = 0; i < {w_out}; ++i)")
         w(f"float v = {u}[i];")
-        _store(w, yp, ry, w_out, epilogue)
+        store_row(w, yp, ry, w_out, epilogue)
         w.close()
         return
     w.open(f"for (int i = 0; i < {_padded(w_out)}; ++i)")
@@ -49,15 +49,15 @@ def emit_depthwise(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogu
     """Rows ``a .. b`` of a depthwise conv (see the module docstring)."""
     g = geometry(node)
     (kh, kw), (sh, sw), (dh, dw), (pt, pl) = g["k"], g["s"], g["d"], g["p"]
-    _, c, h_in, w_in = dims(node.inputs[0])
-    _, _, _, w_out = dims(node.outputs[0])
+    _, c, h_in, w_in = static_dims(node.inputs[0])
+    _, _, _, w_out = static_dims(node.outputs[0])
     weight = np.asarray(const(node.inputs[1]), np.float32)
     wt = params.weight(node.inputs[1].name, weight)
-    bias = _bias(node)
+    bias = bias_of(node)
     bp = params.weight(node.inputs[2].name, bias) if bias is not None else None
     phases = sw > 1
     if phases:
-        lw = _line_width(g, w_out)
+        lw = line_width(g, w_out)
         w(f"float ph[{kh * sw * lw}];")
     else:
         w(f"static const float zrow[{w_in}] = {{0.0f}};")
@@ -76,7 +76,7 @@ def emit_depthwise(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogu
         for ky in range(kh):
             w.open(f"if (in{ky})")
             w(f"const float *xr = {xp} + (c*{rx} + sl{ky})*{w_in};")
-            _phase_copy(w, f"(ph + {ky * sw * lw})", "xr", sw, lw, pl, w_in)
+            phase_copy(w, f"(ph + {ky * sw * lw})", "xr", sw, lw, pl, w_in)
             w.close()
             w(f"else for (int j = 0; j < {sw * lw}; ++j) ph[{ky * sw * lw} + j] = 0.0f;")
         terms = " + ".join(
@@ -91,7 +91,7 @@ def emit_depthwise(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogu
                     w(f"for (int i = 0; i < {w_out}; ++i) u[i] += w{ky * kw + kx}*ph[{off} + i];")
             _narrow_store(w, "u", yp, ry, w_out, epilogue)
         else:
-            _row_run(w, 0, w_out, f"bv + {terms}", lambda: _store(w, yp, ry, w_out, epilogue),
+            _row_run(w, 0, w_out, f"bv + {terms}", lambda: store_row(w, yp, ry, w_out, epilogue),
                      params.restrict != "")
     else:
         for ky in range(kh):
@@ -114,7 +114,7 @@ def emit_depthwise(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogu
                 f"w{ky * kw + kx}*x{ky}[i + {kx * dw - pl}]" for ky in range(kh) for kx in kxs
             )
             _row_run(w, lo, hi, f"bv{' + ' + terms if terms else ''}",
-                     lambda: _store(w, yp, ry, w_out, epilogue), params.restrict != "")
+                     lambda: store_row(w, yp, ry, w_out, epilogue), params.restrict != "")
     w.close()
     w.close()
 

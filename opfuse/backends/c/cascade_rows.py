@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import CWriter, attr, const
-from opfuse.fusion.stages import dims
+from opfuse.backends.c.cgen import CWriter, attr
+from opfuse.ir.values import const, static_dims
 
 OCB, CB = 4, 24  # output channels x columns of a column tile (1x1 convs)
 OCB_K, CB_K = 8, 16  # the same for a spatial kernel (KH*KW > 1)
@@ -63,30 +63,33 @@ def is_depthwise(node: ir.Node) -> bool:
 def line_floats(node: ir.Node) -> int:
     """Floats of the tiled path's line buffer for ``node`` (0: it reads the ring directly)."""
     g = geometry(node)
-    _, c_in, _, _ = dims(node.inputs[0])
-    _, _, _, w_out = dims(node.outputs[0])
+    _, c_in, _, _ = static_dims(node.inputs[0])
+    _, _, _, w_out = static_dims(node.outputs[0])
     if g["k"] == (1, 1) and g["s"] == (1, 1) and g["p"] == (0, 0):
         return 0
-    return c_in * g["k"][0] * g["s"][1] * _line_width(g, w_out)
+    return c_in * g["k"][0] * g["s"][1] * line_width(g, w_out)
 
 
-def _line_width(g: dict, w_out: int) -> int:
+def line_width(g: dict, w_out: int) -> int:
+    """One phase of a line-buffer row: the output columns plus the kernel's reach in that phase."""
     return w_out + ((g["k"][1] - 1) * g["d"][1]) // g["s"][1]
 
 
-def _bias(node: ir.Node) -> np.ndarray | None:
+def bias_of(node: ir.Node) -> np.ndarray | None:
+    """The Conv's bias as float32, None when it has none."""
     if len(node.inputs) > 2 and node.inputs[2] is not None:
         return np.asarray(const(node.inputs[2]), np.float32).reshape(-1)
     return None
 
 
-def _store(w: CWriter, yp: str, ry: int, w_out: int, epilogue: list[str]) -> None:
+def store_row(w: CWriter, yp: str, ry: int, w_out: int, epilogue: list[str]) -> None:
+    """The epilogue, then ``v`` stored at column ``i`` of output row ``ys`` of channel ``c``."""
     for line in epilogue:
         w(line)
     w(f"{yp}[(c*{ry} + ys)*{w_out} + i] = v;")
 
 
-def _phase_copy(w: CWriter, q: str, xr: str, s: int, lw: int, pl: int, w_in: int) -> None:
+def phase_copy(w: CWriter, q: str, xr: str, s: int, lw: int, pl: int, w_in: int) -> None:
     """``q[f*lw + j] = xr[j*s + f - pl]`` inside the row, 0 outside, for each phase f < s."""
     for f in range(s):
         lo = next((j for j in range(lw) if j * s + f - pl >= 0), lw)
@@ -120,8 +123,8 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
     """Rows ``a .. b`` of a conv as register tiles (see the module docstring)."""
     g = geometry(node)
     (kh, kw), (sh, sw), (dh, dw), (pt, pl) = g["k"], g["s"], g["d"], g["p"]
-    _, c_in, h_in, w_in = dims(node.inputs[0])
-    _, c_out, _, w_out = dims(node.outputs[0])
+    _, c_in, h_in, w_in = static_dims(node.inputs[0])
+    _, c_out, _, w_out = static_dims(node.outputs[0])
     lanes, cb = (OCB, CB) if kh * kw == 1 else (OCB_K, CB_K)
     if w_out < NARROW and kh * kw == 1:  # spatial kernels: see NARROW
         lanes = OCV
@@ -130,7 +133,7 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
     blocks = -(-ocg // lanes)
     weight = np.asarray(const(node.inputs[1]), np.float32)
     wp = params.weight(f"{node.inputs[1].name}#tile{lanes}", pack(weight, group, lanes))
-    bias = _bias(node)
+    bias = bias_of(node)
     bp = None
     if bias is not None:
         padded = np.zeros((group, blocks * lanes), np.float32)
@@ -140,7 +143,7 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
     # a row shorter than a vector through a line buffer: compute VEC columns (the extra ones
     # read the buffer's zero tail), store w_out; a 7-column tile compiled ~10x slower per MAC
     cols = VEC if lanes != OCV and not direct and w_out < VEC else w_out
-    lw = _line_width(g, cols)
+    lw = line_width(g, cols)
     per_ci = kh * sw * lw
     w.open("for (int r = a; r <= b; ++r)")
     w(f"const int ys = r % {ry}, xs = r % {rx};")
@@ -155,7 +158,7 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
         for ky in range(kh):
             w.open(f"if (in{ky})")
             w(f"const float *xr = {xp} + (ci*{rx} + sl{ky})*{w_in};")
-            _phase_copy(w, f"(line + ci*{per_ci} + {ky * sw * lw})", "xr", sw, lw, pl, w_in)
+            phase_copy(w, f"(line + ci*{per_ci} + {ky * sw * lw})", "xr", sw, lw, pl, w_in)
             w.close()
             w(f"else for (int j = 0; j < {sw * lw}; ++j) "
               f"line[ci*{per_ci} + {ky * sw * lw} + j] = 0.0f;")  # fmt: skip
@@ -168,7 +171,7 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
         w_out=w_out, cols=cols, cb=cb, overlap=params.restrict != "" and kh * kw > 1,
     )  # fmt: skip
     if lanes != OCV:
-        _column_tiles(w, tile, lambda: _store(w, yp, ry, w_out, epilogue))
+        _column_tiles(w, tile, lambda: store_row(w, yp, ry, w_out, epilogue))
     else:
         _channel_tiles(w, tile, epilogue, yp, ry)
     w.close()

@@ -9,6 +9,7 @@ import numpy as np
 import onnx_ir as ir
 
 from opfuse.errors import OpfuseError
+from opfuse.ir.values import const, static_dims
 
 
 class CWriter:
@@ -71,16 +72,14 @@ def attr(node: ir.Node, name: str, default=None):
 
 
 def dims(value: ir.Value | None, node: ir.Node) -> tuple[int, ...]:
-    if value is None or value.shape is None or any(not isinstance(d, int) for d in value.shape):
+    """``static_dims(value)``, which C needs: a value without them is refused, naming ``node``."""
+    found = static_dims(value)
+    if found is None:
         name = "an omitted input" if value is None else f"'{value.name}'"
         raise OpfuseError(f"C backend: {who(node)}: {name} has no static shape")
-    return tuple(int(d) for d in value.shape)
+    return found
 
 
-def const(value: ir.Value | None) -> np.ndarray | None:
-    """The constant array behind ``value`` (initializer or Constant node), else None."""
-    if value is None:
-        return None
     if value.const_value is not None:
         return value.const_value.numpy()
     p = value.producer()

@@ -25,16 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import (
-    CWriter,
-    attr,
-    const,
-    contiguous,
-    dims,
-    offset_expr,
-    pick_block,
-    who,
-)
+from opfuse.backends.c.cgen import CWriter, attr, contiguous, dims, offset_expr, pick_block, who
 from opfuse.backends.c.convdirect import emit_direct, pack_weights
 from opfuse.backends.c.convpix import emit_pixels
 from opfuse.backends.c.convpix import fits as fits_pixels
@@ -43,6 +34,7 @@ from opfuse.backends.c.epilogue import Chain, build_chain, emit_apply
 from opfuse.backends.c.pools import PoolGeom, emit_pool_row, pads_for, pool_geom, window
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ir.values import const
 
 PB = 32  # columns per tile of the 1x1 path
 PIXELS_1X1 = 256  # 1x1 convs over at least this many pixels vectorize over pixels

@@ -28,7 +28,6 @@ from opfuse.backends.c.ctype import BOOL, FLOAT, INT8, INT32, INT64, UINT8, ctyp
 from opfuse.backends.c.files import (
     MAKEFILE,
     main_c,
-    manifest,
     model_h,
     readme,
     rebuilt_by_make,
@@ -38,14 +37,21 @@ from opfuse.backends.c.int8.conv_mcu import has_dsp
 from opfuse.backends.c.int8.requant import helpers, int8_info, rounding_of
 from opfuse.backends.c.kernel_functions import KernelFunctions
 from opfuse.backends.c.kernels import check_covered, emit_kernel
+from opfuse.backends.c.manifest import (
+    DumpRecord,
+    KernelRecord,
+    Manifest,
+    RingRecord,
+    TensorRecord,
+)
 from opfuse.backends.c.prefix import DEFAULT as DEFAULT_PREFIX
 from opfuse.backends.c.prefix import check_prefix, with_prefix
 from opfuse.backends.c.tensors import MCU_WEIGHT_ALIGN, WEIGHT_ALIGN, Params, Store, WeightBlob
+from opfuse.compiled import DEFAULT_PLANNER, CompileResult, Schedule
 from opfuse.errors import OpfuseError
 from opfuse.ir import require_static
 from opfuse.memory import MemoryPlan
 from opfuse.output import write_tree
-from opfuse.pipeline import DEFAULT_PLANNER, CompileResult, Schedule
 from opfuse.quant import get_quant
 from opfuse.safe_text import assert_inert, for_comment
 
@@ -81,7 +87,7 @@ def generate(
     planner: str = DEFAULT_PLANNER,
     cascades: bool = True,
     prefix: str = DEFAULT_PREFIX,
-) -> tuple[dict[str, str], dict, MemoryPlan]:
+) -> tuple[dict[str, str], Manifest, MemoryPlan]:
     """The files' text (name -> text), the manifest and the memory plan."""
     sched = c_schedule(result, fuse, cascades, planner)
     model, part, plan = sched.model, sched.partition, sched.plan
@@ -99,7 +105,7 @@ def generate(
     if cascades and store.armv7em:  # what a cascade member's scratch may spend (int8/conv_mcu.py)
         store.cascade_saving = c_schedule(result, fuse, False, planner).plan.peak_bytes \
             - plan.peak_bytes
-    debug: list[dict] = []  # per kernel: its members and outputs, for validate --per-kernel
+    debug: list[KernelRecord] = []  # per kernel: its members and outputs, for validate --per-kernel
     for index, kernel in enumerate(part.kernels):
         members = [nodes[n] for n in kernel.nodes]
         aliased = any(o in plan.aliases for o in kernel.outputs)
@@ -117,36 +123,23 @@ def generate(
         calls(params.call(fname))
         debug.append(_debug_entry(index, fname, kernel, members, store, calls))
     calls(f"OPFUSE_PROFILE_MARK({len(part.kernels)});")
-    io: dict[str, list] = {"inputs": [], "outputs": []}
     where_in, where_out = [], []
     for value in model.graph.inputs:
-        io["inputs"].append(_io(value))
         where_in.append(store.where(value, _Named(value.name)) if value.name in plan.offsets
                         else None)
     for value in model.graph.outputs:
-        io["outputs"].append(_io(value))
         node = value.producer() or next(iter(model.graph), None)
         src = store.where(value, node, ctype_of(value)) if node is not None else None
         if src is None:
             raise OpfuseError(f"C backend: graph output '{value.name}' has no producer")
         where_out.append(src)
-    info = {
-        "source": result.source,
-        "target": result.target.name,
-        "fused": fuse,
-        "planner": planner,
-        "kernels": len(part.kernels),
-        "arena_bytes": plan.peak_bytes,
-        "stack_scratch_bytes": scratch,
-        "weights_bytes": len(blob.data()),
-        **io,
-    }
-    info["kernel_outputs"] = debug
-    info["cascades"] = [k.name for k in part.kernels if k.is_cascade]
-    info["prefix"] = check_prefix(prefix)
-    quant = int8_info(model)
-    if quant:
-        info["quant"] = quant
+    info = Manifest(
+        result.source, result.target.name, fuse, planner, len(part.kernels), plan.peak_bytes,
+        scratch, len(blob.data()), tuple(_io(v) for v in model.graph.inputs),
+        tuple(_io(v) for v in model.graph.outputs), tuple(debug),
+        tuple(k.name for k in part.kernels if k.is_cascade), check_prefix(prefix),
+        int8_info(model) or None,
+    )
     files = {
         "model.h": model_h(info),
         "model.c": _model_c(info, funcs, calls, where_in, where_out, helpers(model)),
@@ -154,7 +147,7 @@ def generate(
         "main.c": main_c(info),
         "Makefile": MAKEFILE,
         "README.md": readme(info),
-        "model.json": manifest(info),
+        "model.json": info.to_json(),
     }
     if result.target.board is not None:  # Cortex-M: startup, linker script, harness, `make run`
         extra = board_files(result.target.board, info)
@@ -176,7 +169,7 @@ _SIZES = {"float": 4, "int8_t": 1, "uint8_t": 1, "int16_t": 2, "int32_t": 4, "in
 
 
 def _debug_entry(index: int, fname: str, kernel, members: list[ir.Node], store: Store,
-                 calls: CWriter) -> dict:
+                 calls: CWriter) -> KernelRecord:
     """One kernel's manifest entry for the debug dump, and its ``OPFUSE_DEBUG_OUT`` lines (empty
     macros unless built with -DOPFUSE_DEBUG_DUMP): each output is handed over right after the
     kernel ran, before a later kernel may reuse its bytes."""
@@ -190,15 +183,13 @@ def _debug_entry(index: int, fname: str, kernel, members: list[ir.Node], store: 
             continue
         ct = ctype_of(value) or FLOAT
         calls(f"OPFUSE_DEBUG_OUT({index}, {len(outs)}, {store.where(value, node)});")
-        outs.append({"name": name, "shape": list(dims(value, node)), "ctype": ct.name})
-    entry = {"index": index, "function": fname, "name": kernel.name, "ops": list(kernel.ops),
-             "nodes": list(kernel.nodes), "outputs": outs}
-    if kernel.is_cascade:  # its members and rings, as analyze reports them
-        entry["members"] = [list(m.nodes) for m in kernel.members]
-    if kernel.ring_buffers:  # a cascade's rings, an attention kernel's scratch row
-        entry["ring_buffers"] = [{"value": r.value, "rows": r.rows, "bytes": r.nbytes}
-                                 for r in kernel.ring_buffers]
-    return entry
+        outs.append(DumpRecord(name, dims(value, node), ct.name))
+    # a cascade's members; its rings, or an attention kernel's scratch row, as analyze reports them
+    return KernelRecord(
+        index, fname, kernel.name, tuple(kernel.ops), tuple(kernel.nodes), tuple(outs),
+        tuple(tuple(m.nodes) for m in kernel.members) if kernel.is_cascade else None,
+        tuple(RingRecord(r.value, r.rows, r.nbytes) for r in kernel.ring_buffers)
+        if kernel.ring_buffers else None)
 
 
 def stack_scratch_bytes(lines: list[str]) -> int:
@@ -214,7 +205,7 @@ def stack_scratch_bytes(lines: list[str]) -> int:
     return total
 
 
-def _io(value: ir.Value) -> dict:
+def _io(value: ir.Value) -> TensorRecord:
     ct = ctype_of(value)
     if ct not in (FLOAT, INT8, UINT8, INT32, INT64, BOOL):  # bool: a uint8_t of 0 or 1
         raise OpfuseError(
@@ -222,19 +213,10 @@ def _io(value: ir.Value) -> dict:
             "the C backend takes and returns float32, int8, uint8, int32, int64 or bool tensors only"
         )
     shape = dims(value, value.producer() or _Named(value.name))
-    item = {"name": value.name, "shape": list(shape), "size": math.prod(shape)}
-    if ct is not FLOAT:
-        item["ctype"] = ct.name
     q = get_quant(value)
-    if q is not None and q.scale.size == 1:
-        item["scale"] = float(q.scale[0])
-        item["zero_point"] = int(q.zero_point[0])
-    return item
-
-
-def io_ctype(item: dict) -> str:
-    """The C element type of one graph input or output in the manifest."""
-    return item.get("ctype", "float")
+    one = q is not None and q.scale.size == 1
+    return TensorRecord(value.name, shape, math.prod(shape), ct.name,
+                        float(q.scale[0]) if one else None, int(q.zero_point[0]) if one else None)
 
 
 class _Named:
@@ -245,35 +227,35 @@ class _Named:
         self.name = name
 
 
-def _pointers(kind: str, where: list[str | None], items: list[dict]) -> list[str]:
+def _pointers(kind: str, where: list[str | None], items: tuple[TensorRecord, ...]) -> list[str]:
     """``opfuse_model_<kind>(i)``: a switch over the arena pointers (an input the schedule never
     reads gets a small static buffer of its own, so the caller can still write it)."""
     lines, spare = [], []
     ret = common_ctype(items)
     for k, (src, item) in enumerate(zip(where, items, strict=True)):
         if src is None:
-            spare.append(f"static {io_ctype(item)} opfuse_unused_{kind}{k}"
-                         f"[{max(item['size'], 1)}];")
+            spare.append(f"static {item.ctype} opfuse_unused_{kind}{k}"
+                         f"[{max(item.size, 1)}];")
             src = f"opfuse_unused_{kind}{k}"
         lines.append(f"    case {k}: return ({ret} *)({src});")
     return [*spare, f"{ret} *opfuse_model_{kind}(int i) {{", "    switch (i) {", *lines,
             "    default: return 0;", "    }", "}", ""]
 
 
-def common_ctype(items: list[dict]) -> str:
+def common_ctype(items: tuple[TensorRecord, ...]) -> str:
     """The pointer type of opfuse_model_input/output: the items' C type, or void if they mix."""
-    kinds = {io_ctype(x) for x in items}
+    kinds = {x.ctype for x in items}
     return kinds.pop() if len(kinds) == 1 else ("float" if not kinds else "void")
 
 
-def _model_c(info: dict, funcs: CWriter, calls: CWriter, where_in: list, where_out: list,
+def _model_c(info: Manifest, funcs: CWriter, calls: CWriter, where_in: list, where_out: list,
              extra: str = ""):
-    n_in, n_out = len(info["inputs"]), len(info["outputs"])
+    n_in, n_out = len(info.inputs), len(info.outputs)
     ins, outs = run_args(info)
-    ti, to = common_ctype(info["inputs"]), common_ctype(info["outputs"])
+    ti, to = common_ctype(info.inputs), common_ctype(info.outputs)
     in_names = [a.split("*")[1] for a in ins]
     out_names = [a.split("*")[1] for a in outs]
-    source, target = for_comment(info["source"], 120), for_comment(info["target"])
+    source, target = for_comment(info.source, 120), for_comment(info.target)
     head = f"""/* Generated by opfuse from {source} for {target}. Do not edit. */
 #include <math.h>
 #include <string.h>
@@ -314,7 +296,7 @@ def _model_c(info: dict, funcs: CWriter, calls: CWriter, where_in: list, where_o
 #error "weights.c holds little-endian float32 data"
 #endif
 
-/* The one activation arena: tensor offsets below are the memory plan's ({info['planner']}). */
+/* The one activation arena: tensor offsets below are the memory plan's ({info.planner}). */
 /* Exactly OPFUSE_ARENA_BYTES (the ELF's opfuse_arena symbol; one float for an empty arena). */
 static float opfuse_arena[OPFUSE_ARENA_BYTES > 0 ? (OPFUSE_ARENA_BYTES + 3) / 4 : 1] OPFUSE_ALIGNED;
 #define A opfuse_arena
@@ -348,12 +330,12 @@ static int opfuse_status;
 """
     size = {"float": 4, "int8_t": 1, "uint8_t": 1, "int32_t": 4, "int64_t": 8}
     copy_in = [f"    opfuse_copy(opfuse_model_input({k}), inputs[{k}], "
-               f"{x['size'] * size[io_ctype(x)]}u);" for k, x in enumerate(info["inputs"])]
+               f"{x.size * size[x.ctype]}u);" for k, x in enumerate(info.inputs)]
     copy_out = [f"    opfuse_copy(outputs[{k}], opfuse_model_output({k}), "
-                f"{x['size'] * size[io_ctype(x)]}u);" for k, x in enumerate(info["outputs"])]
+                f"{x.size * size[x.ctype]}u);" for k, x in enumerate(info.outputs)]
     tail = [
-        *_pointers("input", where_in, info["inputs"]),
-        *_pointers("output", where_out, info["outputs"]),
+        *_pointers("input", where_in, info.inputs),
+        *_pointers("output", where_out, info.outputs),
         "int opfuse_model_invoke(void) {",
         "    opfuse_status = 0;",
         *calls.lines,
@@ -382,12 +364,12 @@ static int opfuse_status;
     return head + extra + funcs.text() + "\n".join(tail) + "\n"
 
 
-def run_args(info: dict) -> tuple[list[str], list[str]]:
+def run_args(info: Manifest) -> tuple[list[str], list[str]]:
     """The parameters of opfuse_model_run: inputs then outputs, each in its own C type."""
-    ins, outs = info["inputs"], info["outputs"]
-    a = [f"const {io_ctype(x)} *input" + ("" if len(ins) == 1 else str(i))
+    ins, outs = info.inputs, info.outputs
+    a = [f"const {x.ctype} *input" + ("" if len(ins) == 1 else str(i))
          for i, x in enumerate(ins)]
-    b = [f"{io_ctype(x)} *output" + ("" if len(outs) == 1 else str(i))
+    b = [f"{x.ctype} *output" + ("" if len(outs) == 1 else str(i))
          for i, x in enumerate(outs)]
     return a, b
 
@@ -412,12 +394,12 @@ def emit_c(
         outdir=Path(outdir),
         fused=fuse,
         planner=planner,
-        arena_bytes=info["arena_bytes"],
-        stack_scratch_bytes=info["stack_scratch_bytes"],
-        weights_bytes=info["weights_bytes"],
-        kernels=info["kernels"],
-        inputs=tuple((x["name"], tuple(x["shape"])) for x in info["inputs"]),
-        outputs=tuple((x["name"], tuple(x["shape"])) for x in info["outputs"]),
+        arena_bytes=info.arena_bytes,
+        stack_scratch_bytes=info.stack_scratch_bytes,
+        weights_bytes=info.weights_bytes,
+        kernels=info.kernels,
+        inputs=tuple((x.name, x.shape) for x in info.inputs),
+        outputs=tuple((x.name, x.shape) for x in info.outputs),
         plan=plan,
-        cascades=tuple(info["cascades"]),
+        cascades=info.cascades,
     )

@@ -17,19 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import (
-    CWriter,
-    attr,
-    bcast_strides,
-    const,
-    dims,
-    flit,
-    merge,
-    offset_expr,
-    who,
-)
+from opfuse.backends.c.cgen import CWriter, attr, bcast_strides, dims, flit, merge, offset_expr, who
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ir.values import const
 from opfuse.ops.groups import C_EXPRS
 
 ACC = "acc"
@@ -42,7 +33,7 @@ def _clip_bound(node: ir.Node, args: list[str | None], i: int, name: str) -> str
     return None if value is None else flit(value)
 
 
-def _scalar(node: ir.Node, a: list[str | None]) -> str:
+def scalar_expr(node: ir.Node, a: list[str | None]) -> str:
     """One op's C expression on scalar arguments (C names, literals or loads; None = omitted)."""
     op = node.op_type
     x = a[0]
@@ -249,7 +240,7 @@ def emit_apply(
             if hi is not None:
                 w(f"v{k} = v{k} > {hi} ? {hi} : v{k};")
         else:
-            w(f"const float v{k} = {_scalar(node, cargs)};")
+            w(f"const float v{k} = {scalar_expr(node, cargs)};")
         current = f"v{k}"
     w(f"{dst(var)} = {current};")
     w.close()

@@ -17,7 +17,6 @@ from opfuse.backends.c.cgen import (
     attr,
     bcast_strides,
     collapse,
-    const,
     contiguous,
     dims,
     flit,
@@ -28,6 +27,7 @@ from opfuse.backends.c.cgen import (
 from opfuse.backends.c.ctype import FLOAT, ctype_of
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ir.values import const
 from opfuse.ops import groups
 from opfuse.quant import get_quant, quantize_real
 from opfuse.safe_text import for_comment
@@ -227,7 +227,7 @@ def emit_gather(w: CWriter, y: str, x: str, ys: Sequence[int], xs: Sequence[int]
     w.close()
 
 
-def _resize_scales(node: ir.Node, xs, ys) -> list[float]:
+def resize_scales(node: ir.Node, xs, ys) -> list[float]:
     idx = 2 if len(node.inputs) > 2 else 1
     arr = const(node.inputs[idx]) if len(node.inputs) > idx and node.inputs[idx] else None
     if arr is not None and arr.size == len(xs):
@@ -235,7 +235,7 @@ def _resize_scales(node: ir.Node, xs, ys) -> list[float]:
     return [o / i for o, i in zip(ys, xs, strict=True)]
 
 
-def _source_coord(mode: str, o: int, scale: float, in_len: int, out_len: int) -> float:
+def source_coord(mode: str, o: int, scale: float, in_len: int, out_len: int) -> float:
     if mode == "half_pixel":
         return (o + 0.5) / scale - 0.5
     if mode == "pytorch_half_pixel":
@@ -264,9 +264,9 @@ def emit_resize(w: CWriter, node: ir.Node, params: Params) -> None:
     xs, ys = dims(node.inputs[0], node), dims(node.outputs[0], node)
     mode = attr(node, "mode", "nearest")
     ctm = attr(node, "coordinate_transformation_mode", "half_pixel")
-    scales = _resize_scales(node, xs, ys)
+    scales = resize_scales(node, xs, ys)
     x, y = params.inp(node.inputs[0], node), params.out(node.outputs[0], node)
-    coords = [[_source_coord(ctm, o, scales[d], xs[d], ys[d]) for o in range(ys[d])]
+    coords = [[source_coord(ctm, o, scales[d], xs[d], ys[d]) for o in range(ys[d])]
               for d in range(len(xs))]
     if mode == "nearest":
         how = attr(node, "nearest_mode", "round_prefer_floor")

@@ -18,7 +18,6 @@ from opfuse.backends.c.cgen import (
     CWriter,
     attr,
     bcast_strides,
-    const,
     contiguous,
     dims,
     flit,
@@ -29,6 +28,7 @@ from opfuse.backends.c.epilogue import build_chain, emit_apply
 from opfuse.backends.c.matmul_view import broadcast_view, packed_rows, view_strides
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ir.values import const
 
 NB = 256  # output columns per accumulator tile
 

@@ -10,19 +10,10 @@ import math
 
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import (
-    CWriter,
-    attr,
-    collapse,
-    const,
-    contiguous,
-    dims,
-    flit,
-    offset_expr,
-    who,
-)
+from opfuse.backends.c.cgen import CWriter, attr, collapse, contiguous, dims, flit, offset_expr, who
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ir.values import const
 from opfuse.ops import groups
 
 REDUCE_OPS = groups.C_REDUCE

@@ -20,7 +20,7 @@ import onnx_ir as ir
 
 from opfuse.backends.c.attention import why_not_attention
 from opfuse.backends.c.cascade import why_not_member
-from opfuse.backends.c.cgen import bcast_strides, const
+from opfuse.backends.c.cgen import bcast_strides
 from opfuse.backends.c.epilogue import EPILOGUE_OPS
 from opfuse.backends.c.int8 import is_int8_kernel
 from opfuse.backends.c.int8.chain import BINARY_OPS, CHAIN_OPS, CLAMP_OPS
@@ -35,6 +35,7 @@ from opfuse.backends.c.pools import POOL_OPS
 from opfuse.backends.c.typed import is_typed
 from opfuse.fusion.attention import core_of
 from opfuse.fusion.support import KernelSupport
+from opfuse.ir.values import const, static_dims
 from opfuse.ops import groups
 from opfuse.quant import get_quant
 
@@ -42,19 +43,12 @@ _INT8_ANCHORS = groups.C_INT8_ANCHORS
 _INT8_POOLS = groups.C_INT8_POOLS
 
 
-def _dims(value: ir.Value | None) -> tuple[int, ...] | None:
-    if value is None or value.shape is None:
-        return None
-    shape = tuple(value.shape)
-    return shape if all(isinstance(d, int) for d in shape) else None
-
-
 def why_not_kernel(members: Sequence[ir.Node]) -> str | None:
     """None when the layer-by-layer C writes one kernel of ``members`` (in schedule order), else
     a phrase saying why not. Sizes nobody knows are the emitter's to refuse (``require_static``)."""
     if len(members) < 2:
         return None
-    if any(_dims(n.outputs[0]) is None for n in members if n.outputs):
+    if any(static_dims(n.outputs[0]) is None for n in members if n.outputs):
         return None
     core = core_of(members)  # the attention kernel (backends/c/attention.py)
     if core is not None:
@@ -71,20 +65,20 @@ def _why_not_float(members: Sequence[ir.Node]) -> str | None:
         return why_not_add_norm(members)
     if ends_with_norm(members):
         return why_not_anchor_norm(members) or _same_shape(
-            rest[:-1], _dims(head.outputs[0]), "the anchor's")
+            rest[:-1], static_dims(head.outputs[0]), "the anchor's")
     odd = next((n for n in members if is_typed(n)), None)
     if odd is not None:  # the epilogue chain holds float registers only
         return f"{odd.op_type} on masks or integers runs as its own kernel"
     if op == "Transpose" and len(rest) >= 1 and rest[0].op_type == "MatMul":
         # a strided view the MatMul reads in place (fusion/views.py), then the MatMul's kernel
-        if len(_dims(head.outputs[0]) or ()) < 2:
+        if len(static_dims(head.outputs[0]) or ()) < 2:
             return "a transposed operand of rank < 2"
         perm = list(head.attributes["perm"].value) if "perm" in head.attributes else [0, 0]
         if rest[0].inputs[0] is head.outputs[0] or perm[-1] == len(perm) - 1:
             # measured (benchmarks/matmul_views.py, tiny_transformer): reading these in place
             # was 0.89x the materialized copy; only a right operand with a strided n dim gains
             return "a transposed operand whose rows the MatMul reads faster materialized"
-        if len(members) > 2 and any(_dims(n.outputs[0]) != _dims(rest[0].outputs[0])
+        if len(members) > 2 and any(static_dims(n.outputs[0]) != static_dims(rest[0].outputs[0])
                                     for n in rest[1:]):
             return "an epilogue after a viewed MatMul that changes the output's shape"
         if ends_with_norm(rest) or is_add_norm(rest):
@@ -101,21 +95,21 @@ def _why_not_float(members: Sequence[ir.Node]) -> str | None:
                 return f"a pool after {op} (only a Conv's kernel ends with one)"
             if any(n.op_type in POOL_OPS for n in rest[at + 1 :]):
                 return "two pools in one kernel"
-            return (_same_shape(pre, _dims(head.outputs[0]), "the anchor's")
-                    or _same_shape(rest[at + 1 :], _dims(rest[at].outputs[0]), "the pool's"))
-        shape = _dims(head.outputs[0])
-        grow = next((i for i, n in enumerate(pre) if _dims(n.outputs[0]) != shape), None)
+            return (_same_shape(pre, static_dims(head.outputs[0]), "the anchor's")
+                    or _same_shape(rest[at + 1 :], static_dims(rest[at].outputs[0]), "the pool's"))
+        shape = static_dims(head.outputs[0])
+        grow = next((i for i, n in enumerate(pre) if static_dims(n.outputs[0]) != shape), None)
         if grow is None:
             return _same_shape(pre, shape, "the anchor's")
         small = (pre[grow - 1] if grow else head).outputs[0]
-        if math.prod(_dims(small)) > LOCAL_LIMIT:
-            return (f"{pre[grow].op_type} broadcasts a result of {math.prod(_dims(small)):,} "
+        if math.prod(static_dims(small)) > LOCAL_LIMIT:
+            return (f"{pre[grow].op_type} broadcasts a result of {math.prod(static_dims(small)):,} "
                     f"elements up to a larger output (the kernel keeps at most {LOCAL_LIMIT:,})")
         return _broadcast_chain(pre[grow:], float_kernel=True)
     if op in POOL_OPS:
         if any(n.op_type in POOL_OPS for n in rest):
             return "two pools in one kernel"
-        return _same_shape(rest, _dims(head.outputs[0]), "the pool's")
+        return _same_shape(rest, static_dims(head.outputs[0]), "the pool's")
     if op in EPILOGUE_OPS:
         if any(n.op_type in POOL_OPS for n in rest):
             return "a pool after an elementwise op"
@@ -129,7 +123,7 @@ def _why_not_int8(members: Sequence[ir.Node]) -> str | None:
         if node.op_type not in CHAIN_OPS or node.domain not in ("", "ai.onnx"):
             return f"no int8 C epilogue for {node.op_type}"
     if head.op_type in _INT8_ANCHORS | _INT8_POOLS:
-        return _same_shape(rest, _dims(head.outputs[0]), f"the {head.op_type}'s") or _quant(rest)
+        return _same_shape(rest, static_dims(head.outputs[0]), f"the {head.op_type}'s") or _quant(rest)
     if head.op_type in CHAIN_OPS:
         return _broadcast_chain(members, float_kernel=False) or _quant(members)
     return f"an int8 {head.op_type} kernel with ops after it"
@@ -138,7 +132,7 @@ def _why_not_int8(members: Sequence[ir.Node]) -> str | None:
 def _same_shape(chain: Sequence[ir.Node], shape: tuple[int, ...] | None, whose: str) -> str | None:
     """An output stage on ``shape``: every op keeps it, every operand broadcasts to it."""
     for node in chain:
-        out = _dims(node.outputs[0])
+        out = static_dims(node.outputs[0])
         if out != shape:
             return (f"{node.op_type} writes {list(out or ())}, not {whose} output "
                     f"{list(shape or ())} (its output stage holds one shape)")
@@ -151,10 +145,10 @@ def _same_shape(chain: Sequence[ir.Node], shape: tuple[int, ...] | None, whose: 
 def _broadcast_chain(chain: Sequence[ir.Node], float_kernel: bool) -> str | None:
     """A standalone elementwise chain runs over its last op's output: every op's output and every
     operand must broadcast to it."""
-    shape = _dims(chain[-1].outputs[0])
+    shape = static_dims(chain[-1].outputs[0])
     for node in chain:
-        if float_kernel and not _broadcasts(_dims(node.outputs[0]), shape):
-            return f"{node.op_type} writes {list(_dims(node.outputs[0]))}, larger than the chain's"
+        if float_kernel and not _broadcasts(static_dims(node.outputs[0]), shape):
+            return f"{node.op_type} writes {list(static_dims(node.outputs[0]))}, larger than the chain's"
         why = _operands(node, shape)
         if why is not None:
             return why
@@ -168,7 +162,7 @@ def _operands(node: ir.Node, shape: tuple[int, ...] | None) -> str | None:
         arr = const(value)
         if arr is not None and arr.size == 1:
             continue
-        vshape = _dims(value)
+        vshape = static_dims(value)
         if vshape is not None and node.op_type == "BatchNormalization" and i > 0 and shape:
             vshape = vshape + (1,) * (len(shape) - 2)
         if not _broadcasts(vshape, shape):

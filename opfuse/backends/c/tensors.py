@@ -8,9 +8,10 @@ import math
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import const, dims, who
+from opfuse.backends.c.cgen import dims, who
 from opfuse.backends.c.ctype import BOOL, FLOAT, INT64, CType, ctype_of
 from opfuse.errors import OpfuseError
+from opfuse.ir.values import const
 from opfuse.memory import MemoryPlan
 
 WEIGHT_ALIGN = 64  # bytes: on the host every weight starts on a cache line

@@ -1,7 +1,7 @@
 """Board files for a target with a ``[board]`` table (Cortex-M under QEMU): startup.c, board.ld,
 harness.c, inputs.c and the Makefile's cross-compile and ``make run`` rules. The same flags and
 QEMU arguments serve ``make run`` and ``opfuse validate --backend c --emulate``
-(opfuse.backends.c.emulate). See docs/architecture.md for the C backend's files."""
+(opfuse.measure.run.qemu). See docs/architecture.md for the C backend's files."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 
 from opfuse.backends.c.board.harness import demo_inputs, harness_c, inputs_c
 from opfuse.backends.c.board.startup import linker_script, startup_c
+from opfuse.backends.c.manifest import Manifest
 from opfuse.targets import Board
 
 __all__ = ["ELF", "MCU_SOURCES", "board_files", "cflags", "ldflags", "qemu_args", "stack_bytes"]
@@ -37,9 +38,9 @@ def qemu_args(board: Board, elf: str = ELF) -> list[str]:
             "-icount", f"shift={ICOUNT_SHIFT}", "-kernel", elf]
 
 
-def stack_bytes(board: Board, info: dict) -> int:
+def stack_bytes(board: Board, info: Manifest) -> int:
     """The board's stack plus the kernels' largest stack scratch (tiles, line buffers)."""
-    return board.stack_bytes + (info["stack_scratch_bytes"] + 7) // 8 * 8
+    return board.stack_bytes + (info.stack_scratch_bytes + 7) // 8 * 8
 
 
 def _makefile(board: Board) -> str:
@@ -85,7 +86,7 @@ own firmware instead of startup.c and harness.c for a real part.
 """
 
 
-def board_files(board: Board, info: dict, inputs: list[np.ndarray] | None = None,
+def board_files(board: Board, info: Manifest, inputs: list[np.ndarray] | None = None,
                 what: str = "") -> dict[str, str]:
     """The board files by name; "Makefile+" and "README.md+" are text the caller appends."""
     if inputs is None:

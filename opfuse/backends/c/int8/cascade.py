@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import CWriter, const, dims
+from opfuse.backends.c.cgen import CWriter, dims
 from opfuse.backends.c.conv import conv_geom
 from opfuse.backends.c.ctype import INT32, ctype_of
 from opfuse.backends.c.int8 import conv_mcu
@@ -40,6 +40,7 @@ from opfuse.backends.c.int8.conv import (
 from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise_member, is_depthwise8
 from opfuse.backends.c.int8.pools import emit_pool_value8
 from opfuse.backends.c.pools import pool_geom
+from opfuse.ir.values import const
 from opfuse.memory.lifetimes import RING_PREFIX
 from opfuse.ops import groups
 from opfuse.quant import conv_scales, get_quant

@@ -19,12 +19,13 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import CWriter, attr, bcast_strides, const, dims, flit, offset_expr, who
+from opfuse.backends.c.cgen import CWriter, attr, bcast_strides, dims, flit, offset_expr, who
 from opfuse.backends.c.ctype import INT8, INT32, ctype_of
 from opfuse.backends.c.int8.common import clamp_bounds, int_ctype, quant, rounding
 from opfuse.backends.c.int8.lut import LUT_OPS, table
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ir.values import const
 from opfuse.ops import groups
 from opfuse.quant import ONNX, add_params, quantize_multiplier
 

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import const, flit, who
+from opfuse.backends.c.cgen import flit, who
 from opfuse.backends.c.ctype import FLOAT, INT8, INT32, CType, ctype_of
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ir.values import const
 from opfuse.quant import ONNX, TFLITE, QuantParams, get_quant, multipliers
 
 

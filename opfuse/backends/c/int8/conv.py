@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import CWriter, attr, const, dims, who
+from opfuse.backends.c.cgen import CWriter, attr, dims, who
 from opfuse.backends.c.conv import conv_geom
 from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8 import conv_mcu, dsp, gemm_mcu
@@ -26,6 +26,7 @@ from opfuse.backends.c.int8.matmul_act import emit_matmul_act8
 from opfuse.backends.c.pools import window
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ir.values import const
 from opfuse.quant import conv_scales
 
 

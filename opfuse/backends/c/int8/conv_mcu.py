@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import CWriter, attr, const, dims, who
+from opfuse.backends.c.cgen import CWriter, attr, dims, who
 from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32, CType
 from opfuse.backends.c.int8.chain import Chain8
@@ -38,6 +38,7 @@ from opfuse.backends.c.int8.im2col import (
 from opfuse.backends.c.int8.matmul_dsp import QUAD, emit_core, padded, weight_rows
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ir.values import const
 from opfuse.quant import conv_scales
 
 # The register tile, measured under QEMU on kws_ref_model (docs/architecture.md): 6 pixels x 1

@@ -30,12 +30,13 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import CWriter, const, dims
+from opfuse.backends.c.cgen import CWriter, dims
 from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arrays, rounding
 from opfuse.backends.c.tensors import Params
+from opfuse.ir.values import const
 from opfuse.quant import TFLITE, conv_scales, multipliers
 
 PAIR = 2  # output pixels per SIMD group: 3x3 stride 1 then needs one word per tap row

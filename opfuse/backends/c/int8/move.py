@@ -13,12 +13,13 @@ import math
 
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import CWriter, attr, const, dims, flit, who
+from opfuse.backends.c.cgen import CWriter, attr, dims, flit, who
 from opfuse.backends.c.ctype import FLOAT, ctype_of
 from opfuse.backends.c.int8.common import int_ctype, quant, rescale_expr, rounding
 from opfuse.backends.c.layout import emit_concat
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ir.values import const
 from opfuse.quant import ONNX, QuantParams, get_quant, make_params
 
 
@@ -124,7 +125,7 @@ def emit_resize_bilinear8(w: CWriter, node: ir.Node, params: Params) -> None:
     """int8 bilinear Resize of the two last dims: TFLite's RESIZE_BILINEAR integer arithmetic
     (10-bit source positions, the four products summed in 64 bits, rounded half away from zero
     by 2^20); ONNX rounding: dequantize, interpolate in float, quantize."""
-    from opfuse.backends.c.layout import _resize_scales, _source_coord
+    from opfuse.backends.c.layout import resize_scales, source_coord
 
     xv, yv = node.inputs[0], node.outputs[0]
     xs, ys = dims(xv, node), dims(yv, node)
@@ -161,12 +162,12 @@ def emit_resize_bilinear8(w: CWriter, node: ir.Node, params: Params) -> None:
         w(f"{y}[p*{oh * ow} + i*{ow} + j] = ({yct.name})((s + (s > 0 ? (1 << 19) : -(1 << 19)))"
           " / (1 << 20));")
     else:
-        scales = _resize_scales(node, xs, ys)
+        scales = resize_scales(node, xs, ys)
         tabs = []
         for d, (n_in, n_out) in enumerate(((ih, oh), (iw, ow))):
             lo, hi, f = [], [], []
             for o in range(n_out):
-                c = min(max(_source_coord(ctm, o, scales[2 + d], n_in, n_out), 0.0), n_in - 1)
+                c = min(max(source_coord(ctm, o, scales[2 + d], n_in, n_out), 0.0), n_in - 1)
                 a = int(c)
                 lo.append(a)
                 hi.append(min(a + 1, n_in - 1))

@@ -14,12 +14,13 @@ import math
 
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import CWriter, attr, const, contiguous, dims, flit, who
+from opfuse.backends.c.cgen import CWriter, attr, contiguous, dims, flit, who
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import int_ctype, quant, rounding
 from opfuse.backends.c.pools import pool_geom
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
+from opfuse.ir.values import const
 from opfuse.quant import ONNX, mean_multiplier
 
 

@@ -3,7 +3,7 @@
 Both run on the CPU provider with graph optimizations disabled, so onnxruntime's own fusions do not
 blur the comparison (com.microsoft ops such as FusedConv still run). Inputs are seeded random
 (normal float32 for float inputs, integers in [0, 10) for int inputs, booleans for bool; an integer
-input a Gather reads as indices within its table, a mask all ones: opfuse/input_ranges.py) built from
+input a Gather reads as indices within its table, a mask all ones: opfuse/measure/validate/input_ranges.py) built from
 the ORIGINAL model's inputs, a leading symbolic dim bound to 1; or they are read from an ``.npz``.
 
 Per output, with ``ref`` the original's output and ``out`` the optimized one's:
@@ -29,8 +29,8 @@ import onnxruntime as ort
 
 from opfuse.errors import OpfuseError
 from opfuse.frontends.limits import refuse, tensor_bytes
-from opfuse.given_inputs import check_inputs, specs_of_session
-from opfuse.input_ranges import IndexRange, describe, index_ranges
+from opfuse.measure.validate.given_inputs import check_inputs, specs_of_session
+from opfuse.measure.validate.input_ranges import IndexRange, describe, index_ranges
 from opfuse.safe_text import for_terminal
 
 ModelArg = onnx.ModelProto | str | Path
@@ -267,7 +267,7 @@ def random_inputs(
 ) -> dict[str, np.ndarray]:
     """Seeded random values for every input of ``sess``: shapes from ``input_shapes`` (the CLI's
     --input-shape) where given, else the model's, a leading symbolic dim bound to 1. With the
-    ``model`` ``sess`` runs, integer inputs stay within what it indexes (opfuse/input_ranges.py;
+    ``model`` ``sess`` runs, integer inputs stay within what it indexes (opfuse/measure/validate/input_ranges.py;
     ``ranges``: those ranges, read before)."""
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}

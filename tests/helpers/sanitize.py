@@ -4,15 +4,14 @@ no sanitizer runtime)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from opfuse.backends.c import build_executable, run_executable
-from opfuse.backends.c.check import reference
 from opfuse.errors import OpfuseError
+from opfuse.measure.run.host import build_executable, manifest, run_executable
+from opfuse.measure.validate.c_float import reference
 
 SAN = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
        "-fno-omit-frame-pointer"]  # fmt: skip
@@ -30,7 +29,7 @@ def sanitized_run_matches(
             pytest.skip("the compiler has no sanitizer runtime")
         raise
     feeds, ref, _ = reference(source)
-    info = json.loads((folder / "model.json").read_text())
+    info = manifest(folder)
     got, proc = run_executable(exe, info, feeds, env={"ASAN_OPTIONS": "detect_leaks=0"})
     assert "runtime error" not in proc.stderr, proc.stderr[-2000:]
     for key, value in ref.items():

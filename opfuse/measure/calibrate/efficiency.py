@@ -104,7 +104,7 @@ def _flops(proto) -> int:  # noqa: ANN001 (onnx.ModelProto)
 
 
 def _median_run_s(proto, budget_s: float) -> float:  # noqa: ANN001 (onnx.ModelProto)
-    from opfuse.runtime import ENABLE_EXTENDED, median_run_s, one_thread_session
+    from opfuse.measure.sessions import ENABLE_EXTENDED, median_run_s, one_thread_session
 
     sess = one_thread_session(proto, ENABLE_EXTENDED)
     return median_run_s(sess, budget_s, seed=1, warmup=3, min_runs=7, max_runs=2000)

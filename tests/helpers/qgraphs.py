@@ -88,8 +88,8 @@ def _attr_type(v) -> ir.AttributeType:
 
 def compile_ir(model: ir.Model, target: str = "x86-host"):
     """A CompileResult of an already canonical IR model (no import, no rewrites)."""
+    from opfuse.compiled import CompileResult
     from opfuse.fusion import partition
-    from opfuse.pipeline import CompileResult
     from opfuse.targets import load_target
 
     tgt = load_target(target)
@@ -100,8 +100,8 @@ def compile_ir(model: ir.Model, target: str = "x86-host"):
 def run_c(model: ir.Model, feeds: list[dict[str, np.ndarray]], fuse: bool = True,
           target: str = "x86-host", outdir: Path | None = None) -> list[dict[str, np.ndarray]]:
     """Emit, build (-Wall -Wextra -Werror) and run the model's C once per feed."""
-    from opfuse.backends.c import build_shared, emit_c
-    from opfuse.backends.c.runner import CModel
+    from opfuse.backends.c import emit_c
+    from opfuse.measure.run.host import CModel, build_shared
 
     result = compile_ir(model, target)
     with tempfile.TemporaryDirectory(prefix="opfuse-q-") as tmp:
@@ -112,7 +112,7 @@ def run_c(model: ir.Model, feeds: list[dict[str, np.ndarray]], fuse: bool = True
         return [cm.run(f) for f in feeds]
 
 
-# --- the same ops as TFLite files (tests/tflite_builder.py), run in TFLite Micro ---------------
+# --- the same ops as TFLite files (tests/helpers/tflite_builder.py), run in TFLite Micro ---------------
 
 _ACT = {None: 0, "relu": 1, "relu_n1_to_1": 2, "relu6": 3}
 _PAD = {"SAME": 0, "VALID": 1}

@@ -1,11 +1,11 @@
 """Per-kernel time of opfuse's generated C on this machine, each kernel as it runs in the full
 invoke (docs/architecture.md, the cost row): the measurement the host's int8 figures are
-calibrated on (``opfuse.cost.int8_probe``) and checked against
+calibrated on (``opfuse.measure.calibrate.int8_probe``) and checked against
 (``benchmarks/roofline_vs_measured.py``).
 
 The emitted ``model.c`` marks the start of every kernel and the end of the last one when built with
 ``-DOPFUSE_PROFILE`` (``OPFUSE_PROFILE_MARK``; the deployable build has no marks). Here it is built
-as a shared library (``-O3 -march=native``, as ``runner.build_shared``) together with a small
+as a shared library (``-O3 -march=native``, as ``opfuse.measure.run.host.build_shared``) together with a small
 timer file that defines the mark as a read of ``CLOCK_MONOTONIC`` (the TSC through the vDSO on
 Linux, ~20 ns) into a static array. Each timed run writes the inputs into the arena, invokes the
 whole schedule once and keeps ``mark[k + 1] - mark[k]`` for every kernel ``k``; after ``warmup``
@@ -28,13 +28,14 @@ from pathlib import Path
 
 import numpy as np
 
-from opfuse.backends.c.runner import BASE, WARN, CModel, compiler, manifest
+from opfuse.backends.c.flags import BASE, WARN
+from opfuse.measure.run.host import CModel, compiler, manifest
 
 _builds = itertools.count()
 MAX_MARKS = 65536
 
 _TIMER_C = """\
-/* Kernel timer for opfuse.cost.ctime (not part of the generated model). */
+/* Kernel timer for opfuse.measure.run.kernel_times (not part of the generated model). */
 #define _POSIX_C_SOURCE 199309L
 #include <stdint.h>
 #include <time.h>
@@ -73,20 +74,20 @@ class KernelTimes:
 
 def build_profiled(folder: Path | str) -> Path:
     """``folder``'s C (as emitted) with profile marks and the timer, as a fresh shared library."""
-    from opfuse.backends.c.runner import _run
+    from opfuse.measure.run.host import run_tool
 
     folder = Path(folder)
     info = manifest(folder)
-    prefix = info.get("prefix", "opfuse")
+    prefix = info.prefix
     (folder / "ktimer.c").write_text(_TIMER_C.format(max_marks=MAX_MARKS, prefix=prefix))
     # a fresh file name per build: dlopen hands back an already loaded library of the same path
     name = f"libopfuse_ktimer.{os.getpid()}.{next(_builds)}.so"
     flags = [*BASE, *WARN, "-march=native", "-fPIC", f"-D{prefix.upper()}_PROFILE"]
     cc = compiler()
-    _run([cc, *flags, "-c", "weights.c", "-o", f"{name}.w.o"], folder)
-    _run([cc, *flags, "-c", "model.c", "-o", f"{name}.m.o"], folder)
-    _run([cc, *flags, "-c", "ktimer.c", "-o", f"{name}.t.o"], folder)
-    _run([cc, "-shared", "-o", name, f"{name}.m.o", f"{name}.w.o", f"{name}.t.o", "-lm"], folder)
+    run_tool([cc, *flags, "-c", "weights.c", "-o", f"{name}.w.o"], folder)
+    run_tool([cc, *flags, "-c", "model.c", "-o", f"{name}.m.o"], folder)
+    run_tool([cc, *flags, "-c", "ktimer.c", "-o", f"{name}.t.o"], folder)
+    run_tool([cc, "-shared", "-o", name, f"{name}.m.o", f"{name}.w.o", f"{name}.t.o", "-lm"], folder)
     return folder / name
 
 
@@ -110,8 +111,8 @@ def time_kernels(
     lib_path = build_profiled(folder)
     model = CModel(lib_path)
     info = model.info
-    entries = sorted(info.get("kernel_outputs", []), key=lambda k: k["index"])
-    count = len(entries) if entries else int(info["kernels"])
+    entries = sorted(info.kernel_outputs, key=lambda k: k.index)
+    count = len(entries) if entries else int(info.kernels)
     marks = (ctypes.c_uint64 * MAX_MARKS).in_dll(model.lib, f"{model.prefix}_ktimer_marks")
     timer = _timer_s(model.lib, model.prefix)
     bound = model.bind(feeds)
@@ -127,5 +128,5 @@ def time_kernels(
             per_kernel[k].append(row[k + 1] - row[k])
         runs += 1
     seconds = tuple(max(statistics.median(t) * 1e-9 - timer, 0.0) for t in per_kernel)
-    functions = tuple(e["function"] for e in entries) or tuple(f"k{k}" for k in range(count))
+    functions = tuple(e.function for e in entries) or tuple(f"k{k}" for k in range(count))
     return KernelTimes(seconds, functions, runs, timer)

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
+from opfuse.backends.c.flags import BASE, WARN
+from opfuse.backends.c.manifest import Manifest, TensorRecord
 from opfuse.errors import OpfuseError
 
 LIB = "libopfuse_model.so"
-WARN = ("-Wall", "-Wextra", "-Werror")
-BASE = ("-O3", "-std=c99", "-ffp-contract=fast")  # FMA: -std=c99 alone turns contraction off
 
 
 def compiler() -> str:
@@ -28,7 +28,7 @@ def compiler() -> str:
     return cc
 
 
-def _run(cmd: Sequence[str], cwd: Path) -> None:
+def run_tool(cmd: Sequence[str], cwd: Path) -> None:
     proc = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0:
         msg = (proc.stderr or proc.stdout).strip().splitlines()
@@ -45,9 +45,9 @@ def build_shared(
     so the C is built for them too when the two are compared."""
     outdir = Path(outdir)
     cc = compiler()
-    _run([cc, *BASE, *WARN, *extra, "-fPIC", "-c", "weights.c", "-o", f"{name}.w.o"], outdir)
-    _run([cc, *BASE, *WARN, *extra, "-fPIC", "-c", "model.c", "-o", f"{name}.m.o"], outdir)
-    _run([cc, "-shared", "-o", name, f"{name}.m.o", f"{name}.w.o", "-lm"], outdir)
+    run_tool([cc, *BASE, *WARN, *extra, "-fPIC", "-c", "weights.c", "-o", f"{name}.w.o"], outdir)
+    run_tool([cc, *BASE, *WARN, *extra, "-fPIC", "-c", "model.c", "-o", f"{name}.m.o"], outdir)
+    run_tool([cc, "-shared", "-o", name, f"{name}.m.o", f"{name}.w.o", "-lm"], outdir)
     return outdir / name
 
 
@@ -57,14 +57,15 @@ def build_executable(
     """Build the harness (main.c) with ``flags`` (e.g. sanitizers) -> the executable's path."""
     outdir = Path(outdir)
     cc = compiler()
-    _run([cc, "-std=c99", *WARN, *flags, "-o", name, "main.c", "model.c", "weights.c", "-lm"],
+    run_tool([cc, "-std=c99", *WARN, *flags, "-o", name, "main.c", "model.c", "weights.c", "-lm"],
          outdir)
     return outdir / name
 
 
-def manifest(outdir: Path) -> dict:
+def manifest(outdir: Path) -> Manifest:
+    """The folder's ``model.json``, read into its records."""
     try:
-        return json.loads((Path(outdir) / "model.json").read_text())
+        return Manifest.from_json(json.loads((Path(outdir) / "model.json").read_text()))
     except FileNotFoundError:
         raise OpfuseError(f"{outdir}: no model.json (not an opfuse C output folder)") from None
 
@@ -75,27 +76,27 @@ _CTYPES = {"float": ctypes.c_float, "int8_t": ctypes.c_int8, "uint8_t": ctypes.c
            "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64}
 
 
-def io_dtype(item: dict) -> np.dtype:
+def io_dtype(item: TensorRecord) -> np.dtype:
     """The numpy dtype of one graph input or output of the manifest (float32 unless int8/uint8)."""
-    return _NUMPY[item.get("ctype", "float")]
+    return _NUMPY[item.ctype]
 
 
-def _as_inputs(info: dict, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+def _as_inputs(info: Manifest, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     arrays = []
-    for item in info["inputs"]:
-        if item["name"] not in inputs:
-            raise OpfuseError(f"run_c: no value for input '{item['name']}'")
-        given = np.asarray(inputs[item["name"]])
+    for item in info.inputs:
+        if item.name not in inputs:
+            raise OpfuseError(f"run_c: no value for input '{item.name}'")
+        given = np.asarray(inputs[item.name])
         want = io_dtype(item)
         if want.kind != "f" and given.dtype != want:
             raise OpfuseError(
-                f"run_c: input '{item['name']}' is {given.dtype}, the model takes {want}"
+                f"run_c: input '{item.name}' is {given.dtype}, the model takes {want}"
             )
         arr = np.ascontiguousarray(given, dtype=want)
-        if arr.size != item["size"]:
+        if arr.size != item.size:
             raise OpfuseError(
-                f"run_c: input '{item['name']}' has {arr.size} values, the model takes "
-                f"{item['size']} ({item['shape']})"
+                f"run_c: input '{item.name}' has {arr.size} values, the model takes "
+                f"{item.size} ({item.shape})"
             )
         arrays.append(arr)
     return arrays
@@ -116,25 +117,25 @@ class CModel:
         else:
             lib, folder = path, path.parent
         self.info = manifest(folder)
-        self.prefix = self.info.get("prefix", "opfuse")  # compile --emit c --prefix
+        self.prefix = self.info.prefix  # compile --emit c --prefix
         self.lib = ctypes.CDLL(str(lib.resolve()))
         fp = ctypes.POINTER(ctypes.c_float)
         self.invoke = getattr(self.lib, f"{self.prefix}_model_invoke")
         self.invoke.restype = ctypes.c_int
         self.invoke.argtypes = []
-        self.ins = [self._view("input", k, x) for k, x in enumerate(self.info["inputs"])]
-        self.outs = [self._view("output", k, x) for k, x in enumerate(self.info["outputs"])]
+        self.ins = [self._view("input", k, x) for k, x in enumerate(self.info.inputs)]
+        self.outs = [self._view("output", k, x) for k, x in enumerate(self.info.outputs)]
         self._fp = fp
 
-    def _view(self, kind: str, k: int, item: dict) -> np.ndarray:
+    def _view(self, kind: str, k: int, item: TensorRecord) -> np.ndarray:
         fn = getattr(self.lib, f"{self.prefix}_model_{kind}")
-        fn.restype = ctypes.POINTER(_CTYPES[item.get("ctype", "float")])
+        fn.restype = ctypes.POINTER(_CTYPES[item.ctype])
         fn.argtypes = [ctypes.c_int]
         ptr = fn(k)
         if not ptr:
             raise OpfuseError(f"C backend: opfuse_model_{kind}({k}) returned NULL")
-        size = max(int(item["size"]), 1)
-        return np.ctypeslib.as_array(ptr, shape=(size,))[: item["size"]].reshape(item["shape"])
+        size = max(int(item.size), 1)
+        return np.ctypeslib.as_array(ptr, shape=(size,))[: item.size].reshape(item.shape)
 
     def bind(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """The checked input arrays, for ``write`` (kept alive by the caller)."""
@@ -158,7 +159,7 @@ class CModel:
         if status != 0:
             raise OpfuseError(f"C backend: opfuse_model_invoke returned {status}: a run-time "
                               "index was out of range (OPFUSE_ERROR_INDEX)")
-        return {o["name"]: arr.copy() for o, arr in zip(self.info["outputs"], self.outs,
+        return {o.name: arr.copy() for o, arr in zip(self.info.outputs, self.outs,
                                                         strict=True)}
 
     def run_copying(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -166,13 +167,13 @@ class CModel:
         arrays = self.bind(inputs)
         fp = ctypes.c_void_p
         ins = (fp * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
-        res = [np.zeros(o["shape"], io_dtype(o)) for o in self.info["outputs"]]
+        res = [np.zeros(o.shape, io_dtype(o)) for o in self.info.outputs]
         outs = (fp * max(len(res), 1))(*[a.ctypes.data for a in res])
         fn = getattr(self.lib, f"{self.prefix}_model_run_v")
         fn.restype = ctypes.c_int
         fn.argtypes = [ctypes.POINTER(fp), ctypes.POINTER(fp)]
         fn(ins, outs)
-        return {o["name"]: a for o, a in zip(self.info["outputs"], res, strict=True)}
+        return {o.name: a for o, a in zip(self.info.outputs, res, strict=True)}
 
 
 def run_c(outdir_or_lib: Path | str, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -180,7 +181,7 @@ def run_c(outdir_or_lib: Path | str, inputs: Mapping[str, np.ndarray]) -> dict[s
     return CModel(outdir_or_lib).run(inputs)
 
 
-def run_executable(exe: Path, info: dict, inputs: Mapping[str, np.ndarray],
+def run_executable(exe: Path, info: Manifest, inputs: Mapping[str, np.ndarray],
                    prefix: Sequence[str] = (), env: Mapping[str, str] | None = None,
                    repeats: int = 1) -> tuple[dict[str, np.ndarray], subprocess.CompletedProcess]:
     """Run the harness (optionally under ``prefix``, e.g. valgrind) on files in a temp folder."""
@@ -191,7 +192,7 @@ def run_executable(exe: Path, info: dict, inputs: Mapping[str, np.ndarray],
             path = tmpdir / f"in{k}.bin"
             arr.tofile(path)
             args.append(str(path))
-        outs = [tmpdir / f"out{k}.bin" for k in range(len(info["outputs"]))]
+        outs = [tmpdir / f"out{k}.bin" for k in range(len(info.outputs))]
         cmd = [*prefix, str(exe), *args, *map(str, outs), str(repeats)]
         proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
         if proc.returncode != 0:
@@ -199,7 +200,7 @@ def run_executable(exe: Path, info: dict, inputs: Mapping[str, np.ndarray],
                 f"C backend: {exe.name} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
             )
         result = {
-            o["name"]: np.fromfile(path, dtype=io_dtype(o)).reshape(o["shape"])
-            for o, path in zip(info["outputs"], outs, strict=True)
+            o.name: np.fromfile(path, dtype=io_dtype(o)).reshape(o.shape)
+            for o, path in zip(info.outputs, outs, strict=True)
         }
     return result, proc

@@ -10,7 +10,7 @@ Per output, over all trials:
 * integer outputs (and float outputs made by DEQUANTIZE, measured in their source's steps): the
   number of differing elements and the largest difference in quantization steps; ok when that is
   at most ``steps``;
-* float outputs: the usual rule of opfuse.validation (max abs err <= atol + rtol * max|reference|);
+* float outputs: the usual rule of opfuse.measure.validate.ort (max abs err <= atol + rtol * max|reference|);
 * a classifier output (shape (1, N), N >= 2, not an input's shape) also reports top-1 agreement.
 
 onnxruntime evaluates QDQ in float with round-half-to-even, TFLite Micro in fixed point, so the
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from opfuse.errors import OpfuseError
-from opfuse.validation import ModelArg, OutputCheck, ValidationReport, compare, cosine
+from opfuse.measure.validate.ort import ModelArg, OutputCheck, ValidationReport, compare, cosine
 
 ONNX_STEPS = 32  # default allowance of the emitted ONNX: 1/8 of the int8 range
 
@@ -54,10 +54,10 @@ def validate_against_reference(
     reference=None,
 ) -> ValidationReport:
     """Run ``run`` (feeds by name -> outputs by name) beside ``source``'s reference (a runner of
-    opfuse.frontends.registry, made here unless given)."""
-    from opfuse.frontends.registry import frontend_for
+    opfuse.measure.validate.references, made here unless given)."""
+    from opfuse.measure.validate.references import reference_for
 
-    ref = reference or frontend_for(source).reference(Path(source))
+    ref = reference or reference_for(source)
     feeds_list = [dict(inputs)] if inputs is not None else [
         ref.random_inputs(seed + k) for k in range(trials)
     ]
@@ -125,10 +125,10 @@ def validate_onnx_against_source(
     source: str | Path, optimized: ModelArg, **kwargs
 ) -> ValidationReport:
     """``optimized`` (ONNX) in onnxruntime, optimizations off, beside ``source``'s reference."""
-    from opfuse.frontends.registry import frontend_for
-    from opfuse.validation import reference_session
+    from opfuse.measure.validate.ort import reference_session
+    from opfuse.measure.validate.references import reference_for
 
-    reference = frontend_for(source).reference(Path(source))  # the source's errors first
+    reference = reference_for(source)  # the source's errors first
     sess = reference_session(optimized, "optimized", [])
     names = [o.name for o in sess.get_outputs()]
     label = str(optimized) if isinstance(optimized, str | Path) else "the emitted ONNX"
@@ -159,7 +159,7 @@ def validate_c_against_source(
     import tempfile
 
     from opfuse.backends.c.emit import emit_c
-    from opfuse.backends.c.runner import CModel, build_shared
+    from opfuse.measure.run.host import CModel, build_shared
 
     with tempfile.TemporaryDirectory(prefix="opfuse-c-") as tmp:
         folder = Path(outdir) if outdir is not None else Path(tmp) / "model"

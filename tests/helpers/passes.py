@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -18,7 +17,6 @@ from opfuse.ir import infer_shapes, require_static, verify
 from opfuse.passes import canonicalize
 
 OPSET = 17
-SHARED_MODELS = Path(__file__).resolve().parents[3] / "shared" / "models" / "onnx"
 _NP_TO_ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64}
 
 
@@ -159,3 +157,18 @@ def conv_bn_chain(blocks: int, channels: int = 4, hw: int = 4, seed: int = 0) ->
     nodes.append(helper.make_node("Identity", [prev], ["y"]))
     shape = [1, channels, hw, hw]
     return make_model(nodes, {"x": shape}, {"y": shape}, inits)
+
+
+def bn_params(c: int, prefix: str = "bn", seed: int = 1) -> dict[str, np.ndarray]:
+    g = rng(seed)
+    return {
+        f"{prefix}_g": g.uniform(0.5, 1.5, c).astype(np.float32),
+        f"{prefix}_b": g.standard_normal(c).astype(np.float32),
+        f"{prefix}_m": g.standard_normal(c).astype(np.float32),
+        f"{prefix}_v": g.uniform(0.5, 2.0, c).astype(np.float32),
+    }
+
+
+def bn(x: str, y: str, prefix: str = "bn", **kw) -> helper.NodeProto:
+    names = [f"{prefix}_{s}" for s in "gbmv"]
+    return helper.make_node("BatchNormalization", [x, *names], [y], epsilon=1e-3, **kw)

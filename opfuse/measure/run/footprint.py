@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opfuse.backends.c.board import stack_bytes
+from opfuse.backends.c.manifest import Manifest
 from opfuse.errors import OpfuseError
 from opfuse.targets import Board
 
@@ -89,16 +90,16 @@ def footprint(elf: Path) -> Footprint:
     )
 
 
-def check_fits(board: Board, info: dict, what: str) -> None:
+def check_fits(board: Board, info: Manifest, what: str) -> None:
     """Refuse, before compiling, a model whose weights or arena and stack exceed the board."""
-    inputs = sum(4 * max(x["size"], 1) for x in info["inputs"])
-    flash = info["weights_bytes"] + inputs
-    ram = info["arena_bytes"] + stack_bytes(board, info)
+    inputs = sum(4 * max(x.size, 1) for x in info.inputs)
+    flash = info.weights_bytes + inputs
+    ram = info.arena_bytes + stack_bytes(board, info)
     if flash > board.flash_bytes or ram > board.ram_bytes:
         raise OpfuseError(
             f"{what} does not fit {board.name}: needs {flash:,} bytes of flash (weights + inputs; "
             f"board {board.flash_bytes:,}) and {ram:,} bytes of RAM (arena "
-            f"{info['arena_bytes']:,} + stack; board {board.ram_bytes:,})"
+            f"{info.arena_bytes:,} + stack; board {board.ram_bytes:,})"
         )
 
 

@@ -1,5 +1,5 @@
 """``validate --backend c`` of a quantized model: the generated int8 C beside the source's own
-reference (docs/architecture.md, "int8 in the IR"), through opfuse.validate_tflite's comparison
+reference (docs/architecture.md, "int8 in the IR"), through opfuse.measure.validate.source's comparison
 (differing elements and the largest difference in quantization steps, top-1 of classifiers).
 
 * ``.tflite``: TFLite Micro's interpreter on the same file, fed the same buffers (the C takes and
@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from opfuse.backends.c.emit import emit_c
-from opfuse.backends.c.runner import CModel, build_shared
-from opfuse.pipeline import CompileResult
-from opfuse.validation import ValidationReport
+from opfuse.compiled import CompileResult
+from opfuse.measure.run.host import CModel, build_shared
+from opfuse.measure.validate.ort import ValidationReport
 
 TRIALS = 20
 
@@ -36,14 +36,14 @@ def validate_c_int8(result: CompileResult, *, fuse: bool = True, trials: int = T
     ``cascades`` false: run the partition's cascades layer by layer (opfuse/backends/c/cascade.py).
     ``informative``: for quantized ONNX judged against its own reference, also note the distance
     from ORT_ENABLE_ALL (a caller's ``reference`` gets no such note: its source may be no file)."""
-    from opfuse.validate_tflite import validate_against_reference
+    from opfuse.measure.validate.source import validate_against_reference
 
     tflite = str(result.source).lower().endswith(".tflite")
     if steps is None:
         steps = 0 if tflite else 1
     informative = informative and reference is None and not tflite
     if reference is None and not tflite:
-        reference = _stepped(result)
+        reference = stepped_reference(result)
     with tempfile.TemporaryDirectory(prefix="opfuse-c8-") as tmp:
         folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
         emit_c(result, folder, fuse=fuse, cascades=cascades)
@@ -67,17 +67,17 @@ def with_enable_all_note(report: ValidationReport, result: CompileResult, run, s
     ORT_ENABLE_ALL int8 kernels (informative: those kernels differ between CPUs)."""
     from dataclasses import replace
 
-    from opfuse.validate_tflite import validate_against_reference
+    from opfuse.measure.validate.source import validate_against_reference
 
     other = validate_against_reference(result.source, run, label="", seed=seed, trials=trials,
-                                       steps=1, reference=_stepped(result, enable_all=True))
+                                       steps=1, reference=stepped_reference(result, enable_all=True))
     notes = tuple(f"informative: {o.name}: {o.max_abs_err:g} quantization steps from onnxruntime "
                   "ORT_ENABLE_ALL (its QLinear kernels, which vary with the CPU; not judged)"
                   for o in other.outputs)
     return replace(report, notes=report.notes + notes)
 
 
-def _stepped(result: CompileResult, enable_all: bool = False):
+def stepped_reference(result: CompileResult, enable_all: bool = False):
     """onnxruntime on the original ONNX (ORT_DISABLE_ALL, or ``enable_all``), with each float
     output that a DequantizeLinear writes measured in that quantizer's steps (as TFLite's
     reference does for DEQUANTIZE)."""
@@ -85,9 +85,9 @@ def _stepped(result: CompileResult, enable_all: bool = False):
 
     import onnxruntime as ort
 
-    from opfuse.frontends.registry import OnnxReference
+    from opfuse.measure.sessions import one_thread_session
+    from opfuse.measure.validate.references import OnnxReference
     from opfuse.quant import get_quant
-    from opfuse.runtime import one_thread_session
 
     ref = OnnxReference(Path(result.source))
     if enable_all:  # ORT_ENABLE_ALL turns QDQ into its QLinear int8 kernels

@@ -11,20 +11,21 @@ import numpy as np
 import onnxruntime as ort
 
 from opfuse.backends.c.emit import emit_c
-from opfuse.backends.c.runner import CModel, build_shared
+from opfuse.compiled import CompileResult
 from opfuse.frontends.registry import frontend_for
-from opfuse.input_ranges import describe, index_ranges
-from opfuse.pipeline import DEFAULT_TARGET, CompileResult, compile_model, read, source_proto
-from opfuse.runtime import block_timings, one_thread_session
-from opfuse.safe_text import for_terminal
-from opfuse.targets import Target
-from opfuse.validation import (
+from opfuse.measure.run.host import CModel, build_shared
+from opfuse.measure.sessions import block_timings, one_thread_session
+from opfuse.measure.validate.input_ranges import describe, index_ranges
+from opfuse.measure.validate.ort import (
     ValidationReport,
     compare,
     random_inputs,
     reference_session,
     run_session,
 )
+from opfuse.pipeline import DEFAULT_TARGET, compile_model, read, source_proto
+from opfuse.safe_text import for_terminal
+from opfuse.targets import Target
 
 
 def _original(source: str | Path):
@@ -100,7 +101,7 @@ def bench(
 ) -> dict:
     """Warm latency (s) of fused C, unfused C, onnxruntime ORT_ENABLE_ALL and ORT_DISABLE_ALL,
     one thread each, in one run: ``blocks`` alternating blocks of ``repeats // blocks`` timed runs
-    per runner, each block's first run dropped (opfuse.runtime.block_timings); the figure is the
+    per runner, each block's first run dropped (opfuse.measure.sessions.block_timings); the figure is the
     median of the block medians, with the blocks' spread beside it.
 
     The C variants are timed on ``opfuse_model_invoke()`` alone, the zero-copy path a deployed

@@ -4,7 +4,7 @@ Measured in about 25 s (the rates the best of a few repeats, the efficiencies me
 
 - streaming bandwidth of each cache level found in sysfs (L1d, L2, L3) and of DRAM: a copy
   between two page-aligned buffers skewed so they never alias modulo 4 KiB, at several working
-  sets within each level, the median kept (``opfuse.cost.probe``); a copy reads and writes every
+  sets within each level, the median kept (``opfuse.measure.calibrate.bandwidth``); a copy reads and writes every
   byte, so the rate is 2 x size / time, used for both read and write bandwidth. The hierarchy is
   checked (L2 >= L3 >= DRAM, the levels the target keeps) and a failure is reported in
   ``warnings``, never silently. L1 is measured too but only reported, as a lower bound: numpy's
@@ -13,11 +13,11 @@ Measured in about 25 s (the rates the best of a few repeats, the efficiencies me
   the int8 rate likewise with MatMulInteger (uint8), which MLAS runs with its integer kernels;
 - per-call overhead: the median of many ``session.run`` calls on a one-element Relu;
 - per-class compute efficiency (``[perf.efficiency]``): one-node models of each kernel class at
-  typical mobile-CNN sizes, as a fraction of the fp32 GEMM peak (``opfuse.cost.efficiency``). They
+  typical mobile-CNN sizes, as a fraction of the fp32 GEMM peak (``opfuse.measure.calibrate.efficiency``). They
   are measured in fp32 and written once, for every precision;
 - opfuse's own int8 C (``[perf.int8c]``, about 15 s more): probe layers of every C template path
-  (``opfuse.cost.int8_probe``), quantized by onnxruntime, emitted as C, each kernel timed in the
-  full invoke (``opfuse.cost.ctime``) and fitted per path: seconds per MAC in whole vectors,
+  (``opfuse.measure.calibrate.int8_probe``), quantized by onnxruntime, emitted as C, each kernel timed in the
+  full invoke (``opfuse.measure.run.kernel_times``) and fitted per path: seconds per MAC in whole vectors,
   per scalar-tail MAC, per output and per vector loop, and a C call's dispatch. A quantized model is costed on ``host`` as that C, since it is what runs it there
   (``opfuse.cost.int8c``). ``calibrate(int8c=False)`` skips it (a file without the table costs
   int8 kernels at the onnxruntime figures, as before).
@@ -42,9 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-from opfuse.cost.efficiency import measure_efficiency
-from opfuse.cost.probe import level_rate, monotone_warnings
 from opfuse.errors import OpfuseError
+from opfuse.measure.calibrate.bandwidth import level_rate, monotone_warnings
+from opfuse.measure.calibrate.efficiency import measure_efficiency
 from opfuse.output import write_file
 from opfuse.targets import load_target, user_targets_dir
 
@@ -74,7 +74,7 @@ def _session(op: str, shapes: dict[str, tuple[int, ...]], dtype: int):  # noqa: 
     import onnx
     from onnx import helper
 
-    from opfuse.runtime import ENABLE_ALL, one_thread_session
+    from opfuse.measure.sessions import ENABLE_ALL, one_thread_session
 
     inputs = [helper.make_tensor_value_info(n, dtype, s) for n, s in shapes.items()]
     out_type = onnx.TensorProto.INT32 if op == "MatMulInteger" else dtype
@@ -143,7 +143,7 @@ def cpu_name() -> str:
 
 def calibrate(int8c: bool = True) -> dict:
     """Measure this machine (one thread); a dict of the figures ``write_host_target`` writes;
-    ``int8c``: also time opfuse's own int8 C (``opfuse.cost.int8_probe``, about 15 s)."""
+    ``int8c``: also time opfuse's own int8 C (``opfuse.measure.calibrate.int8_probe``, about 15 s)."""
     levels, below = [], 0
     for name, size in sorted(_cache_sizes().items()):
         levels.append({"name": name, "size_bytes": size, **level_rate(size, below, 0.25)})
@@ -165,7 +165,7 @@ def calibrate(int8c: bool = True) -> dict:
         "efficiency": measure_efficiency(peak["fp32"], overhead),
     }
     if int8c:
-        from opfuse.cost.int8_probe import calibrate_int8c
+        from opfuse.measure.calibrate.int8_probe import calibrate_int8c
 
         try:
             figures["int8c"] = calibrate_int8c()
@@ -254,7 +254,7 @@ def _int8c_lines(int8c: dict | None, src: str) -> list[str]:
     if not int8c:
         return []
     probe = (f"{src}: opfuse's own int8 C of {int8c.get('kernels', 0)} probe kernels "
-             "(opfuse.cost.int8_probe), each timed in the full invoke, fitted per class")
+             "(opfuse.measure.calibrate.int8_probe), each timed in the full invoke, fitted per class")
     lines = [
         "",
         f"[perf.int8c]  # {probe}",

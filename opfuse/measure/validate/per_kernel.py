@@ -29,11 +29,12 @@ import onnx
 import onnxruntime as ort
 
 from opfuse.backends.c.emit import c_schedule, emit_c
-from opfuse.backends.c.runner import CModel, build_shared, manifest
+from opfuse.backends.c.manifest import Manifest
+from opfuse.compiled import CompileResult
 from opfuse.errors import OpfuseError
-from opfuse.pipeline import CompileResult
+from opfuse.measure.run.host import CModel, build_shared, manifest
+from opfuse.measure.validate.ort import OutputCheck, compare
 from opfuse.safe_text import for_terminal
-from opfuse.validation import OutputCheck, compare
 
 DEBUG_LIB = "libopfuse_debug"
 _builds = itertools.count()
@@ -85,18 +86,18 @@ def dump_kernels(folder: Path | str, feeds: Mapping[str, np.ndarray]) -> dict[st
     info = manifest(folder)
     # a fresh file name per build: dlopen hands back an already loaded library of the same path
     name = f"{DEBUG_LIB}.{os.getpid()}.{next(_builds)}.so"
-    flag = f"-D{info.get('prefix', 'opfuse').upper()}_DEBUG_DUMP"
+    flag = f"-D{info.prefix.upper()}_DEBUG_DUMP"
     lib = build_shared(folder, extra=("-march=native", flag), name=name)
     model = CModel(lib)
-    entries = {k["index"]: k for k in info.get("kernel_outputs", [])}
+    entries = {k.index: k for k in info.kernel_outputs}
     got: dict[str, np.ndarray] = {}
 
     def hook(kernel: int, output: int, data: int) -> None:
-        item = entries[kernel]["outputs"][output]
-        dtype = np.dtype(_NP[item["ctype"]])
-        size = math.prod(item["shape"])
+        item = entries[kernel].outputs[output]
+        dtype = np.dtype(_NP[item.ctype])
+        size = math.prod(item.shape)
         buf = (ctypes.c_char * (size * dtype.itemsize)).from_address(data)
-        got[item["name"]] = np.frombuffer(buf, dtype=dtype).reshape(item["shape"]).copy()
+        got[item.name] = np.frombuffer(buf, dtype=dtype).reshape(item.shape).copy()
 
     callback = _HOOK(hook)  # kept alive for the run below
     slot = ctypes.c_void_p.in_dll(model.lib, f"{model.prefix}_debug_hook")
@@ -148,13 +149,13 @@ def per_kernel(
     if emit:
         emit_c(result, folder, fuse=fuse, cascades=False)
     info = manifest(folder)
-    entries = info.get("kernel_outputs")
+    entries = info.kernel_outputs
     if entries is None:
         raise OpfuseError(f"{folder}: model.json has no kernel_outputs (emitted by an older opfuse)")
     if feeds is None:
-        feeds = _random_feeds(info)
+        feeds = random_feeds(info)
     got = dump_kernels(folder, feeds)
-    names = [o["name"] for k in entries for o in k["outputs"]]
+    names = [o.name for k in entries for o in k.outputs]
     if is_quantized(result.optimized):
         if not fuse:
             raise OpfuseError("--per-kernel on int8 compares the fused C with the unfused C: "
@@ -168,29 +169,29 @@ def per_kernel(
     checks = []
     for entry in entries:
         outs = []
-        for item in entry["outputs"]:
-            if item["name"] not in ref or item["name"] not in got:
+        for item in entry.outputs:
+            if item.name not in ref or item.name not in got:
                 continue
-            r = np.asarray(ref[item["name"]])
-            outs.append(compare(item["name"], r, got[item["name"]].reshape(r.shape), rtol, atol))
-        checks.append(KernelCheck(entry["index"], entry["function"], tuple(entry["ops"]),
-                                  tuple(entry["nodes"]), tuple(outs)))
+            r = np.asarray(ref[item.name])
+            outs.append(compare(item.name, r, got[item.name].reshape(r.shape), rtol, atol))
+        checks.append(KernelCheck(entry.index, entry.function, tuple(entry.ops),
+                                  tuple(entry.nodes), tuple(outs)))
     return PerKernelReport(tuple(checks), source, rtol, atol)
 
 
-def _random_feeds(info: dict, seed: int = 0) -> dict[str, np.ndarray]:
+def random_feeds(info: Manifest, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded inputs of the manifest's shapes: normals for float, the full range for int8."""
     rng = np.random.default_rng(seed)
     feeds = {}
-    for item in info["inputs"]:
-        dtype = np.dtype(_NP[item.get("ctype", "float")])
+    for item in info.inputs:
+        dtype = np.dtype(_NP[item.ctype])
         if dtype.kind == "f":
-            feeds[item["name"]] = rng.standard_normal(item["shape"]).astype(dtype)
+            feeds[item.name] = rng.standard_normal(item.shape).astype(dtype)
         elif dtype.itemsize > 1:  # int32/int64 are indices: small, as validate draws them
-            feeds[item["name"]] = rng.integers(0, 10, item["shape"]).astype(dtype)
+            feeds[item.name] = rng.integers(0, 10, item.shape).astype(dtype)
         else:
             lim = np.iinfo(dtype)
-            feeds[item["name"]] = rng.integers(lim.min, lim.max + 1, item["shape"]).astype(dtype)
+            feeds[item.name] = rng.integers(lim.min, lim.max + 1, item.shape).astype(dtype)
     return feeds
 
 

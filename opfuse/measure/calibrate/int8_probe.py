@@ -9,7 +9,7 @@ sizes of MCU CNNs (8-320 channels, 2x2-80x80 planes) and chosen to exercise each
 templates (output-row loops, pointwise pixel tiles, channel lanes). onnxruntime's
 ``quantize_static`` turns it into int8 QDQ (per-channel weights, as TFLite's), opfuse compiles it
 (for ``x86-host``: the probe layers stand alone, so fusion only folds a Relu into its conv) and
-emits the C, and ``opfuse.cost.ctime`` times every kernel as it runs in the full invoke.
+emits the C, and ``opfuse.measure.run.kernel_times`` times every kernel as it runs in the full invoke.
 
 Per C template path the four costs of ``cwork`` are fitted to the measured times, non-negative,
 minimising the relative error: seconds per MAC in whole vectors, per MAC of a scalar loop tail, per output element (requantize +
@@ -34,7 +34,7 @@ Shape = tuple[int, ...]
 _C3 = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
 
 
-def _conv(k: int, stride: int = 1, group: int = 1) -> dict:
+def conv_attrs(k: int, stride: int = 1, group: int = 1) -> dict:
     p = k // 2
     return {"kernel_shape": [k, k], "pads": [p] * 4, "strides": [stride] * 2, "group": group}
 
@@ -42,14 +42,14 @@ def _conv(k: int, stride: int = 1, group: int = 1) -> dict:
 # (op, attrs, input shape, weight shape or None, after: "relu", "add" (a residual Add of a second
 # input, fused into the conv's epilogue) or ""). The comment says the C template path it runs.
 CASES: tuple[tuple[str, dict, Shape, Shape | None, str], ...] = (
-    ("Conv", _conv(3, 2), (1, 3, 64, 64), (16, 3, 3, 3), "relu"),  # conv_rows
-    ("Conv", _conv(3, 2), (1, 3, 80, 80), (8, 3, 3, 3), "relu"),  # conv_rows
-    ("Conv", _conv(3), (1, 8, 40, 40), (16, 8, 3, 3), "relu"),  # conv_rows
-    ("Conv", _conv(3), (1, 24, 20, 20), (24, 24, 3, 3), "relu"),  # conv_rows
-    ("Conv", _conv(3), (1, 16, 24, 24), (16, 16, 3, 3), "relu"),  # conv_lanes
-    ("Conv", _conv(3), (1, 32, 12, 12), (32, 32, 3, 3), "relu"),  # conv_lanes
-    ("Conv", _conv(3), (1, 48, 8, 8), (48, 48, 3, 3), ""),  # conv_lanes
-    ("Conv", _conv(3, 2), (1, 32, 16, 16), (64, 32, 3, 3), "relu"),  # conv_lanes
+    ("Conv", conv_attrs(3, 2), (1, 3, 64, 64), (16, 3, 3, 3), "relu"),  # conv_rows
+    ("Conv", conv_attrs(3, 2), (1, 3, 80, 80), (8, 3, 3, 3), "relu"),  # conv_rows
+    ("Conv", conv_attrs(3), (1, 8, 40, 40), (16, 8, 3, 3), "relu"),  # conv_rows
+    ("Conv", conv_attrs(3), (1, 24, 20, 20), (24, 24, 3, 3), "relu"),  # conv_rows
+    ("Conv", conv_attrs(3), (1, 16, 24, 24), (16, 16, 3, 3), "relu"),  # conv_lanes
+    ("Conv", conv_attrs(3), (1, 32, 12, 12), (32, 32, 3, 3), "relu"),  # conv_lanes
+    ("Conv", conv_attrs(3), (1, 48, 8, 8), (48, 48, 3, 3), ""),  # conv_lanes
+    ("Conv", conv_attrs(3, 2), (1, 32, 16, 16), (64, 32, 3, 3), "relu"),  # conv_lanes
     ("Conv", {}, (1, 64, 7, 7), (128, 64, 1, 1), "relu"),  # conv_lanes
     ("Conv", {}, (1, 160, 4, 4), (64, 160, 1, 1), ""),  # conv_lanes
     ("Conv", {}, (1, 256, 2, 2), (128, 256, 1, 1), "relu"),  # conv_lanes
@@ -67,16 +67,16 @@ CASES: tuple[tuple[str, dict, Shape, Shape | None, str], ...] = (
     ("Conv", {}, (1, 16, 7, 13), (64, 16, 1, 1), "relu"),  # pointwise, tiles 64 + 27
     ("Conv", {}, (1, 24, 16, 16), (40, 24, 1, 1), "add"),  # pointwise + epilogue
     ("Conv", {}, (1, 160, 6, 6), (32, 160, 1, 1), "add"),  # conv_lanes + epilogue
-    ("Conv", _conv(3), (1, 16, 16, 16), (16, 16, 3, 3), "add"),  # conv_lanes + epilogue
-    ("Conv", _conv(3, 1, 16), (1, 16, 48, 48), (16, 1, 3, 3), "relu"),  # depthwise
-    ("Conv", _conv(3, 2, 24), (1, 24, 40, 40), (24, 1, 3, 3), "relu"),  # depthwise
-    ("Conv", _conv(3, 1, 32), (1, 32, 30, 30), (32, 1, 3, 3), "relu"),  # depthwise
-    ("Conv", _conv(3, 1, 64), (1, 64, 14, 14), (64, 1, 3, 3), "relu"),  # depthwise
-    ("Conv", _conv(3, 2, 96), (1, 96, 14, 14), (96, 1, 3, 3), "relu"),  # depthwise
-    ("Conv", _conv(3, 1, 192), (1, 192, 4, 4), (192, 1, 3, 3), "relu"),  # depthwise
-    ("Conv", _conv(5, 1, 48), (1, 48, 20, 20), (48, 1, 5, 5), "relu"),  # depthwise
-    ("Conv", _conv(7, 1, 96), (1, 96, 8, 8), (96, 1, 7, 7), "relu"),  # depthwise
-    ("Conv", _conv(3, 1, 320), (1, 320, 2, 2), (320, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", conv_attrs(3), (1, 16, 16, 16), (16, 16, 3, 3), "add"),  # conv_lanes + epilogue
+    ("Conv", conv_attrs(3, 1, 16), (1, 16, 48, 48), (16, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", conv_attrs(3, 2, 24), (1, 24, 40, 40), (24, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", conv_attrs(3, 1, 32), (1, 32, 30, 30), (32, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", conv_attrs(3, 1, 64), (1, 64, 14, 14), (64, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", conv_attrs(3, 2, 96), (1, 96, 14, 14), (96, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", conv_attrs(3, 1, 192), (1, 192, 4, 4), (192, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", conv_attrs(5, 1, 48), (1, 48, 20, 20), (48, 1, 5, 5), "relu"),  # depthwise
+    ("Conv", conv_attrs(7, 1, 96), (1, 96, 8, 8), (96, 1, 7, 7), "relu"),  # depthwise
+    ("Conv", conv_attrs(3, 1, 320), (1, 320, 2, 2), (320, 1, 3, 3), "relu"),  # depthwise
     ("Gemm", {"transB": 1}, (1, 256), (64, 256), "relu"),
     ("Gemm", {"transB": 1}, (1, 512), (10, 512), ""),
     ("Gemm", {"transB": 1}, (1, 64), (64, 64), "relu"),
@@ -198,13 +198,13 @@ def chunks(cases: tuple = CASES, size: int = CHUNK) -> list[tuple]:
 def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, list, float]]:
     """(kind, its cwork.Work items, measured seconds) of every kernel of the probe's int8 C; kind
     is "view", "boundary" (the probe's own QuantizeLinear/DequantizeLinear) or "layer"."""
-    from opfuse.api import compile as compile_model
     from opfuse.backends.c.emit import c_schedule, emit_c
     from opfuse.backends.c.int8.requant import ROUNDING, TFLITE
-    from opfuse.backends.c.perkernel import _random_feeds
-    from opfuse.backends.c.runner import manifest
-    from opfuse.cost.ctime import time_kernels
     from opfuse.cost.cwork import is_view, kernel_work
+    from opfuse.measure.run.host import manifest
+    from opfuse.measure.run.kernel_times import time_kernels
+    from opfuse.measure.validate.per_kernel import random_feeds
+    from opfuse.pipeline import compile_model
 
     found = []
     groups = chunks()
@@ -218,7 +218,7 @@ def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, list, float]]:
             sched = c_schedule(result, cascades=False)  # the probe times layer-by-layer kernels
             model, part = sched.model, sched.partition
             emit_c(result, folder / "c", cascades=False)
-            times = time_kernels(folder / "c", _random_feeds(manifest(folder / "c")),
+            times = time_kernels(folder / "c", random_feeds(manifest(folder / "c")),
                                  budget_s / len(groups))
         nodes = {n.name: n for n in model.graph}
         for kernel, t in zip(part.kernels, times.seconds, strict=True):

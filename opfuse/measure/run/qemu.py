@@ -5,7 +5,7 @@ Steps: check the tools (one line naming the Debian package when one is missing);
 weights, the arena and the stack fit the board (before compiling); emit the C with the board
 files (opfuse.backends.c.board) and the reference inputs in inputs.c; build with
 ``arm-none-eabi-gcc`` and the target's flags (-Wall -Wextra -Werror); read the footprint from the
-ELF (opfuse.backends.c.footprint); run ``qemu-system-arm -icount`` with a timeout; parse the
+ELF (opfuse.measure.run.footprint); run ``qemu-system-arm -icount`` with a timeout; parse the
 outputs' exact bit patterns and the per-kernel timer marks.
 
 Counts: QEMU models no cycle timing. With ``-icount shift=S`` virtual time advances 2**S ns per
@@ -40,14 +40,15 @@ from opfuse.backends.c.board import (
 from opfuse.backends.c.board.harness import dtype, inputs_c
 from opfuse.backends.c.board.startup import linker_script
 from opfuse.backends.c.files import rebuilt_by_make
-from opfuse.backends.c.footprint import Footprint, check_fits, footprint, format_footprint
+from opfuse.backends.c.manifest import Manifest
+from opfuse.compiled import CompileResult
 from opfuse.cost import KernelCost
 from opfuse.errors import OpfuseError
+from opfuse.measure.run.footprint import Footprint, check_fits, footprint, format_footprint
+from opfuse.measure.validate.ort import ValidationReport, compare
 from opfuse.output import write_file, write_tree
-from opfuse.pipeline import CompileResult
 from opfuse.safe_text import for_terminal
 from opfuse.targets import Board, Target
-from opfuse.validation import ValidationReport, compare
 
 CC, QEMU = "arm-none-eabi-gcc", "qemu-system-arm"
 
@@ -132,10 +133,10 @@ def parse_output(text: str) -> tuple[list[bytes], np.ndarray, np.ndarray]:
     return outs, marks, calib
 
 
-def decode(info: dict, outs: list[bytes]) -> dict[str, np.ndarray]:
+def decode(info: Manifest, outs: list[bytes]) -> dict[str, np.ndarray]:
     """The outputs by name, in their dtype and shape."""
-    return {item["name"]: np.frombuffer(raw, dtype(item)).reshape(item["shape"])
-            for item, raw in zip(info["outputs"], outs, strict=True)}
+    return {item.name: np.frombuffer(raw, dtype(item)).reshape(item.shape)
+            for item, raw in zip(info.outputs, outs, strict=True)}
 
 
 def run_qemu(elf: Path, board: Board, timeout_s: float) -> tuple[str, float]:
@@ -204,9 +205,9 @@ def emulate_c(
     onnxruntime (a quantized model: with its own reference, ``trials`` seeded inputs) and measure
     the footprint and per-kernel instructions. ``cascades``: false: the C runs the
     partition's kernels layer by layer instead of streaming its cascades (``emit.c_schedule``)."""
-    from opfuse.backends.c.check import reference
     from opfuse.backends.c.emit import generate
     from opfuse.backends.c.int8.requant import is_quantized
+    from opfuse.measure.validate.c_float import reference
 
     board = require_board(result.target)
     require_tools()
@@ -216,7 +217,7 @@ def emulate_c(
         return _emulate_quantized(result, files, info, board, inputs, seed, trials, timeout_s,
                                   outdir, extra_cflags, cascades)
     feeds, ref, notes = reference(result.source, inputs, seed)
-    arrays = [np.asarray(feeds[x["name"]], np.float32) for x in info["inputs"]]
+    arrays = [np.asarray(feeds[x.name], np.float32) for x in info.inputs]
     what = "given arrays" if inputs is not None else f"random, seed {seed}: the reference's"
     files["inputs.c"] = board_files(board, info, arrays, what)["inputs.c"]
     with tempfile.TemporaryDirectory(prefix="opfuse-mcu-") as tmp:
@@ -227,9 +228,9 @@ def emulate_c(
         text, wall = run_qemu(elf, board, timeout_s)
     outs, marks, calib = parse_output(text)
     got = decode(info, outs)
-    checks = [compare(item["name"], np.asarray(ref[item["name"]]),
-                      got[item["name"]].reshape(np.shape(ref[item["name"]])), rtol, atol)
-              for item in info["outputs"]]
+    checks = [compare(item.name, np.asarray(ref[item.name]),
+                      got[item.name].reshape(np.shape(ref[item.name])), rtol, atol)
+              for item in info.outputs]
     src = "given arrays" if inputs is not None else f"random (seed {seed})"
     report = ValidationReport(tuple(checks), rtol, atol, src,
                               (*notes, f"generated C on {board.name} (QEMU) vs onnxruntime "
@@ -237,18 +238,18 @@ def emulate_c(
     analysis = analyze(result, cascades=cascades)  # the partition the C it builds follows
     counts, total = kernel_counts(result, marks, calib, board, analysis.kernels, cascades)
     return Emulation(report, result.target.name, board, fp, analyzed(analysis),
-                     part_limits(result.target), info["arena_bytes"], counts, total, wall)
+                     part_limits(result.target), info.arena_bytes, counts, total, wall)
 
 
-def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Board,
+def _emulate_quantized(result: CompileResult, files: dict, info: Manifest, board: Board,
                        inputs: Mapping[str, np.ndarray] | None, seed: int, trials: int,
                        timeout_s: float, outdir: Path | str | None,
                        extra_cflags: tuple[str, ...], cascades: bool = True) -> Emulation:
     """int8 or .tflite: each trial's inputs compiled into inputs.c and run; compared with the
     source's own reference (TFLite Micro for int8 .tflite: bit-exact; LiteRT for a float one;
     onnxruntime for QDQ ONNX: within one step), as ``validate --backend c`` does on the host."""
-    from opfuse.backends.c.check_int8 import _stepped
-    from opfuse.validate_tflite import validate_against_reference
+    from opfuse.measure.validate.c_int8 import stepped_reference
+    from opfuse.measure.validate.source import validate_against_reference
 
     tflite = str(result.source).lower().endswith(".tflite")
     last: dict = {}
@@ -257,7 +258,7 @@ def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Bo
         write_tree(folder, files, manifest="model.json", rebuilt=rebuilt_by_make("opfuse"))
 
         def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-            arrays = [np.asarray(feeds[x["name"]]) for x in info["inputs"]]
+            arrays = [np.asarray(feeds[x.name]) for x in info.inputs]
             write_file(folder / "inputs.c", inputs_c(info, arrays, "the reference's"))
             elf = build_elf(folder, board, extra_cflags)
             text, last["wall"] = run_qemu(elf, board, timeout_s)
@@ -269,12 +270,12 @@ def _emulate_quantized(result: CompileResult, files: dict, info: dict, board: Bo
             result.source, run,
             label=f"generated int8 C{' (cascaded)' if cascades else ''} on {board.name} (QEMU)",
             inputs=inputs, seed=seed, trials=trials, steps=0 if tflite else 1,
-            reference=None if tflite else _stepped(result))
+            reference=None if tflite else stepped_reference(result))
     analysis = analyze(result, cascades=cascades)  # the partition the C it builds follows
     counts, total = kernel_counts(result, last["marks"], last["calib"], board, analysis.kernels,
                                   cascades)
     return Emulation(report, result.target.name, board, last["fp"], analyzed(analysis),
-                     part_limits(result.target), info["arena_bytes"], counts, total,
+                     part_limits(result.target), info.arena_bytes, counts, total,
                      last["wall"])
 
 

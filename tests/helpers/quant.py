@@ -7,6 +7,7 @@ emits (docs/architecture.md, "int8 in the IR").
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 import opfuse.api as api
+from opfuse.pipeline import compile_model
 
 
 def quantize(float_model: onnx.ModelProto, folder: Path, fmt: str = "qdq", per_channel: bool = True,
@@ -114,3 +116,11 @@ def ops_model() -> onnx.ModelProto:
         [init("w1", (8, 4, 3, 3)), init("b1", (8,)), init("w2", (16, 10)), init("b2", (10,))],
     )  # fmt: skip
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def compile_model_from(proto, target: str):
+    """The whole pipeline (import, canonicalize, partition) on an in-memory QDQ model."""
+    folder = Path(tempfile.mkdtemp())
+    path = folder / "model.onnx"
+    onnx.save(proto, path)
+    return compile_model(str(path), target)

@@ -119,7 +119,7 @@ class TfliteBuilder:
         g_vec = self._offsets(b, tflite.ModelStartSubgraphsVector, [graph])
         c_vec = self._offsets(b, tflite.ModelStartOperatorCodesVector, codes)
         b_vec = self._offsets(b, tflite.ModelStartBuffersVector, buffers)
-        desc = b.CreateString("opfuse tests/tflite_builder.py")
+        desc = b.CreateString("opfuse tests/helpers/tflite_builder.py")
         tflite.ModelStart(b)
         tflite.ModelAddVersion(b, 3)
         tflite.ModelAddOperatorCodes(b, c_vec)
@@ -252,7 +252,7 @@ def check_against_tflite(path, steps: float | None, seeds=range(3)):
     then compile it through the whole pipeline. Returns the reference runner."""
     import onnxruntime as ort
 
-    from opfuse.frontends.tflite.reference import TfliteReference
+    from opfuse.measure.validate.tflite_reference import TfliteReference
     from opfuse.pipeline import compile_model, read
 
     ref = TfliteReference(path)

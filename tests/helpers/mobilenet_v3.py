@@ -1,5 +1,5 @@
 """A MobileNetV3-style int8 test model (squeeze-excite, hard-swish), as float ONNX for
-onnxruntime's ``quantize_static`` and as an int8 ``.tflite`` written with ``tests/tflite_builder.py``.
+onnxruntime's ``quantize_static`` and as an int8 ``.tflite`` written with ``tests/helpers/tflite_builder.py``.
 
 The blocks follow MobileNetV3's (Howard et al. 2019, "Searching for MobileNetV3", Fig. 4 and
 Table 2): a stem conv with hard-swish; an inverted residual whose depthwise output is scaled by a
@@ -95,7 +95,7 @@ def float_model(seed: int = 0, classes: int = 10) -> onnx.ModelProto:
 
 def _conv_nhwc(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, depthwise: bool):
     """TFLite CONV_2D / DEPTHWISE_CONV_2D with SAME padding (w: OHWI, or 1HWC for depthwise)."""
-    from opfuse.models._graph import conv_ref
+    from opfuse.models.graph import conv_ref
 
     k = w.shape[1]
     h = x.shape[1]
@@ -293,7 +293,7 @@ class _Write:
 def int8_tflite(path, seed: int = 0, classes: int = 10, samples: int = 4):  # noqa: ANN001, ANN201
     """The int8 .tflite (NHWC, 1x48x48x3 -> 1 x classes), calibrated on ``samples`` seeded
     inputs; written to ``path``, which is returned."""
-    from tests.tflite_builder import TfliteBuilder
+    from tests.helpers.tflite_builder import TfliteBuilder
 
     net, calib = _Net(seed, classes), _Calibrate()
     rng = np.random.default_rng(seed + 1)

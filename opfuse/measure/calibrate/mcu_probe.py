@@ -1,6 +1,6 @@
 """``[perf.int8c]`` of the Cortex-M targets: opfuse's own generated int8 C, counted per kernel in
-instructions under QEMU on the target's board (``opfuse.backends.c.emulate``), fitted to the work
-model of ``opfuse.cost.cwork`` as the host's probe is (``opfuse.cost.int8_probe``: the same probe
+instructions under QEMU on the target's board (``opfuse.measure.run.qemu``), fitted to the work
+model of ``opfuse.cost.cwork`` as the host's probe is (``opfuse.measure.calibrate.int8_probe``: the same probe
 layers, the same fit), and written as seconds at the deployed part's clock
 (docs/architecture.md, the cost row):
 
@@ -33,7 +33,7 @@ from opfuse.ops import groups
 #   load-use stalls (an estimate, not a measurement).
 CYCLES_PER_INSTRUCTION = {"cortex-m4": 1.2, "cortex-m7": 1.0}
 
-# Layers an MCU model has beyond the host's probe (opfuse.cost.int8_probe.CASES): the layout
+# Layers an MCU model has beyond the host's probe (opfuse.measure.calibrate.int8_probe.CASES): the layout
 # Transposes at a TFLite model's boundary, a classifier's 1x1 convs on a 1x1 plane, a whole-plane
 # average pool, a big-window max pool, a classifier's Softmax (its output requantized to TFLite's
 # 1/256 and -128 after onnxruntime's quantization: ``as_tflite``), ReduceMeans over few values.
@@ -56,19 +56,19 @@ MCU_CASES = (
     ("ReduceMean", {"axes": [2, 3], "keepdims": 1}, (1, 64, 4, 4), None, ""),
 )
 
-BEGIN = "# >>> [perf.int8c] written by benchmarks/mcu_calibrate.py (opfuse.cost.mcu_probe)"
+BEGIN = "# >>> [perf.int8c] written by benchmarks/mcu_calibrate.py (opfuse.measure.calibrate.mcu_probe)"
 END = "# <<< [perf.int8c]"
 
 
 def measure_kernels(target: str, timeout_s: float = 300.0) -> list[tuple[str, list, float]]:
     """(kind, cwork.Work items, instructions) of every kernel of the probe's int8 C on
     ``target``'s board, as ``int8_probe.measure_kernels`` gives seconds on the host."""
-    from opfuse.api import compile as compile_model
     from opfuse.backends.c.emit import c_schedule
-    from opfuse.backends.c.emulate import emulate_c
     from opfuse.backends.c.int8.requant import ROUNDING, TFLITE
     from opfuse.cost.cwork import is_view, kernel_work
-    from opfuse.cost.int8_probe import CASES, chunks, quantized_probe
+    from opfuse.measure.calibrate.int8_probe import CASES, chunks, quantized_probe
+    from opfuse.measure.run.qemu import emulate_c
+    from opfuse.pipeline import compile_model
 
     found = []
     for cases in chunks(CASES + MCU_CASES):
@@ -155,7 +155,7 @@ def _quantize_float_pools(g) -> None:  # noqa: ANN001 (onnx.GraphProto)
 
 def calibrate_target(target: str, found: list[tuple[str, list, float]] | None = None) -> dict:
     """The fitted figures in instructions (``int8_probe.calibrate_int8c``'s shape)."""
-    from opfuse.cost.int8_probe import calibrate_int8c
+    from opfuse.measure.calibrate.int8_probe import calibrate_int8c
 
     rows = found if found is not None else measure_kernels(target)
     return calibrate_int8c(lambda: rows)
@@ -166,9 +166,9 @@ def table_lines(target: str, figures: dict, clock_hz: float) -> list[str]:
     cpi = CYCLES_PER_INSTRUCTION[target]
     per_s = cpi / clock_hz
     lines = [BEGIN,
-             f"# {figures.get('kernels', 0)} probe kernels (opfuse.cost.int8_probe.CASES) counted "
+             f"# {figures.get('kernels', 0)} probe kernels (opfuse.measure.calibrate.int8_probe.CASES) counted "
              f"on [board] under QEMU -icount, fitted per C path in instructions;",
-             f"# seconds = instructions x {cpi} cycles per instruction (opfuse.cost.mcu_probe: "
+             f"# seconds = instructions x {cpi} cycles per instruction (opfuse.measure.calibrate.mcu_probe: "
              f"CYCLES_PER_INSTRUCTION, sourced there) / clock_hz",
              "[perf.int8c]",
              f"dispatch_overhead_s = {figures.get('dispatch_overhead_s', 0.0) * per_s:.4g}"
