@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, const, contiguous, dims, flit, offset_expr
-from opfuse.backends.c.norms import _sum8  # the project's 8-partial-sum reduction
+from opfuse.backends.c.norms import sum8  # the project's 8-partial-sum reduction
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.attention import Core, perm_of
 from opfuse.memory.lifetimes import RING_PREFIX
@@ -140,7 +140,7 @@ def _scores(w: CWriter, row: str, n: int, d: int, qd: int, kd: int, kj: int) -> 
     # with 8; blocking 4 keys per pass measured 10-11 ms, so one key at a time)
     w.open(f"for (int j = 0; j < {n}; ++j)")
     w(f"const float *kc = kb + {offset_expr(['j'], [kj])};")
-    _sum8(w, "s", d, f"qr[{offset_expr(['@'], [qd])}] * kc[{offset_expr(['@'], [kd])}]")
+    sum8(w, "s", d, f"qr[{offset_expr(['@'], [qd])}] * kc[{offset_expr(['@'], [kd])}]")
     w(f"{row}[j] = s;")
     w.close()
 

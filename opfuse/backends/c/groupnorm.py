@@ -19,7 +19,7 @@ import math
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, attr, dims, flit, who
-from opfuse.backends.c.norms import _sum8 as sum8
+from opfuse.backends.c.norms import sum8 as sum8
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 

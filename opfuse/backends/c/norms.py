@@ -19,7 +19,7 @@ from opfuse.ops import groups
 REDUCE_OPS = groups.C_REDUCE
 
 
-def _sum8(w: CWriter, out: str, n: int, expr: str) -> None:
+def sum8(w: CWriter, out: str, n: int, expr: str) -> None:
     """``float out = sum_{i<n} expr(i)`` with 8 partial sums."""
     w("float s8[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};")
     w(f"for (int i = 0; i + 8 <= {n}; i += 8) for (int l = 0; l < 8; ++l) "
@@ -77,10 +77,10 @@ def emit_layernorm(w: CWriter, node: ir.Node, params: Params) -> None:
     w(f"const float *xr = {x} + o*{n};")
     w(f"float *yr = {y} + o*{n};")
     w.open("")
-    _sum8(w, "sum", n, "xr[@]")
+    sum8(w, "sum", n, "xr[@]")
     w(f"const float mean = sum * {flit(1.0 / n)};")
     w.open("")
-    _sum8(w, "sq", n, "(xr[@] - mean) * (xr[@] - mean)")
+    sum8(w, "sq", n, "(xr[@] - mean) * (xr[@] - mean)")
     w(f"const float rstd = 1.0f / sqrtf(sq * {flit(1.0 / n)} + {eps});")
     scale = f" * {ops[0]}" if ops[0] else ""
     bias = f" + {ops[1]}" if ops[1] else ""

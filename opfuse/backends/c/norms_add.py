@@ -12,7 +12,7 @@ Per row ``r`` of ``n`` elements (the last axis):
                 kept in a stack row of n floats when not, then normalised as x_r = s_r while the
                 row is still in cache: s is written once and never read back by a second kernel.
 
-The sums use ``norms._sum8`` (8 partial sums, vectorisable without -ffast-math).
+The sums use ``norms.sum8`` (8 partial sums, vectorisable without -ffast-math).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, attr, bcast_strides, const, dims, flit, merge, who
 from opfuse.backends.c.epilogue import EPILOGUE_OPS, build_chain, emit_apply
 from opfuse.backends.c.matmul import ROW_BUFFER
-from opfuse.backends.c.norms import _sum8
+from opfuse.backends.c.norms import sum8
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ops import groups
@@ -111,15 +111,15 @@ def _normalise_row(w: CWriter, node: ir.Node, params: Params, n: int) -> None:
     scale = f" * {ops[0]}" if ops[0] else ""
     w.open("")
     if node.op_type == "RMSNormalization":
-        _sum8(w, "sq", n, "xr[@] * xr[@]")
+        sum8(w, "sq", n, "xr[@] * xr[@]")
         w(f"const float rstd = 1.0f / sqrtf(sq * {flit(1.0 / n)} + {eps});")
         w(f"for (int i = 0; i < {n}; ++i) yr[i] = xr[i] * rstd{scale};")
         w.close()
         return
-    _sum8(w, "sum", n, "xr[@]")
+    sum8(w, "sum", n, "xr[@]")
     w(f"const float mean = sum * {flit(1.0 / n)};")
     w.open("")
-    _sum8(w, "sq", n, "(xr[@] - mean) * (xr[@] - mean)")
+    sum8(w, "sq", n, "(xr[@] - mean) * (xr[@] - mean)")
     w(f"const float rstd = 1.0f / sqrtf(sq * {flit(1.0 / n)} + {eps});")
     bias = f" + {ops[1]}" if len(ops) > 1 and ops[1] else ""
     w(f"for (int i = 0; i < {n}; ++i) yr[i] = (xr[i] - mean) * rstd{scale}{bias};")
