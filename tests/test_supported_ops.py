@@ -11,6 +11,7 @@ from pathlib import Path
 from opfuse.docs.supported_ops import COMMAND, builtin_targets, render
 from opfuse.fusion.checks import CONSTRAINTS
 from opfuse.fusion.constraints import FAMILIES, HEAD
+from opfuse.fusion.pattern_checks import PATTERN_CONSTRAINTS
 from opfuse.fusion.types import REASONS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,8 +58,13 @@ def test_the_command_prints_and_writes_the_page(tmp_path: Path) -> None:
 
 
 def _pattern(template: str) -> re.Pattern[str]:
-    parts = re.split(r"\{[a-z_]+\}", HEAD + template)
-    return re.compile("(.+?)".join(re.escape(p) for p in parts) + r"\Z", re.S)
+    """The messages ``template`` (whole, its head included) formats to; a field may be empty."""
+    parts = re.split(r"\{[a-z_]+\}", template)
+    return re.compile("(.*?)".join(re.escape(p) for p in parts) + r"\Z", re.S)
+
+
+PATTERNS = [(c.reason, _pattern(HEAD + c.message)) for c in CONSTRAINTS] + [
+    (c.reason, _pattern(c.template)) for c in PATTERN_CONSTRAINTS]
 
 
 def test_every_refusal_reads_as_its_constraint_on_the_page() -> None:
@@ -66,14 +72,13 @@ def test_every_refusal_reads_as_its_constraint_on_the_page() -> None:
     # every target, is one of them, with the constraint's reason code
     from opfuse.api import compile as compile_model
 
-    patterns = [(c.reason, _pattern(c.message)) for c in CONSTRAINTS]
     seen = set()
     for model in ("seed_block", "seed_pipeline", "ds_cnn", "tiny_transformer"):
         for target in builtin_targets():
             for d in compile_model(model, target.name).partition.decisions:
                 if d.fused or d.reason == "other_producer_fused" or d.reason.startswith("cascade"):
                     continue
-                match = [r for r, p in patterns if p.match(d.message)]
+                match = [r for r, p in PATTERNS if p.match(d.message)]
                 assert d.reason in match, (d.reason, d.message)
                 seen.add(d.reason)
     assert {"multiple_consumers", "not_supported_by_target", "layout_change"} <= seen

@@ -10,6 +10,7 @@ from pathlib import Path
 import opfuse.targets
 from opfuse.fusion.checks import CONSTRAINTS
 from opfuse.fusion.constraints import HEAD
+from opfuse.fusion.pattern_checks import PATTERNS, Pattern
 from opfuse.fusion.types import REASONS
 from opfuse.ops import ACTIVATION, ARITH, CLAMP, OPS, groups
 from opfuse.targets import Target, parse_target
@@ -104,6 +105,28 @@ def _constraints() -> list[str]:
     return rows
 
 
+def _enabled(t: Target, p: Pattern) -> str:
+    return p.on if p.key is None or getattr(t.fusion, p.key) else p.off
+
+
+def _patterns() -> list[str]:
+    """Per target which pattern fusions are on, then each pattern's declines in run order."""
+    head = " | ".join(f"{p.name} (`{p.key}`)" if p.key else p.name for p in PATTERNS)
+    lines = [f"| target | {head} |", "|---" * (len(PATTERNS) + 1) + "|"]
+    lines += [f"| {t.name} | " + " | ".join(_enabled(t, p) for p in PATTERNS) + " |"
+              for t in builtin_targets()]
+    for p in PATTERNS:
+        lines += ["", f"**{p.name}**: {p.where}.", ""]
+        if not p.constraints:
+            lines.append("No declines of its own.")
+            continue
+        lines += ["| # | constraint | family | reason | message |", "|---|---|---|---|---|"]
+        for i, c in enumerate(p.constraints, 1):
+            message = c.template.replace("|", "\\|")
+            lines.append(f"| {i} | `{c.name}` | {c.family} | `{c.reason}` | {message} |")
+    return lines
+
+
 def render() -> str:
     """The whole page, deterministic: sorted ops, targets by file name, constraints in run order."""
     lines = [
@@ -130,6 +153,12 @@ def render() -> str:
               "## Constraints, in the order they run", "",
               "The first refusal is the one to fix first; each returns one reason code.", "",
               *_constraints(), "",
+              "## Pattern fusions", "",
+              "Pattern fusions: attention core, Add + norm, Linear bias, MatMul reading a "
+              "transposed operand. Each judges a whole match rather than one edge, on the greedy "
+              "partition; a declined match leaves its edges to the constraints above, and its "
+              "decline is one of these messages, whole.", "",
+              *_patterns(), "",
               "## Reason codes", "", "| reason | meaning |", "|---|---|",
               *(f"| `{r}` | {text} |" for r, text in REASONS.items()), ""]
     return "\n".join(lines)

@@ -27,7 +27,8 @@ A Softmax between two MatMuls that is not fused gets a Decision on its Softmax -
 ``multiple_consumers`` / ``graph_output`` (scores or probabilities read elsewhere),
 ``attention_softmax_axis``, ``dynamic_shape``, ``attention_mask`` (an operand that does not
 broadcast over the scores), ``not_supported_by_target`` (the target's ``[fusion] attention`` is
-false, or the backend cannot write it).
+false, or the backend cannot write it). Each decline is a named constraint in
+``attention_checks.py``.
 """
 
 from __future__ import annotations
@@ -38,10 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.fusion.rules import Refusal
-from opfuse.fusion.support import KernelSupport
 from opfuse.schedule import RingBuffer
-from opfuse.targets import Target
 
 SCORE_OPS = frozenset({"Mul", "Div", "Add", "Sub", "Where"})
 MAX_SCORE_OPS = 4  # scale, mask, and room for an exporter's second scale or a Where
@@ -98,7 +96,7 @@ def perm_of(node: ir.Node) -> tuple[int, ...]:
     return tuple(attr.as_ints()) if attr is not None else tuple(reversed(range(rank)))
 
 
-def _sole_reader(value: ir.Value | None, node: ir.Node) -> bool:
+def sole_reader(value: ir.Value | None, node: ir.Node) -> bool:
     return (
         value is not None
         and not value.is_graph_output()
@@ -111,7 +109,7 @@ def _transposes(core_inputs: Sequence[tuple[ir.Value, ir.Node]]) -> tuple[ir.Nod
     for value, reader in core_inputs:
         p = value.producer()
         if (_std(p, "Transpose") and p.inputs and p.inputs[0] is not None
-                and _sole_reader(value, reader) and all(p is not t for t in found)):
+                and sole_reader(value, reader) and all(p is not t for t in found)):
             found.append(p)
     return tuple(found)
 
@@ -185,62 +183,6 @@ def core_of(members: Sequence[ir.Node]) -> Core | None:
     if core is None or {id(n) for n in core.nodes} != {id(n) for n in members}:
         return None
     return core
-
-
-def check(core: Core, target: Target, support: KernelSupport, opset: int) -> Refusal | None:
-    """Why ``core`` may not be one kernel on ``target`` (None: it may)."""
-    head = f"the attention core at Softmax '{core.softmax.name}' is not one kernel on {target.name}"
-    chain = [core.qk, *core.scores, core.softmax]
-    for node, reader in zip(chain, [*chain[1:], core.pv], strict=True):
-        out = node.outputs[0]
-        if out.is_graph_output():
-            return Refusal("graph_output", f"{head}: '{out.name}' is a graph output")
-        if not _sole_reader(out, reader):
-            return Refusal("multiple_consumers", f"{head}: '{out.name}' is read by "
-                           f"{len(out.consumers())} nodes, so the scores must be stored")
-    shape = dims(core.score_value)
-    values = [v for n in core.nodes for v in (*n.inputs, *n.outputs) if v is not None]
-    for value in values:
-        if dims(value) is None:
-            return Refusal("dynamic_shape", f"{head}: '{value.name}' has no static shape")
-    axis = _softmax_axis(core.softmax, opset)
-    if axis != len(shape) - 1:
-        return Refusal("attention_softmax_axis", f"{head}: its Softmax runs over axis {axis}, "
-                       f"not the keys (the last axis of {list(shape)})")
-    refusal = _check_score_ops(core, shape, head)
-    if refusal is not None:
-        return refusal
-    if not target.fusion.attention:
-        return Refusal("not_supported_by_target",
-                       f"{head}: its kernels do not stream attention ([fusion] attention = false)")
-    why = support.why_not_kernel(list(core.nodes))
-    if why is not None:
-        return Refusal("not_supported_by_target",
-                       f"{head}: {support.backend} writes no such kernel ({why})")
-    return None
-
-
-def _softmax_axis(node: ir.Node, opset: int) -> int:
-    rank = len(node.inputs[0].shape)
-    attr = node.attributes.get("axis")
-    axis = attr.as_int() if attr is not None else (-1 if opset >= 13 else 1)
-    return axis % rank if rank else 0
-
-
-def _check_score_ops(core: Core, shape: tuple[int, ...], head: str) -> Refusal | None:
-    """Each score op keeps the scores' shape (so, by ONNX's broadcasting, its other operand
-    broadcasts over them) and reads the scores once."""
-    carried = core.score_value
-    for node in core.scores:
-        if dims(node.outputs[0]) != shape:
-            return Refusal("attention_mask", f"{head}: {node.op_type} '{node.name}' broadcasts the "
-                           f"scores {list(shape)} up to {list(dims(node.outputs[0]))}")
-        if sum(v is carried for v in node.inputs) != 1 or len(node.inputs) != 2 + (
-                node.op_type == "Where"):
-            return Refusal("attention_mask", f"{head}: {node.op_type} '{node.name}' reads the "
-                           "scores more than once")
-        carried = node.outputs[0]
-    return None
 
 
 def scratch_ring(core: Core) -> RingBuffer:

@@ -14,8 +14,13 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from opfuse.fusion.attention import KERNEL_NAME, Core, check, match, scratch_ring
-from opfuse.fusion.rules import Refusal
+from opfuse.fusion.attention import KERNEL_NAME, Core, match, scratch_ring
+from opfuse.fusion.attention_checks import (
+    AttentionCase,
+    AttentionExit,
+    check,
+    constraint_attention_no_epilogue,
+)
 from opfuse.fusion.support import KernelSupport
 from opfuse.schedule import Decision, Kernel, Partition
 from opfuse.targets import Target
@@ -27,11 +32,12 @@ def fuse_attention(model: ir.Model, layers: Partition, target: Target,
     opset = int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 17)))
     cores: list[Core] = []
     refused: dict[tuple[str, str], Decision] = {}
+    by_name = {n.name: n for n in model.graph}
     for node in model.graph:
         core = match(node) if node.op_type == "Softmax" else None
         if core is None:
             continue
-        refusal = check(core, target, support, opset) or _leftovers(core, layers, model, support)
+        refusal = check(AttentionCase(core, target, support, opset, layers, by_name))
         if refusal is None:
             cores.append(core)
         else:
@@ -42,22 +48,6 @@ def fuse_attention(model: ir.Model, layers: Partition, target: Target,
     if not cores:
         return Partition(layers.target, layers.kernels, tuple(decisions))
     return _merge(model, layers, cores, decisions)
-
-
-def _leftovers(core: Core, layers: Partition, model: ir.Model,
-               support: KernelSupport) -> Refusal | None:
-    """The kernels that lose the core's nodes must stay kernels the backend writes."""
-    names = {n.name for n in core.nodes}
-    by_name = {n.name: n for n in model.graph}
-    for kernel in layers.kernels:
-        rest = [by_name[n] for n in kernel.nodes if n not in names]
-        if 1 < len(rest) < len(kernel.nodes):
-            why = support.why_not_kernel(rest)
-            if why is not None:
-                return Refusal("not_supported_by_target", f"the attention core at Softmax "
-                               f"'{core.softmax.name}' would leave {kernel.name} as a kernel "
-                               f"{support.backend} does not write ({why})")
-    return None
 
 
 def _merge(model: ir.Model, layers: Partition, cores: Sequence[Core],
@@ -92,6 +82,7 @@ def _new_edges(cores: Sequence[Core], kept: list[Decision], core_of: dict[str, i
     """Decisions for edges that were fused and now cross a core's boundary."""
     seen = {(d.producer, d.consumer) for d in kept}
     added: list[Decision] = []
+    inside = frozenset(core_of)
     for i, core in enumerate(cores):
         for node in core.nodes:
             for value in node.inputs:
@@ -104,12 +95,11 @@ def _new_edges(cores: Sequence[Core], kept: list[Decision], core_of: dict[str, i
                                       f"'{value.name}' from memory"))
         last = core.out_transpose or core.pv
         for reader in core.output.consumers():
-            if (last.name, reader.name) not in seen and reader.name not in core_of:
+            refusal = constraint_attention_no_epilogue(AttentionExit(reader, inside, layers.target))
+            if (last.name, reader.name) not in seen and refusal is not None:
                 seen.add((last.name, reader.name))
-                added.append(Decision(last.name, reader.name, False, "not_supported_by_target",
-                                      f"{reader.op_type} cannot join the attention kernel on "
-                                      f"{layers.target}: it writes its output rows without an "
-                                      "epilogue"))
+                added.append(Decision(last.name, reader.name, False, refusal.reason,
+                                      refusal.message))
     return added
 
 

@@ -4,14 +4,16 @@ checks (docs/architecture.md, "Named constraints").
 A ``Constraint`` is a record: its name, its family (structural, dtype, target capability, C
 emittability), the reason code from ``REASONS`` it returns and the one-line message template a user
 sees. Its check reads one ``Edge`` and returns the template's fields when it refuses, None when it
-has nothing to say. ``opfuse.fusion.checks.CONSTRAINTS`` runs them in order, most structural first,
+has nothing to say. A ``PatternConstraint`` is the same record for a pattern fusion (the attention
+core, Add + norm): its check reads the pattern's match, and its template is the whole message. ``opfuse.fusion.checks.CONSTRAINTS`` runs them in order, most structural first,
 so the first refusal is the one a person should fix first; ``docs/supported_ops.md`` lists them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import onnx_ir as ir
 
@@ -82,3 +84,51 @@ def constraint(family: str, reason: str, message: str) -> Callable[[Check], Cons
         return Constraint(check.__name__, family, reason, message, check)
 
     return make
+
+
+class Subject(Protocol):
+    """What a pattern constraint reads: a pattern's match, with the fields every template may use."""
+
+    def fields(self) -> Fields: ...
+
+
+@dataclass(frozen=True)
+class PatternConstraint:
+    """A decline of a pattern fusion (fusion/pattern_checks.py), named as an edge's constraint is."""
+
+    name: str  # constraint_<pattern>_<what it checks>
+    family: str  # one of FAMILIES
+    reason: str  # a key of REASONS
+    template: str  # the whole message, formatted with Subject.fields() and the check's fields
+    check: Callable[[Any], Fields | None]
+
+    def __call__(self, subject: Subject) -> Refusal | None:
+        found = self.check(subject)
+        return None if found is None else self.refusal(subject, found)
+
+    def refusal(self, subject: Subject, found: Fields) -> Refusal:
+        return Refusal(self.reason, self.template.format(**subject.fields(), **found))
+
+
+def pattern_constraint(
+    family: str, reason: str, template: str
+) -> Callable[[Callable[[Any], Fields | None]], PatternConstraint]:
+    """Declare the decorated check a ``PatternConstraint`` named after it."""
+    if family not in FAMILIES or reason not in REASONS:
+        raise ValueError(f"unknown constraint family {family!r} or reason {reason!r}")
+
+    def make(check: Callable[[Any], Fields | None]) -> PatternConstraint:
+        return PatternConstraint(check.__name__, family, reason, template, check)
+
+    return make
+
+
+def first_pattern_refusal(
+    subject: Subject, constraints: Sequence[PatternConstraint]
+) -> Refusal | None:
+    """The first of ``constraints`` that refuses ``subject``, or None: the pattern may fuse."""
+    for c in constraints:
+        found = c.check(subject)
+        if found is not None:
+            return c.refusal(subject, found)
+    return None

@@ -39,7 +39,9 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from opfuse.fusion.rules import ANCHOR, CONVERSIONS, ELEMWISE, Group, Refusal, is_constant
+from opfuse.fusion.constraints import first_pattern_refusal
+from opfuse.fusion.norm_checks import ADD_NORM, NormCase
+from opfuse.fusion.rules import CONVERSIONS, ELEMWISE, Group, Refusal, is_constant
 from opfuse.ops import OpKind, groups, kind
 from opfuse.quant import get_quant
 from opfuse.targets import Target
@@ -93,7 +95,7 @@ def norm_with_sum(
     (the residual Add), storing the sum ``x`` as a second output when others read it.
 
     False: not this case (the ordinary rules decide). None: it joins. A Refusal: the case, declined
-    with the reason a person should read.
+    by the first constraint of ``norm_checks.ADD_NORM``, with the reason a person should read.
     """
     if v.op_type not in NORM_OPS or v.domain not in ("", "ai.onnx") or v.inputs[0] is not x:
         return False
@@ -101,44 +103,8 @@ def norm_with_sum(
         return False  # int8: requantized between the two; p not its kernel's tip: rule 1
     if kind(p) not in (OpKind.ELEMWISE, OpKind.BROADCAST, OpKind.ANCHOR) or p.op_type in CONVERSIONS:
         return False  # a layout change, a reduction, a float <-> int8 conversion: ordinary rules
-    others = [r for r in x.consumers() if r is not v]
-    head = f"{v.op_type} cannot join {group.label}" + (
-        " with the sum as a second output" if others else ""
-    )
-    in_anchor = group.stage == ANCHOR and group.head.op_type in LINEAR_OPS
-    if in_anchor and not target.fusion.anchor_norm:
-        if not others:
-            return False  # a post-norm sum read once: the ordinary rules (an epilogue or not)
-        return Refusal(
-            "not_supported_by_target",
-            f"{head}: its {group.head.op_type} kernels do not normalise their output rows "
-            "(anchor_norm = false)",
-        )
-    if not in_anchor and group.stage != ELEMWISE:
-        if not others:
-            return False
-        return Refusal(
-            "multiple_consumers",
-            f"{head}: '{x.name}' is read by {len(x.consumers())} nodes and its {p.op_type} "
-            f"already joined the {group.label} kernel, which stores it",
-        )
-    shape = _dims(x)
-    if not shape or len(shape) < 2:
-        return Refusal("dynamic_shape" if shape is None else "not_supported_by_target",
-                       f"{head}: '{x.name}' has no static shape of rank 2 or more")
-    axis = v.attributes.get("axis")
-    if axis is not None and axis.as_int() % len(shape) != len(shape) - 1:
-        return Refusal(
-            "not_supported_by_target",
-            f"{head}: it normalises from axis {axis.as_int()}, not the last axis alone",
-        )
-    if any(o is not None and o.consumers() for o in v.outputs[1:]):
-        return Refusal("not_supported_by_target", f"{head}: its Mean/InvStdDev outputs are read")
-    tip = index[id(v)]
-    early = [r for r in others if index.get(id(r), tip + 1) < tip]
-    if early:
-        return Refusal(
-            "multiple_consumers",
-            f"{head}: '{early[0].name}' reads '{x.name}' before {v.op_type} runs",
-        )
-    return None
+    case = NormCase(p, v, x, group, index, target)
+    if not case.others and (group.stage != ELEMWISE if not case.in_anchor
+                            else not target.fusion.anchor_norm):
+        return False  # a sum read once, not in a standalone elementwise kernel: ordinary rules
+    return first_pattern_refusal(case, ADD_NORM)
