@@ -1,4 +1,4 @@
-"""The cost model's FLOPs for the transformer ops match hand counts (opfuse/ops.py, opfuse/op_norms.py).
+"""The cost model's FLOPs for the transformer ops match hand counts (opfuse/ops.py, opfuse/ops/norm_formulas.py).
 
 Sources of the hand counts: the ONNX operator spec (onnx/docs/Operators.md), whose function bodies
 define LayerNormalization-17 (ReduceMean, Sub, Mul, ReduceMean, Add eps, Sqrt, Reciprocal, Mul,

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field, replace
 
 import onnx_ir as ir
 
-from opfuse.op_norms import group_norm_flops, instance_norm_flops, layer_norm_flops, rms_norm_flops
 from opfuse.ops.formulas import (
     conv_macs,
     conv_transpose_macs,
@@ -23,6 +22,12 @@ from opfuse.ops.formulas import (
     out_elems,
     window,
     zero,
+)
+from opfuse.ops.norm_formulas import (
+    group_norm_flops,
+    instance_norm_flops,
+    layer_norm_flops,
+    rms_norm_flops,
 )
 
 
@@ -197,7 +202,7 @@ OPS: dict[str, OpInfo] = {
     "ReduceMin": _reduce(c=REDUCE_K),
     "Softmax": _with(OpInfo(OpKind.REDUCE, extra_flops=lambda n: 5 * out_elems(n)),
                      "quantizable", c=SOFTMAX, c8=SOFTMAX),
-    # normalizations: FLOPs over the spec's function bodies (opfuse/op_norms.py)
+    # normalizations: FLOPs over the spec's function bodies (opfuse/ops/norm_formulas.py)
     "LayerNormalization": _with(OpInfo(OpKind.REDUCE, extra_flops=layer_norm_flops), "row_norm",
                                 c=NORM),
     "InstanceNormalization": _with(OpInfo(OpKind.REDUCE, extra_flops=instance_norm_flops), c=NORM),
