@@ -148,6 +148,7 @@ OPS: dict[str, OpInfo] = {
     "Elu": _ew(4),
     "Erf": _ew(8),
     "Gelu": _ew(12),  # 0.5 x (1 + erf(x / sqrt 2)): Div, Erf (8), Add, Mul, Mul, as decomposed
+    "Swish": _ew(5),  # x * sigmoid(alpha x), ONNX opset 24: Sigmoid (4) + Mul, as decomposed
     "Neg": _ew(1),
     "Abs": _ew(1),
     "Sqrt": _ew(4),

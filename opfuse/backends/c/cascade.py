@@ -46,8 +46,8 @@ from opfuse.memory.lifetimes import RING_PREFIX
 from opfuse.schedule import Kernel
 
 # one-input activations, written by the layer-by-layer epilogue's scalar expressions
-_UNARY = frozenset("LeakyRelu Sigmoid Tanh HardSigmoid HardSwish Elu Gelu Erf Neg Abs Sqrt Exp Log "
-                   "Reciprocal Softplus Identity".split())  # fmt: skip
+_UNARY = frozenset("LeakyRelu Sigmoid Tanh HardSigmoid HardSwish Elu Gelu Swish Erf Neg Abs Sqrt "
+                   "Exp Log Reciprocal Softplus Identity".split())  # fmt: skip
 _EPILOGUE = frozenset({"Relu", "Clip", "Add", "Sub", "Mul", "Div", "Sum"}) | _UNARY
 # Sum: the variadic add of old opsets (ResNet's residual joins before opset 8's Add broadcast)
 _BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Sum": "+"}
