@@ -120,3 +120,18 @@ def test_opset17_is_written_back_as_sigmoid_and_mul(alpha: float | None) -> None
 def test_opset24_keeps_swish() -> None:
     out = _emitted_matches(silu(alpha=1.5, opset=24))
     assert [n.op_type for n in out.graph.node] == ["Swish"]
+
+
+def test_swish_costs_what_sigmoid_and_mul_cost() -> None:
+    """Recognising SiLU as one op changes no FLOP total (ops.py: Sigmoid 4 + Mul 1 per element)."""
+    from tests.test_op_flops import _flops
+
+    one = _flops("""g (float[2,10] x) => (float[2,10] y) {
+        y = Swish<alpha = 1.5>(x)
+    }""", opset=24)
+    parts = _flops("""g (float[2,10] x) => (float[2,10] y) {
+        s = Sigmoid(x)
+        y = Mul(x, s)
+    }""")
+    assert parts == {"Sigmoid": 4 * 20, "Mul": 20}
+    assert one == {"Swish": sum(parts.values())}
