@@ -1,5 +1,6 @@
 """Swish (opfuse/passes/swish.py) in the partition and the C: a Conv's SiLU is its epilogue, a
-standalone SiLU joins an elementwise chain, and Conv -> SiLU -> Conv streams rows in a cascade;
+standalone SiLU joins an elementwise chain, and Conv -> SiLU -> Conv streams rows in a cascade
+(on cortex-m7 with the Swish a member of its own);
 every C build against onnxruntime on the original model (docs/architecture.md, "Transformer
 fusions")."""
 
@@ -90,6 +91,20 @@ def test_conv_silu_conv_cascades(tmp_path: Path) -> None:
     if shutil.which("gcc") is not None:
         emit_c(result, tmp_path / "c", cascades=True)
         assert "_cascade(" in (tmp_path / "c" / "model.c").read_text()
+        check_against_onnxruntime(path, tmp_path / "c")
+
+
+def test_conv_silu_conv_cascades_on_cortex_m7_with_swish_its_own_member(tmp_path: Path) -> None:
+    # the Swish written in place over the Conv's output shares its buffer: once both are rings
+    # the buffer leaves the arena (fusion/cascade.py), so the cascade pays here too
+    path = expand_silu_project(tmp_path)
+    result = compile_model(path, "cortex-m7")
+    (cascade,) = result.partition.kernels
+    assert [m.ops for m in cascade.members] == [("Conv",), ("Swish",), ("Conv",)]
+    after = analyze(result, precision="fp32").after
+    assert after.plan.peak_bytes < 32 * 16 * 64 * 4
+    if shutil.which("gcc") is not None:
+        emit_c(result, tmp_path / "c", cascades=True)
         check_against_onnxruntime(path, tmp_path / "c")
 
 
