@@ -17,10 +17,11 @@ Q, Kt / K, V and mask as inputs) compiled to C and compared with onnxruntime. Ar
 timing), so they do not depend on the CPU.
 
 ``--silu-what-if`` first rewrites every ``Mul(x, Sigmoid(x))`` whose Sigmoid has no other reader
-into one ``HardSwish(x)``: another activation of the same fusion class, standing in for a SiLU
-epilogue opfuse does not have yet (the Conv's output read twice is what keeps MobileViT's stem
-conv stored, ``multiple_consumers``). Arena and kernel figures only; the numbers differ, so no
-validation.
+into one ``HardSwish(x)``: another activation of the same fusion class, the stand-in for a SiLU
+epilogue measured before canonicalization had one (the Conv's output read twice kept MobileViT's
+stem conv stored, ``multiple_consumers``). ``fuse_swish`` (``opfuse/passes/swish.py``) now makes
+the same rewrite into ``Swish``, so the what-if leaves the figures as they are. Arena and kernel
+figures only; the numbers differ, so no validation.
 """
 
 from __future__ import annotations

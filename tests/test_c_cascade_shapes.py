@@ -2,7 +2,7 @@
 streamed (asserted) and compared with onnxruntime on the model as written: asymmetric and zero
 padding, rectangular inputs and 1x7 / 7x1 kernels, a strided 1x1 conv, bands of several rows, a
 residual join written as ``Sum``, a 1 x C x 1 x 1 scale broadcast per channel, one-input
-activations (HardSwish, LeakyRelu, Sigmoid, Tanh) and SiLU; the cascades the emitter declines, each
+activations (HardSwish, LeakyRelu, Sigmoid, Tanh), SiLU (one Swish) and x * tanh(x); the cascades the emitter declines, each
 with its reason, run layer by layer and still match; and the partitioner refusing a member that
 broadcasts the value it streams (squeeze-excite).
 """
@@ -109,15 +109,19 @@ def activations() -> ChainGraph:  # MobileNetV3's HardSwish, YOLO's LeakyRelu, S
     return g
 
 
-def silu() -> ChainGraph:  # x * sigmoid(x): a member that starts with an activation, x read whole
+def silu(gate: str = "Sigmoid") -> ChainGraph:  # x * gate(x), one Swish once canonicalized
     g = ChainGraph(8, 18, 18)
     for out, k, group in ((32, 1, 1), (32, 3, 32)):
         c = g.conv(out, (k, k), pads=(k // 2,) * 4, group=group)
-        s = g.op("Sigmoid")
+        s = g.op(gate)
         g.cur = c
         g.op("Mul", s)
     g.conv(8, (1, 1))
     return g
+
+
+def tanh_gate() -> ChainGraph:  # x * tanh(x): a member that starts with an activation, x read whole
+    return silu("Tanh")
 
 
 def squeeze_excite() -> ChainGraph:  # the scale computed from the map itself, applied to a conv
@@ -137,7 +141,7 @@ def squeeze_excite() -> ChainGraph:  # the scale computed from the map itself, a
 
 STREAMED = {f.__name__: f for f in (asymmetric_pads_stride_2, zero_pads_odd, rectangular_1x7_7x1,
                                     strided_1x1, sum_residual, channel_scale, activations,
-                                    silu)}  # fmt: skip
+                                    silu, tanh_gate)}  # fmt: skip
 
 
 def run_cascaded(source: Path, target, folder: Path):  # noqa: ANN001
@@ -164,8 +168,10 @@ def test_cascade_streams_and_matches_onnxruntime(name: str, band: int, tmp_path:
     assert emitted.arena_bytes == analyze(result, precision="fp32").after.plan.peak_bytes
     if name == "sum_residual":
         assert any("Sum" in k.ops for k in cascades)
-    if name == "silu":
-        assert any(k.ops[:2] == ("Sigmoid", "Mul") for k in cascades)
+    if name == "silu":  # the Swish an epilogue of each conv: opfuse/passes/swish.py
+        assert any(k.ops[:4] == ("Conv", "Swish", "Conv", "Swish") for k in cascades)
+    if name == "tanh_gate":
+        assert any(k.ops[:2] == ("Tanh", "Mul") for k in cascades)
     if name == "channel_scale":
         assert any("Mul" in k.ops for k in cascades)
 

@@ -104,6 +104,10 @@ FAMILIES: dict[str, Callable[[], onnx.ModelProto]] = {
         [_f("x", [1, 3, 9, 10])], [_f("y", None)],
         [_w("w", [8, 3, 3, 3]), _w("b", [8], 1), _w("s", [8], 2), _w("bb", [8], 3),
          _w("m", [8], 4), _c("v", [0.5] * 8)]),
+    "conv_silu": lambda: _model(  # one Swish once canonicalized: x / (1 + expf(-x)) in C
+        [N("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), N("Sigmoid", ["c"], ["s"]),
+         N("Mul", ["s", "c"], ["y"])],
+        [_f("x", [1, 3, 9, 10])], [_f("y", None)], [_w("w", [8, 3, 3, 3]), _w("b", [8], 1)]),
     "conv_pointwise_clip": lambda: _model(
         [N("Conv", ["x", "w"], ["c"]), N("Clip", ["c", "lo", "hi"], ["y"])],
         [_f("x", [1, 16, 6, 6])], [_f("y", None)],

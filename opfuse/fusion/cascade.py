@@ -19,7 +19,8 @@ a ring buffer of the rows its consumer's window needs (``rings.py``), never a wh
 3. *Cuts.* Maximal runs of linked kernels are cut into cascades by dynamic programming on a proxy
    of the arena: the bytes live at the cascade's step = every arena buffer of the layer-by-layer
    schedule (in-place outputs merged with their inputs, as greedy-inplace places them) live at any
-   of its members' steps, minus the values the cascade turns into rings, plus the rings. A segment holds at most ``cascade_max_anchors`` anchors (``cascade_limit``). First pass,
+   of its members' steps, minus the buffers the cascade turns into rings (a buffer shared by
+   in-place values once every one of them is a ring), plus the rings. A segment holds at most ``cascade_max_anchors`` anchors (``cascade_limit``). First pass,
    per run: the least achievable maximum; their maximum over runs is the peak ``P`` cascades can
    reach. When ``P`` is not below the layer-by-layer peak, no cascade pays (the same arena, and
    bands cost time the arena does not buy back): every kernel stays apart (``cascade_no_gain``),
@@ -167,7 +168,9 @@ class _Planner:
         # input's bytes); a value whose buffer it shares with no other leaves the arena when it
         # becomes a ring
         buffers = _inplace.merged_buffers(lives, _inplace.inplace_aliases(model, base, lives))
-        self.size = {b.members[0]: b.size for b in buffers if len(b.members) == 1}
+        # a buffer leaves the arena when every value sharing it becomes a ring (Conv -> in-place
+        # Swish -> Conv: the Conv's output and the Swish written over it are one buffer)
+        self.buffer_of = {m: b for b in buffers for m in b.members}
         steps = len(base.kernels) + 1
         # born[j]: bytes of buffers first written at step <= j; dead[i]: bytes last read before i,
         # so the buffers live at some step of [i, j] weigh born[j] - dead[i] (O(1) per segment)
@@ -216,7 +219,10 @@ class _Planner:
             if found is None:
                 return float("inf")
             rings = found
-        total = self.born[j] - self.dead[i] - sum(self.size.get(r.value, 0) for r in rings)
+        ringed = {r.value for r in rings}
+        freed = {id(b): b for r in rings if (b := self.buffer_of.get(r.value)) is not None}
+        total = self.born[j] - self.dead[i] - sum(
+            b.size for b in freed.values() if ringed.issuperset(b.members))
         return total + sum(_lifetimes.align(r.nbytes) for r in rings)
 
     def runs(self) -> list[tuple[int, int]]:

@@ -3,18 +3,19 @@
 Used wherever the canonicalized IR becomes an ONNX proto: the ONNX backend, and shape inference
 (``shapes.py``), since onnx's checker and onnxruntime refuse an op the opset does not have.
 
-Canonicalization turns GELU and RMSNorm expressions into one ``Gelu`` (opset 20) or
-``RMSNormalization`` (opset 23) node so the partition counts them as one op
-(``passes/gelu.py``, ``passes/rmsnorm.py``). A model whose default-domain opset is older has
+Canonicalization turns GELU, SiLU and RMSNorm expressions into one ``Gelu`` (opset 20), ``Swish``
+(opset 24) or ``RMSNormalization`` (opset 23) node so the partition counts them as one op
+(``passes/gelu.py``, ``passes/swish.py``, ``passes/rmsnorm.py``). A model whose default-domain opset is older has
 neither, and raising its opset import is not safe (ReduceMean, Split, Squeeze... changed their
 signatures at 13 and 18). So such a node is written as standard nodes of the model's own opset (in
 the ONNX backend, every one stamped with the kernel of the node it replaces):
 
     Gelu(x)               = (x * (1 + Erf(x / sqrt(2)))) * 0.5
     Gelu(x; tanh)         = (x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * x * x * x)))) * 0.5
+    Swish(x; alpha)       = x * Sigmoid(x * alpha)      (SiLU, alpha = 1: x * Sigmoid(x))
     RMSNormalization(x,w) = x / Sqrt(ReduceMean(x * x, last axis) + eps) * w
 
-At opset 20 (23) and later the node is kept (docs/architecture.md, "Transformer fusions").
+At opset 20 (24, 23) and later the node is kept (onnxruntime 1.32 runs Swish-24) (docs/architecture.md, "Transformer fusions").
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import onnx_ir as ir
 from onnx import helper, numpy_helper
 
 GELU_OPSET = 20
+SWISH_OPSET = 24
 RMSNORM_OPSET = 23
 
 
@@ -94,6 +96,8 @@ def _builder(node: onnx.NodeProto, opset: int):
         return None
     if node.op_type == "Gelu" and opset < GELU_OPSET:
         return _gelu
+    if node.op_type == "Swish" and opset < SWISH_OPSET:
+        return _swish
     if node.op_type == "RMSNormalization" and opset < RMSNORM_OPSET:
         return _rmsnorm
     return None
@@ -133,6 +137,22 @@ def _gelu(node: onnx.NodeProto, names: _Names, opset: int):
         f = op("Erf", op("Div", x, _scalar(names, math.sqrt(2.0), consts)))
     total = op("Add", f, _scalar(names, 1.0, consts))
     op("Mul", op("Mul", x, total), _scalar(names, 0.5, consts), out=y)
+    return nodes, consts
+
+
+def _swish(node: onnx.NodeProto, names: _Names, opset: int):
+    x, y = node.input[0], node.output[0]
+    consts: list[onnx.TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+
+    def op(op_type: str, *inputs: str, out: str | None = None) -> str:
+        out = out or names("v")
+        nodes.append(helper.make_node(op_type, list(inputs), [out], name=names(op_type.lower())))
+        return out
+
+    alpha = float(_attr(node, "alpha", 1.0))
+    arg = x if alpha == 1.0 else op("Mul", x, _scalar(names, alpha, consts))
+    op("Mul", x, op("Sigmoid", arg), out=y)
     return nodes, consts
 
 

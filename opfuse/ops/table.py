@@ -168,6 +168,7 @@ OPS: dict[str, OpInfo] = {
     "Log": _ew(4, c=EXPR, cascade=True),
     "Reciprocal": _ew(1, c=EXPR, cascade=True),
     "Softplus": _ew(5, c=EXPR, cascade=True),
+    "Swish": _ew(5, c=EXPR, cascade=True),  # x * sigmoid(alpha x): Sigmoid (4) and Mul, as exported
     "Sin": _ew(4),
     "Cos": _ew(4),
     "Not": _with(OpInfo(OpKind.ELEMWISE, flops_per_elem=1), "logic", c=TYPED),

@@ -15,6 +15,7 @@ remove_noop_cast                Cast to the dtype it already has (``noop``, onnx
 fuse_hardswish                  x * clip(x + 3, 0, 6) / 6 and friends -> HardSwish (``hardswish``)
 fuse_hardsigmoid                clip(x + 3, 0, 6) / 6 or * 1/6 -> HardSigmoid (``hardswish``)
 fuse_gelu                       0.5 x (1 + erf(x / sqrt 2)) and the tanh form -> Gelu (``gelu``)
+fuse_swish                      x * sigmoid(x) and x * sigmoid(alpha x) -> Swish (``swish``)
 fuse_rmsnorm                    x / sqrt(mean(x^2) + eps) * w -> RMSNormalization (``rmsnorm``)
 push_transpose_unary            f(T(x)) -> T(f(x)) for activations (``transpose_unary``)
 push_transpose_affine           Mul/Add(T(x), c) -> T(Mul/Add(x, c permuted)) (``transpose_affine``)
@@ -73,6 +74,7 @@ from opfuse.passes.hardswish import hardswish_passes
 from opfuse.passes.noop import forward_sweep, noop_passes
 from opfuse.passes.pad import pad_passes
 from opfuse.passes.rmsnorm import rmsnorm_pass
+from opfuse.passes.swish import swish_pass
 from opfuse.passes.transpose_affine import affine_push_pass
 from opfuse.passes.transpose_concat import concat_push_pass
 from opfuse.passes.transpose_elementwise import elementwise_pass
@@ -87,7 +89,8 @@ MAX_ROUNDS = 8
 def _phases() -> list[list[RulePass]]:
     pads = pad_passes()
     return [
-        [*noop_passes(), *hardswish_passes(), gelu_pass(), rmsnorm_pass(), *layout_passes(), pads[0]],
+        [*noop_passes(), *hardswish_passes(), gelu_pass(), swish_pass(), rmsnorm_pass(),
+         *layout_passes(), pads[0]],
         [*batchnorm_pass(), affine_pass(), *pads[1:]],
         [batchnorm_affine_pass()],
     ]

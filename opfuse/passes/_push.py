@@ -44,7 +44,7 @@ UNARY_OPS = (
     "Relu", "LeakyRelu", "PRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Clip", "Elu",
     "Selu", "Celu", "Softplus", "Softsign", "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal",
     "Floor", "Ceil", "Round", "Erf", "Sign", "Not", "IsNaN", "Sin", "Cos", "Mish", "Gelu",
-    "ThresholdedRelu", "Cast",
+    "Swish", "ThresholdedRelu", "Cast",
 )  # one data input (PRelu's slope and Clip's bounds are the other inputs: constants)
 ELEMENTWISE_OPS = (
     "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Where", "Equal", "Less",

@@ -65,6 +65,8 @@ def scalar_expr(node: ir.Node, a: list[str | None]) -> str:
         return t if op == "HardSigmoid" else f"({x} * {t})"
     if op == "Elu":
         return f"({x} > 0.0f ? {x} : {flit(attr(node, 'alpha', 1.0))} * expm1f({x}))"
+    if op == "Swish":  # x * sigmoid(alpha x) written as one division
+        return f"({x} / (1.0f + expf({flit(-attr(node, 'alpha', 1.0))} * {x})))"
     if op == "Gelu":
         if attr(node, "approximate", "none") == "tanh":
             k = flit(math.sqrt(2.0 / math.pi))
