@@ -5,7 +5,6 @@ onnxruntime through ``validate_c``, fused and unfused."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -16,7 +15,13 @@ import pytest
 
 from opfuse.backends.c import emit_c
 from opfuse.errors import OpfuseError
-from opfuse.measure.run.host import CModel, build_executable, build_shared, run_executable
+from opfuse.measure.run.host import (
+    CModel,
+    build_executable,
+    build_shared,
+    manifest,
+    run_executable,
+)
 from opfuse.measure.validate.c_float import validate_c
 from opfuse.pipeline import compile_model
 from tests.helpers.sanitize import SAN, sanitized_run_matches
@@ -236,7 +241,7 @@ def test_out_of_range_index_under_sanitizers_reads_nothing_outside(tmp_path: Pat
         exe = build_executable(folder, SAN)
     except OpfuseError as exc:
         pytest.skip(f"no sanitizer runtime: {exc}")
-    info = json.loads((folder / "model.json").read_text())
+    info = manifest(folder)
     ids = np.array([[1 << 40, 16, -17, 3, 0], [-(1 << 40), 2, 2, 2, 99]])
     with pytest.raises(OpfuseError, match="exit 3") as caught:
         run_executable(exe, info, {"ids": ids}, env={"ASAN_OPTIONS": "detect_leaks=0"})

@@ -34,12 +34,12 @@ def test_identical_kernels_share_one_function() -> None:
     bodies = list(defs.values())
     assert len(bodies) == len(set(bodies)), "two kernel functions with the same code"
     calls = _CALL.findall(text.split("int opfuse_model_invoke(void) {")[1].split("\n}\n")[0])
-    assert len(calls) == info["kernels"]  # one call per kernel of the schedule
+    assert len(calls) == info.kernels  # one call per kernel of the schedule
     assert set(calls) == set(defs)  # every function defined is called, every call defined
     shared = [name for name in defs if calls.count(name) > 1]
     assert len(shared) >= 2 and all(calls.count(name) == 4 for name in shared), shared
     # the manifest names the function each kernel runs (validate --per-kernel, ctime)
-    assert [e["function"] for e in info["kernel_outputs"]] == calls
+    assert [e.function for e in info.kernel_outputs] == calls
 
 
 @pytest.mark.parametrize("target", ["cortex-m7", "x86-host"])
@@ -53,7 +53,7 @@ def test_weights_are_aligned_for_the_target(target: str) -> None:
     assert offsets and all(k % align == 0 for k in offsets)
     if target == "cortex-m7":
         host = generate(compile_model(str(path), "x86-host"), cascades=False)[1]
-        assert info["weights_bytes"] < host["weights_bytes"]
+        assert info.weights_bytes < host.weights_bytes
 
 
 def test_row_tile_wastes_no_more_than_the_plane_tile() -> None:
@@ -81,14 +81,14 @@ def test_cascade_members_keep_the_full_row_tile() -> None:
                            "cortex-m7")
     files, info, _ = generate(result, cascades=True)
     _, plain, _ = generate(result, cascades=False)
-    assert info["cascades"], "no cascades on cortex-m7"
+    assert info.cascades, "no cascades on cortex-m7"
     bodies = [body for name, (_, body) in _definitions(files["model.c"]).items()
               if "cascade" in name]
     tiles = [(int(w), int(c)) for body in bodies for w, c in _TILE.findall(body)]
     assert tiles and all(c == row_tile(w) for w, c in tiles), tiles
     scratch = max(int(n) * 8 for body in bodies for n in _COL.findall(body))
-    saving = plain["arena_bytes"] - info["arena_bytes"]
+    saving = plain.arena_bytes - info.arena_bytes
     assert scratch > STACK_SCRATCH_BYTES  # what the 1 KB bound cost: see row_tile's figures
     assert scratch - STACK_SCRATCH_BYTES <= saving // 2
-    assert info["arena_bytes"] + info["stack_scratch_bytes"] \
-        < plain["arena_bytes"] + plain["stack_scratch_bytes"]
+    assert info.arena_bytes + info.stack_scratch_bytes \
+        < plain.arena_bytes + plain.stack_scratch_bytes

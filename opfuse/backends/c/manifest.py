@@ -69,7 +69,7 @@ class RingRecord:
 @dataclass(frozen=True)
 class KernelRecord:
     """One kernel of the schedule: its C function, ops, nodes and the outputs the dump hands over;
-    a cascade also lists its members and rings."""
+    a cascade also lists its members and rings, an attention kernel its scratch row."""
 
     index: int
     function: str
@@ -86,6 +86,7 @@ class KernelRecord:
                 "outputs": [o.to_json() for o in self.outputs]}
         if self.members is not None:
             data["members"] = [list(m) for m in self.members]
+        if self.members is not None or self.ring_buffers:  # an attention kernel's scratch row too
             data["ring_buffers"] = [r.to_json() for r in self.ring_buffers or ()]
         return data
 
