@@ -3,7 +3,7 @@
     python benchmarks/attention_arena.py [--targets x86-host,cortex-m7] [--no-validate]
                                          [--silu-what-if] [MODEL ...]
 
-For each model (default: the transformer exports in ``/work/notes/models21/``) and target, the same
+For each model (default: the transformer exports in ``$OPFUSE_TRANSFORMERS`` (default ``transformer_models/``, written by ``transformer_export.py``)) and target, the same
 compile run twice in one process: "stored" is the target with ``[fusion] attention = false`` (the
 scores and probabilities are arena tensors, as before), "streamed" the target as shipped
 (``opfuse/fusion/attention.py``). Printed side by side: kernels, attention kernels, the peak arena
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import tempfile
 from pathlib import Path
 
@@ -41,7 +42,7 @@ from opfuse.memory import peak_step
 from opfuse.memory.inplace import merged_buffers
 from opfuse.targets import load_target
 
-FOLDER = Path("/work/notes/models21")
+FOLDER = Path(os.environ.get("OPFUSE_TRANSFORMERS", "transformer_models"))
 MODELS = ("vit_tiny", "mobilevit", "mobilevit_dynamo", "kws_transformer")
 
 

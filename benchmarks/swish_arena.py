@@ -3,7 +3,7 @@
     python benchmarks/swish_arena.py [--targets x86-host,cortex-m7] [MODEL ...]
 
 For each model (default: MobileViT-small in both exports and EfficientNet-B0 from
-``/work/notes/models21/``) and target, the same compile twice in one process: "split" with the
+``$OPFUSE_TRANSFORMERS`` (default ``transformer_models/``, written by ``transformer_export.py``)) and target, the same compile twice in one process: "split" with the
 ``fuse_swish`` pass taken out of canonicalization (SiLU stays ``Mul(x, Sigmoid(x))``, the Conv's
 output read twice, ``multiple_consumers``), "swish" as shipped (``opfuse/passes/swish.py``).
 Printed side by side: SiLUs recognised, kernels, cascades, peak arena (greedy plan) and the ratio,
@@ -14,6 +14,7 @@ the CPU. Numerics: ``opfuse validate M --backend c`` (docs/architecture.md, "Tra
 from __future__ import annotations
 
 import argparse
+import os
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,7 +23,7 @@ import opfuse.passes as passes
 from opfuse.analysis import analyze
 from opfuse.memory import peak_step
 
-FOLDER = Path("/work/notes/models21")
+FOLDER = Path(os.environ.get("OPFUSE_TRANSFORMERS", "transformer_models"))
 MODELS = ("mobilevit", "mobilevit_dynamo", "efficientnet_b0")
 
 

@@ -18,7 +18,7 @@ fuse; this option first rewrites every all-zero 1-D initializer whose name ends 
 N(0, 0.02) (seed 0) in a temporary copy, as a trained model would have them.
 
 With no MODEL, the ViT-tiny, keyword transformer, BERT-tiny and Llama-tiny exports of
-``/work/notes/models21/`` (or ``$OPFUSE_MODELS21``) that exist. Counts are deterministic; no timing.
+``$OPFUSE_TRANSFORMERS`` (default ``transformer_models/``, what ``transformer_export.py transformer_models`` writes) that exist. Counts are deterministic; no timing.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from opfuse.pipeline import c_support, compile_model
 from opfuse.schedule import Partition
 from opfuse.targets import load_target
 
-MODELS21 = Path(os.environ.get("OPFUSE_MODELS21", "/work/notes/models21"))
+MODELS21 = Path(os.environ.get("OPFUSE_TRANSFORMERS", "transformer_models"))
 DEFAULT_MODELS = ("vit_tiny", "kws_transformer", "bert_tiny", "llama_tiny")
 DEFAULT_TARGETS = ("x86-host", "mobile-gpu", "cortex-m7")
 
