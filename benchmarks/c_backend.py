@@ -102,7 +102,7 @@ def main() -> None:
     args = parser.parse_args()
     models = _models(args)
     rows = []
-    head = (f"{'model':<18}" + "".join(f"{title:>{len(title) + 9}}" for _, title in COLUMNS)
+    head = (f"{'model':<18}{'kernels':>8}{'arena KiB':>10}" + "".join(f"{title:>{len(title) + 9}}" for _, title in COLUMNS)
             + "".join(f"{title:>11}" for _, title in RATIOS))  # fmt: skip
     print(head)
     print("-" * len(head))
@@ -114,7 +114,9 @@ def main() -> None:
             for k, title in COLUMNS
         )
         ratios = "".join(f"{r[k]:>10.2f}x" for k, _ in RATIOS)
-        print(f"{_label(name):<18}{cells}{ratios}", flush=True)
+        size = f"{r['fused_kernels']:>8}{r['fused_arena_bytes'] / 1024:>10.0f}"
+        print(f"{_label(name):<18}{size}{cells}{ratios}", flush=True)
+    print("kernels, arena: fused C's (layer by layer, OPFUSE_ARENA_BYTES)")
     print(f"ms: median of {args.blocks} block medians (warm, first run of each block dropped); "
           "(n%): spread of the block medians")
     print("fusion x = unfused C / fused C; C/ORT = fused C / ORT_ENABLE_ALL; casc x = unfused C / "
