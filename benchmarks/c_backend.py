@@ -55,10 +55,10 @@ def _label(model: str) -> str:
     return for_terminal(Path(model).stem if Path(model).suffix else model)
 
 
-def _models(args: argparse.Namespace) -> list[str]:
+def _models(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
     found = sorted(str(p) for p in Path(args.models_dir).glob("*.onnx")) if args.models_dir else []
     if args.models_dir and not found:
-        raise SystemExit(f"--models-dir {for_terminal(args.models_dir)}: no .onnx file in it")
+        parser.error(f"--models-dir {for_terminal(args.models_dir)}: no .onnx file in it")
     return [*args.models, *found] if args.models or found else list(MODELS)
 
 
@@ -100,7 +100,7 @@ def main() -> None:
                         help="then the K slowest kernels of each model's fused C")
     parser.add_argument("--json", help="also write the figures as JSON to this path")
     args = parser.parse_args()
-    models = _models(args)
+    models = _models(args, parser)
     rows = []
     head = (f"{'model':<18}{'kernels':>8}{'arena KiB':>10}" + "".join(f"{title:>{len(title) + 9}}" for _, title in COLUMNS)
             + "".join(f"{title:>11}" for _, title in RATIOS))  # fmt: skip
