@@ -126,6 +126,9 @@ def test_compile_emit_c_and_validate_and_bench(run_cli, tmp_path):
     data = json.loads(stdout)
     for key in ("fused_c_s", "unfused_c_s", "ort_all_s", "ort_disabled_s"):
         assert data[key] > 0
+    # the kernels and arena of the variants timed, as emit_c counts them (one kernel per node unfused)
+    assert 0 < data["fused_kernels"] < data["unfused_kernels"]
+    assert data["fused_arena_bytes"] > 0
 
 
 def test_compile_emit_c_bad_options(run_cli, tmp_path):

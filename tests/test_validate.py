@@ -11,7 +11,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from opfuse.errors import OpfuseError
-from opfuse.measure.validate.ort import compare, cosine, format_report, validate
+from opfuse.measure.validate.ort import (
+    ValidationReport,
+    compare,
+    cosine,
+    format_report,
+    validate,
+)
 from tests.helpers.shared import shared_onnx
 
 
@@ -78,6 +84,23 @@ def test_cosine_and_errors_on_a_hand_example() -> None:
     assert check.max_abs_err == 1.0 and check.max_rel_err == pytest.approx(0.25)
     assert check.cosine == pytest.approx(0.96) and check.ok  # 1.0 <= 1.0 + 0 * 4
     assert not compare("o", np.array([3.0, 4.0]), np.array([4.0, 3.0]), 0.0, 0.99).ok
+
+
+def test_a_reference_within_the_tolerance_of_zero_is_called_vacuous() -> None:
+    # what random-weight EfficientNet-B0 / MobileViT exports end in: logits of 0 or ~1e-41
+    tiny = np.array([[-5.3e-41, 8.9e-42]], np.float32)
+    vacuous = compare("logits", tiny, np.zeros_like(tiny), 1e-4, 1e-4)
+    assert vacuous.ok  # zeros pass: the comparison cannot fail
+    real = compare("hidden", np.array([0.5, -2.0]), np.array([0.5, -2.0]), 1e-4, 1e-4)
+    text = format_report(ValidationReport((vacuous, real), 1e-4, 1e-4, "random (seed 0)"))
+    notes = [line for line in text.splitlines() if "zeros would pass" in line]
+    assert len(notes) == 1 and "logits" in notes[0] and "--per-kernel" in notes[0]
+    assert "zeros would pass" not in format_report(
+        ValidationReport((real,), 1e-4, 1e-4, "random (seed 0)"))
+    # a tolerance just below the reference's largest value makes the comparison meaningful
+    edge = compare("edge", np.array([2e-4]), np.array([2e-4]), 0.0, 1.9e-4)
+    assert "zeros would pass" not in format_report(
+        ValidationReport((edge,), 0.0, 1.9e-4, "given arrays"))
 
 
 def test_nan_on_one_side_fails_and_on_both_sides_matches() -> None:

@@ -122,10 +122,11 @@ def bench(
         variants = [("fused_c_s", {"cascades": False}), ("unfused_c_s", {"fuse": False})]
         if cascaded:
             variants.append(("cascaded_c_s", {}))  # what --emit c writes by default
-        arenas = {}
+        arenas, kernels = {}, {}
         for key, options in variants:
             folder = Path(tmp) / key
-            arenas[key] = emit_c(result, folder, planner=planner, **options).arena_bytes
+            emitted = emit_c(result, folder, planner=planner, **options)
+            arenas[key], kernels[key] = emitted.arena_bytes, emitted.kernels
             model = CModel(build_shared(folder))
             bound = model.bind(feeds)
             before[key] = (lambda m=model, b=bound: m.write(b))
@@ -146,11 +147,12 @@ def bench(
         "repeats": blocks * per_block,
         "fusion_speedup": out["unfused_c_s"] / out["fused_c_s"],
         "fused_c_vs_ort_all": out["fused_c_s"] / out["ort_all_s"],
+        "fused_arena_bytes": arenas["fused_c_s"],
+        **{f"{key[:-4]}_kernels": count for key, count in kernels.items()},
     })
     if cascaded:
         out.update({
             "cascaded_arena_bytes": arenas["cascaded_c_s"],
-            "fused_arena_bytes": arenas["fused_c_s"],
             "cascaded_speedup": out["unfused_c_s"] / out["cascaded_c_s"],
             "cascaded_c_vs_ort_all": out["cascaded_c_s"] / out["ort_all_s"],
             "cascaded_vs_fused": out["fused_c_s"] / out["cascaded_c_s"],
