@@ -80,24 +80,6 @@ def dims(value: ir.Value | None, node: ir.Node) -> tuple[int, ...]:
     return found
 
 
-    if value.const_value is not None:
-        return value.const_value.numpy()
-    p = value.producer()
-    if p is not None and p.op_type == "Constant" and p.domain in ("", "ai.onnx"):
-        t = p.attributes.get("value")
-        if t is not None:
-            return t.value.numpy()
-        for key in ("value_float", "value_int"):
-            a = p.attributes.get(key)
-            if a is not None:
-                return np.array(a.value)
-        for key in ("value_floats", "value_ints"):
-            a = p.attributes.get(key)
-            if a is not None:
-                return np.array(list(a.value))
-    return None
-
-
 def need_const(node: ir.Node, index: int, what: str) -> np.ndarray:
     value = node.inputs[index] if index < len(node.inputs) else None
     arr = const(value)
