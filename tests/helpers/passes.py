@@ -111,6 +111,25 @@ def assert_same_outputs(
         assert err <= rel * scale, f"{name}: max abs error {err} > {rel} * {scale}"
 
 
+def emitted_matches(proto: onnx.ModelProto, op: str) -> onnx.ModelProto:
+    """Canonicalize ``proto`` (it must yield exactly one ``op``), write portable ONNX, check it and
+    run it beside the original in onnxruntime; the written ONNX."""
+    from opfuse.backends.onnx import emit_onnx
+    from opfuse.fusion import trivial_partition
+
+    before = import_model(proto)
+    after = before.clone()
+    canonicalize(after)
+    assert op_counts(after)[op] == 1
+    out = emit_onnx(after, trivial_partition(after))
+    onnx.checker.check_model(out, full_check=True)
+    feeds = random_feeds(before)
+    want, got = run(before, feeds), run(out, feeds)
+    for name, expected in want.items():
+        np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-6)
+    return out
+
+
 def canonicalized(
     proto: onnx.ModelProto, seed: int = 0, raw: bool = False
 ) -> tuple[ir.Model, ir.Model, dict[str, int]]:

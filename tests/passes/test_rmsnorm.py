@@ -9,17 +9,12 @@ import onnx
 import pytest
 from onnx import helper
 
-from opfuse.backends.onnx import emit_onnx
-from opfuse.fusion import trivial_partition
-from opfuse.passes import canonicalize
 from tests.helpers.passes import (
     canonicalized,
+    emitted_matches,
     fired,
-    import_model,
     make_model,
     op_counts,
-    random_feeds,
-    run,
 )
 
 D = 16
@@ -83,17 +78,7 @@ def test_near_misses_are_left(change: dict) -> None:
 
 
 def _emitted_matches(proto: onnx.ModelProto) -> onnx.ModelProto:
-    before = import_model(proto)
-    after = before.clone()
-    canonicalize(after)
-    assert op_counts(after)["RMSNormalization"] == 1
-    out = emit_onnx(after, trivial_partition(after))
-    onnx.checker.check_model(out, full_check=True)
-    feeds = random_feeds(before)
-    want, got = run(before, feeds), run(out, feeds)
-    for name, expected in want.items():
-        np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-6)
-    return out
+    return emitted_matches(proto, "RMSNormalization")
 
 
 @pytest.mark.parametrize("opset", [17, 18])

@@ -9,17 +9,14 @@ import onnx
 import pytest
 from onnx import helper
 
-from opfuse.backends.onnx import emit_onnx
-from opfuse.fusion import trivial_partition
 from opfuse.passes import canonicalize
 from tests.helpers.passes import (
     canonicalized,
+    emitted_matches,
     fired,
     import_model,
     make_model,
     op_counts,
-    random_feeds,
-    run,
 )
 from tests.helpers.qdq_builder import QDQGraph
 
@@ -95,18 +92,7 @@ def test_a_qdq_silu_is_left() -> None:
 
 
 def _emitted_matches(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """Canonicalize, write ONNX, check it and run it beside the original in onnxruntime."""
-    before = import_model(proto)
-    after = before.clone()
-    canonicalize(after)
-    assert op_counts(after)["Swish"] == 1
-    out = emit_onnx(after, trivial_partition(after))
-    onnx.checker.check_model(out, full_check=True)
-    feeds = random_feeds(before)
-    want, got = run(before, feeds), run(out, feeds)
-    for name, expected in want.items():
-        np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-6)
-    return out
+    return emitted_matches(proto, "Swish")
 
 
 @pytest.mark.parametrize("alpha", [None, 0.5])
