@@ -21,6 +21,7 @@ from opfuse.fusion.attention_checks import (
     check,
     constraint_attention_no_epilogue,
 )
+from opfuse.fusion.boundary import boundary
 from opfuse.fusion.support import KernelSupport
 from opfuse.schedule import Decision, Kernel, Partition
 from opfuse.targets import Target
@@ -111,22 +112,11 @@ def _base(names: Sequence[str], by_name: dict[str, ir.Node]) -> str:
 def build_kernel(members: Sequence[ir.Node], base: str, taken: set[str]) -> Kernel:
     """A kernel of ``members`` (in schedule order): what it reads from outside and what it writes
     that is read outside or is a graph output, named ``base`` or ``base_2``, ... not in ``taken``."""
-    inside = {id(n) for n in members}
-    made: set[int] = set()
-    inputs: dict[str, None] = {}
-    outputs: dict[str, None] = {}
-    for node in members:
-        for value in node.inputs:
-            if value is not None and id(value) not in made:
-                inputs.setdefault(value.name, None)
-        for value in node.outputs:
-            made.add(id(value))
-            if value.is_graph_output() or any(id(c) not in inside for c in value.consumers()):
-                outputs.setdefault(value.name, None)
+    inputs, outputs = boundary(members)
     name, n = base, 1
     while name in taken:
         n += 1
         name = f"{base}_{n}"
     taken.add(name)
     return Kernel(name, tuple(n.name for n in members), tuple(n.op_type for n in members),
-                  tuple(inputs), tuple(outputs))
+                  inputs, outputs)

@@ -57,6 +57,7 @@ from collections.abc import Iterable
 import onnx_ir as ir
 
 from opfuse.fusion.attention_merge import fuse_attention
+from opfuse.fusion.boundary import boundary
 from opfuse.fusion.capability import BACKEND
 from opfuse.fusion.cascade import cascade
 from opfuse.fusion.checks import CONSTRAINTS, WITHOUT_CAPABILITY, first_refusal
@@ -161,26 +162,15 @@ def _kernels(groups: Iterable[list[ir.Node]]) -> tuple[Kernel, ...]:
     kernels: list[Kernel] = []
     taken: dict[str, int] = {}
     for members in groups:
-        inside = {id(n) for n in members}
-        made: set[int] = set()
-        inputs: dict[str, None] = {}
-        outputs: dict[str, None] = {}
-        for node in members:
-            for value in node.inputs:
-                if value is not None and id(value) not in made:
-                    inputs.setdefault(value.name, None)
-            for value in node.outputs:
-                made.add(id(value))
-                if value.is_graph_output() or any(id(c) not in inside for c in value.consumers()):
-                    outputs.setdefault(value.name, None)
+        inputs, outputs = boundary(members)
         ops = tuple(n.op_type for n in members)
         kernels.append(
             Kernel(
                 name=_unique(_base_name(ops), taken),
                 nodes=tuple(n.name for n in members),
                 ops=ops,
-                inputs=tuple(inputs),
-                outputs=tuple(outputs),
+                inputs=inputs,
+                outputs=outputs,
             )
         )
     return tuple(kernels)
