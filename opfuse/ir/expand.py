@@ -61,14 +61,14 @@ def expand_new_ops(proto: onnx.ModelProto, kernel_of: dict[str, int] | None = No
         if builder is None:
             kept.append(node)
             continue
-        names = _Names(node, taken)
-        nodes, consts = builder(node, names, opset)
-        graph.initializer.extend(consts)
-        for new in nodes:
+        expansion = _Expansion(_Names(node, taken))
+        builder(node, expansion, opset)
+        graph.initializer.extend(expansion.consts)
+        for new in expansion.nodes:
             if kernel_of is not None:
                 kernel_of[new.name] = kernel_of[node.name]
             new.metadata_props.extend(node.metadata_props)
-        kept.extend(nodes)
+        kept.extend(expansion.nodes)
         expanded += 1
     if expanded:
         del graph.node[:]
@@ -110,72 +110,59 @@ def _attr(node: onnx.NodeProto, name: str, default):
     return default
 
 
-def _scalar(names: _Names, value: float, consts: list) -> str:
-    name = names("c")
-    consts.append(numpy_helper.from_array(np.array(value, np.float32), name))
-    return name
+class _Expansion:
+    """The nodes and constants one expanded node becomes, named under it (``_Names``)."""
 
+    def __init__(self, names: _Names) -> None:
+        self.names = names
+        self.nodes: list[onnx.NodeProto] = []
+        self.consts: list[onnx.TensorProto] = []
 
-def _gelu(node: onnx.NodeProto, names: _Names, opset: int):
-    x, y = node.input[0], node.output[0]
-    consts: list[onnx.TensorProto] = []
-    nodes: list[onnx.NodeProto] = []
-
-    def op(op_type: str, *inputs: str, out: str | None = None) -> str:
-        out = out or names("v")
-        nodes.append(helper.make_node(op_type, list(inputs), [out], name=names(op_type.lower())))
+    def op(self, op_type: str, *inputs: str, out: str | None = None, **attrs) -> str:
+        out = out or self.names("v")
+        self.nodes.append(helper.make_node(op_type, list(inputs), [out],
+                                           name=self.names(op_type.lower()), **attrs))
         return out
 
+    def const(self, array: np.ndarray, what: str = "c") -> str:
+        name = self.names(what)
+        self.consts.append(numpy_helper.from_array(array, name))
+        return name
+
+    def scalar(self, value: float) -> str:
+        return self.const(np.array(value, np.float32))
+
+
+def _gelu(node: onnx.NodeProto, e: _Expansion, opset: int) -> None:
+    x, y = node.input[0], node.output[0]
     approximate = _attr(node, "approximate", b"none")
     if isinstance(approximate, bytes):
         approximate = approximate.decode()
     if approximate == "tanh":
-        cube = op("Mul", op("Mul", x, x), x)
-        inner = op("Add", x, op("Mul", cube, _scalar(names, 0.044715, consts)))
-        f = op("Tanh", op("Mul", inner, _scalar(names, math.sqrt(2.0 / math.pi), consts)))
+        cube = e.op("Mul", e.op("Mul", x, x), x)
+        inner = e.op("Add", x, e.op("Mul", cube, e.scalar(0.044715)))
+        f = e.op("Tanh", e.op("Mul", inner, e.scalar(math.sqrt(2.0 / math.pi))))
     else:
-        f = op("Erf", op("Div", x, _scalar(names, math.sqrt(2.0), consts)))
-    total = op("Add", f, _scalar(names, 1.0, consts))
-    op("Mul", op("Mul", x, total), _scalar(names, 0.5, consts), out=y)
-    return nodes, consts
+        f = e.op("Erf", e.op("Div", x, e.scalar(math.sqrt(2.0))))
+    total = e.op("Add", f, e.scalar(1.0))
+    e.op("Mul", e.op("Mul", x, total), e.scalar(0.5), out=y)
 
 
-def _swish(node: onnx.NodeProto, names: _Names, opset: int):
+def _swish(node: onnx.NodeProto, e: _Expansion, opset: int) -> None:
     x, y = node.input[0], node.output[0]
-    consts: list[onnx.TensorProto] = []
-    nodes: list[onnx.NodeProto] = []
-
-    def op(op_type: str, *inputs: str, out: str | None = None) -> str:
-        out = out or names("v")
-        nodes.append(helper.make_node(op_type, list(inputs), [out], name=names(op_type.lower())))
-        return out
-
     alpha = float(_attr(node, "alpha", 1.0))
-    arg = x if alpha == 1.0 else op("Mul", x, _scalar(names, alpha, consts))
-    op("Mul", x, op("Sigmoid", arg), out=y)
-    return nodes, consts
+    arg = x if alpha == 1.0 else e.op("Mul", x, e.scalar(alpha))
+    e.op("Mul", x, e.op("Sigmoid", arg), out=y)
 
 
-def _rmsnorm(node: onnx.NodeProto, names: _Names, opset: int):
+def _rmsnorm(node: onnx.NodeProto, e: _Expansion, opset: int) -> None:
     x, w, y = node.input[0], node.input[1], node.output[0]
-    consts: list[onnx.TensorProto] = []
-    nodes: list[onnx.NodeProto] = []
-
-    def op(op_type: str, *inputs: str, out: str | None = None, **attrs) -> str:
-        out = out or names("v")
-        nodes.append(
-            helper.make_node(op_type, list(inputs), [out], name=names(op_type.lower()), **attrs)
-        )
-        return out
-
     eps = float(_attr(node, "epsilon", 1e-5))
-    square = op("Mul", x, x)
+    square = e.op("Mul", x, x)
     if opset >= 18:
-        axes = names("axes")
-        consts.append(numpy_helper.from_array(np.array([-1], np.int64), axes))
-        mean = op("ReduceMean", square, axes, keepdims=1)
+        axes = e.const(np.array([-1], np.int64), "axes")
+        mean = e.op("ReduceMean", square, axes, keepdims=1)
     else:
-        mean = op("ReduceMean", square, axes=[-1], keepdims=1)
-    root = op("Sqrt", op("Add", mean, _scalar(names, eps, consts)))
-    op("Mul", op("Div", x, root), w, out=y)
-    return nodes, consts
+        mean = e.op("ReduceMean", square, axes=[-1], keepdims=1)
+    root = e.op("Sqrt", e.op("Add", mean, e.scalar(eps)))
+    e.op("Mul", e.op("Div", x, root), w, out=y)
