@@ -71,6 +71,9 @@ def fold_qdq(model: ir.Model) -> int:
         if node.op_type in PASS_THROUGH:
             _pass_through(node)
     _drop_noop_requantize(graph)
+    from opfuse.frontends.qdq_constants import fold_wide_constant_dequantize  # imports this module
+
+    fold_wide_constant_dequantize(graph)
     onnxscript.optimizer.remove_unused_nodes(model)
     return folded
 
