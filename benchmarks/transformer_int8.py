@@ -1,5 +1,6 @@
 """int8 transformers from onnxruntime's own quantizer: ViT-tiny and the keyword transformer
-(/work/notes/models21, or ``--models DIR``) quantized by ``quantize_static`` (QDQ, per channel,
+(``$OPFUSE_TRANSFORMERS``, default ``transformer_models/``, what ``transformer_export.py`` writes;
+or ``--models DIR``) quantized by ``quantize_static`` (QDQ, per channel,
 int8 activations and weights, a few seeded random calibration inputs), compiled to int8 C and
 validated against the hardware-independent reference (onnxruntime ORT_DISABLE_ALL, Q/DQ around
 float ops; docs/architecture.md, "int8 in the IR"). Prints the largest difference of each output
@@ -13,6 +14,7 @@ in output quantization steps, on ``--trials`` seeded inputs.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -69,7 +71,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", type=Path, help="quantize the models into this folder")
     ap.add_argument("--read", type=Path, help="compile and validate the quantized models here")
-    ap.add_argument("--models", type=Path, default=Path("/work/notes/models21"))
+    ap.add_argument("--models", type=Path, default=Path(os.environ.get("OPFUSE_TRANSFORMERS", "transformer_models")))
     ap.add_argument("--samples", type=int, default=4, help="calibration inputs")
     ap.add_argument("--target", default="x86-host")
     ap.add_argument("--trials", type=int, default=20)
