@@ -102,6 +102,7 @@ def generate(
     calls = CWriter(1)
     scratch = 0
     defined = KernelFunctions()
+    store.member_functions = (funcs, KernelFunctions("m"))  # cascade members (int8/cascade.py)
     if cascades and store.armv7em:  # what a cascade member's scratch may spend (int8/conv_mcu.py)
         store.cascade_saving = c_schedule(result, fuse, False, planner).plan.peak_bytes \
             - plan.peak_bytes
@@ -123,6 +124,7 @@ def generate(
         calls(params.call(fname))
         debug.append(_debug_entry(index, fname, kernel, members, store, calls))
     calls(f"OPFUSE_PROFILE_MARK({len(part.kernels)});")
+    scratch = max([scratch, *map(stack_scratch_bytes, store.member_functions[1].bodies)])
     where_in, where_out = [], []
     for value in model.graph.inputs:
         where_in.append(store.where(value, _Named(value.name)) if value.name in plan.offsets
