@@ -33,6 +33,7 @@ from opfuse.backends.c.files import (
     rebuilt_by_make,
     weights_c,
 )
+from opfuse.backends.c.int8.cascade import shape_twins
 from opfuse.backends.c.int8.conv_mcu import has_dsp
 from opfuse.backends.c.int8.requant import helpers, int8_info, rounding_of
 from opfuse.backends.c.kernel_functions import KernelFunctions
@@ -102,7 +103,8 @@ def generate(
     calls = CWriter(1)
     scratch = 0
     defined = KernelFunctions()
-    store.member_functions = (funcs, KernelFunctions("m"))  # cascade members (int8/cascade.py)
+    # cascade members of one shape as shared functions (int8/cascade.py)
+    store.member_functions = (funcs, KernelFunctions("m"), shape_twins(part.kernels, nodes))
     if cascades and store.armv7em:  # what a cascade member's scratch may spend (int8/conv_mcu.py)
         store.cascade_saving = c_schedule(result, fuse, False, planner).plan.peak_bytes \
             - plan.peak_bytes

@@ -119,20 +119,42 @@ def emit_member8(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value,
     """Rows ``a .. b`` (C variables of the step) of member ``ms`` from ``x`` into ``y``."""
     functions = getattr(stores.params.store, "member_functions", None)
     if functions is not None and getattr(stores, "member", None) is not None \
-            and _shareable(ms, x, y, stores):
+            and _shareable(ms, x, y, stores, functions[2]):
         _emit_function(w, ms, x, y, stores, functions)
         return
     _emit_rows(w, ms, x, y, stores, stores.rows(x), stores.rows(y))
 
 
-def _shareable(ms: list[ir.Node], x: ir.Value, y: ir.Value, stores) -> bool:  # noqa: ANN001
+def shape_twins(kernels, nodes: dict[str, ir.Node]) -> frozenset:  # noqa: ANN001
+    """The shapes (``_shape``) of int8 conv members that more than one member of the schedule
+    has: only those are written as functions, so a member of a shape of its own keeps its rows
+    as constants (runtime rows cost MobileNetV3's cascades about 1% more instructions)."""
+    seen: dict[tuple, int] = {}
+    for kernel in kernels:
+        rings = {r.value for r in kernel.ring_buffers}
+        for member in kernel.members if kernel.is_cascade else ():
+            ms = [nodes[n] for n in member.nodes]
+            if ms[0].op_type == "Conv" and is_int8_member(ms):
+                key = _shape(ms, ms[0].inputs[0], ms[-1].outputs[0], rings)
+                seen[key] = seen.get(key, 0) + 1
+    return frozenset(key for key, count in seen.items() if count > 1)
+
+
+def _shape(ms: list[ir.Node], x: ir.Value, y: ir.Value, rings) -> tuple:  # noqa: ANN001
+    return (tuple(n.op_type for n in ms), repr(conv_geom(ms[0])), x.name in rings, y.name in rings)
+
+
+def _shareable(ms: list[ir.Node], x: ir.Value, y: ir.Value, stores,  # noqa: ANN001
+               twins: frozenset) -> bool:
     """Whether the member is written as a function whose ring rows are arguments: a depthwise
     conv, or a pointwise conv on the matrix core (its fill reads channels ``rows x width`` apart
-    without arithmetic on the stride, im2col.py), reading or writing a ring. Layers of one shape
-    then share one function (opfuse/backends/c/kernel_functions.py); the rows cost a register,
-    not instructions, in the inner loops."""
+    without arithmetic on the stride, im2col.py), reading or writing a ring, of a shape another
+    member has (``shape_twins``). Layers of one shape then share one function
+    (opfuse/backends/c/kernel_functions.py)."""
     head = ms[0]
     if head.op_type != "Conv" or not (x.name in stores.rings or y.name in stores.rings):
+        return False
+    if _shape(ms, x, y, stores.rings) not in twins:
         return False
     g = conv_geom(head)
     if is_depthwise8(g, head, int_ctype(x, head).name):
@@ -155,7 +177,7 @@ def _emit_function(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stor
     arguments), defined once for every member of the same code."""
     from opfuse.backends.c.tensors import Params
 
-    funcs, defined = functions
+    funcs, defined, _ = functions
     params = Params(stores.params.store, restrict=bool(stores.params.restrict))
     body = CWriter(1)
     first, last = params._add("row:a", "int {name}", "a"), params._add("row:b", "int {name}", "b")
