@@ -87,3 +87,18 @@ def test_board_cascades_are_bit_exact_with_tflite_micro(name: str, target: str) 
     report = validate_c_int8(result, trials=20, steps=0)
     assert report.ok, "\n".join(report.notes)
     assert all(o.max_abs_err == 0 for o in report.outputs)
+
+
+def test_the_table_fallback_is_bit_exact_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the computed steps would differ, the C keeps the table: forced here on ResNet-8."""
+    pytest.importorskip("tflite_micro")
+    import opfuse.backends.c.cascade as cascade
+    from opfuse.api import compile
+    from opfuse.measure.validate.c_int8 import validate_c_int8
+
+    monkeypatch.setattr(cascade, "pulled_schedule", lambda *args: None)
+    result = compile(shared_model("tflite", "pretrainedResnet_quant.tflite"), "cortex-m7")
+    files, _, _ = generate(result, cascades=True)
+    assert re.search(r"static const uint8_t steps\[", files["model.c"])
+    report = validate_c_int8(result, trials=3, steps=0)
+    assert report.ok, "\n".join(report.notes)
