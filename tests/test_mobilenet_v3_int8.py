@@ -13,6 +13,7 @@ import onnxruntime as ort
 import pytest
 
 from opfuse.api import compile
+from opfuse.backends.c.emit import c_schedule
 from opfuse.measure.sessions import one_thread_session
 from opfuse.measure.validate.c_int8 import stepped_reference, validate_c_int8
 from tests.helpers.mobilenet_v3 import float_model, int8_tflite
@@ -43,6 +44,22 @@ def test_tflite_c_is_bit_exact_with_tflite_micro(tflite_path: Path, target: str)
     report = validate_c_int8(result, trials=8)
     assert report.ok, "\n".join(report.notes)
     assert all(o.max_abs_err == 0 for o in report.outputs)
+
+
+@pytest.mark.parametrize("target", ["cortex-m7", "cortex-m4"])
+def test_int8_cascades_stream_through_an_in_place_hard_swish(tflite_path: Path,
+                                                             target: str) -> None:
+    """The cascade rule is float's (issue 20): Conv -> HardSwish (in place) -> Conv streams, the
+    buffer the two values share leaves the arena, and the arena is below layer by layer; the C
+    of those cascades is the one the bit-exact test above checks."""
+    result = compile(tflite_path, target)
+    members = [tuple(m.ops) for k in result.partition.kernels if k.is_cascade for m in k.members]
+    assert ("HardSwish",) in members, members
+    streamed = [k.ops for k in result.partition.kernels if k.is_cascade]
+    assert any(ops[:3] == ("Conv", "HardSwish", "Conv") for ops in streamed), streamed
+    cascaded = c_schedule(result).plan.peak_bytes
+    layered = c_schedule(result, cascades=False).plan.peak_bytes
+    assert cascaded < layered, (cascaded, layered)
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -169,15 +169,10 @@ class _Planner:
         # becomes a ring
         buffers = _inplace.merged_buffers(lives, _inplace.inplace_aliases(model, base, lives))
         # a buffer leaves the arena when every value sharing it becomes a ring (Conv -> in-place
-        # Swish -> Conv: the Conv's output and the Swish written over it are one buffer). Float
-        # only: int8 C streaming a ring through an in-place member is not bit-exact yet (the int8
-        # MobileNetV3 of tests/test_mobilenet_v3_int8.py, found when this rule was merged), so an
-        # int8 buffer leaves the arena only when it holds one value, as before
-        dtypes = {v.name: v.dtype for n in model.graph for v in n.outputs if v is not None}
-        self.buffer_of = {
-            m: b for b in buffers for m in b.members
-            if len(b.members) == 1 or all(dtypes.get(x) == ir.DataType.FLOAT for x in b.members)
-        }
+        # Swish -> Conv: the Conv's output and the Swish written over it are one buffer), for
+        # float and int8 alike (int8 MobileNetV3 was off only by a host compiler's wrong code,
+        # opfuse/backends/c/int8/requant.py)
+        self.buffer_of = {m: b for b in buffers for m in b.members}
         steps = len(base.kernels) + 1
         # born[j]: bytes of buffers first written at step <= j; dead[i]: bytes last read before i,
         # so the buffers live at some step of [i, j] weigh born[j] - dead[i] (O(1) per segment)

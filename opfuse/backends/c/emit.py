@@ -33,6 +33,7 @@ from opfuse.backends.c.files import (
     rebuilt_by_make,
     weights_c,
 )
+from opfuse.backends.c.int8.cascade import shape_twins
 from opfuse.backends.c.int8.conv_mcu import has_dsp
 from opfuse.backends.c.int8.requant import helpers, int8_info, rounding_of
 from opfuse.backends.c.kernel_functions import KernelFunctions
@@ -102,6 +103,8 @@ def generate(
     calls = CWriter(1)
     scratch = 0
     defined = KernelFunctions()
+    # cascade members of one shape as shared functions (int8/cascade.py)
+    store.member_functions = (funcs, KernelFunctions("m"), shape_twins(part.kernels, nodes))
     if cascades and store.armv7em:  # what a cascade member's scratch may spend (int8/conv_mcu.py)
         store.cascade_saving = c_schedule(result, fuse, False, planner).plan.peak_bytes \
             - plan.peak_bytes
@@ -123,6 +126,7 @@ def generate(
         calls(params.call(fname))
         debug.append(_debug_entry(index, fname, kernel, members, store, calls))
     calls(f"OPFUSE_PROFILE_MARK({len(part.kernels)});")
+    scratch = max([scratch, *map(stack_scratch_bytes, store.member_functions[1].bodies)])
     where_in, where_out = [], []
     for value in model.graph.inputs:
         where_in.append(store.where(value, _Named(value.name)) if value.name in plan.offsets

@@ -117,10 +117,103 @@ def _ptr(stores, value: ir.Value, node: ir.Node, write: bool = False) -> str:  #
 def emit_member8(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value,
                  stores) -> None:  # noqa: ANN001
     """Rows ``a .. b`` (C variables of the step) of member ``ms`` from ``x`` into ``y``."""
+    functions = getattr(stores.params.store, "member_functions", None)
+    if functions is not None and getattr(stores, "member", None) is not None \
+            and _shareable(ms, x, y, stores, functions[2]):
+        _emit_function(w, ms, x, y, stores, functions)
+        return
+    _emit_rows(w, ms, x, y, stores, stores.rows(x), stores.rows(y))
+
+
+def shape_twins(kernels, nodes: dict[str, ir.Node]) -> frozenset:  # noqa: ANN001
+    """The shapes (``_shape``) of int8 conv members that more than one member of the schedule
+    has: only those are written as functions, so a member of a shape of its own keeps its rows
+    as constants (runtime rows cost MobileNetV3's cascades about 1% more instructions)."""
+    seen: dict[tuple, int] = {}
+    for kernel in kernels:
+        rings = {r.value for r in kernel.ring_buffers}
+        for member in kernel.members if kernel.is_cascade else ():
+            ms = [nodes[n] for n in member.nodes]
+            if ms[0].op_type == "Conv" and is_int8_member(ms):
+                key = _shape(ms, ms[0].inputs[0], ms[-1].outputs[0], rings)
+                seen[key] = seen.get(key, 0) + 1
+    return frozenset(key for key, count in seen.items() if count > 1)
+
+
+def _shape(ms: list[ir.Node], x: ir.Value, y: ir.Value, rings) -> tuple:  # noqa: ANN001
+    return (tuple(n.op_type for n in ms), repr(conv_geom(ms[0])), x.name in rings, y.name in rings)
+
+
+def _shareable(ms: list[ir.Node], x: ir.Value, y: ir.Value, stores,  # noqa: ANN001
+               twins: frozenset) -> bool:
+    """Whether the member is written as a function whose ring rows are arguments: a depthwise
+    conv, or a pointwise conv on the matrix core (its fill reads channels ``rows x width`` apart
+    without arithmetic on the stride, im2col.py), reading or writing a ring, of a shape another
+    member has (``shape_twins``). Layers of one shape then share one function
+    (opfuse/backends/c/kernel_functions.py)."""
+    head = ms[0]
+    if head.op_type != "Conv" or not (x.name in stores.rings or y.name in stores.rings):
+        return False
+    if _shape(ms, x, y, stores.rings) not in twins:
+        return False
+    g = conv_geom(head)
+    if is_depthwise8(g, head, int_ctype(x, head).name):
+        return True
+    pointwise = g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and g.group == 1
+    return pointwise and g.icg % 4 == 0 and conv_mcu.uses_matrix_core(g, stores.params)
+
+
+class _MemberStores:
+    """The cascade's stores seen from a member function: its own parameters, the same rings."""
+
+    def __init__(self, stores, params) -> None:  # noqa: ANN001
+        self.params, self.rings, self.plan = params, stores.rings, stores.plan
+        self.rows = stores.rows
+
+
+def _emit_function(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores,
+                   functions) -> None:  # noqa: ANN001
+    """The member as a call of its own function (rows ``a``, ``b`` and ring rows as
+    arguments), defined once for every member of the same code."""
+    from opfuse.backends.c.tensors import Params
+
+    funcs, defined, _ = functions
+    params = Params(stores.params.store, restrict=bool(stores.params.restrict))
+    body = CWriter(1)
+    first, last = params._add("row:a", "int {name}", "a"), params._add("row:b", "int {name}", "b")
+    rx, ry = stores.rows(x), stores.rows(y)
+    if x.name in stores.rings:
+        rx = params._add("rows:x", "int {name}", str(rx))
+    if y.name in stores.rings:
+        ry = params._add("rows:y", "int {name}", str(ry))
+    body(f"const int a = {first}, b = {last};")
+    _emit_rows(body, ms, x, y, _MemberStores(stores, params), rx, ry)
+    _scratch_as_argument(body.lines, params)
+    fname = defined.define(funcs, len(defined.bodies), stores.member, params, body.lines)
+    w(params.call(fname))
+
+
+def _scratch_as_argument(lines: list[str], params) -> None:  # noqa: ANN001
+    """The im2col scratch in the arena (conv_mcu.declare_scratch) passed in, not written in: its
+    offset depends on the cascade's step, the function's code does not."""
+    for i, line in enumerate(lines):
+        code = line.split("/*")[0]
+        if "im2col quads" in line and code.rstrip().endswith(");") and "(AB + " in code:
+            where = code.split("=", 1)[1].strip().rstrip(";")
+            name = params._add("scratch", "int64_t *{name}", where)
+            lines[i] = line[:len(line) - len(line.lstrip())] + f"int64_t *col = {name};"
+
+
+def _times(rows: int | str, width: int) -> int | str:
+    """``rows * width`` of a ring whose rows are a number or a C argument."""
+    return rows * width if isinstance(rows, int) else f"{rows}*{width}"
+
+
+def _emit_rows(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores,  # noqa: ANN001
+               rx: int | str, ry: int | str) -> None:
     head, params = ms[0], stores.params
     _, c_in, _, w_in = dims(x, head)
     _, c_out, _, w_out = dims(y, ms[-1])
-    rx, ry = stores.rows(x), stores.rows(y)
     xp, yp = _ptr(stores, x, head), _ptr(stores, y, ms[-1], write=True)
     xct, yct = int_ctype(x, head), int_ctype(y, ms[-1])
     windowed = head.op_type == "Conv" or head.op_type in POOLS
@@ -162,7 +255,8 @@ def emit_member8(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value,
     w.close()
 
 
-def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int, w_in: int, yp: str, ry: int,
+def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int | str, w_in: int, yp: str,
+          ry: int | str,
           w_out: int, xct: str, yct, store) -> None:  # noqa: ANN001
     """Output row ``r`` of an int8 conv in blocks of output channels, as the layer-by-layer conv:
     the same packed weights, int32 bias and per-channel requantization; each integer is then
@@ -185,7 +279,7 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int, w_in: int, yp: st
         return f"xc + {ih}*{w_in}" if whole else f"xc + ({ih} % {rx})*{w_in}"
 
     if is_depthwise8(g, node, xct):  # the layer-by-layer kernel's row core (depthwise_dsp.py)
-        emit_depthwise_member(w, node, params, g, f"{xp} + c*{rx * w_in}", row,
+        emit_depthwise_member(w, node, params, g, f"{xp} + c*{_times(rx, w_in)}", row,
                               f"{yct.name} *yr = {yp} + (c*{ry} + r % {ry})*{w_out}", store)
         return
 

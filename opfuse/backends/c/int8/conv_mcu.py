@@ -292,8 +292,8 @@ def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     w.close()
 
 
-def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp: str, rx: int,
-                  w_in: int, yp: str, ry: int, w_out: int, xct: str, yct: CType,
+def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp: str,
+                  rx: int | str, w_in: int, yp: str, ry: int | str, w_out: int, xct: str, yct: CType,
                   store: Callable[[str, str], None]) -> None:
     """Output row ``r`` of a cascade member's conv (opfuse/backends/c/int8/cascade.py): its input
     rows from a ring of ``rx`` rows at ``xp``, each value ``store``d (the member's epilogue) into
@@ -301,6 +301,8 @@ def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp:
     layer-by-layer conv, so the same integers at the same cost per pixel."""
     mc = prepare(node, params, g, g.ow, cascaded=True)
     ring = None if rx == g.ih else rx
+    # rows as a C argument (a member function shared by layers of one shape, int8/cascade.py)
+    channel = rx * w_in if isinstance(rx, int) else f"{rx}*{w_in}"
 
     def out(q: str) -> None:
         w(f"{yct.name} *yr = {yp} + (oc*{ry} + r % {ry})*{w_out};")
@@ -308,6 +310,6 @@ def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp:
 
     declare_scratch(w, params, mc.quads)
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
-    w(f"const {xct} *xg = {xp} + grp*{g.icg * rx * w_in};")
-    emit_band(w, mc, RowSource("xg", rx * w_in, w_in, ring), xct, pixels=g.ow, oh="r", out=out)
+    w(f"const {xct} *xg = {xp} + grp*{g.icg}*{channel};")
+    emit_band(w, mc, RowSource("xg", channel, w_in, ring), xct, pixels=g.ow, oh="r", out=out)
     w.close()

@@ -40,9 +40,9 @@ class RowSource:
     a whole plane (``ring`` None) keeps them all."""
 
     base: str
-    channel: int
+    channel: int | str  # a C argument times the width in a shared member (int8/cascade.py)
     width: int
-    ring: int | None = None
+    ring: int | str | None = None
 
     def row(self, ih: str) -> str:
         """The offset of input row ``ih`` within a channel."""

@@ -7,6 +7,15 @@ Q31 multiplier (after a left shift for positive shifts), then a rounding divide 
 (ties away from zero). The left shift wraps in 32 bits as TFLite's does (through uint32, so it is
 defined behaviour, not signed overflow).
 
+On x86 the rounding divide's last shift is done in 64 bits: gcc 12.2 at -O3 with AVX-512
+(``-march=native`` on this Zen 4) vectorizes ``clamp((srdhm(x, m) >> e) + z)`` stored to int8 by
+truncating the high product to 16 bits before a 16-bit ``vpsraw``, though it needs 17: a
+squeeze-excite Mul member of a cascade (one row of 12 columns, fully unrolled and SLP-vectorized)
+wrapped 156 to -100 instead of clamping it to 127. The 64-bit shift is the same integer and
+keeps the vectorizer from narrowing it; Arm builds keep the 32-bit ``asr`` (a 64-bit shift by a
+per-channel amount costs a Cortex-M several instructions), and arm-none-eabi-gcc does not
+vectorize for Cortex-M4/M7.
+
 ``onnx``: ``opfuse_requant_f(x, scale)`` is the float form: x * scale in float32, rounded half to
 even (rintf in the default rounding mode), as onnxruntime's requantization.
 """
@@ -28,7 +37,13 @@ static inline int32_t opfuse_rdbpot(int32_t x, int e) {
     const int32_t mask = (int32_t)(((int64_t)1 << e) - 1);
     const int32_t rem = x & mask;
     const int32_t thr = (mask >> 1) + (x < 0 ? 1 : 0);
+#if defined(__x86_64__) || defined(__i386__)
+    /* shifted in 64 bits on x86: gcc 12's vectorizer narrows a 32-bit shift here to 16 bits
+       (wrong code under AVX-512, see requant.py) */
+    return (int32_t)(((int64_t)x >> e) + (rem > thr ? 1 : 0));
+#else
     return (x >> e) + (rem > thr ? 1 : 0);
+#endif
 }
 static inline int32_t opfuse_requant(int32_t x, int32_t m, int s) {
     const int ls = s > 0 ? s : 0;
