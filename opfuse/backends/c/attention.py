@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, const, contiguous, dims, flit, offset_expr
-from opfuse.backends.c.norms import sum8  # the project's 8-partial-sum reduction
+from opfuse.backends.c.norms import softmax_row, sum8  # the project's row reductions
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.attention import Core, perm_of
 from opfuse.memory.lifetimes import RING_PREFIX
@@ -91,11 +91,8 @@ def emit_attention(w: CWriter, core: Core, params: Params) -> None:
     _scores(w, row, n, d, qs[-1], ks[-2], ks[-1])
     for node in core.scores:
         _score_op(w, node, core, row, n, params, [*coords, "m"], full(n))
-    w("float mx = -INFINITY;")
-    w(f"for (int j = 0; j < {n}; ++j) mx = {row}[j] > mx ? {row}[j] : mx;")
-    w("float sum = 0.0f;")
-    w(f"for (int j = 0; j < {n}; ++j) {{ const float e = expf({row}[j] - mx); "
-      f"{row}[j] = e; sum += e; }}")
+    w.open("")
+    total = softmax_row(w, row, row, n)
     w(f"float *yr = {y} + {offset_expr([*coords, 'm'], ys[:-1])};")
     w(f"for (int e = 0; e < {dv}; ++e) yr[e] = 0.0f;")
     w(f"const float *vb = {v} + {offset_expr(coords, vs[:-2])};")
@@ -104,8 +101,9 @@ def emit_attention(w: CWriter, core: Core, params: Params) -> None:
     w(f"const float *vr = vb + {offset_expr(['j'], vs[-2:-1])};")
     w(f"for (int e = 0; e < {dv}; ++e) yr[e] += p * vr[{offset_expr(['e'], vs[-1:])}];")
     w.close()
-    w("const float inv = 1.0f / sum;")
+    w(f"const float inv = 1.0f / {total};")
     w(f"for (int e = 0; e < {dv}; ++e) yr[e] *= inv;")
+    w.close()
     w.close()
     for _ in batch:
         w.close()

@@ -25,6 +25,7 @@ from opfuse.backends.c.board import board_files
 from opfuse.backends.c.cascade import emit_cascade
 from opfuse.backends.c.cgen import CWriter, dims
 from opfuse.backends.c.ctype import BOOL, FLOAT, INT8, INT32, INT64, UINT8, ctype_of
+from opfuse.backends.c.fastmath import used as fast_math
 from opfuse.backends.c.files import (
     MAKEFILE,
     main_c,
@@ -142,7 +143,8 @@ def generate(
     )
     files = {
         "model.h": model_h(info),
-        "model.c": _model_c(info, funcs, calls, where_in, where_out, helpers(model)),
+        "model.c": _model_c(info, funcs, calls, where_in, where_out,
+                            helpers(model) + fast_math(funcs.text())),
         "weights.c": weights_c(blob.data()),
         "main.c": main_c(info),
         "Makefile": MAKEFILE,
