@@ -143,8 +143,7 @@ def generate(
     )
     files = {
         "model.h": model_h(info),
-        "model.c": _model_c(info, funcs, calls, where_in, where_out,
-                            helpers(model) + fast_math(funcs.text())),
+        "model.c": _model_c(info, funcs, calls, where_in, where_out, helpers(model)),
         "weights.c": weights_c(blob.data()),
         "main.c": main_c(info),
         "Makefile": MAKEFILE,
@@ -363,7 +362,7 @@ static int opfuse_status;
         "    return opfuse_model_run_v(inputs, outputs);",
         "}",
     ]
-    return head + extra + funcs.text() + "\n".join(tail) + "\n"
+    return head + extra + fast_math(funcs.text()) + funcs.text() + "\n".join(tail) + "\n"
 
 
 def run_args(info: Manifest) -> tuple[list[str], list[str]]:
