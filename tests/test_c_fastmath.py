@@ -129,3 +129,28 @@ def test_cortex_m_builds_call_libm(tmp_path):
     m7 = ["arm-none-eabi-gcc", "-mcpu=cortex-m7", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard"]
     assert _macro(m7, tmp_path).endswith(" 1")
     assert _macro(["gcc", "-march=native"], tmp_path).endswith(" 0")
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_softmax_row_max_in_the_remainder(axis, tmp_path):
+    """Each row's largest score is its last element, past the 8-wide blocks of the running
+    maxima (13 = 8 + 5): left out of the max, exp(500 - max) overflows and the row is NaN."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from opfuse.api import validate_c
+
+    shape = [3, 13] if axis == -1 else [13, 3]
+    graph = helper.make_graph(
+        [helper.make_node("Softmax", ["x"], ["y"], axis=axis)], "softmax_tail",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+    path = tmp_path / "softmax.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    if axis == -1:
+        x[:, -1] += 500.0
+    else:
+        x[-1, :] += 500.0
+    report = validate_c(path, "x86-host", inputs={"x": x})
+    assert report.ok, report
