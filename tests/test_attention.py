@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from opfuse.analysis import analyze
 from opfuse.api import validate_c
 from opfuse.backends.c import emit_c
+from opfuse.fusion.attention import BLOCK_ROWS
 from opfuse.memory import plan_memory
 from opfuse.memory.lifetimes import RING_PREFIX
 from opfuse.memory.verify import verify_allocation
@@ -130,8 +131,9 @@ def test_core_is_one_kernel(name: str, tmp_path: Path) -> None:
     assert core_ops <= set(kernel.ops)
     assert kernel.outputs == ("o",)
     assert not {"s0", "s1", "s2", "p"} & set(kernel.inputs)
-    (ring,) = kernel.ring_buffers  # the scratch row: one row of the scores
-    assert (ring.value, ring.rows, ring.row_bytes) == ("s0", 1, spec.s * 4)
+    (ring,) = kernel.ring_buffers  # the scratch rows: a block of query rows of the scores
+    rows = min(BLOCK_ROWS, spec.m or spec.s)
+    assert (ring.value, ring.rows, ring.row_bytes) == ("s0", rows, spec.s * 4)
     assert not [d for d in result.partition.decisions if d.consumer in kernel.nodes
                 and d.producer in kernel.nodes]
 
@@ -208,7 +210,8 @@ def test_backend_support_declines_where(tmp_path: Path) -> None:
 
 def test_arena_drops_by_the_score_matrix(tmp_path: Path) -> None:
     """On a graph whose peak is the scores, the fused core's plan is lower by at least the
-    (B, H, S, S) scores' bytes, and its scratch row is a planned arena tensor of S floats."""
+    (B, H, S, S) scores' bytes, and its scratch rows are a planned arena tensor of a block of
+    query rows of S floats each."""
     spec = Spec(batch=(1, 2), s=64, d=8, mask="input")
     path = save(spec, tmp_path)
     score_bytes = 1 * 2 * 64 * 64 * 4
@@ -219,7 +222,7 @@ def test_arena_drops_by_the_score_matrix(tmp_path: Path) -> None:
     assert plan_off.peak_bytes >= 2 * score_bytes  # scores and probabilities live together
     assert plan_off.peak_bytes - plan_on.peak_bytes >= score_bytes
     ring = next(t for t in plan_on.tensors if t.name == RING_PREFIX + "s0")
-    assert ring.size_bytes == 64 * 4 and ring.first == ring.last
+    assert ring.size_bytes == BLOCK_ROWS * 64 * 4 and ring.first == ring.last
     assert not [t for t in plan_on.tensors if t.name in ("s0", "s1", "s2", "p")]
     verify_allocation(plan_on)
 

@@ -11,8 +11,9 @@ The pattern (what ``torch.onnx.export`` writes for scaled dot-product attention,
 The algebra: ``O[b, m, :] = sum_j softmax_j(f(Q[b, m, :] . Kt[b, :, j])) V[b, j, :]``, and row m of O
 depends on row m of Q only. So one kernel computes, per (batch, head, query row), the N scores into
 a scratch row, applies f, takes the softmax in place (max subtracted) and accumulates the weighted
-rows of V into O's row. The (..., M, N) scores and probabilities are never stored; the scratch row
-is a ``RingBuffer`` of one row of the scores, which the memory planner places in the arena for the
+rows of V into O's row, ``BLOCK_ROWS`` query rows at a time so each row of K and V is read once per
+block. The (..., M, N) scores and probabilities are never stored; the scratch rows are a
+``RingBuffer`` of ``BLOCK_ROWS`` rows of the scores, which the memory planner places in the arena for the
 kernel's step (docs/architecture.md, "Attention"). A Transpose that makes Q, Kt or V and is read
 by nothing else joins the kernel: it reads the Transpose's input through permuted strides.
 
@@ -185,9 +186,19 @@ def core_of(members: Sequence[ir.Node]) -> Core | None:
     return core
 
 
+BLOCK_ROWS = 4  # query rows per pass of the kernel: K's and V's rows are read once per block
+
+
+def block_rows(core: Core) -> int:
+    """Query rows the kernel computes together (at most ``BLOCK_ROWS``, at most M)."""
+    shape = dims(core.score_value)
+    return max(1, min(BLOCK_ROWS, shape[-2] if len(shape) > 1 else 1))
+
+
 def scratch_ring(core: Core) -> RingBuffer:
-    """The scratch row: one row of the scores (N floats), as a ring buffer of the score value."""
+    """The scratch rows: ``block_rows`` rows of the scores (N floats each), as a ring buffer of
+    the score value."""
     shape = dims(core.score_value)
     n = shape[-1]
     rows = int(np.prod(shape[:-1]))
-    return RingBuffer(core.score_value.name, 1, rows, n * 4)
+    return RingBuffer(core.score_value.name, block_rows(core), rows, n * 4)

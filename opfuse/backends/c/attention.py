@@ -1,19 +1,24 @@
-"""The float attention kernel: scores, scale/mask, softmax and weighted sum, one query row at a time.
+"""The float attention kernel: scores, scale/mask, softmax and weighted sum, a block of query rows at
+a time.
 
-For each batch coordinate (batch and heads, as the export gives them) and each query row m
-(docs/architecture.md, "Attention"; the pattern is ``opfuse/fusion/attention.py``)::
+For each batch coordinate (batch and heads, as the export gives them) and each block of
+``BLOCK_ROWS`` query rows m (docs/architecture.md, "Attention"; the pattern is
+``opfuse/fusion/attention.py``)::
 
-    row[j] = sum_d Q[m, d] * Kt[d, j]          into the scratch row (N floats, in the arena)
-    row[j] = row[j] op x[m, j]                 each score op, in graph order (a scalar: a literal)
-    row[j] = exp(row[j] - max(row)), s = sum   the softmax, max subtracted, left unnormalised
-    O[m, :] = (sum_j row[j] * V[j, :]) / s     V's rows accumulated into O's row, then one scale
+    row[r, j] = sum_d Q[m, d] * Kt[d, j]         into the scratch rows (in the arena)
+    row[r, j] = row[r, j] op x[m, j]             each score op, in graph order (a scalar: a literal)
+    row[r, j] = exp(row[r, j] - max(row[r]))     the softmax, max subtracted, left unnormalised
+    O[m, :] = (sum_j row[r, j] * V[j, :]) / s_r  V's rows accumulated into O's rows, then one scale
 
-Dividing O's row by s once replaces N divisions by Dv multiplications; the reference normalises
-first, so the two differ by rounding only. Kt's rows are read contiguously when its last axis is
-(a d-outer loop that gcc vectorizes over j), otherwise one dot product per key along d (K as the
-exporter stored it, before an absorbed Transpose). Every operand is read through strides: an
-absorbed Transpose permutes its input's strides, a broadcast batch or mask dim has stride 0.
-The scratch row is the plan's ring buffer ``ring:<scores>`` (``OPFUSE_ARENA_BYTES`` counts it).
+The loops over the block's rows sit inside the loops over K's and V's rows, so each of those is
+read once per block (from L2 or memory) and from L1 for the block's other rows. Dividing O's row by
+s once replaces N divisions by Dv multiplications; the reference normalises first, so the two
+differ by rounding only. Kt's rows are read contiguously when its last axis is (a d-outer loop that
+gcc vectorizes over j), otherwise one dot product per key along d (K as the exporter stored it,
+before an absorbed Transpose). Every operand is read through strides: an absorbed Transpose
+permutes its input's strides, a broadcast batch or mask dim has stride 0. The scratch rows are the
+plan's ring buffer ``ring:<scores>`` (``OPFUSE_ARENA_BYTES`` counts it); the softmax is
+``norms.softmax_row`` (vectorized loops, the branch-free exp of ``fastmath.py``).
 """
 
 from __future__ import annotations
@@ -23,9 +28,9 @@ from collections.abc import Sequence
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, const, contiguous, dims, flit, offset_expr
-from opfuse.backends.c.norms import sum8  # the project's 8-partial-sum reduction
+from opfuse.backends.c.norms import softmax_row, sum8  # the project's row reductions
 from opfuse.backends.c.tensors import Params
-from opfuse.fusion.attention import Core, perm_of
+from opfuse.fusion.attention import BLOCK_ROWS, Core, block_rows, perm_of
 from opfuse.memory.lifetimes import RING_PREFIX
 
 C_OPS = {"Mul": "*", "Div": "/", "Add": "+", "Sub": "-"}
@@ -83,29 +88,34 @@ def emit_attention(w: CWriter, core: Core, params: Params) -> None:
     for i, size in enumerate(batch):
         w.open(f"for (int b{i} = 0; b{i} < {size}; ++b{i})")
         coords.append(f"b{i}")
-    w.open(f"for (int m = 0; m < {m}; ++m)")
+    rb = block_rows(core)
+    w.open(f"for (int m0 = 0; m0 < {m}; m0 += {rb})")
+    w(f"const int rows = {m} - m0 < {rb} ? {m} - m0 : {rb};")
     q, k, v = ptrs["q"], ptrs["k"], ptrs["v"]
     qs, ks, vs = st["q"], st["k"], st["v"]
-    w(f"const float *qr = {q} + {offset_expr([*coords, 'm'], qs[:-1])};")
+    w(f"const float *qb = {q} + {offset_expr([*coords, 'm0'], qs[:-1])};")
     w(f"const float *kb = {k} + {offset_expr(coords, ks[:-2])};")
-    _scores(w, row, n, d, qs[-1], ks[-2], ks[-1])
+    _scores(w, row, n, d, qs[-2:], ks[-2], ks[-1])
+    w.open("for (int r = 0; r < rows; ++r)")
+    w(f"float *sr = {row} + r*{n};")
     for node in core.scores:
-        _score_op(w, node, core, row, n, params, [*coords, "m"], full(n))
-    w("float mx = -INFINITY;")
-    w(f"for (int j = 0; j < {n}; ++j) mx = {row}[j] > mx ? {row}[j] : mx;")
-    w("float sum = 0.0f;")
-    w(f"for (int j = 0; j < {n}; ++j) {{ const float e = expf({row}[j] - mx); "
-      f"{row}[j] = e; sum += e; }}")
-    w(f"float *yr = {y} + {offset_expr([*coords, 'm'], ys[:-1])};")
-    w(f"for (int e = 0; e < {dv}; ++e) yr[e] = 0.0f;")
+        _score_op(w, node, core, "sr", n, params, [*coords, "m0 + r"], full(n))
+    total = softmax_row(w, "sr", "sr", n)
+    w(f"inv[r] = 1.0f / {total};")
+    w.close()
+    w(f"float *yb = {y} + {offset_expr([*coords, 'm0'], ys[:-1])};")
+    yr = f"yb + {offset_expr(['r'], ys[-2:-1])}"
+    w(f"for (int r = 0; r < rows; ++r) for (int e = 0; e < {dv}; ++e) ({yr})[e] = 0.0f;")
     w(f"const float *vb = {v} + {offset_expr(coords, vs[:-2])};")
     w.open(f"for (int j = 0; j < {n}; ++j)")
-    w(f"const float p = {row}[j];")
     w(f"const float *vr = vb + {offset_expr(['j'], vs[-2:-1])};")
+    w.open("for (int r = 0; r < rows; ++r)")
+    w(f"const float p = {row}[r*{n} + j];")
+    w(f"float *yr = {yr};")
     w(f"for (int e = 0; e < {dv}; ++e) yr[e] += p * vr[{offset_expr(['e'], vs[-1:])}];")
     w.close()
-    w("const float inv = 1.0f / sum;")
-    w(f"for (int e = 0; e < {dv}; ++e) yr[e] *= inv;")
+    w.close()
+    w(f"for (int r = 0; r < rows; ++r) for (int e = 0; e < {dv}; ++e) ({yr})[e] *= inv[r];")
     w.close()
     for _ in batch:
         w.close()
@@ -124,24 +134,33 @@ def _out_strides(core: Core, out: Sequence[int]) -> list[int]:
     return strides
 
 
-def _scores(w: CWriter, row: str, n: int, d: int, qd: int, kd: int, kj: int) -> None:
-    """``row[j] = sum_d qr[d] * kb[d, j]`` in the loop order that reads Kt contiguously."""
-    qi = offset_expr(["dd"], [qd])
+def _scores(w: CWriter, row: str, n: int, d: int, qst: Sequence[int], kd: int, kj: int) -> None:
+    """``row[r, j] = sum_d Q[m0 + r, d] * Kt[d, j]`` for the block's rows, in the loop order that
+    reads Kt contiguously; each row of Kt (or K) serves every row of the block from L1.
+    Declares ``inv``, the block's 1 / sum per row."""
+    w(f"float inv[{BLOCK_ROWS}];")
+    qi = offset_expr(["r", "dd"], qst)
     if kj == 1:
-        w(f"for (int j = 0; j < {n}; ++j) {row}[j] = 0.0f;")
+        w(f"for (int r = 0; r < rows; ++r) for (int j = 0; j < {n}; ++j) {row}[r*{n} + j] = 0.0f;")
         w.open(f"for (int dd = 0; dd < {d}; ++dd)")
-        w(f"const float qv = qr[{qi}];")
         w(f"const float *kr = kb + {offset_expr(['dd'], [kd])};")
-        w(f"for (int j = 0; j < {n}; ++j) {row}[j] += qv * kr[j];")
+        w.open("for (int r = 0; r < rows; ++r)")
+        w(f"const float qv = qb[{qi}];")
+        w(f"float *sr = {row} + r*{n};")
+        w(f"for (int j = 0; j < {n}; ++j) sr[j] += qv * kr[j];")
+        w.close()
         w.close()
         return
-    # one dot product per key along d, in 8 partial sums: a single sum is a chain of dependent
-    # adds gcc may not reorder (ViT-tiny's first core, 64-deep keys: 18 ms with one sum, 0.95 ms
-    # with 8; blocking 4 keys per pass measured 10-11 ms, so one key at a time)
+    # one dot product per (query row, key) along d, in 8 partial sums: a single sum is a chain of
+    # dependent adds gcc may not reorder (ViT-tiny's first core, 64-deep keys: 18 ms with one sum,
+    # 0.95 ms with 8; blocking 4 keys per pass measured 10-11 ms, so one key at a time)
     w.open(f"for (int j = 0; j < {n}; ++j)")
     w(f"const float *kc = kb + {offset_expr(['j'], [kj])};")
-    sum8(w, "s", d, f"qr[{offset_expr(['@'], [qd])}] * kc[{offset_expr(['@'], [kd])}]")
-    w(f"{row}[j] = s;")
+    w.open("for (int r = 0; r < rows; ++r)")
+    w(f"const float *qr = qb + {offset_expr(['r'], qst[:1])};")
+    sum8(w, "s", d, f"qr[{offset_expr(['@'], qst[1:])}] * kc[{offset_expr(['@'], [kd])}]")
+    w(f"{row}[r*{n} + j] = s;")
+    w.close()
     w.close()
 
 

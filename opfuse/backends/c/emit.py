@@ -25,6 +25,7 @@ from opfuse.backends.c.board import board_files
 from opfuse.backends.c.cascade import emit_cascade
 from opfuse.backends.c.cgen import CWriter, dims
 from opfuse.backends.c.ctype import BOOL, FLOAT, INT8, INT32, INT64, UINT8, ctype_of
+from opfuse.backends.c.fastmath import used as fast_math
 from opfuse.backends.c.files import (
     MAKEFILE,
     main_c,
@@ -365,7 +366,7 @@ static int opfuse_status;
         "    return opfuse_model_run_v(inputs, outputs);",
         "}",
     ]
-    return head + extra + funcs.text() + "\n".join(tail) + "\n"
+    return head + extra + fast_math(funcs.text()) + funcs.text() + "\n".join(tail) + "\n"
 
 
 def run_args(info: Manifest) -> tuple[list[str], list[str]]:

@@ -54,9 +54,9 @@ def scalar_expr(node: ir.Node, a: list[str | None]) -> str:
     if op == "PRelu":
         return f"({x} >= 0.0f ? {x} : {a[1]} * {x})"
     if op == "Sigmoid":
-        return f"(1.0f / (1.0f + expf(-{x})))"
+        return f"opfuse_sigmoidf({x})"
     if op == "Tanh":
-        return f"tanhf({x})"
+        return f"opfuse_tanhf({x})"
     if op in ("HardSigmoid", "HardSwish"):
         alpha = attr(node, "alpha", 0.2 if op == "HardSigmoid" else 1.0 / 6.0)
         beta = attr(node, "beta", 0.5)
@@ -66,18 +66,18 @@ def scalar_expr(node: ir.Node, a: list[str | None]) -> str:
     if op == "Elu":
         return f"({x} > 0.0f ? {x} : {flit(attr(node, 'alpha', 1.0))} * expm1f({x}))"
     if op == "Swish":  # x * sigmoid(alpha x) written as one division
-        return f"({x} / (1.0f + expf({flit(-attr(node, 'alpha', 1.0))} * {x})))"
+        return f"({x} / (1.0f + opfuse_expf({flit(-attr(node, 'alpha', 1.0))} * {x})))"
     if op == "Gelu":
         if attr(node, "approximate", "none") == "tanh":
             k = flit(math.sqrt(2.0 / math.pi))
-            return f"(0.5f * {x} * (1.0f + tanhf({k} * ({x} + 0.044715f * {x} * {x} * {x}))))"
-        return f"(0.5f * {x} * (1.0f + erff({x} * {flit(1 / math.sqrt(2.0))})))"
+            return f"(0.5f * {x} * (1.0f + opfuse_tanhf({k} * ({x} + 0.044715f * {x} * {x} * {x}))))"
+        return f"(0.5f * {x} * (1.0f + opfuse_erff({x} * {flit(1 / math.sqrt(2.0))})))"
     unary = {
-        "Erf": "erff({})",
+        "Erf": "opfuse_erff({})",  # fastmath.py: branch-free, so the loop vectorizes
         "Neg": "(-{})",
         "Abs": "fabsf({})",
         "Sqrt": "sqrtf({})",
-        "Exp": "expf({})",
+        "Exp": "opfuse_expf({})",
         "Log": "logf({})",
         "Reciprocal": "(1.0f / {})",
         # log(1 + e^x) = x + log1p(e^-x) for x > 0: no overflow to inf for large x

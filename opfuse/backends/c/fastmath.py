@@ -1,0 +1,161 @@
+"""Branch-free float32 exp, erf, tanh and sigmoid for the generated C (docs/architecture.md,
+"The C backend").
+
+libm's ``expf``/``erff``/``tanhf`` are calls gcc cannot vectorize (without -ffast-math and a
+vector math library), so a Softmax row or a GELU epilogue ran one element at a time. These are
+``static inline`` C functions made of multiplies, adds and selects only (``a < b ? c : d`` that
+gcc if-converts into blends): a loop calling them vectorizes like any arithmetic loop, and on a
+Cortex-M with a single-precision FPU (no vector unit) the build calls libm instead
+(``OPFUSE_SCALAR_MATH``, below). ``used(text)`` returns the definitions the kernels' text calls
+(and those they call), placed once before the kernels.
+
+How (formulas are textbook; every coefficient here was computed for opfuse):
+
+- exp: x = n ln2 + r, n = round(x / ln2) by the 1.5 * 2^23 rounding constant (the integer lands in
+  the low mantissa bits, read through memcpy: no float-to-int conversion, whose NaN case is
+  undefined behaviour), r by Cody and Waite's two-part ln2 (the high part has 16 significant bits,
+  so n * hi is exact), exp(r) by a degree-6 polynomial, 2^n written into the exponent field. The
+  argument is clamped so 2^n is a normal float; below ln(2^-126) the result is 0 (libm returns
+  subnormals there), above ln(FLT_MAX) it is +inf, NaN propagates.
+- erf: |x| <= 1: x * P(x^2) (degree 6 in x^2); 1 < |x| <= 4: 1 - exp(-x^2) * Q(1/x) with
+  Q ~ erfc(x) exp(x^2) (degree 7 in 1/x); beyond 4 erf is 1 in float32. Both pieces are computed
+  and one is selected.
+- tanh: |x| < 0.5: x * T(x^2) (degree 5 in x^2), else (1 - e) / (1 + e) with e = exp(-2|x|),
+  which has no cancellation there; the sign copied back.
+- sigmoid: 1 / (1 + exp(-x)).
+
+Every polynomial is the Chebyshev interpolant on its interval (numpy.polynomial.Chebyshev
+.interpolate, against scipy.special's erf/erfc for erf) converted to the power basis and rounded
+to float32; the interpolants' own errors are below 3e-9 relative (exp, erf |x| <= 1, tanh) and
+1.2e-9 absolute (erf's tail), so float32 rounding dominates. Measured over a dense sweep against
+float64 references (``tests/test_c_fastmath.py`` holds the bounds; measured maxima with gcc 12,
+-O3 -ffp-contract=fast, x86-64 with and without -march=native): exp 1.3 ulp (bound 2), erf 1.4e-7
+absolute and 2.4 ulp (bounds 2e-7 and 3; Abramowitz and Stegun 7.1.26 is 1.5e-7 absolute and
+has no relative accuracy near 0), tanh 2.4 ulp and sigmoid 2.3 ulp (bound 3). libm's float32
+functions are within 1 ulp; onnxruntime's own vectorized kernels are approximations as well.
+"""
+
+from __future__ import annotations
+
+import re
+
+EXP = """\
+/* exp(x), branch-free (opfuse/backends/c/fastmath.py): within 2 ulp of exp in float32. */
+static inline float opfuse_expf(float x) {
+    const float c = x < -87.3365448f ? -87.3365448f : (x > 88.7228394f ? 88.7228394f : x);
+    const float t = c * 1.44269504f + 12582912.0f; /* round(c / ln2) in the low mantissa bits */
+    const float n = t - 12582912.0f;
+    const float r = (c - n * 0.693145752f) - n * 1.42860677e-06f;
+    float p = 0.00139411085f;
+    p = p * r + 0.00837512594f;
+    p = p * r + 0.0416663513f;
+    p = p * r + 0.166664153f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    /* 2^128 is no float: near ln(FLT_MAX) the last factor 2 goes into p */
+    const float k = n > 127.0f ? 127.0f : n;
+    const float q = n > 127.0f ? p * 2.0f : p;
+    const float kt = k + 12582912.0f;
+    uint32_t bits;
+    memcpy(&bits, &kt, sizeof bits);
+    bits = (bits - 0x4B400000u + 127u) << 23;
+    float s;
+    memcpy(&s, &bits, sizeof s);
+    float y = q * s;
+    y = x < -87.3365448f ? 0.0f : y;
+    y = x > 88.7228394f ? INFINITY : y;
+    return y;
+}
+"""
+
+ERF = """\
+/* erf(x), branch-free (opfuse/backends/c/fastmath.py): within 2e-7 and 3 ulp of erf. */
+static inline float opfuse_erff(float x) {
+    const float a0 = fabsf(x);
+    const float a = a0 > 4.0f ? 4.0f : (a0 < 1.0f ? 1.0f : a0);
+    const float u = x * x;
+    float p = 7.87587487e-05f;
+    p = p * u - 0.00080168643f;
+    p = p * u + 0.00518908724f;
+    p = p * u - 0.0268542115f;
+    p = p * u + 0.112835944f;
+    p = p * u - 0.37612626f;
+    p = p * u + 1.12837911f;
+    const float s = 1.0f / a;
+    float g = -0.0196050294f;
+    g = g * s + 0.128479451f;
+    g = g * s - 0.368562549f;
+    g = g * s + 0.589897156f;
+    g = g * s - 0.513899148f;
+    g = g * s + 0.0535994954f;
+    g = g * s + 0.55729264f;
+    g = g * s + 0.0003815323f;
+    const float tail = copysignf(1.0f - opfuse_expf(-a * a) * g, x);
+    return a0 <= 1.0f || a0 != a0 ? x * p : tail;
+}
+"""
+
+TANH = """\
+/* tanh(x), branch-free (opfuse/backends/c/fastmath.py): within 3 ulp of tanh. */
+static inline float opfuse_tanhf(float x) {
+    const float a = fabsf(x);
+    const float u = x * x;
+    float p = -0.00661201403f;
+    p = p * u + 0.0212738216f;
+    p = p * u - 0.0538932234f;
+    p = p * u + 0.133329004f;
+    p = p * u - 0.333333254f;
+    p = p * u + 1.0f;
+    const float e = opfuse_expf(-2.0f * a);
+    const float big = copysignf((1.0f - e) / (1.0f + e), x);
+    return a < 0.5f || a != a ? x * p : big;
+}
+"""
+
+SIGMOID = """\
+/* 1 / (1 + exp(-x)) (opfuse/backends/c/fastmath.py): within 3 ulp of the logistic function. */
+static inline float opfuse_sigmoidf(float x) {
+    return 1.0f / (1.0f + opfuse_expf(-x));
+}
+"""
+
+# name -> (definition, the functions it calls), in definition order
+FUNCTIONS = {
+    "opfuse_expf": (EXP, ()),
+    "opfuse_erff": (ERF, ("opfuse_expf",)),
+    "opfuse_tanhf": (TANH, ("opfuse_expf",)),
+    "opfuse_sigmoidf": (SIGMOID, ("opfuse_expf",)),
+}
+# A Cortex-M without MVE has no vector unit: nothing vectorizes there, and newlib's branchy
+# functions execute fewer instructions (kws_transformer on cortex-m7 under QEMU: its erf GELU
+# kernel 1,191,189 instructions with erff, 2,027,547 with opfuse_erff), so those builds call libm.
+INCLUDE = """\
+#include <stdint.h>
+#ifndef OPFUSE_SCALAR_MATH
+#if defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && !defined(__ARM_FEATURE_MVE)
+#define OPFUSE_SCALAR_MATH 1
+#else
+#define OPFUSE_SCALAR_MATH 0
+#endif
+#endif
+"""
+LIBM = {
+    "opfuse_expf": "expf(x)",
+    "opfuse_erff": "erff(x)",
+    "opfuse_tanhf": "tanhf(x)",
+    "opfuse_sigmoidf": "1.0f / (1.0f + expf(-x))",
+}
+
+
+def used(text: str) -> str:
+    """The definitions ``text`` calls (with their dependencies), or "" when it calls none."""
+    wanted = {name for name in FUNCTIONS if re.search(rf"\b{name}\(", text)}
+    for name in list(wanted):
+        wanted.update(FUNCTIONS[name][1])
+    if not wanted:
+        return ""
+    names = [name for name in FUNCTIONS if name in wanted]
+    scalar = "".join(f"static inline float {n}(float x) {{ return {LIBM[n]}; }}\n" for n in names)
+    fast = "\n".join(FUNCTIONS[n][0] for n in names)
+    return f"{INCLUDE}#if OPFUSE_SCALAR_MATH\n{scalar}#else\n{fast}#endif\n"
