@@ -77,6 +77,10 @@ FC_CASES = {
     "k37_n10": (37, 10, 7, True, None, 21),
     "k64_n5_zx_min": (64, 5, -128, False, "relu", 22),
     "k3_n4_zx_max": (3, 4, 127, True, None, 23),
+    # the 4-row assembly core (gemm_mcu.emit_dot_quads): 8 steps a pass with one requantization
+    # for every row (literals), 4 steps a pass with per-row arrays
+    "k64_n8_quads_per_tensor": (64, 8, -128, False, "relu", 24),
+    "k36_n12_quads_per_channel": (36, 12, 9, True, None, 25),
 }
 
 

@@ -23,6 +23,7 @@ from opfuse.backends.c.ctype import INT8, INT32, CType
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import (
     Requant,
+    acc_bound,
     bias_array,
     int_ctype,
     quant,
@@ -185,13 +186,17 @@ def prepare(node: ir.Node, params: Params, g: ConvGeom, band: int,
     mode = order(g, pointwise)
     rows = reduction_rows(weights_int8(node, wv), g, mode)
     # pads hold z_x (im2col.py): sum (x - z_x) w = sum x w - z_x sum w over the whole window
-    bias = bias_array(node, 2, g.oc) - zx * rows.sum(axis=1)
+    given = bias_array(node, 2, g.oc)
+    bias = given - zx * rows.sum(axis=1)
     kp = padded(rows.shape[1])
+    xct = int_ctype(xv, node)
+    bound = acc_bound(rows, given, xct.lo, xct.hi, zx)
     return MatConv(
         g, mode, kp,
         params.weight(f"{wv.name}:mat_{mode}", weight_rows(rows), INT8),
         params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32),
-        requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params))),
+        requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)),
+                       bound),
         zx, zy, int_ctype(yv, node), _columns(params, band, kp, cascaded))
 
 

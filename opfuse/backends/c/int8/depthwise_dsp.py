@@ -34,7 +34,16 @@ from opfuse.backends.c.cgen import CWriter, dims
 from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8.chain import Chain8
-from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.int8.common import (
+    FAST_BOUND,
+    Requant,
+    acc_bound,
+    bias_array,
+    int_ctype,
+    quant,
+    requant_arrays,
+    rounding,
+)
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.quant import TFLITE, conv_scales, multipliers
@@ -144,15 +153,22 @@ class DwQuant:
     zy: int
     rq: Requant
     left_shift: bool
+    fast: bool = False  # opfuse_requant_r is exact here (common.py, acc_bound)
 
 
 def dw_quant(params: Params, node: ir.Node, g: ConvGeom) -> DwQuant:
     xq = quant(node.inputs[0], node, "input")
     wq, yq = quant(node.inputs[1], node, "weight"), quant(node.outputs[0], node, "output")
     real = conv_scales(xq, wq, yq, g.oc, rounding(params))
+    xct = int_ctype(node.inputs[0], node)
+    taps = const(node.inputs[1]).reshape(g.c, g.k[0] * g.k[1])
+    bound = acc_bound(taps, bias_array(node, 2, g.oc), xct.lo, xct.hi, int(xq.zero_point[0]))
+    # the arrays a cascade's member registers too (cascade.py): TFLite's (multiplier, shift)
     rq = requant_arrays(params, node.name, real)
-    left = rq.mode == TFLITE and bool((multipliers(real)[1] > 0).any())
-    return DwQuant(int(xq.zero_point[0]), int(yq.zero_point[0]), rq, left)
+    shifts = multipliers(real)[1] if rq.mode == TFLITE else np.zeros(1, np.int32)
+    fast = rq.mode == TFLITE and bound < FAST_BOUND and bool((shifts <= -1).all())
+    left = bool((shifts > 0).any())
+    return DwQuant(int(xq.zero_point[0]), int(yq.zero_point[0]), rq, left, fast)
 
 
 def unrolled_singles(g: ConvGeom) -> bool:
@@ -176,7 +192,10 @@ def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQ
         terms = " + ".join(f"wc[{kh * kw_ + k}]" for kh in range(kh_) for k in range(k0, k1))
         w(f"const int32_t bk{k0}_{k1} = bc - {dq.zx}*({terms or 0});")
     rq = dq.rq
-    if rq.mode == TFLITE:  # TFLite's MultiplyByQuantizedMultiplier, its parts per channel
+    if dq.fast:  # opfuse_requant_r's constants (common.py), once per channel
+        i = "0" if rq.scalar else "c"
+        w(f"const int32_t qm = {rq.mult}[{i}], qe = -1 - {rq.shift}[{i}];")
+    elif rq.mode == TFLITE:  # TFLite's MultiplyByQuantizedMultiplier, its parts per channel
         i = "0" if rq.scalar else "c"
         w(f"const int32_t qm = {rq.mult}[{i}], qs = {rq.shift}[{i}];")
         w("const int qls = qs > 0 ? qs : 0, qrs = qs > 0 ? 0 : -qs;" if dq.left_shift
@@ -203,6 +222,8 @@ def emit_requantized(w: CWriter, dq: DwQuant, acc: str) -> str:
     multiplier below 2^31 never saturates; then RoundingDivideByPowerOfTwo."""
     if dq.rq.mode != TFLITE:
         return dq.rq(acc, "c")
+    if dq.fast:
+        return f"opfuse_requant_r({acc}, qm, qe)"
     x = f"(int32_t)((uint32_t)({acc}) << qls)" if dq.left_shift else acc
     w(f"const int32_t hx = (int32_t)(((int64_t){x}*qm + ((int64_t)1 << 30)) >> 31);")
     return "(hx >> qrs) + ((hx & qmask) > qthr + (hx < 0 ? 1 : 0) ? 1 : 0)"
@@ -321,8 +342,6 @@ def depthwise_weights(params: Params, wv: ir.Value, g: ConvGeom) -> str:
 def _operands(params: Params, node: ir.Node, g: ConvGeom) -> tuple[str, str, str, DwQuant]:
     """The weights, the bias (int32, as the source has it), the zero-point row and the
     quantization of a depthwise layer."""
-    from opfuse.backends.c.int8.common import bias_array
-
     dq = dw_quant(params, node, g)
     bias = params.weight(f"{node.name}:bias", bias_array(node, 2, g.oc).astype(np.int32), INT32)
     return depthwise_weights(params, node.inputs[1], g), bias, zero_row(params, g, dq.zx), dq
