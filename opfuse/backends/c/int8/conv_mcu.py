@@ -22,6 +22,7 @@ from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32, CType
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import (
+    SSAT_RANGE,
     Requant,
     acc_bound,
     bias_array,
@@ -87,13 +88,16 @@ def weights_int8(node: ir.Node, value: ir.Value) -> np.ndarray:
 def emit_output_value(w: CWriter, rq: Requant, acc: str, ch: str, zy: int, yct: CType,
                       last: bool) -> None:
     """``int32_t v``: an int32 accumulator (bias included) as the output's integer: requantized,
-    + z_y, clamped to the type (conv.py's output stage). Where no clamp of the chain follows
-    (``last``), the clamp to [-128, 127] is one SSAT under OPFUSE_DSP (saturation to 8 bits is
-    exactly that clamp); before a Relu gcc merges the two clamps, which it cannot do with SSAT."""
+    + z_y, clamped to the type (conv.py's output stage). The clamp to [-128, 127] is one SSAT
+    under OPFUSE_DSP (saturation to 8 bits is exactly that clamp); before a chain (not
+    ``last``), ``SSAT_RANGE`` tells gcc the value's range, so the
+    chain's own clamp to [-128, 127] (a Relu's at z_y = -128) folds away as after a clamp."""
     value = f"{rq(acc, ch)} + {zy}"
-    if last and (yct.lo, yct.hi) == (-128, 127):
+    if (yct.lo, yct.hi) == (-128, 127):
         w("#ifdef OPFUSE_DSP")
         w(f"int32_t v = __ssat({value}, 8);")
+        if not last:
+            w(SSAT_RANGE)
         w("#else")
         w(f"int32_t v = opfuse_clamp({value}, -128, 127);")
         w("#endif")

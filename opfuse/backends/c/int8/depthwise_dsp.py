@@ -36,6 +36,7 @@ from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import (
     FAST_BOUND,
+    SSAT_RANGE,
     Requant,
     acc_bound,
     bias_array,
@@ -354,6 +355,7 @@ def emit_clamped(w: CWriter, dq: DwQuant, acc: str, lo: int, hi: int) -> None:
     if (lo, hi) == (-128, 127):
         w("#ifdef OPFUSE_DSP")
         w(f"int32_t v = __ssat({r} + {dq.zy}, 8);")
+        w(SSAT_RANGE)  # a chain's clamp to the same range then folds away
         w("#else")
         w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
         w("#endif")
