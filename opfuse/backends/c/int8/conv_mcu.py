@@ -45,6 +45,12 @@ from opfuse.quant import conv_scales
 
 # The register tile, measured under QEMU on kws_ref_model (docs/architecture.md): 6 pixels x 1
 # channel beat 4x1, 5x1, 3x2 and 2x2 (CMSIS-NN's) on 1x1 and im2col'd convs.
+# the output stage is written out per column (no loop, no array of sums: ~4 instructions fewer
+# per value) for reductions up to this long, where it is a large share of the kernel; longer
+# ones keep the loop, whose code is a sixth as large. Measured on vww_96_int8 (M7): every conv
+# unrolled ran more instructions than up to 64 and grew the flash 1.7 KB; 64 grew it 0.4 KB;
+# 32 keeps every shared model's flash below what it was before
+UNROLL_OUTPUT_KP = 32
 CONV_COLS, CONV_ROWS = 6, 1  # a conv's register tile: output pixels x output channels
 # the scratch's bound on the stack, where the arena has no free gap during the conv: the
 # layer-by-layer kernels' own tiles were 1-4 KB (acc[8][32] int32 is 1 KB)
@@ -260,13 +266,21 @@ def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
               wrow=f"{mc.weights} + oc0*{mc.kp}")
     for j in range(CONV_ROWS):
         w.open("")
-        w(f"const int32_t acc[{cols}] = {{{', '.join(f'a{j}_{q}' for q in range(cols))}}};")
         w(f"const int oc = oc0 + {j};")
         w(f"const int32_t bj = {mc.bias}[oc];")
-        w.open(f"for (int q = 0; q < {count}; ++q)")
-        emit_output_value(w, mc.rq, "acc[q] + bj", "oc", mc.zy, mc.yct, last)
-        out("q")
-        w.close()
+        if mc.kp <= UNROLL_OUTPUT_KP:  # the sums stay in registers, no loop per value
+            for q in range(cols):
+                w.open(f"if ({q} < {count})" if ragged and q else "")
+                w(f"const int q = {q};")
+                emit_output_value(w, mc.rq, f"a{j}_{q} + bj", "oc", mc.zy, mc.yct, last)
+                out("q")
+                w.close()
+        else:
+            w(f"const int32_t acc[{cols}] = {{{', '.join(f'a{j}_{q}' for q in range(cols))}}};")
+            w.open(f"for (int q = 0; q < {count}; ++q)")
+            emit_output_value(w, mc.rq, "acc[q] + bj", "oc", mc.zy, mc.yct, last)
+            out("q")
+            w.close()
         w.close()
     w.close()
     w.close()
