@@ -52,11 +52,14 @@ def emit_core(w: CWriter, *, rows: int, cols: int, stride: int, kp: int, col: st
     w(f"const int64_t *cp = {col};")
     w(f"const int8_t *wp = {wrow};")
     w("#ifdef OPFUSE_DSP")
-    # not unrolled: two quads per iteration spilled accumulators (conv tiles) or cost more on
-    # the 640-wide Gemm of ad01_int8 than the shared loop test saves (measured under QEMU)
-    w.open(f"for (int kb = 0; kb < {kp // QUAD}; ++kb, cp += {stride}, wp += {QUAD})")
-    _dsp_step(w, acc, kp, 0, 0)
-    w.close()
+    if rows == 1 and kp // QUAD >= 2:
+        _asm_pairs(w, acc[0], stride, kp // QUAD // 2)
+        if kp // QUAD % 2:
+            _dsp_step(w, acc, kp, 0, 0)
+    else:
+        w.open(f"for (int kb = 0; kb < {kp // QUAD}; ++kb, cp += {stride}, wp += {QUAD})")
+        _dsp_step(w, acc, kp, 0, 0)
+        w.close()
     w("#else")
     w.open(f"for (int kb = 0; kb < {kp // QUAD}; ++kb, cp += {stride}, wp += {QUAD})")
     for q in range(cols):
@@ -69,6 +72,34 @@ def emit_core(w: CWriter, *, rows: int, cols: int, stride: int, kp: int, col: st
         w.close()
     w.close()
     w("#endif")
+    w.close()
+
+
+def _asm_pairs(w: CWriter, acc: list[str], stride: int, pairs: int) -> None:
+    """``pairs`` times two reduction quads of a one-row tile in one assembly loop, ``cp`` and
+    ``wp`` left past them: per quad one LDR (post-indexed) and two SXTB16 of the weight word,
+    per column one LDRD and two SMLAD; the first LDRD of a pass steps ``cp`` by both quads, the
+    others reach back from it, so the loop adds nothing but its compare and branch (gcc 12's
+    loop spilled its end and kept a separate add: 25 instructions per 6-column quad, here 22)."""
+    step = 2 * stride * 8
+    body = []
+    for half in range(2):
+        body += ["ldr %[w], [%[wp]], #4", "sxtb16 %[wl], %[w]", "sxtb16 %[w], %[w], ror #8"]
+        for q, a in enumerate(acc):
+            at = (half * stride + q) * 8
+            body.append(f"ldrd %[xl], %[xh], [%[cp]], #{step}" if at == 0
+                        else f"ldrd %[xl], %[xh], [%[cp], #{at - step}]")
+            body += [f"smlad %[{a}], %[xl], %[wl], %[{a}]", f"smlad %[{a}], %[xh], %[w], %[{a}]"]
+    w.open("")
+    w(f"const int8_t *const we = wp + {pairs * 2 * QUAD};")
+    w("int32_t w, wl, xl, xh;")
+    w('__asm__ ("1:\\n\\t"')
+    for line in body + ["cmp %[wp], %[we]", "bne 1b"]:
+        w(f'         "{line}\\n\\t"')
+    outs = ", ".join(f'[{a}] "+r" ({a})' for a in acc)
+    w(f'         : {outs}, [cp] "+r" (cp), [wp] "+r" (wp),')
+    w('           [w] "=&r" (w), [wl] "=&r" (wl), [xl] "=&r" (xl), [xh] "=&r" (xh)')
+    w('         : [we] "r" (we) : "cc", "memory");')
     w.close()
 
 
