@@ -49,8 +49,8 @@ from opfuse.quant import conv_scales
 # per value) for reductions up to this long, where it is a large share of the kernel; longer
 # ones keep the loop, whose code is a sixth as large. Measured on vww_96_int8 (M7): every conv
 # unrolled ran more instructions than up to 64 and grew the flash 1.7 KB; 64 grew it 0.4 KB;
-# 32 keeps every shared model's flash below what it was before
-UNROLL_OUTPUT_KP = 32
+# 16 (vww's 8- and 16-channel 1x1s) leaves room for the core's paired quads (matmul_dsp.py)
+UNROLL_OUTPUT_KP = 16
 CONV_COLS, CONV_ROWS = 6, 1  # a conv's register tile: output pixels x output channels
 # the scratch's bound on the stack, where the arena has no free gap during the conv: the
 # layer-by-layer kernels' own tiles were 1-4 KB (acc[8][32] int32 is 1 KB)
