@@ -106,7 +106,8 @@ def test_mcu_fully_connected_matches_tflite_micro(case: str, tmp_path: Path) -> 
 
 
 def test_cortex_m_targets_get_the_matrix_kernels(tmp_path: Path) -> None:
-    """The host keeps conv.py's kernels; cortex-m4/m7 C has the matrix core's SMLAD loop."""
+    """The host keeps conv.py's kernels; cortex-m4/m7 C has the matrix core's SMLAD loop (its
+    assembly: matmul_dsp._asm_quads)."""
     from opfuse.backends.c.emit import generate
     from opfuse.pipeline import compile_model
 
@@ -114,7 +115,7 @@ def test_cortex_m_targets_get_the_matrix_kernels(tmp_path: Path) -> None:
     path.write_bytes(conv_tflite(*CONV_CASES["taps_3x3_s2_same"]))
     for target, want in (("x86-host", False), ("cortex-m4", True), ("cortex-m7", True)):
         files, _, _ = generate(compile_model(str(path), target))
-        assert ("__smlad(xl, w0l" in files["model.c"]) == want, target
+        assert ("smlad %[a0_0], %[xl], %[wl]" in files["model.c"]) == want, target
 
 
 def _group(node) -> int:  # noqa: ANN001

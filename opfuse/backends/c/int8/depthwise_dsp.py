@@ -33,18 +33,9 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, dims
 from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32
+from opfuse.backends.c.int8 import common
 from opfuse.backends.c.int8.chain import Chain8
-from opfuse.backends.c.int8.common import (
-    FAST_BOUND,
-    SSAT_RANGE,
-    Requant,
-    acc_bound,
-    bias_array,
-    int_ctype,
-    quant,
-    requant_arrays,
-    rounding,
-)
+from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arrays, rounding
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.quant import TFLITE, conv_scales, multipliers
@@ -163,11 +154,12 @@ def dw_quant(params: Params, node: ir.Node, g: ConvGeom) -> DwQuant:
     real = conv_scales(xq, wq, yq, g.oc, rounding(params))
     xct = int_ctype(node.inputs[0], node)
     taps = const(node.inputs[1]).reshape(g.c, g.k[0] * g.k[1])
-    bound = acc_bound(taps, bias_array(node, 2, g.oc), xct.lo, xct.hi, int(xq.zero_point[0]))
+    bias = common.bias_array(node, 2, g.oc)
+    bound = common.acc_bound(taps, bias, xct.lo, xct.hi, int(xq.zero_point[0]))
     # the arrays a cascade's member registers too (cascade.py): TFLite's (multiplier, shift)
     rq = requant_arrays(params, node.name, real)
     shifts = multipliers(real)[1] if rq.mode == TFLITE else np.zeros(1, np.int32)
-    fast = rq.mode == TFLITE and bound < FAST_BOUND and bool((shifts <= -1).all())
+    fast = rq.mode == TFLITE and bound < common.FAST_BOUND and bool((shifts <= -1).all())
     left = bool((shifts > 0).any())
     return DwQuant(int(xq.zero_point[0]), int(yq.zero_point[0]), rq, left, fast)
 
@@ -344,7 +336,8 @@ def _operands(params: Params, node: ir.Node, g: ConvGeom) -> tuple[str, str, str
     """The weights, the bias (int32, as the source has it), the zero-point row and the
     quantization of a depthwise layer."""
     dq = dw_quant(params, node, g)
-    bias = params.weight(f"{node.name}:bias", bias_array(node, 2, g.oc).astype(np.int32), INT32)
+    bias = params.weight(f"{node.name}:bias", common.bias_array(node, 2, g.oc).astype(np.int32),
+                         INT32)
     return depthwise_weights(params, node.inputs[1], g), bias, zero_row(params, g, dq.zx), dq
 
 
@@ -355,7 +348,7 @@ def emit_clamped(w: CWriter, dq: DwQuant, acc: str, lo: int, hi: int) -> None:
     if (lo, hi) == (-128, 127):
         w("#ifdef OPFUSE_DSP")
         w(f"int32_t v = __ssat({r} + {dq.zy}, 8);")
-        w(SSAT_RANGE)  # a chain's clamp to the same range then folds away
+        w(common.SSAT_RANGE)  # a chain's clamp to the same range then folds away
         w("#else")
         w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
         w("#endif")

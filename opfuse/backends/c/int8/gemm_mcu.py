@@ -4,10 +4,13 @@ Cortex-M").
 
 Per four reduction steps, under ``OPFUSE_DSP``: one word of A widened once by ``SXTB16`` (or
 ``UXTB16`` for uint8) and ``SXTB16 ror #8`` into the int16 pairs (a0, a2), (a1, a3), then per row
-of B one word widened the same way and two ``SMLAD`` (ACLE): B keeps its natural [N][K] order, the
-bytes ``conv.py``'s Gemm stores. The zero point of A is folded into the bias (no padding in a
-Gemm: sum (a - z_a) b = sum a b - z_a sum b), so A is read raw. The K % 4 tail, and every step
-of the portable C (``-DOPFUSE_NO_DSP``), is the plain integer dot product: the same int32 sums.
+of B one word widened the same way and two ``SMLAD`` (ACLE). Where N % 4 = 0 and K % 4 = 0 (every
+layer of ad01_int8) B is stored interleaved at generation time, per 4 rows and 4 steps the 4
+rows' words one after another, and an assembly loop reads them with two LDRDs
+(``emit_dot_quads``); other shapes keep B's natural [N][K] order. The zero point of A is folded
+into the bias (no padding in a Gemm: sum (a - z_a) b = sum a b - z_a sum b), so A is read raw,
+and the accumulator starts at the bias. The K % 4 tail, and every step of the portable C
+(``-DOPFUSE_NO_DSP``), is the plain integer dot product over the same bytes: the same int32 sums.
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ from opfuse.backends.c.tensors import Params
 from opfuse.quant import conv_scales
 
 # rows of B per pass over a row of A (at most; the largest that divides N, so one core per Gemm),
-# measured under QEMU on ad01_int8 (all fully connected): 4 (547k instructions) beat 2 (605k),
-# 5 (570k) and 6 (595k); 3 (535k) needs a second core for the N % 3 rows, and flash counts too
+# measured under QEMU on ad01_int8 (all fully connected) with the C loop: 4 (547k instructions)
+# beat 2 (605k), 5 (570k) and 6 (595k); 3 (535k) needs a second core for the N % 3 rows, and
+# flash counts too. The assembly loop is written for 4 (12 registers of the 14 there are)
 GEMM_ROWS = 4
 
 
