@@ -1,7 +1,7 @@
 """The fast requantization (opfuse/backends/c/int8/requant.py, ``opfuse_requant_r``) is TFLite's
 MultiplyByQuantizedMultiplier wherever the generator uses it (docs/architecture.md, "int8 matrix
-kernels on Cortex-M"): |x| < 2^30 and a right shift. Checked on the host's C (the portable form;
-the SMMULR form runs in the board tests) against a Python model of TFLite's integer steps and
+kernels on Cortex-M"): |x| < 2^30 and a right shift. Checked on the host's C (its steps in portable
+C, -DOPFUSE_REQUANT_R_PORTABLE; the SMMULR form runs in the board tests) against a Python model of TFLite's integer steps and
 against the general helper, on random and boundary operands, with UBSan."""
 
 from __future__ import annotations
@@ -58,11 +58,11 @@ def test_fast_requant_is_tflites(tmp_path: Path) -> None:
         "int main(void) {\n"
         f"    for (int i = 0; i < {len(ops)}; ++i) {{\n"
         "        const int32_t x = ops[i][0], m = ops[i][1], e = ops[i][2];\n"
-        "        printf(\"%d %d\\n\", (int)opfuse_requant_r(x, m, e - 1),"
+        "        printf(\"%d %d\\n\", (int)opfuse_requant_r(x, m, -e),"
         " (int)opfuse_requant(x, m, -e));\n"
         "    }\n    return 0;\n}\n")
     exe = tmp_path / "rq"
-    subprocess.run(["gcc", "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror",
+    subprocess.run(["gcc", "-O2", "-std=c99", "-DOPFUSE_REQUANT_R_PORTABLE", "-Wall", "-Wextra", "-Werror",
                     "-fsanitize=undefined", "-fno-sanitize-recover=undefined",
                     str(src), "-o", str(exe)], check=True)
     proc = subprocess.run([str(exe)], capture_output=True, text=True, check=True)
@@ -97,15 +97,15 @@ def test_fast_form_only_where_it_is_exact() -> None:
     rq = requant_arrays(p, "k", real, FAST_BOUND - 1)
     m, s = multipliers(real)
     assert rq.fast and rq.literal is None and "opfuse_requant_r(acc, " in rq("acc", "c")
-    assert np.array_equal(p.added["k:rqe"], -s - 1) and np.array_equal(p.added["k:rqm"], m)
+    assert np.array_equal(p.added["k:rqs"], s) and np.array_equal(p.added["k:rqm"], m)
     for bound, scales in ((FAST_BOUND, real), (None, real), (5, np.array([0.003, 0.7]))):
         slow = requant_arrays(_Params(), "k", scales, bound)  # too large, unknown, a shift of 0
         assert not slow.fast and "opfuse_requant(acc, " in slow("acc", "c")
     p = _Params()
     one = requant_arrays(p, "k", np.full(6, 0.0042), 1000)
     (mm,), (ss,) = multipliers([0.0042])
-    assert one.literal == (mm, -ss - 1) and not p.added
-    assert one("acc", "c") == f"opfuse_requant_r(acc, {mm}, {-ss - 1})"
+    assert one.literal == (mm, ss) and not p.added
+    assert one("acc", "c") == f"opfuse_requant_r(acc, {mm}, {ss})"
 
 
 def test_acc_bound_holds() -> None:

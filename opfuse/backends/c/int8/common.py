@@ -46,8 +46,9 @@ class Requant:
     """Per-channel requantization of an int32 accumulator, as C: TFLite's (multiplier, shift)
     arrays or ONNX's float scales, stored once in weights.c. ``fast``: every shift is a right
     shift and the accumulator provably stays within 2^30 (``acc_bound``), so the call is
-    ``opfuse_requant_r`` and ``shift`` holds ``-s - 1`` (requant.py). ``literal``: every channel
-    has the same (multiplier, shift), written into the call instead of read from arrays."""
+    ``opfuse_requant_r`` (requant.py: SMMULR on Armv7E-M, the general helper elsewhere; the same
+    arrays). ``literal``: every channel has the same (multiplier, shift), written into the call
+    instead of read from arrays."""
 
     mode: str
     mult: str  # C pointer of the multipliers (tflite) or the float scales (onnx)
@@ -104,10 +105,9 @@ def requant_arrays(params: Params, key: str, real: np.ndarray,
     shift = INT8 if getattr(params.store, "on_board", False) else INT32
     if bound is not None and bound < FAST_BOUND and bool((s <= -1).all()):
         if (m == m[0]).all() and (s == s[0]).all():
-            return Requant(mode, "", "", True, fast=True, literal=(int(m[0]), int(-s[0] - 1)))
+            return Requant(mode, "", "", True, fast=True, literal=(int(m[0]), int(s[0])))
         return Requant(mode, params.weight(f"{key}:rqm", m, INT32),
-                       params.weight(f"{key}:rqe", (-s - 1).astype(np.int32), shift), scalar,
-                       fast=True)
+                       params.weight(f"{key}:rqs", s, shift), scalar, fast=True)
     return Requant(mode, params.weight(f"{key}:rqm", m, INT32),
                    params.weight(f"{key}:rqs", s, shift), scalar)
 

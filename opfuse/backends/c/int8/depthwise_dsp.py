@@ -185,15 +185,16 @@ def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQ
         terms = " + ".join(f"wc[{kh * kw_ + k}]" for kh in range(kh_) for k in range(k0, k1))
         w(f"const int32_t bk{k0}_{k1} = bc - {dq.zx}*({terms or 0});")
     rq = dq.rq
-    if dq.fast:  # opfuse_requant_r's constants (common.py), once per channel
-        i = "0" if rq.scalar else "c"
-        w(f"const int32_t qm = {rq.mult}[{i}], qe = -1 - {rq.shift}[{i}];")
-    elif rq.mode == TFLITE:  # TFLite's MultiplyByQuantizedMultiplier, its parts per channel
+    if rq.mode == TFLITE:  # TFLite's MultiplyByQuantizedMultiplier, its parts per channel
         i = "0" if rq.scalar else "c"
         w(f"const int32_t qm = {rq.mult}[{i}], qs = {rq.shift}[{i}];")
+        if dq.fast:  # the parts below are the portable C's (opfuse_requant_r under OPFUSE_DSP)
+            w("#ifndef OPFUSE_DSP")
         w("const int qls = qs > 0 ? qs : 0, qrs = qs > 0 ? 0 : -qs;" if dq.left_shift
           else "const int qrs = -qs;")
         w("const int32_t qmask = (int32_t)(((int64_t)1 << qrs) - 1), qthr = qmask >> 1;")
+        if dq.fast:
+            w("#endif")
     if not groups:
         return
     pairs, singles_k = tap_pairs(kw_)
@@ -215,8 +216,6 @@ def emit_requantized(w: CWriter, dq: DwQuant, acc: str) -> str:
     multiplier below 2^31 never saturates; then RoundingDivideByPowerOfTwo."""
     if dq.rq.mode != TFLITE:
         return dq.rq(acc, "c")
-    if dq.fast:
-        return f"opfuse_requant_r({acc}, qm, qe)"
     x = f"(int32_t)((uint32_t)({acc}) << qls)" if dq.left_shift else acc
     w(f"const int32_t hx = (int32_t)(((int64_t){x}*qm + ((int64_t)1 << 30)) >> 31);")
     return "(hx >> qrs) + ((hx & qmask) > qthr + (hx < 0 ? 1 : 0) ? 1 : 0)"
@@ -344,6 +343,17 @@ def _operands(params: Params, node: ir.Node, g: ConvGeom) -> tuple[str, str, str
 def emit_clamped(w: CWriter, dq: DwQuant, acc: str, lo: int, hi: int) -> None:
     """``int32_t v``: ``acc`` requantized, plus the output zero point, clamped to ``lo .. hi``
     (the int8 range is one ``__ssat`` under ``OPFUSE_DSP``)."""
+    if dq.fast:  # SMMULR on Armv7E-M (requant.py), the hoisted parts in the portable C
+        w("#ifdef OPFUSE_DSP")
+        w(f"int32_t v = __ssat(opfuse_requant_r({acc}, qm, qs) + {dq.zy}, 8);" if (lo, hi)
+          == (-128, 127) else
+          f"int32_t v = opfuse_clamp(opfuse_requant_r({acc}, qm, qs) + {dq.zy}, {lo}, {hi});")
+        w(common.SSAT_RANGE if (lo, hi) == (-128, 127) else "")
+        w("#else")
+        r = emit_requantized(w, dq, acc)
+        w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
+        w("#endif")
+        return
     r = emit_requantized(w, dq, acc)
     if (lo, hi) == (-128, 127):
         w("#ifdef OPFUSE_DSP")
