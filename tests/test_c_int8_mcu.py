@@ -77,6 +77,10 @@ FC_CASES = {
     "k37_n10": (37, 10, 7, True, None, 21),
     "k64_n5_zx_min": (64, 5, -128, False, "relu", 22),
     "k3_n4_zx_max": (3, 4, 127, True, None, 23),
+    # the 4-row assembly core (gemm_mcu.emit_dot_quads): 8 steps a pass with one requantization
+    # for every row (literals), 4 steps a pass with per-row arrays
+    "k64_n8_quads_per_tensor": (64, 8, -128, False, "relu", 24),
+    "k36_n12_quads_per_channel": (36, 12, 9, True, None, 25),
 }
 
 
@@ -102,7 +106,8 @@ def test_mcu_fully_connected_matches_tflite_micro(case: str, tmp_path: Path) -> 
 
 
 def test_cortex_m_targets_get_the_matrix_kernels(tmp_path: Path) -> None:
-    """The host keeps conv.py's kernels; cortex-m4/m7 C has the matrix core's SMLAD loop."""
+    """The host keeps conv.py's kernels; cortex-m4/m7 C has the matrix core's SMLAD loop (its
+    assembly: matmul_dsp._asm_quads)."""
     from opfuse.backends.c.emit import generate
     from opfuse.pipeline import compile_model
 
@@ -110,7 +115,7 @@ def test_cortex_m_targets_get_the_matrix_kernels(tmp_path: Path) -> None:
     path.write_bytes(conv_tflite(*CONV_CASES["taps_3x3_s2_same"]))
     for target, want in (("x86-host", False), ("cortex-m4", True), ("cortex-m7", True)):
         files, _, _ = generate(compile_model(str(path), target))
-        assert ("__smlad(xl, w0l" in files["model.c"]) == want, target
+        assert ("smlad %[a0_0], %[xl], %[wl]" in files["model.c"]) == want, target
 
 
 def _group(node) -> int:  # noqa: ANN001

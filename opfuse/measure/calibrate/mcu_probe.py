@@ -34,8 +34,8 @@ from opfuse.ops import groups
 CYCLES_PER_INSTRUCTION = {"cortex-m4": 1.2, "cortex-m7": 1.0}
 
 # Layers an MCU model has beyond the host's probe (opfuse.measure.calibrate.int8_probe.CASES): the layout
-# Transposes at a TFLite model's boundary, a classifier's 1x1 convs on a 1x1 plane, a whole-plane
-# average pool, a big-window max pool, a classifier's Softmax (its output requantized to TFLite's
+# Transposes at a TFLite model's boundary, a classifier's 1x1 convs on a 1x1 plane, short Gemms,
+# a whole-plane average pool, a big-window max pool, a classifier's Softmax (its output requantized to TFLite's
 # 1/256 and -128 after onnxruntime's quantization: ``as_tflite``), ReduceMeans over few values.
 MCU_CASES = (
     ("Transpose", {"perm": [0, 2, 3, 1]}, (1, 3, 32, 32), None, ""),
@@ -50,6 +50,10 @@ MCU_CASES = (
     ("Softmax", {"axis": -1}, (1, 12), None, ""),
     ("Softmax", {"axis": -1}, (1, 2), None, ""),
     ("Softmax", {"axis": -1}, (1, 100), None, ""),
+    # an autoencoder's bottleneck (ad01_int8): Gemms over a short K and onto few rows, which the
+    # MCU's 4-row core runs at its full rate (no vector tail as the host's template has)
+    ("Gemm", {"transB": 1}, (1, 8), (128, 8), "relu"),
+    ("Gemm", {"transB": 1}, (1, 128), (8, 128), "relu"),
     # mcunet's squeeze: a mean over the last axis of a 3x3 plane, then over the next
     ("ReduceMean", {"axes": [3], "keepdims": 0}, (1, 160, 3, 3), None, ""),
     ("ReduceMean", {"axes": [2], "keepdims": 0}, (1, 96, 5, 4), None, ""),

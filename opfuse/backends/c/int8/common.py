@@ -44,22 +44,55 @@ def rounding(params: Params) -> str:
 @dataclass(frozen=True)
 class Requant:
     """Per-channel requantization of an int32 accumulator, as C: TFLite's (multiplier, shift)
-    arrays or ONNX's float scales, stored once in weights.c."""
+    arrays or ONNX's float scales, stored once in weights.c. ``fast``: every shift is a right
+    shift and the accumulator provably stays within 2^30 (``acc_bound``), so the call is
+    ``opfuse_requant_r`` (requant.py: SMMULR on Armv7E-M, the general helper elsewhere; the same
+    arrays). ``literal``: every channel has the same (multiplier, shift), written into the call
+    instead of read from arrays."""
 
     mode: str
     mult: str  # C pointer of the multipliers (tflite) or the float scales (onnx)
     shift: str | None
     scalar: bool
+    fast: bool = False
+    literal: tuple[int, int] | None = None
+
+    def parts(self, ch: str = "0") -> tuple[str, str]:
+        """The C expressions of the multiplier and the stored shift of channel ``ch``."""
+        if self.literal is not None:
+            return str(self.literal[0]), str(self.literal[1])
+        i = "0" if self.scalar else ch
+        return f"{self.mult}[{i}]", f"{self.shift}[{i}]"
 
     def __call__(self, acc: str, ch: str = "0") -> str:
         i = "0" if self.scalar else ch
         if self.mode == ONNX:
             return f"opfuse_requant_f({acc}, {self.mult}[{i}])"
-        return f"opfuse_requant({acc}, {self.mult}[{i}], {self.shift}[{i}])"
+        m, s = self.parts(ch)
+        return f"opfuse_requant{'_r' if self.fast else ''}({acc}, {m}, {s})"
 
 
-def requant_arrays(params: Params, key: str, real: np.ndarray) -> Requant:
-    """Store the multipliers of ``real`` (float64 for tflite, float32 for onnx) for one kernel."""
+def acc_bound(weights: np.ndarray, bias: np.ndarray, x_lo: int, x_hi: int, zx: int) -> int:
+    """The largest ``|sum_k (x_k - z_x) w[c, k] + bias[c]|`` over the channels ``c`` (weights as
+    [C][...]) for inputs in [x_lo, x_hi] (a pad reads z_x: no term): what a kernel's accumulator
+    can reach, so the generator knows where the fast requantization is exact."""
+    dx = max(x_hi - zx, zx - x_lo)
+    wsum = np.abs(np.asarray(weights, np.int64)).reshape(len(bias), -1).sum(axis=1)
+    return int((wsum * dx + np.abs(np.asarray(bias, np.int64))).max(initial=0))
+
+
+# what __ssat(v, 8) returns, for gcc's value ranges (it does not know the builtin's): a later
+# clamp to the same range is then dropped; OPFUSE_DSP builds are gcc or clang, which have it
+SSAT_RANGE = "if (v < -128 || v > 127) __builtin_unreachable();"
+
+FAST_BOUND = 1 << 30  # opfuse_requant_r doubles the accumulator in 32 bits (requant.py)
+
+
+def requant_arrays(params: Params, key: str, real: np.ndarray,
+                   bound: int | None = None) -> Requant:
+    """Store the multipliers of ``real`` (float64 for tflite, float32 for onnx) for one kernel.
+    ``bound`` (``acc_bound``) lets a kernel use the fast form where it is exact; then one
+    (multiplier, shift) shared by every channel is written as literals, with no arrays."""
     mode = rounding(params)
     real = np.atleast_1d(real)
     scalar = real.size == 1
@@ -70,6 +103,11 @@ def requant_arrays(params: Params, key: str, real: np.ndarray) -> Requant:
     # TFLite's shifts lie in [-31, 31]: one byte each in a board's flash (3 bytes fewer per
     # output channel of every layer; LDRSB is one load as LDR is), int32 on the host
     shift = INT8 if getattr(params.store, "on_board", False) else INT32
+    if bound is not None and bound < FAST_BOUND and bool((s <= -1).all()):
+        if (m == m[0]).all() and (s == s[0]).all():
+            return Requant(mode, "", "", True, fast=True, literal=(int(m[0]), int(s[0])))
+        return Requant(mode, params.weight(f"{key}:rqm", m, INT32),
+                       params.weight(f"{key}:rqs", s, shift), scalar, fast=True)
     return Requant(mode, params.weight(f"{key}:rqm", m, INT32),
                    params.weight(f"{key}:rqs", s, shift), scalar)
 

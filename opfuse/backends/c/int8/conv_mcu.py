@@ -22,7 +22,9 @@ from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32, CType
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import (
+    SSAT_RANGE,
     Requant,
+    acc_bound,
     bias_array,
     int_ctype,
     quant,
@@ -43,6 +45,12 @@ from opfuse.quant import conv_scales
 
 # The register tile, measured under QEMU on kws_ref_model (docs/architecture.md): 6 pixels x 1
 # channel beat 4x1, 5x1, 3x2 and 2x2 (CMSIS-NN's) on 1x1 and im2col'd convs.
+# the output stage is written out per column (no loop, no array of sums: ~4 instructions fewer
+# per value) for reductions up to this long, where it is a large share of the kernel; longer
+# ones keep the loop, whose code is a sixth as large. Measured on vww_96_int8 (M7): every conv
+# unrolled ran more instructions than up to 64 and grew the flash 1.7 KB; 64 grew it 0.4 KB;
+# 16 (vww's 8- and 16-channel 1x1s) leaves room for the core's paired quads (matmul_dsp.py)
+UNROLL_OUTPUT_KP = 16
 CONV_COLS, CONV_ROWS = 6, 1  # a conv's register tile: output pixels x output channels
 # the scratch's bound on the stack, where the arena has no free gap during the conv: the
 # layer-by-layer kernels' own tiles were 1-4 KB (acc[8][32] int32 is 1 KB)
@@ -86,13 +94,16 @@ def weights_int8(node: ir.Node, value: ir.Value) -> np.ndarray:
 def emit_output_value(w: CWriter, rq: Requant, acc: str, ch: str, zy: int, yct: CType,
                       last: bool) -> None:
     """``int32_t v``: an int32 accumulator (bias included) as the output's integer: requantized,
-    + z_y, clamped to the type (conv.py's output stage). Where no clamp of the chain follows
-    (``last``), the clamp to [-128, 127] is one SSAT under OPFUSE_DSP (saturation to 8 bits is
-    exactly that clamp); before a Relu gcc merges the two clamps, which it cannot do with SSAT."""
+    + z_y, clamped to the type (conv.py's output stage). The clamp to [-128, 127] is one SSAT
+    under OPFUSE_DSP (saturation to 8 bits is exactly that clamp); before a chain (not
+    ``last``), ``SSAT_RANGE`` tells gcc the value's range, so the
+    chain's own clamp to [-128, 127] (a Relu's at z_y = -128) folds away as after a clamp."""
     value = f"{rq(acc, ch)} + {zy}"
-    if last and (yct.lo, yct.hi) == (-128, 127):
+    if (yct.lo, yct.hi) == (-128, 127):
         w("#ifdef OPFUSE_DSP")
         w(f"int32_t v = __ssat({value}, 8);")
+        if not last:
+            w(SSAT_RANGE)
         w("#else")
         w(f"int32_t v = opfuse_clamp({value}, -128, 127);")
         w("#endif")
@@ -185,13 +196,17 @@ def prepare(node: ir.Node, params: Params, g: ConvGeom, band: int,
     mode = order(g, pointwise)
     rows = reduction_rows(weights_int8(node, wv), g, mode)
     # pads hold z_x (im2col.py): sum (x - z_x) w = sum x w - z_x sum w over the whole window
-    bias = bias_array(node, 2, g.oc) - zx * rows.sum(axis=1)
+    given = bias_array(node, 2, g.oc)
+    bias = given - zx * rows.sum(axis=1)
     kp = padded(rows.shape[1])
+    xct = int_ctype(xv, node)
+    bound = acc_bound(rows, given, xct.lo, xct.hi, zx)
     return MatConv(
         g, mode, kp,
         params.weight(f"{wv.name}:mat_{mode}", weight_rows(rows), INT8),
         params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32),
-        requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params))),
+        requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)),
+                       bound),
         zx, zy, int_ctype(yv, node), _columns(params, band, kp, cascaded))
 
 
@@ -251,13 +266,21 @@ def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
               wrow=f"{mc.weights} + oc0*{mc.kp}")
     for j in range(CONV_ROWS):
         w.open("")
-        w(f"const int32_t acc[{cols}] = {{{', '.join(f'a{j}_{q}' for q in range(cols))}}};")
         w(f"const int oc = oc0 + {j};")
         w(f"const int32_t bj = {mc.bias}[oc];")
-        w.open(f"for (int q = 0; q < {count}; ++q)")
-        emit_output_value(w, mc.rq, "acc[q] + bj", "oc", mc.zy, mc.yct, last)
-        out("q")
-        w.close()
+        if mc.kp <= UNROLL_OUTPUT_KP:  # the sums stay in registers, no loop per value
+            for q in range(cols):
+                w.open(f"if ({q} < {count})" if ragged and q else "")
+                w(f"const int q = {q};")
+                emit_output_value(w, mc.rq, f"a{j}_{q} + bj", "oc", mc.zy, mc.yct, last)
+                out("q")
+                w.close()
+        else:
+            w(f"const int32_t acc[{cols}] = {{{', '.join(f'a{j}_{q}' for q in range(cols))}}};")
+            w.open(f"for (int q = 0; q < {count}; ++q)")
+            emit_output_value(w, mc.rq, "acc[q] + bj", "oc", mc.zy, mc.yct, last)
+            out("q")
+            w.close()
         w.close()
     w.close()
     w.close()

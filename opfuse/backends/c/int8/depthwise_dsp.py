@@ -33,6 +33,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, dims
 from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32
+from opfuse.backends.c.int8 import common
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arrays, rounding
 from opfuse.backends.c.tensors import Params
@@ -144,15 +145,23 @@ class DwQuant:
     zy: int
     rq: Requant
     left_shift: bool
+    fast: bool = False  # opfuse_requant_r is exact here (common.py, acc_bound)
 
 
 def dw_quant(params: Params, node: ir.Node, g: ConvGeom) -> DwQuant:
     xq = quant(node.inputs[0], node, "input")
     wq, yq = quant(node.inputs[1], node, "weight"), quant(node.outputs[0], node, "output")
     real = conv_scales(xq, wq, yq, g.oc, rounding(params))
+    xct = int_ctype(node.inputs[0], node)
+    taps = const(node.inputs[1]).reshape(g.c, g.k[0] * g.k[1])
+    bias = common.bias_array(node, 2, g.oc)
+    bound = common.acc_bound(taps, bias, xct.lo, xct.hi, int(xq.zero_point[0]))
+    # the arrays a cascade's member registers too (cascade.py): TFLite's (multiplier, shift)
     rq = requant_arrays(params, node.name, real)
-    left = rq.mode == TFLITE and bool((multipliers(real)[1] > 0).any())
-    return DwQuant(int(xq.zero_point[0]), int(yq.zero_point[0]), rq, left)
+    shifts = multipliers(real)[1] if rq.mode == TFLITE else np.zeros(1, np.int32)
+    fast = rq.mode == TFLITE and bound < common.FAST_BOUND and bool((shifts <= -1).all())
+    left = bool((shifts > 0).any())
+    return DwQuant(int(xq.zero_point[0]), int(yq.zero_point[0]), rq, left, fast)
 
 
 def unrolled_singles(g: ConvGeom) -> bool:
@@ -179,9 +188,13 @@ def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQ
     if rq.mode == TFLITE:  # TFLite's MultiplyByQuantizedMultiplier, its parts per channel
         i = "0" if rq.scalar else "c"
         w(f"const int32_t qm = {rq.mult}[{i}], qs = {rq.shift}[{i}];")
+        if dq.fast:  # the parts below are the portable C's (opfuse_requant_r under OPFUSE_DSP)
+            w("#ifndef OPFUSE_DSP")
         w("const int qls = qs > 0 ? qs : 0, qrs = qs > 0 ? 0 : -qs;" if dq.left_shift
           else "const int qrs = -qs;")
         w("const int32_t qmask = (int32_t)(((int64_t)1 << qrs) - 1), qthr = qmask >> 1;")
+        if dq.fast:
+            w("#endif")
     if not groups:
         return
     pairs, singles_k = tap_pairs(kw_)
@@ -321,20 +334,31 @@ def depthwise_weights(params: Params, wv: ir.Value, g: ConvGeom) -> str:
 def _operands(params: Params, node: ir.Node, g: ConvGeom) -> tuple[str, str, str, DwQuant]:
     """The weights, the bias (int32, as the source has it), the zero-point row and the
     quantization of a depthwise layer."""
-    from opfuse.backends.c.int8.common import bias_array
-
     dq = dw_quant(params, node, g)
-    bias = params.weight(f"{node.name}:bias", bias_array(node, 2, g.oc).astype(np.int32), INT32)
+    bias = params.weight(f"{node.name}:bias", common.bias_array(node, 2, g.oc).astype(np.int32),
+                         INT32)
     return depthwise_weights(params, node.inputs[1], g), bias, zero_row(params, g, dq.zx), dq
 
 
 def emit_clamped(w: CWriter, dq: DwQuant, acc: str, lo: int, hi: int) -> None:
     """``int32_t v``: ``acc`` requantized, plus the output zero point, clamped to ``lo .. hi``
     (the int8 range is one ``__ssat`` under ``OPFUSE_DSP``)."""
+    if dq.fast:  # SMMULR on Armv7E-M (requant.py), the hoisted parts in the portable C
+        w("#ifdef OPFUSE_DSP")
+        w(f"int32_t v = __ssat(opfuse_requant_r({acc}, qm, qs) + {dq.zy}, 8);" if (lo, hi)
+          == (-128, 127) else
+          f"int32_t v = opfuse_clamp(opfuse_requant_r({acc}, qm, qs) + {dq.zy}, {lo}, {hi});")
+        w(common.SSAT_RANGE if (lo, hi) == (-128, 127) else "")
+        w("#else")
+        r = emit_requantized(w, dq, acc)
+        w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
+        w("#endif")
+        return
     r = emit_requantized(w, dq, acc)
     if (lo, hi) == (-128, 127):
         w("#ifdef OPFUSE_DSP")
         w(f"int32_t v = __ssat({r} + {dq.zy}, 8);")
+        w(common.SSAT_RANGE)  # a chain's clamp to the same range then folds away
         w("#else")
         w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
         w("#endif")

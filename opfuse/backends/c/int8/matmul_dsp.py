@@ -27,6 +27,12 @@ QUAD = 4  # reduction steps per 32-bit weight word
 PERMUTE = (0, 2, 1, 3)  # byte order of a weight word: __sxtb16 pairs (k0, k1) and (k2, k3)
 
 
+# the one-row core's loop takes two quads a pass where they divide the reduction (no tail's
+# code) and it has at least this many: on ResNet-8 (M7) two a pass ran 17.28M instructions and
+# one 17.89M, but two everywhere grew the flash of ResNet-8 and vww_96 past what it was before
+PAIRED_QUADS = 8
+
+
 def padded(k: int) -> int:
     """The reduction length rounded up to whole weight words (the tail reads zeros)."""
     return -(-k // QUAD) * QUAD
@@ -52,11 +58,13 @@ def emit_core(w: CWriter, *, rows: int, cols: int, stride: int, kp: int, col: st
     w(f"const int64_t *cp = {col};")
     w(f"const int8_t *wp = {wrow};")
     w("#ifdef OPFUSE_DSP")
-    # not unrolled: two quads per iteration spilled accumulators (conv tiles) or cost more on
-    # the 640-wide Gemm of ad01_int8 than the shared loop test saves (measured under QEMU)
-    w.open(f"for (int kb = 0; kb < {kp // QUAD}; ++kb, cp += {stride}, wp += {QUAD})")
-    _dsp_step(w, acc, kp, 0, 0)
-    w.close()
+    if rows == 1:
+        quads = kp // QUAD
+        _asm_quads(w, acc[0], stride, quads, 2 if quads % 2 == 0 and quads >= PAIRED_QUADS else 1)
+    else:
+        w.open(f"for (int kb = 0; kb < {kp // QUAD}; ++kb, cp += {stride}, wp += {QUAD})")
+        _dsp_step(w, acc, kp, 0, 0)
+        w.close()
     w("#else")
     w.open(f"for (int kb = 0; kb < {kp // QUAD}; ++kb, cp += {stride}, wp += {QUAD})")
     for q in range(cols):
@@ -69,6 +77,38 @@ def emit_core(w: CWriter, *, rows: int, cols: int, stride: int, kp: int, col: st
         w.close()
     w.close()
     w("#endif")
+    w.close()
+
+
+def _asm_quads(w: CWriter, acc: list[str], stride: int, quads: int, unroll: int) -> None:
+    """The reduction quads of a one-row tile, ``unroll`` a pass, in one assembly loop that
+    leaves ``cp`` and ``wp`` past the last whole pass: per quad one LDR (post-indexed) and two
+    SXTB16 of the weight word, per column one LDRD and two SMLAD; the first LDRD of a pass
+    steps ``cp`` by the whole pass, the others reach back from it, so the loop adds nothing but
+    its compare and branch (gcc 12's loop spilled its end and kept a separate add: 25
+    instructions per 6-column quad, here 23)."""
+    passes = quads // unroll
+    if not passes:
+        return
+    step = unroll * stride * 8
+    body = []
+    for half in range(unroll):
+        body += ["ldr %[w], [%[wp]], #4", "sxtb16 %[wl], %[w]", "sxtb16 %[w], %[w], ror #8"]
+        for q, a in enumerate(acc):
+            at = (half * stride + q) * 8
+            body.append(f"ldrd %[xl], %[xh], [%[cp]], #{step}" if at == 0
+                        else f"ldrd %[xl], %[xh], [%[cp], #{at - step}]")
+            body += [f"smlad %[{a}], %[xl], %[wl], %[{a}]", f"smlad %[{a}], %[xh], %[w], %[{a}]"]
+    w.open("")
+    w(f"const int8_t *const we = wp + {passes * unroll * QUAD};")
+    w("int32_t w, wl, xl, xh;")
+    w('__asm__ ("1:\\n\\t"')
+    for line in body + ["cmp %[wp], %[we]", "bne 1b"]:
+        w(f'         "{line}\\n\\t"')
+    outs = ", ".join(f'[{a}] "+r" ({a})' for a in acc)
+    w(f'         : {outs}, [cp] "+r" (cp), [wp] "+r" (wp),')
+    w('           [w] "=&r" (w), [wl] "=&r" (wl), [xl] "=&r" (xl), [xh] "=&r" (xh)')
+    w('         : [we] "r" (we) : "cc", "memory");')
     w.close()
 
 

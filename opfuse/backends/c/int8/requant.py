@@ -49,6 +49,23 @@ static inline int32_t opfuse_requant(int32_t x, int32_t m, int s) {
     const int ls = s > 0 ? s : 0;
     return opfuse_rdbpot(opfuse_srdhm((int32_t)((uint32_t)x << ls), m), s > 0 ? 0 : -s);
 }
+/* The same integer in fewer instructions on Armv7E-M, where the generator proved |x| < 2^30 and
+   s < 0 (common.py, acc_bound): floor((x*m + 2^30) / 2^31) is floor((2x*m + 2^31) / 2^32), one
+   SMMULR; then the divide by 2^e (e = -s) rounding half away from zero is
+   floor((h - (h < 0) + 2^(e-1)) / 2^e), two shifts apart so nothing overflows. Elsewhere the
+   general helper (OPFUSE_REQUANT_R_PORTABLE: the same steps in C, for tests/test_requant_fast.py). */
+static inline int32_t opfuse_requant_r(int32_t x, int32_t m, int s) {
+#if defined(OPFUSE_DSP)
+    int32_t h;
+    __asm__ ("smmulr %0, %1, %2" : "=r" (h) : "r" (x * 2), "r" (m));
+    return (((h + (h >> 31)) >> (-1 - s)) + 1) >> 1;
+#elif defined(OPFUSE_REQUANT_R_PORTABLE)
+    const int32_t h = (int32_t)(((int64_t)(x * 2) * m + ((int64_t)1 << 31)) >> 32);
+    return (((h + (h >> 31)) >> (-1 - s)) + 1) >> 1;
+#else
+    return opfuse_requant(x, m, s);
+#endif
+}
 static inline int32_t opfuse_clamp(int32_t v, int32_t lo, int32_t hi) {
     return v < lo ? lo : (v > hi ? hi : v);
 }
