@@ -116,3 +116,20 @@ def test_depthwise_member_in_several_bands_per_step(name: str, tmp_path: Path,
     text = (tmp_path / "c" / "model.c").read_text()
     assert re.search(r"for \(int oh0 = a; oh0 <= b; oh0 \+= 1\)", text), "no one-row bands"
     check_against_onnxruntime(source, tmp_path / "c")
+
+
+@pytest.mark.parametrize("name", ["column_tiles_odd", "channel_tiles_residual", "spatial_stride_2",
+                                  "spatial_narrow_dilated", "grouped_and_multiplier"])
+def test_direct_core_members_match_onnxruntime(name: str, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # no line-buffer budget: every conv member but the depthwise ones runs the layer-by-layer
+    # direct core on the ring (what a conv whose line buffer is too large takes)
+    from opfuse.backends.c import cascade_rows
+
+    monkeypatch.setattr(cascade_rows, "LINE_FLOATS", -1)
+    source = _chain(name, tmp_path)
+    _streamed(source, tmp_path / "c")
+    text = (tmp_path / "c" / "model.c").read_text()
+    assert "int ro[" in text and "float line[" not in text, "not the direct core"
+    check_against_onnxruntime(source, tmp_path / "c")
+    sanitized_run_matches(tmp_path / "c", source)

@@ -11,11 +11,13 @@ A member is a Conv (any group, kernel, stride, dilation and padding) or an eleme
 then elementwise epilogues: Relu, Clip, one-input activations (``_UNARY``), and
 Add/Sub/Mul/Div/Sum-of-two of a constant (scalar or per channel) or of a whole arena tensor of the
 output's shape (a residual) or broadcast to it (a 1 x C x 1 x 1 scale). ``_member`` is the one place a
-member is dispatched by its op: a conv goes to the layer-by-layer cores (``dwconv.py`` for
-depthwise, ``convdirect.py`` for every other conv) through the row-source interface
-(``rowsource.py``: the input rows from a ring or the whole tensor, the output into a ring), its
-epilogue fused into the store as C statements on a scalar (``scalar_epilogue``); an elementwise
-first op runs one row in memory. Whether cascaded
+member is dispatched by its op: a depthwise conv goes to the layer-by-layer band core
+(``dwconv.py``) through the row-source interface (``rowsource.py``: the input rows from a ring or
+the whole tensor, the output into a ring), any other conv to the register-tiled row kernels
+(``cascade_rows.py``) or, when their line buffer would exceed ``cascade_rows.LINE_FLOATS``, to
+the layer-by-layer direct core (``convdirect.py``) through the same interface; the epilogue is
+fused into the store as C statements on a scalar (``scalar_epilogue``); an elementwise first op
+runs one row in memory. Whether cascaded
 C beats the layer-by-layer templates depends on the model (benchmarks/c_backend.py); ``emit_c``
 streams the partition's cascades by default.
 A MaxPool / AveragePool may lead a member too (its row window, padding, dilation and
@@ -34,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from opfuse.backends.c import cascade_rows as rows
 from opfuse.backends.c.cascade_pool import POOLS, pool_row, why_not_pool
 from opfuse.backends.c.cgen import CWriter, attr, flit
 from opfuse.backends.c.conv import conv_geom
@@ -220,6 +223,11 @@ def _conv(w: CWriter, ms: list[ir.Node], src: RowSource, dst: RowSource, stores:
     head, params = ms[0], stores.params
     g = conv_geom(head)
     sink = RowSink(dst, tuple(scalar_epilogue(ms[1:], head.outputs[0], stores)))
+    if not (g.icg == 1 and g.ocg == 1) and rows.line_floats(head) <= rows.LINE_FLOATS:
+        # column / channel tiles over the ring (measured faster here than the direct core)
+        rows.emit_tiled(w, head, src.base, src.rows, dst.base, dst.rows, list(sink.epilogue),
+                        params)
+        return
     bias = head.inputs[2] if len(head.inputs) > 2 and head.inputs[2] is not None else None
     b = params.weight(bias.name, const(bias).astype(np.float32).ravel()) \
         if bias is not None else None
