@@ -91,29 +91,34 @@ def emit_depthwise_rows(w: CWriter, g, src: RowSource, wt: str, b: str | None, s
     _channel(w, g, src, "0", wt, b)
     w.open(f"for (int oh0 = a; oh0 <= b; oh0 += {rb})")
     w(f"const int nr = b - oh0 + 1 < {rb} ? b - oh0 + 1 : {rb};")
-    _band(w, g, src, rb, "nr", wp)
-    _store_sink(w, g, sink)
+    row_stride = _band(w, g, src, rb, "nr", wp)
+    _store_sink(w, g, sink, row_stride)
     w.close()
     w.close()
 
 
-def _band(w: CWriter, g, src: RowSource, cap: int, rows: int | str, wp: int) -> None:  # noqa: ANN001
-    """``u[rows*OW]`` = the band of ``rows`` (at most ``cap``) output rows from ``oh0``, + bias."""
+def _band(w: CWriter, g, src: RowSource, cap: int, rows: int | str, wp: int) -> int:  # noqa: ANN001
+    """``u[rows*OW]`` = the band of ``rows`` (at most ``cap``) output rows from ``oh0``, + bias.
+
+    A cascade's band (``rows`` a C variable) at stride 1 leaves its rows in ``t`` instead, ``wp``
+    apart (no copy, no ``u`` on the stack); returns the distance between the band's rows."""
+    member = isinstance(rows, str)
     kh_n, kw_n = g.k
     (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
     br = _in_rows(g, cap)
     w(f"float xp[{br * wp}] OPFUSE_ALIGNED;")  # gcc -march=native stores with aligned vector moves
-    w(f"float u[{cap * g.ow}] OPFUSE_ALIGNED;")
+    flat = g.s == (1, 1)
+    if not (member and flat):
+        w(f"float u[{cap * g.ow}] OPFUSE_ALIGNED;")
     # a tall band (layer by layer) is zeroed in one vector loop; a cascade's band of a row or
     # two writes each padded row once, its border zeroed (measured: the full fill cost a
     # 112-wide depthwise member 10%, the border loops a 14-wide layer-by-layer kernel 40%)
-    borders = isinstance(rows, str)
-    if not borders:
+    if not member:
         w(f"for (int i = 0; i < {br * wp}; ++i) xp[i] = 0.0f;")
     w.open(f"for (int r = 0; r < {_in_rows(g, rows)}; ++r)")
     w(f"float *xq = xp + r*{wp};")
     w(f"const int ih = oh0*{sh} - {ph} + r;")
-    if borders:
+    if member:
         w.open(f"if (ih < 0 || ih >= {g.ih})")
         w(f"for (int i = 0; i < {wp}; ++i) xq[i] = 0.0f;")
         w("continue;")
@@ -122,7 +127,7 @@ def _band(w: CWriter, g, src: RowSource, cap: int, rows: int | str, wp: int) -> 
         w(f"if (ih < 0 || ih >= {g.ih}) continue;")
     w(f"const float *xr = xc + {src.row('ih')};")
     if sw == 1:
-        if borders:
+        if member:
             _zero_outside(w, "xq", pw, pw + g.iw, wp)
         w(f"for (int i = 0; i < {g.iw}; ++i) xq[{pw} + i] = xr[i];")
     else:  # split the row into its sw column phases: the taps then load contiguous vectors
@@ -130,7 +135,7 @@ def _band(w: CWriter, g, src: RowSource, cap: int, rows: int | str, wp: int) -> 
         for f in range(sw):
             j0 = next((j for j in range(hw) if j * sw + f >= pw), hw)
             j1 = max(j0, next((j for j in range(hw) if j * sw + f - pw >= g.iw), hw))
-            if borders:
+            if member:
                 _zero_outside(w, f"xq + {f * hw}" if f else "xq", j0, j1, hw)
             if j0 < j1:
                 w(f"for (int j = {j0}; j < {j1}; ++j) xq[{f * hw} + j] = xr[j*{sw} + {f - pw}];")
@@ -148,10 +153,12 @@ def _band(w: CWriter, g, src: RowSource, cap: int, rows: int | str, wp: int) -> 
                 terms.append(f"w{kh * kw_n + kw} * xp[{idx}]")
         return " + ".join(terms)
 
-    if sw == 1 and sh == 1:
+    if flat:
         span = f"({rows} - 1)*{wp} + {g.ow}" if isinstance(rows, str) else (rows - 1) * wp + g.ow
         w(f"float t[{(cap - 1) * wp + g.ow}] OPFUSE_ALIGNED;")
         w(f"for (int q = 0; q < {span}; ++q) t[q] = {tap_sum('q', 1)};")
+        if member:
+            return wp
         w(f"for (int r = 0; r < {rows}; ++r) for (int i = 0; i < {g.ow}; ++i) "
           f"u[r*{g.ow} + i] = t[r*{wp} + i];")
     else:
@@ -160,6 +167,7 @@ def _band(w: CWriter, g, src: RowSource, cap: int, rows: int | str, wp: int) -> 
         w(f"for (int i = 0; i < {g.ow}; ++i) u[r*{g.ow} + i] = "
           f"{tap_sum('i', sw).replace('xp[', 'xr[')};")
         w.close()
+    return g.ow
 
 
 def _zero_outside(w: CWriter, row: str, lo: int, hi: int, width: int) -> None:
@@ -182,14 +190,15 @@ def _store_chain(w: CWriter, g, rows: int, flat, chain: Chain, y: str) -> None: 
     w.close()
 
 
-def _store_sink(w: CWriter, g, sink: RowSink) -> None:  # noqa: ANN001
-    """The band's rows through the member's epilogue into its ring (row slot once per row)."""
+def _store_sink(w: CWriter, g, sink: RowSink, row_stride: int) -> None:  # noqa: ANN001
+    """The band's rows (in ``t`` when ``row_stride`` is not OW, else ``u``) through the member's
+    epilogue into its ring (row slot once per row)."""
     w.open("for (int q = 0; q < nr; ++q)")
     w("const int r = oh0 + q;")
     w("(void)r;")
     w(f"float *yr = {sink.dst.channel('0', 'c')} + {sink.dst.row('r')};")
     w.open(f"for (int i = 0; i < {g.ow}; ++i)")
-    w(f"float v = u[q*{g.ow} + i];")
+    w(f"float v = {'u' if row_stride == g.ow else 't'}[q*{row_stride} + i];")
     for line in sink.epilogue:
         w(line)
     w("yr[i] = v;")
