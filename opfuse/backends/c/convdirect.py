@@ -132,28 +132,17 @@ def emit_direct_rows(w: CWriter, g, src: RowSource, wp: str, meta, b: str | None
     bias = f" + {b}[c]" if b is not None else ""
     dst = sink.dst
 
-    def finish(pt: int, width: int) -> None:
-        if not sink.reads_row:  # the epilogue over the channel lanes, in place (vectorized)
-            w.open(f"for (int p = 0; p < {pt}; ++p) for (int o = 0; o < {width}; ++o)")
-            w("const int c = oc0 + o, i = c0 + p;")
-            w("(void)c; (void)i;")
-            w(f"float v = acc[p][o]{bias};")
-            for line in sink.epilogue:
-                w(line)
-            w("acc[p][o] = v;")
-            w.close()
+    def finish(pt: int, width: int) -> None:  # the epilogue in the store loop, along the row
         w.open(f"for (int o = 0; o < {width}; ++o)")
         w(f"float *yr = {dst.channel('0', 'oc0 + o')} + ys*{dst.width} + c0;")
-        if not sink.reads_row:
-            w(f"for (int p = 0; p < {pt}; ++p) yr[p] = acc[p][o];")
-        else:  # a residual read along the row: the epilogue runs in the store loop
-            w.open(f"for (int p = 0; p < {pt}; ++p)")
-            w("const int c = oc0 + o, i = c0 + p;")
-            w(f"float v = acc[p][o]{bias};")
-            for line in sink.epilogue:
-                w(line)
-            w("yr[p] = v;")
-            w.close()
+        w.open(f"for (int p = 0; p < {pt}; ++p)")
+        w("const int c = oc0 + o, i = c0 + p;")
+        w("(void)c; (void)i;")
+        w(f"float v = acc[p][o]{bias};")
+        for line in sink.epilogue:
+            w(line)
+        w("yr[p] = v;")
+        w.close()
         w.close()
 
     _blocks(w, g, src, "0", wp, meta, finish, dst)

@@ -7,7 +7,8 @@ sits at ``(c*R + y % R)*W``; the whole tensor is the case ``R = H`` (then no ``%
 A core forms the slot ``y % R`` once per row (``slot``) and adds ``channel`` and ``row`` offsets
 to it, so the modulo never sits in an inner loop. The cascade's output side is a ``RowSink``: the
 ring it stores into and the member's epilogue, C statements on a scalar ``v`` of channel ``c``,
-row ``r`` and column ``i`` (``cascade.scalar_epilogue``).
+row ``r`` and column ``i`` (``cascade.scalar_epilogue``). The int8 cascades' ``RowSource``
+(``int8/im2col.py``) is the same idea over one-byte rows.
 """
 
 from __future__ import annotations
@@ -56,8 +57,3 @@ class RowSink:
 
     dst: RowSource
     epilogue: tuple[str, ...]
-
-    @property
-    def reads_row(self) -> bool:
-        """Whether the epilogue reads an operand along the row (a residual, indexed by ``i``)."""
-        return any("+ i]" in line for line in self.epilogue)
