@@ -1,8 +1,9 @@
-"""The register-tiled row kernels of cascaded C (opfuse/backends/c/cascade_rows.py) on the shapes
-each of their paths takes, against onnxruntime: column tiles (rows at least 16 wide) and channel
-tiles (narrower rows) with channel counts that fill no tile, odd widths, stride 2, dilation,
-padding, groups, a channel multiplier, short and strided depthwise rows, and residual joins;
-plus AddressSanitizer/UndefinedBehaviorSanitizer on the paths that read through line buffers."""
+"""The conv members of cascaded C (the layer-by-layer cores dwconv.py and convdirect.py reading
+rings through opfuse/backends/c/rowsource.py) on the shapes that once took separate row kernels,
+against onnxruntime: wide rows and narrow ones (7 to 19 columns) with channel counts that fill no
+register tile, odd widths, stride 2, dilation, padding, groups, a channel multiplier, short and
+strided depthwise rows, and residual joins; plus AddressSanitizer/UndefinedBehaviorSanitizer on
+the strided, dilated, short-row and residual paths."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ ROW_CHAINS = {
     # a wide 5x5 depthwise conv with stride 2 and dilation 2 (column phases, 40 -> 20 columns)
     "depthwise_wide_strided_dilated": ([{"k": 1, "out": 16}, {"k": 5, "group": 16, "d": 2, "s": 2},
                                         {"k": 1, "out": 8}], None, 40),
+    # a depthwise member computing two rows a step (its consumer has stride 2): bands of 2 rows
+    "depthwise_two_rows_a_step": ([{"k": 1, "out": 16}, {"k": 3, "group": 16},
+                                   {"k": 3, "group": 16, "s": 2}, {"k": 1, "out": 8}], None, 23),
 }  # fmt: skip
 
 
@@ -96,3 +100,36 @@ def test_x86_host_streams_no_row_narrower_than_its_cascade_min_width(tmp_path: P
     for kernel in result.partition.cascades:
         for ring in kernel.ring_buffers:
             assert values[ring.value].shape[-1] >= 56
+
+
+@pytest.mark.parametrize("name", ["depthwise_two_rows_a_step", "depthwise_wide_strided_dilated"])
+def test_depthwise_member_in_several_bands_per_step(name: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # no band budget: the depthwise core splits every step (two rows for the first chain) into
+    # bands of one output row, so rows a..b loop and each band's rows come slot by slot
+    # from the ring
+    from opfuse.backends.c import dwconv
+
+    monkeypatch.setattr(dwconv, "BAND_FLOATS", 1)
+    source = _chain(name, tmp_path)
+    _streamed(source, tmp_path / "c")
+    text = (tmp_path / "c" / "model.c").read_text()
+    assert re.search(r"for \(int oh0 = a; oh0 <= b; oh0 \+= 1\)", text), "no one-row bands"
+    check_against_onnxruntime(source, tmp_path / "c")
+
+
+@pytest.mark.parametrize("name", ["column_tiles_odd", "channel_tiles_residual", "spatial_stride_2",
+                                  "spatial_narrow_dilated", "grouped_and_multiplier"])
+def test_direct_core_members_match_onnxruntime(name: str, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # no line-buffer budget: every conv member but the depthwise ones runs the layer-by-layer
+    # direct core on the ring (what a conv whose line buffer is too large takes)
+    from opfuse.backends.c import cascade_rows
+
+    monkeypatch.setattr(cascade_rows, "LINE_FLOATS", -1)
+    source = _chain(name, tmp_path)
+    _streamed(source, tmp_path / "c")
+    text = (tmp_path / "c" / "model.c").read_text()
+    assert "int ro[" in text and "float line[" not in text, "not the direct core"
+    check_against_onnxruntime(source, tmp_path / "c")
+    sanitized_run_matches(tmp_path / "c", source)

@@ -11,10 +11,13 @@ A member is a Conv (any group, kernel, stride, dilation and padding) or an eleme
 then elementwise epilogues: Relu, Clip, one-input activations (``_UNARY``), and
 Add/Sub/Mul/Div/Sum-of-two of a constant (scalar or per channel) or of a whole arena tensor of the
 output's shape (a residual) or broadcast to it (a 1 x C x 1 x 1 scale). ``_member`` is the one place a
-member is dispatched by its op: a conv goes to the register-tiled row kernels (``cascade_dw.py``
-for depthwise, ``cascade_rows.py`` for column / channel tiles), its epilogue fused into the store
-as C statements on a scalar (``scalar_epilogue``); an elementwise first op, or a conv whose line
-buffer would exceed ``cascade_rows.LINE_FLOATS``, runs one row in memory per tap. Whether cascaded
+member is dispatched by its op: a depthwise conv goes to the layer-by-layer band core
+(``dwconv.py``) through the row-source interface (``rowsource.py``: the input rows from a ring or
+the whole tensor, the output into a ring), any other conv to the register-tiled row kernels
+(``cascade_rows.py``) or, when their line buffer would exceed ``cascade_rows.LINE_FLOATS``, to
+the layer-by-layer direct core (``convdirect.py``) through the same interface; the epilogue is
+fused into the store as C statements on a scalar (``scalar_epilogue``); an elementwise first op
+runs one row in memory. Whether cascaded
 C beats the layer-by-layer templates depends on the model (benchmarks/c_backend.py); ``emit_c``
 streams the partition's cascades by default.
 A MaxPool / AveragePool may lead a member too (its row window, padding, dilation and
@@ -34,11 +37,14 @@ import numpy as np
 import onnx_ir as ir
 
 from opfuse.backends.c import cascade_rows as rows
-from opfuse.backends.c.cascade_dw import emit_depthwise
 from opfuse.backends.c.cascade_pool import POOLS, pool_row, why_not_pool
 from opfuse.backends.c.cgen import CWriter, attr, flit
+from opfuse.backends.c.conv import conv_geom
+from opfuse.backends.c.convdirect import emit_direct_rows, pack_weights
+from opfuse.backends.c.dwconv import emit_depthwise_rows
 from opfuse.backends.c.epilogue import scalar_expr
 from opfuse.backends.c.int8.cascade import emit_member8, is_int8_member, why_not_member8
+from opfuse.backends.c.rowsource import RowSink, RowSource
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.rings import Window, band_schedule
 from opfuse.fusion.stages import WINDOWED, chain_input, window_of
@@ -159,7 +165,8 @@ def emit_cascade(w: CWriter, kernel: Kernel, nodes: dict[str, ir.Node], params: 
     for index, ms in enumerate(members):
         w.open(f"case {index}:")
         stores.member = kernel.members[index]  # names a member written as its own function
-        _member(w, ms, values[index], values[index + 1], stores)
+        most = max((b - a + 1 for s, a, b in steps if s == index), default=1)
+        _member(w, ms, values[index], values[index + 1], stores, most)
         w("break;")
         w.close()
     w("default: break;")
@@ -247,8 +254,10 @@ def _open_table(w: CWriter, steps: list[tuple[int, int, int]]) -> None:
     w.open("switch (steps[t][0])")
 
 
-def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _Stores) -> None:
-    """Rows ``a .. b`` of one member: the one place a member is dispatched by its first op."""
+def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _Stores,
+            most: int) -> None:
+    """Rows ``a .. b`` (at most ``most``) of one member: the one place a member is dispatched by
+    its first op."""
     if is_int8_member(ms):  # opfuse/backends/c/int8/cascade.py
         emit_member8(w, ms, x, y, stores)
         return
@@ -257,21 +266,14 @@ def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _St
     xp, yp = stores.ptr(x, ms[0]), stores.ptr(y, ms[-1], write=True)
     rx, ry = stores.rows(x), stores.rows(y)
     head = ms[0]
-    if head.op_type == "Conv":
-        epilogue = scalar_epilogue(ms[1:], head.outputs[0], stores)
-        if rows.is_depthwise(head):
-            emit_depthwise(w, head, xp, rx, yp, ry, epilogue, stores.params)
-            return
-        if rows.line_floats(head) <= rows.LINE_FLOATS:
-            rows.emit_tiled(w, head, xp, rx, yp, ry, epilogue, stores.params)
-            return
+    if head.op_type == "Conv":  # the layer-by-layer conv cores (dwconv.py, convdirect.py)
+        _conv(w, ms, RowSource(xp, c_in, h_in, w_in, rx),
+              RowSource(yp, c_out, static_dims(y)[2], w_out, ry), stores, most)
+        return
     w.open("for (int r = a; r <= b; ++r)")
     w.open(f"for (int c = 0; c < {c_out}; ++c)")
     w(f"float acc[{w_out}];")
-    if head.op_type == "Conv":  # a line buffer over budget: one tap at a time on a row in memory
-        _conv_row(w, head, xp, rx, c_in, h_in, w_in, w_out, stores)
-        current, rest = head.outputs[0], ms[1:]
-    elif head.op_type in POOLS:  # opfuse/backends/c/cascade_pool.py
+    if head.op_type in POOLS:  # opfuse/backends/c/cascade_pool.py
         pool_row(w, head, xp, rx)
         current, rest = head.outputs[0], ms[1:]
     else:
@@ -288,42 +290,29 @@ def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _St
     w.close()
 
 
-def _conv_row(w, node, xp, rx, c_in, h_in, w_in, w_out, stores) -> None:  # noqa: ANN001
-    weight = const(node.inputs[1]).astype(np.float32)
-    c_out, cin_g, kh, kw = weight.shape
-    bias = const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] is not None else None
-    group = int(attr(node, "group", 1) or 1)
-    sh, sw = (attr(node, "strides", [1, 1]) or [1, 1])[:2]
-    dh, dw = (attr(node, "dilations", [1, 1]) or [1, 1])[:2]
-    pads = attr(node, "pads", [0, 0, 0, 0]) or [0, 0, 0, 0]
-    if (attr(node, "auto_pad", "NOTSET") or "NOTSET") == "VALID":
-        pads = [0, 0, 0, 0]
-    pt, pl = pads[0], pads[1]
-    wt = stores.params.weight(node.inputs[1].name, weight)
-    if bias is not None:
-        bp = stores.params.weight(node.inputs[2].name, bias.astype(np.float32))
-        w(f"for (int i = 0; i < {w_out}; ++i) acc[i] = {bp}[c];")
-    else:
-        w(f"for (int i = 0; i < {w_out}; ++i) acc[i] = 0.0f;")
-    per_g = c_out // group
-    w.open(f"for (int j = 0; j < {cin_g}; ++j)")
-    w(f"const int ci = (c / {per_g})*{cin_g} + j;")
-    w.open(f"for (int ky = 0; ky < {kh}; ++ky)")
-    w(f"const int iy = r*{sh} - {pt} + ky*{dh};")
-    w(f"if (iy < 0 || iy >= {h_in}) continue;")
-    w(f"const float *row = {xp} + (ci*{rx} + iy % {rx})*{w_in};")
-    w(f"const float *wr = {wt} + ((c*{cin_g} + j)*{kh} + ky)*{kw};")
-    for kx in range(kw):
-        off = kx * dw - pl  # ix = i*sw + off
-        lo = max(0, -(off // sw) if off < 0 else 0)
-        while lo * sw + off < 0:
-            lo += 1
-        hi = min(w_out, (w_in - 1 - off) // sw + 1) if w_in - 1 - off >= 0 else 0
-        if lo >= hi:
-            continue
-        w(f"for (int i = {lo}; i < {hi}; ++i) acc[i] += wr[{kx}] * row[i*{sw} + ({off})];")
-    w.close()
-    w.close()
+def _conv(w: CWriter, ms: list[ir.Node], src: RowSource, dst: RowSource, stores: _Stores,
+          most: int) -> None:
+    """A conv member through the layer-by-layer cores: the same packed weights, tiles and bands,
+    reading rows from ``src`` and storing through the member's epilogue into ``dst``."""
+    head, params = ms[0], stores.params
+    g = conv_geom(head)
+    sink = RowSink(dst, tuple(scalar_epilogue(ms[1:], head.outputs[0], stores)))
+    if not (g.icg == 1 and g.ocg == 1) and rows.line_floats(head) <= rows.LINE_FLOATS:
+        # column / channel tiles over the ring (measured faster here than the direct core)
+        rows.emit_tiled(w, head, src.base, src.rows, dst.base, dst.rows, list(sink.epilogue),
+                        params)
+        return
+    bias = head.inputs[2] if len(head.inputs) > 2 and head.inputs[2] is not None else None
+    b = params.weight(bias.name, const(bias).astype(np.float32).ravel()) \
+        if bias is not None else None
+    weight = const(head.inputs[1]).astype(np.float32)
+    if g.icg == 1 and g.ocg == 1:  # depthwise
+        wt = params.weight(head.inputs[1].name, weight)
+        emit_depthwise_rows(w, g, src, wt, b, sink, most)
+        return
+    packed, meta = pack_weights(weight.reshape(g.oc, g.icg, g.k[0], g.k[1]), g.group)
+    emit_direct_rows(w, g, src, params.weight(f"{head.inputs[1].name}:direct", packed), meta, b,
+                     sink)
 
 
 def scalar_epilogue(nodes: list[ir.Node], current: ir.Value, stores: _Stores) -> list[str]:

@@ -6,7 +6,8 @@ epilogue arrives as C statements on a scalar ``v`` that may read the channel ``c
 ``r`` and the column ``i`` (``cascade.scalar_epilogue``); it runs in the store loop, so every
 value is written once, already final.
 
-* **Depthwise** (one input and one output channel per group): ``cascade_dw.py``.
+* **Depthwise** (one input and one output channel per group): the layer-by-layer band core,
+  ``dwconv.emit_depthwise_rows``, through ``rowsource.py``.
 * **Any other conv** (1x1 included): a *column tile* of OCB output channels x CB columns
   accumulated over input channels and taps, the CB inputs one contiguous vector and each weight
   a broadcast (packed ``[block][ICg][KH][KW][lanes]``, zero-padded). A 1x1 conv on rows
@@ -15,7 +16,9 @@ value is written once, already final.
   the tile (with 9 taps the channel tile ran at 5 GF/s, so spatial kernels keep column tiles).
   A 1x1 stride-1 unpadded conv reads the ring rows directly; any other conv first copies the KH
   rows of every input channel, zero-padded and split into column phases, into a line buffer
-  once per output row, so the tile has no bounds test.
+  once per output row, so the tile has no bounds test. A conv whose line buffer would exceed
+  LINE_FLOATS runs the layer-by-layer direct core (``convdirect.emit_direct_rows``) instead.
+  The weights are packed by the direct core's one packer (``convdirect.pack_weights``).
 
 Tile sizes were measured on AVX-512 (Zen 4) and AVX2 builds (``-march=x86-64-v3``) of the same
 kernels: 4 x 24 (1x1) and 16 x 4 (narrow) keep their sums in AVX2's 16 registers; spatial kernels
@@ -28,6 +31,7 @@ import numpy as np
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, attr
+from opfuse.backends.c.convdirect import pack_weights
 from opfuse.ir.values import const, static_dims
 
 OCB, CB = 4, 24  # output channels x columns of a column tile (1x1 convs)
@@ -35,7 +39,7 @@ OCB_K, CB_K = 8, 16  # the same for a spatial kernel (KH*KW > 1)
 OCV = 16  # output channels per channel tile (rows narrower than NARROW)
 CT = 4  # output columns per channel tile
 NARROW = 16  # rows at least this wide take the column tile
-VEC = 8  # columns per chunk of a depthwise row (one AVX2 vector, two NEON ones)
+VEC = 8  # one vector of columns (one AVX2 vector, two NEON ones)
 LINE_FLOATS = 16384  # line buffer (stack) budget of the tiled path; beyond it: the plain path
 
 
@@ -52,12 +56,6 @@ def geometry(node: ir.Node) -> dict:
         "p": (int(pads[0]), int(pads[1])),
         "group": int(attr(node, "group", 1) or 1),
     }
-
-
-def is_depthwise(node: ir.Node) -> bool:
-    weight = const(node.inputs[1])
-    group = int(attr(node, "group", 1) or 1)
-    return group > 1 and weight.shape[0] == group and weight.shape[1] == 1
 
 
 def line_floats(node: ir.Node) -> int:
@@ -107,18 +105,6 @@ def phase_copy(w: CWriter, q: str, xr: str, s: int, lw: int, pl: int, w_in: int)
         w(f"{{ float *p = {base}; " + " ".join(parts) + " }")
 
 
-def pack(weight: np.ndarray, group: int, lanes: int) -> np.ndarray:
-    """``[OC][ICg][KH][KW]`` -> ``[group][block][ICg][KH][KW][lanes]``, each group's last block
-    zero-padded to ``lanes`` channels."""
-    oc, icg, kh, kw = weight.shape
-    ocg = oc // group
-    blocks = -(-ocg // lanes)
-    out = np.zeros((group, blocks * lanes, icg, kh, kw), np.float32)
-    out[:, :ocg] = weight.reshape(group, ocg, icg, kh, kw)
-    out = out.reshape(group, blocks, lanes, icg, kh, kw).transpose(0, 1, 3, 4, 5, 2)
-    return np.ascontiguousarray(out)
-
-
 def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, params) -> None:  # noqa: ANN001
     """Rows ``a .. b`` of a conv as register tiles (see the module docstring)."""
     g = geometry(node)
@@ -132,7 +118,9 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
     ocg = c_out // group
     blocks = -(-ocg // lanes)
     weight = np.asarray(const(node.inputs[1]), np.float32)
-    wp = params.weight(f"{node.inputs[1].name}#tile{lanes}", pack(weight, group, lanes))
+    blocks_of = [(b * lanes, min(lanes, ocg - b * lanes), lanes) for b in range(blocks)]
+    packed, _ = pack_weights(weight, group, blocks_of)  # the direct core's packer and layout
+    wp = params.weight(f"{node.inputs[1].name}#tile{lanes}", packed)
     bias = bias_of(node)
     bp = None
     if bias is not None:

@@ -112,8 +112,9 @@ class _Weights:
         self.g = g
         self.packed = arr is not None
         if arr is not None:
-            w4 = arr.astype(np.float32).reshape(g.oc // ocb, ocb, g.icg, g.k[0], g.k[1])
-            self.ptr = params.weight(f"{wv.name}:ocb{ocb}", w4.transpose(0, 2, 3, 4, 1))
+            blocks = [(j * ocb, ocb, ocb) for j in range(g.ocg // ocb)]  # ocb divides ocg
+            packed, _ = pack_weights(arr.reshape(g.oc, g.icg, *g.k), g.group, blocks)
+            self.ptr = params.weight(f"{wv.name}:ocb{ocb}", packed)
         else:
             self.ptr = params.inp(wv, node)
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.epilogue import Chain, emit_apply
+from opfuse.backends.c.rowsource import RowSink, RowSource
 
 LANES = 8  # a block's channel count is padded to a multiple of this
 
@@ -40,14 +41,18 @@ def oc_blocks(ocg: int) -> list[tuple[int, int, int]]:
     return blocks
 
 
-def pack_weights(arr: np.ndarray, group: int) -> tuple[np.ndarray, list[tuple[int, int, int, int]]]:
-    """Packed weights and, per block, (first channel, channels, width, offset in the packed array).
+def pack_weights(arr: np.ndarray, group: int, blocks: list[tuple[int, int, int]] | None = None,
+                 ) -> tuple[np.ndarray, list[tuple[int, int, int, int]]]:
+    """The one packer of float conv weights: ``[group][block][ICg][KH][KW][lanes]``, and per
+    block (first channel, channels, lanes, offset in the packed array).
 
-    ``arr`` is ONNX ``[OC][ICg][KH][KW]``; blocks repeat per group at the same offsets plus the
-    group's stride (the returned offsets are for group 0; the group stride is ``size // group``)."""
+    ``arr`` is ONNX ``[OC][ICg][KH][KW]``; ``blocks`` the (first channel, channels, lanes) of one
+    group's output-channel blocks (default ``oc_blocks``), a block's channels past its own
+    zero-padded to ``lanes``; blocks repeat per group at the same offsets plus the group's
+    stride (the returned offsets are for group 0; the group stride is ``size // group``)."""
     oc, icg, kh, kw = arr.shape
     ocg = oc // group
-    blocks = oc_blocks(ocg)
+    blocks = oc_blocks(ocg) if blocks is None else blocks
     parts, meta, off = [], [], 0
     for start, width, ocv in blocks:
         meta.append((start, width, ocv, off))
@@ -101,13 +106,54 @@ def _kh_always_valid(g) -> bool:
                for oh in range(g.oh) for kh in range(g.k[0]))
 
 
-def emit_direct(w: CWriter, g, x: str, wp: str, meta, b: str | None, chain: Chain, y: str) -> None:
-    """The kernel body (see the module docstring); ``wp`` the packed weights from pack_weights."""
+def emit_direct(w: CWriter, g, x: str, wp: str, meta, b: str | None, chain: Chain, y: str) -> None:  # noqa: ANN001
+    """The layer-by-layer kernel (see the module docstring); ``wp`` the packed weights from
+    pack_weights."""
     vs = [(o.strides[0], o.strides[2], o.strides[3], o.strides[1]) for o in chain.operands]
-    group_size = sum(g.icg * g.k[0] * g.k[1] * ocv for _, _, ocv, _ in meta)
+    bias = f" + {b}[oc0 + o]" if b is not None else ""
+
+    def finish(pt: int, width: int) -> None:  # epilogue over the channel lanes, in place
+        w.open(f"for (int p = 0; p < {pt}; ++p)")
+        emit_apply(w, chain, vs, ["n", "oh", "c0 + p", "oc0"], width,
+                   lambda i: f"acc[p][{i}]{bias}", lambda i: f"acc[p][{i}]", var="o")
+        w.close()
+        w(f"for (int o = 0; o < {width}; ++o) for (int p = 0; p < {pt}; ++p) "
+          f"{y}[((n*{g.oc} + oc0 + o)*{g.oh} + oh)*{g.ow} + c0 + p] = acc[p][o];")
+
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
+    _blocks(w, g, RowSource(x, g.c, g.ih, g.iw, g.ih), "n", wp, meta, finish, None)
+    w.close()
+
+
+def emit_direct_rows(w: CWriter, g, src: RowSource, wp: str, meta, b: str | None,  # noqa: ANN001
+                     sink: RowSink) -> None:
+    """Rows ``a .. b`` (C variables of a cascade step) from ``src``, stored through ``sink``: the
+    same blocks and tiles; the ring's row slots are formed once per output row (``ro``)."""
+    bias = f" + {b}[c]" if b is not None else ""
+    dst = sink.dst
+
+    def finish(pt: int, width: int) -> None:  # the epilogue in the store loop, along the row
+        w.open(f"for (int o = 0; o < {width}; ++o)")
+        w(f"float *yr = {dst.channel('0', 'oc0 + o')} + ys*{dst.width} + c0;")
+        w.open(f"for (int p = 0; p < {pt}; ++p)")
+        w("const int c = oc0 + o, i = c0 + p;")
+        w("(void)c; (void)i;")
+        w(f"float v = acc[p][o]{bias};")
+        for line in sink.epilogue:
+            w(line)
+        w("yr[p] = v;")
+        w.close()
+        w.close()
+
+    _blocks(w, g, src, "0", wp, meta, finish, dst)
+
+
+def _blocks(w: CWriter, g, src: RowSource, n: str, wp: str, meta, finish, dst) -> None:  # noqa: ANN001
+    """Per group and weight block, every output row (``dst`` None: the whole output, else the
+    cascade step's rows into the ring ``dst``) as runs of tiles."""
+    group_size = sum(g.icg * g.k[0] * g.k[1] * ocv for _, _, ocv, _ in meta)
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
-    w(f"const float *xg = {x} + (n*{g.c} + grp*{g.icg})*{g.ih * g.iw};")
+    w(f"const float *xg = {src.channel(n, f'grp*{g.icg}')};")
     full = [m for m in meta if m[2] == m[1] and m[1] == meta[0][1]]
     classes = []
     if len(full) > 1:
@@ -125,20 +171,34 @@ def emit_direct(w: CWriter, g, x: str, wp: str, meta, b: str | None, chain: Chai
             w(f"const int ocl = {start};")
             w(f"const float *wb = {wp} + grp*{group_size} + {off};")
         w(f"const int oc0 = grp*{g.ocg} + ocl;")
-        lb = line_buffer(g)
+        lb = line_buffer(g) if dst is None else 0
         if lb:
             w(f"float lb[{g.icg * g.k[0] * lb}] OPFUSE_ALIGNED;")
             w("int next = 0;")
-        w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+        if dst is None:
+            w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+        else:
+            w.open("for (int oh = a; oh <= b; ++oh)")
+            w(f"const int r = oh, ys = {dst.slot('oh')};")
+            w("(void)r;")
+            _ring_rows(w, g, src)
         if lb:
             _fill(w, g, lb)
         for c0, pt, count, taps in tile_runs(g, ocv):
-            _tile(w, g, c0, pt, count, taps, ocv, width, b, chain, vs, y, lb)
+            _tile(w, g, c0, pt, count, taps, ocv, width, finish, src, lb, ring=dst is not None)
         w.close()
         if looped:
             w.close()
         w.close()
     w.close()
+
+
+def _ring_rows(w: CWriter, g, src: RowSource) -> None:  # noqa: ANN001
+    """``ro[kh]``: the offset of the input row kernel row ``kh`` reads (-1: outside the input)."""
+    w(f"int ro[{g.k[0]}];")
+    w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
+    w(f"const int ih = oh*{g.s[0]} - {g.p[0]} + kh*{g.d[0]};")
+    w(f"ro[kh] = ih >= 0 && ih < {g.ih} ? {src.row('ih')} : -1;")
     w.close()
 
 
@@ -174,8 +234,8 @@ def _fill(w: CWriter, g, iwp: int) -> None:
       f"ro[kh] = (((oh - {g.p[0]} + kh) % {kh} + {kh}) % {kh})*{iwp};")
 
 
-def _tile(w: CWriter, g, c0: int, pt: int, count: int, taps, ocv: int, width: int, b, chain, vs,
-          y: str, lb: int = 0) -> None:
+def _tile(w: CWriter, g, c0: int, pt: int, count: int, taps, ocv: int, width: int, finish,  # noqa: ANN001
+          src: RowSource, lb: int = 0, ring: bool = False) -> None:
     kk = g.k[0] * g.k[1]
     if count > 1:
         w.open(f"for (int t = 0; t < {count}; ++t)")
@@ -189,14 +249,19 @@ def _tile(w: CWriter, g, c0: int, pt: int, count: int, taps, ocv: int, width: in
     if lb:
         w(f"const float *xc = lb + ic*{g.k[0] * lb} + c0*{g.s[1]};")
     else:
-        w(f"const float *xc = xg + ic*{g.ih * g.iw} + c0*{g.s[1]};")
+        w(f"const float *xc = xg + ic*{src.plane} + c0*{g.s[1]};")
     w(f"const float *wc = wb + ic*{kk * ocv};")
     w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
-    if not (lb and _kh_always_valid(g)):
-        w(f"const int ih = oh*{g.s[0]} - {g.p[0]} + kh*{g.d[0]};")
-    if not _kh_always_valid(g):
-        w(f"if (ih < 0 || ih >= {g.ih}) continue;")
-    w(f"const float *xr = xc + {'ro[kh]' if lb else f'ih*{g.iw}'};")
+    valid = _kh_always_valid(g)
+    if ring:
+        if not valid:
+            w("if (ro[kh] < 0) continue;")
+    else:
+        if not (lb and valid):
+            w(f"const int ih = oh*{g.s[0]} - {g.p[0]} + kh*{g.d[0]};")
+        if not valid:
+            w(f"if (ih < 0 || ih >= {g.ih}) continue;")
+    w(f"const float *xr = xc + {'ro[kh]' if lb or ring else f'ih*{g.iw}'};")
     w(f"const float *wk = wc + kh*{g.k[1] * ocv};")
     w.open(f"for (int o = 0; o < {ocv}; ++o)")
     used = sorted({kw for _, kw, _ in taps})
@@ -207,12 +272,5 @@ def _tile(w: CWriter, g, c0: int, pt: int, count: int, taps, ocv: int, width: in
     w.close()
     w.close()
     w.close()
-    # epilogue vectorized over the channel lanes (operands indexed on a (n, h, w, c) view), in place
-    w.open(f"for (int p = 0; p < {pt}; ++p)")
-    bias = f" + {b}[oc0 + o]" if b is not None else ""
-    emit_apply(w, chain, vs, ["n", "oh", "c0 + p", "oc0"], width, lambda i: f"acc[p][{i}]{bias}",
-               lambda i: f"acc[p][{i}]", var="o")
-    w.close()
-    w(f"for (int o = 0; o < {width}; ++o) for (int p = 0; p < {pt}; ++p) "
-      f"{y}[((n*{g.oc} + oc0 + o)*{g.oh} + oh)*{g.ow} + c0 + p] = acc[p][o];")
+    finish(pt, width)  # the epilogue on the register tile and the single store
     w.close()
