@@ -27,7 +27,14 @@ from opfuse.backends.c.cgen import (
     who,
 )
 from opfuse.backends.c.epilogue import build_chain, emit_apply
-from opfuse.backends.c.matmul_tile import Operands, Output, emit_core, pack_panels, tile_shape
+from opfuse.backends.c.matmul_tile import (
+    PANEL_FLOATS,
+    Operands,
+    Output,
+    emit_core,
+    pack_panels,
+    tile_shape,
+)
 from opfuse.backends.c.matmul_view import broadcast_view, packed_rows, view_strides
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
@@ -170,10 +177,11 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         coords.append(f"b{d}")
     a_row = f"{a} + " + offset_expr([*coords, "m"], a_st[:-1])
     b_base = f"{b} + " + offset_expr(coords, b_st[:-2]) if coords else b
-    if b_st[-1] == 1 or packed:  # the register-blocked core (matmul_tile.py)
-        ys = contiguous(full)[:-1]
+    nr = tile_shape(params.store.on_board)[1]
+    if packed or b_st[-1] == 1 or (b_st[-1] != 0 and k * nr <= PANEL_FLOATS):
+        ys = contiguous(full)[:-1]  # the register-blocked core (matmul_tile.py)
         src = Operands(f"({a} + {offset_expr(coords, a_st[:-2])})", a_st[-2], a_st[-1],
-                       b if packed else f"({b_base})", b_st[-2], packed)
+                       b if packed else f"({b_base})", b_st[-2], packed, b_st[-1])
         out = Output(chain, tuple(coords), y, lambda r: offset_expr([*coords, r], ys))
         emit_core(w, src, out, m, n, k, params.store.on_board, after_row,
                   lambda r: offset_expr([*coords, r], ys), into_row)

@@ -14,7 +14,9 @@ weights keep their size); a runtime B with contiguous columns is read in place, 
 panel at ``kk * ldb``. Rows are taken in blocks of MC (``MC * K`` floats of A stay in cache while
 every panel of B passes over them); the last block, the last tile of fewer than MR rows and the
 last panel of fewer than NR columns are emitted as their own loops with constant sizes, so no
-remainder is tested at run time. On an MCU board (scalar FPU, 32 single registers) the tile is
+remainder is tested at run time. A runtime B with strided columns (attention's ``Q @ K^T`` read
+through a Transpose) is copied panel by panel into a stack panel of ``k * NR`` floats, once per
+block of rows (``PANEL_FLOATS`` bounds it). On an MCU board (scalar FPU, 32 single registers) the tile is
 4 x 4; on the host 4 x 16, which measured best on both AVX-512 and AVX2 builds (``benchmarks/c_backend.py``).
 """
 
@@ -31,6 +33,7 @@ from opfuse.backends.c.epilogue import Chain, emit_apply
 HOST_TILE = (4, 16)  # (MR, NR)
 BOARD_TILE = (4, 4)
 BLOCK_A_FLOATS = 64 * 1024  # MC * K: a 256 KB block of A rows (an L2's share)
+PANEL_FLOATS = 4096  # a stack panel of a strided runtime B (k * NR floats)
 ROW_BUFFER_FLOATS = 4096  # an anchor+norm kernel's stacked rows (16 KB of stack at most)
 
 RowHook = Callable[[CWriter, str], None]  # matmul.RowHook: called with each finished row's offset
@@ -51,7 +54,7 @@ def pack_panels(kn: np.ndarray, nr: int) -> np.ndarray:
 @dataclass(frozen=True)
 class Operands:
     """Where the core reads: A at ``a + m*a_m + kk*a_k``; B packed (``packed``) or at
-    ``b + kk*b_k + n`` (columns contiguous)."""
+    ``b + kk*b_k + n*b_n`` (``b_n`` != 1: each panel is first copied into a stack panel)."""
 
     a: str
     a_m: int
@@ -59,6 +62,7 @@ class Operands:
     b: str
     b_k: int
     packed: bool
+    b_n: int = 1
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,12 @@ def _block(w: CWriter, src: Operands, out: Output, rows: int, n: int, k: int, mr
         w(f"const int n0 = {start}{' + p*' + str(nr) if count > 1 else ''};")
         if src.packed:  # panel p starts after p full panels of k*NR floats
             w(f"const float *bp = {src.b} + n0*{k};")
+            b_k = width
+        elif src.b_n != 1:  # strided columns (a transposed view): packed once per block
+            w(f"float bt[{k * width}];")
+            w(f"for (int kk = 0; kk < {k}; ++kk) for (int j = 0; j < {width}; ++j) "
+              f"bt[kk*{width} + j] = {src.b}[{offset_expr(['kk', '(n0 + j)'], [src.b_k, src.b_n])}];")
+            w("const float *bp = bt;")
             b_k = width
         else:
             w(f"const float *bp = {src.b} + n0;")
