@@ -34,7 +34,8 @@ HOST_TILE = (4, 16)  # (MR, NR)
 BOARD_TILE = (4, 4)
 BLOCK_A_FLOATS = 64 * 1024  # MC * K: a 256 KB block of A rows (an L2's share)
 PANEL_FLOATS = 4096  # a stack panel of a strided runtime B (k * NR floats)
-ROW_BUFFER_FLOATS = 4096  # an anchor+norm kernel's stacked rows (16 KB of stack at most)
+ROW_BUFFER_FLOATS = 4096
+SCALAR_NR = 4  # panels this narrow (the board's) keep their sums in named scalars  # an anchor+norm kernel's stacked rows (16 KB of stack at most)
 
 RowHook = Callable[[CWriter, str], None]  # matmul.RowHook: called with each finished row's offset
 
@@ -149,16 +150,19 @@ def _tile(w: CWriter, src: Operands, out: Output, mr: int, nr: int, k: int, b_k:
     ``row_len``: rows go to the block's stack buffer ``orows`` (rows of that many floats)."""
     rows = range(mr)
     w(f"const float *ar = {src.a} + {offset_expr(['m0'], [src.a_m])};")
-    for r in rows:
-        w(f"float c{r}[{nr}];")
-    w(f"for (int j = 0; j < {nr}; ++j) {{ {' '.join(f'c{r}[j] = 0.0f;' for r in rows)} }}")
-    w.open(f"for (int kk = 0; kk < {k}; ++kk)")
-    w(f"const float *br = bp + {offset_expr(['kk'], [b_k])};")
-    for r in rows:
-        w(f"const float a{r} = ar[{offset_expr([str(r), 'kk'], [src.a_m, src.a_k])}];")
-    w(f"for (int j = 0; j < {nr}; ++j) {{ const float b = br[j]; "
-      f"{' '.join(f'c{r}[j] += a{r} * b;' for r in rows)} }}")
-    w.close()
+    if nr <= SCALAR_NR:
+        _scalar_sums(w, src, mr, nr, k, b_k)
+    else:
+        for r in rows:
+            w(f"float c{r}[{nr}];")
+        w(f"for (int j = 0; j < {nr}; ++j) {{ {' '.join(f'c{r}[j] = 0.0f;' for r in rows)} }}")
+        w.open(f"for (int kk = 0; kk < {k}; ++kk)")
+        w(f"const float *br = bp + {offset_expr(['kk'], [b_k])};")
+        for r in rows:
+            w(f"const float a{r} = ar[{offset_expr([str(r), 'kk'], [src.a_m, src.a_k])}];")
+        w(f"for (int j = 0; j < {nr}; ++j) {{ const float b = br[j]; "
+          f"{' '.join(f'c{r}[j] += a{r} * b;' for r in rows)} }}")
+        w.close()
     vs = [o.strides for o in out.chain.operands]
     for r in rows:
         mrow = f"m0 + {r}" if r else "m0"
@@ -169,6 +173,23 @@ def _tile(w: CWriter, src: Operands, out: Output, mr: int, nr: int, k: int, b_k:
             dst = lambda i, mrow=mrow: f"{out.y}[{out.y_row(mrow)} + n0 + {i}]"  # noqa: E731
         emit_apply(w, out.chain, vs, [*out.batch, mrow, "n0"], nr,
                    lambda i, r=r: f"c{r}[{i}]", dst)
+
+
+def _scalar_sums(w: CWriter, src: Operands, mr: int, nr: int, k: int, b_k: int) -> None:
+    """The tile's sums as named scalars, the loop over its few columns unrolled in the text: a
+    scalar FPU's build (-O2) keeps them in registers, where ``c0[j]`` loops went through memory
+    on every multiply-add. The rows are then copied into ``c{r}[nr]`` for the epilogue."""
+    names = [[f"s{r}_{j}" for j in range(nr)] for r in range(mr)]
+    w(f"float {', '.join(f'{x} = 0.0f' for row in names for x in row)};")
+    w.open(f"for (int kk = 0; kk < {k}; ++kk)")
+    w(f"const float *br = bp + {offset_expr(['kk'], [b_k])};")
+    w(f"const float {', '.join(f'b{j} = br[{j}]' for j in range(nr))};")
+    for r in range(mr):
+        a = f"ar[{offset_expr([str(r), 'kk'], [src.a_m, src.a_k])}]"
+        w(f"{{ const float a = {a}; {' '.join(f'{x} += a * b{j};' for j, x in enumerate(names[r]))} }}")
+    w.close()
+    for r in range(mr):
+        w(f"float c{r}[{nr}] = {{{', '.join(names[r])}}};")
 
 
 def _scale_bias(w: CWriter, out: Output, acc: str, mrow: str, nr: int) -> None:
