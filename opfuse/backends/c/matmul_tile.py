@@ -141,30 +141,22 @@ def _block(w: CWriter, src: Operands, out: Output, rows: int, n: int, k: int, mr
                 continue
             w.open(f"for (int t = 0; t < {tcount}; ++t)" if tcount > 1 else "")
             w(f"const int m0 = m1 + {tstart}{' + t*' + str(mr) if tcount > 1 else ''};")
-            _tile(w, src, out, height, width, k, b_k, n if into_row else 0)
+            _tile(w, src, out, height, width, k, b_k, n if into_row else 0, max(1, mr // height))
             w.close()
         w.close()
 
 
 def _tile(w: CWriter, src: Operands, out: Output, mr: int, nr: int, k: int, b_k: int,
-          row_len: int) -> None:
+          row_len: int, split: int = 1) -> None:
     """One MR x NR tile at (m0, n0): accumulate over k, then epilogue and store row by row.
-    ``row_len``: rows go to the block's stack buffer ``orows`` (rows of that many floats)."""
+    ``row_len``: rows go to the block's stack buffer ``orows`` (rows of that many floats);
+    ``split``: independent partial sums per row (``_vector_sums``)."""
     rows = range(mr)
     w(f"const float *ar = {src.a} + {offset_expr(['m0'], [src.a_m])};")
     if nr <= SCALAR_NR:
         _scalar_sums(w, src, mr, nr, k, b_k)
     else:
-        for r in rows:
-            w(f"float c{r}[{nr}];")
-        w(f"for (int j = 0; j < {nr}; ++j) {{ {' '.join(f'c{r}[j] = 0.0f;' for r in rows)} }}")
-        w.open(f"for (int kk = 0; kk < {k}; ++kk)")
-        w(f"const float *br = bp + {offset_expr(['kk'], [b_k])};")
-        for r in rows:
-            w(f"const float a{r} = ar[{offset_expr([str(r), 'kk'], [src.a_m, src.a_k])}];")
-        w(f"for (int j = 0; j < {nr}; ++j) {{ const float b = br[j]; "
-          f"{' '.join(f'c{r}[j] += a{r} * b;' for r in rows)} }}")
-        w.close()
+        _vector_sums(w, src, mr, nr, k, b_k, split)
     vs = [o.strides for o in out.chain.operands]
     for r in rows:
         mrow = f"m0 + {r}" if r else "m0"
@@ -175,6 +167,41 @@ def _tile(w: CWriter, src: Operands, out: Output, mr: int, nr: int, k: int, b_k:
             dst = lambda i, mrow=mrow: f"{out.y}[{out.y_row(mrow)} + n0 + {i}]"  # noqa: E731
         emit_apply(w, out.chain, vs, [*out.batch, mrow, "n0"], nr,
                    lambda i, r=r: f"c{r}[{i}]", dst)
+
+
+def _vector_sums(w: CWriter, src: Operands, mr: int, nr: int, k: int, b_k: int,
+                 split: int) -> None:
+    """``c{r}[j] = sum_kk A[m0+r, kk] * B[kk, n0+j]`` with the loop over j vectorized. A tile
+    of fewer rows than MR (a last tile, or a Gemm of one row) would wait on one chain of
+    dependent FMAs per vector: it keeps ``split`` partial sums over interleaved k instead, so as
+    many independent chains are in flight as in a full tile, added up at the end."""
+    rows = range(mr)
+    part = [[f"c{r}" if p == 0 else f"c{r}_{p}" for p in range(split)] for r in rows]
+    w(f"float {', '.join(f'{x}[{nr}]' for row in part for x in row)};")
+    w(f"for (int j = 0; j < {nr}; ++j) {{ {' '.join(f'{x}[j] = 0.0f;' for row in part for x in row)} }}")
+    whole = k // split * split
+    step = "++kk" if split == 1 else f"kk += {split}"
+    w.open(f"for (int kk = 0; kk < {whole}; {step})")
+    body = []
+    for p in range(split):
+        kk = "kk" if p == 0 else f"(kk + {p})"
+        w(f"const float *br{p} = bp + {offset_expr([kk], [b_k])};")
+        for r in rows:
+            w(f"const float a{r}_{p} = ar[{offset_expr([str(r), kk], [src.a_m, src.a_k])}];")
+            body.append(f"{part[r][p]}[j] += a{r}_{p} * br{p}[j];")
+    w(f"for (int j = 0; j < {nr}; ++j) {{ {' '.join(body)} }}")
+    w.close()
+    if whole < k:  # the last k % split terms, into the first partial sum
+        w.open(f"for (int kk = {whole}; kk < {k}; ++kk)")
+        w(f"const float *br = bp + {offset_expr(['kk'], [b_k])};")
+        for r in rows:
+            w(f"const float a{r} = ar[{offset_expr([str(r), 'kk'], [src.a_m, src.a_k])}];")
+        w(f"for (int j = 0; j < {nr}; ++j) {{ {' '.join(f'c{r}[j] += a{r} * br[j];' for r in rows)} }}")
+        w.close()
+    if split > 1:
+        w(f"for (int j = 0; j < {nr}; ++j) {{ "
+          + " ".join(f"{row[0]}[j] += {' + '.join(f'{x}[j]' for x in row[1:])};" for row in part)
+          + " }")
 
 
 def _scalar_sums(w: CWriter, src: Operands, mr: int, nr: int, k: int, b_k: int) -> None:
