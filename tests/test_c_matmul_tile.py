@@ -5,6 +5,7 @@ blocks of rows, fewer rows or columns than one tile), on the host's tile and a b
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 from pathlib import Path
@@ -124,7 +125,28 @@ def test_core_is_what_runs(case: str, tmp_path: Path) -> None:
     emit_c(compile_model(path, "x86-host"), tmp_path / "c", cascades=False)
     text = (tmp_path / "c" / "model.c").read_text()
     mr, nr = HOST_TILE
-    assert re.search(rf"float c0\[{nr}\], .*c{mr - 1}\[{nr}\]", text)
+    assert f"float c{mr - 1}[{nr}];" in text
     assert "float acc[" not in text
     if case == "transposed_view":
         assert "float bt[" in text
+
+
+@pytest.mark.parametrize("case", ["transposed_view", "linear_residual_norm", "linear_edges"])
+def test_stack_scratch_counts_the_tiles(case: str, tmp_path: Path) -> None:
+    """The tile's row arrays, the stack panel and the row buffer are all in
+    OPFUSE_STACK_SCRATCH_BYTES (counted from the declarations, one array per line)."""
+    path = tmp_path / f"{case}.onnx"
+    onnx.save(CASES[case], path)
+    emitted = emit_c(compile_model(path, "x86-host"), tmp_path / "c", cascades=False)
+    source = (tmp_path / "c" / "model.c").read_text()
+    per_kernel = []
+    for body in source.split("\nstatic void k")[1:]:
+        total = 0
+        for line in body.splitlines():  # every array of a declaration, however many per line
+            if line.strip().startswith("float ") and "*" not in line:  # not a pointer table
+                decl = re.sub(r"=[^,;]*", "", line)  # initializers may hold commas in braces
+                decl = re.sub(r"\{[^}]*\}", "", decl)
+                for dims in re.findall(r"\w+((?:\[\d+\])+)", decl):
+                    total += 4 * math.prod(int(n) for n in re.findall(r"\d+", dims))
+        per_kernel.append(total)
+    assert emitted.stack_scratch_bytes == max(per_kernel) > 0

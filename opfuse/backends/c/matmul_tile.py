@@ -177,7 +177,8 @@ def _vector_sums(w: CWriter, src: Operands, mr: int, nr: int, k: int, b_k: int,
     many independent chains are in flight as in a full tile, added up at the end."""
     rows = range(mr)
     part = [[f"c{r}" if p == 0 else f"c{r}_{p}" for p in range(split)] for r in rows]
-    w(f"float {', '.join(f'{x}[{nr}]' for row in part for x in row)};")
+    for x in (x for row in part for x in row):  # one per line: stack_scratch_bytes counts them
+        w(f"float {x}[{nr}];")
     w(f"for (int j = 0; j < {nr}; ++j) {{ {' '.join(f'{x}[j] = 0.0f;' for row in part for x in row)} }}")
     whole = k // split * split
     step = "++kk" if split == 1 else f"kk += {split}"
