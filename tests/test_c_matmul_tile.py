@@ -69,21 +69,22 @@ CASES = {
         y = MatMul(q, t)
     }"""),
     # post-norm block: Linear + bias + residual + LayerNorm, the sum read by nothing else
-    # (rows kept in the kernel's row buffer), 130 rows of 40: several blocks of rows
-    "linear_residual_norm": _model("""g (float[1,130,24] x, float[1,130,40] r) => (float[1,130,40] y) {
+    # (rows kept in the kernel's row buffer), 130 rows of 600: several blocks of rows on the host
+    # (BLOCK_A_FLOATS) and the board (BOARD_ROW_FLOATS)
+    "linear_residual_norm": _model("""g (float[1,130,600] x, float[1,130,40] r) => (float[1,130,40] y) {
         m = MatMul(x, w)
         a = Add(m, b)
         s = Add(a, r)
         y = LayerNormalization<axis=-1, epsilon=1e-5>(s, g, bb)
-    }""", w=_rand(24, 40), b=_rand(40, seed=1), g=_rand(40, seed=2), bb=_rand(40, seed=3)),
+    }""", w=_rand(600, 40), b=_rand(40, seed=1), g=_rand(40, seed=2), bb=_rand(40, seed=3)),
     # the same with the sum also an output: rows are stored, then normalised from the output
     "linear_residual_norm_stored": _model(
-        """g (float[1,130,24] x, float[1,130,40] r) => (float[1,130,40] y, float[1,130,40] s) {
+        """g (float[1,130,600] x, float[1,130,40] r) => (float[1,130,40] y, float[1,130,40] s) {
         m = MatMul(x, w)
         a = Add(m, b)
         s = Add(a, r)
         y = LayerNormalization<axis=-1, epsilon=1e-5>(s, g, bb)
-    }""", w=_rand(24, 40), b=_rand(40, seed=1), g=_rand(40, seed=2), bb=_rand(40, seed=3)),
+    }""", w=_rand(600, 40), b=_rand(40, seed=1), g=_rand(40, seed=2), bb=_rand(40, seed=3)),
 }
 
 

@@ -36,8 +36,10 @@ HOST_TILE = (4, 16)  # (MR, NR)
 BOARD_TILE = (4, 4)
 BLOCK_A_FLOATS = 64 * 1024  # MC * K: a 256 KB block of A rows (an L2's share)
 PANEL_FLOATS = 4096  # a stack panel of a strided runtime B (k * NR floats)
-ROW_BUFFER_FLOATS = 4096
-SCALAR_NR = 4  # panels this narrow (the board's) keep their sums in named scalars  # an anchor+norm kernel's stacked rows (16 KB of stack at most)
+SCALAR_NR = 4  # panels this narrow (the board's) keep their sums in named scalars
+# an anchor+norm kernel's rows waiting for their norm, on the stack: 16 KB on a board; 128 KB on
+# the host, where a block of only 16 KB of rows (8 of Whisper's 384) streamed all of B per block
+BOARD_ROW_FLOATS, HOST_ROW_FLOATS = 4096, 32768
 
 RowHook = Callable[[CWriter, str], None]  # matmul.RowHook: called with each finished row's offset
 
@@ -90,10 +92,10 @@ def emit_core(w: CWriter, src: Operands, out: Output, m: int, n: int, k: int,
     with ``m`` declared for each of its rows; with ``into_row`` the rows are stored in a stack
     buffer (``orow`` points at row m's) instead of ``y``."""
     mr, nr = tile_shape(on_board)
-    if after_row is not None:  # the hook needs whole rows: a block is a few rows of n floats
-        mc = max(mr, min(m, ROW_BUFFER_FLOATS // max(n, 1)) // mr * mr)
-    else:
-        mc = max(mr, min(m, BLOCK_A_FLOATS // max(k, 1)) // mr * mr)
+    mc = min(m, BLOCK_A_FLOATS // max(k, 1))
+    if into_row:  # the rows wait in a stack buffer for the hook: a block fits in it
+        mc = min(mc, (BOARD_ROW_FLOATS if on_board else HOST_ROW_FLOATS) // max(n, 1))
+    mc = max(mr, mc // mr * mr)
     mc = min(mc, m)
     blocks, rest = divmod(m, mc)
     for rows, count, start in ((mc, blocks, 0), (rest, 1 if rest else 0, blocks * mc)):
