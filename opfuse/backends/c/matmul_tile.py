@@ -20,6 +20,9 @@ block of rows (``PANEL_FLOATS`` bounds it). On an MCU board (scalar FPU, 32 sing
 4 x 4 with its sums in named scalars (``_scalar_sums``); on the host 4 x 16, which in a standalone
 197x192x768 product on Zen 4 ran 133 GFLOP/s built with -march=native (AVX-512) and 113 with
 -march=x86-64-v3 (AVX2, 16 vector registers), where 6 x 16 fell to 53 and 4 x 32 to 48 (spills).
+
+``emit_core`` takes its operands as pointers and strides (``Operands``) and its store as an
+``Output``, so a kernel other than matmul.py's (the attention core's Q @ K^T or P @ V) can call it.
 """
 
 from __future__ import annotations
