@@ -1,9 +1,11 @@
 """Gemm and (batched, broadcasting) MatMul kernels, epilogue fused.
 
-``Y[.., m, n] = sum_k A[.., m, k] * B[.., k, n]``: for each row m, an accumulator of NB output
-columns is kept on the stack and updated with ``a[m,k] * B[k, n0:n0+NB]``, a contiguous inner loop
-gcc vectorizes. A constant B of Gemm with transB=1 is transposed at compile time (and alpha folded
-into it) so that loop stays contiguous; runtime operands are read through their strides.
+``Y[.., m, n] = sum_k A[.., m, k] * B[.., k, n]``. A constant B (transposed for Gemm's transB=1,
+alpha folded in) and a runtime B with contiguous columns run the register-blocked core of
+``matmul_tile.py`` (B packed into panels at generation time, or read in place). A runtime B with
+strided columns (a transposed view) is packed per tile (``matmul_view.py``); the rest keeps the
+row kernel here: for each row m, an accumulator of NB output columns on the stack updated with
+``a[m,k] * B[k, n0:n0+NB]``, a contiguous inner loop gcc vectorizes.
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ from opfuse.backends.c.cgen import (
     who,
 )
 from opfuse.backends.c.epilogue import build_chain, emit_apply
+from opfuse.backends.c.matmul_tile import (
+    PANEL_FLOATS,
+    Operands,
+    Output,
+    emit_core,
+    pack_panels,
+    tile_shape,
+)
 from opfuse.backends.c.matmul_view import broadcast_view, packed_rows, view_strides
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
@@ -50,9 +60,11 @@ def emit_gemm(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     a = params.inp(a_v, node)
     a_st = (1, m) if ta else (k, 1)  # strides of (m, k)
     b_arr = const(b_v)
-    if b_arr is not None:
+    packed = b_arr is not None
+    if packed:
         kn = (b_arr.T if tb else b_arr).astype(np.float32) * np.float32(alpha)
-        b = params.weight(f"{b_v.name}:kn:{alpha}", kn)
+        nr = tile_shape(params.store.on_board)[1]
+        b = params.weight(f"{b_v.name}:panels{nr}:{alpha}:{tb}", pack_panels(kn, nr))
         b_st, scale = (n, 1), None
     else:
         b = params.inp(b_v, node)
@@ -62,6 +74,13 @@ def emit_gemm(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         bias = (params.inp(c_v, node), bcast_strides(dims(c_v, node), (m, n)), beta)
     shape = dims(node.outputs[0], node)
     chain = build_chain(pre, shape, params, node.outputs[0].name)
+    if packed or b_st[1] == 1:
+        y = params.out((pre or [node])[-1].outputs[0], node) if not into_row else ROW_BUFFER
+        src = Operands(a, a_st[0], a_st[1], b, b_st[0], packed)
+        out = Output(chain, (), y, lambda r: f"({r})*{n}", scale, bias)
+        emit_core(w, src, out, m, n, k, params.store.on_board, after_row,
+                  lambda r: f"{r}*{n}", into_row)
+        return
     y = ROW_BUFFER if into_row else params.out((pre or [node])[-1].outputs[0], node)
     w.open(f"for (int m = 0; m < {m}; ++m)")
     if into_row:
@@ -136,6 +155,11 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         else:
             b, b_st = params.inp(view.inputs[0], view), broadcast_view(vshape, vst, (*batch, k, n))
     a = a or params.inp(a_v, node)
+    b_arr = const(b_v) if b is None and len(b_shape) <= 2 else None
+    packed = b_arr is not None and b_arr.dtype == np.float32
+    if packed:  # a Linear's weight: packed into the core's panels at generation time
+        nr = tile_shape(params.store.on_board)[1]
+        b = params.weight(f"{b_v.name}:panels{nr}", pack_panels(b_arr.reshape(k, n), nr))
     b = b or params.inp(b_v, node)
     chain = build_chain(pre, shape, params, node.outputs[0].name)
     if shape != full:  # 1-D operands dropped a dim: view the chain on the full shape
@@ -153,7 +177,15 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         coords.append(f"b{d}")
     a_row = f"{a} + " + offset_expr([*coords, "m"], a_st[:-1])
     b_base = f"{b} + " + offset_expr(coords, b_st[:-2]) if coords else b
-    if view is not None and b_st[-1] != 1 and n > 1:  # a transposed B: packed tiles
+    nr = tile_shape(params.store.on_board)[1]
+    if packed or b_st[-1] == 1 or (b_st[-1] != 0 and k * nr <= PANEL_FLOATS):
+        ys = contiguous(full)[:-1]  # the register-blocked core (matmul_tile.py)
+        src = Operands(f"({a} + {offset_expr(coords, a_st[:-2])})", a_st[-2], a_st[-1],
+                       b if packed else f"({b_base})", b_st[-2], packed, b_st[-1])
+        out = Output(chain, tuple(coords), y, lambda r: offset_expr([*coords, r], ys))
+        emit_core(w, src, out, m, n, k, params.store.on_board, after_row,
+                  lambda r: offset_expr([*coords, r], ys), into_row)
+    elif view is not None and b_st[-1] != 1 and n > 1:  # a transposed B: packed tiles
         packed_rows(w, chain, coords, m, n, k, a_row, a_st[-1], f"({b_base})",
                     (b_st[-2], b_st[-1]), y)
     else:

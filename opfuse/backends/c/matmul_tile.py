@@ -1,0 +1,239 @@
+"""The register-blocked float matrix core: ``Y[m, n] = sum_k A[m, k] * B[k, n]`` in MR x NR tiles.
+
+docs/architecture.md, "The float MatMul/Gemm core". Each tile keeps MR rows of NR output columns in MR named
+local arrays (``c0[NR]`` .. ``c{MR-1}[NR]``) and, per k, loads NR floats of B once and MR floats
+of A (one per row), so every B load feeds MR multiply-adds: gcc -O3 turns the contiguous loop over
+the NR columns into vector FMAs on registers (plain C99, no intrinsics; one local array per row
+rather than one ``acc[MR][NR]``, which gcc kept in memory: 0.43 ms vs 1.26 ms on a 197x192x768
+product, Zen 4). The epilogue (bias, activation, residual...) runs on each row of the tile before
+its single store (``epilogue.emit_apply``).
+
+A constant B is packed at generation time into NR-wide panels in the order the tile reads it,
+``[n // NR][k][NR]`` then the last ``n % NR`` columns as ``[k][n % NR]`` (no padding, so the
+weights keep their size); a runtime B with contiguous columns is read in place, row ``kk`` of a
+panel at ``kk * ldb``. Rows are taken in blocks of MC (``MC * K`` floats of A stay in cache while
+every panel of B passes over them); the last block, the last tile of fewer than MR rows and the
+last panel of fewer than NR columns are emitted as their own loops with constant sizes, so no
+remainder is tested at run time. A runtime B with strided columns (attention's ``Q @ K^T`` read
+through a Transpose) is copied panel by panel into a stack panel of ``k * NR`` floats, once per
+block of rows (``PANEL_FLOATS`` bounds it). On an MCU board (scalar FPU, 32 single registers) the tile is
+4 x 4 with its sums in named scalars (``_scalar_sums``); on the host 4 x 16, which in a standalone
+197x192x768 product on Zen 4 ran 133 GFLOP/s built with -march=native (AVX-512) and 113 with
+-march=x86-64-v3 (AVX2, 16 vector registers), where 6 x 16 fell to 53 and 4 x 32 to 48 (spills).
+
+``emit_core`` takes its operands as pointers and strides (``Operands``) and its store as an
+``Output``, so a kernel other than matmul.py's (the attention core's Q @ K^T or P @ V) can call it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from opfuse.backends.c.cgen import CWriter, flit, offset_expr
+from opfuse.backends.c.epilogue import Chain, emit_apply
+
+HOST_TILE = (4, 16)  # (MR, NR)
+BOARD_TILE = (4, 4)
+BLOCK_A_FLOATS = 64 * 1024  # MC * K: a 256 KB block of A rows (an L2's share)
+PANEL_FLOATS = 4096  # a stack panel of a strided runtime B (k * NR floats)
+SCALAR_NR = 4  # panels this narrow (the board's) keep their sums in named scalars
+# an anchor+norm kernel's rows waiting for their norm, on the stack: 16 KB on a board; 128 KB on
+# the host, where a block of only 16 KB of rows (8 of Whisper's 384) streamed all of B per block
+BOARD_ROW_FLOATS, HOST_ROW_FLOATS = 4096, 32768
+
+RowHook = Callable[[CWriter, str], None]  # matmul.RowHook: called with each finished row's offset
+
+
+def tile_shape(on_board: bool) -> tuple[int, int]:
+    return BOARD_TILE if on_board else HOST_TILE
+
+
+def pack_panels(kn: np.ndarray, nr: int) -> np.ndarray:
+    """``kn`` (k, n) as the panels the tile reads: full NR-wide panels, then the remainder."""
+    k, n = kn.shape
+    full = n // nr * nr
+    head = kn[:, :full].reshape(k, n // nr, nr).transpose(1, 0, 2).ravel()
+    return np.concatenate([head, kn[:, full:].ravel()]).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class Operands:
+    """Where the core reads: A at ``a + m*a_m + kk*a_k``; B packed (``packed``) or at
+    ``b + kk*b_k + n*b_n`` (``b_n`` != 1: each panel is first copied into a stack panel)."""
+
+    a: str
+    a_m: int
+    a_k: int
+    b: str
+    b_k: int
+    packed: bool
+    b_n: int = 1
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where the tile's rows go, and what runs on them before the store. ``batch``: the batch
+    coordinates of the chain's output shape; ``y_row(m)`` the element offset of row m in ``y``;
+    ``scale``/``bias``: a Gemm's alpha (runtime B) and ``(ptr, (m, n) strides, beta)``."""
+
+    chain: Chain
+    batch: tuple[str, ...]
+    y: str
+    y_row: Callable[[str], str]
+    scale: str | None = None
+    bias: tuple[str, tuple[int, int], float] | None = None
+
+
+def emit_core(w: CWriter, src: Operands, out: Output, m: int, n: int, k: int,
+              on_board: bool, after_row: RowHook | None = None,
+              row_of: Callable[[str], str] | None = None, into_row: bool = False) -> None:
+    """All of ``Y = A @ B`` for one batch coordinate (module docstring). With ``after_row``,
+    each block of rows is finished across all panels, then ``after_row(w, row_of("m"))`` runs
+    with ``m`` declared for each of its rows; with ``into_row`` the rows are stored in a stack
+    buffer (``orow`` points at row m's) instead of ``y``."""
+    mr, nr = tile_shape(on_board)
+    mc = min(m, BLOCK_A_FLOATS // max(k, 1))
+    if into_row:  # the rows wait in a stack buffer for the hook: a block fits in it
+        mc = min(mc, (BOARD_ROW_FLOATS if on_board else HOST_ROW_FLOATS) // max(n, 1))
+    mc = max(mr, mc // mr * mr)
+    mc = min(mc, m)
+    blocks, rest = divmod(m, mc)
+    for rows, count, start in ((mc, blocks, 0), (rest, 1 if rest else 0, blocks * mc)):
+        if count == 0:
+            continue
+        w.open(f"for (int mb = 0; mb < {count}; ++mb)" if count > 1 else "")
+        w(f"const int m1 = {start}{' + mb*' + str(mc) if count > 1 else ''};")
+        if into_row:
+            w(f"float orows[{rows * n}];")
+        _block(w, src, out, rows, n, k, mr, nr, into_row)
+        if after_row is not None:
+            w.open(f"for (int r = 0; r < {rows}; ++r)")
+            w("const int m = m1 + r;")
+            if into_row:
+                w(f"const float *orow = orows + r*{n};")
+            after_row(w, (row_of or out.y_row)("m"))
+            w.close()
+        w.close()
+
+
+def _block(w: CWriter, src: Operands, out: Output, rows: int, n: int, k: int, mr: int, nr: int,
+           into_row: bool) -> None:
+    """Rows ``m1 .. m1+rows`` of Y: every panel of B over the block's tiles of MR rows."""
+    panels, tail = divmod(n, nr)
+    for width, count, start in ((nr, panels, 0), (tail, 1 if tail else 0, panels * nr)):
+        if count == 0:
+            continue
+        w.open(f"for (int p = 0; p < {count}; ++p)" if count > 1 else "")
+        w(f"const int n0 = {start}{' + p*' + str(nr) if count > 1 else ''};")
+        if src.packed:  # panel p starts after p full panels of k*NR floats
+            w(f"const float *bp = {src.b} + n0*{k};")
+            b_k = width
+        elif src.b_n != 1:  # strided columns (a transposed view): packed once per block
+            w(f"float bt[{k * width}];")
+            w(f"for (int kk = 0; kk < {k}; ++kk) for (int j = 0; j < {width}; ++j) "
+              f"bt[kk*{width} + j] = {src.b}[{offset_expr(['kk', '(n0 + j)'], [src.b_k, src.b_n])}];")
+            w("const float *bp = bt;")
+            b_k = width
+        else:
+            w(f"const float *bp = {src.b} + n0;")
+            b_k = src.b_k
+        tiles, last = divmod(rows, mr)
+        for height, tcount, tstart in ((mr, tiles, 0), (last, 1 if last else 0, tiles * mr)):
+            if tcount == 0:
+                continue
+            w.open(f"for (int t = 0; t < {tcount}; ++t)" if tcount > 1 else "")
+            w(f"const int m0 = m1 + {tstart}{' + t*' + str(mr) if tcount > 1 else ''};")
+            _tile(w, src, out, height, width, k, b_k, n if into_row else 0, max(1, mr // height))
+            w.close()
+        w.close()
+
+
+def _tile(w: CWriter, src: Operands, out: Output, mr: int, nr: int, k: int, b_k: int,
+          row_len: int, split: int = 1) -> None:
+    """One MR x NR tile at (m0, n0): accumulate over k, then epilogue and store row by row.
+    ``row_len``: rows go to the block's stack buffer ``orows`` (rows of that many floats);
+    ``split``: independent partial sums per row (``_vector_sums``)."""
+    rows = range(mr)
+    w(f"const float *ar = {src.a} + {offset_expr(['m0'], [src.a_m])};")
+    if nr <= SCALAR_NR:
+        _scalar_sums(w, src, mr, nr, k, b_k)
+    else:
+        _vector_sums(w, src, mr, nr, k, b_k, split)
+    vs = [o.strides for o in out.chain.operands]
+    for r in rows:
+        mrow = f"m0 + {r}" if r else "m0"
+        _scale_bias(w, out, f"c{r}", mrow, nr)
+        if row_len:
+            dst = lambda i, r=r: f"orows[(m0 - m1 + {r})*{row_len} + n0 + {i}]"  # noqa: E731
+        else:
+            dst = lambda i, mrow=mrow: f"{out.y}[{out.y_row(mrow)} + n0 + {i}]"  # noqa: E731
+        emit_apply(w, out.chain, vs, [*out.batch, mrow, "n0"], nr,
+                   lambda i, r=r: f"c{r}[{i}]", dst)
+
+
+def _vector_sums(w: CWriter, src: Operands, mr: int, nr: int, k: int, b_k: int,
+                 split: int) -> None:
+    """``c{r}[j] = sum_kk A[m0+r, kk] * B[kk, n0+j]`` with the loop over j vectorized. A tile
+    of fewer rows than MR (a last tile, or a Gemm of one row) would wait on one chain of
+    dependent FMAs per vector: it keeps ``split`` partial sums over interleaved k instead, so as
+    many independent chains are in flight as in a full tile, added up at the end."""
+    rows = range(mr)
+    part = [[f"c{r}" if p == 0 else f"c{r}_{p}" for p in range(split)] for r in rows]
+    for x in (x for row in part for x in row):  # one per line: stack_scratch_bytes counts them
+        w(f"float {x}[{nr}];")
+    w(f"for (int j = 0; j < {nr}; ++j) {{ {' '.join(f'{x}[j] = 0.0f;' for row in part for x in row)} }}")
+    whole = k // split * split
+    step = "++kk" if split == 1 else f"kk += {split}"
+    w.open(f"for (int kk = 0; kk < {whole}; {step})")
+    body = []
+    for p in range(split):
+        kk = "kk" if p == 0 else f"(kk + {p})"
+        w(f"const float *br{p} = bp + {offset_expr([kk], [b_k])};")
+        for r in rows:
+            w(f"const float a{r}_{p} = ar[{offset_expr([str(r), kk], [src.a_m, src.a_k])}];")
+            body.append(f"{part[r][p]}[j] += a{r}_{p} * br{p}[j];")
+    w(f"for (int j = 0; j < {nr}; ++j) {{ {' '.join(body)} }}")
+    w.close()
+    if whole < k:  # the last k % split terms, into the first partial sum
+        w.open(f"for (int kk = {whole}; kk < {k}; ++kk)")
+        w(f"const float *br = bp + {offset_expr(['kk'], [b_k])};")
+        for r in rows:
+            w(f"const float a{r} = ar[{offset_expr([str(r), 'kk'], [src.a_m, src.a_k])}];")
+        w(f"for (int j = 0; j < {nr}; ++j) {{ {' '.join(f'c{r}[j] += a{r} * br[j];' for r in rows)} }}")
+        w.close()
+    if split > 1:
+        w(f"for (int j = 0; j < {nr}; ++j) {{ "
+          + " ".join(f"{row[0]}[j] += {' + '.join(f'{x}[j]' for x in row[1:])};" for row in part)
+          + " }")
+
+
+def _scalar_sums(w: CWriter, src: Operands, mr: int, nr: int, k: int, b_k: int) -> None:
+    """The tile's sums as named scalars, the loop over its few columns unrolled in the text: a
+    scalar FPU's build (-O2) keeps them in registers, where ``c0[j]`` loops went through memory
+    on every multiply-add. The rows are then copied into ``c{r}[nr]`` for the epilogue."""
+    names = [[f"s{r}_{j}" for j in range(nr)] for r in range(mr)]
+    w(f"float {', '.join(f'{x} = 0.0f' for row in names for x in row)};")
+    w.open(f"for (int kk = 0; kk < {k}; ++kk)")
+    w(f"const float *br = bp + {offset_expr(['kk'], [b_k])};")
+    w(f"const float {', '.join(f'b{j} = br[{j}]' for j in range(nr))};")
+    for r in range(mr):
+        a = f"ar[{offset_expr([str(r), 'kk'], [src.a_m, src.a_k])}]"
+        w(f"{{ const float a = {a}; {' '.join(f'{x} += a * b{j};' for j, x in enumerate(names[r]))} }}")
+    w.close()
+    for r in range(mr):
+        w(f"float c{r}[{nr}] = {{{', '.join(names[r])}}};")
+
+
+def _scale_bias(w: CWriter, out: Output, acc: str, mrow: str, nr: int) -> None:
+    """A Gemm's alpha (runtime B) and beta * C on one row of the tile."""
+    if out.scale is not None:
+        w(f"for (int j = 0; j < {nr}; ++j) {acc}[j] *= {out.scale};")
+    if out.bias is not None:
+        ptr, st, beta = out.bias
+        cj = "0" if st[1] == 0 else "j"
+        mul = "" if beta == 1.0 else f"{flit(beta)} * "
+        w(f"for (int j = 0; j < {nr}; ++j) "
+          f"{acc}[j] += {mul}({ptr} + {offset_expr([mrow, 'n0'], st)})[{cj}];")

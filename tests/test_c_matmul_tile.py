@@ -1,0 +1,153 @@
+"""The register-blocked MatMul/Gemm core (opfuse/backends/c/matmul_tile.py): panel packing, and
+generated C against onnxruntime on shapes that reach every edge the core specialises at
+generation time (a last tile of fewer than MR rows, a last panel of fewer than NR columns, several
+blocks of rows, fewer rows or columns than one tile), on the host's tile and a board's."""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.parser
+import pytest
+
+from opfuse.backends.c import emit_c
+from opfuse.backends.c.matmul_tile import BOARD_TILE, HOST_TILE, pack_panels
+from opfuse.measure.validate.c_float import validate_c
+from opfuse.pipeline import compile_model
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+OPSET = '<ir_version: 8, opset_import: ["" : 17]>'
+
+
+def _rand(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _model(text: str, **arrays: np.ndarray) -> onnx.ModelProto:
+    model = onnx.parser.parse_model(f"{OPSET} {text}")
+    for name, arr in arrays.items():
+        model.graph.initializer.append(onnx.numpy_helper.from_array(arr, name))
+    return model
+
+
+CASES = {
+    # a Linear with bias and Relu: 13 rows (3 tiles of 4 + 1), 45 columns (2 panels of 16 + 13)
+    "linear_edges": _model("""g (float[1,13,37] x) => (float[1,13,45] y) {
+        m = MatMul(x, w)
+        a = Add(m, b)
+        y = Relu(a)
+    }""", w=_rand(37, 45), b=_rand(45, seed=1)),
+    # fewer rows and columns than one tile
+    "smaller_than_a_tile": _model("""g (float[3,5] x) => (float[3,7] y) {
+        y = MatMul(x, w)
+    }""", w=_rand(5, 7)),
+    # 700 x 200 rows of A: more than one block of rows (BLOCK_A_FLOATS), and a last short block
+    "row_blocks": _model("""g (float[700,200] x) => (float[700,20] y) {
+        y = MatMul(x, w)
+    }""", w=_rand(200, 20)),
+    # transposed constant operands, alpha folded into the packed B, beta * C of one row
+    "gemm_transposed": _model("""g (float[9,6] a) => (float[6,19] y) {
+        y = Gemm<transA=1, transB=1, alpha=0.5, beta=2.0>(a, b, c)
+    }""", b=_rand(19, 9), c=_rand(1, 19, seed=2)),
+    # a runtime B read in place, alpha at run time, C broadcast along the columns
+    "gemm_runtime_b": _model("""g (float[10,7] a, float[7,21] b) => (float[10,21] y) {
+        y = Gemm<alpha=0.5>(a, b, c)
+    }""", c=_rand(10, 1, seed=3)),
+    # broadcast batch dims, both operands at run time
+    "batched_runtime": _model("""g (float[2,3,10,7] x, float[3,7,18] z) => (float[2,3,10,18] y) {
+        y = MatMul(x, z)
+    }"""),
+    # attention-style scores through a Transpose: B's columns are strided (packed per panel)
+    "transposed_view": _model("""g (float[2,11,8] q, float[2,19,8] k) => (float[2,11,19] y) {
+        t = Transpose<perm=[0,2,1]>(k)
+        y = MatMul(q, t)
+    }"""),
+    # post-norm block: Linear + bias + residual + LayerNorm, the sum read by nothing else
+    # (rows kept in the kernel's row buffer), 130 rows of 600: several blocks of rows on the host
+    # (BLOCK_A_FLOATS) and the board (BOARD_ROW_FLOATS)
+    "linear_residual_norm": _model("""g (float[1,130,600] x, float[1,130,40] r) => (float[1,130,40] y) {
+        m = MatMul(x, w)
+        a = Add(m, b)
+        s = Add(a, r)
+        y = LayerNormalization<axis=-1, epsilon=1e-5>(s, g, bb)
+    }""", w=_rand(600, 40), b=_rand(40, seed=1), g=_rand(40, seed=2), bb=_rand(40, seed=3)),
+    # the same with the sum also an output: rows are stored, then normalised from the output
+    "linear_residual_norm_stored": _model(
+        """g (float[1,130,600] x, float[1,130,40] r) => (float[1,130,40] y, float[1,130,40] s) {
+        m = MatMul(x, w)
+        a = Add(m, b)
+        s = Add(a, r)
+        y = LayerNormalization<axis=-1, epsilon=1e-5>(s, g, bb)
+    }""", w=_rand(600, 40), b=_rand(40, seed=1), g=_rand(40, seed=2), bb=_rand(40, seed=3)),
+}
+
+
+@pytest.mark.parametrize("nr", [HOST_TILE[1], BOARD_TILE[1], 5])
+def test_panels_are_read_in_the_cores_order(nr: int) -> None:
+    """Element (kk, j) of B is where the core reads it: panel j // NR (k*NR floats each) at
+    kk*NR + j % NR, the last n % NR columns as one [k][n % NR] panel."""
+    k, n = 7, 2 * nr + 3
+    kn = _rand(k, n)
+    packed = pack_panels(kn, nr)
+    assert packed.size == kn.size
+    full = n // nr * nr
+    for kk in range(k):
+        for j in range(n):
+            if j < full:
+                at = (j // nr) * k * nr + kk * nr + j % nr
+            else:
+                at = full * k + kk * (n - full) + (j - full)
+            assert packed[at] == kn[kk, j], (kk, j)
+
+
+@pytest.mark.parametrize("target", ["x86-host", "cortex-m7"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_core_matches_onnxruntime(case: str, target: str, tmp_path: Path) -> None:
+    path = tmp_path / f"{case}.onnx"
+    onnx.save(CASES[case], path)
+    report = validate_c(compile_model(path, target), outdir=tmp_path / "c", cascades=False)
+    assert report.ok, report
+    for out in report.outputs:
+        assert out.max_abs_err <= 1e-5 * max(out.max_ref, 1.0), out
+
+
+@pytest.mark.parametrize("case", ["linear_edges", "transposed_view", "linear_residual_norm"])
+def test_core_is_what_runs(case: str, tmp_path: Path) -> None:
+    """The cases above exercise the tiled core (MR named accumulators per tile), the packed
+    weights and, for a transposed view, the stack panel; not the row kernel."""
+    path = tmp_path / f"{case}.onnx"
+    onnx.save(CASES[case], path)
+    emit_c(compile_model(path, "x86-host"), tmp_path / "c", cascades=False)
+    text = (tmp_path / "c" / "model.c").read_text()
+    mr, nr = HOST_TILE
+    assert f"float c{mr - 1}[{nr}];" in text
+    assert "float acc[" not in text
+    if case == "transposed_view":
+        assert "float bt[" in text
+
+
+@pytest.mark.parametrize("case", ["transposed_view", "linear_residual_norm", "linear_edges"])
+def test_stack_scratch_counts_the_tiles(case: str, tmp_path: Path) -> None:
+    """The tile's row arrays, the stack panel and the row buffer are all in
+    OPFUSE_STACK_SCRATCH_BYTES (counted from the declarations, one array per line)."""
+    path = tmp_path / f"{case}.onnx"
+    onnx.save(CASES[case], path)
+    emitted = emit_c(compile_model(path, "x86-host"), tmp_path / "c", cascades=False)
+    source = (tmp_path / "c" / "model.c").read_text()
+    per_kernel = []
+    for body in source.split("\nstatic void k")[1:]:
+        total = 0
+        for line in body.splitlines():  # every array of a declaration, however many per line
+            if line.strip().startswith("float ") and "*" not in line:  # not a pointer table
+                decl = re.sub(r"=[^,;]*", "", line)  # initializers may hold commas in braces
+                decl = re.sub(r"\{[^}]*\}", "", decl)
+                for dims in re.findall(r"\w+((?:\[\d+\])+)", decl):
+                    total += 4 * math.prod(int(n) for n in re.findall(r"\d+", dims))
+        per_kernel.append(total)
+    assert emitted.stack_scratch_bytes == max(per_kernel) > 0
