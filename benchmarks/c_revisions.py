@@ -1,14 +1,15 @@
 """Fused C of an earlier revision vs this tree's vs onnxruntime, one thread, in one run.
 
-    python benchmarks/c_revisions.py --base REV [--runs N] MODEL ...
+    python benchmarks/c_revisions.py --base REV [--runs N] [--cascades] MODEL ...
 
-For each model, the fused C (layer by layer, ``emit_c(cascades=False)``) is generated and built
+For each model, the fused C (layer by layer, or cascaded with ``--cascades``) is generated and built
 once by the opfuse of git revision REV (``git archive`` into a temporary folder, run in a
 subprocess) and once by this tree's; both libraries and an onnxruntime ORT_ENABLE_ALL session (one
 intra-op thread) are then run in the same process, run by run in alternating order (the first
 round dropped). Printed per model: the medians in this thread's CPU time (``time.thread_time``,
 which a loaded machine's preemption does not inflate; onnxruntime with one thread computes on the
-calling thread) and in wall time, the ratios to onnxruntime and REV / this tree (the speedup).
+calling thread) and in wall time, the ratios to onnxruntime and REV / this tree (the speedup),
+and the largest difference between the two trees' outputs (0 when a change kept the numerics).
 The C is timed on ``opfuse_model_invoke()`` with the inputs written into the arena before each
 run, untimed, as ``opfuse.measure.validate.c_float.bench`` does. Written for the float MatMul/Gemm
 core (docs/architecture.md, "The float MatMul/Gemm core").
@@ -25,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import onnxruntime as ort
 
 from opfuse.backends.c import emit_c
@@ -36,32 +38,35 @@ from opfuse.safe_text import for_terminal
 ROOT = Path(__file__).resolve().parent.parent
 EMIT = ("import sys; from opfuse.backends.c import emit_c; from opfuse.measure.run.host import "
         "build_shared; from opfuse.pipeline import compile_model; "
-        "emit_c(compile_model(sys.argv[1], 'x86-host'), sys.argv[2], cascades=False); "
+        "emit_c(compile_model(sys.argv[1], 'x86-host'), sys.argv[2], cascades=sys.argv[3] == '1'); "
         "build_shared(sys.argv[2])")
 
 
-def _built(model: str, tree: Path | None, out: Path) -> CModel:
+def _built(model: str, tree: Path | None, out: Path, cascades: bool) -> CModel:
     """The fused C of ``model`` by the opfuse in ``tree`` (None: this process's), built."""
     if tree is None:
-        emit_c(compile_model(model, "x86-host"), out, cascades=False)
+        emit_c(compile_model(model, "x86-host"), out, cascades=cascades)
         build_shared(out)
     else:
         env = {**os.environ, "PYTHONPATH": str(tree)}
-        subprocess.run([sys.executable, "-c", EMIT, model, str(out)], check=True, env=env,
-                       cwd=tree)
+        subprocess.run([sys.executable, "-c", EMIT, model, str(out), str(int(cascades))],
+                       check=True, env=env, cwd=tree)
     return CModel(out)
 
 
-def _times(model: str, base: Path, tmp: Path, runs: int) -> dict[str, tuple[float, float]]:
-    """Median (CPU s, wall s) per runner: ``base``, ``tree`` and ``ort``."""
+def _times(model: str, base: Path, tmp: Path, runs: int,
+           cascades: bool) -> tuple[dict[str, tuple[float, float]], float]:
+    """Median (CPU s, wall s) per runner (``base``, ``tree`` and ``ort``), and the largest
+    difference between the two trees' outputs."""
     feeds, _, _ = reference(model)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = opts.inter_op_num_threads = 1
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
-    runners = {}
+    runners, outs = {}, {}
     for key, tree in (("base", base), ("tree", None)):
-        lib = _built(model, tree, tmp / key)
+        lib = _built(model, tree, tmp / key, cascades)
+        outs[key] = lib.run(feeds)
         bound = lib.bind(feeds)
         runners[key] = (lambda c=lib, b=bound: c.write(b), lib.invoke)
     runners["ort"] = (lambda: None, lambda: sess.run(None, feeds))
@@ -75,8 +80,9 @@ def _times(model: str, base: Path, tmp: Path, runs: int) -> dict[str, tuple[floa
             c1, t1 = time.thread_time(), time.perf_counter()
             if r:
                 got[key].append((c1 - c0, t1 - t0))
+    diff = max(float(np.abs(outs["base"][k] - outs["tree"][k]).max()) for k in outs["base"])
     return {key: (statistics.median(c for c, _ in v), statistics.median(t for _, t in v))
-            for key, v in got.items()}
+            for key, v in got.items()}, diff
 
 
 def main() -> None:
@@ -84,9 +90,11 @@ def main() -> None:
     parser.add_argument("models", nargs="+", help="ONNX model paths")
     parser.add_argument("--base", required=True, help="the git revision to compare with")
     parser.add_argument("--runs", type=int, default=21, help="timed runs per runner")
+    parser.add_argument("--cascades", action="store_true", help="the cascaded C of both trees")
     args = parser.parse_args()
     print(f"{'model':<22}{'REV cpu ms':>11}{'tree cpu':>10}{'ORT cpu':>10}{'REV/ORT':>9}"
-          f"{'tree/ORT':>9}{'speedup':>9}{'tree wall':>11}{'ORT wall':>10}{'wall/ORT':>9}")
+          f"{'tree/ORT':>9}{'speedup':>9}{'tree wall':>11}{'ORT wall':>10}{'wall/ORT':>9}"
+          f"{'max |diff|':>11}")
     with tempfile.TemporaryDirectory(prefix="opfuse-revs-") as tmp_name:
         tmp = Path(tmp_name)
         base = tmp / "base"
@@ -96,12 +104,12 @@ def main() -> None:
         subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
         for i, model in enumerate(args.models):
             (tmp / str(i)).mkdir()
-            t = _times(model, base, tmp / str(i), args.runs)
+            t, diff = _times(model, base, tmp / str(i), args.runs, args.cascades)
             (bc, _), (nc, nw), (oc, ow) = t["base"], t["tree"], t["ort"]
             name = for_terminal(Path(model).stem if Path(model).suffix else model)
             print(f"{name:<22}{bc * 1e3:>11.3f}{nc * 1e3:>10.3f}{oc * 1e3:>10.3f}{bc / oc:>8.2f}x"
                   f"{nc / oc:>8.2f}x{bc / nc:>8.2f}x{nw * 1e3:>11.3f}{ow * 1e3:>10.3f}"
-                  f"{nw / ow:>8.2f}x", flush=True)
+                  f"{nw / ow:>8.2f}x{diff:>11.3g}", flush=True)
     print(f"medians of {args.runs} runs each, one thread, alternating order; cpu: this thread's "
           "CPU time; speedup = REV / tree (cpu)")
 
