@@ -228,7 +228,7 @@ def _int_input(graph: ir.Graph, node: ir.Node, dq: ir.Node) -> ir.Value:
         return x
     if x.is_initializer() or x.const_value is not None:
         copy = ir.Value(
-            name=_fresh(graph, f"{x.name}_q"), shape=x.shape, type=x.type, const_value=x.const_value
+            name=fresh_initializer_name(graph, f"{x.name}_q"), shape=x.shape, type=x.type, const_value=x.const_value
         )
         graph.register_initializer(copy)
         set_quant(copy, params)
@@ -287,12 +287,13 @@ def _quantize_param(
 
 def _initializer(graph: ir.Graph, base: str, array: np.ndarray) -> ir.Value:
     tensor = ir.tensor(np.asarray(array))
-    value = ir.Value(name=_fresh(graph, base), shape=tensor.shape, type=ir.TensorType(tensor.dtype), const_value=tensor)
+    value = ir.Value(name=fresh_initializer_name(graph, base), shape=tensor.shape, type=ir.TensorType(tensor.dtype), const_value=tensor)
     graph.register_initializer(value)
     return value
 
 
-def _fresh(graph: ir.Graph, base: str) -> str:
+def fresh_initializer_name(graph: ir.Graph, base: str) -> str:
+    """``base``, or ``base_2``, ``base_3`` ...: the first name no initializer of ``graph`` has."""
     name, i = base, 1
     while name in graph.initializers:
         i += 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.frontends.qdq import node_params
+from opfuse.frontends.qdq import fresh_initializer_name, node_params
 from opfuse.ir.values import const
 
 DQ = "DequantizeLinear"
@@ -32,7 +32,7 @@ def fold_wide_constant_dequantize(graph: ir.Graph) -> int:
         params = found[0]
         real = _dequantized(np.asarray(data), params.scale, params.zero_point, params.axis)
         out = node.outputs[0]
-        value = ir.Value(name=_fresh(graph, f"{x.name}_real"), shape=ir.Shape(real.shape),
+        value = ir.Value(name=fresh_initializer_name(graph, f"{x.name}_real"), shape=ir.Shape(real.shape),
                          type=ir.TensorType(ir.DataType.FLOAT), const_value=ir.tensor(real))
         graph.register_initializer(value)
         out.replace_all_uses_with(value, replace_graph_outputs=False)
@@ -50,11 +50,3 @@ def _dequantized(data: np.ndarray, scale: np.ndarray, zero_point: np.ndarray,
     s = scale.astype(np.float32).reshape(shape if scale.size > 1 else ())
     z = zero_point.astype(np.float32).reshape(shape if zero_point.size > 1 else ())
     return ((data.astype(np.float32) - z) * s).astype(np.float32)
-
-
-def _fresh(graph: ir.Graph, base: str) -> str:
-    name, i = base, 1
-    while name in graph.initializers:
-        i += 1
-        name = f"{base}_{i}"
-    return name
