@@ -14,7 +14,7 @@ from itertools import product
 import pytest
 
 from opfuse.backends.c.cascade import pulled_schedule
-from opfuse.backends.c.emit import generate
+from opfuse.backends.c.emit import c_schedule, generate
 from opfuse.fusion.rings import Window, band_schedule
 from opfuse.pipeline import compile_model
 from tests.helpers.shared import shared_model
@@ -102,3 +102,18 @@ def test_the_table_fallback_is_bit_exact_too(monkeypatch: pytest.MonkeyPatch) ->
     assert re.search(r"static const uint8_t steps\[", files["model.c"])
     report = validate_c_int8(result, trials=3, steps=0)
     assert report.ok, "\n".join(report.notes)
+
+
+def test_a_residual_add_member_is_the_conv_members_epilogue() -> None:
+    """ResNet-8's cascades end in a residual Add (+ Relu) member after a conv: it is written as
+    more of the conv member's epilogue, so each cascade's band loop has a case fewer than the
+    plan has members (its rows stored once, and one member's code fewer in flash)."""
+    result = compile_model(str(shared_model("tflite", "pretrainedResnet_quant.tflite")),
+                           "cortex-m7")
+    kernels = [k for k in c_schedule(result).partition.kernels if k.is_cascade]
+    text = _model_c("pretrainedResnet_quant")
+    cases = len(re.findall(r"^\s+case \d+: \{", text, re.M))  # the band loops' members
+    led_by_add = sum(1 for k in kernels for m in k.members
+                     if m.ops[0] == "Add")
+    assert led_by_add >= 3, led_by_add
+    assert cases == sum(len(k.members) for k in kernels) - led_by_add, cases

@@ -152,7 +152,7 @@ class _Stores:
 def emit_cascade(w: CWriter, kernel: Kernel, nodes: dict[str, ir.Node], params: Params) -> None:
     """The body of the cascade's C function (see the module docstring)."""
     stores = _Stores(kernel, nodes, params)
-    members = [[nodes[n] for n in m.nodes] for m in kernel.members]
+    members, owners = _joined([[nodes[n] for n in m.nodes] for m in kernel.members], kernel)
     first_in = chain_input(kernel.members[0], nodes)
     values = [first_in] + [ms[-1].outputs[0] for ms in members]
     windows = [window_of(ms[0]) if ms[0].op_type in WINDOWED else Window() for ms in members]
@@ -164,7 +164,7 @@ def emit_cascade(w: CWriter, kernel: Kernel, nodes: dict[str, ir.Node], params: 
         _open_table(w, steps)
     for index, ms in enumerate(members):
         w.open(f"case {index}:")
-        stores.member = kernel.members[index]  # names a member written as its own function
+        stores.member = owners[index]  # names a member written as its own function
         most = max((b - a + 1 for s, a, b in steps if s == index), default=1)
         _member(w, ms, values[index], values[index + 1], stores, most)
         w("break;")
@@ -173,6 +173,24 @@ def emit_cascade(w: CWriter, kernel: Kernel, nodes: dict[str, ir.Node], params: 
     w.close()
     w.close()
     w.close()
+
+
+def _joined(members: list[list[ir.Node]], kernel: Kernel) -> tuple[list[list[ir.Node]], list]:
+    """The members as written: an int8 member led by an elementwise op (ResNet's residual Add +
+    Relu after a conv) joins the member before it as more of its epilogue, so its rows are stored
+    once, not read back from a ring of one row (its ring stays in the plan, unused). The int8
+    epilogue computes each op's own integers (int8/chain.py), so the result is the same; a
+    member's code fewer (ResNet-8: three)."""
+    out: list[list[ir.Node]] = []
+    owners: list = []
+    for ms, owner in zip(members, kernel.members, strict=True):
+        if out and ms[0].op_type not in WINDOWED and is_int8_member(ms) \
+                and is_int8_member(out[-1]):
+            out[-1] = out[-1] + ms
+            continue
+        out.append(ms)
+        owners.append(owner)
+    return out, owners
 
 
 def pulled_schedule(windows: list[Window], heights: list[int],
