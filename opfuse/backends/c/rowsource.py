@@ -1,6 +1,6 @@
 """Where the float conv cores read their input rows and write their output rows: the whole NCHW
-tensor (the layer-by-layer kernel) or a cascade's ring of rows (docs/architecture.md, "Cascaded
-C"), so one core serves both.
+tensor (the layer-by-layer kernel) or a cascade's ring of rows (docs/architecture.md, "Cascades"), so
+one core serves both.
 
 A ring of ``R`` rows of a ``C x H x W`` value is laid out ``C x R x W``: row ``y`` of channel ``c``
 sits at ``(c*R + y % R)*W``; the whole tensor is the case ``R = H`` (then no ``%`` is written).
