@@ -23,11 +23,13 @@ import numpy as np
 import onnx_ir as ir
 import onnxscript.optimizer
 
+from opfuse.frontends.qdq_constants import fold_wide_constant_dequantize
+from opfuse.frontends.qdq_params import DQ, fresh_initializer_name, node_params
 from opfuse.ir.values import const
 from opfuse.ops import groups
-from opfuse.quant import ONNX, QUANT, ROUNDING, QuantParams, get_quant, make_params, set_quant
+from opfuse.quant import ONNX, QUANT, ROUNDING, QuantParams, get_quant, set_quant
 
-Q, DQ = "QuantizeLinear", "DequantizeLinear"
+Q = "QuantizeLinear"
 CLAMPS = groups.CLAMPS
 QUANTIZABLE = groups.QUANTIZABLE  # read as one int8 op between Q/DQ pairs (the op registry's)
 # Ops that only move or select int8 values: an int8 input passes its params to the output.
@@ -71,8 +73,6 @@ def fold_qdq(model: ir.Model) -> int:
         if node.op_type in PASS_THROUGH:
             _pass_through(node)
     _drop_noop_requantize(graph)
-    from opfuse.frontends.qdq_constants import fold_wide_constant_dequantize  # imports this module
-
     fold_wide_constant_dequantize(graph)
     onnxscript.optimizer.remove_unused_nodes(model)
     return folded
@@ -80,31 +80,6 @@ def fold_qdq(model: ir.Model) -> int:
 
 def _is(node: ir.Node | None, op_type: str) -> bool:
     return node is not None and node.op_type == op_type and node.domain in ("", "ai.onnx")
-
-
-def node_params(node: ir.Node) -> tuple[QuantParams, ir.DataType] | None:
-    """(params, integer dtype) of a QuantizeLinear/DequantizeLinear; None when not constant or
-    blocked (block_size), which the fold then leaves alone."""
-    if node.attributes.get_int("block_size", 0):
-        return None
-    scale = const(node.inputs[1])
-    zp_value = node.inputs[2] if len(node.inputs) > 2 else None
-    zp = const(zp_value)
-    if scale is None or (zp_value is not None and zp is None):
-        return None
-    if zp_value is not None:
-        dtype = zp_value.dtype
-    elif node.op_type == DQ:
-        dtype = node.inputs[0].dtype
-    else:
-        dtype = ir.DataType.UINT8  # QuantizeLinear's default output type
-    data = node.inputs[0] if node.op_type == DQ else node.outputs[0]
-    axis = None
-    if scale.size > 1:
-        rank = len(data.shape) if data.shape is not None else 0
-        axis = node.attributes.get_int("axis", 1)
-        axis = axis + rank if axis < 0 else axis
-    return make_params(scale, 0 if zp is None else zp, axis), dtype
 
 
 def _annotate_boundaries(graph: ir.Graph) -> None:
@@ -290,15 +265,6 @@ def _initializer(graph: ir.Graph, base: str, array: np.ndarray) -> ir.Value:
     value = ir.Value(name=fresh_initializer_name(graph, base), shape=tensor.shape, type=ir.TensorType(tensor.dtype), const_value=tensor)
     graph.register_initializer(value)
     return value
-
-
-def fresh_initializer_name(graph: ir.Graph, base: str) -> str:
-    """``base``, or ``base_2``, ``base_3`` ...: the first name no initializer of ``graph`` has."""
-    name, i = base, 1
-    while name in graph.initializers:
-        i += 1
-        name = f"{base}_{i}"
-    return name
 
 
 def _fresh_value(graph: ir.Graph, base: str) -> str:

@@ -12,10 +12,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.frontends.qdq import fresh_initializer_name, node_params
+from opfuse.frontends.qdq_params import DQ, fresh_initializer_name, node_params
 from opfuse.ir.values import const
 
-DQ = "DequantizeLinear"
 _EIGHT_BIT = (ir.DataType.INT8, ir.DataType.UINT8)
 
 
