@@ -146,6 +146,8 @@ class DwQuant:
     rq: Requant
     left_shift: bool
     fast: bool = False  # opfuse_requant_r is exact here (common.py, acc_bound)
+    doubled: bool = False  # the DSP groups sum 2x for opfuse_requant_d (requant.py)
+    zy_folded: bool = False  # and its rounding constant adds z_y too (fits in 32 bits)
 
 
 def dw_quant(params: Params, node: ir.Node, g: ConvGeom) -> DwQuant:
@@ -161,7 +163,13 @@ def dw_quant(params: Params, node: ir.Node, g: ConvGeom) -> DwQuant:
     shifts = multipliers(real)[1] if rq.mode == TFLITE else np.zeros(1, np.int32)
     fast = rq.mode == TFLITE and bound < common.FAST_BOUND and bool((shifts <= -1).all())
     left = bool((shifts > 0).any())
-    return DwQuant(int(xq.zero_point[0]), int(yq.zero_point[0]), rq, left, fast)
+    zy = int(yq.zero_point[0])
+    doubled = fast and bool((shifts >= -31).all())
+    # |h| <= bound after the multiply (requant.py): the constant 2^(e-1) + z_y*2^e must leave
+    # the sum inside int32 for every channel's e = -shift
+    e = -shifts.astype(np.int64)
+    folded = doubled and bool((bound + (1 << (e - 1)) + abs(zy) * (1 << e) < 1 << 31).all())
+    return DwQuant(int(xq.zero_point[0]), zy, rq, left, fast, doubled, folded)
 
 
 def unrolled_singles(g: ConvGeom) -> bool:
@@ -193,18 +201,29 @@ def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQ
         w("const int qls = qs > 0 ? qs : 0, qrs = qs > 0 ? 0 : -qs;" if dq.left_shift
           else "const int qrs = -qs;")
         w("const int32_t qmask = (int32_t)(((int64_t)1 << qrs) - 1), qthr = qmask >> 1;")
+        if dq.doubled:  # opfuse_requant_d's shift and rounding constant (2^(e-1) [+ z_y*2^e])
+            w("#else")
+            zy = f" + ((uint32_t){dq.zy} << (-qs))" if dq.zy_folded else ""
+            w(f"const int qe = -qs; const int32_t qr = (int32_t)(((uint32_t)1 << (-qs - 1)){zy});")
         if dq.fast:
             w("#endif")
     if not groups:
         return
     pairs, singles_k = tap_pairs(kw_)
+    two = "2*" if dq.doubled else ""  # int8 taps doubled still fit a 16-bit lane
     w("#ifdef OPFUSE_DSP")
     for kh in range(kh_):
         for j, (a, b) in enumerate(pairs):
-            w(f"const int32_t wp{kh}_{j} = (int32_t)((uint32_t)(uint16_t)wc[{kh * kw_ + a}] | "
-              f"((uint32_t)(uint16_t)wc[{kh * kw_ + b}] << 16));")
+            w(f"const int32_t wp{kh}_{j} = (int32_t)((uint32_t)(uint16_t)({two}wc[{kh * kw_ + a}]) | "
+              f"((uint32_t)(uint16_t)({two}wc[{kh * kw_ + b}]) << 16));")
+    # the single taps of rows kh and kh + 1 share a register (bottom, top lane): fewer live
+    # weights, so the group loop keeps its row pointers in registers
+    for kh in range(0, kh_, 2):
         for j, k in enumerate(singles_k, start=len(pairs)):
-            w(f"const int32_t wp{kh}_{j} = wc[{kh * kw_ + k}];")
+            lo = f"(uint32_t)(uint16_t)({two}wc[{kh * kw_ + k}])"
+            hi = (f" | ((uint32_t)(uint16_t)({two}wc[{(kh + 1) * kw_ + k}]) << 16)"
+                  if kh + 1 < kh_ else "")
+            w(f"const int32_t ws{kh // 2}_{j} = (int32_t)({lo}{hi});")
     w("#endif")
 
 
@@ -222,10 +241,11 @@ def emit_requantized(w: CWriter, dq: DwQuant, acc: str) -> str:
 
 
 def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zrow: str,
-                zx: int, store: Callable[[str, str], None]) -> None:
+                zx: int, store: Callable[..., None], doubled: bool = False) -> None:
     """Output row ``oh`` of channel ``c`` (after ``emit_channel_setup``): ``row(ih)`` is the C
     pointer of input row ``ih`` of the channel; ``store(acc, col)`` requantizes and writes the
-    int32 sum (bias included) of output column ``col``."""
+    int32 sum (bias included) of output column ``col``; ``doubled`` (``DwQuant.doubled``): the
+    DSP groups sum twice that and call ``store(acc, col, True)``."""
     (kh_, _), (sh, sw), (ph, pw) = g.k, g.s, g.p
     w(f"const int ih0 = {oh}*{sh} - {ph};")
     for kh in range(kh_):
@@ -234,50 +254,59 @@ def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zro
     singles, (first, groups) = columns(g)
     end = first + groups * PAIR
     unrolled = unrolled_singles(g)
+    once = "x2" if doubled else False  # a single column's sum, doubled at its requantize
     for ow, k0, k1 in singles if unrolled else ():
         if ow < first:
-            _single(w, g, ow, k0, k1, store)
+            _single(w, g, ow, k0, k1, store, once)
     if groups:
         w("#ifndef OPFUSE_DSP")
         _portable_sums(w, g, first, end)
         w("#endif")
+        w("#ifdef OPFUSE_DSP")  # row pointers stepped, not indexed: fewer registers in the loop
+        for kh in range(kh_):
+            w(f"const int8_t *p{kh} = r{kh} + {first * sw - pw};")
+        w("#endif")
         w.open(f"for (int ow = {first}; ow < {end}; ow += {PAIR})")
         w("#ifdef OPFUSE_DSP")
-        w(f"const int x0 = ow*{sw} - {pw};")
-        _dsp_group(w, g)
+        _dsp_group(w, g, doubled)
         w("#else")
         w("const int32_t " + ", ".join(f"a{d} = ar[ow - {first} + {d}]" for d in range(PAIR)) + ";")
         w("#endif")
         for d in range(PAIR):
-            store(f"a{d}", f"ow + {d}" if d else "ow")
+            store(f"a{d}", f"ow + {d}" if d else "ow", doubled)
         w.close()
     for ow, k0, k1 in singles if unrolled else ():
         if ow >= first:
-            _single(w, g, ow, k0, k1, store)
+            _single(w, g, ow, k0, k1, store, once)
     if singles and not unrolled:
         _singles_loop(w, g, first, end, len(singles), zx, store)
 
 
-def _dsp_group(w: CWriter, g: ConvGeom) -> None:
+def _dsp_group(w: CWriter, g: ConvGeom, doubled: bool) -> None:
     (kh_, kw_), (_, sw) = g.k, g.s
     taps = row_schedule(kw_, sw)
     words = sorted({t.word for t in taps})
     odd = {(t.word, t.odd) for t in taps}
-    w(f"int32_t {', '.join(f'a{d} = bk0_{kw_}' for d in range(PAIR))};")
+    two = "2*" if doubled else ""
+    w(f"int32_t {', '.join(f'a{d} = {two}bk0_{kw_}' for d in range(PAIR))};")
     for kh in range(kh_):
         w.open("")
         for q in words:
             w(f"int32_t t{q};")
-            w(f"memcpy(&t{q}, r{kh} + x0 + {q}, 4);")
+            w(f"memcpy(&t{q}, p{kh} + {q}, 4);")
             if (q, False) in odd:
                 w(f"const int32_t e{q} = __sxtb16(t{q});")
             if (q, True) in odd:  # one SXTB16 with its rotation (ACLE has no such intrinsic)
                 w(f"int32_t o{q};")
                 w(f'__asm__("sxtb16 %0, %1, ror #8" : "=r"(o{q}) : "r"(t{q}));')
+        w(f"p{kh} += {PAIR * sw};")
         for t in taps:
             src = f"{'o' if t.odd else 'e'}{t.word}"
-            fn = {"pair": "__smlad", "lo": "__smlabb", "hi": "__smlatb"}[t.lane]
-            w(f"a{t.out} = {fn}({src}, wp{kh}_{t.weight}, a{t.out});")
+            if t.lane == "pair":
+                w(f"a{t.out} = __smlad({src}, wp{kh}_{t.weight}, a{t.out});")
+                continue
+            fn = f"__smla{'b' if t.lane == 'lo' else 't'}{'t' if kh % 2 else 'b'}"
+            w(f"a{t.out} = {fn}({src}, ws{kh // 2}_{t.weight}, a{t.out});")
         w.close()
 
 
@@ -294,7 +323,7 @@ def _portable_sums(w: CWriter, g: ConvGeom, first: int, end: int) -> None:
 
 
 def _single(w: CWriter, g: ConvGeom, ow: int, k0: int, k1: int,
-            store: Callable[[str, str], None]) -> None:
+            store: Callable[..., None], doubled: bool | str) -> None:
     """Column ``ow`` alone: its taps ``k0 .. k1`` of each row (the rest fall outside the row and
     add nothing; ``bk<k0>_<k1>`` holds their rows' share of the fold)."""
     (kh_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
@@ -302,7 +331,7 @@ def _single(w: CWriter, g: ConvGeom, ow: int, k0: int, k1: int,
     terms = [f"r{kh}[{x0 + k}]*wc[{kh * kw_ + k}]" for kh in range(kh_) for k in range(k0, k1)]
     w.open("")
     w(f"const int32_t acc = bk{k0}_{k1}{''.join(' + ' + t for t in terms)};")
-    store("acc", str(ow))
+    store("acc", str(ow), doubled)
     w.close()
 
 
@@ -340,14 +369,20 @@ def _operands(params: Params, node: ir.Node, g: ConvGeom) -> tuple[str, str, str
     return depthwise_weights(params, node.inputs[1], g), bias, zero_row(params, g, dq.zx), dq
 
 
-def emit_clamped(w: CWriter, dq: DwQuant, acc: str, lo: int, hi: int) -> None:
+def emit_clamped(w: CWriter, dq: DwQuant, acc: str, lo: int, hi: int,
+                 doubled: bool | str = False) -> None:
     """``int32_t v``: ``acc`` requantized, plus the output zero point, clamped to ``lo .. hi``
-    (the int8 range is one ``__ssat`` under ``OPFUSE_DSP``)."""
+    (the int8 range is one ``__ssat`` under ``OPFUSE_DSP``). ``doubled``: under ``OPFUSE_DSP``
+    ``acc`` holds twice the sum (``DwQuant.doubled``), the portable C's the sum."""
     if dq.fast:  # SMMULR on Armv7E-M (requant.py), the hoisted parts in the portable C
         w("#ifdef OPFUSE_DSP")
-        w(f"int32_t v = __ssat(opfuse_requant_r({acc}, qm, qs) + {dq.zy}, 8);" if (lo, hi)
-          == (-128, 127) else
-          f"int32_t v = opfuse_clamp(opfuse_requant_r({acc}, qm, qs) + {dq.zy}, {lo}, {hi});")
+        if doubled:  # "x2": acc is the plain sum there too, doubled here
+            d = f"2*{acc}" if doubled == "x2" else acc
+            r = f"opfuse_requant_d({d}, qm, qe, qr)" + ("" if dq.zy_folded else f" + {dq.zy}")
+        else:
+            r = f"opfuse_requant_r({acc}, qm, qs) + {dq.zy}"
+        w(f"int32_t v = __ssat({r}, 8);" if (lo, hi) == (-128, 127) else
+          f"int32_t v = opfuse_clamp({r}, {lo}, {hi});")
         w(common.SSAT_RANGE if (lo, hi) == (-128, 127) else "")
         w("#else")
         r = emit_requantized(w, dq, acc)
@@ -377,9 +412,9 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
     y = params.out((pre or [node])[-1].outputs[0], node)
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
 
-    def store(acc: str, col: str) -> None:
+    def store(acc: str, col: str, doubled: bool | str = False) -> None:
         w.open("")
-        emit_clamped(w, dq, acc, yct.lo, yct.hi)
+        emit_clamped(w, dq, acc, yct.lo, yct.hi, doubled)
         if chain is not None:
             v = chain.emit(w, "v", ["n", "c", "oh", f"({col})"])
             w(f"v = {v};")
@@ -392,7 +427,7 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
     emit_channel_setup(w, g, weights, bias, dq)
     w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
     w(f"{yct.name} *yr = {y} + (n*{g.c} + c)*{plane_out} + oh*{g.ow};")
-    emit_dw_row(w, g, "oh", lambda ih: f"xc + {ih}*{g.iw}", zrow, dq.zx, store)
+    emit_dw_row(w, g, "oh", lambda ih: f"xc + {ih}*{g.iw}", zrow, dq.zx, store, dq.doubled)
     w.close()
     w.close()
     w.close()
@@ -409,9 +444,9 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
     hct = int_ctype(node.outputs[0], node)
     weights, bias, zrow, dq = _operands(params, node, g)
 
-    def store_acc(acc: str, col: str) -> None:
+    def store_acc(acc: str, col: str, doubled: bool | str = False) -> None:
         w.open("")
-        emit_clamped(w, dq, acc, hct.lo, hct.hi)
+        emit_clamped(w, dq, acc, hct.lo, hct.hi, doubled)
         store("c", col)
         w.close()
 
@@ -419,6 +454,6 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
     w(f"const int8_t *xc = {channel};")
     emit_channel_setup(w, g, weights, bias, dq)
     w(f"{out_row};")
-    emit_dw_row(w, g, "r", row, zrow, dq.zx, store_acc)
+    emit_dw_row(w, g, "r", row, zrow, dq.zx, store_acc, dq.doubled)
     w.close()
 
