@@ -19,7 +19,12 @@ layer-by-layer kernel (``emit_depthwise8``) and a cascade member call the same c
   them in one ``__smlad``, and an unpaired tap is one ``__smlabb``/``__smlatb`` on a lane. For a
   3x3 stride-1 row that is 1 load, 2 widenings and 4 multiply-accumulates for 6 MACs. The
   weights stay int8 in flash (no larger than before) and are widened and paired once per
-  channel into registers; the portable C sums the same integers tap by tap.
+  channel into registers; the portable C sums the same integers tap by tap;
+* in a row of several groups the loop steps one pointer per tap row (no index arithmetic per
+  load); under ``OPFUSE_DSP`` the fast requantization is ``opfuse_requant_d`` (requant.py): its
+  two final shifts are one, and the output zero point rides in its rounding constant where the
+  generator proved the sum stays in 32 bits (``dw_quant``); layers of the same input zero point
+  share one ``zrow``.
 """
 
 from __future__ import annotations
@@ -118,8 +123,14 @@ def interior(g: ConvGeom, pair: int = PAIR) -> tuple[int, int]:
 
 
 def zero_row(params: Params, g: ConvGeom, zx: int) -> str:
-    """A row of ``z_x`` bytes, read in place of a tap row above or below the input."""
-    return params.weight(f"dw:zrow:{zx}:{g.iw}", np.full(g.iw, zx, np.int8), INT8)
+    """A row of ``z_x`` bytes, read in place of a tap row above or below the input: an earlier
+    layer's row of the same ``z_x`` if it is as wide (a narrower row is its prefix), so the
+    model's flash holds one per zero point, not one per width."""
+    prefix = f"dw:zrow:{zx}:"
+    widths = [int(k[len(prefix):].split(":")[0]) for k in params.store.blob.offsets
+              if k.startswith(prefix)]
+    width = min((x for x in widths if x >= g.iw), default=g.iw)
+    return params.weight(f"{prefix}{width}", np.full(width, zx, np.int8), INT8)
 
 
 def columns(g: ConvGeom) -> tuple[list[tuple[int, int, int]], tuple[int, int]]:
@@ -146,7 +157,7 @@ class DwQuant:
     rq: Requant
     left_shift: bool
     fast: bool = False  # opfuse_requant_r is exact here (common.py, acc_bound)
-    doubled: bool = False  # the DSP groups sum 2x for opfuse_requant_d (requant.py)
+    doubled: bool = False  # the DSP C requantizes with opfuse_requant_d (requant.py)
     zy_folded: bool = False  # and its rounding constant adds z_y too (fits in 32 bits)
 
 
@@ -203,27 +214,21 @@ def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQ
         w("const int32_t qmask = (int32_t)(((int64_t)1 << qrs) - 1), qthr = qmask >> 1;")
         if dq.doubled:  # opfuse_requant_d's shift and rounding constant (2^(e-1) [+ z_y*2^e])
             w("#else")
-            zy = f" + ((uint32_t){dq.zy} << (-qs))" if dq.zy_folded else ""
-            w(f"const int qe = -qs; const int32_t qr = (int32_t)(((uint32_t)1 << (-qs - 1)){zy});")
+            one = 1 + 2 * dq.zy if dq.zy_folded else 1  # (1 + 2 z_y) 2^(e-1), mod 2^32
+            w(f"const int qe = -qs; const int32_t qr = (int32_t)((uint32_t){one} << (-qs - 1));")
         if dq.fast:
             w("#endif")
     if not groups:
         return
     pairs, singles_k = tap_pairs(kw_)
-    two = "2*" if dq.doubled else ""  # int8 taps doubled still fit a 16-bit lane
     w("#ifdef OPFUSE_DSP")
     for kh in range(kh_):
         for j, (a, b) in enumerate(pairs):
-            w(f"const int32_t wp{kh}_{j} = (int32_t)((uint32_t)(uint16_t)({two}wc[{kh * kw_ + a}]) | "
-              f"((uint32_t)(uint16_t)({two}wc[{kh * kw_ + b}]) << 16));")
-    # the single taps of rows kh and kh + 1 share a register (bottom, top lane): fewer live
-    # weights, so the group loop keeps its row pointers in registers
-    for kh in range(0, kh_, 2):
+            w(f"const int32_t wp{kh}_{j} = (int32_t)((uint32_t)(uint16_t)wc[{kh * kw_ + a}] | "
+              f"((uint32_t)(uint16_t)wc[{kh * kw_ + b}] << 16));")
+    for kh in range(kh_):
         for j, k in enumerate(singles_k, start=len(pairs)):
-            lo = f"(uint32_t)(uint16_t)({two}wc[{kh * kw_ + k}])"
-            hi = (f" | ((uint32_t)(uint16_t)({two}wc[{(kh + 1) * kw_ + k}]) << 16)"
-                  if kh + 1 < kh_ else "")
-            w(f"const int32_t ws{kh // 2}_{j} = (int32_t)({lo}{hi});")
+            w(f"const int32_t wp{kh}_{j} = wc[{kh * kw_ + k}];")
     w("#endif")
 
 
@@ -244,8 +249,8 @@ def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zro
                 zx: int, store: Callable[..., None], doubled: bool = False) -> None:
     """Output row ``oh`` of channel ``c`` (after ``emit_channel_setup``): ``row(ih)`` is the C
     pointer of input row ``ih`` of the channel; ``store(acc, col)`` requantizes and writes the
-    int32 sum (bias included) of output column ``col``; ``doubled`` (``DwQuant.doubled``): the
-    DSP groups sum twice that and call ``store(acc, col, True)``."""
+    int32 sum (bias included) of output column ``col``, ``store(acc, col, doubled)`` with
+    ``doubled`` (``DwQuant.doubled``) passed on to ``emit_clamped``."""
     (kh_, _), (sh, sw), (ph, pw) = g.k, g.s, g.p
     w(f"const int ih0 = {oh}*{sh} - {ph};")
     for kh in range(kh_):
@@ -254,10 +259,9 @@ def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zro
     singles, (first, groups) = columns(g)
     end = first + groups * PAIR
     unrolled = unrolled_singles(g)
-    once = "x2" if doubled else False  # a single column's sum, doubled at its requantize
     for ow, k0, k1 in singles if unrolled else ():
         if ow < first:
-            _single(w, g, ow, k0, k1, store, once)
+            _single(w, g, ow, k0, k1, store, doubled)
     if groups:
         w("#ifndef OPFUSE_DSP")
         _portable_sums(w, g, first, end)
@@ -266,9 +270,13 @@ def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zro
         for kh in range(kh_):
             w(f"const int8_t *p{kh} = r{kh} + {first * sw - pw};")
         w("#endif")
-        w.open(f"for (int ow = {first}; ow < {end}; ow += {PAIR})")
+        if groups == 1:  # a narrow row (kws's 5 columns): one group, no loop to step
+            w.open("")
+            w(f"const int ow = {first};")
+        else:
+            w.open(f"for (int ow = {first}; ow < {end}; ow += {PAIR})")
         w("#ifdef OPFUSE_DSP")
-        _dsp_group(w, g, doubled)
+        _dsp_group(w, g, groups > 1)
         w("#else")
         w("const int32_t " + ", ".join(f"a{d} = ar[ow - {first} + {d}]" for d in range(PAIR)) + ";")
         w("#endif")
@@ -277,18 +285,19 @@ def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zro
         w.close()
     for ow, k0, k1 in singles if unrolled else ():
         if ow >= first:
-            _single(w, g, ow, k0, k1, store, once)
+            _single(w, g, ow, k0, k1, store, doubled)
     if singles and not unrolled:
-        _singles_loop(w, g, first, end, len(singles), zx, store)
+        _singles_loop(w, g, first, end, len(singles), zx, store, doubled)
 
 
-def _dsp_group(w: CWriter, g: ConvGeom, doubled: bool) -> None:
+def _dsp_group(w: CWriter, g: ConvGeom, step: bool) -> None:
+    """The group at ``ow``; ``step``: in a loop, whose row pointers step (no index arithmetic
+    per load)."""
     (kh_, kw_), (_, sw) = g.k, g.s
     taps = row_schedule(kw_, sw)
     words = sorted({t.word for t in taps})
     odd = {(t.word, t.odd) for t in taps}
-    two = "2*" if doubled else ""
-    w(f"int32_t {', '.join(f'a{d} = {two}bk0_{kw_}' for d in range(PAIR))};")
+    w(f"int32_t {', '.join(f'a{d} = bk0_{kw_}' for d in range(PAIR))};")
     for kh in range(kh_):
         w.open("")
         for q in words:
@@ -299,14 +308,12 @@ def _dsp_group(w: CWriter, g: ConvGeom, doubled: bool) -> None:
             if (q, True) in odd:  # one SXTB16 with its rotation (ACLE has no such intrinsic)
                 w(f"int32_t o{q};")
                 w(f'__asm__("sxtb16 %0, %1, ror #8" : "=r"(o{q}) : "r"(t{q}));')
-        w(f"p{kh} += {PAIR * sw};")
+        if step:
+            w(f"p{kh} += {PAIR * sw};")
         for t in taps:
             src = f"{'o' if t.odd else 'e'}{t.word}"
-            if t.lane == "pair":
-                w(f"a{t.out} = __smlad({src}, wp{kh}_{t.weight}, a{t.out});")
-                continue
-            fn = f"__smla{'b' if t.lane == 'lo' else 't'}{'t' if kh % 2 else 'b'}"
-            w(f"a{t.out} = {fn}({src}, ws{kh // 2}_{t.weight}, a{t.out});")
+            fn = {"pair": "__smlad", "lo": "__smlabb", "hi": "__smlatb"}[t.lane]
+            w(f"a{t.out} = {fn}({src}, wp{kh}_{t.weight}, a{t.out});")
         w.close()
 
 
@@ -323,7 +330,7 @@ def _portable_sums(w: CWriter, g: ConvGeom, first: int, end: int) -> None:
 
 
 def _single(w: CWriter, g: ConvGeom, ow: int, k0: int, k1: int,
-            store: Callable[..., None], doubled: bool | str) -> None:
+            store: Callable[..., None], doubled: bool) -> None:
     """Column ``ow`` alone: its taps ``k0 .. k1`` of each row (the rest fall outside the row and
     add nothing; ``bk<k0>_<k1>`` holds their rows' share of the fold)."""
     (kh_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
@@ -336,7 +343,7 @@ def _single(w: CWriter, g: ConvGeom, ow: int, k0: int, k1: int,
 
 
 def _singles_loop(w: CWriter, g: ConvGeom, first: int, end: int, count: int, zx: int,
-                  store: Callable[[str, str], None]) -> None:
+                  store: Callable[..., None], doubled: bool) -> None:
     """The columns outside the groups (``0 .. first``, ``end .. ow``) in one loop with one store
     site: each sums ``bias + (x - z_x) * w`` over its taps inside the row (``zrow`` gives 0)."""
     (kh_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
@@ -350,7 +357,7 @@ def _singles_loop(w: CWriter, g: ConvGeom, first: int, end: int, count: int, zx:
     for kh in range(kh_):
         w(f"acc += ((int32_t)r{kh}[x0 + k] - {zx})*wc[{kh * kw_} + k];")
     w.close()
-    store("acc", "ow")
+    store("acc", "ow", doubled)
     w.close()
 
 
@@ -370,15 +377,15 @@ def _operands(params: Params, node: ir.Node, g: ConvGeom) -> tuple[str, str, str
 
 
 def emit_clamped(w: CWriter, dq: DwQuant, acc: str, lo: int, hi: int,
-                 doubled: bool | str = False) -> None:
+                 doubled: bool = False) -> None:
     """``int32_t v``: ``acc`` requantized, plus the output zero point, clamped to ``lo .. hi``
-    (the int8 range is one ``__ssat`` under ``OPFUSE_DSP``). ``doubled``: under ``OPFUSE_DSP``
-    ``acc`` holds twice the sum (``DwQuant.doubled``), the portable C's the sum."""
+    (the int8 range is one ``__ssat`` under ``OPFUSE_DSP``). ``doubled`` (``DwQuant.doubled``):
+    under ``OPFUSE_DSP`` with ``opfuse_requant_d``, one shift fewer and the zero point in its
+    rounding constant."""
     if dq.fast:  # SMMULR on Armv7E-M (requant.py), the hoisted parts in the portable C
         w("#ifdef OPFUSE_DSP")
-        if doubled:  # "x2": acc is the plain sum there too, doubled here
-            d = f"2*{acc}" if doubled == "x2" else acc
-            r = f"opfuse_requant_d({d}, qm, qe, qr)" + ("" if dq.zy_folded else f" + {dq.zy}")
+        if doubled:
+            r = f"opfuse_requant_d(2*{acc}, qm, qe, qr)" + ("" if dq.zy_folded else f" + {dq.zy}")
         else:
             r = f"opfuse_requant_r({acc}, qm, qs) + {dq.zy}"
         w(f"int32_t v = __ssat({r}, 8);" if (lo, hi) == (-128, 127) else
@@ -412,7 +419,7 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
     y = params.out((pre or [node])[-1].outputs[0], node)
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
 
-    def store(acc: str, col: str, doubled: bool | str = False) -> None:
+    def store(acc: str, col: str, doubled: bool = False) -> None:
         w.open("")
         emit_clamped(w, dq, acc, yct.lo, yct.hi, doubled)
         if chain is not None:
@@ -444,7 +451,7 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
     hct = int_ctype(node.outputs[0], node)
     weights, bias, zrow, dq = _operands(params, node, g)
 
-    def store_acc(acc: str, col: str, doubled: bool | str = False) -> None:
+    def store_acc(acc: str, col: str, doubled: bool = False) -> None:
         w.open("")
         emit_clamped(w, dq, acc, hct.lo, hct.hi, doubled)
         store("c", col)
