@@ -106,3 +106,29 @@ def test_cost_model_counts_the_columns_the_kernel_groups(k: int, stride: int) ->
         g = ConvGeom(1, 4, 9, iw, 4, 5, ow, 4, (k, k), (stride, stride), (1, 1), (pad, pad))
         first, groups = interior(g)
         assert min(ow, dw_group_columns(iw, ow, k, stride, pad)) == min(ow, groups * PAIR), iw
+
+
+def test_zero_rows_are_shared_per_zero_point() -> None:
+    """``zero_row``: a layer reuses an earlier row of its input zero point that is at least as
+    wide as its input; a wider layer after a narrower one gets a row of its own width."""
+    from types import SimpleNamespace
+
+    from opfuse.backends.c.conv import ConvGeom
+    from opfuse.backends.c.int8.depthwise_dsp import zero_row
+    from opfuse.backends.c.tensors import Params, Store, WeightBlob
+
+    blob = WeightBlob()
+    params = Params(Store(SimpleNamespace(tensors=[], offsets={}), blob))
+
+    def geom(iw: int) -> ConvGeom:
+        return ConvGeom(1, 4, 9, iw, 4, 9, iw, 4, (3, 3), (1, 1), (1, 1), (1, 1))
+
+    def row(name: str) -> bytes:  # the bytes from the parameter's offset to the blob's end
+        arg = params.args[int(name.removeprefix("arg"))]  # "(const int8_t *)(WB + offset)"
+        return b"".join(blob.chunks)[int(arg.split("WB + ")[1].rstrip(")")):]
+
+    for iw, zx in ((24, -128), (48, -128), (12, -128), (48, 7), (30, 7), (31, -128)):
+        data = row(zero_row(params, geom(iw), zx))
+        assert data[:iw] == np.full(iw, zx, np.int8).tobytes(), (iw, zx)
+    keys = sorted(k for k in blob.offsets if k.startswith("dw:zrow"))
+    assert keys == ["dw:zrow:-128:24:int8_t", "dw:zrow:-128:48:int8_t", "dw:zrow:7:48:int8_t"]

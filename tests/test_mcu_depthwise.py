@@ -26,13 +26,18 @@ needs_tools = pytest.mark.skipif(
 )
 
 
-def depthwise_chain(path: Path, c: int = 5, h: int = 19, w: int = 23) -> Path:
-    """x -> dw 3x3 s1 (relu6) -> dw 5x5 s2 -> dw 7x7 s1 (relu), SAME padding, int8."""
+CHAIN = ((3, 1, "relu6", -128), (5, 2, None, 7), (7, 1, "relu", -128))
+
+
+def depthwise_chain(path: Path, c: int = 5, h: int = 19, w: int = 23,
+                    layers: tuple = CHAIN) -> Path:
+    """x -> dw 3x3 s1 (relu6) -> dw 5x5 s2 -> dw 7x7 s1 (relu) (``layers``: (k, stride,
+    activation, output zero point) each), SAME padding, int8."""
     rng = np.random.default_rng(3)
     m = tb.TfliteBuilder()
     x = q.tensor(m, (1, h, w, c), np.int8, 0.05, -128)
     first, cur, (ch, cw) = x, x, (h, w)
-    for k, s, act, zy in ((3, 1, "relu6", -128), (5, 2, None, 7), (7, 1, "relu", -128)):
+    for k, s, act, zy in layers:
         ws = rng.uniform(0.002, 0.02, c).astype(np.float32)
         wt = rng.integers(-127, 128, (1, k, k, c)).astype(np.int8)
         wi = q.tensor(m, wt.shape, np.int8, ws, 0, 3, wt)
@@ -63,3 +68,16 @@ def test_depthwise_dsp_and_portable_paths_agree(target: str, tmp_path: Path) -> 
         runs[label] = [k.instructions for k in emu.kernels if "conv" in k.ops[0].lower()]
     assert len(runs["dsp"]) == 3
     assert all(d < p for d, p in zip(runs["dsp"], runs["portable"], strict=True)), runs
+
+
+@needs_tools
+def test_narrower_layer_reads_the_wider_zero_row(tmp_path: Path) -> None:
+    """A stride-2 layer halves the rows; the next layer of the same input zero point reads the
+    first layer's row of zero points (one row in weights.c, not two) and stays bit-exact with
+    TFLite Micro on the DSP path."""
+    layers = ((3, 2, "relu6", -128), (3, 1, None, -128), (3, 1, None, 5))
+    result = compile_model(str(depthwise_chain(tmp_path / "dw.tflite", 6, 17, 29, layers)),
+                           "cortex-m7")
+    emu = emulate_c(result, trials=3, outdir=tmp_path / "dsp")
+    assert emu.report.ok and all(o.max_abs_err == 0 for o in emu.report.outputs)
+    assert len([k for k in emu.kernels if "conv" in k.ops[0].lower()]) == 3

@@ -58,8 +58,9 @@ def test_fast_requant_is_tflites(tmp_path: Path) -> None:
         "int main(void) {\n"
         f"    for (int i = 0; i < {len(ops)}; ++i) {{\n"
         "        const int32_t x = ops[i][0], m = ops[i][1], e = ops[i][2];\n"
-        "        printf(\"%d %d\\n\", (int)opfuse_requant_r(x, m, -e),"
-        " (int)opfuse_requant(x, m, -e));\n"
+        "        printf(\"%d %d %d\\n\", (int)opfuse_requant_r(x, m, -e),"
+        " (int)opfuse_requant(x, m, -e),"
+        " (int)opfuse_requant_d(x * 2, m, e, (int32_t)1 << (e - 1)));\n"
         "    }\n    return 0;\n}\n")
     exe = tmp_path / "rq"
     subprocess.run(["gcc", "-O2", "-std=c99", "-DOPFUSE_REQUANT_R_PORTABLE", "-Wall", "-Wextra", "-Werror",
@@ -69,9 +70,9 @@ def test_fast_requant_is_tflites(tmp_path: Path) -> None:
     assert "runtime error" not in proc.stderr
     got = [tuple(map(int, line.split())) for line in proc.stdout.splitlines()]
     assert len(got) == len(ops)
-    for (x, m, e), (fast, general) in zip(ops.tolist(), got, strict=True):
+    for (x, m, e), (fast, general, doubled) in zip(ops.tolist(), got, strict=True):
         want = _tflite(x, m, -e)
-        assert fast == want == general, (x, m, e, fast, general, want)
+        assert fast == want == general == doubled, (x, m, e, fast, general, doubled, want)
 
 
 class _Store:

@@ -19,7 +19,12 @@ layer-by-layer kernel (``emit_depthwise8``) and a cascade member call the same c
   them in one ``__smlad``, and an unpaired tap is one ``__smlabb``/``__smlatb`` on a lane. For a
   3x3 stride-1 row that is 1 load, 2 widenings and 4 multiply-accumulates for 6 MACs. The
   weights stay int8 in flash (no larger than before) and are widened and paired once per
-  channel into registers; the portable C sums the same integers tap by tap.
+  channel into registers; the portable C sums the same integers tap by tap;
+* in a row of several groups the loop steps one pointer per tap row (no index arithmetic per
+  load); under ``OPFUSE_DSP`` the fast requantization is ``opfuse_requant_d`` (requant.py): its
+  two final shifts are one, and the output zero point rides in its rounding constant where the
+  generator proved the sum stays in 32 bits (``dw_quant``); layers of the same input zero point
+  share one ``zrow``.
 """
 
 from __future__ import annotations
@@ -35,10 +40,11 @@ from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8 import common
 from opfuse.backends.c.int8.chain import Chain8
-from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.int8.common import int_ctype
+from opfuse.backends.c.int8.depthwise_quant import DwQuant, dw_quant, emit_clamped
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
-from opfuse.quant import TFLITE, conv_scales, multipliers
+from opfuse.quant import TFLITE
 
 PAIR = 2  # output pixels per SIMD group: 3x3 stride 1 then needs one word per tap row
 MAX_K = 8  # widest kernel row the unrolled core is written for
@@ -118,8 +124,14 @@ def interior(g: ConvGeom, pair: int = PAIR) -> tuple[int, int]:
 
 
 def zero_row(params: Params, g: ConvGeom, zx: int) -> str:
-    """A row of ``z_x`` bytes, read in place of a tap row above or below the input."""
-    return params.weight(f"dw:zrow:{zx}:{g.iw}", np.full(g.iw, zx, np.int8), INT8)
+    """A row of ``z_x`` bytes, read in place of a tap row above or below the input: an earlier
+    layer's row of the same ``z_x`` if it is as wide (a narrower row is its prefix), so the
+    model's flash holds one per zero point, not one per width."""
+    prefix = f"dw:zrow:{zx}:"
+    widths = [int(k[len(prefix):].split(":")[0]) for k in params.store.blob.offsets
+              if k.startswith(prefix)]
+    width = min((x for x in widths if x >= g.iw), default=g.iw)
+    return params.weight(f"{prefix}{width}", np.full(width, zx, np.int8), INT8)
 
 
 def columns(g: ConvGeom) -> tuple[list[tuple[int, int, int]], tuple[int, int]]:
@@ -133,35 +145,6 @@ def columns(g: ConvGeom) -> tuple[list[tuple[int, int, int]], tuple[int, int]]:
         x0 = ow * sw - pw
         singles.append((ow, max(0, -x0), min(kw_, g.iw - x0)))
     return singles, (first, groups)
-
-
-@dataclass(frozen=True)
-class DwQuant:
-    """A depthwise layer's quantization as its C needs it: the input's and output's zero points,
-    the requantization arrays, and whether any channel shifts left (most do not: then the left
-    shift is left out)."""
-
-    zx: int
-    zy: int
-    rq: Requant
-    left_shift: bool
-    fast: bool = False  # opfuse_requant_r is exact here (common.py, acc_bound)
-
-
-def dw_quant(params: Params, node: ir.Node, g: ConvGeom) -> DwQuant:
-    xq = quant(node.inputs[0], node, "input")
-    wq, yq = quant(node.inputs[1], node, "weight"), quant(node.outputs[0], node, "output")
-    real = conv_scales(xq, wq, yq, g.oc, rounding(params))
-    xct = int_ctype(node.inputs[0], node)
-    taps = const(node.inputs[1]).reshape(g.c, g.k[0] * g.k[1])
-    bias = common.bias_array(node, 2, g.oc)
-    bound = common.acc_bound(taps, bias, xct.lo, xct.hi, int(xq.zero_point[0]))
-    # the arrays a cascade's member registers too (cascade.py): TFLite's (multiplier, shift)
-    rq = requant_arrays(params, node.name, real)
-    shifts = multipliers(real)[1] if rq.mode == TFLITE else np.zeros(1, np.int32)
-    fast = rq.mode == TFLITE and bound < common.FAST_BOUND and bool((shifts <= -1).all())
-    left = bool((shifts > 0).any())
-    return DwQuant(int(xq.zero_point[0]), int(yq.zero_point[0]), rq, left, fast)
 
 
 def unrolled_singles(g: ConvGeom) -> bool:
@@ -193,6 +176,10 @@ def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQ
         w("const int qls = qs > 0 ? qs : 0, qrs = qs > 0 ? 0 : -qs;" if dq.left_shift
           else "const int qrs = -qs;")
         w("const int32_t qmask = (int32_t)(((int64_t)1 << qrs) - 1), qthr = qmask >> 1;")
+        if dq.doubled:  # opfuse_requant_d's shift and rounding constant (2^(e-1) [+ z_y*2^e])
+            w("#else")
+            one = 1 + 2 * dq.zy if dq.zy_folded else 1  # (1 + 2 z_y) 2^(e-1), mod 2^32
+            w(f"const int qe = -qs; const int32_t qr = (int32_t)((uint32_t){one} << (-qs - 1));")
         if dq.fast:
             w("#endif")
     if not groups:
@@ -203,29 +190,18 @@ def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQ
         for j, (a, b) in enumerate(pairs):
             w(f"const int32_t wp{kh}_{j} = (int32_t)((uint32_t)(uint16_t)wc[{kh * kw_ + a}] | "
               f"((uint32_t)(uint16_t)wc[{kh * kw_ + b}] << 16));")
+    for kh in range(kh_):
         for j, k in enumerate(singles_k, start=len(pairs)):
             w(f"const int32_t wp{kh}_{j} = wc[{kh * kw_ + k}];")
     w("#endif")
 
 
-def emit_requantized(w: CWriter, dq: DwQuant, acc: str) -> str:
-    """``acc`` requantized (before the zero point), as a C expression after the statements it
-    writes: in TFLite's mode with the channel's constants (``emit_channel_setup``).
-    ``(a*m + 2^30) >> 31`` is TFLite's rounding doubling high multiply: its nudge of ``1 - 2^30``
-    for a negative product and truncating division give the same integer as this floor, and a
-    multiplier below 2^31 never saturates; then RoundingDivideByPowerOfTwo."""
-    if dq.rq.mode != TFLITE:
-        return dq.rq(acc, "c")
-    x = f"(int32_t)((uint32_t)({acc}) << qls)" if dq.left_shift else acc
-    w(f"const int32_t hx = (int32_t)(((int64_t){x}*qm + ((int64_t)1 << 30)) >> 31);")
-    return "(hx >> qrs) + ((hx & qmask) > qthr + (hx < 0 ? 1 : 0) ? 1 : 0)"
-
-
 def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zrow: str,
-                zx: int, store: Callable[[str, str], None]) -> None:
+                zx: int, store: Callable[..., None], doubled: bool = False) -> None:
     """Output row ``oh`` of channel ``c`` (after ``emit_channel_setup``): ``row(ih)`` is the C
     pointer of input row ``ih`` of the channel; ``store(acc, col)`` requantizes and writes the
-    int32 sum (bias included) of output column ``col``."""
+    int32 sum (bias included) of output column ``col``, ``store(acc, col, doubled)`` with
+    ``doubled`` (``DwQuant.doubled``) passed on to ``emit_clamped``."""
     (kh_, _), (sh, sw), (ph, pw) = g.k, g.s, g.p
     w(f"const int ih0 = {oh}*{sh} - {ph};")
     for kh in range(kh_):
@@ -236,29 +212,38 @@ def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zro
     unrolled = unrolled_singles(g)
     for ow, k0, k1 in singles if unrolled else ():
         if ow < first:
-            _single(w, g, ow, k0, k1, store)
+            _single(w, g, ow, k0, k1, store, doubled)
     if groups:
         w("#ifndef OPFUSE_DSP")
         _portable_sums(w, g, first, end)
         w("#endif")
-        w.open(f"for (int ow = {first}; ow < {end}; ow += {PAIR})")
+        w("#ifdef OPFUSE_DSP")  # row pointers stepped, not indexed: fewer registers in the loop
+        for kh in range(kh_):
+            w(f"const int8_t *p{kh} = r{kh} + {first * sw - pw};")
+        w("#endif")
+        if groups == 1:  # a narrow row (kws's 5 columns): one group, no loop to step
+            w.open("")
+            w(f"const int ow = {first};")
+        else:
+            w.open(f"for (int ow = {first}; ow < {end}; ow += {PAIR})")
         w("#ifdef OPFUSE_DSP")
-        w(f"const int x0 = ow*{sw} - {pw};")
-        _dsp_group(w, g)
+        _dsp_group(w, g, groups > 1)
         w("#else")
         w("const int32_t " + ", ".join(f"a{d} = ar[ow - {first} + {d}]" for d in range(PAIR)) + ";")
         w("#endif")
         for d in range(PAIR):
-            store(f"a{d}", f"ow + {d}" if d else "ow")
+            store(f"a{d}", f"ow + {d}" if d else "ow", doubled)
         w.close()
     for ow, k0, k1 in singles if unrolled else ():
         if ow >= first:
-            _single(w, g, ow, k0, k1, store)
+            _single(w, g, ow, k0, k1, store, doubled)
     if singles and not unrolled:
-        _singles_loop(w, g, first, end, len(singles), zx, store)
+        _singles_loop(w, g, first, end, len(singles), zx, store, doubled)
 
 
-def _dsp_group(w: CWriter, g: ConvGeom) -> None:
+def _dsp_group(w: CWriter, g: ConvGeom, step: bool) -> None:
+    """The group at ``ow``; ``step``: in a loop, whose row pointers step (no index arithmetic
+    per load)."""
     (kh_, kw_), (_, sw) = g.k, g.s
     taps = row_schedule(kw_, sw)
     words = sorted({t.word for t in taps})
@@ -268,12 +253,14 @@ def _dsp_group(w: CWriter, g: ConvGeom) -> None:
         w.open("")
         for q in words:
             w(f"int32_t t{q};")
-            w(f"memcpy(&t{q}, r{kh} + x0 + {q}, 4);")
+            w(f"memcpy(&t{q}, p{kh} + {q}, 4);")
             if (q, False) in odd:
                 w(f"const int32_t e{q} = __sxtb16(t{q});")
             if (q, True) in odd:  # one SXTB16 with its rotation (ACLE has no such intrinsic)
                 w(f"int32_t o{q};")
                 w(f'__asm__("sxtb16 %0, %1, ror #8" : "=r"(o{q}) : "r"(t{q}));')
+        if step:
+            w(f"p{kh} += {PAIR * sw};")
         for t in taps:
             src = f"{'o' if t.odd else 'e'}{t.word}"
             fn = {"pair": "__smlad", "lo": "__smlabb", "hi": "__smlatb"}[t.lane]
@@ -294,7 +281,7 @@ def _portable_sums(w: CWriter, g: ConvGeom, first: int, end: int) -> None:
 
 
 def _single(w: CWriter, g: ConvGeom, ow: int, k0: int, k1: int,
-            store: Callable[[str, str], None]) -> None:
+            store: Callable[..., None], doubled: bool) -> None:
     """Column ``ow`` alone: its taps ``k0 .. k1`` of each row (the rest fall outside the row and
     add nothing; ``bk<k0>_<k1>`` holds their rows' share of the fold)."""
     (kh_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
@@ -302,12 +289,12 @@ def _single(w: CWriter, g: ConvGeom, ow: int, k0: int, k1: int,
     terms = [f"r{kh}[{x0 + k}]*wc[{kh * kw_ + k}]" for kh in range(kh_) for k in range(k0, k1)]
     w.open("")
     w(f"const int32_t acc = bk{k0}_{k1}{''.join(' + ' + t for t in terms)};")
-    store("acc", str(ow))
+    store("acc", str(ow), doubled)
     w.close()
 
 
 def _singles_loop(w: CWriter, g: ConvGeom, first: int, end: int, count: int, zx: int,
-                  store: Callable[[str, str], None]) -> None:
+                  store: Callable[..., None], doubled: bool) -> None:
     """The columns outside the groups (``0 .. first``, ``end .. ow``) in one loop with one store
     site: each sums ``bias + (x - z_x) * w`` over its taps inside the row (``zrow`` gives 0)."""
     (kh_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
@@ -321,7 +308,7 @@ def _singles_loop(w: CWriter, g: ConvGeom, first: int, end: int, count: int, zx:
     for kh in range(kh_):
         w(f"acc += ((int32_t)r{kh}[x0 + k] - {zx})*wc[{kh * kw_} + k];")
     w.close()
-    store("acc", "ow")
+    store("acc", "ow", doubled)
     w.close()
 
 
@@ -340,32 +327,6 @@ def _operands(params: Params, node: ir.Node, g: ConvGeom) -> tuple[str, str, str
     return depthwise_weights(params, node.inputs[1], g), bias, zero_row(params, g, dq.zx), dq
 
 
-def emit_clamped(w: CWriter, dq: DwQuant, acc: str, lo: int, hi: int) -> None:
-    """``int32_t v``: ``acc`` requantized, plus the output zero point, clamped to ``lo .. hi``
-    (the int8 range is one ``__ssat`` under ``OPFUSE_DSP``)."""
-    if dq.fast:  # SMMULR on Armv7E-M (requant.py), the hoisted parts in the portable C
-        w("#ifdef OPFUSE_DSP")
-        w(f"int32_t v = __ssat(opfuse_requant_r({acc}, qm, qs) + {dq.zy}, 8);" if (lo, hi)
-          == (-128, 127) else
-          f"int32_t v = opfuse_clamp(opfuse_requant_r({acc}, qm, qs) + {dq.zy}, {lo}, {hi});")
-        w(common.SSAT_RANGE if (lo, hi) == (-128, 127) else "")
-        w("#else")
-        r = emit_requantized(w, dq, acc)
-        w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
-        w("#endif")
-        return
-    r = emit_requantized(w, dq, acc)
-    if (lo, hi) == (-128, 127):
-        w("#ifdef OPFUSE_DSP")
-        w(f"int32_t v = __ssat({r} + {dq.zy}, 8);")
-        w(common.SSAT_RANGE)  # a chain's clamp to the same range then folds away
-        w("#else")
-        w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
-        w("#endif")
-    else:
-        w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
-
-
 def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
                     g: ConvGeom) -> None:
     """The layer-by-layer kernel: every channel of every image, row by row (``emit_dw_row``)."""
@@ -377,9 +338,9 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
     y = params.out((pre or [node])[-1].outputs[0], node)
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
 
-    def store(acc: str, col: str) -> None:
+    def store(acc: str, col: str, doubled: bool = False) -> None:
         w.open("")
-        emit_clamped(w, dq, acc, yct.lo, yct.hi)
+        emit_clamped(w, dq, acc, yct.lo, yct.hi, doubled)
         if chain is not None:
             v = chain.emit(w, "v", ["n", "c", "oh", f"({col})"])
             w(f"v = {v};")
@@ -392,7 +353,7 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
     emit_channel_setup(w, g, weights, bias, dq)
     w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
     w(f"{yct.name} *yr = {y} + (n*{g.c} + c)*{plane_out} + oh*{g.ow};")
-    emit_dw_row(w, g, "oh", lambda ih: f"xc + {ih}*{g.iw}", zrow, dq.zx, store)
+    emit_dw_row(w, g, "oh", lambda ih: f"xc + {ih}*{g.iw}", zrow, dq.zx, store, dq.doubled)
     w.close()
     w.close()
     w.close()
@@ -409,9 +370,9 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
     hct = int_ctype(node.outputs[0], node)
     weights, bias, zrow, dq = _operands(params, node, g)
 
-    def store_acc(acc: str, col: str) -> None:
+    def store_acc(acc: str, col: str, doubled: bool = False) -> None:
         w.open("")
-        emit_clamped(w, dq, acc, hct.lo, hct.hi)
+        emit_clamped(w, dq, acc, hct.lo, hct.hi, doubled)
         store("c", col)
         w.close()
 
@@ -419,6 +380,6 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
     w(f"const int8_t *xc = {channel};")
     emit_channel_setup(w, g, weights, bias, dq)
     w(f"{out_row};")
-    emit_dw_row(w, g, "r", row, zrow, dq.zx, store_acc)
+    emit_dw_row(w, g, "r", row, zrow, dq.zx, store_acc, dq.doubled)
     w.close()
 

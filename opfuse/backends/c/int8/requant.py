@@ -66,6 +66,22 @@ static inline int32_t opfuse_requant_r(int32_t x, int32_t m, int s) {
     return opfuse_requant(x, m, s);
 #endif
 }
+#if defined(OPFUSE_DSP) || defined(OPFUSE_REQUANT_R_PORTABLE)
+/* opfuse_requant_r for a kernel that accumulated 2x already (doubled weights and bias, the
+   depthwise core) with -31 <= s <= -1: the two shifts after the multiply become one, since
+   ((a >> (e-1)) + 1) >> 1 == (a + 2^(e-1)) >> e for e = -s, and |h| <= |x| < 2^30 keeps the sum
+   in 32 bits; r is 2^(e-1), plus z*2^e where the generator proved that fits too (it adds the
+   output zero point z exactly). */
+static inline int32_t opfuse_requant_d(int32_t x2, int32_t m, int e, int32_t r) {
+#if defined(OPFUSE_DSP)
+    int32_t h;
+    __asm__ ("smmulr %0, %1, %2" : "=r" (h) : "r" (x2), "r" (m));
+#else
+    const int32_t h = (int32_t)(((int64_t)x2 * m + ((int64_t)1 << 31)) >> 32);
+#endif
+    return (h + (h >> 31) + r) >> e;
+}
+#endif
 static inline int32_t opfuse_clamp(int32_t v, int32_t lo, int32_t hi) {
     return v < lo ? lo : (v > hi ? hi : v);
 }

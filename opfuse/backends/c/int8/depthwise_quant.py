@@ -1,0 +1,102 @@
+"""The quantization half of the int8 depthwise kernel (opfuse/backends/c/int8/depthwise_dsp.py;
+docs/architecture.md, "int8 in the IR"): a layer's zero points and requantization constants, and
+the C that requantizes and clamps one output, in TFLite's integers on every path (under
+``OPFUSE_DSP`` with ``opfuse_requant_d`` of requant.py where the accumulator bound proves it exact).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx_ir as ir
+
+from opfuse.backends.c.cgen import CWriter
+from opfuse.backends.c.conv import ConvGeom
+from opfuse.backends.c.int8 import common
+from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.tensors import Params
+from opfuse.ir.values import const
+from opfuse.quant import TFLITE, conv_scales, multipliers
+
+
+@dataclass(frozen=True)
+class DwQuant:
+    """A depthwise layer's quantization as its C needs it: the input's and output's zero points,
+    the requantization arrays, and whether any channel shifts left (most do not: then the left
+    shift is left out)."""
+
+    zx: int
+    zy: int
+    rq: Requant
+    left_shift: bool
+    fast: bool = False  # opfuse_requant_r is exact here (common.py, acc_bound)
+    doubled: bool = False  # the DSP C requantizes with opfuse_requant_d (requant.py)
+    zy_folded: bool = False  # and its rounding constant adds z_y too (fits in 32 bits)
+
+
+def dw_quant(params: Params, node: ir.Node, g: ConvGeom) -> DwQuant:
+    xq = quant(node.inputs[0], node, "input")
+    wq, yq = quant(node.inputs[1], node, "weight"), quant(node.outputs[0], node, "output")
+    real = conv_scales(xq, wq, yq, g.oc, rounding(params))
+    xct = int_ctype(node.inputs[0], node)
+    taps = const(node.inputs[1]).reshape(g.c, g.k[0] * g.k[1])
+    bias = common.bias_array(node, 2, g.oc)
+    bound = common.acc_bound(taps, bias, xct.lo, xct.hi, int(xq.zero_point[0]))
+    # the arrays a cascade's member registers too (cascade.py): TFLite's (multiplier, shift)
+    rq = requant_arrays(params, node.name, real)
+    shifts = multipliers(real)[1] if rq.mode == TFLITE else np.zeros(1, np.int32)
+    fast = rq.mode == TFLITE and bound < common.FAST_BOUND and bool((shifts <= -1).all())
+    left = bool((shifts > 0).any())
+    zy = int(yq.zero_point[0])
+    doubled = fast and bool((shifts >= -31).all())
+    # |h| <= bound after the multiply (requant.py): the constant 2^(e-1) + z_y*2^e must leave
+    # the sum inside int32 for every channel's e = -shift
+    e = -shifts.astype(np.int64)
+    folded = doubled and bool((bound + (1 << (e - 1)) + abs(zy) * (1 << e) < 1 << 31).all())
+    return DwQuant(int(xq.zero_point[0]), zy, rq, left, fast, doubled, folded)
+
+
+def emit_requantized(w: CWriter, dq: DwQuant, acc: str) -> str:
+    """``acc`` requantized (before the zero point), as a C expression after the statements it
+    writes: in TFLite's mode with the channel's constants (``emit_channel_setup``).
+    ``(a*m + 2^30) >> 31`` is TFLite's rounding doubling high multiply: its nudge of ``1 - 2^30``
+    for a negative product and truncating division give the same integer as this floor, and a
+    multiplier below 2^31 never saturates; then RoundingDivideByPowerOfTwo."""
+    if dq.rq.mode != TFLITE:
+        return dq.rq(acc, "c")
+    x = f"(int32_t)((uint32_t)({acc}) << qls)" if dq.left_shift else acc
+    w(f"const int32_t hx = (int32_t)(((int64_t){x}*qm + ((int64_t)1 << 30)) >> 31);")
+    return "(hx >> qrs) + ((hx & qmask) > qthr + (hx < 0 ? 1 : 0) ? 1 : 0)"
+
+
+def emit_clamped(w: CWriter, dq: DwQuant, acc: str, lo: int, hi: int,
+                 doubled: bool = False) -> None:
+    """``int32_t v``: ``acc`` requantized, plus the output zero point, clamped to ``lo .. hi``
+    (the int8 range is one ``__ssat`` under ``OPFUSE_DSP``). ``doubled`` (``DwQuant.doubled``):
+    under ``OPFUSE_DSP`` with ``opfuse_requant_d``, one shift fewer and the zero point in its
+    rounding constant."""
+    if dq.fast:  # SMMULR on Armv7E-M (requant.py), the hoisted parts in the portable C
+        w("#ifdef OPFUSE_DSP")
+        if doubled:
+            r = f"opfuse_requant_d(2*{acc}, qm, qe, qr)" + ("" if dq.zy_folded else f" + {dq.zy}")
+        else:
+            r = f"opfuse_requant_r({acc}, qm, qs) + {dq.zy}"
+        w(f"int32_t v = __ssat({r}, 8);" if (lo, hi) == (-128, 127) else
+          f"int32_t v = opfuse_clamp({r}, {lo}, {hi});")
+        w(common.SSAT_RANGE if (lo, hi) == (-128, 127) else "")
+        w("#else")
+        r = emit_requantized(w, dq, acc)
+        w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
+        w("#endif")
+        return
+    r = emit_requantized(w, dq, acc)
+    if (lo, hi) == (-128, 127):
+        w("#ifdef OPFUSE_DSP")
+        w(f"int32_t v = __ssat({r} + {dq.zy}, 8);")
+        w(common.SSAT_RANGE)  # a chain's clamp to the same range then folds away
+        w("#else")
+        w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
+        w("#endif")
+    else:
+        w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
