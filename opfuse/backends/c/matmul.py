@@ -23,10 +23,11 @@ from opfuse.backends.c.cgen import (
     contiguous,
     dims,
     flit,
+    merge,
     offset_expr,
     who,
 )
-from opfuse.backends.c.epilogue import build_chain, emit_apply
+from opfuse.backends.c.epilogue import Chain, Operand, build_chain, emit_apply
 from opfuse.backends.c.matmul_tile import (
     PANEL_FLOATS,
     Operands,
@@ -163,22 +164,30 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     b = b or params.inp(b_v, node)
     chain = build_chain(pre, shape, params, node.outputs[0].name)
     if shape != full:  # 1-D operands dropped a dim: view the chain on the full shape
-        from opfuse.backends.c.epilogue import Chain, Operand
-
         ops = []
         for o in chain.operands:
             src = o.strides
             ops.append(Operand(o.ptr, tuple(_restride(src, shape, full))))
         chain = Chain(full, chain.steps, ops)
     y = ROW_BUFFER if into_row else params.out((pre or [node])[-1].outputs[0], node)
+    nr = tile_shape(params.store.on_board)[1]
+    on_core = packed or b_st[-1] == 1 or (b_st[-1] != 0 and k * nr <= PANEL_FLOATS)
+    merged = _merged_rows(batch, m, a_st, b_st, chain) if on_core else None
+    if merged is not None:  # one GEMM of M = prod(batch) * m rows over a shared B
+        a_m, mchain = merged
+        big_m = math.prod(batch) * m
+        src = Operands(a, a_m, a_st[-1], b if packed else f"({b})", b_st[-2], packed, b_st[-1])
+        out = Output(mchain, (), y, lambda r: f"({r})*{n}")
+        emit_core(w, src, out, big_m, n, k, params.store.on_board, after_row,
+                  lambda r: f"{r}*{n}", into_row)
+        return
     coords = []
     for d, size in enumerate(batch):
         w.open(f"for (int b{d} = 0; b{d} < {size}; ++b{d})")
         coords.append(f"b{d}")
     a_row = f"{a} + " + offset_expr([*coords, "m"], a_st[:-1])
     b_base = f"{b} + " + offset_expr(coords, b_st[:-2]) if coords else b
-    nr = tile_shape(params.store.on_board)[1]
-    if packed or b_st[-1] == 1 or (b_st[-1] != 0 and k * nr <= PANEL_FLOATS):
+    if on_core:
         ys = contiguous(full)[:-1]  # the register-blocked core (matmul_tile.py)
         src = Operands(f"({a} + {offset_expr(coords, a_st[:-2])})", a_st[-2], a_st[-1],
                        b if packed else f"({b_base})", b_st[-2], packed, b_st[-1])
@@ -199,6 +208,28 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         w.close()
     for _ in batch:
         w.close()
+
+
+def _merged_rows(batch: tuple[int, ...], m: int, a_st: list[int], b_st: list[int],
+                 chain: Chain) -> tuple[int, Chain] | None:
+    """A's row stride and the chain on ``(M, n)`` when the batch dims fold into M, else None.
+
+    They fold when B is the same matrix for every batch coordinate (zero batch strides: a
+    Linear's weight), A's batch and m dims are one evenly strided run of rows (a contiguous
+    ``[1, 56, 56, 40]`` activation), B's n dim can be read by the core (contiguous or packed
+    once per block), and every epilogue operand is indexed the same way on the merged rows (a
+    per-column bias, a contiguous residual). docs/architecture.md, "The float MatMul/Gemm core"."""
+    if not batch or any(s != 0 for s in b_st[:-2]):
+        return None
+    rows = (*batch, m)
+    groups = [list(range(len(rows))), [len(rows)]]
+    a_m = merge(rows, groups[:1], a_st[:-1])
+    ops = chain.view(groups)
+    if a_m is None or ops is None:
+        return None
+    big = (math.prod(rows), chain.shape[-1])
+    return a_m[0], Chain(big, chain.steps, [Operand(o.ptr, s) for o, s in zip(chain.operands, ops,
+                                                                             strict=True)])
 
 
 def _restride(strides, shape, full) -> list[int]:

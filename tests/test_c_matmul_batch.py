@@ -1,0 +1,116 @@
+"""A MatMul over a shared 2-D B with batched A runs as one GEMM of M = product of A's leading
+dims (opfuse/backends/c/matmul.py, ``_merged_rows``; docs/architecture.md, "The float MatMul/Gemm
+core"): generated C against onnxruntime with the epilogues a Linear carries (bias, GELU,
+residual, LayerNorm after), and the cases that must keep the per-batch loop."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.parser
+import pytest
+
+from opfuse.backends.c import emit_c
+from opfuse.measure.validate.c_float import validate_c
+from opfuse.pipeline import compile_model
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+OPSET = '<ir_version: 8, opset_import: ["" : 17]>'
+
+
+def _rand(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _model(text: str, **arrays: np.ndarray) -> onnx.ModelProto:
+    model = onnx.parser.parse_model(f"{OPSET} {text}")
+    for name, arr in arrays.items():
+        model.graph.initializer.append(onnx.numpy_helper.from_array(arr, name))
+    return model
+
+
+MERGED = {
+    # ConvNeXt's channels-last Linear: [1, 6, 7, 40] rows (42: not a multiple of MR), 45 columns
+    # (a last panel of 13), bias then erf-GELU as torch exports it
+    "channels_last_gelu": _model("""g (float[1,6,7,40] x) => (float[1,6,7,45] y) {
+        m = MatMul(x, w)
+        a = Add(m, b)
+        d = Div(a, sq2)
+        e = Erf(d)
+        p = Add(e, one)
+        q = Mul(a, p)
+        y = Mul(q, half)
+    }""", w=_rand(40, 45), b=_rand(45, seed=1), sq2=np.array(2**0.5, np.float32),
+        one=np.array(1.0, np.float32), half=np.array(0.5, np.float32)),
+    # two real batch dims and a residual of the output's shape
+    "batched_residual": _model("""g (float[2,3,5,24] x, float[2,3,5,20] r) => (float[2,3,5,20] y) {
+        m = MatMul(x, w)
+        a = Add(m, b)
+        y = Add(a, r)
+    }""", w=_rand(24, 20), b=_rand(20, seed=1)),
+    # B broadcast over the batch from [1, k, n]; rows feed a LayerNorm (stored sum: two outputs)
+    "broadcast_b_norm": _model(
+        """g (float[3,9,30] x, float[3,9,17] r) => (float[3,9,17] y, float[3,9,17] s) {
+        m = MatMul(x, w)
+        a = Add(m, b)
+        s = Add(a, r)
+        y = LayerNormalization<axis=-1, epsilon=1e-5>(s, g, bb)
+    }""", w=_rand(1, 30, 17), b=_rand(17, seed=1), g=_rand(17, seed=2), bb=_rand(17, seed=3)),
+    # post-norm with the sum read by nothing else: rows wait in the kernel's row buffer
+    "batched_row_buffer_norm": _model("""g (float[4,33,50] x) => (float[4,33,40] y) {
+        m = MatMul(x, w)
+        a = Add(m, b)
+        y = LayerNormalization<axis=-1, epsilon=1e-5>(a, g, bb)
+    }""", w=_rand(50, 40), b=_rand(40, seed=1), g=_rand(40, seed=2), bb=_rand(40, seed=3)),
+}
+
+KEPT = {
+    # an epilogue operand that differs per batch but not per row: not indexable on merged rows
+    "per_batch_operand": _model("""g (float[2,3,5,24] x, float[2,1,1,20] r) => (float[2,3,5,20] y) {
+        m = MatMul(x, w)
+        y = Add(m, r)
+    }""", w=_rand(24, 20)),
+    # B differs per batch coordinate: one GEMM per coordinate
+    "batched_b": _model("""g (float[3,5,24] x) => (float[3,5,20] y) {
+        y = MatMul(x, w)
+    }""", w=_rand(3, 24, 20)),
+}
+
+
+def _c(case: onnx.ModelProto, tmp_path: Path, target: str = "x86-host") -> str:
+    path = tmp_path / "m.onnx"
+    onnx.save(case, path)
+    emit_c(compile_model(path, target), tmp_path / "c", cascades=False)
+    return (tmp_path / "c" / "model.c").read_text()
+
+
+def _validate(case: onnx.ModelProto, tmp_path: Path, target: str) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(case, path)
+    report = validate_c(compile_model(path, target), outdir=tmp_path / "v", cascades=False)
+    assert report.ok, report
+    for out in report.outputs:
+        assert out.max_abs_err <= 1e-5 * max(out.max_ref, 1.0), out
+
+
+@pytest.mark.parametrize("target", ["x86-host", "cortex-m7"])
+@pytest.mark.parametrize("case", [*MERGED, *KEPT])
+def test_batched_matmul_matches_onnxruntime(case: str, target: str, tmp_path: Path) -> None:
+    _validate({**MERGED, **KEPT}[case], tmp_path, target)
+
+
+@pytest.mark.parametrize("case", list(MERGED))
+def test_shared_b_runs_as_one_gemm(case: str, tmp_path: Path) -> None:
+    """No loop over batch coordinates: the core's row blocks span every batch row."""
+    text = _c(MERGED[case], tmp_path)
+    assert "for (int b0 = 0;" not in text
+    assert "float c3[16];" in text and "float acc[" not in text
+
+
+@pytest.mark.parametrize("case", list(KEPT))
+def test_unmergeable_keeps_the_batch_loop(case: str, tmp_path: Path) -> None:
+    assert "for (int b0 = 0;" in _c(KEPT[case], tmp_path)
