@@ -14,6 +14,7 @@ import onnx.parser
 import pytest
 
 from opfuse.backends.c import emit_c
+from opfuse.backends.c.matmul_tile import HOST_TILE, pack_panels
 from opfuse.measure.validate.c_float import validate_c
 from opfuse.pipeline import compile_model
 
@@ -114,3 +115,26 @@ def test_shared_b_runs_as_one_gemm(case: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("case", list(KEPT))
 def test_unmergeable_keeps_the_batch_loop(case: str, tmp_path: Path) -> None:
     assert "for (int b0 = 0;" in _c(KEPT[case], tmp_path)
+
+
+@pytest.mark.parametrize("n", [17, 24, 40])
+def test_padded_panels_hold_b_then_zeros(n: int) -> None:
+    """``pack_panels(pad=True)``: every panel NR wide, the last one's extra columns zero."""
+    nr, k = HOST_TILE[1], 5
+    kn = _rand(k, n)
+    packed = pack_panels(kn, nr, pad=True).reshape(-1, k, nr)
+    assert packed.shape[0] == -(-n // nr)
+    wide = np.concatenate([kn, np.zeros((k, packed.shape[0] * nr - n), np.float32)], axis=1)
+    for p in range(packed.shape[0]):
+        np.testing.assert_array_equal(packed[p], wide[:, p * nr:(p + 1) * nr])
+
+
+def test_last_panel_runs_the_full_width(tmp_path: Path) -> None:
+    """On the host a last panel of 8 columns (n = 40) accumulates NR wide on zero-padded weights
+    (a tail of 8 sums ran 3x slower than a full panel) and stores only its 8 columns."""
+    case = _model(
+        """g (float[1,9,30] x) => (float[1,9,40] y) { y = MatMul(x, w) }""", w=_rand(30, 40))
+    text = _c(case, tmp_path)
+    assert "float c0[8];" not in text and "float c0[16];" in text
+    assert "i < 8; ++i" in text  # the tail's store
+    _validate(case, tmp_path, "x86-host")

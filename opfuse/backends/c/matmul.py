@@ -34,6 +34,7 @@ from opfuse.backends.c.matmul_tile import (
     Output,
     emit_core,
     pack_panels,
+    pads_tail,
     tile_shape,
 )
 from opfuse.backends.c.matmul_view import broadcast_view, packed_rows, view_strides
@@ -62,10 +63,11 @@ def emit_gemm(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     a_st = (1, m) if ta else (k, 1)  # strides of (m, k)
     b_arr = const(b_v)
     packed = b_arr is not None
+    pad = packed and pads_tail(n, params.store.on_board)
     if packed:
         kn = (b_arr.T if tb else b_arr).astype(np.float32) * np.float32(alpha)
         nr = tile_shape(params.store.on_board)[1]
-        b = params.weight(f"{b_v.name}:panels{nr}:{alpha}:{tb}", pack_panels(kn, nr))
+        b = params.weight(f"{b_v.name}:panels{nr}:{pad}:{alpha}:{tb}", pack_panels(kn, nr, pad))
         b_st, scale = (n, 1), None
     else:
         b = params.inp(b_v, node)
@@ -77,7 +79,7 @@ def emit_gemm(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     chain = build_chain(pre, shape, params, node.outputs[0].name)
     if packed or b_st[1] == 1:
         y = params.out((pre or [node])[-1].outputs[0], node) if not into_row else ROW_BUFFER
-        src = Operands(a, a_st[0], a_st[1], b, b_st[0], packed)
+        src = Operands(a, a_st[0], a_st[1], b, b_st[0], packed, padded=pad)
         out = Output(chain, (), y, lambda r: f"({r})*{n}", scale, bias)
         emit_core(w, src, out, m, n, k, params.store.on_board, after_row,
                   lambda r: f"{r}*{n}", into_row)
@@ -159,8 +161,8 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     b_arr = const(b_v) if b is None and len(b_shape) <= 2 else None
     packed = b_arr is not None and b_arr.dtype == np.float32
     if packed:  # a Linear's weight: packed into the core's panels at generation time
-        nr = tile_shape(params.store.on_board)[1]
-        b = params.weight(f"{b_v.name}:panels{nr}", pack_panels(b_arr.reshape(k, n), nr))
+        nr, pad = tile_shape(params.store.on_board)[1], pads_tail(n, params.store.on_board)
+        b = params.weight(f"{b_v.name}:panels{nr}:{pad}", pack_panels(b_arr.reshape(k, n), nr, pad))
     b = b or params.inp(b_v, node)
     chain = build_chain(pre, shape, params, node.outputs[0].name)
     if shape != full:  # 1-D operands dropped a dim: view the chain on the full shape
@@ -176,7 +178,8 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     if merged is not None:  # one GEMM of M = prod(batch) * m rows over a shared B
         a_m, mchain = merged
         big_m = math.prod(batch) * m
-        src = Operands(a, a_m, a_st[-1], b if packed else f"({b})", b_st[-2], packed, b_st[-1])
+        src = Operands(a, a_m, a_st[-1], b if packed else f"({b})", b_st[-2], packed, b_st[-1],
+                       packed and pads_tail(n, params.store.on_board))
         out = Output(mchain, (), y, lambda r: f"({r})*{n}")
         emit_core(w, src, out, big_m, n, k, params.store.on_board, after_row,
                   lambda r: f"{r}*{n}", into_row)
@@ -190,7 +193,8 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     if on_core:
         ys = contiguous(full)[:-1]  # the register-blocked core (matmul_tile.py)
         src = Operands(f"({a} + {offset_expr(coords, a_st[:-2])})", a_st[-2], a_st[-1],
-                       b if packed else f"({b_base})", b_st[-2], packed, b_st[-1])
+                       b if packed else f"({b_base})", b_st[-2], packed, b_st[-1],
+                       packed and pads_tail(n, params.store.on_board))
         out = Output(chain, tuple(coords), y, lambda r: offset_expr([*coords, r], ys))
         emit_core(w, src, out, m, n, k, params.store.on_board, after_row,
                   lambda r: offset_expr([*coords, r], ys), into_row)
