@@ -2,7 +2,8 @@
 
 ``Y[.., m, n] = sum_k A[.., m, k] * B[.., k, n]``. A constant B (transposed for Gemm's transB=1,
 alpha folded in) and a runtime B with contiguous columns run the register-blocked core of
-``matmul_tile.py`` (B packed into panels at generation time, or read in place). A runtime B with
+``matmul_tile.py`` (B packed into panels at generation time, or read in place), as one GEMM over
+all batch rows when B is shared by the batch and A's rows are evenly strided. A runtime B with
 strided columns (a transposed view) is packed per tile (``matmul_view.py``); the rest keeps the
 row kernel here: for each row m, an accumulator of NB output columns on the stack updated with
 ``a[m,k] * B[k, n0:n0+NB]``, a contiguous inner loop gcc vectorizes.
