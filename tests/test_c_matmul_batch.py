@@ -69,6 +69,11 @@ MERGED = {
     }""", w=_rand(50, 40), b=_rand(40, seed=1), g=_rand(40, seed=2), bb=_rand(40, seed=3)),
 }
 
+# a Gemm of a runtime transposed B: the core, through a stack panel (PANEL_FLOATS)
+RUNTIME_TRANSB = _model("""g (float[10,7] a, float[21,7] b) => (float[10,21] y) {
+    y = Gemm<transB=1, alpha=0.5>(a, b, c)
+}""", c=_rand(21, seed=3))
+
 KEPT = {
     # an epilogue operand that differs per batch but not per row: not indexable on merged rows
     "per_batch_operand": _model("""g (float[2,3,5,24] x, float[2,1,1,20] r) => (float[2,3,5,20] y) {
@@ -99,9 +104,9 @@ def _validate(case: onnx.ModelProto, tmp_path: Path, target: str) -> None:
 
 
 @pytest.mark.parametrize("target", ["x86-host", "cortex-m7"])
-@pytest.mark.parametrize("case", [*MERGED, *KEPT])
+@pytest.mark.parametrize("case", [*MERGED, *KEPT, "gemm_runtime_transb"])
 def test_batched_matmul_matches_onnxruntime(case: str, target: str, tmp_path: Path) -> None:
-    _validate({**MERGED, **KEPT}[case], tmp_path, target)
+    _validate({**MERGED, **KEPT, "gemm_runtime_transb": RUNTIME_TRANSB}[case], tmp_path, target)
 
 
 @pytest.mark.parametrize("case", list(MERGED))
@@ -110,6 +115,11 @@ def test_shared_b_runs_as_one_gemm(case: str, tmp_path: Path) -> None:
     text = _c(MERGED[case], tmp_path)
     assert "for (int b0 = 0;" not in text
     assert "float c3[16];" in text and "float acc[" not in text
+
+
+def test_gemm_runtime_transb_runs_the_core(tmp_path: Path) -> None:
+    text = _c(RUNTIME_TRANSB, tmp_path)
+    assert "float bt[" in text and "float c3[16];" in text and "float acc[" not in text
 
 
 @pytest.mark.parametrize("case", list(KEPT))

@@ -4,8 +4,10 @@
 alpha folded in) and a runtime B with contiguous columns run the register-blocked core of
 ``matmul_tile.py`` (B packed into panels at generation time, or read in place), as one GEMM over
 all batch rows when B is shared by the batch and A's rows are evenly strided. A runtime B with
-strided columns (a transposed view) is packed per tile (``matmul_view.py``); the rest keeps the
-row kernel here: for each row m, an accumulator of NB output columns on the stack updated with
+strided columns (a transposed view, a Gemm's runtime transB) runs the core through a stack panel
+when k * NR fits ``PANEL_FLOATS``; otherwise a MatMul view is packed per tile (``matmul_view.py``)
+and the rest keeps the row kernel here: for each row m, an accumulator of NB output columns on the
+stack updated with
 ``a[m,k] * B[k, n0:n0+NB]``, a contiguous inner loop gcc vectorizes.
 """
 
@@ -78,9 +80,10 @@ def emit_gemm(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         bias = (params.inp(c_v, node), bcast_strides(dims(c_v, node), (m, n)), beta)
     shape = dims(node.outputs[0], node)
     chain = build_chain(pre, shape, params, node.outputs[0].name)
-    if packed or b_st[1] == 1:
+    # a runtime transB (strided columns) is copied panel by panel, as a transposed MatMul view
+    if packed or b_st[1] == 1 or k * tile_shape(params.store.on_board)[1] <= PANEL_FLOATS:
         y = params.out((pre or [node])[-1].outputs[0], node) if not into_row else ROW_BUFFER
-        src = Operands(a, a_st[0], a_st[1], b, b_st[0], packed, padded=pad)
+        src = Operands(a, a_st[0], a_st[1], b, b_st[0], packed, 1 if packed else b_st[1], pad)
         out = Output(chain, (), y, lambda r: f"({r})*{n}", scale, bias)
         emit_core(w, src, out, m, n, k, params.store.on_board, after_row,
                   lambda r: f"{r}*{n}", into_row)
