@@ -2,9 +2,12 @@
 
 ``Y[.., m, n] = sum_k A[.., m, k] * B[.., k, n]``. A constant B (transposed for Gemm's transB=1,
 alpha folded in) and a runtime B with contiguous columns run the register-blocked core of
-``matmul_tile.py`` (B packed into panels at generation time, or read in place). A runtime B with
-strided columns (a transposed view) is packed per tile (``matmul_view.py``); the rest keeps the
-row kernel here: for each row m, an accumulator of NB output columns on the stack updated with
+``matmul_tile.py`` (B packed into panels at generation time, or read in place), as one GEMM over
+all batch rows when B is shared by the batch and A's rows are evenly strided. A runtime B with
+strided columns (a transposed view, a Gemm's runtime transB) runs the core through a stack panel
+when k * NR fits ``PANEL_FLOATS``; otherwise a MatMul view is packed per tile (``matmul_view.py``)
+and the rest keeps the row kernel here: for each row m, an accumulator of NB output columns on the
+stack updated with
 ``a[m,k] * B[k, n0:n0+NB]``, a contiguous inner loop gcc vectorizes.
 """
 
@@ -23,16 +26,18 @@ from opfuse.backends.c.cgen import (
     contiguous,
     dims,
     flit,
+    merge,
     offset_expr,
     who,
 )
-from opfuse.backends.c.epilogue import build_chain, emit_apply
+from opfuse.backends.c.epilogue import Chain, Operand, build_chain, emit_apply
 from opfuse.backends.c.matmul_tile import (
     PANEL_FLOATS,
     Operands,
     Output,
     emit_core,
     pack_panels,
+    pads_tail,
     tile_shape,
 )
 from opfuse.backends.c.matmul_view import broadcast_view, packed_rows, view_strides
@@ -61,10 +66,11 @@ def emit_gemm(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     a_st = (1, m) if ta else (k, 1)  # strides of (m, k)
     b_arr = const(b_v)
     packed = b_arr is not None
+    pad = packed and pads_tail(n, params.store.on_board)
     if packed:
         kn = (b_arr.T if tb else b_arr).astype(np.float32) * np.float32(alpha)
         nr = tile_shape(params.store.on_board)[1]
-        b = params.weight(f"{b_v.name}:panels{nr}:{alpha}:{tb}", pack_panels(kn, nr))
+        b = params.weight(f"{b_v.name}:panels{nr}:{pad}:{alpha}:{tb}", pack_panels(kn, nr, pad))
         b_st, scale = (n, 1), None
     else:
         b = params.inp(b_v, node)
@@ -74,9 +80,10 @@ def emit_gemm(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         bias = (params.inp(c_v, node), bcast_strides(dims(c_v, node), (m, n)), beta)
     shape = dims(node.outputs[0], node)
     chain = build_chain(pre, shape, params, node.outputs[0].name)
-    if packed or b_st[1] == 1:
+    # a runtime transB (strided columns) is copied panel by panel, as a transposed MatMul view
+    if packed or b_st[1] == 1 or k * tile_shape(params.store.on_board)[1] <= PANEL_FLOATS:
         y = params.out((pre or [node])[-1].outputs[0], node) if not into_row else ROW_BUFFER
-        src = Operands(a, a_st[0], a_st[1], b, b_st[0], packed)
+        src = Operands(a, a_st[0], a_st[1], b, b_st[0], packed, 1 if packed else b_st[1], pad)
         out = Output(chain, (), y, lambda r: f"({r})*{n}", scale, bias)
         emit_core(w, src, out, m, n, k, params.store.on_board, after_row,
                   lambda r: f"{r}*{n}", into_row)
@@ -158,30 +165,40 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     b_arr = const(b_v) if b is None and len(b_shape) <= 2 else None
     packed = b_arr is not None and b_arr.dtype == np.float32
     if packed:  # a Linear's weight: packed into the core's panels at generation time
-        nr = tile_shape(params.store.on_board)[1]
-        b = params.weight(f"{b_v.name}:panels{nr}", pack_panels(b_arr.reshape(k, n), nr))
+        nr, pad = tile_shape(params.store.on_board)[1], pads_tail(n, params.store.on_board)
+        b = params.weight(f"{b_v.name}:panels{nr}:{pad}", pack_panels(b_arr.reshape(k, n), nr, pad))
     b = b or params.inp(b_v, node)
     chain = build_chain(pre, shape, params, node.outputs[0].name)
     if shape != full:  # 1-D operands dropped a dim: view the chain on the full shape
-        from opfuse.backends.c.epilogue import Chain, Operand
-
         ops = []
         for o in chain.operands:
             src = o.strides
             ops.append(Operand(o.ptr, tuple(_restride(src, shape, full))))
         chain = Chain(full, chain.steps, ops)
     y = ROW_BUFFER if into_row else params.out((pre or [node])[-1].outputs[0], node)
+    nr = tile_shape(params.store.on_board)[1]
+    on_core = packed or b_st[-1] == 1 or (b_st[-1] != 0 and k * nr <= PANEL_FLOATS)
+    merged = _merged_rows(batch, m, a_st, b_st, chain) if on_core else None
+    if merged is not None:  # one GEMM of M = prod(batch) * m rows over a shared B
+        a_m, mchain = merged
+        big_m = math.prod(batch) * m
+        src = Operands(a, a_m, a_st[-1], b if packed else f"({b})", b_st[-2], packed, b_st[-1],
+                       packed and pads_tail(n, params.store.on_board))
+        out = Output(mchain, (), y, lambda r: f"({r})*{n}")
+        emit_core(w, src, out, big_m, n, k, params.store.on_board, after_row,
+                  lambda r: f"{r}*{n}", into_row)
+        return
     coords = []
     for d, size in enumerate(batch):
         w.open(f"for (int b{d} = 0; b{d} < {size}; ++b{d})")
         coords.append(f"b{d}")
     a_row = f"{a} + " + offset_expr([*coords, "m"], a_st[:-1])
     b_base = f"{b} + " + offset_expr(coords, b_st[:-2]) if coords else b
-    nr = tile_shape(params.store.on_board)[1]
-    if packed or b_st[-1] == 1 or (b_st[-1] != 0 and k * nr <= PANEL_FLOATS):
+    if on_core:
         ys = contiguous(full)[:-1]  # the register-blocked core (matmul_tile.py)
         src = Operands(f"({a} + {offset_expr(coords, a_st[:-2])})", a_st[-2], a_st[-1],
-                       b if packed else f"({b_base})", b_st[-2], packed, b_st[-1])
+                       b if packed else f"({b_base})", b_st[-2], packed, b_st[-1],
+                       packed and pads_tail(n, params.store.on_board))
         out = Output(chain, tuple(coords), y, lambda r: offset_expr([*coords, r], ys))
         emit_core(w, src, out, m, n, k, params.store.on_board, after_row,
                   lambda r: offset_expr([*coords, r], ys), into_row)
@@ -199,6 +216,28 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         w.close()
     for _ in batch:
         w.close()
+
+
+def _merged_rows(batch: tuple[int, ...], m: int, a_st: list[int], b_st: list[int],
+                 chain: Chain) -> tuple[int, Chain] | None:
+    """A's row stride and the chain on ``(M, n)`` when the batch dims fold into M, else None.
+
+    They fold when B is the same matrix for every batch coordinate (zero batch strides: a
+    Linear's weight), A's batch and m dims are one evenly strided run of rows (a contiguous
+    ``[1, 56, 56, 40]`` activation), B's n dim can be read by the core (contiguous or packed
+    once per block), and every epilogue operand is indexed the same way on the merged rows (a
+    per-column bias, a contiguous residual). docs/architecture.md, "The float MatMul/Gemm core"."""
+    if not batch or any(s != 0 for s in b_st[:-2]):
+        return None
+    rows = (*batch, m)
+    groups = [list(range(len(rows))), [len(rows)]]
+    a_m = merge(rows, groups[:1], a_st[:-1])
+    ops = chain.view(groups)
+    if a_m is None or ops is None:
+        return None
+    big = (math.prod(rows), chain.shape[-1])
+    return a_m[0], Chain(big, chain.steps, [Operand(o.ptr, s) for o, s in zip(chain.operands, ops,
+                                                                             strict=True)])
 
 
 def _restride(strides, shape, full) -> list[int]:
