@@ -1,23 +1,23 @@
 """The float attention kernel: scores, scale/mask, softmax and weighted sum, a block of query rows at
-a time.
+a time on the register-blocked MatMul core.
 
 For each batch coordinate (batch and heads, as the export gives them) and each block of
-``BLOCK_ROWS`` query rows m (docs/architecture.md, "Attention"; the pattern is
-``opfuse/fusion/attention.py``)::
+``block_rows`` query rows q0.. (docs/architecture.md, "Attention"; the pattern and the block size
+are ``opfuse/fusion/attention.py``)::
 
-    row[r, j] = sum_d Q[m, d] * Kt[d, j]         into the scratch rows (in the arena)
-    row[r, j] = row[r, j] op x[m, j]             each score op, in graph order (a scalar: a literal)
-    row[r, j] = exp(row[r, j] - max(row[r]))     the softmax, max subtracted, left unnormalised
-    O[m, :] = (sum_j row[r, j] * V[j, :]) / s_r  V's rows accumulated into O's rows, then one scale
+    S[r, :] = Q[q0 + r, :] . Kt                  the block's scores, into the scratch rows
+    S[r, j] = S[r, j] op x[q0 + r, j]            each score op, in graph order (a scalar: a literal)
+    P[r, j] = exp(S[r, j] - max(S[r])) / s_r     the softmax in place, normalised as the reference
+    O[q0 + r, :] = P[r, :] . V                   the block's output rows
 
-The loops over the block's rows sit inside the loops over K's and V's rows, so each of those is
-read once per block (from L2 or memory) and from L1 for the block's other rows. Dividing O's row by
-s once replaces N divisions by Dv multiplications; the reference normalises first, so the two
-differ by rounding only. Kt's rows are read contiguously when its last axis is (a d-outer loop that
-gcc vectorizes over j), otherwise one dot product per key along d (K as the exporter stored it,
-before an absorbed Transpose). Every operand is read through strides: an absorbed Transpose
-permutes its input's strides, a broadcast batch or mask dim has stride 0. The scratch rows are the
-plan's ring buffer ``ring:<scores>`` (``OPFUSE_ARENA_BYTES`` counts it); the softmax is
+Both products are ``matmul_tile.emit_core`` (MR x NR register tiles) on pointers and strides: Q's
+block and K read where they are (an absorbed Transpose permutes its input's strides, a broadcast
+batch or mask dim has stride 0); a Kt with strided columns (K as the exporter stored it) is copied
+by the core panel by panel into its stack panel once per block, which the block's rows amortize.
+A Kt or V whose strided panel would not fit ``PANEL_FLOATS`` is multiplied in plain loops. A
+block is up to 64 rows on the host, so each panel of K and V feeds that many rows from cache; 4
+(the board tile's MR) on an MCU board, whose arena is the budget. The scratch rows are the plan's
+ring buffer ``ring:<scores>`` (``OPFUSE_ARENA_BYTES`` counts it); the softmax is
 ``norms.softmax_row`` (vectorized loops, the branch-free exp of ``fastmath.py``).
 """
 
