@@ -162,6 +162,23 @@ def test_c_is_sanitizer_clean(tmp_path: Path) -> None:
     sanitized_run_matches(folder, path)
 
 
+def test_block_scratch_is_accounted(tmp_path: Path) -> None:
+    """The block's scores are the planned ring (model.json lists it; the arena holds it), and K's
+    panel that the MatMul core copies onto the stack (5 x 16 floats: K's columns are strided) is
+    in OPFUSE_STACK_SCRATCH_BYTES."""
+    import json
+
+    folder = tmp_path / "c"
+    result = compile_model(save(FORMS["many_blocks"], tmp_path), "x86-host")
+    emitted = emit_c(result, folder)
+    (kernel,) = json.loads((folder / "model.json").read_text())["kernel_outputs"]
+    assert kernel["ring_buffers"] == [{"value": "s0", "rows": 52, "bytes": 52 * 600 * 4}]
+    (planned,) = [t for t in emitted.plan.tensors if t.name == RING_PREFIX + "s0"]
+    assert planned.size_bytes == 52 * 600 * 4 <= emitted.arena_bytes
+    source = (folder / "model.c").read_text()
+    assert "float bt[80];" in source and emitted.stack_scratch_bytes >= 80 * 4
+
+
 @pytest.mark.skipif(any(shutil.which(t) is None for t in ("arm-none-eabi-gcc", "qemu-system-arm")),
                     reason="needs gcc-arm-none-eabi and qemu-system-arm")
 def test_cortex_m7_build_matches(tmp_path: Path) -> None:
