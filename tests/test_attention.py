@@ -137,9 +137,12 @@ def test_core_is_one_kernel(name: str, tmp_path: Path) -> None:
     assert core_ops <= set(kernel.ops)
     assert kernel.outputs == ("o",)
     assert not {"s0", "s1", "s2", "p"} & set(kernel.inputs)
-    (ring,) = kernel.ring_buffers  # the scratch rows: a block of query rows of the scores
+    ring, *head = kernel.ring_buffers  # the scratch rows: a block of query rows of the scores
     rows = min(HOST_MAX_ROWS, HOST_SCORE_FLOATS // spec.s // 4 * 4, spec.m or spec.s)
     assert (ring.value, ring.rows, ring.row_bytes) == ("s0", rows, spec.s * 4)
+    # K through its Transpose: one head of Kt (D rows of S floats), packed once per head
+    heads = [("kt", spec.d, spec.s * 4)] if spec.k == "transpose" else []
+    assert [(h.value, h.rows, h.row_bytes) for h in head] == heads
     assert not [d for d in result.partition.decisions if d.consumer in kernel.nodes
                 and d.producer in kernel.nodes]
 
@@ -163,20 +166,21 @@ def test_c_is_sanitizer_clean(tmp_path: Path) -> None:
 
 
 def test_block_scratch_is_accounted(tmp_path: Path) -> None:
-    """The block's scores are the planned ring (model.json lists it; the arena holds it), and K's
-    panel that the MatMul core copies onto the stack (5 x 16 floats: K's columns are strided) is
-    in OPFUSE_STACK_SCRATCH_BYTES."""
+    """The block's scores and one head of Kt in panels (K's columns are strided) are planned
+    rings: model.json lists them, the arena holds them, and no panel is copied onto the stack."""
     import json
 
     folder = tmp_path / "c"
     result = compile_model(save(FORMS["many_blocks"], tmp_path), "x86-host")
     emitted = emit_c(result, folder)
     (kernel,) = json.loads((folder / "model.json").read_text())["kernel_outputs"]
-    assert kernel["ring_buffers"] == [{"value": "s0", "rows": 52, "bytes": 52 * 600 * 4}]
-    (planned,) = [t for t in emitted.plan.tensors if t.name == RING_PREFIX + "s0"]
-    assert planned.size_bytes == 52 * 600 * 4 <= emitted.arena_bytes
-    source = (folder / "model.c").read_text()
-    assert "float bt[80];" in source and emitted.stack_scratch_bytes >= 80 * 4
+    assert kernel["ring_buffers"] == [{"value": "s0", "rows": 52, "bytes": 52 * 600 * 4},
+                                      {"value": "kt", "rows": 5, "bytes": 5 * 600 * 4}]
+    planned = {t.name: t.size_bytes for t in emitted.plan.tensors}
+    assert planned[RING_PREFIX + "s0"] == 52 * 600 * 4 and planned[RING_PREFIX + "kt"] == 5 * 600 * 4
+    assert planned[RING_PREFIX + "s0"] + planned[RING_PREFIX + "kt"] <= emitted.arena_bytes
+    assert "float bt[" not in (folder / "model.c").read_text()
+    verify_allocation(emitted.plan)
 
 
 @pytest.mark.skipif(any(shutil.which(t) is None for t in ("arm-none-eabi-gcc", "qemu-system-arm")),
@@ -188,7 +192,8 @@ def test_cortex_m7_build_matches(tmp_path: Path) -> None:
 
     result = compile_model(save(Spec(mask="input", s=14), tmp_path), "cortex-m7")
     (kernel,) = attention_kernels(result.partition)
-    assert kernel.ring_buffers[0].rows == BLOCK_ROWS == 4
+    (ring,) = kernel.ring_buffers  # no packed head of Kt: the core copies 4 x D panels per block
+    assert ring.rows == BLOCK_ROWS == 4
     emu = emulate_c(result, outdir=tmp_path / "c")
     assert emu.report.ok, emu.report
     assert emu.footprint.arena == emu.arena_bytes == analyze(result).after.plan.peak_bytes

@@ -204,10 +204,27 @@ def block_rows(core: Core, on_board: bool = False) -> int:
     return max(1, min(rows, m))
 
 
-def scratch_ring(core: Core, on_board: bool = False) -> RingBuffer:
-    """The scratch rows: ``block_rows`` rows of the scores (N floats each), as a ring buffer of
-    the score value."""
+def scratch_rings(core: Core, on_board: bool = False) -> tuple[RingBuffer, ...]:
+    """The kernel's arena scratch: ``block_rows`` rows of the scores (N floats each), as a ring
+    buffer of the score value; on the host, when Kt's keys are strided (K through its Transpose),
+    also one head of Kt (D rows of N floats), which the kernel packs into the MatMul core's
+    panels once per head instead of once per block of query rows."""
     shape = dims(core.score_value)
     n = shape[-1]
     rows = int(np.prod(shape[:-1]))
-    return RingBuffer(core.score_value.name, block_rows(core, on_board), rows, n * 4)
+    scores = RingBuffer(core.score_value.name, block_rows(core, on_board), rows, n * 4)
+    if on_board or not packs_kt(core):
+        return (scores,)
+    kt = core.qk.inputs[1]
+    kt_shape = dims(kt)
+    head = RingBuffer(kt.name, kt_shape[-2], int(np.prod(kt_shape[:-1])), n * 4)
+    return (scores, head)
+
+
+def packs_kt(core: Core) -> bool:
+    """Whether Kt is read through an absorbed Transpose that moves its keys off the last axis
+    (their stride is not 1), so a head of it is worth packing once."""
+    src, perm = core.source(core.qk.inputs[1])
+    shape = dims(src)
+    return perm is not None and shape is not None and perm[-1] != len(perm) - 1 \
+        and dims(core.qk.inputs[1])[-1] > 1

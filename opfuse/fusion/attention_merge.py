@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from opfuse.fusion.attention import KERNEL_NAME, Core, match, scratch_ring
+from opfuse.fusion.attention import KERNEL_NAME, Core, match, scratch_rings
 from opfuse.fusion.attention_checks import (
     AttentionCase,
     AttentionExit,
@@ -70,7 +70,7 @@ def _merge(model: ir.Model, layers: Partition, cores: Sequence[Core],
         members = sorted(core.nodes, key=lambda n: index[n.name])
         made = build_kernel(members, KERNEL_NAME, taken)
         kernels.append(Kernel(made.name, made.nodes, made.ops, made.inputs, made.outputs,
-                              ring_buffers=(scratch_ring(core, on_board),)))
+                              ring_buffers=scratch_rings(core, on_board)))
     kernels.sort(key=lambda k: index[k.nodes[-1]])
     kept = [d for d in decisions
             if not (d.producer in core_of and core_of.get(d.consumer) == core_of[d.producer])]

@@ -95,6 +95,13 @@ def emit_attention(w: CWriter, core: Core, params: Params) -> None:
     w(f"const float *kb = {k} + {offset_expr(coords, ks[:-2])};")
     w(f"const float *vb = {v} + {offset_expr(coords, vs[:-2])};")
     on_board = params.store.on_board
+    kt_src = Operands("qb", qs[-2], qs[-1], "kb", ks[-2], False, ks[-1])
+    packed = params.store.plan.offsets.get(RING_PREFIX + qk.inputs[1].name)
+    if packed is not None:  # fusion/attention.py:scratch_rings planned a head of Kt for panels
+        kp = params._add("ring:" + qk.inputs[1].name, f"float *{params.restrict} {{name}}",
+                         f"A + {packed // 4}")
+        _pack_head(w, kp, ks[-2], ks[-1], d, n, tile_shape(on_board)[1])
+        kt_src = Operands("qb", qs[-2], qs[-1], kp, 0, True)
     rb = block_rows(core, on_board)
     blocks, rest = divmod(m, rb)
     for rows, count, start in ((rb, blocks, 0), (rest, 1 if rest else 0, blocks * rb)):
@@ -104,7 +111,7 @@ def emit_attention(w: CWriter, core: Core, params: Params) -> None:
         w(f"const int q0 = {start}{' + blk*' + str(rb) if count > 1 else ''};")
         w(f"const float *qb = {q} + {offset_expr([*coords, 'q0'], qs[:-1])};")
         w(f"float *yb = {y} + {offset_expr([*coords, 'q0'], ys[:-1])};")
-        _product(w, Operands("qb", qs[-2], qs[-1], "kb", ks[-2], False, ks[-1]), row,
+        _product(w, kt_src, row,
                  lambda r: f"({r})*{n}", (rows, n, d), on_board)
         w.open(f"for (int r = 0; r < {rows}; ++r)")
         w(f"float *sr = {row} + r*{n};")
@@ -119,6 +126,18 @@ def emit_attention(w: CWriter, core: Core, params: Params) -> None:
         w.close()
     for _ in batch:
         w.close()
+
+
+def _pack_head(w: CWriter, kp: str, kd: int, kn: int, d: int, n: int, nr: int) -> None:
+    """One head of Kt (``kb``, keys strided by ``kn``) into ``kp`` as the MatMul core's panels
+    (``matmul_tile.pack_panels``: ``[n // nr][d][nr]``, then ``[d][n % nr]``), key by key so
+    K's rows are read contiguously where it is stored (N, D)."""
+    full, tail = n // nr * nr, n % nr
+    w(f"for (int j = 0; j < {full}; ++j) for (int dd = 0; dd < {d}; ++dd) "
+      f"{kp}[(j / {nr})*{d * nr} + dd*{nr} + j % {nr}] = kb[{offset_expr(['dd', 'j'], [kd, kn])}];")
+    if tail:
+        w(f"for (int j = 0; j < {tail}; ++j) for (int dd = 0; dd < {d}; ++dd) "
+          f"{kp}[{full * d} + dd*{tail} + j] = kb[{offset_expr(['dd', f'({full} + j)'], [kd, kn])}];")
 
 
 def _product(w: CWriter, src: Operands, y: str, y_row: Callable[[str], str],
