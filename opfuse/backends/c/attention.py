@@ -12,8 +12,9 @@ are ``opfuse/fusion/attention.py``)::
 
 Both products are ``matmul_tile.emit_core`` (MR x NR register tiles) on pointers and strides: Q's
 block and K read where they are (an absorbed Transpose permutes its input's strides, a broadcast
-batch or mask dim has stride 0); a Kt with strided columns (K as the exporter stored it) is copied
-by the core panel by panel into its stack panel once per block, which the block's rows amortize.
+batch or mask dim has stride 0). A Kt with strided keys (K as the exporter stored it) is packed
+on the host into the core's panels once per head (``_pack_head``, into the plan's second ring
+``ring:<Kt>``); on a board the core copies it panel by panel into its stack panel once per block.
 A Kt or V whose strided panel would not fit ``PANEL_FLOATS`` is multiplied in plain loops. A
 block is up to 64 rows on the host, so each panel of K and V feeds that many rows from cache; 4
 (the board tile's MR) on an MCU board, whose arena is the budget. The scratch rows are the plan's
