@@ -134,8 +134,10 @@ def _pack_head(w: CWriter, kp: str, kd: int, kn: int, d: int, n: int, nr: int) -
     (``matmul_tile.pack_panels``: ``[n // nr][d][nr]``, then ``[d][n % nr]``), key by key so
     K's rows are read contiguously where it is stored (N, D)."""
     full, tail = n // nr * nr, n % nr
-    w(f"for (int j = 0; j < {full}; ++j) for (int dd = 0; dd < {d}; ++dd) "
-      f"{kp}[(j / {nr})*{d * nr} + dd*{nr} + j % {nr}] = kb[{offset_expr(['dd', 'j'], [kd, kn])}];")
+    if full:
+        w(f"for (int p = 0; p < {n // nr}; ++p) for (int j = 0; j < {nr}; ++j) "
+          f"for (int dd = 0; dd < {d}; ++dd) {kp}[p*{d * nr} + dd*{nr} + j] = "
+          f"kb[{offset_expr(['dd', f'(p*{nr} + j)'], [kd, kn])}];")
     if tail:
         w(f"for (int j = 0; j < {tail}; ++j) for (int dd = 0; dd < {d}; ++dd) "
           f"{kp}[{full * d} + dd*{tail} + j] = kb[{offset_expr(['dd', f'({full} + j)'], [kd, kn])}];")
