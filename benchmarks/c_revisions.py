@@ -1,6 +1,6 @@
 """Fused C of an earlier revision vs this tree's vs onnxruntime, one thread, in one run.
 
-    python benchmarks/c_revisions.py --base REV [--runs N] [--cascades] MODEL ...
+    python benchmarks/c_revisions.py (--base REV | --unfused) [--runs N] [--cascades] MODEL ...
 
 For each model, the fused C (layer by layer, or cascaded with ``--cascades``) is generated and built
 once by the opfuse of git revision REV (``git archive`` into a temporary folder, run in a
@@ -12,7 +12,8 @@ calling thread) and in wall time, the ratios to onnxruntime and REV / this tree 
 and the largest difference between the two trees' outputs (0 when a change kept the numerics).
 The C is timed on ``opfuse_model_invoke()`` with the inputs written into the arena before each
 run, untimed, as ``opfuse.measure.validate.c_float.bench`` does. Written for the float MatMul/Gemm
-core (docs/architecture.md, "The float MatMul/Gemm core").
+core (docs/architecture.md, "The float MatMul/Gemm core"). ``--unfused``: REV's column is this
+tree's unfused C (one kernel per node) instead, so the speedup is the fusion's, in CPU time.
 """
 
 from __future__ import annotations
@@ -42,10 +43,11 @@ EMIT = ("import sys; from opfuse.backends.c import emit_c; from opfuse.measure.r
         "build_shared(sys.argv[2])")
 
 
-def _built(model: str, tree: Path | None, out: Path, cascades: bool) -> CModel:
-    """The fused C of ``model`` by the opfuse in ``tree`` (None: this process's), built."""
+def _built(model: str, tree: Path | None, out: Path, cascades: bool, fuse: bool = True) -> CModel:
+    """The fused (or unfused) C of ``model`` by the opfuse in ``tree`` (None: this process's),
+    built."""
     if tree is None:
-        emit_c(compile_model(model, "x86-host"), out, cascades=cascades)
+        emit_c(compile_model(model, "x86-host"), out, cascades=cascades, fuse=fuse)
         build_shared(out)
     else:
         env = {**os.environ, "PYTHONPATH": str(tree)}
@@ -54,7 +56,7 @@ def _built(model: str, tree: Path | None, out: Path, cascades: bool) -> CModel:
     return CModel(out)
 
 
-def _times(model: str, base: Path, tmp: Path, runs: int,
+def _times(model: str, base: Path | None, tmp: Path, runs: int,
            cascades: bool) -> tuple[dict[str, tuple[float, float]], float]:
     """Median (CPU s, wall s) per runner (``base``, ``tree`` and ``ort``), and the largest
     difference between the two trees' outputs."""
@@ -64,8 +66,8 @@ def _times(model: str, base: Path, tmp: Path, runs: int,
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
     runners, outs = {}, {}
-    for key, tree in (("base", base), ("tree", None)):
-        lib = _built(model, tree, tmp / key, cascades)
+    for key, tree in (("base", base), ("tree", None)):  # base None: this tree's unfused C
+        lib = _built(model, tree, tmp / key, cascades, fuse=key == "tree" or base is not None)
         outs[key] = lib.run(feeds)
         bound = lib.bind(feeds)
         runners[key] = (lambda c=lib, b=bound: c.write(b), lib.invoke)
@@ -88,20 +90,25 @@ def _times(model: str, base: Path, tmp: Path, runs: int,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="+", help="ONNX model paths")
-    parser.add_argument("--base", required=True, help="the git revision to compare with")
+    parser.add_argument("--base", help="the git revision to compare with")
+    parser.add_argument("--unfused", action="store_true",
+                        help="compare with this tree's unfused C (one kernel per node), not REV's")
     parser.add_argument("--runs", type=int, default=21, help="timed runs per runner")
     parser.add_argument("--cascades", action="store_true", help="the cascaded C of both trees")
     args = parser.parse_args()
+    if (args.base is None) == (not args.unfused):
+        parser.error("give --base REV or --unfused")
     print(f"{'model':<22}{'REV cpu ms':>11}{'tree cpu':>10}{'ORT cpu':>10}{'REV/ORT':>9}"
           f"{'tree/ORT':>9}{'speedup':>9}{'tree wall':>11}{'ORT wall':>10}{'wall/ORT':>9}"
           f"{'max |diff|':>11}")
     with tempfile.TemporaryDirectory(prefix="opfuse-revs-") as tmp_name:
         tmp = Path(tmp_name)
-        base = tmp / "base"
-        base.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.base],
-                                 check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+        base = None if args.unfused else tmp / "base"
+        if base is not None:
+            base.mkdir()
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.base],
+                                     check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
         for i, model in enumerate(args.models):
             (tmp / str(i)).mkdir()
             t, diff = _times(model, base, tmp / str(i), args.runs, args.cascades)

@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from opfuse.analysis import analyze
 from opfuse.api import validate_c
 from opfuse.backends.c import emit_c
-from opfuse.fusion.attention import BLOCK_ROWS
+from opfuse.fusion.attention import BLOCK_ROWS, HOST_MAX_ROWS, HOST_SCORE_FLOATS
 from opfuse.memory import plan_memory
 from opfuse.memory.lifetimes import RING_PREFIX
 from opfuse.memory.verify import verify_allocation
@@ -118,6 +118,12 @@ FORMS = {
     "long_keys": Spec(batch=(1, 2), s=37, d=5, mask="input"),
     "causal_const_mask": Spec(mask="const", mask_shape=(8, 8)),
     "cross_attention": Spec(batch=(2, 3), s=11, d=6, m=5, dv=9, mask="input", k="pre"),
+    # blocks of 52 query rows (32768 // 600, in 4s): two whole blocks and one of 26, in tiles of
+    # 4 rows and a last of 2, K's columns strided (its Transpose) and copied panel by panel
+    "many_blocks": Spec(batch=(1, 2), s=600, d=5, m=130, dv=7, mask="input"),
+    "many_blocks_pre": Spec(batch=(1,), s=600, d=6, m=105, mask="const", k="pre"),
+    # 260 * 16 floats exceed the MatMul core's stack panel: Q @ K^T in plain loops
+    "deep_head": Spec(batch=(1, 2), s=9, d=260),
 }
 
 
@@ -131,9 +137,12 @@ def test_core_is_one_kernel(name: str, tmp_path: Path) -> None:
     assert core_ops <= set(kernel.ops)
     assert kernel.outputs == ("o",)
     assert not {"s0", "s1", "s2", "p"} & set(kernel.inputs)
-    (ring,) = kernel.ring_buffers  # the scratch rows: a block of query rows of the scores
-    rows = min(BLOCK_ROWS, spec.m or spec.s)
+    ring, *head = kernel.ring_buffers  # the scratch rows: a block of query rows of the scores
+    rows = min(HOST_MAX_ROWS, HOST_SCORE_FLOATS // spec.s // 4 * 4, spec.m or spec.s)
     assert (ring.value, ring.rows, ring.row_bytes) == ("s0", rows, spec.s * 4)
+    # K through its Transpose: one head of Kt (D rows of S floats), packed once per head
+    heads = [("kt", spec.d, spec.s * 4)] if spec.k == "transpose" else []
+    assert [(h.value, h.rows, h.row_bytes) for h in head] == heads
     assert not [d for d in result.partition.decisions if d.consumer in kernel.nodes
                 and d.producer in kernel.nodes]
 
@@ -156,13 +165,35 @@ def test_c_is_sanitizer_clean(tmp_path: Path) -> None:
     sanitized_run_matches(folder, path)
 
 
+def test_block_scratch_is_accounted(tmp_path: Path) -> None:
+    """The block's scores and one head of Kt in panels (K's columns are strided) are planned
+    rings: model.json lists them, the arena holds them, and no panel is copied onto the stack."""
+    import json
+
+    folder = tmp_path / "c"
+    result = compile_model(save(FORMS["many_blocks"], tmp_path), "x86-host")
+    emitted = emit_c(result, folder)
+    (kernel,) = json.loads((folder / "model.json").read_text())["kernel_outputs"]
+    assert kernel["ring_buffers"] == [{"value": "s0", "rows": 52, "bytes": 52 * 600 * 4},
+                                      {"value": "kt", "rows": 5, "bytes": 5 * 600 * 4}]
+    planned = {t.name: t.size_bytes for t in emitted.plan.tensors}
+    assert planned[RING_PREFIX + "s0"] == 52 * 600 * 4 and planned[RING_PREFIX + "kt"] == 5 * 600 * 4
+    assert planned[RING_PREFIX + "s0"] + planned[RING_PREFIX + "kt"] <= emitted.arena_bytes
+    assert "float bt[" not in (folder / "model.c").read_text()
+    verify_allocation(emitted.plan)
+
+
 @pytest.mark.skipif(any(shutil.which(t) is None for t in ("arm-none-eabi-gcc", "qemu-system-arm")),
                     reason="needs gcc-arm-none-eabi and qemu-system-arm")
 def test_cortex_m7_build_matches(tmp_path: Path) -> None:
+    """A board keeps blocks of 4 query rows (its 4 x 4 tile's MR): 3 blocks of 4 and one of 2
+    over 14 queries, with a small arena."""
     from opfuse.measure.run.qemu import emulate_c
 
-    result = compile_model(save(Spec(mask="input"), tmp_path), "cortex-m7")
-    assert len(attention_kernels(result.partition)) == 1
+    result = compile_model(save(Spec(mask="input", s=14), tmp_path), "cortex-m7")
+    (kernel,) = attention_kernels(result.partition)
+    (ring,) = kernel.ring_buffers  # no packed head of Kt: the core copies 4 x D panels per block
+    assert ring.rows == BLOCK_ROWS == 4
     emu = emulate_c(result, outdir=tmp_path / "c")
     assert emu.report.ok, emu.report
     assert emu.footprint.arena == emu.arena_bytes == analyze(result).after.plan.peak_bytes
@@ -212,9 +243,9 @@ def test_arena_drops_by_the_score_matrix(tmp_path: Path) -> None:
     """On a graph whose peak is the scores, the fused core's plan is lower by at least the
     (B, H, S, S) scores' bytes, and its scratch rows are a planned arena tensor of a block of
     query rows of S floats each."""
-    spec = Spec(batch=(1, 2), s=64, d=8, mask="input")
+    spec = Spec(batch=(1, 2), s=640, d=8, mask="input")
     path = save(spec, tmp_path)
-    score_bytes = 1 * 2 * 64 * 64 * 4
+    score_bytes = 1 * 2 * 640 * 640 * 4
     on, off = compile_model(path, "x86-host"), compile_model(path, without_attention("x86-host"))
     assert not attention_kernels(off.partition)
     plan_on = plan_memory(on.optimized, on.partition, "greedy")
@@ -222,7 +253,7 @@ def test_arena_drops_by_the_score_matrix(tmp_path: Path) -> None:
     assert plan_off.peak_bytes >= 2 * score_bytes  # scores and probabilities live together
     assert plan_off.peak_bytes - plan_on.peak_bytes >= score_bytes
     ring = next(t for t in plan_on.tensors if t.name == RING_PREFIX + "s0")
-    assert ring.size_bytes == BLOCK_ROWS * 64 * 4 and ring.first == ring.last
+    assert ring.size_bytes == 48 * 640 * 4 and ring.first == ring.last  # 48 of a head's 640 rows
     assert not [t for t in plan_on.tensors if t.name in ("s0", "s1", "s2", "p")]
     verify_allocation(plan_on)
 

@@ -11,11 +11,11 @@ The pattern (what ``torch.onnx.export`` writes for scaled dot-product attention,
 The algebra: ``O[b, m, :] = sum_j softmax_j(f(Q[b, m, :] . Kt[b, :, j])) V[b, j, :]``, and row m of O
 depends on row m of Q only. So one kernel computes, per (batch, head, query row), the N scores into
 a scratch row, applies f, takes the softmax in place (max subtracted) and accumulates the weighted
-rows of V into O's row, ``BLOCK_ROWS`` query rows at a time so each row of K and V is read once per
+rows of V into O's row, ``block_rows`` query rows at a time so each row of K and V is read once per
 block. The (..., M, N) scores and probabilities are never stored; the scratch rows are a
-``RingBuffer`` of ``BLOCK_ROWS`` rows of the scores, which the memory planner places in the arena for the
-kernel's step (docs/architecture.md, "Attention"). A Transpose that makes Q, Kt or V and is read
-by nothing else joins the kernel: it reads the Transpose's input through permuted strides.
+``RingBuffer`` of ``block_rows`` rows of the scores (4 on a board, up to 64 on the host), which
+the memory planner places in the arena for the kernel's step (docs/architecture.md,
+"Attention"). A Transpose that makes Q, Kt or V and is read by nothing else joins the kernel: it reads the Transpose's input through permuted strides.
 
 The pass runs on the greedy partition (``partition.py``), before cascades. Each recognised core's
 nodes leave the kernels they were in (what is left of a kernel stays a kernel) and become one
@@ -186,19 +186,45 @@ def core_of(members: Sequence[ir.Node]) -> Core | None:
     return core
 
 
-BLOCK_ROWS = 4  # query rows per pass of the kernel: K's and V's rows are read once per block
+BLOCK_ROWS = 4  # query rows per block on an MCU board: the board tile's MR, the arena stays small
+# on the host, a block's scores (rows x N floats) are at most this: 128 KB, an L2's share, so the
+# MatMul core's tiles (rows in multiples of its MR of 4) re-read them from cache for P @ V
+HOST_SCORE_FLOATS = 32 * 1024
+HOST_MAX_ROWS = 64  # more rows amortize K's panel copy and V's reads no further
 
 
-def block_rows(core: Core) -> int:
-    """Query rows the kernel computes together (at most ``BLOCK_ROWS``, at most M)."""
+def block_rows(core: Core, on_board: bool = False) -> int:
+    """Query rows the kernel computes together: ``BLOCK_ROWS`` on a board; on the host the most
+    multiple of 4 whose scores fit ``HOST_SCORE_FLOATS`` (at most ``HOST_MAX_ROWS``); at most M."""
     shape = dims(core.score_value)
-    return max(1, min(BLOCK_ROWS, shape[-2] if len(shape) > 1 else 1))
+    m = shape[-2] if len(shape) > 1 else 1
+    rows = BLOCK_ROWS
+    if not on_board:
+        rows = max(BLOCK_ROWS, min(HOST_MAX_ROWS, HOST_SCORE_FLOATS // max(shape[-1], 1)) // 4 * 4)
+    return max(1, min(rows, m))
 
 
-def scratch_ring(core: Core) -> RingBuffer:
-    """The scratch rows: ``block_rows`` rows of the scores (N floats each), as a ring buffer of
-    the score value."""
+def scratch_rings(core: Core, on_board: bool = False) -> tuple[RingBuffer, ...]:
+    """The kernel's arena scratch: ``block_rows`` rows of the scores (N floats each), as a ring
+    buffer of the score value; on the host, when Kt's keys are strided (K through its Transpose),
+    also one head of Kt (D rows of N floats), which the kernel packs into the MatMul core's
+    panels once per head instead of once per block of query rows."""
     shape = dims(core.score_value)
     n = shape[-1]
     rows = int(np.prod(shape[:-1]))
-    return RingBuffer(core.score_value.name, block_rows(core), rows, n * 4)
+    scores = RingBuffer(core.score_value.name, block_rows(core, on_board), rows, n * 4)
+    if on_board or not packs_kt(core):
+        return (scores,)
+    kt = core.qk.inputs[1]
+    kt_shape = dims(kt)
+    head = RingBuffer(kt.name, kt_shape[-2], int(np.prod(kt_shape[:-1])), n * 4)
+    return (scores, head)
+
+
+def packs_kt(core: Core) -> bool:
+    """Whether Kt is read through an absorbed Transpose that moves its keys off the last axis
+    (their stride is not 1), so a head of it is worth packing once."""
+    src, perm = core.source(core.qk.inputs[1])
+    shape = dims(src)
+    return perm is not None and shape is not None and perm[-1] != len(perm) - 1 \
+        and dims(core.qk.inputs[1])[-1] > 1

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from opfuse.fusion.attention import KERNEL_NAME, Core, match, scratch_ring
+from opfuse.fusion.attention import KERNEL_NAME, Core, match, scratch_rings
 from opfuse.fusion.attention_checks import (
     AttentionCase,
     AttentionExit,
@@ -48,11 +48,11 @@ def fuse_attention(model: ir.Model, layers: Partition, target: Target,
     decisions.extend(refused.values())
     if not cores:
         return Partition(layers.target, layers.kernels, tuple(decisions))
-    return _merge(model, layers, cores, decisions)
+    return _merge(model, layers, cores, decisions, target.board is not None)
 
 
 def _merge(model: ir.Model, layers: Partition, cores: Sequence[Core],
-           decisions: list[Decision]) -> Partition:
+           decisions: list[Decision], on_board: bool) -> Partition:
     by_name = {n.name: n for n in model.graph}
     index = {n.name: i for i, n in enumerate(model.graph)}
     core_of: dict[str, int] = {n.name: i for i, c in enumerate(cores) for n in c.nodes}
@@ -70,7 +70,7 @@ def _merge(model: ir.Model, layers: Partition, cores: Sequence[Core],
         members = sorted(core.nodes, key=lambda n: index[n.name])
         made = build_kernel(members, KERNEL_NAME, taken)
         kernels.append(Kernel(made.name, made.nodes, made.ops, made.inputs, made.outputs,
-                              ring_buffers=(scratch_ring(core),)))
+                              ring_buffers=scratch_rings(core, on_board)))
     kernels.sort(key=lambda k: index[k.nodes[-1]])
     kept = [d for d in decisions
             if not (d.producer in core_of and core_of.get(d.consumer) == core_of[d.producer])]

@@ -1,36 +1,39 @@
 """The float attention kernel: scores, scale/mask, softmax and weighted sum, a block of query rows at
-a time.
+a time on the register-blocked MatMul core.
 
 For each batch coordinate (batch and heads, as the export gives them) and each block of
-``BLOCK_ROWS`` query rows m (docs/architecture.md, "Attention"; the pattern is
-``opfuse/fusion/attention.py``)::
+``block_rows`` query rows q0.. (docs/architecture.md, "Attention"; the pattern and the block size
+are ``opfuse/fusion/attention.py``)::
 
-    row[r, j] = sum_d Q[m, d] * Kt[d, j]         into the scratch rows (in the arena)
-    row[r, j] = row[r, j] op x[m, j]             each score op, in graph order (a scalar: a literal)
-    row[r, j] = exp(row[r, j] - max(row[r]))     the softmax, max subtracted, left unnormalised
-    O[m, :] = (sum_j row[r, j] * V[j, :]) / s_r  V's rows accumulated into O's rows, then one scale
+    S[r, :] = Q[q0 + r, :] . Kt                  the block's scores, into the scratch rows
+    S[r, j] = S[r, j] op x[q0 + r, j]            each score op, in graph order (a scalar: a literal)
+    P[r, j] = exp(S[r, j] - max(S[r])) / s_r     the softmax in place, normalised as the reference
+    O[q0 + r, :] = P[r, :] . V                   the block's output rows
 
-The loops over the block's rows sit inside the loops over K's and V's rows, so each of those is
-read once per block (from L2 or memory) and from L1 for the block's other rows. Dividing O's row by
-s once replaces N divisions by Dv multiplications; the reference normalises first, so the two
-differ by rounding only. Kt's rows are read contiguously when its last axis is (a d-outer loop that
-gcc vectorizes over j), otherwise one dot product per key along d (K as the exporter stored it,
-before an absorbed Transpose). Every operand is read through strides: an absorbed Transpose
-permutes its input's strides, a broadcast batch or mask dim has stride 0. The scratch rows are the
-plan's ring buffer ``ring:<scores>`` (``OPFUSE_ARENA_BYTES`` counts it); the softmax is
+Both products are ``matmul_tile.emit_core`` (MR x NR register tiles) on pointers and strides: Q's
+block and K read where they are (an absorbed Transpose permutes its input's strides, a broadcast
+batch or mask dim has stride 0). A Kt with strided keys (K as the exporter stored it) is packed
+on the host into the core's panels once per head (``_pack_head``, into the plan's second ring
+``ring:<Kt>``); on a board the core copies it panel by panel into its stack panel once per block.
+A Kt or V whose strided panel would not fit ``PANEL_FLOATS`` is multiplied in plain loops. A
+block is up to 64 rows on the host, so each panel of K and V feeds that many rows from cache; 4
+(the board tile's MR) on an MCU board, whose arena is the budget. The scratch rows are the plan's
+ring buffer ``ring:<scores>`` (``OPFUSE_ARENA_BYTES`` counts it); the softmax is
 ``norms.softmax_row`` (vectorized loops, the branch-free exp of ``fastmath.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, const, contiguous, dims, flit, offset_expr
+from opfuse.backends.c.epilogue import Chain
+from opfuse.backends.c.matmul_tile import PANEL_FLOATS, Operands, Output, emit_core, tile_shape
 from opfuse.backends.c.norms import softmax_row, sum8  # the project's row reductions
 from opfuse.backends.c.tensors import Params
-from opfuse.fusion.attention import BLOCK_ROWS, Core, block_rows, perm_of
+from opfuse.fusion.attention import Core, block_rows, perm_of
 from opfuse.memory.lifetimes import RING_PREFIX
 
 C_OPS = {"Mul": "*", "Div": "/", "Add": "+", "Sub": "-"}
@@ -85,40 +88,75 @@ def emit_attention(w: CWriter, core: Core, params: Params) -> None:
     y = params.out(core.output, core.out_transpose or pv)
     ys = _out_strides(core, out)
     coords = []
-    for i, size in enumerate(batch):
-        w.open(f"for (int b{i} = 0; b{i} < {size}; ++b{i})")
-        coords.append(f"b{i}")
-    rb = block_rows(core)
-    w.open(f"for (int m0 = 0; m0 < {m}; m0 += {rb})")
-    w(f"const int rows = {m} - m0 < {rb} ? {m} - m0 : {rb};")
+    for i, size in enumerate(batch):  # h: b0.. are the board tile's names for B's values
+        w.open(f"for (int h{i} = 0; h{i} < {size}; ++h{i})")
+        coords.append(f"h{i}")
     q, k, v = ptrs["q"], ptrs["k"], ptrs["v"]
     qs, ks, vs = st["q"], st["k"], st["v"]
-    w(f"const float *qb = {q} + {offset_expr([*coords, 'm0'], qs[:-1])};")
     w(f"const float *kb = {k} + {offset_expr(coords, ks[:-2])};")
-    _scores(w, row, n, d, qs[-2:], ks[-2], ks[-1])
-    w.open("for (int r = 0; r < rows; ++r)")
-    w(f"float *sr = {row} + r*{n};")
-    for node in core.scores:
-        _score_op(w, node, core, "sr", n, params, [*coords, "m0 + r"], full(n))
-    total = softmax_row(w, "sr", "sr", n)
-    w(f"inv[r] = 1.0f / {total};")
-    w.close()
-    w(f"float *yb = {y} + {offset_expr([*coords, 'm0'], ys[:-1])};")
-    yr = f"yb + {offset_expr(['r'], ys[-2:-1])}"
-    w(f"for (int r = 0; r < rows; ++r) for (int e = 0; e < {dv}; ++e) ({yr})[e] = 0.0f;")
     w(f"const float *vb = {v} + {offset_expr(coords, vs[:-2])};")
-    w.open(f"for (int j = 0; j < {n}; ++j)")
-    w(f"const float *vr = vb + {offset_expr(['j'], vs[-2:-1])};")
-    w.open("for (int r = 0; r < rows; ++r)")
-    w(f"const float p = {row}[r*{n} + j];")
-    w(f"float *yr = {yr};")
-    w(f"for (int e = 0; e < {dv}; ++e) yr[e] += p * vr[{offset_expr(['e'], vs[-1:])}];")
-    w.close()
-    w.close()
-    w(f"for (int r = 0; r < rows; ++r) for (int e = 0; e < {dv}; ++e) ({yr})[e] *= inv[r];")
-    w.close()
+    on_board = params.store.on_board
+    kt_src = Operands("qb", qs[-2], qs[-1], "kb", ks[-2], False, ks[-1])
+    packed = params.store.plan.offsets.get(RING_PREFIX + qk.inputs[1].name)
+    if packed is not None:  # fusion/attention.py:scratch_rings planned a head of Kt for panels
+        kp = params._add("ring:" + qk.inputs[1].name, f"float *{params.restrict} {{name}}",
+                         f"A + {packed // 4}")
+        _pack_head(w, kp, ks[-2], ks[-1], d, n, tile_shape(on_board)[1])
+        kt_src = Operands("qb", qs[-2], qs[-1], kp, 0, True)
+    rb = block_rows(core, on_board)
+    blocks, rest = divmod(m, rb)
+    for rows, count, start in ((rb, blocks, 0), (rest, 1 if rest else 0, blocks * rb)):
+        if count == 0:
+            continue  # each block size its own loop: the MatMul core takes constant sizes
+        w.open(f"for (int blk = 0; blk < {count}; ++blk)" if count > 1 else "")
+        w(f"const int q0 = {start}{' + blk*' + str(rb) if count > 1 else ''};")
+        w(f"const float *qb = {q} + {offset_expr([*coords, 'q0'], qs[:-1])};")
+        w(f"float *yb = {y} + {offset_expr([*coords, 'q0'], ys[:-1])};")
+        _product(w, kt_src, row,
+                 lambda r: f"({r})*{n}", (rows, n, d), on_board)
+        w.open(f"for (int r = 0; r < {rows}; ++r)")
+        w(f"float *sr = {row} + r*{n};")
+        for node in core.scores:
+            _score_op(w, node, core, "sr", n, params, [*coords, "q0 + r"], full(n))
+        total = softmax_row(w, "sr", "sr", n)
+        w(f"const float inv = 1.0f / {total};")
+        w(f"for (int j = 0; j < {n}; ++j) sr[j] *= inv;")
+        w.close()
+        _product(w, Operands(row, n, 1, "vb", vs[-2], False, vs[-1]), "yb",
+                 lambda r: offset_expr([r], ys[-2:-1]), (rows, dv, n), on_board)
+        w.close()
     for _ in batch:
         w.close()
+
+
+def _pack_head(w: CWriter, kp: str, kd: int, kn: int, d: int, n: int, nr: int) -> None:
+    """One head of Kt (``kb``, keys strided by ``kn``) into ``kp`` as the MatMul core's panels
+    (``matmul_tile.pack_panels``: ``[n // nr][d][nr]``, then ``[d][n % nr]``), key by key so
+    K's rows are read contiguously where it is stored (N, D)."""
+    full, tail = n // nr * nr, n % nr
+    if full:
+        w(f"for (int p = 0; p < {n // nr}; ++p) for (int j = 0; j < {nr}; ++j) "
+          f"for (int dd = 0; dd < {d}; ++dd) {kp}[p*{d * nr} + dd*{nr} + j] = "
+          f"kb[{offset_expr(['dd', f'(p*{nr} + j)'], [kd, kn])}];")
+    if tail:
+        w(f"for (int j = 0; j < {tail}; ++j) for (int dd = 0; dd < {d}; ++dd) "
+          f"{kp}[{full * d} + dd*{tail} + j] = kb[{offset_expr(['dd', f'({full} + j)'], [kd, kn])}];")
+
+
+def _product(w: CWriter, src: Operands, y: str, y_row: Callable[[str], str],
+             mnk: tuple[int, int, int], on_board: bool) -> None:
+    """``y[y_row(m) + j] = sum_kk A[m, kk] * B[kk, j]``: the register-blocked MatMul core, or,
+    for a B whose strided columns would not fit the core's stack panel, plain loops."""
+    m, n, k = mnk
+    nr = tile_shape(on_board)[1]
+    if src.b_n == 1 or (src.b_n != 0 and k * nr <= PANEL_FLOATS):
+        emit_core(w, src, Output(Chain((m, n)), (), y, y_row), m, n, k, on_board)
+        return
+    w.open(f"for (int mi = 0; mi < {m}; ++mi) for (int nj = 0; nj < {n}; ++nj)")
+    sum8(w, "s", k, f"{src.a}[{offset_expr(['mi', '@'], [src.a_m, src.a_k])}] * "
+         f"{src.b}[{offset_expr(['@', 'nj'], [src.b_k, src.b_n])}]")
+    w(f"{y}[{y_row('mi')} + nj] = s;")
+    w.close()
 
 
 def _out_strides(core: Core, out: Sequence[int]) -> list[int]:
@@ -132,36 +170,6 @@ def _out_strides(core: Core, out: Sequence[int]) -> list[int]:
     for axis, dim in enumerate(perm):
         strides[dim] = stored[axis]
     return strides
-
-
-def _scores(w: CWriter, row: str, n: int, d: int, qst: Sequence[int], kd: int, kj: int) -> None:
-    """``row[r, j] = sum_d Q[m0 + r, d] * Kt[d, j]`` for the block's rows, in the loop order that
-    reads Kt contiguously; each row of Kt (or K) serves every row of the block from L1.
-    Declares ``inv``, the block's 1 / sum per row."""
-    w(f"float inv[{BLOCK_ROWS}];")
-    qi = offset_expr(["r", "dd"], qst)
-    if kj == 1:
-        w(f"for (int r = 0; r < rows; ++r) for (int j = 0; j < {n}; ++j) {row}[r*{n} + j] = 0.0f;")
-        w.open(f"for (int dd = 0; dd < {d}; ++dd)")
-        w(f"const float *kr = kb + {offset_expr(['dd'], [kd])};")
-        w.open("for (int r = 0; r < rows; ++r)")
-        w(f"const float qv = qb[{qi}];")
-        w(f"float *sr = {row} + r*{n};")
-        w(f"for (int j = 0; j < {n}; ++j) sr[j] += qv * kr[j];")
-        w.close()
-        w.close()
-        return
-    # one dot product per (query row, key) along d, in 8 partial sums: a single sum is a chain of
-    # dependent adds gcc may not reorder (ViT-tiny's first core, 64-deep keys: 18 ms with one sum,
-    # 0.95 ms with 8; blocking 4 keys per pass measured 10-11 ms, so one key at a time)
-    w.open(f"for (int j = 0; j < {n}; ++j)")
-    w(f"const float *kc = kb + {offset_expr(['j'], [kj])};")
-    w.open("for (int r = 0; r < rows; ++r)")
-    w(f"const float *qr = qb + {offset_expr(['r'], qst[:1])};")
-    sum8(w, "s", d, f"qr[{offset_expr(['@'], qst[1:])}] * kc[{offset_expr(['@'], [kd])}]")
-    w(f"{row}[r*{n} + j] = s;")
-    w.close()
-    w.close()
 
 
 def _score_op(w: CWriter, node: ir.Node, core: Core, row: str, n: int, params: Params,
