@@ -10,34 +10,20 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnx.parser
 import pytest
 
 from opfuse.backends.c import emit_c
 from opfuse.backends.c.matmul_tile import HOST_TILE, pack_panels
 from opfuse.measure.validate.c_float import validate_c
 from opfuse.pipeline import compile_model
+from tests.helpers.parsed import normal, parsed_model
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
-
-OPSET = '<ir_version: 8, opset_import: ["" : 17]>'
-
-
-def _rand(*shape: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-def _model(text: str, **arrays: np.ndarray) -> onnx.ModelProto:
-    model = onnx.parser.parse_model(f"{OPSET} {text}")
-    for name, arr in arrays.items():
-        model.graph.initializer.append(onnx.numpy_helper.from_array(arr, name))
-    return model
-
 
 MERGED = {
     # ConvNeXt's channels-last Linear: [1, 6, 7, 40] rows (42: not a multiple of MR), 45 columns
     # (a last panel of 13), bias then erf-GELU as torch exports it
-    "channels_last_gelu": _model("""g (float[1,6,7,40] x) => (float[1,6,7,45] y) {
+    "channels_last_gelu": parsed_model("""g (float[1,6,7,40] x) => (float[1,6,7,45] y) {
         m = MatMul(x, w)
         a = Add(m, b)
         d = Div(a, sq2)
@@ -45,45 +31,45 @@ MERGED = {
         p = Add(e, one)
         q = Mul(a, p)
         y = Mul(q, half)
-    }""", w=_rand(40, 45), b=_rand(45, seed=1), sq2=np.array(2**0.5, np.float32),
+    }""", w=normal(40, 45), b=normal(45, seed=1), sq2=np.array(2**0.5, np.float32),
         one=np.array(1.0, np.float32), half=np.array(0.5, np.float32)),
     # two real batch dims and a residual of the output's shape
-    "batched_residual": _model("""g (float[2,3,5,24] x, float[2,3,5,20] r) => (float[2,3,5,20] y) {
+    "batched_residual": parsed_model("""g (float[2,3,5,24] x, float[2,3,5,20] r) => (float[2,3,5,20] y) {
         m = MatMul(x, w)
         a = Add(m, b)
         y = Add(a, r)
-    }""", w=_rand(24, 20), b=_rand(20, seed=1)),
+    }""", w=normal(24, 20), b=normal(20, seed=1)),
     # B broadcast over the batch from [1, k, n]; rows feed a LayerNorm (stored sum: two outputs)
-    "broadcast_b_norm": _model(
+    "broadcast_b_norm": parsed_model(
         """g (float[3,9,30] x, float[3,9,17] r) => (float[3,9,17] y, float[3,9,17] s) {
         m = MatMul(x, w)
         a = Add(m, b)
         s = Add(a, r)
         y = LayerNormalization<axis=-1, epsilon=1e-5>(s, g, bb)
-    }""", w=_rand(1, 30, 17), b=_rand(17, seed=1), g=_rand(17, seed=2), bb=_rand(17, seed=3)),
+    }""", w=normal(1, 30, 17), b=normal(17, seed=1), g=normal(17, seed=2), bb=normal(17, seed=3)),
     # post-norm with the sum read by nothing else: rows wait in the kernel's row buffer
-    "batched_row_buffer_norm": _model("""g (float[4,33,50] x) => (float[4,33,40] y) {
+    "batched_row_buffer_norm": parsed_model("""g (float[4,33,50] x) => (float[4,33,40] y) {
         m = MatMul(x, w)
         a = Add(m, b)
         y = LayerNormalization<axis=-1, epsilon=1e-5>(a, g, bb)
-    }""", w=_rand(50, 40), b=_rand(40, seed=1), g=_rand(40, seed=2), bb=_rand(40, seed=3)),
+    }""", w=normal(50, 40), b=normal(40, seed=1), g=normal(40, seed=2), bb=normal(40, seed=3)),
 }
 
 # a Gemm of a runtime transposed B: the core, through a stack panel (PANEL_FLOATS)
-RUNTIME_TRANSB = _model("""g (float[10,7] a, float[21,7] b) => (float[10,21] y) {
+RUNTIME_TRANSB = parsed_model("""g (float[10,7] a, float[21,7] b) => (float[10,21] y) {
     y = Gemm<transB=1, alpha=0.5>(a, b, c)
-}""", c=_rand(21, seed=3))
+}""", c=normal(21, seed=3))
 
 KEPT = {
     # an epilogue operand that differs per batch but not per row: not indexable on merged rows
-    "per_batch_operand": _model("""g (float[2,3,5,24] x, float[2,1,1,20] r) => (float[2,3,5,20] y) {
+    "per_batch_operand": parsed_model("""g (float[2,3,5,24] x, float[2,1,1,20] r) => (float[2,3,5,20] y) {
         m = MatMul(x, w)
         y = Add(m, r)
-    }""", w=_rand(24, 20)),
+    }""", w=normal(24, 20)),
     # B differs per batch coordinate: one GEMM per coordinate
-    "batched_b": _model("""g (float[3,5,24] x) => (float[3,5,20] y) {
+    "batched_b": parsed_model("""g (float[3,5,24] x) => (float[3,5,20] y) {
         y = MatMul(x, w)
-    }""", w=_rand(3, 24, 20)),
+    }""", w=normal(3, 24, 20)),
 }
 
 
@@ -131,7 +117,7 @@ def test_unmergeable_keeps_the_batch_loop(case: str, tmp_path: Path) -> None:
 def test_padded_panels_hold_b_then_zeros(n: int) -> None:
     """``pack_panels(pad=True)``: every panel NR wide, the last one's extra columns zero."""
     nr, k = HOST_TILE[1], 5
-    kn = _rand(k, n)
+    kn = normal(k, n)
     packed = pack_panels(kn, nr, pad=True).reshape(-1, k, nr)
     assert packed.shape[0] == -(-n // nr)
     wide = np.concatenate([kn, np.zeros((k, packed.shape[0] * nr - n), np.float32)], axis=1)
@@ -142,8 +128,8 @@ def test_padded_panels_hold_b_then_zeros(n: int) -> None:
 def test_last_panel_runs_the_full_width(tmp_path: Path) -> None:
     """On the host a last panel of 8 columns (n = 40) accumulates NR wide on zero-padded weights
     (a tail of 8 sums ran 3x slower than a full panel) and stores only its 8 columns."""
-    case = _model(
-        """g (float[1,9,30] x) => (float[1,9,40] y) { y = MatMul(x, w) }""", w=_rand(30, 40))
+    case = parsed_model(
+        """g (float[1,9,30] x) => (float[1,9,40] y) { y = MatMul(x, w) }""", w=normal(30, 40))
     text = _c(case, tmp_path)
     assert "float c0[8];" not in text and "float c0[16];" in text
     assert "i < 8; ++i" in text  # the tail's store

@@ -10,81 +10,66 @@ import re
 import shutil
 from pathlib import Path
 
-import numpy as np
 import onnx
-import onnx.parser
 import pytest
 
 from opfuse.backends.c import emit_c
 from opfuse.backends.c.matmul_tile import BOARD_TILE, HOST_TILE, pack_panels
 from opfuse.measure.validate.c_float import validate_c
 from opfuse.pipeline import compile_model
+from tests.helpers.parsed import normal, parsed_model
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
-OPSET = '<ir_version: 8, opset_import: ["" : 17]>'
-
-
-def _rand(*shape: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-def _model(text: str, **arrays: np.ndarray) -> onnx.ModelProto:
-    model = onnx.parser.parse_model(f"{OPSET} {text}")
-    for name, arr in arrays.items():
-        model.graph.initializer.append(onnx.numpy_helper.from_array(arr, name))
-    return model
-
-
 CASES = {
     # a Linear with bias and Relu: 13 rows (3 tiles of 4 + 1), 45 columns (2 panels of 16 + 13)
-    "linear_edges": _model("""g (float[1,13,37] x) => (float[1,13,45] y) {
+    "linear_edges": parsed_model("""g (float[1,13,37] x) => (float[1,13,45] y) {
         m = MatMul(x, w)
         a = Add(m, b)
         y = Relu(a)
-    }""", w=_rand(37, 45), b=_rand(45, seed=1)),
+    }""", w=normal(37, 45), b=normal(45, seed=1)),
     # fewer rows and columns than one tile
-    "smaller_than_a_tile": _model("""g (float[3,5] x) => (float[3,7] y) {
+    "smaller_than_a_tile": parsed_model("""g (float[3,5] x) => (float[3,7] y) {
         y = MatMul(x, w)
-    }""", w=_rand(5, 7)),
+    }""", w=normal(5, 7)),
     # 700 x 200 rows of A: more than one block of rows (BLOCK_A_FLOATS), and a last short block
-    "row_blocks": _model("""g (float[700,200] x) => (float[700,20] y) {
+    "row_blocks": parsed_model("""g (float[700,200] x) => (float[700,20] y) {
         y = MatMul(x, w)
-    }""", w=_rand(200, 20)),
+    }""", w=normal(200, 20)),
     # transposed constant operands, alpha folded into the packed B, beta * C of one row
-    "gemm_transposed": _model("""g (float[9,6] a) => (float[6,19] y) {
+    "gemm_transposed": parsed_model("""g (float[9,6] a) => (float[6,19] y) {
         y = Gemm<transA=1, transB=1, alpha=0.5, beta=2.0>(a, b, c)
-    }""", b=_rand(19, 9), c=_rand(1, 19, seed=2)),
+    }""", b=normal(19, 9), c=normal(1, 19, seed=2)),
     # a runtime B read in place, alpha at run time, C broadcast along the columns
-    "gemm_runtime_b": _model("""g (float[10,7] a, float[7,21] b) => (float[10,21] y) {
+    "gemm_runtime_b": parsed_model("""g (float[10,7] a, float[7,21] b) => (float[10,21] y) {
         y = Gemm<alpha=0.5>(a, b, c)
-    }""", c=_rand(10, 1, seed=3)),
+    }""", c=normal(10, 1, seed=3)),
     # broadcast batch dims, both operands at run time
-    "batched_runtime": _model("""g (float[2,3,10,7] x, float[3,7,18] z) => (float[2,3,10,18] y) {
+    "batched_runtime": parsed_model("""g (float[2,3,10,7] x, float[3,7,18] z) => (float[2,3,10,18] y) {
         y = MatMul(x, z)
     }"""),
     # attention-style scores through a Transpose: B's columns are strided (packed per panel)
-    "transposed_view": _model("""g (float[2,11,8] q, float[2,19,8] k) => (float[2,11,19] y) {
+    "transposed_view": parsed_model("""g (float[2,11,8] q, float[2,19,8] k) => (float[2,11,19] y) {
         t = Transpose<perm=[0,2,1]>(k)
         y = MatMul(q, t)
     }"""),
     # post-norm block: Linear + bias + residual + LayerNorm, the sum read by nothing else
     # (rows kept in the kernel's row buffer), 130 rows of 600: several blocks of rows on the host
     # (BLOCK_A_FLOATS) and the board (BOARD_ROW_FLOATS)
-    "linear_residual_norm": _model("""g (float[1,130,600] x, float[1,130,40] r) => (float[1,130,40] y) {
+    "linear_residual_norm": parsed_model("""g (float[1,130,600] x, float[1,130,40] r) => (float[1,130,40] y) {
         m = MatMul(x, w)
         a = Add(m, b)
         s = Add(a, r)
         y = LayerNormalization<axis=-1, epsilon=1e-5>(s, g, bb)
-    }""", w=_rand(600, 40), b=_rand(40, seed=1), g=_rand(40, seed=2), bb=_rand(40, seed=3)),
+    }""", w=normal(600, 40), b=normal(40, seed=1), g=normal(40, seed=2), bb=normal(40, seed=3)),
     # the same with the sum also an output: rows are stored, then normalised from the output
-    "linear_residual_norm_stored": _model(
+    "linear_residual_norm_stored": parsed_model(
         """g (float[1,130,600] x, float[1,130,40] r) => (float[1,130,40] y, float[1,130,40] s) {
         m = MatMul(x, w)
         a = Add(m, b)
         s = Add(a, r)
         y = LayerNormalization<axis=-1, epsilon=1e-5>(s, g, bb)
-    }""", w=_rand(600, 40), b=_rand(40, seed=1), g=_rand(40, seed=2), bb=_rand(40, seed=3)),
+    }""", w=normal(600, 40), b=normal(40, seed=1), g=normal(40, seed=2), bb=normal(40, seed=3)),
 }
 
 
@@ -93,7 +78,7 @@ def test_panels_are_read_in_the_cores_order(nr: int) -> None:
     """Element (kk, j) of B is where the core reads it: panel j // NR (k*NR floats each) at
     kk*NR + j % NR, the last n % NR columns as one [k][n % NR] panel."""
     k, n = 7, 2 * nr + 3
-    kn = _rand(k, n)
+    kn = normal(k, n)
     packed = pack_panels(kn, nr)
     assert packed.size == kn.size
     full = n // nr * nr
