@@ -82,7 +82,6 @@ ALLOWED = {
     # a probe's grouping of its cases by what ran before them: a measurement choice
     ("int8_probe.py", ("Conv", "Gemm")): "groups probe cases by the anchor that ran before",
     # two named constants, not a set
-    ("qdq.py", ("DequantizeLinear", "QuantizeLinear")): "the names Q, DQ",
     # the QOperator format's op types, rewritten into QDQ before the registry sees the graph
     ("qoperator.py", ("QLinearConv", "QLinearMatMul")): "QOperator ops (foreign format)",
     # input validation over every ONNX op with these attributes, known to the registry or not
