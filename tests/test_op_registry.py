@@ -81,7 +81,6 @@ ALLOWED = {
     ("ort_fusion.py", ("Add", "Sum")): "onnxruntime's Conv+Add fusion pattern",
     # a probe's grouping of its cases by what ran before them: a measurement choice
     ("int8_probe.py", ("Conv", "Gemm")): "groups probe cases by the anchor that ran before",
-    # two named constants, not a set
     # the QOperator format's op types, rewritten into QDQ before the registry sees the graph
     ("qoperator.py", ("QLinearConv", "QLinearMatMul")): "QOperator ops (foreign format)",
     # input validation over every ONNX op with these attributes, known to the registry or not
