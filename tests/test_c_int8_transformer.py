@@ -91,3 +91,61 @@ def test_transformer_block_within_one_step(tmp_path: Path) -> None:
     report = validate_c_int8(result, trials=20, steps=1)
     assert report.ok, "\n".join(report.notes)
     assert all(o.max_abs_err <= 1 for o in report.outputs)
+
+
+def test_each_kernel_within_one_step_when_fed_the_references_inputs(tmp_path: Path) -> None:
+    """--per-kernel on quantized ONNX: every kernel against onnxruntime, fed the reference's
+    values (isolated). A fault in one int8 MatMul is named there and in no kernel of other code
+    after it: the reference's values, not the faulty ones, reach the later kernels."""
+    import json
+    import re
+
+    from opfuse.api import compile
+    from opfuse.measure.validate.per_kernel import format_per_kernel, per_kernel
+
+    result = compile(quantize(_block(), tmp_path, "qdq", per_channel=True, samples=8))
+    folder = tmp_path / "c"
+    clean = per_kernel(result, folder)
+    assert clean.ok, format_per_kernel(clean)
+    assert "each kernel fed the reference's inputs" in clean.reference
+    int8 = [k for k in clean.kernels if "MatMul" in k.ops and k.outputs]
+    assert int8 and all(o.max_abs_err <= 1 and o.tolerance == 1 for k in int8 for o in k.outputs)
+    entries = json.loads((folder / "model.json").read_text())["kernel_outputs"]
+    victim = next(e for e in entries if e["ops"][0] == "MatMul" and e["outputs"][0]["ctype"] == "int8_t")
+    text = (folder / "model.c").read_text()
+    match = re.search(rf"^static void ({victim['function']})\((.*)\) \{{$", text, re.M)
+    arg = re.search(r"(?<!const )int8_t \*(?: restrict)? (arg\d+)", match.group(2)).group(1)
+    end = text.index("\n}\n", match.end())
+    (folder / "model.c").write_text(text[:end] + f"\n    {arg}[0] = (int8_t)({arg}[0] ^ 0x55);" + text[end:])
+    report = per_kernel(result, folder, emit=False)
+    assert report.first_divergent is not None and report.first_divergent.function == victim["function"]
+    assert report.first_divergent.max_abs_err >= 2
+    others = [k for k in report.kernels if k.function != victim["function"]]
+    assert all(k.ok for k in others), format_per_kernel(report)
+
+
+def test_cli_judges_quantized_onnx_kernel_by_kernel(tmp_path: Path, monkeypatch) -> None:
+    """validate --backend c --per-kernel on quantized ONNX: when the whole model is over 1 step
+    (here: made so) but every kernel fed the reference's inputs is within 1, the verdict is the
+    kernels' (exit 0, said so); a float model's whole-model mismatch still exits 1."""
+    from dataclasses import replace
+
+    from click.testing import CliRunner
+
+    from opfuse import api
+    from opfuse.cli import cli
+
+    path = quantize(_block(), tmp_path, "qdq", per_channel=True, samples=8)
+    real = api.validate_c
+
+    def over_one_step(*args, **kwargs):
+        report = real(*args, **kwargs)
+        outs = tuple(replace(o, max_abs_err=3.0, ok=False) for o in report.outputs)
+        return replace(report, outputs=outs)
+
+    monkeypatch.setattr(api, "validate_c", over_one_step)
+    res = CliRunner().invoke(cli, ["validate", str(path), "--backend", "c", "--per-kernel"])
+    assert res.exit_code == 0, res.output
+    assert "per-kernel: all" in res.output and "verdict: every kernel within 1" in res.output
+    res = CliRunner().invoke(cli, ["validate", "ds_cnn", "--backend", "c", "--per-kernel"])
+    assert res.exit_code == 1 and "verdict" not in res.output, res.output
