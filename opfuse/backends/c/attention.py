@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import CWriter, const, contiguous, dims, flit, offset_expr
+from opfuse.backends.c.cgen import CWriter, block_loops, const, contiguous, dims, flit, offset_expr
 from opfuse.backends.c.epilogue import Chain
 from opfuse.backends.c.matmul_tile import PANEL_FLOATS, Operands, Output, emit_core, tile_shape
 from opfuse.backends.c.norms import softmax_row, sum8  # the project's row reductions
@@ -103,13 +103,8 @@ def emit_attention(w: CWriter, core: Core, params: Params) -> None:
                          f"A + {packed // 4}")
         _pack_head(w, kp, ks[-2], ks[-1], d, n, tile_shape(on_board)[1])
         kt_src = Operands("qb", qs[-2], qs[-1], kp, 0, True)
-    rb = block_rows(core, on_board)
-    blocks, rest = divmod(m, rb)
-    for rows, count, start in ((rb, blocks, 0), (rest, 1 if rest else 0, blocks * rb)):
-        if count == 0:
-            continue  # each block size its own loop: the MatMul core takes constant sizes
-        w.open(f"for (int blk = 0; blk < {count}; ++blk)" if count > 1 else "")
-        w(f"const int q0 = {start}{' + blk*' + str(rb) if count > 1 else ''};")
+    # each block size its own loop: the MatMul core takes constant sizes
+    for rows in block_loops(w, m, block_rows(core, on_board), "blk", "q0"):
         w(f"const float *qb = {q} + {offset_expr([*coords, 'q0'], qs[:-1])};")
         w(f"float *yb = {y} + {offset_expr([*coords, 'q0'], ys[:-1])};")
         _product(w, kt_src, row,
@@ -124,7 +119,6 @@ def emit_attention(w: CWriter, core: Core, params: Params) -> None:
         w.close()
         _product(w, Operands(row, n, 1, "vb", vs[-2], False, vs[-1]), "yb",
                  lambda r: offset_expr([r], ys[-2:-1]), (rows, dv, n), on_board)
-        w.close()
     for _ in batch:
         w.close()
 

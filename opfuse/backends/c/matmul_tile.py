@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from opfuse.backends.c.cgen import CWriter, flit, offset_expr
+from opfuse.backends.c.cgen import CWriter, block_loops, flit, offset_expr
 from opfuse.backends.c.epilogue import Chain, emit_apply
 
 HOST_TILE = (4, 16)  # (MR, NR)
@@ -115,12 +115,7 @@ def emit_core(w: CWriter, src: Operands, out: Output, m: int, n: int, k: int,
         mc = min(mc, (BOARD_ROW_FLOATS if on_board else HOST_ROW_FLOATS) // max(n, 1))
     mc = max(mr, mc // mr * mr)
     mc = min(mc, m)
-    blocks, rest = divmod(m, mc)
-    for rows, count, start in ((mc, blocks, 0), (rest, 1 if rest else 0, blocks * mc)):
-        if count == 0:
-            continue
-        w.open(f"for (int mb = 0; mb < {count}; ++mb)" if count > 1 else "")
-        w(f"const int m1 = {start}{' + mb*' + str(mc) if count > 1 else ''};")
+    for rows in block_loops(w, m, mc, "mb", "m1"):
         if into_row:
             w(f"float orows[{rows * n}];")
         _block(w, src, out, rows, n, k, mr, nr, into_row)
@@ -131,18 +126,12 @@ def emit_core(w: CWriter, src: Operands, out: Output, m: int, n: int, k: int,
                 w(f"const float *orow = orows + r*{n};")
             after_row(w, (row_of or out.y_row)("m"))
             w.close()
-        w.close()
 
 
 def _block(w: CWriter, src: Operands, out: Output, rows: int, n: int, k: int, mr: int, nr: int,
            into_row: bool) -> None:
     """Rows ``m1 .. m1+rows`` of Y: every panel of B over the block's tiles of MR rows."""
-    panels, tail = divmod(n, nr)
-    for width, count, start in ((nr, panels, 0), (tail, 1 if tail else 0, panels * nr)):
-        if count == 0:
-            continue
-        w.open(f"for (int p = 0; p < {count}; ++p)" if count > 1 else "")
-        w(f"const int n0 = {start}{' + p*' + str(nr) if count > 1 else ''};")
+    for width in block_loops(w, n, nr, "p", "n0"):
         wide = nr if src.packed and src.padded else width  # a padded panel: NR-wide sums
         if src.packed:  # panel p starts after p full panels of k*NR floats
             w(f"const float *bp = {src.b} + n0*{k};")
@@ -156,16 +145,9 @@ def _block(w: CWriter, src: Operands, out: Output, rows: int, n: int, k: int, mr
         else:
             w(f"const float *bp = {src.b} + n0;")
             b_k = src.b_k
-        tiles, last = divmod(rows, mr)
-        for height, tcount, tstart in ((mr, tiles, 0), (last, 1 if last else 0, tiles * mr)):
-            if tcount == 0:
-                continue
-            w.open(f"for (int t = 0; t < {tcount}; ++t)" if tcount > 1 else "")
-            w(f"const int m0 = m1 + {tstart}{' + t*' + str(mr) if tcount > 1 else ''};")
+        for height in block_loops(w, rows, mr, "t", "m0", "m1 + "):
             _tile(w, src, out, height, wide, k, b_k, n if into_row else 0, max(1, mr // height),
                   width)
-            w.close()
-        w.close()
 
 
 def _tile(w: CWriter, src: Operands, out: Output, mr: int, nr: int, k: int, b_k: int,
