@@ -88,8 +88,10 @@ def in_place(g, on_board: bool) -> bool:  # noqa: ANN001
     """Whether a cascade member reads its source rows in place (``_row_in_place``): at stride 1
     on an MCU board, whose scalar FPU gains nothing from the band's copy (cortex-m7,
     mobilenet_v2_128_0.5 cascaded: 99.35M instructions with it, 95.77M in place). The host keeps
-    the band: its flat loop over the band's rows vectorizes across narrow rows (light_shufflenet
-    cascaded ran 0.96x as fast in place)."""
+    the band: in place gained nothing there beyond noise (mobilenet_v2_128_0.5 and light_shufflenet
+    cascaded 1.01x and 1.02x, Zen 4, one run; 0.99x and 0.96x in a loaded one), and with
+    -march=native gcc fuses the band's vector multiply-adds but not all of a scalar border
+    column's, so it would not be bit-identical (a dilated 5x5: 2 of 297 values 1 ulp apart)."""
     return on_board and g.s == (1, 1)
 
 
