@@ -91,7 +91,7 @@ def in_place(g, on_board: bool) -> bool:  # noqa: ANN001
     the band: in place gained nothing there beyond noise (mobilenet_v2_128_0.5 and light_shufflenet
     cascaded 1.01x and 1.02x, Zen 4, one run; 0.99x and 0.96x in a loaded one), and with
     -march=native gcc fuses the band's vector multiply-adds but not all of a scalar border
-    column's, so it would not be bit-identical (a dilated 5x5: 2 of 297 values 1 ulp apart)."""
+    column's, so it would not be bit-identical (a dilated 5x5: 14 of 297 values 1 ulp apart)."""
     return on_board and g.s == (1, 1)
 
 
