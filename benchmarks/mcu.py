@@ -1,7 +1,8 @@
 """The generated C on emulated Cortex-M boards: footprint per model and target against the limits,
 and per-kernel QEMU instruction counts against the cost model's predicted cycles.
 
-    python benchmarks/mcu.py [--targets cortex-m4,cortex-m7] [--timeout S] [--json PATH] [MODEL ...]
+    python benchmarks/mcu.py [--targets cortex-m4,cortex-m7] [--timeout S] [--json PATH]
+                             [--cascades] [MODEL ...]
     python benchmarks/mcu.py --int8 [--targets ...] [MODEL ...]
 
 ``--int8``: the shared int8 models beside TFLite Micro + CMSIS-NN (benchmarks/mcu_int8.py: invoke
@@ -13,6 +14,9 @@ the deployed part's limits ([perf]) and the board's ([board]). A model that fits
 run in QEMU (``-icount``) and compared with onnxruntime; one that does not is linked for a widened
 board to read its footprint, and not run. int8 models are compared with their own reference
 (TFLite Micro for .tflite: bit-exact) on 3 seeded inputs.
+
+``--cascades``: the C streams the partition's cascades (emit_c's default) instead of running
+layer by layer; the counts are then per cascade.
 
 Counts: QEMU counts instructions, not cycles (no pipeline, memory wait states or FPU latencies are
 modelled). Over all kernels of the corpus that ran, per target: the Spearman rank correlation of
@@ -63,23 +67,24 @@ def spearman(a: list[float], b: list[float]) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def measure(source: str, target: str, timeout_s: float) -> tuple[dict, list[dict]]:
+def measure(source: str, target: str, timeout_s: float,
+            cascades: bool = False) -> tuple[dict, list[dict]]:
     name = Path(source).stem if source.endswith((".onnx", ".tflite")) else source
     row: dict = {"model": name, "target": target}
     kernels: list[dict] = []
     t0 = time.perf_counter()
     try:
         result = compile_model(source, target)
-        analysis = analyze(result, cascades=False)  # the C runs layer by layer
+        analysis = analyze(result, cascades=cascades)  # the partition the C runs
         after = analysis.to_json()["after"]
         row.update(peak_arena=after["peak_arena_bytes"], limits=part_limits(result.target))
-        fp, info = link_footprint(result, cascades=False)
+        fp, info = link_footprint(result, cascades=cascades)
         try:
             check_fits(result.target.board, info, name)
         except OpfuseError:
             row["run"] = "does not fit the board"
         else:
-            emu = emulate_c(result, timeout_s=timeout_s, cascades=False)
+            emu = emulate_c(result, timeout_s=timeout_s, cascades=cascades)
             fp = emu.footprint
             row["run"] = "match" if emu.report.ok else "MISMATCH"
             row["instructions"] = emu.instructions
@@ -102,7 +107,8 @@ def _n(value: int | None) -> str:
 
 def print_footprint(rows: list[dict]) -> None:
     head = (f"{'model':<34} {'target':<10} {'flash':>12} {'part flash':>11} {'RAM':>11} "
-            f"{'part RAM':>9} {'arena ELF':>11} {'OPFUSE_ARENA':>12} {'analyze':>11}  run")
+            f"{'part RAM':>9} {'arena ELF':>11} {'OPFUSE_ARENA':>12} {'analyze':>11} "
+            f"{'instructions':>13}  run")
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -114,7 +120,8 @@ def print_footprint(rows: list[dict]) -> None:
                 "!" if r["ram"] > (lim.get("ram") or 1 << 62) else " ")
         print(f"{r['model'][:34]:<34} {r['target']:<10} {r['flash']:>12,}{over[0]}"
               f"{_n(lim.get('flash')):>10} {r['ram']:>11,}{over[1]}{_n(lim.get('ram')):>8} "
-              f"{r['arena']:>11,} {r['arena_bytes']:>12,} {r['peak_arena']:>11,}  {r['run']}")
+              f"{r['arena']:>11,} {r['arena_bytes']:>12,} {r['peak_arena']:>11,} "
+              f"{_n(r.get('instructions')):>13}  {r['run']}")
     print("(! over the deployed part's limit; arena ELF: the opfuse_arena symbol's size; "
           "analyze: its peak arena)")
 
@@ -145,6 +152,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--json", help="also write the figures as JSON to this path (--int8: "
                         "the kernels' work and instructions, tests/data/mcu_int8_kernels.json)")
+    parser.add_argument("--cascades", action="store_true",
+                        help="stream the cascades (emit_c's default), not layer by layer")
     parser.add_argument("--int8", action="store_true",
                         help="the shared int8 models vs TFLite Micro + CMSIS-NN (mcu_int8.py)")
     args = parser.parse_args()
@@ -157,7 +166,7 @@ def main() -> None:
     rows, kernels = [], []
     for target in args.targets.split(","):
         for source in args.models or default_sources():
-            row, ks = measure(source, target, args.timeout)
+            row, ks = measure(source, target, args.timeout, args.cascades)
             rows.append(row)
             kernels.extend(ks)
             print(f"  {row['model']} on {target}: {row['run']} ({row['seconds']:.1f} s)",

@@ -1,19 +1,26 @@
-"""The register-blocked MatMul/Gemm core (opfuse/backends/c/matmul_tile.py): panel packing, and
-generated C against onnxruntime on shapes that reach every edge the core specialises at
-generation time (a last tile of fewer than MR rows, a last panel of fewer than NR columns, several
-blocks of rows, fewer rows or columns than one tile), on the host's tile and a board's."""
+"""The register-blocked MatMul/Gemm core (opfuse/backends/c/matmul_tile.py): panel packing (with
+numpy at generation time, and attention's in C at run time, which must agree), and generated C
+against onnxruntime on shapes that reach every edge the core specialises at generation time (a
+last tile of fewer than MR rows, a last panel of fewer than NR columns, several blocks of rows,
+fewer rows or columns than one tile), on the host's tile and a board's."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
 from opfuse.backends.c import emit_c
+from opfuse.backends.c.attention import pack_head
+from opfuse.backends.c.cgen import CWriter
+from opfuse.backends.c.flags import BASE, WARN
 from opfuse.backends.c.matmul_tile import BOARD_TILE, HOST_TILE, pack_panels
 from opfuse.measure.validate.c_float import validate_c
 from opfuse.pipeline import compile_model
@@ -136,3 +143,34 @@ def test_stack_scratch_counts_the_tiles(case: str, tmp_path: Path) -> None:
                     total += 4 * math.prod(int(n) for n in re.findall(r"\d+", dims))
         per_kernel.append(total)
     assert emitted.stack_scratch_bytes == max(per_kernel) > 0
+
+
+def _run_pack_head(tmp: Path, kb: np.ndarray, strides: tuple[int, int], d: int, n: int,
+                   nr: int) -> np.ndarray:
+    """The C that attention.pack_head generates, built on the host and run on ``kb``."""
+    w = CWriter(1)
+    pack_head(w, "kp", *strides, d, n, nr)
+    (tmp / "pack.c").write_text(
+        f"void pack(const float *kb, float *kp);\nvoid pack(const float *kb, float *kp) {{\n"
+        f"{w.text()}}}\n")
+    subprocess.run(["gcc", *BASE, *WARN, "-shared", "-fPIC", "pack.c", "-o", "pack.so"],
+                   cwd=tmp, check=True)
+    lib = ctypes.CDLL(str(tmp / "pack.so"))
+    kp = np.full(d * n, np.nan, np.float32)  # a slot the C leaves unwritten stays NaN
+    lib.pack(kb.ctypes.data_as(ctypes.c_void_p), kp.ctypes.data_as(ctypes.c_void_p))
+    return kp
+
+
+@pytest.mark.parametrize("stored", ["keys_by_row", "kt_by_row"])
+@pytest.mark.parametrize("n, nr", [(2 * HOST_TILE[1] + 5, HOST_TILE[1]), (12, BOARD_TILE[1]),
+                                   (3, HOST_TILE[1])])
+def test_runtime_packing_writes_the_generation_time_layout(stored: str, n: int, nr: int,
+                                                           tmp_path: Path) -> None:
+    """attention's K^T packing, generated C run on the host, writes byte for byte what
+    pack_panels writes with numpy: the core reads both as one layout."""
+    d = 7
+    keys = normal(n, d)  # K as (N, D): Kt[dd, j] = K[j, dd]
+    kt = np.ascontiguousarray(keys.T)
+    kb, strides = (keys, (1, d)) if stored == "keys_by_row" else (kt, (n, 1))
+    got = _run_pack_head(tmp_path, np.ascontiguousarray(kb, np.float32), strides, d, n, nr)
+    assert got.tobytes() == pack_panels(kt, nr).tobytes()

@@ -13,7 +13,7 @@ are ``opfuse/fusion/attention.py``)::
 Both products are ``matmul_tile.emit_core`` (MR x NR register tiles) on pointers and strides: Q's
 block and K read where they are (an absorbed Transpose permutes its input's strides, a broadcast
 batch or mask dim has stride 0). A Kt with strided keys (K as the exporter stored it) is packed
-on the host into the core's panels once per head (``_pack_head``, into the plan's second ring
+on the host into the core's panels once per head (``pack_head``, into the plan's second ring
 ``ring:<Kt>``); on a board the core copies it panel by panel into its stack panel once per block.
 A Kt or V whose strided panel would not fit ``PANEL_FLOATS`` is multiplied in plain loops. A
 block is up to 64 rows on the host, so each panel of K and V feeds that many rows from cache; 4
@@ -28,9 +28,16 @@ from collections.abc import Callable, Sequence
 
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import CWriter, const, contiguous, dims, flit, offset_expr
+from opfuse.backends.c.cgen import CWriter, block_loops, const, contiguous, dims, flit, offset_expr
 from opfuse.backends.c.epilogue import Chain
-from opfuse.backends.c.matmul_tile import PANEL_FLOATS, Operands, Output, emit_core, tile_shape
+from opfuse.backends.c.matmul_tile import (
+    PANEL_FLOATS,
+    Operands,
+    Output,
+    emit_core,
+    panel_strides,
+    tile_shape,
+)
 from opfuse.backends.c.norms import softmax_row, sum8  # the project's row reductions
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.attention import Core, block_rows, perm_of
@@ -101,15 +108,10 @@ def emit_attention(w: CWriter, core: Core, params: Params) -> None:
     if packed is not None:  # fusion/attention.py:scratch_rings planned a head of Kt for panels
         kp = params._add("ring:" + qk.inputs[1].name, f"float *{params.restrict} {{name}}",
                          f"A + {packed // 4}")
-        _pack_head(w, kp, ks[-2], ks[-1], d, n, tile_shape(on_board)[1])
+        pack_head(w, kp, ks[-2], ks[-1], d, n, tile_shape(on_board)[1])
         kt_src = Operands("qb", qs[-2], qs[-1], kp, 0, True)
-    rb = block_rows(core, on_board)
-    blocks, rest = divmod(m, rb)
-    for rows, count, start in ((rb, blocks, 0), (rest, 1 if rest else 0, blocks * rb)):
-        if count == 0:
-            continue  # each block size its own loop: the MatMul core takes constant sizes
-        w.open(f"for (int blk = 0; blk < {count}; ++blk)" if count > 1 else "")
-        w(f"const int q0 = {start}{' + blk*' + str(rb) if count > 1 else ''};")
+    # each block size its own loop: the MatMul core takes constant sizes
+    for rows in block_loops(w, m, block_rows(core, on_board), "blk", "q0"):
         w(f"const float *qb = {q} + {offset_expr([*coords, 'q0'], qs[:-1])};")
         w(f"float *yb = {y} + {offset_expr([*coords, 'q0'], ys[:-1])};")
         _product(w, kt_src, row,
@@ -124,23 +126,18 @@ def emit_attention(w: CWriter, core: Core, params: Params) -> None:
         w.close()
         _product(w, Operands(row, n, 1, "vb", vs[-2], False, vs[-1]), "yb",
                  lambda r: offset_expr([r], ys[-2:-1]), (rows, dv, n), on_board)
-        w.close()
     for _ in batch:
         w.close()
 
 
-def _pack_head(w: CWriter, kp: str, kd: int, kn: int, d: int, n: int, nr: int) -> None:
+def pack_head(w: CWriter, kp: str, kd: int, kn: int, d: int, n: int, nr: int) -> None:
     """One head of Kt (``kb``, keys strided by ``kn``) into ``kp`` as the MatMul core's panels
-    (``matmul_tile.pack_panels``: ``[n // nr][d][nr]``, then ``[d][n % nr]``), key by key so
-    K's rows are read contiguously where it is stored (N, D)."""
-    full, tail = n // nr * nr, n % nr
-    if full:
-        w(f"for (int p = 0; p < {n // nr}; ++p) for (int j = 0; j < {nr}; ++j) "
-          f"for (int dd = 0; dd < {d}; ++dd) {kp}[p*{d * nr} + dd*{nr} + j] = "
-          f"kb[{offset_expr(['dd', f'(p*{nr} + j)'], [kd, kn])}];")
-    if tail:
-        w(f"for (int j = 0; j < {tail}; ++j) for (int dd = 0; dd < {d}; ++dd) "
-          f"{kp}[{full * d} + dd*{tail} + j] = kb[{offset_expr(['dd', f'({full} + j)'], [kd, kn])}];")
+    (the layout of ``matmul_tile.pack_panels``, from its ``panel_strides``), key by key so K's
+    rows are read contiguously where it is stored (N, D)."""
+    for width in block_loops(w, n, nr, "p", "n0"):
+        at = offset_expr(["n0", "dd", "j"], panel_strides(d, width))
+        w(f"for (int j = 0; j < {width}; ++j) for (int dd = 0; dd < {d}; ++dd) "
+          f"{kp}[{at}] = kb[{offset_expr(['dd', '(n0 + j)'], [kd, kn])}];")
 
 
 def _product(w: CWriter, src: Operands, y: str, y_row: Callable[[str], str],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -156,6 +156,29 @@ def offset_expr(coords: Sequence[str], strides: Sequence[int]) -> str:
             continue
         terms.append(c if s == 1 else f"({c})*{s}")
     return " + ".join(terms) if terms else "0"
+
+
+def blocks(total: int, size: int) -> Iterator[tuple[int, int, int]]:
+    """``total`` items in blocks of ``size``, as ``(size, count, start)``: the ``count`` full
+    blocks from 0, then one shorter block of the rest (none where a count would be 0). Kernels
+    emit each as its own loop so every block size is a constant to gcc."""
+    full, rest = divmod(total, size)
+    if full:
+        yield size, full, 0
+    if rest:
+        yield rest, 1, full * size
+
+
+def block_loops(w: CWriter, total: int, size: int, counter: str, first: str,
+                base: str = "") -> Iterator[int]:
+    """``blocks(total, size)`` as C: for each, a loop over its blocks (no loop for one) that
+    declares ``first`` = ``base`` + the block's first index; yields the block's size, for the
+    caller to write the body, and closes the loop when the caller asks for the next."""
+    for length, count, start in blocks(total, size):
+        w.open(f"for (int {counter} = 0; {counter} < {count}; ++{counter})" if count > 1 else "")
+        w(f"const int {first} = {base}{start}{f' + {counter}*{length}' if count > 1 else ''};")
+        yield length
+        w.close()
 
 
 def pick_block(n: int, choices: Sequence[int] = (8, 4, 2, 1)) -> int:

@@ -13,8 +13,11 @@ through the epilogue and are stored once.
 The input rows come from a ``RowSource`` (opfuse/backends/c/rowsource.py): the whole tensor, or a
 cascade's ring, whose ``% R`` is formed once per copied row. The layer-by-layer kernel
 (``emit_depthwise``) cuts the output into bands of a compile-time height and applies the fused
-``Chain``; a cascade member (``emit_depthwise_rows``) computes its step's rows ``a .. b`` in
-bands of at most the step's height and stores through a ``RowSink`` (the member's epilogue).
+``Chain``; a cascade member (``emit_depthwise_rows``) computes its step's rows ``a .. b`` and
+stores through a ``RowSink`` (the member's epilogue): in bands of at most the step's height, as
+above, or, at stride 1 on an MCU board (``in_place``), row by row reading the KH ring rows where
+they are (a row outside the input is a zero row of the weights; only the few border columns,
+written out, have taps outside the row): the same sums term for term, bit-identical, no copy.
 """
 
 from __future__ import annotations
@@ -81,27 +84,95 @@ def emit_depthwise(w: CWriter, g, x: str, wt: str, b: str | None, chain: Chain, 
     w.close()
 
 
+def in_place(g, on_board: bool) -> bool:  # noqa: ANN001
+    """Whether a cascade member reads its source rows in place (``_row_in_place``): at stride 1
+    on an MCU board, whose scalar FPU gains nothing from the band's copy (cortex-m7,
+    mobilenet_v2_128_0.5 cascaded: 99.35M instructions with it, 95.77M in place). The host keeps
+    the band: in place gained nothing there beyond noise (mobilenet_v2_128_0.5 and light_shufflenet
+    cascaded 1.01x and 1.02x, Zen 4, one run; 0.99x and 0.96x in a loaded one), and with
+    -march=native gcc fuses the band's vector multiply-adds but not all of a scalar border
+    column's, so it would not be bit-identical (a dilated 5x5: 14 of 297 values 1 ulp apart)."""
+    return on_board and g.s == (1, 1)
+
+
 def emit_depthwise_rows(w: CWriter, g, src: RowSource, wt: str, b: str | None, sink: RowSink,  # noqa: ANN001
-                        most: int) -> None:
+                        most: int, zero: str | None = None) -> None:
     """Rows ``a .. b`` (C variables of a cascade step, at most ``most`` of them) of every channel,
-    stored through ``sink``."""
-    wp = _padded_width(g)
-    rb = _band_rows(g, wp, max(1, min(most, g.oh)))
+    stored through ``sink``. Given ``zero`` (a weight of IW zeros, for the rows outside the input;
+    stride 1 only, see ``in_place``), read where the source holds them, else in bands."""
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
     _channel(w, g, src, "0", wt, b)
-    w.open(f"for (int oh0 = a; oh0 <= b; oh0 += {rb})")
-    w(f"const int nr = b - oh0 + 1 < {rb} ? b - oh0 + 1 : {rb};")
-    row_stride = _band(w, g, src, rb, "nr", wp)
-    _store_sink(w, g, sink, row_stride)
-    w.close()
+    if zero is not None:
+        w.open("for (int oh = a; oh <= b; ++oh)")
+        _row_in_place(w, g, src, sink, zero)
+        w.close()
+    else:
+        wp = _padded_width(g)
+        rb = _band_rows(g, wp, max(1, min(most, g.oh)))
+        w.open(f"for (int oh0 = a; oh0 <= b; oh0 += {rb})")
+        w(f"const int nr = b - oh0 + 1 < {rb} ? b - oh0 + 1 : {rb};")
+        _store_sink(w, g, sink, _band(w, g, src, rb, "nr", wp))
+        w.close()
     w.close()
 
 
-def _band(w: CWriter, g, src: RowSource, cap: int, rows: int | str, wp: int) -> int:  # noqa: ANN001
+def _row_in_place(w: CWriter, g, src: RowSource, sink: RowSink, zero: str) -> None:  # noqa: ANN001
+    """Output row ``oh`` (stride 1) of channel ``c`` straight from the KH source rows it reads,
+    through the epilogue into the sink: no band copy. A row outside the input reads ``zero``, a
+    weight, not a literal: gcc, knowing a row's zeros, split the sum into unfused multiplies (1
+    ulp off the band's FMAs); the columns whose taps all lie inside the row run one loop, the few
+    others are written out with the outside taps as 0.0f (an exact product). Each output is the
+    band core's sum, term for term (``bv``, then the taps in (kh, kw) order), so the result is
+    bit-identical."""
+    (kh_n, kw_n), (dh, dw), (ph, pw) = g.k, g.d, g.p
+    for kh in range(kh_n):
+        off = kh * dh - ph
+        w(f"const int ih{kh} = oh {'-' if off < 0 else '+'} {abs(off)};")
+        w(f"const float *x{kh} = ih{kh} < 0 || ih{kh} >= {g.ih} ? {zero} : "
+          f"xc + {src.row(f'ih{kh}')};")
+    w(f"float *yr = {sink.dst.channel('0', 'c')} + {sink.dst.row('oh')};")
+    w("const int r = oh;  /* the epilogue's names: row r, column i */")
+    w("(void)r;")
+
+    def tap_sum(i: int | None) -> str:  # i: a border column's index, None: the loop's ``i``
+        terms = ["bv"]
+        for kh in range(kh_n):
+            for kw in range(kw_n):
+                off = kw * dw - pw
+                if i is None:
+                    at = f"i {'-' if off < 0 else '+'} {abs(off)}" if off else "i"
+                    terms.append(f"w{kh * kw_n + kw} * x{kh}[{at}]")
+                elif 0 <= i + off < g.iw:
+                    terms.append(f"w{kh * kw_n + kw} * x{kh}[{i + off}]")
+                else:
+                    terms.append(f"w{kh * kw_n + kw} * 0.0f")
+        return " + ".join(terms)
+
+    lo = min(pw, g.ow)
+    hi = max(lo, min(g.ow, g.iw + pw - (kw_n - 1) * dw))
+    for col in [*range(lo), None, *range(hi, g.ow)]:
+        if col is None and lo == hi:
+            continue
+        if col is None:
+            w.open(f"for (int i = {lo}; i < {hi}; ++i)")
+        else:
+            w.open("")
+            w(f"const int i = {col};")
+            w("(void)i;")
+        w(f"float v = {tap_sum(col)};")
+        for line in sink.epilogue:
+            w(line)
+        w("yr[i] = v;")
+        w.close()
+
+
+def _band(w: CWriter, g, src: RowSource, cap: int, rows: int | str,  # noqa: ANN001
+          wp: int) -> tuple[str, int]:
     """``u[rows*OW]`` = the band of ``rows`` (at most ``cap``) output rows from ``oh0``, + bias.
 
     A cascade's band (``rows`` a C variable) at stride 1 leaves its rows in ``t`` instead, ``wp``
-    apart (no copy, no ``u`` on the stack); returns the distance between the band's rows."""
+    apart (no copy, no ``u`` on the stack); returns the buffer and the distance between its rows
+    (the buffer named, not told by the distance: at KW 1 without padding ``wp`` is OW too)."""
     member = isinstance(rows, str)
     kh_n, kw_n = g.k
     (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
@@ -158,7 +229,7 @@ def _band(w: CWriter, g, src: RowSource, cap: int, rows: int | str, wp: int) -> 
         w(f"float t[{(cap - 1) * wp + g.ow}] OPFUSE_ALIGNED;")
         w(f"for (int q = 0; q < {span}; ++q) t[q] = {tap_sum('q', 1)};")
         if member:
-            return wp
+            return "t", wp
         w(f"for (int r = 0; r < {rows}; ++r) for (int i = 0; i < {g.ow}; ++i) "
           f"u[r*{g.ow} + i] = t[r*{wp} + i];")
     else:
@@ -167,7 +238,7 @@ def _band(w: CWriter, g, src: RowSource, cap: int, rows: int | str, wp: int) -> 
         w(f"for (int i = 0; i < {g.ow}; ++i) u[r*{g.ow} + i] = "
           f"{tap_sum('i', sw).replace('xp[', 'xr[')};")
         w.close()
-    return g.ow
+    return "u", g.ow
 
 
 def _zero_outside(w: CWriter, row: str, lo: int, hi: int, width: int) -> None:
@@ -190,15 +261,15 @@ def _store_chain(w: CWriter, g, rows: int, flat, chain: Chain, y: str) -> None: 
     w.close()
 
 
-def _store_sink(w: CWriter, g, sink: RowSink, row_stride: int) -> None:  # noqa: ANN001
-    """The band's rows (in ``t`` when ``row_stride`` is not OW, else ``u``) through the member's
-    epilogue into its ring (row slot once per row)."""
+def _store_sink(w: CWriter, g, sink: RowSink, band: tuple[str, int]) -> None:  # noqa: ANN001
+    """The band's rows (``band``: the buffer and its row stride, from ``_band``) through the
+    member's epilogue into its ring (row slot once per row)."""
     w.open("for (int q = 0; q < nr; ++q)")
     w("const int r = oh0 + q;")
     w("(void)r;")
     w(f"float *yr = {sink.dst.channel('0', 'c')} + {sink.dst.row('r')};")
     w.open(f"for (int i = 0; i < {g.ow}; ++i)")
-    w(f"float v = {'u' if row_stride == g.ow else 't'}[q*{row_stride} + i];")
+    w(f"float v = {band[0]}[q*{band[1]} + i];")
     for line in sink.epilogue:
         w(line)
     w("yr[i] = v;")

@@ -39,6 +39,27 @@ from __future__ import annotations
 
 import re
 
+# the Chebyshev interpolants of the module docstring in the power basis, highest degree first
+EXP_POLY = ("0.00139411085f", "0.00837512594f", "0.0416663513f", "0.166664153f", "0.5f", "1.0f",
+            "1.0f")  # exp(r), in r
+ERF_NEAR = ("7.87587487e-05f", "-0.00080168643f", "0.00518908724f", "-0.0268542115f",
+            "0.112835944f", "-0.37612626f", "1.12837911f")  # erf(x) / x, in x^2
+ERF_TAIL = ("-0.0196050294f", "0.128479451f", "-0.368562549f", "0.589897156f", "-0.513899148f",
+            "0.0535994954f", "0.55729264f", "0.0003815323f")  # erfc(x) exp(x^2), in 1/x
+TANH_NEAR = ("-0.00661201403f", "0.0212738216f", "-0.0538932234f", "0.133329004f",
+             "-0.333333254f", "1.0f")  # tanh(x) / x, in x^2
+
+
+def _horner(acc: str, x: str, coeffs: tuple[str, ...]) -> str:
+    """C lines evaluating the polynomial ``coeffs`` (highest degree first) at ``x`` into the float
+    ``acc`` by Horner's rule, one multiply-add a line (the form gcc contracts into FMAs)."""
+    lines = [f"    float {acc} = {coeffs[0]};\n"]
+    for c in coeffs[1:]:
+        sign, mag = ("-", c[1:]) if c.startswith("-") else ("+", c)
+        lines.append(f"    {acc} = {acc} * {x} {sign} {mag};\n")
+    return "".join(lines)
+
+
 EXP = """\
 /* exp(x), branch-free (opfuse/backends/c/fastmath.py): within 2 ulp of exp in float32. */
 static inline float opfuse_expf(float x) {
@@ -46,13 +67,7 @@ static inline float opfuse_expf(float x) {
     const float t = c * 1.44269504f + 12582912.0f; /* round(c / ln2) in the low mantissa bits */
     const float n = t - 12582912.0f;
     const float r = (c - n * 0.693145752f) - n * 1.42860677e-06f;
-    float p = 0.00139411085f;
-    p = p * r + 0.00837512594f;
-    p = p * r + 0.0416663513f;
-    p = p * r + 0.166664153f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
+""" + _horner("p", "r", EXP_POLY) + """\
     /* 2^128 is no float: near ln(FLT_MAX) the last factor 2 goes into p */
     const float k = n > 127.0f ? 127.0f : n;
     const float q = n > 127.0f ? p * 2.0f : p;
@@ -75,22 +90,9 @@ static inline float opfuse_erff(float x) {
     const float a0 = fabsf(x);
     const float a = a0 > 4.0f ? 4.0f : (a0 < 1.0f ? 1.0f : a0);
     const float u = x * x;
-    float p = 7.87587487e-05f;
-    p = p * u - 0.00080168643f;
-    p = p * u + 0.00518908724f;
-    p = p * u - 0.0268542115f;
-    p = p * u + 0.112835944f;
-    p = p * u - 0.37612626f;
-    p = p * u + 1.12837911f;
+""" + _horner("p", "u", ERF_NEAR) + """\
     const float s = 1.0f / a;
-    float g = -0.0196050294f;
-    g = g * s + 0.128479451f;
-    g = g * s - 0.368562549f;
-    g = g * s + 0.589897156f;
-    g = g * s - 0.513899148f;
-    g = g * s + 0.0535994954f;
-    g = g * s + 0.55729264f;
-    g = g * s + 0.0003815323f;
+""" + _horner("g", "s", ERF_TAIL) + """\
     const float tail = copysignf(1.0f - opfuse_expf(-a * a) * g, x);
     return a0 <= 1.0f || a0 != a0 ? x * p : tail;
 }
@@ -101,12 +103,7 @@ TANH = """\
 static inline float opfuse_tanhf(float x) {
     const float a = fabsf(x);
     const float u = x * x;
-    float p = -0.00661201403f;
-    p = p * u + 0.0212738216f;
-    p = p * u - 0.0538932234f;
-    p = p * u + 0.133329004f;
-    p = p * u - 0.333333254f;
-    p = p * u + 1.0f;
+""" + _horner("p", "u", TANH_NEAR) + """\
     const float e = opfuse_expf(-2.0f * a);
     const float big = copysignf((1.0f - e) / (1.0f + e), x);
     return a < 0.5f || a != a ? x * p : big;

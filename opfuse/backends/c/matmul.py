@@ -23,6 +23,7 @@ from opfuse.backends.c.cgen import (
     CWriter,
     attr,
     bcast_strides,
+    block_loops,
     contiguous,
     dims,
     flit,
@@ -103,14 +104,9 @@ def _rows(w, chain, batch, mvar, n, k, a_row, a_k, b, b_st, scale, bias, y, mn,
           into_row: bool = False) -> None:
     """Tiles of one output row: ``acc[:] = sum_k a_row[k] * B[k, n0:]``, epilogue, one store."""
     tile = min(NB, n)
-    full, rem = divmod(n, tile)
     ys = contiguous(chain.shape)
     row = "0" if into_row else offset_expr([*batch, mvar], ys[:-1])
-    for width, count, start in ((tile, full, 0), (rem, 1 if rem else 0, full * tile)):
-        if count == 0:
-            continue
-        w.open(f"for (int t = 0; t < {count}; ++t)" if count > 1 else "")
-        w(f"const int n0 = {start} + {'t*' + str(tile) if count > 1 else '0'};")
+    for width in block_loops(w, n, tile, "t", "n0"):
         w(f"float acc[{width}];")
         w(f"for (int i = 0; i < {width}; ++i) acc[i] = 0.0f;")
         w.open(f"for (int kk = 0; kk < {k}; ++kk)")
@@ -130,7 +126,6 @@ def _rows(w, chain, batch, mvar, n, k, a_row, a_k, b, b_st, scale, bias, y, mn,
         vs = [o.strides for o in chain.operands]
         emit_apply(w, chain, vs, [*batch, mvar, "n0"], width, lambda i: f"acc[{i}]",
                    lambda i: f"{y}[{row} + n0 + {i}]")
-        w.close()
     del mn
 
 

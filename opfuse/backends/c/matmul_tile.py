@@ -9,8 +9,9 @@ product, Zen 4). The epilogue (bias, activation, residual...) runs on each row o
 its single store (``epilogue.emit_apply``).
 
 A constant B is packed at generation time into NR-wide panels in the order the tile reads it,
-``[n // NR][k][NR]`` then the last ``n % NR`` columns as ``[k][n % NR]``; on the host, when there
-is a full panel, that last panel is zero-padded to NR columns (``pads_tail``: its sums run as
+``[n // NR][k][NR]`` then the last ``n % NR`` columns as ``[k][n % NR]`` (``panel_strides``, the
+one formula that ``pack_panels``, the tile's reads and attention's run-time K^T packing share); on
+the host, when there is a full panel, that last panel is zero-padded to NR columns (``pads_tail``: its sums run as
 wide as a full panel's and only its ``n % NR`` columns are stored; a 3136 x 160 x 40 product took
 0.87 ms with an 8-wide tail and 0.33 padded, Zen 4, at most NR - 1 more columns of weights); a
 runtime B with contiguous columns is read in place, row ``kk`` of a
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from opfuse.backends.c.cgen import CWriter, flit, offset_expr
+from opfuse.backends.c.cgen import CWriter, block_loops, blocks, flit, offset_expr
 from opfuse.backends.c.epilogue import Chain, emit_apply
 
 HOST_TILE = (4, 16)  # (MR, NR)
@@ -61,15 +62,26 @@ def pads_tail(n: int, on_board: bool) -> bool:
     return not on_board and n >= nr and n % nr != 0
 
 
+def panel_strides(k: int, width: int) -> tuple[int, int, int]:
+    """The packed layout, the one formula its writers and the tile's reads share: B[kk, n0 + j]
+    of the panel of ``width`` columns from column n0 (``blocks(n, NR)``) is element
+    ``n0*k + kk*width + j``, as strides of (n0, kk, j); the panels before it hold n0*k floats."""
+    return k, width, 1
+
+
 def pack_panels(kn: np.ndarray, nr: int, pad: bool = False) -> np.ndarray:
     """``kn`` (k, n) as the panels the tile reads: full NR-wide panels, then the remainder
     (with ``pad``, as one more NR-wide panel whose last columns are zeros)."""
     k, n = kn.shape
-    if pad and n % nr:
-        kn = np.concatenate([kn, np.zeros((k, nr - n % nr), kn.dtype)], axis=1)
-    full = kn.shape[1] // nr * nr
-    head = kn[:, :full].reshape(k, full // nr, nr).transpose(1, 0, 2).ravel()
-    return np.concatenate([head, kn[:, full:].ravel()]).astype(np.float32)
+    packed = np.zeros(k * (-(-n // nr) * nr if pad else n), np.float32)
+    kk = np.arange(k)[None, :, None]
+    for width, count, start in blocks(n, nr):
+        s_n0, s_kk, s_j = panel_strides(k, nr if pad else width)
+        n0 = (start + np.arange(count) * width)[:, None, None]
+        at = n0 * s_n0 + kk * s_kk + np.arange(width)[None, None, :] * s_j
+        cols = kn[:, start:start + count * width].reshape(k, count, width).transpose(1, 0, 2)
+        packed[at] = cols
+    return packed
 
 
 @dataclass(frozen=True)
@@ -115,12 +127,7 @@ def emit_core(w: CWriter, src: Operands, out: Output, m: int, n: int, k: int,
         mc = min(mc, (BOARD_ROW_FLOATS if on_board else HOST_ROW_FLOATS) // max(n, 1))
     mc = max(mr, mc // mr * mr)
     mc = min(mc, m)
-    blocks, rest = divmod(m, mc)
-    for rows, count, start in ((mc, blocks, 0), (rest, 1 if rest else 0, blocks * mc)):
-        if count == 0:
-            continue
-        w.open(f"for (int mb = 0; mb < {count}; ++mb)" if count > 1 else "")
-        w(f"const int m1 = {start}{' + mb*' + str(mc) if count > 1 else ''};")
+    for rows in block_loops(w, m, mc, "mb", "m1"):
         if into_row:
             w(f"float orows[{rows * n}];")
         _block(w, src, out, rows, n, k, mr, nr, into_row)
@@ -131,22 +138,16 @@ def emit_core(w: CWriter, src: Operands, out: Output, m: int, n: int, k: int,
                 w(f"const float *orow = orows + r*{n};")
             after_row(w, (row_of or out.y_row)("m"))
             w.close()
-        w.close()
 
 
 def _block(w: CWriter, src: Operands, out: Output, rows: int, n: int, k: int, mr: int, nr: int,
            into_row: bool) -> None:
     """Rows ``m1 .. m1+rows`` of Y: every panel of B over the block's tiles of MR rows."""
-    panels, tail = divmod(n, nr)
-    for width, count, start in ((nr, panels, 0), (tail, 1 if tail else 0, panels * nr)):
-        if count == 0:
-            continue
-        w.open(f"for (int p = 0; p < {count}; ++p)" if count > 1 else "")
-        w(f"const int n0 = {start}{' + p*' + str(nr) if count > 1 else ''};")
+    for width in block_loops(w, n, nr, "p", "n0"):
         wide = nr if src.packed and src.padded else width  # a padded panel: NR-wide sums
         if src.packed:  # panel p starts after p full panels of k*NR floats
-            w(f"const float *bp = {src.b} + n0*{k};")
-            b_k = wide
+            s_n0, b_k, _ = panel_strides(k, wide)
+            w(f"const float *bp = {src.b} + n0*{s_n0};")
         elif src.b_n != 1:  # strided columns (a transposed view): packed once per block
             w(f"float bt[{k * width}];")
             w(f"for (int kk = 0; kk < {k}; ++kk) for (int j = 0; j < {width}; ++j) "
@@ -156,16 +157,9 @@ def _block(w: CWriter, src: Operands, out: Output, rows: int, n: int, k: int, mr
         else:
             w(f"const float *bp = {src.b} + n0;")
             b_k = src.b_k
-        tiles, last = divmod(rows, mr)
-        for height, tcount, tstart in ((mr, tiles, 0), (last, 1 if last else 0, tiles * mr)):
-            if tcount == 0:
-                continue
-            w.open(f"for (int t = 0; t < {tcount}; ++t)" if tcount > 1 else "")
-            w(f"const int m0 = m1 + {tstart}{' + t*' + str(mr) if tcount > 1 else ''};")
+        for height in block_loops(w, rows, mr, "t", "m0", "m1 + "):
             _tile(w, src, out, height, wide, k, b_k, n if into_row else 0, max(1, mr // height),
                   width)
-            w.close()
-        w.close()
 
 
 def _tile(w: CWriter, src: Operands, out: Output, mr: int, nr: int, k: int, b_k: int,

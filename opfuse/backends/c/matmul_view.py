@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import CWriter, attr, contiguous, dims, offset_expr
+from opfuse.backends.c.cgen import CWriter, attr, block_loops, contiguous, dims, offset_expr
 from opfuse.backends.c.epilogue import Chain, emit_apply
 
 PACK_FLOATS = 4096  # a packed tile of B: at most 16 KB of stack (OPFUSE_STACK_SCRATCH_BYTES)
@@ -47,12 +47,7 @@ def packed_rows(w: CWriter, chain: Chain, batch: list[str], m: int, n: int, k: i
     ys = contiguous(chain.shape)
     row = offset_expr([*batch, "m"], ys[:-1])
     tile = max(1, min(n, PACK_FLOATS // max(k, 1)))
-    full, rem = divmod(n, tile)
-    for width, count, start in ((tile, full, 0), (rem, 1 if rem else 0, full * tile)):
-        if count == 0:
-            continue
-        w.open(f"for (int t = 0; t < {count}; ++t)" if count > 1 else "")
-        w(f"const int n0 = {start} + {'t*' + str(tile) if count > 1 else '0'};")
+    for width in block_loops(w, n, tile, "t", "n0"):
         w(f"float bt[{k * width}];")
         w(f"for (int kk = 0; kk < {k}; ++kk) for (int i = 0; i < {width}; ++i) "
           f"bt[kk*{width} + i] = {b}[kk*{b_st[0]} + (n0 + i)*{b_st[1]}];")
@@ -66,5 +61,4 @@ def packed_rows(w: CWriter, chain: Chain, batch: list[str], m: int, n: int, k: i
         vs = [o.strides for o in chain.operands]
         emit_apply(w, chain, vs, [*batch, "m", "n0"], width, lambda i: f"acc[{i}]",
                    lambda i: f"{y}[{row} + n0 + {i}]")
-        w.close()
         w.close()

@@ -1,0 +1,177 @@
+"""A float depthwise cascade member read in place (opfuse/backends/c/dwconv.py, ``_row_in_place``,
+an MCU board's stride-1 members) against the band core it replaces there, bit for bit:
+
+- the two kernels, fed the same ring step by step as a cascade feeds it, built by gcc for the
+  host and run (x86-64's baseline flags: no FMA, so every product and sum is rounded and only the
+  order of the terms decides; with -march=native gcc fuses a vector loop's multiply-adds and not
+  all of a scalar column's, so there the band disagrees with itself), and both against numpy;
+  geometries: padding on every side or none, asymmetric, a dilated 5x5, 1x7 and 7x1, steps of
+  one and of three rows;
+- whole cascades on QEMU's cortex-m7 (its FPv5 fuses every multiply-add alike): the in-place
+  build against the band build of the same model, its outputs' bytes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opfuse.backends.c import cascade
+from opfuse.backends.c.cgen import CWriter
+from opfuse.backends.c.conv import ConvGeom
+from opfuse.backends.c.dwconv import emit_depthwise_rows, in_place
+from opfuse.backends.c.emit import generate
+from opfuse.backends.c.flags import BASE, WARN
+from opfuse.backends.c.rowsource import RowSink, RowSource
+from opfuse.measure.run import qemu
+from opfuse.measure.validate.c_float import reference
+from opfuse.pipeline import compile_model
+from tests.helpers.cascade import streaming
+from tests.helpers.chain_graph import ChainGraph
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+needs_board_tools = pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("arm-none-eabi-gcc", "qemu-system-arm")),
+    reason="needs gcc-arm-none-eabi, libnewlib-arm-none-eabi and qemu-system-arm",
+)
+
+C, IH, IW = 3, 9, 11
+RELU6 = ("v = v < 0.0f ? 0.0f : v;", "v = v > 6.0f ? 6.0f : v;")
+# (kernel, dilation, pads top, left, bottom, right)
+GEOMETRIES = {
+    "3x3_same": ((3, 3), 1, (1, 1, 1, 1)),
+    "3x3_valid": ((3, 3), 1, (0, 0, 0, 0)),
+    "5x5_dilated": ((5, 5), 2, (4, 4, 4, 4)),
+    "1x7_asymmetric": ((1, 7), 1, (0, 3, 0, 2)),
+    "7x1_asymmetric": ((7, 1), 1, (3, 0, 2, 0)),
+    "3x3_wide_pads": ((3, 3), 1, (2, 2, 2, 2)),
+}
+
+
+def _geom(kernel: tuple[int, int], d: int, pads: tuple[int, int, int, int]) -> ConvGeom:
+    oh = IH + pads[0] + pads[2] - (kernel[0] - 1) * d
+    ow = IW + pads[1] + pads[3] - (kernel[1] - 1) * d
+    return ConvGeom(1, C, IH, IW, C, oh, ow, C, kernel, (1, 1), (d, d), (pads[0], pads[1]))
+
+
+def _kernel(name: str, g: ConvGeom, ring_rows: int, step: int, zero: str | None) -> str:
+    w = CWriter(1)
+    src = RowSource("ring", C, IH, IW, ring_rows)
+    sink = RowSink(RowSource("out", C, g.oh, g.ow, g.oh), RELU6)
+    emit_depthwise_rows(w, g, src, "wt", "bias", sink, step, zero)
+    return (f"static void {name}(const float *restrict ring, const float *restrict wt, "
+            f"const float *restrict bias, const float *restrict zero, float *restrict out, "
+            f"int a, int b) {{\n    (void)zero;\n{w.text()}}}\n")
+
+
+def _ring_rows(g: ConvGeom, step: int) -> int:
+    """The rows a step of ``step`` output rows reads (at most the input's)."""
+    return min(IH, (g.k[0] - 1) * g.d[0] + step)
+
+
+def _harness(g: ConvGeom, step: int) -> str:
+    """Both kernels over the output in steps of ``step`` rows, the ring (the rows one step reads)
+    refilled from x before each, as a cascade's producer would."""
+    reach = (g.k[0] - 1) * g.d[0] + 1
+    ring = _ring_rows(g, step)
+    return f"""#include <string.h>
+#define OPFUSE_ALIGNED __attribute__((aligned(64)))
+{_kernel("band", g, ring, step, None)}
+{_kernel("in_place", g, ring, step, "zero")}
+void run(const float *x, const float *wt, const float *bias, const float *zero, float *ring,
+         float *y_band, float *y_place);
+void run(const float *x, const float *wt, const float *bias, const float *zero, float *ring,
+         float *y_band, float *y_place) {{
+    for (int a = 0; a < {g.oh}; a += {step}) {{
+        const int b = a + {step - 1} < {g.oh - 1} ? a + {step - 1} : {g.oh - 1};
+        for (int ih = a - {g.p[0]}; ih < b - {g.p[0]} + {reach}; ++ih) {{
+            if (ih < 0 || ih >= {IH}) continue;
+            for (int c = 0; c < {C}; ++c)
+                memcpy(ring + (c*{ring} + ih % {ring})*{IW}, x + (c*{IH} + ih)*{IW}, {IW * 4});
+        }}
+        band(ring, wt, bias, zero, y_band, a, b);
+        in_place(ring, wt, bias, zero, y_place, a, b);
+    }}
+}}
+"""
+
+
+def _reference(x: np.ndarray, wt: np.ndarray, bias: np.ndarray, g: ConvGeom,
+               pads: tuple[int, int, int, int]) -> np.ndarray:
+    xp = np.pad(x.astype(np.float64), ((0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    y = np.zeros((C, g.oh, g.ow)) + bias[:, None, None]
+    for kh in range(g.k[0]):
+        for kw in range(g.k[1]):
+            y += wt[:, kh, kw, None, None] * xp[:, kh * g.d[0]:kh * g.d[0] + g.oh,
+                                                kw * g.d[1]:kw * g.d[1] + g.ow]
+    return np.clip(y, 0.0, 6.0)
+
+
+@pytest.mark.parametrize("step", [1, 3])
+@pytest.mark.parametrize("name", list(GEOMETRIES))
+def test_in_place_member_stores_the_bands_bits(name: str, step: int, tmp_path: Path) -> None:
+    kernel, d, pads = GEOMETRIES[name]
+    g = _geom(kernel, d, pads)
+    assert in_place(g, on_board=True) and not in_place(g, on_board=False)
+    (tmp_path / "dw.c").write_text(_harness(g, step))
+    subprocess.run(["gcc", *BASE, *WARN, "-shared", "-fPIC", "dw.c", "-o", "dw.so"],
+                   cwd=tmp_path, check=True)
+    lib = ctypes.CDLL(str(tmp_path / "dw.so"))
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((C, IH, IW)).astype(np.float32)
+    wt = rng.standard_normal((C, *kernel)).astype(np.float32)
+    bias = rng.standard_normal(C).astype(np.float32)
+    zero = np.zeros(IW, np.float32)
+    ring = np.zeros(C * _ring_rows(g, step) * IW, np.float32)
+    y_band, y_place = (np.full((C, g.oh, g.ow), np.nan, np.float32) for _ in range(2))
+    ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+    lib.run(ptr(x), ptr(wt), ptr(bias), ptr(zero), ptr(ring), ptr(y_band), ptr(y_place))
+    np.testing.assert_allclose(y_band, _reference(x, wt, bias, g, pads), rtol=1e-5, atol=1e-5)
+    assert y_place.tobytes() == y_band.tobytes()
+
+
+def _chain() -> ChainGraph:
+    """MobileNetV2's block with a dilated 5x5 and a residual: 1x1, Relu, dw 3x3, Clip, dw 5x5
+    dilation 2, + x, 1x1, on a 17 x 23 map."""
+    g = ChainGraph(8, 17, 23)
+    g.conv(16, (1, 1))
+    g.op("Relu")
+    g.conv(16, (3, 3), pads=(1, 1, 1, 1), group=16)
+    g.op("Clip", g.const("lo", np.array(0.0)), g.const("hi", np.array(6.0)))
+    g.conv(16, (5, 5), pads=(4, 4, 4, 4), group=16, d=2)
+    g.conv(8, (1, 1))
+    g.op("Add", "x")
+    return g
+
+
+def _run_on_board(result, folder: Path) -> np.ndarray:  # noqa: ANN001
+    board = qemu.require_board(result.target)
+    files, info, _ = generate(result, True, cascades=True)
+    assert info.cascades, "the chain does not stream"
+    feeds, _, _ = reference(result.source)
+    arrays = [np.asarray(feeds[x.name], np.float32) for x in info.inputs]
+    files["inputs.c"] = qemu.board_files(board, info, arrays, "seed 0")["inputs.c"]
+    qemu.write_tree(folder, files, manifest="model.json", rebuilt=qemu.rebuilt_by_make("opfuse"))
+    text, _ = qemu.run_qemu(qemu.build_elf(folder, board, ()), board, 120)
+    return qemu.decode(info, qemu.parse_output(text)[0])["y"]
+
+
+@needs_board_tools
+@pytest.mark.parametrize("band", [1, 3])
+def test_board_cascade_in_place_is_the_band_build_bit_for_bit(band: int, tmp_path: Path,
+                                                             monkeypatch) -> None:  # noqa: ANN001
+    source = _chain().save(tmp_path / "chain.onnx")
+    result = compile_model(str(source), streaming("cortex-m7", cascade_band_rows=band))
+    placed = _run_on_board(result, tmp_path / "in_place")
+    in_place_rows = re.compile(r"const float \*x0 = ih0 < 0 \|\| ih0 >= \d+ \? arg\d+ : ")
+    assert in_place_rows.search((tmp_path / "in_place" / "model.c").read_text())
+    monkeypatch.setattr(cascade, "in_place", lambda g, on_board: False)
+    banded = _run_on_board(result, tmp_path / "band")
+    assert not in_place_rows.search((tmp_path / "band" / "model.c").read_text())
+    assert placed.tobytes() == banded.tobytes()
