@@ -98,7 +98,8 @@ class Operands:
 class Output:
     """Where the tile's rows go, and what runs on them before the store. ``batch``: the batch
     coordinates of the chain's output shape; ``y_row(m)`` the element offset of row m in ``y``;
-    ``scale``/``bias``: a Gemm's alpha (runtime B) and ``(ptr, (m, n) strides, beta)``."""
+    ``scale``/``bias``: a Gemm's alpha (runtime B) and ``(ptr, (m, n) strides, beta)``;
+    ``row_scale(m)``: a factor of row m (attention's 1 / sum of a softmax row)."""
 
     chain: Chain
     batch: tuple[str, ...]
@@ -106,6 +107,7 @@ class Output:
     y_row: Callable[[str], str]
     scale: str | None = None
     bias: tuple[str, tuple[int, int], float] | None = None
+    row_scale: Callable[[str], str] | None = None
 
 
 def emit_core(w: CWriter, src: Operands, out: Output, m: int, n: int, k: int,
@@ -269,9 +271,10 @@ def _scalar_sums(w: CWriter, src: Operands, mr: int, nr: int, k: int, b_k: int) 
 
 
 def _scale_bias(w: CWriter, out: Output, acc: str, mrow: str, nr: int) -> None:
-    """A Gemm's alpha (runtime B) and beta * C on one row of the tile."""
-    if out.scale is not None:
-        w(f"for (int j = 0; j < {nr}; ++j) {acc}[j] *= {out.scale};")
+    """A Gemm's alpha (runtime B), a row's own factor and beta * C on one row of the tile."""
+    for factor in (out.scale, out.row_scale(mrow) if out.row_scale else None):
+        if factor is not None:
+            w(f"for (int j = 0; j < {nr}; ++j) {acc}[j] *= {factor};")
     if out.bias is not None:
         ptr, st, beta = out.bias
         cj = "0" if st[1] == 0 else "j"
