@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from opfuse.analysis import analyze
 from opfuse.api import validate_c
 from opfuse.backends.c import emit_c
-from opfuse.fusion.attention import BLOCK_ROWS, HOST_MAX_ROWS, HOST_SCORE_FLOATS
+from opfuse.fusion.attention import BLOCK_ROWS, HOST_MAX_ROWS, HOST_ROW_STEP, HOST_SCORE_FLOATS
 from opfuse.memory import plan_memory
 from opfuse.memory.lifetimes import RING_PREFIX
 from opfuse.memory.verify import verify_allocation
@@ -138,7 +138,8 @@ def test_core_is_one_kernel(name: str, tmp_path: Path) -> None:
     assert kernel.outputs == ("o",)
     assert not {"s0", "s1", "s2", "p"} & set(kernel.inputs)
     ring, *head = kernel.ring_buffers  # the scratch rows: a block of query rows of the scores
-    rows = min(HOST_MAX_ROWS, HOST_SCORE_FLOATS // spec.s // 4 * 4, spec.m or spec.s)
+    fit = min(HOST_MAX_ROWS, HOST_SCORE_FLOATS // spec.s)
+    rows = min(fit // HOST_ROW_STEP * HOST_ROW_STEP, spec.m or spec.s)
     assert (ring.value, ring.rows, ring.row_bytes) == ("s0", rows, spec.s * 4)
     # K through its Transpose: one head of Kt (D rows of S floats), packed once per head
     heads = [("kt", spec.d, spec.s * 4)] if spec.k == "transpose" else []
@@ -174,10 +175,10 @@ def test_block_scratch_is_accounted(tmp_path: Path) -> None:
     result = compile_model(save(FORMS["many_blocks"], tmp_path), "x86-host")
     emitted = emit_c(result, folder)
     (kernel,) = json.loads((folder / "model.json").read_text())["kernel_outputs"]
-    assert kernel["ring_buffers"] == [{"value": "s0", "rows": 52, "bytes": 52 * 600 * 4},
+    assert kernel["ring_buffers"] == [{"value": "s0", "rows": 48, "bytes": 48 * 600 * 4},
                                       {"value": "kt", "rows": 5, "bytes": 5 * 600 * 4}]
     planned = {t.name: t.size_bytes for t in emitted.plan.tensors}
-    assert planned[RING_PREFIX + "s0"] == 52 * 600 * 4 and planned[RING_PREFIX + "kt"] == 5 * 600 * 4
+    assert planned[RING_PREFIX + "s0"] == 48 * 600 * 4 and planned[RING_PREFIX + "kt"] == 5 * 600 * 4
     assert planned[RING_PREFIX + "s0"] + planned[RING_PREFIX + "kt"] <= emitted.arena_bytes
     assert "float bt[" not in (folder / "model.c").read_text()
     verify_allocation(emitted.plan)

@@ -21,8 +21,9 @@ from opfuse.backends.c import emit_c
 from opfuse.backends.c.attention import pack_head
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.flags import BASE, WARN
-from opfuse.backends.c.matmul_tile import BOARD_TILE, HOST_TILE, pack_panels
-from opfuse.measure.validate.c_float import validate_c
+from opfuse.backends.c.matmul_tile import BOARD_TILE, HOST_TILE, WIDE_IF, WIDE_MR, pack_panels
+from opfuse.measure.run.host import CModel, build_shared
+from opfuse.measure.validate.c_float import reference, validate_c
 from opfuse.pipeline import compile_model
 from tests.helpers.parsed import normal, parsed_model
 
@@ -122,6 +123,27 @@ def test_core_is_what_runs(case: str, tmp_path: Path) -> None:
     assert "float acc[" not in text
     if case == "transposed_view":
         assert "float bt[" in text
+
+
+# -mno-avx512f: the preprocessor's other branch, HOST_TILE's MR rows (an AVX2 or SSE build)
+@pytest.mark.parametrize("flags", [("-march=native",), ("-march=native", "-mno-avx512f")])
+@pytest.mark.parametrize("case", ["linear_edges", "row_blocks", "transposed_view",
+                                  "linear_residual_norm"])
+def test_both_host_tiles_match_onnxruntime(case: str, flags: tuple[str, ...],
+                                           tmp_path: Path) -> None:
+    """The host core is emitted twice, WIDE_MR rows per tile under ``WIDE_IF`` and HOST_TILE's MR
+    otherwise: each build, with and without AVX-512, matches onnxruntime."""
+    path = tmp_path / f"{case}.onnx"
+    onnx.save(CASES[case], path)
+    out = tmp_path / "c"
+    emit_c(compile_model(path, "x86-host"), out, cascades=False)
+    text = (out / "model.c").read_text()
+    assert WIDE_IF in text and f"float c{WIDE_MR - 1}[{HOST_TILE[1]}];" in text
+    feeds, expected, _ = reference(path)
+    got = CModel(build_shared(out, extra=flags)).run(feeds)
+    for name, ref in expected.items():
+        err = float(abs(got[name] - ref).max())
+        assert err <= 1e-5 * max(float(abs(ref).max()), 1.0), (name, err)
 
 
 @pytest.mark.parametrize("case", ["transposed_view", "linear_residual_norm", "linear_edges"])

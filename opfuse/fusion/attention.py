@@ -188,19 +188,25 @@ def core_of(members: Sequence[ir.Node]) -> Core | None:
 
 BLOCK_ROWS = 4  # query rows per block on an MCU board: the board tile's MR, the arena stays small
 # on the host, a block's scores (rows x N floats) are at most this: 128 KB, an L2's share, so the
-# MatMul core's tiles (rows in multiples of its MR of 4) re-read them from cache for P @ V
+# MatMul core's tiles re-read them from cache for P @ V
 HOST_SCORE_FLOATS = 32 * 1024
 HOST_MAX_ROWS = 64  # more rows amortize K's panel copy and V's reads no further
+# host blocks are whole tiles of the MatMul core's 8 rows (its AVX-512 tile, docs/architecture.md
+# "The float MatMul/Gemm core"): Whisper's N = 1500 gives 16 rows, which ran 1.02x faster than 20
+# (two tiles of 8 and one of 4), thread CPU time, Zen 4
+HOST_ROW_STEP = 8
 
 
 def block_rows(core: Core, on_board: bool = False) -> int:
     """Query rows the kernel computes together: ``BLOCK_ROWS`` on a board; on the host the most
-    multiple of 4 whose scores fit ``HOST_SCORE_FLOATS`` (at most ``HOST_MAX_ROWS``); at most M."""
+    multiple of ``HOST_ROW_STEP`` whose scores fit ``HOST_SCORE_FLOATS`` (at most
+    ``HOST_MAX_ROWS``); at most M."""
     shape = dims(core.score_value)
     m = shape[-2] if len(shape) > 1 else 1
     rows = BLOCK_ROWS
     if not on_board:
-        rows = max(BLOCK_ROWS, min(HOST_MAX_ROWS, HOST_SCORE_FLOATS // max(shape[-1], 1)) // 4 * 4)
+        fit = min(HOST_MAX_ROWS, HOST_SCORE_FLOATS // max(shape[-1], 1))
+        rows = max(BLOCK_ROWS, fit // HOST_ROW_STEP * HOST_ROW_STEP)
     return max(1, min(rows, m))
 
 

@@ -7,8 +7,8 @@ are ``opfuse/fusion/attention.py``)::
 
     S[r, :] = Q[q0 + r, :] . Kt                  the block's scores, into the scratch rows
     S[r, j] = S[r, j] op x[q0 + r, j]            each score op, in graph order (a scalar: a literal)
-    P[r, j] = exp(S[r, j] - max(S[r])) / s_r     the softmax in place, normalised as the reference
-    O[q0 + r, :] = P[r, :] . V                   the block's output rows
+    E[r, j] = exp(S[r, j] - max(S[r]))           the softmax's exponentials in place, s_r their sum
+    O[q0 + r, :] = (E[r, :] . V) * (1 / s_r)     the block's output rows, normalised in the store
 
 Both products are ``matmul_tile.emit_core`` (MR x NR register tiles) on pointers and strides: Q's
 block and K read where they are (an absorbed Transpose permutes its input's strides, a broadcast
@@ -19,7 +19,9 @@ A Kt or V whose strided panel would not fit ``PANEL_FLOATS`` is multiplied in pl
 block is up to 64 rows on the host, so each panel of K and V feeds that many rows from cache; 4
 (the board tile's MR) on an MCU board, whose arena is the budget. The scratch rows are the plan's
 ring buffer ``ring:<scores>`` (``OPFUSE_ARENA_BYTES`` counts it); the softmax is
-``norms.softmax_row`` (vectorized loops, the branch-free exp of ``fastmath.py``).
+``norms.softmax_row`` (vectorized loops, the branch-free exp of ``fastmath.py``). Its 1 / s_r
+scales the D columns of O's row in the core's store (``Output.row_scale``) rather than the N
+scores, one pass over the scores fewer (Whisper's N = 1500, D = 64).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from opfuse.backends.c.matmul_tile import (
     panel_strides,
     tile_shape,
 )
-from opfuse.backends.c.norms import softmax_row, sum8  # the project's row reductions
+from opfuse.backends.c.norms import HOST_SOFTMAX_LANES, softmax_row, sum8  # row reductions
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.attention import Core, block_rows, perm_of
 from opfuse.memory.lifetimes import RING_PREFIX
@@ -116,16 +118,16 @@ def emit_attention(w: CWriter, core: Core, params: Params) -> None:
         w(f"float *yb = {y} + {offset_expr([*coords, 'q0'], ys[:-1])};")
         _product(w, kt_src, row,
                  lambda r: f"({r})*{n}", (rows, n, d), on_board)
+        w(f"float inv[{rows}];")
         w.open(f"for (int r = 0; r < {rows}; ++r)")
         w(f"float *sr = {row} + r*{n};")
         for node in core.scores:
             _score_op(w, node, core, "sr", n, params, [*coords, "q0 + r"], full(n))
-        total = softmax_row(w, "sr", "sr", n)
-        w(f"const float inv = 1.0f / {total};")
-        w(f"for (int j = 0; j < {n}; ++j) sr[j] *= inv;")
+        total = softmax_row(w, "sr", "sr", n, lanes=8 if on_board else HOST_SOFTMAX_LANES)
+        w(f"inv[r] = 1.0f / {total};")
         w.close()
         _product(w, Operands(row, n, 1, "vb", vs[-2], False, vs[-1]), "yb",
-                 lambda r: offset_expr([r], ys[-2:-1]), (rows, dv, n), on_board)
+                 lambda r: offset_expr([r], ys[-2:-1]), (rows, dv, n), on_board, "inv")
     for _ in batch:
         w.close()
 
@@ -141,18 +143,20 @@ def pack_head(w: CWriter, kp: str, kd: int, kn: int, d: int, n: int, nr: int) ->
 
 
 def _product(w: CWriter, src: Operands, y: str, y_row: Callable[[str], str],
-             mnk: tuple[int, int, int], on_board: bool) -> None:
-    """``y[y_row(m) + j] = sum_kk A[m, kk] * B[kk, j]``: the register-blocked MatMul core, or,
-    for a B whose strided columns would not fit the core's stack panel, plain loops."""
+             mnk: tuple[int, int, int], on_board: bool, row_scale: str | None = None) -> None:
+    """``y[y_row(m) + j] = sum_kk A[m, kk] * B[kk, j]`` (times ``row_scale[m]``): the
+    register-blocked MatMul core, or, for a B whose strided columns would not fit the core's
+    stack panel, plain loops."""
     m, n, k = mnk
     nr = tile_shape(on_board)[1]
+    factor = (lambda r: f"{row_scale}[{r}]") if row_scale else None  # noqa: E731
     if src.b_n == 1 or (src.b_n != 0 and k * nr <= PANEL_FLOATS):
-        emit_core(w, src, Output(Chain((m, n)), (), y, y_row), m, n, k, on_board)
+        emit_core(w, src, Output(Chain((m, n)), (), y, y_row, row_scale=factor), m, n, k, on_board)
         return
     w.open(f"for (int mi = 0; mi < {m}; ++mi) for (int nj = 0; nj < {n}; ++nj)")
     sum8(w, "s", k, f"{src.a}[{offset_expr(['mi', '@'], [src.a_m, src.a_k])}] * "
          f"{src.b}[{offset_expr(['@', 'nj'], [src.b_k, src.b_n])}]")
-    w(f"{y}[{y_row('mi')} + nj] = s;")
+    w(f"{y}[{y_row('mi')} + nj] = {'s * ' + factor('mi') if factor else 's'};")
     w.close()
 
 

@@ -21,9 +21,12 @@ last panel of fewer than NR columns are emitted as their own loops with constant
 remainder is tested at run time. A runtime B with strided columns (attention's ``Q @ K^T`` read
 through a Transpose) is copied panel by panel into a stack panel of ``k * NR`` floats, once per
 block of rows (``PANEL_FLOATS`` bounds it). On an MCU board (scalar FPU, 32 single registers) the tile is
-4 x 4 with its sums in named scalars (``_scalar_sums``); on the host 4 x 16, which in a standalone
-197x192x768 product on Zen 4 ran 133 GFLOP/s built with -march=native (AVX-512) and 113 with
--march=x86-64-v3 (AVX2, 16 vector registers), where 6 x 16 fell to 53 and 4 x 32 to 48 (spills).
+4 x 4 with its sums in named scalars (``_scalar_sums``). On the host the tile is 16 columns wide
+and its rows are the C preprocessor's choice (``WIDE_IF``): 8 where AVX-512 gives 32 vector
+registers of 16 floats (one per row of sums), else 4 (AVX2's 16 registers hold 4 rows of two
+8-float halves). In a standalone 196x192x768 product on this Zen 4 host 8 x 16 ran 199-203
+GFLOP/s with -march=native and 4 x 16 137-142; with -march=x86-64-v3 4 x 16 ran 121 and 8 x 16
+71 (spills), hence both tiles in the text. The rows of a block are whole tiles of either.
 
 ``emit_core`` takes its operands as pointers and strides (``Operands``) and its store as an
 ``Output``, so a kernel other than matmul.py's (the attention core's Q @ K^T or P @ V) can call it.
@@ -41,6 +44,9 @@ from opfuse.backends.c.epilogue import Chain, emit_apply
 
 HOST_TILE = (4, 16)  # (MR, NR)
 BOARD_TILE = (4, 4)
+# the host tile's rows where the vector file has 32 registers (AVX-512's 16-float vectors: one
+# per row of sums), chosen by the C preprocessor; HOST_TILE's 4 rows elsewhere (module docstring)
+WIDE_MR, WIDE_IF = 8, "#if defined(__AVX512F__)"
 BLOCK_A_FLOATS = 64 * 1024  # MC * K: a 256 KB block of A rows (an L2's share)
 PANEL_FLOATS = 4096  # a stack panel of a strided runtime B (k * NR floats)
 SCALAR_NR = 4  # panels this narrow (the board's) keep their sums in named scalars
@@ -104,7 +110,8 @@ class Operands:
 class Output:
     """Where the tile's rows go, and what runs on them before the store. ``batch``: the batch
     coordinates of the chain's output shape; ``y_row(m)`` the element offset of row m in ``y``;
-    ``scale``/``bias``: a Gemm's alpha (runtime B) and ``(ptr, (m, n) strides, beta)``."""
+    ``scale``/``bias``: a Gemm's alpha (runtime B) and ``(ptr, (m, n) strides, beta)``;
+    ``row_scale(m)``: a factor of row m (attention's 1 / sum of a softmax row)."""
 
     chain: Chain
     batch: tuple[str, ...]
@@ -112,6 +119,7 @@ class Output:
     y_row: Callable[[str], str]
     scale: str | None = None
     bias: tuple[str, tuple[int, int], float] | None = None
+    row_scale: Callable[[str], str] | None = None
 
 
 def emit_core(w: CWriter, src: Operands, out: Output, m: int, n: int, k: int,
@@ -125,7 +133,8 @@ def emit_core(w: CWriter, src: Operands, out: Output, m: int, n: int, k: int,
     mc = min(m, BLOCK_A_FLOATS // max(k, 1))
     if into_row:  # the rows wait in a stack buffer for the hook: a block fits in it
         mc = min(mc, (BOARD_ROW_FLOATS if on_board else HOST_ROW_FLOATS) // max(n, 1))
-    mc = max(mr, mc // mr * mr)
+    step = mr if on_board else WIDE_MR  # a block is whole tiles of either host tile
+    mc = max(step, mc // step * step)
     mc = min(mc, m)
     for rows in block_loops(w, m, mc, "mb", "m1"):
         if into_row:
@@ -157,9 +166,24 @@ def _block(w: CWriter, src: Operands, out: Output, rows: int, n: int, k: int, mr
         else:
             w(f"const float *bp = {src.b} + n0;")
             b_k = src.b_k
-        for height in block_loops(w, rows, mr, "t", "m0", "m1 + "):
-            _tile(w, src, out, height, wide, k, b_k, n if into_row else 0, max(1, mr // height),
-                  width)
+        row_len = n if into_row else 0
+        if nr <= SCALAR_NR:  # the board's scalar tile
+            _tiles(w, src, out, rows, mr, (wide, k, b_k, row_len, width))
+        else:  # the host's: WIDE_MR rows per tile with 32 vector registers, else MR
+            w(WIDE_IF)
+            _tiles(w, src, out, rows, WIDE_MR, (wide, k, b_k, row_len, width))
+            w("#else")
+            _tiles(w, src, out, rows, mr, (wide, k, b_k, row_len, width))
+            w("#endif")
+
+
+def _tiles(w: CWriter, src: Operands, out: Output, rows: int, mr: int,
+           shape: tuple[int, int, int, int, int]) -> None:
+    """The block's ``rows`` in tiles of ``mr`` rows, then one tile of the rest, all on the panel
+    at n0; ``shape``: ``_tile``'s (nr, k, b_k, row_len, store)."""
+    nr, k, b_k, row_len, store = shape
+    for height in block_loops(w, rows, mr, "t", "m0", "m1 + "):
+        _tile(w, src, out, height, nr, k, b_k, row_len, max(1, mr // height), store)
 
 
 def _tile(w: CWriter, src: Operands, out: Output, mr: int, nr: int, k: int, b_k: int,
@@ -241,9 +265,10 @@ def _scalar_sums(w: CWriter, src: Operands, mr: int, nr: int, k: int, b_k: int) 
 
 
 def _scale_bias(w: CWriter, out: Output, acc: str, mrow: str, nr: int) -> None:
-    """A Gemm's alpha (runtime B) and beta * C on one row of the tile."""
-    if out.scale is not None:
-        w(f"for (int j = 0; j < {nr}; ++j) {acc}[j] *= {out.scale};")
+    """A Gemm's alpha (runtime B), a row's own factor and beta * C on one row of the tile."""
+    for factor in (out.scale, out.row_scale(mrow) if out.row_scale else None):
+        if factor is not None:
+            w(f"for (int j = 0; j < {nr}; ++j) {acc}[j] *= {factor};")
     if out.bias is not None:
         ptr, st, beta = out.bias
         cj = "0" if st[1] == 0 else "j"

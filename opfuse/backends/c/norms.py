@@ -1,7 +1,8 @@
 """Reduction kernels: Softmax, LayerNormalization, ReduceMean/ReduceSum/ReduceMax/ReduceMin.
 
-A reduction over a contiguous run of ``n`` elements keeps 8 partial sums so gcc can vectorize it
-without -ffast-math (a float reduction may not be reordered otherwise).
+A reduction over a contiguous run of ``n`` elements keeps 8 partial sums (a host's softmax row 32,
+``HOST_SOFTMAX_LANES``) so gcc can vectorize it without -ffast-math (a float reduction may not be
+reordered otherwise).
 """
 
 from __future__ import annotations
@@ -29,22 +30,39 @@ def sum8(w: CWriter, out: str, n: int, expr: str) -> None:
         w(f"for (int i = {n - n % 8}; i < {n}; ++i) {out} += {expr.replace('@', 'i')};")
 
 
-def softmax_row(w: CWriter, row: str, out: str, n: int, stride: int = 1) -> str:
+HOST_SOFTMAX_LANES = 32  # partial maxima and sums of a softmax row on the host (softmax_row)
+
+
+def softmax_row(w: CWriter, row: str, out: str, n: int, stride: int = 1, lanes: int = 8) -> str:
     """``out[i] = exp(row[i] - max(row))`` over ``n`` elements ``stride`` apart; returns the C
-    name of their sum. Three loops that each vectorize: 8 running maxima (one would be a chain
-    of selects gcc may not reorder), the branch-free exp (fastmath.py) with 8 partial sums, and
-    the caller's scale by 1 / sum. ``out`` may be ``row``."""
+    name of their sum. Three loops that each vectorize: ``lanes`` running maxima (one would be a
+    chain of selects gcc may not reorder), the branch-free exp (fastmath.py), and ``lanes``
+    partial sums; the caller scales by 1 / sum. ``out`` may be ``row``. On the host 32 lanes
+    (``HOST_SOFTMAX_LANES``: two AVX-512 vectors of independent maxima and sums) ran the three loops
+    at 0.41 ns per element on 64 rows of 256 vs 0.65 with 8, 0.31 vs 0.45 on rows of 1500, 0.49 vs
+    0.56 on rows of 197 (gcc 12 -O3 -march=native, Zen 4); 8 lanes elsewhere."""
     at = (lambda i: f"{i}*{stride}") if stride != 1 else (lambda i: i)
-    w("float m8[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, "
-      "-INFINITY, -INFINITY, -INFINITY, -INFINITY};")
-    w(f"for (int i = 0; i + 8 <= {n}; i += 8) for (int l = 0; l < 8; ++l) "
-      f"m8[l] = {row}[{at('(i + l)')}] > m8[l] ? {row}[{at('(i + l)')}] : m8[l];")
-    w(f"for (int i = {n - n % 8}; i < {n}; ++i) m8[0] = {row}[{at('i')}] > m8[0] ? "
-      f"{row}[{at('i')}] : m8[0];")
-    w("float mx = m8[0];")
-    w("for (int l = 1; l < 8; ++l) mx = m8[l] > mx ? m8[l] : mx;")
+    whole = n - n % lanes
+    w(f"float mlane[{lanes}];")
+    w(f"for (int l = 0; l < {lanes}; ++l) mlane[l] = -INFINITY;")
+    w(f"for (int i = 0; i + {lanes} <= {n}; i += {lanes}) for (int l = 0; l < {lanes}; ++l) "
+      f"mlane[l] = {row}[{at('(i + l)')}] > mlane[l] ? {row}[{at('(i + l)')}] : mlane[l];")
+    w(f"for (int i = {whole}; i < {n}; ++i) mlane[0] = {row}[{at('i')}] > mlane[0] ? "
+      f"{row}[{at('i')}] : mlane[0];")
+    w("float mx = mlane[0];")
+    w(f"for (int l = 1; l < {lanes}; ++l) mx = mlane[l] > mx ? mlane[l] : mx;")
     w(f"for (int i = 0; i < {n}; ++i) {out}[{at('i')}] = opfuse_expf({row}[{at('i')}] - mx);")
-    sum8(w, "sum", n, f"{out}[{at('@')}]")
+    if lanes == 8:
+        sum8(w, "sum", n, f"{out}[{at('@')}]")
+        return "sum"
+    w(f"float slane[{lanes}];")
+    w(f"for (int l = 0; l < {lanes}; ++l) slane[l] = 0.0f;")
+    w(f"for (int i = 0; i + {lanes} <= {n}; i += {lanes}) for (int l = 0; l < {lanes}; ++l) "
+      f"slane[l] += {out}[{at('(i + l)')}];")
+    w("float sum = 0.0f;")
+    w(f"for (int l = 0; l < {lanes}; ++l) sum += slane[l];")
+    if whole < n:
+        w(f"for (int i = {whole}; i < {n}; ++i) sum += {out}[{at('i')}];")
     return "sum"
 
 
@@ -61,7 +79,8 @@ def emit_softmax(w: CWriter, node: ir.Node, params: Params, opset: int) -> None:
     w.open(f"for (int q = 0; q < {inner}; ++q)")
     w(f"const float *xr = {x} + o*{n * inner} + q;")
     w(f"float *yr = {y} + o*{n * inner} + q;")
-    total = softmax_row(w, "xr", "yr", n, inner)
+    lanes = 8 if params.store.on_board else HOST_SOFTMAX_LANES
+    total = softmax_row(w, "xr", "yr", n, inner, lanes)
     w(f"const float inv = 1.0f / {total};")
     at = f"i*{inner}" if inner != 1 else "i"
     w(f"for (int i = 0; i < {n}; ++i) yr[{at}] *= inv;")
