@@ -118,10 +118,18 @@ def test_two_jobs_give_the_same_file(reference: Path, folder: Path) -> None:
     assert not list(folder.glob(".two.json.partial*"))  # the partial file is gone when done
 
 
+def _default_sigint() -> None:
+    """In the sweep's child before exec: Ctrl-C as a terminal delivers it. A test run started in
+    the background of a non-interactive shell inherits SIGINT ignored, and a Python started so
+    never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_long(folder: Path, out: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "opfuse", "sweep", *LONG_MODELS, "--targets",
                              "all", "-o", out, "--jobs", "1", "--quiet", *extra], cwd=folder,
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
 
 
 def _wait_rows(proc: subprocess.Popen, partial: Path, rows: int, timeout: float = 300) -> None:
