@@ -40,7 +40,7 @@ from opfuse.backends.c.matmul_tile import (
     panel_strides,
     tile_shape,
 )
-from opfuse.backends.c.norms import HOST_SOFTMAX_LANES, softmax_row, sum8  # row reductions
+from opfuse.backends.c.norms import softmax_lanes, softmax_row, sum8  # row reductions
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.attention import Core, block_rows, perm_of
 from opfuse.memory.lifetimes import RING_PREFIX
@@ -123,7 +123,7 @@ def emit_attention(w: CWriter, core: Core, params: Params) -> None:
         w(f"float *sr = {row} + r*{n};")
         for node in core.scores:
             _score_op(w, node, core, "sr", n, params, [*coords, "q0 + r"], full(n))
-        total = softmax_row(w, "sr", "sr", n, lanes=8 if on_board else HOST_SOFTMAX_LANES)
+        total = softmax_row(w, "sr", "sr", n, lanes=softmax_lanes(on_board))
         w(f"inv[r] = 1.0f / {total};")
         w.close()
         _product(w, Operands(row, n, 1, "vb", vs[-2], False, vs[-1]), "yb",

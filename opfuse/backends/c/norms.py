@@ -33,6 +33,11 @@ def sum8(w: CWriter, out: str, n: int, expr: str) -> None:
 HOST_SOFTMAX_LANES = 32  # partial maxima and sums of a softmax row on the host (softmax_row)
 
 
+def softmax_lanes(on_board: bool) -> int:
+    """softmax_row's lanes where the C runs: 8 on an MCU board, HOST_SOFTMAX_LANES on a host."""
+    return 8 if on_board else HOST_SOFTMAX_LANES
+
+
 def softmax_row(w: CWriter, row: str, out: str, n: int, stride: int = 1, lanes: int = 8) -> str:
     """``out[i] = exp(row[i] - max(row))`` over ``n`` elements ``stride`` apart; returns the C
     name of their sum. Three loops that each vectorize: ``lanes`` running maxima (one would be a
@@ -79,8 +84,7 @@ def emit_softmax(w: CWriter, node: ir.Node, params: Params, opset: int) -> None:
     w.open(f"for (int q = 0; q < {inner}; ++q)")
     w(f"const float *xr = {x} + o*{n * inner} + q;")
     w(f"float *yr = {y} + o*{n * inner} + q;")
-    lanes = 8 if params.store.on_board else HOST_SOFTMAX_LANES
-    total = softmax_row(w, "xr", "yr", n, inner, lanes)
+    total = softmax_row(w, "xr", "yr", n, inner, softmax_lanes(params.store.on_board))
     w(f"const float inv = 1.0f / {total};")
     at = f"i*{inner}" if inner != 1 else "i"
     w(f"for (int i = 0; i < {n}; ++i) yr[{at}] *= inv;")
