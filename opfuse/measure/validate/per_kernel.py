@@ -172,7 +172,8 @@ def per_kernel(
         feeds = random_feeds(info, seed)
     names = [o.name for k in entries for o in k.outputs]
     steps: set[str] = set()  # int8 outputs compared in quantization steps
-    if is_quantized(result.optimized) and result.optimized.meta.get("opfuse.rounding") == ONNX:
+    isolated = is_quantized(result.optimized) and result.optimized.meta.get("opfuse.rounding") == ONNX
+    if isolated:
         ref = _ort_intermediates(result, fuse, names, feeds)
         got = dump_kernels(folder, feeds, isolate=ref)
         steps = {n for n, v in ref.items() if np.asarray(v).dtype.kind in "iu" and np.asarray(v).itemsize == 1}
@@ -203,7 +204,7 @@ def per_kernel(
             outs.append(compare(item.name, r, got[item.name].reshape(r.shape), *tol))
         checks.append(KernelCheck(entry.index, entry.function, tuple(entry.ops),
                                   tuple(entry.nodes), tuple(outs)))
-    return PerKernelReport(tuple(checks), source, rtol, atol, isolated=bool(steps))
+    return PerKernelReport(tuple(checks), source, rtol, atol, isolated=isolated)
 
 
 def random_feeds(info: Manifest, seed: int = 0) -> dict[str, np.ndarray]:
