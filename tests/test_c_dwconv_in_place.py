@@ -32,6 +32,7 @@ from opfuse.backends.c.rowsource import RowSink, RowSource
 from opfuse.measure.run import qemu
 from opfuse.measure.validate.c_float import reference
 from opfuse.pipeline import compile_model
+from opfuse.targets import load_target
 from tests.helpers.cascade import streaming
 from tests.helpers.chain_graph import ChainGraph
 
@@ -118,7 +119,7 @@ def _reference(x: np.ndarray, wt: np.ndarray, bias: np.ndarray, g: ConvGeom,
 def test_in_place_member_stores_the_bands_bits(name: str, step: int, tmp_path: Path) -> None:
     kernel, d, pads = GEOMETRIES[name]
     g = _geom(kernel, d, pads)
-    assert in_place(g, on_board=True) and not in_place(g, on_board=False)
+    assert in_place(g, load_target("cortex-m7").isa) and not in_place(g, load_target("x86-host").isa)
     (tmp_path / "dw.c").write_text(_harness(g, step))
     subprocess.run(["gcc", *BASE, *WARN, "-shared", "-fPIC", "dw.c", "-o", "dw.so"],
                    cwd=tmp_path, check=True)
@@ -171,7 +172,7 @@ def test_board_cascade_in_place_is_the_band_build_bit_for_bit(band: int, tmp_pat
     placed = _run_on_board(result, tmp_path / "in_place")
     in_place_rows = re.compile(r"const float \*x0 = ih0 < 0 \|\| ih0 >= \d+ \? arg\d+ : ")
     assert in_place_rows.search((tmp_path / "in_place" / "model.c").read_text())
-    monkeypatch.setattr(cascade, "in_place", lambda g, on_board: False)
+    monkeypatch.setattr(cascade, "in_place", lambda g, isa: False)
     banded = _run_on_board(result, tmp_path / "band")
     assert not in_place_rows.search((tmp_path / "band" / "model.c").read_text())
     assert placed.tobytes() == banded.tobytes()

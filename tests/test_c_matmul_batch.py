@@ -13,9 +13,10 @@ import onnx
 import pytest
 
 from opfuse.backends.c import emit_c
-from opfuse.backends.c.matmul_tile import HOST_TILE, pack_panels
+from opfuse.backends.c.matmul_tile import pack_panels
 from opfuse.measure.validate.c_float import validate_c
 from opfuse.pipeline import compile_model
+from opfuse.targets import load_target
 from tests.helpers.parsed import normal, parsed_model
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -116,7 +117,7 @@ def test_unmergeable_keeps_the_batch_loop(case: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("n", [17, 24, 40])
 def test_padded_panels_hold_b_then_zeros(n: int) -> None:
     """``pack_panels(pad=True)``: every panel NR wide, the last one's extra columns zero."""
-    nr, k = HOST_TILE[1], 5
+    nr, k = load_target("x86-host").isa.matmul_tile[1], 5
     kn = normal(k, n)
     packed = pack_panels(kn, nr, pad=True).reshape(-1, k, nr)
     assert packed.shape[0] == -(-n // nr)

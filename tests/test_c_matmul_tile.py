@@ -21,11 +21,18 @@ from opfuse.backends.c import emit_c
 from opfuse.backends.c.attention import pack_head
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.flags import BASE, WARN
-from opfuse.backends.c.matmul_tile import BOARD_TILE, HOST_TILE, WIDE_IF, WIDE_MR, pack_panels
+from opfuse.backends.c.isa import x86
+from opfuse.backends.c.matmul_tile import pack_panels
 from opfuse.measure.run.host import CModel, build_shared
 from opfuse.measure.validate.c_float import reference, validate_c
 from opfuse.pipeline import compile_model
+from opfuse.targets import load_target
 from tests.helpers.parsed import normal, parsed_model
+
+# the tiles of the ISA records (opfuse/targets/isa.py) and x86's wider one (isa/x86.py)
+HOST_TILE = load_target("x86-host").isa.matmul_tile
+BOARD_TILE = load_target("cortex-m7").isa.matmul_tile
+WIDE_MR, WIDE_IF = x86.KERNELS.matmul_wide[0], f"#if {x86.KERNELS.matmul_wide[1]}"
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

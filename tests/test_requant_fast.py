@@ -76,7 +76,7 @@ def test_fast_requant_is_tflites(tmp_path: Path) -> None:
 
 
 class _Store:
-    rounding, on_board = "tflite", True
+    rounding, narrow_constants = "tflite", True
 
 
 class _Params:

@@ -48,7 +48,7 @@ def fuse_attention(model: ir.Model, layers: Partition, target: Target,
     decisions.extend(refused.values())
     if not cores:
         return Partition(layers.target, layers.kernels, tuple(decisions))
-    return _merge(model, layers, cores, decisions, target.board is not None)
+    return _merge(model, layers, cores, decisions, target.isa.scalar)
 
 
 def _merge(model: ir.Model, layers: Partition, cores: Sequence[Core],

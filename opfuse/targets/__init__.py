@@ -16,6 +16,7 @@ from pathlib import Path
 
 from opfuse.errors import OpfuseError
 from opfuse.targets.board import Board, parse_board
+from opfuse.targets.isa import PORTABLE, Isa, parse_isa
 from opfuse.targets.perf import MemoryLevel, Perf, parse_perf
 
 DEFAULT_TARGET = "x86-host"
@@ -86,9 +87,10 @@ class Target:
     precisions: tuple[str, ...]
     perf: Perf | None = None  # rates, memory levels, energy; None when the file has no [perf]
     board: Board | None = None  # the emulated board (QEMU) the C runs on; None without [board]
+    isa: Isa = PORTABLE  # what the C's kernels are tiled for ([isa], opfuse/targets/isa.py)
 
 
-_TOP_KEYS = ("name", "description", "source", "precisions", "fusion", "perf", "board")
+_TOP_KEYS = ("name", "description", "source", "precisions", "fusion", "perf", "board", "isa")
 _REQUIRED = ("name", "source", "precisions", "fusion")
 _CLASSES = ("clamp", "activation", "arith")
 _CLASS_FIELDS = ("anchor_epilogue", "elementwise_epilogue", "pool_epilogue")
@@ -178,6 +180,7 @@ def parse_target(path: Path) -> Target:
         precisions=tuple(precisions),
         perf=perf,
         board=parse_board(data.get("board"), path),
+        isa=parse_isa(data.get("isa"), path),
     )
 
 

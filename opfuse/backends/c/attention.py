@@ -40,10 +40,11 @@ from opfuse.backends.c.matmul_tile import (
     panel_strides,
     tile_shape,
 )
-from opfuse.backends.c.norms import softmax_lanes, softmax_row, sum8  # row reductions
+from opfuse.backends.c.norms import softmax_row, sum8  # row reductions
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.attention import Core, block_rows, perm_of
 from opfuse.memory.lifetimes import RING_PREFIX
+from opfuse.targets.isa import Isa
 
 C_OPS = {"Mul": "*", "Div": "/", "Add": "+", "Sub": "-"}
 
@@ -104,30 +105,30 @@ def emit_attention(w: CWriter, core: Core, params: Params) -> None:
     qs, ks, vs = st["q"], st["k"], st["v"]
     w(f"const float *kb = {k} + {offset_expr(coords, ks[:-2])};")
     w(f"const float *vb = {v} + {offset_expr(coords, vs[:-2])};")
-    on_board = params.store.on_board
+    isa = params.store.isa
     kt_src = Operands("qb", qs[-2], qs[-1], "kb", ks[-2], False, ks[-1])
     packed = params.store.plan.offsets.get(RING_PREFIX + qk.inputs[1].name)
     if packed is not None:  # fusion/attention.py:scratch_rings planned a head of Kt for panels
         kp = params._add("ring:" + qk.inputs[1].name, f"float *{params.restrict} {{name}}",
                          f"A + {packed // 4}")
-        pack_head(w, kp, ks[-2], ks[-1], d, n, tile_shape(on_board)[1])
+        pack_head(w, kp, ks[-2], ks[-1], d, n, tile_shape(isa)[1])
         kt_src = Operands("qb", qs[-2], qs[-1], kp, 0, True)
     # each block size its own loop: the MatMul core takes constant sizes
-    for rows in block_loops(w, m, block_rows(core, on_board), "blk", "q0"):
+    for rows in block_loops(w, m, block_rows(core, isa.scalar), "blk", "q0"):
         w(f"const float *qb = {q} + {offset_expr([*coords, 'q0'], qs[:-1])};")
         w(f"float *yb = {y} + {offset_expr([*coords, 'q0'], ys[:-1])};")
         _product(w, kt_src, row,
-                 lambda r: f"({r})*{n}", (rows, n, d), on_board)
+                 lambda r: f"({r})*{n}", (rows, n, d), isa)
         w(f"float inv[{rows}];")
         w.open(f"for (int r = 0; r < {rows}; ++r)")
         w(f"float *sr = {row} + r*{n};")
         for node in core.scores:
             _score_op(w, node, core, "sr", n, params, [*coords, "q0 + r"], full(n))
-        total = softmax_row(w, "sr", "sr", n, lanes=softmax_lanes(on_board))
+        total = softmax_row(w, "sr", "sr", n, lanes=isa.softmax_lanes)
         w(f"inv[r] = 1.0f / {total};")
         w.close()
         _product(w, Operands(row, n, 1, "vb", vs[-2], False, vs[-1]), "yb",
-                 lambda r: offset_expr([r], ys[-2:-1]), (rows, dv, n), on_board, "inv")
+                 lambda r: offset_expr([r], ys[-2:-1]), (rows, dv, n), isa, "inv")
     for _ in batch:
         w.close()
 
@@ -143,15 +144,15 @@ def pack_head(w: CWriter, kp: str, kd: int, kn: int, d: int, n: int, nr: int) ->
 
 
 def _product(w: CWriter, src: Operands, y: str, y_row: Callable[[str], str],
-             mnk: tuple[int, int, int], on_board: bool, row_scale: str | None = None) -> None:
+             mnk: tuple[int, int, int], isa: Isa, row_scale: str | None = None) -> None:
     """``y[y_row(m) + j] = sum_kk A[m, kk] * B[kk, j]`` (times ``row_scale[m]``): the
     register-blocked MatMul core, or, for a B whose strided columns would not fit the core's
     stack panel, plain loops."""
     m, n, k = mnk
-    nr = tile_shape(on_board)[1]
+    nr = tile_shape(isa)[1]
     factor = (lambda r: f"{row_scale}[{r}]") if row_scale else None  # noqa: E731
     if src.b_n == 1 or (src.b_n != 0 and k * nr <= PANEL_FLOATS):
-        emit_core(w, src, Output(Chain((m, n)), (), y, y_row, row_scale=factor), m, n, k, on_board)
+        emit_core(w, src, Output(Chain((m, n)), (), y, y_row, row_scale=factor), m, n, k, isa)
         return
     w.open(f"for (int mi = 0; mi < {m}; ++mi) for (int nj = 0; nj < {n}; ++nj)")
     sum8(w, "s", k, f"{src.a}[{offset_expr(['mi', '@'], [src.a_m, src.a_k])}] * "

@@ -327,7 +327,7 @@ def _conv(w: CWriter, ms: list[ir.Node], src: RowSource, dst: RowSource, stores:
     if g.icg == 1 and g.ocg == 1:  # depthwise
         wt = params.weight(head.inputs[1].name, weight)
         zero = (params.weight(f"dw:zrow:{g.iw}", np.zeros(g.iw, np.float32))
-                if in_place(g, params.store.on_board) else None)
+                if in_place(g, params.store.isa) else None)
         emit_depthwise_rows(w, g, src, wt, b, sink, most, zero)
         return
     packed, meta = pack_weights(weight.reshape(g.oc, g.icg, g.k[0], g.k[1]), g.group)

@@ -35,8 +35,9 @@ from opfuse.backends.c.files import (
     weights_c,
 )
 from opfuse.backends.c.int8.cascade import shape_twins
-from opfuse.backends.c.int8.conv_mcu import has_dsp
+from opfuse.backends.c.int8.conv_mcu import matrix_core
 from opfuse.backends.c.int8.requant import helpers, int8_info, rounding_of
+from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.kernel_functions import KernelFunctions
 from opfuse.backends.c.kernels import check_covered, emit_kernel
 from opfuse.backends.c.manifest import (
@@ -97,8 +98,8 @@ def generate(
     check_covered(list(model.graph))
     require_static(model, "C backend")  # a static arena needs every size (custom ops: analyze)
     blob = WeightBlob(WEIGHT_ALIGN if result.target.board is None else MCU_WEIGHT_ALIGN)
-    store = Store(plan, blob, rounding_of(model), armv7em=has_dsp(result.target))
-    store.on_board = result.target.board is not None
+    store = Store(plan, blob, rounding_of(model), isa=result.target.isa,
+                  narrow_constants=result.target.board is not None)
     opset = _opset(model)
     funcs = CWriter()
     calls = CWriter(1)
@@ -106,7 +107,7 @@ def generate(
     defined = KernelFunctions()
     # cascade members of one shape as shared functions (int8/cascade.py)
     store.member_functions = (funcs, KernelFunctions("m"), shape_twins(part.kernels, nodes))
-    if cascades and store.armv7em:  # what a cascade member's scratch may spend (int8/conv_mcu.py)
+    if cascades and matrix_core(store.isa):  # what a cascade member's scratch may spend
         store.cascade_saving = c_schedule(result, fuse, False, planner).plan.peak_bytes \
             - plan.peak_bytes
     debug: list[KernelRecord] = []  # per kernel: its members and outputs, for validate --per-kernel
@@ -147,7 +148,8 @@ def generate(
     )
     files = {
         "model.h": model_h(info),
-        "model.c": _model_c(info, funcs, calls, where_in, where_out, helpers(model)),
+        "model.c": _model_c(info, funcs, calls, where_in, where_out, helpers(model),
+                            kernels(result.target.isa).prelude),
         "weights.c": weights_c(blob.data()),
         "main.c": main_c(info),
         "Makefile": MAKEFILE,
@@ -254,7 +256,7 @@ def common_ctype(items: tuple[TensorRecord, ...]) -> str:
 
 
 def _model_c(info: Manifest, funcs: CWriter, calls: CWriter, where_in: list, where_out: list,
-             extra: str = ""):
+             extra: str = "", prelude: str = ""):
     n_in, n_out = len(info.inputs), len(info.outputs)
     ins, outs = run_args(info)
     ti, to = common_ctype(info.inputs), common_ctype(info.outputs)
@@ -266,13 +268,7 @@ def _model_c(info: Manifest, funcs: CWriter, calls: CWriter, where_in: list, whe
 #include <string.h>
 #include "model.h"
 
-/* int8 dot products use the DSP extension's SMLAD where the core has it (Cortex-M4, M7;
-   opfuse/backends/c/int8/dsp.py); -DOPFUSE_NO_DSP keeps the portable C. */
-#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32) && !defined(OPFUSE_NO_DSP)
-#include <arm_acle.h>
-#define OPFUSE_DSP 1
-#endif
-
+{prelude}
 /* Kernels stay functions on Arm: inlined into the invoke, arm-none-eabi-gcc 12 -O2 compiled the
    same depthwise kernel of kws_ref_model into 57% more instructions in its cascaded build.
    noipa, not just noinline: a kernel called once with constant arena addresses is otherwise

@@ -67,10 +67,10 @@ def emit_gemm(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     a_st = (1, m) if ta else (k, 1)  # strides of (m, k)
     b_arr = const(b_v)
     packed = b_arr is not None
-    pad = packed and pads_tail(n, params.store.on_board)
+    pad = packed and pads_tail(n, params.store.isa)
     if packed:
         kn = (b_arr.T if tb else b_arr).astype(np.float32) * np.float32(alpha)
-        nr = tile_shape(params.store.on_board)[1]
+        nr = tile_shape(params.store.isa)[1]
         b = params.weight(f"{b_v.name}:panels{nr}:{pad}:{alpha}:{tb}", pack_panels(kn, nr, pad))
         b_st, scale = (n, 1), None
     else:
@@ -82,11 +82,11 @@ def emit_gemm(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     shape = dims(node.outputs[0], node)
     chain = build_chain(pre, shape, params, node.outputs[0].name)
     # a runtime transB (strided columns) is copied panel by panel, as a transposed MatMul view
-    if packed or b_st[1] == 1 or k * tile_shape(params.store.on_board)[1] <= PANEL_FLOATS:
+    if packed or b_st[1] == 1 or k * tile_shape(params.store.isa)[1] <= PANEL_FLOATS:
         y = params.out((pre or [node])[-1].outputs[0], node) if not into_row else ROW_BUFFER
         src = Operands(a, a_st[0], a_st[1], b, b_st[0], packed, 1 if packed else b_st[1], pad)
         out = Output(chain, (), y, lambda r: f"({r})*{n}", scale, bias)
-        emit_core(w, src, out, m, n, k, params.store.on_board, after_row,
+        emit_core(w, src, out, m, n, k, params.store.isa, after_row,
                   lambda r: f"{r}*{n}", into_row)
         return
     y = ROW_BUFFER if into_row else params.out((pre or [node])[-1].outputs[0], node)
@@ -160,7 +160,7 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     b_arr = const(b_v) if b is None and len(b_shape) <= 2 else None
     packed = b_arr is not None and b_arr.dtype == np.float32
     if packed:  # a Linear's weight: packed into the core's panels at generation time
-        nr, pad = tile_shape(params.store.on_board)[1], pads_tail(n, params.store.on_board)
+        nr, pad = tile_shape(params.store.isa)[1], pads_tail(n, params.store.isa)
         b = params.weight(f"{b_v.name}:panels{nr}:{pad}", pack_panels(b_arr.reshape(k, n), nr, pad))
     b = b or params.inp(b_v, node)
     chain = build_chain(pre, shape, params, node.outputs[0].name)
@@ -171,16 +171,16 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
             ops.append(Operand(o.ptr, tuple(_restride(src, shape, full))))
         chain = Chain(full, chain.steps, ops)
     y = ROW_BUFFER if into_row else params.out((pre or [node])[-1].outputs[0], node)
-    nr = tile_shape(params.store.on_board)[1]
+    nr = tile_shape(params.store.isa)[1]
     on_core = packed or b_st[-1] == 1 or (b_st[-1] != 0 and k * nr <= PANEL_FLOATS)
     merged = _merged_rows(batch, m, a_st, b_st, chain) if on_core else None
     if merged is not None:  # one GEMM of M = prod(batch) * m rows over a shared B
         a_m, mchain = merged
         big_m = math.prod(batch) * m
         src = Operands(a, a_m, a_st[-1], b if packed else f"({b})", b_st[-2], packed, b_st[-1],
-                       packed and pads_tail(n, params.store.on_board))
+                       packed and pads_tail(n, params.store.isa))
         out = Output(mchain, (), y, lambda r: f"({r})*{n}")
-        emit_core(w, src, out, big_m, n, k, params.store.on_board, after_row,
+        emit_core(w, src, out, big_m, n, k, params.store.isa, after_row,
                   lambda r: f"{r}*{n}", into_row)
         return
     coords = []
@@ -193,9 +193,9 @@ def emit_matmul(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         ys = contiguous(full)[:-1]  # the register-blocked core (matmul_tile.py)
         src = Operands(f"({a} + {offset_expr(coords, a_st[:-2])})", a_st[-2], a_st[-1],
                        b if packed else f"({b_base})", b_st[-2], packed, b_st[-1],
-                       packed and pads_tail(n, params.store.on_board))
+                       packed and pads_tail(n, params.store.isa))
         out = Output(chain, tuple(coords), y, lambda r: offset_expr([*coords, r], ys))
-        emit_core(w, src, out, m, n, k, params.store.on_board, after_row,
+        emit_core(w, src, out, m, n, k, params.store.isa, after_row,
                   lambda r: offset_expr([*coords, r], ys), into_row)
     elif view is not None and b_st[-1] != 1 and n > 1:  # a transposed B: packed tiles
         packed_rows(w, chain, coords, m, n, k, a_row, a_st[-1], f"({b_base})",

@@ -20,13 +20,12 @@ every panel of B passes over them); the last block, the last tile of fewer than 
 last panel of fewer than NR columns are emitted as their own loops with constant sizes, so no
 remainder is tested at run time. A runtime B with strided columns (attention's ``Q @ K^T`` read
 through a Transpose) is copied panel by panel into a stack panel of ``k * NR`` floats, once per
-block of rows (``PANEL_FLOATS`` bounds it). On an MCU board (scalar FPU, 32 single registers) the tile is
-4 x 4 with its sums in named scalars (``_scalar_sums``). On the host the tile is 16 columns wide
-and its rows are the C preprocessor's choice (``WIDE_IF``): 8 where AVX-512 gives 32 vector
-registers of 16 floats (one per row of sums), else 4 (AVX2's 16 registers hold 4 rows of two
-8-float halves). In a standalone 196x192x768 product on this Zen 4 host 8 x 16 ran 199-203
-GFLOP/s with -march=native and 4 x 16 137-142; with -march=x86-64-v3 4 x 16 ran 121 and 8 x 16
-71 (spills), hence both tiles in the text. The rows of a block are whole tiles of either.
+block of rows (``PANEL_FLOATS`` bounds it). The tile is the ISA record's ``matmul_tile``
+(opfuse/targets/isa.py): on a scalar FPU (armv7em: 32 single registers) 4 x 4 with its sums in
+named scalars (``_scalar_sums``); on a vector ISA 4 x 16, and its rows may be the C
+preprocessor's choice where the ISA module offers a wider tile (``IsaKernels.matmul_wide``: x86's
+8 rows under AVX-512, isa/x86.py, with the measurements). The rows of a block are whole tiles of
+either.
 
 ``emit_core`` takes its operands as pointers and strides (``Operands``) and its store as an
 ``Output``, so a kernel other than matmul.py's (the attention core's Q @ K^T or P @ V) can call it.
@@ -41,12 +40,9 @@ import numpy as np
 
 from opfuse.backends.c.cgen import CWriter, block_loops, blocks, flit, offset_expr
 from opfuse.backends.c.epilogue import Chain, emit_apply
+from opfuse.backends.c.isa import kernels
+from opfuse.targets.isa import Isa
 
-HOST_TILE = (4, 16)  # (MR, NR)
-BOARD_TILE = (4, 4)
-# the host tile's rows where the vector file has 32 registers (AVX-512's 16-float vectors: one
-# per row of sums), chosen by the C preprocessor; HOST_TILE's 4 rows elsewhere (module docstring)
-WIDE_MR, WIDE_IF = 8, "#if defined(__AVX512F__)"
 BLOCK_A_FLOATS = 64 * 1024  # MC * K: a 256 KB block of A rows (an L2's share)
 PANEL_FLOATS = 4096  # a stack panel of a strided runtime B (k * NR floats)
 SCALAR_NR = 4  # panels this narrow (the board's) keep their sums in named scalars
@@ -57,15 +53,16 @@ BOARD_ROW_FLOATS, HOST_ROW_FLOATS = 4096, 32768
 RowHook = Callable[[CWriter, str], None]  # matmul.RowHook: called with each finished row's offset
 
 
-def tile_shape(on_board: bool) -> tuple[int, int]:
-    return BOARD_TILE if on_board else HOST_TILE
+def tile_shape(isa: Isa) -> tuple[int, int]:
+    """(MR, NR): the ISA record's tile (``[isa] matmul_tile``)."""
+    return isa.matmul_tile
 
 
-def pads_tail(n: int, on_board: bool) -> bool:
+def pads_tail(n: int, isa: Isa) -> bool:
     """Whether a packed B's last panel of fewer than NR columns is zero-padded to NR (module
     docstring): on the host, when there is at least one full panel."""
-    nr = tile_shape(on_board)[1]
-    return not on_board and n >= nr and n % nr != 0
+    nr = tile_shape(isa)[1]
+    return not isa.scalar and n >= nr and n % nr != 0
 
 
 def panel_strides(k: int, width: int) -> tuple[int, int, int]:
@@ -123,23 +120,24 @@ class Output:
 
 
 def emit_core(w: CWriter, src: Operands, out: Output, m: int, n: int, k: int,
-              on_board: bool, after_row: RowHook | None = None,
+              isa: Isa, after_row: RowHook | None = None,
               row_of: Callable[[str], str] | None = None, into_row: bool = False) -> None:
     """All of ``Y = A @ B`` for one batch coordinate (module docstring). With ``after_row``,
     each block of rows is finished across all panels, then ``after_row(w, row_of("m"))`` runs
     with ``m`` declared for each of its rows; with ``into_row`` the rows are stored in a stack
     buffer (``orow`` points at row m's) instead of ``y``."""
-    mr, nr = tile_shape(on_board)
+    mr, nr = tile_shape(isa)
+    wide = kernels(isa).matmul_wide
     mc = min(m, BLOCK_A_FLOATS // max(k, 1))
     if into_row:  # the rows wait in a stack buffer for the hook: a block fits in it
-        mc = min(mc, (BOARD_ROW_FLOATS if on_board else HOST_ROW_FLOATS) // max(n, 1))
-    step = mr if on_board else WIDE_MR  # a block is whole tiles of either host tile
+        mc = min(mc, (BOARD_ROW_FLOATS if isa.scalar else HOST_ROW_FLOATS) // max(n, 1))
+    step = wide[0] if wide else mr  # a block is whole tiles of either tile
     mc = max(step, mc // step * step)
     mc = min(mc, m)
     for rows in block_loops(w, m, mc, "mb", "m1"):
         if into_row:
             w(f"float orows[{rows * n}];")
-        _block(w, src, out, rows, n, k, mr, nr, into_row)
+        _block(w, src, out, rows, n, k, (mr, nr, wide), into_row)
         if after_row is not None:
             w.open(f"for (int r = 0; r < {rows}; ++r)")
             w("const int m = m1 + r;")
@@ -149,9 +147,11 @@ def emit_core(w: CWriter, src: Operands, out: Output, m: int, n: int, k: int,
             w.close()
 
 
-def _block(w: CWriter, src: Operands, out: Output, rows: int, n: int, k: int, mr: int, nr: int,
-           into_row: bool) -> None:
-    """Rows ``m1 .. m1+rows`` of Y: every panel of B over the block's tiles of MR rows."""
+def _block(w: CWriter, src: Operands, out: Output, rows: int, n: int, k: int,
+           tiles: tuple[int, int, tuple[int, str] | None], into_row: bool) -> None:
+    """Rows ``m1 .. m1+rows`` of Y: every panel of B over the block's tiles of MR rows
+    (``tiles``: MR, NR and the ISA's wider tile, ``IsaKernels.matmul_wide``)."""
+    mr, nr, wide_tile = tiles
     for width in block_loops(w, n, nr, "p", "n0"):
         wide = nr if src.packed and src.padded else width  # a padded panel: NR-wide sums
         if src.packed:  # panel p starts after p full panels of k*NR floats
@@ -167,11 +167,11 @@ def _block(w: CWriter, src: Operands, out: Output, rows: int, n: int, k: int, mr
             w(f"const float *bp = {src.b} + n0;")
             b_k = src.b_k
         row_len = n if into_row else 0
-        if nr <= SCALAR_NR:  # the board's scalar tile
+        if nr <= SCALAR_NR or wide_tile is None:  # one tile (the board's scalar one, or MR)
             _tiles(w, src, out, rows, mr, (wide, k, b_k, row_len, width))
-        else:  # the host's: WIDE_MR rows per tile with 32 vector registers, else MR
-            w(WIDE_IF)
-            _tiles(w, src, out, rows, WIDE_MR, (wide, k, b_k, row_len, width))
+        else:  # the ISA's wider tile where its condition holds, else MR rows
+            w(f"#if {wide_tile[1]}")
+            _tiles(w, src, out, rows, wide_tile[0], (wide, k, b_k, row_len, width))
             w("#else")
             _tiles(w, src, out, rows, mr, (wide, k, b_k, row_len, width))
             w("#endif")

@@ -30,12 +30,6 @@ def sum8(w: CWriter, out: str, n: int, expr: str) -> None:
         w(f"for (int i = {n - n % 8}; i < {n}; ++i) {out} += {expr.replace('@', 'i')};")
 
 
-HOST_SOFTMAX_LANES = 32  # partial maxima and sums of a softmax row on the host (softmax_row)
-
-
-def softmax_lanes(on_board: bool) -> int:
-    """softmax_row's lanes where the C runs: 8 on an MCU board, HOST_SOFTMAX_LANES on a host."""
-    return 8 if on_board else HOST_SOFTMAX_LANES
 
 
 def softmax_row(w: CWriter, row: str, out: str, n: int, stride: int = 1, lanes: int = 8) -> str:
@@ -84,7 +78,7 @@ def emit_softmax(w: CWriter, node: ir.Node, params: Params, opset: int) -> None:
     w.open(f"for (int q = 0; q < {inner}; ++q)")
     w(f"const float *xr = {x} + o*{n * inner} + q;")
     w(f"float *yr = {y} + o*{n * inner} + q;")
-    total = softmax_row(w, "xr", "yr", n, inner, softmax_lanes(params.store.on_board))
+    total = softmax_row(w, "xr", "yr", n, inner, params.store.isa.softmax_lanes)
     w(f"const float inv = 1.0f / {total};")
     at = f"i*{inner}" if inner != 1 else "i"
     w(f"for (int i = 0; i < {n}; ++i) yr[{at}] *= inv;")

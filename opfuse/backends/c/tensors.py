@@ -13,6 +13,7 @@ from opfuse.backends.c.ctype import BOOL, FLOAT, INT64, CType, ctype_of
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
 from opfuse.memory import MemoryPlan
+from opfuse.targets.isa import PORTABLE, Isa
 
 WEIGHT_ALIGN = 64  # bytes: on the host every weight starts on a cache line
 # On a Cortex-M board flash has no cache line to start on (the M4 has no cache, the M7's lines are
@@ -65,10 +66,11 @@ class Store:
     """Resolves values to C pointer expressions: ``A + k`` (arena) or ``W + k`` (weights)."""
 
     def __init__(self, plan: MemoryPlan, blob: WeightBlob, rounding: str = "tflite",
-                 armv7em: bool = False) -> None:
+                 isa: Isa = PORTABLE, narrow_constants: bool = False) -> None:
         self.plan = plan
-        self.armv7em = armv7em  # the target's cores have the DSP extension (int8/conv_mcu.py)
-        self.on_board = False  # an MCU board's flash: the narrowest constant types (int8/common.py)
+        self.isa = isa  # what the kernels are tiled for (opfuse/targets/isa.py)
+        # constants in an MCU's flash: the narrowest C types that hold them (int8/common.py)
+        self.narrow_constants = narrow_constants
         self.step: int | None = None  # the kernel being emitted (its step in the memory plan)
         # arena bytes the cascades save over layer by layer: stack scratch a cascade member may
         # spend to keep the matrix core's full tile (int8/conv_mcu.py)

@@ -102,7 +102,7 @@ def requant_arrays(params: Params, key: str, real: np.ndarray,
     m, s = multipliers(real)
     # TFLite's shifts lie in [-31, 31]: one byte each in a board's flash (3 bytes fewer per
     # output channel of every layer; LDRSB is one load as LDR is), int32 on the host
-    shift = INT8 if getattr(params.store, "on_board", False) else INT32
+    shift = INT8 if getattr(params.store, "narrow_constants", False) else INT32
     if bound is not None and bound < FAST_BOUND and bool((s <= -1).all()):
         if (m == m[0]).all() and (s == s[0]).all():
             return Requant(mode, "", "", True, fast=True, literal=(int(m[0]), int(s[0])))

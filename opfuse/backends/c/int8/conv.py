@@ -18,11 +18,12 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, attr, dims, who
 from opfuse.backends.c.conv import conv_geom
 from opfuse.backends.c.ctype import INT8, INT32
-from opfuse.backends.c.int8 import conv_mcu, dsp, gemm_mcu
+from opfuse.backends.c.int8 import conv_mcu, gemm_mcu
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import bias_array, int_ctype, quant, requant_arrays, rounding
 from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise8, is_depthwise8
 from opfuse.backends.c.int8.matmul_act import emit_matmul_act8
+from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pools import window
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
@@ -334,7 +335,7 @@ def emit_gemm8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
     w.open(f"for (int j = 0; j < {n_out}; ++j)")
     w(f"const int8_t *br = {wt} + j*{k};")
     w(f"int32_t acc = {b + '[j]' if b else '0'};")
-    dsp.dot(w, "acc", "ar", act.name, za, "br", k)  # __smlad on Cortex-M4/M7
+    kernels(params.store.isa).dot(w, "acc", "ar", act.name, za, "br", k)
     w(f"int32_t v = opfuse_clamp({rq('acc', 'j')} + {zy}, {yct.lo}, {yct.hi});")
     if chain is not None:
         if len(shape) == 2:

@@ -5,8 +5,9 @@ stage per value (bias, the one requantization helper, + z_y, clamp, the chain); 
 Same integers as the layer-by-layer kernels of ``conv.py`` (docs/architecture.md, "int8 matrix
 kernels on Cortex-M").
 
-Chosen by ``conv.emit_conv8``/``emit_gemm8`` when the target's cores have the DSP extension
-(``Store.armv7em``); the x86 host keeps ``conv.py``'s kernels, which suit its vector units.
+Chosen by ``conv.emit_conv8``/``emit_gemm8`` when the target's ISA record sums int8 products
+with SMLAD (``matrix_core``: ``[isa] int8_dot = "smlad"``, the armv7em record); other ISAs keep
+``conv.py``'s kernels, which suit vector units.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
 from opfuse.quant import conv_scales
+from opfuse.targets.isa import Isa
 
 # The register tile, measured under QEMU on kws_ref_model (docs/architecture.md): 6 pixels x 1
 # channel beat 4x1, 5x1, 3x2 and 2x2 (CMSIS-NN's) on 1x1 and im2col'd convs.
@@ -62,22 +64,21 @@ STACK_SCRATCH_BYTES = 1024
 CASCADE_SCRATCH_BYTES = 8192
 
 
-DSP_CORES = ("cortex-m4", "cortex-m7")  # Armv7E-M: SMLAD, SXTB16 (Arm ARMv7-M ARM, A4.4.3)
 
 
-def has_dsp(target) -> bool:  # noqa: ANN001
-    """Whether the C is built for a core with the DSP extension (the board's -mcpu)."""
-    board = getattr(target, "board", None)
-    return board is not None and any(f"-mcpu={c}" in board.cflags for c in DSP_CORES)
+def matrix_core(isa: Isa) -> bool:
+    """Whether the ISA's int8 products are SMLAD pairs, which this core is built on (its record's
+    ``int8_dot``, opfuse/targets/isa.py), not the CPU's name."""
+    return isa.int8_dot == "smlad"
 
 
 def uses_matrix_core(g: ConvGeom, params: Params) -> bool:
-    """Whether a conv runs on the matrix core: DSP targets, every conv but the depthwise ones."""
-    return getattr(params.store, "armv7em", False) and not (g.group > 1 and g.icg == 1)
+    """Whether a conv runs on the matrix core: SMLAD targets, every conv but the depthwise ones."""
+    return matrix_core(params.store.isa) and not (g.group > 1 and g.icg == 1)
 
 
 def uses_matrix_gemm(params: Params) -> bool:
-    return getattr(params.store, "armv7em", False)
+    return matrix_core(params.store.isa)
 
 
 

@@ -1,0 +1,29 @@
+"""What an ISA module gives the kernels (docs/isa.md): one frozen record of micro-kernel writers
+and C text, the same fields for every instruction set, so a kernel family asks for "the int8 dot
+product" or "the MatMul core's wider tile" and never names a CPU, a feature macro or a header.
+
+Each writer emits its own preprocessor guard (the compiler's feature macros), with the portable C
+in its ``#else``: one generated project builds with any compiler for any core, and the ISA record
+of the target (opfuse/targets/isa.py) only decides which micro-kernels are written into it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from opfuse.backends.c.cgen import CWriter
+
+# dot(w, acc, a, a_ctype, za, b, k): C adding sum((a[kk] - za) * b[kk]) for kk < k to int32
+# ``acc``; ``a`` int8_t or uint8_t (``a_ctype``), ``b`` int8 weights (zero point 0).
+DotWriter = Callable[[CWriter, str, str, str, int, str, int], None]
+
+
+@dataclass(frozen=True)
+class IsaKernels:
+    name: str  # the [isa] name that selects this module
+    prelude: str  # model.c text the micro-kernels need: feature detection, intrinsics headers
+    dot: DotWriter  # the int8 dot product of a row of activations and a row of weights
+    # (rows, C condition) of the float MatMul core's wider tile (matmul_tile.py) where the
+    # condition holds at compile time, the record's matmul_tile elsewhere; None: one tile
+    matmul_wide: tuple[int, str] | None = None
