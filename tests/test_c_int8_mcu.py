@@ -1,4 +1,4 @@
-"""The Cortex-M int8 matrix kernels (opfuse/backends/c/int8/conv_mcu.py, im2col.py, matmul_dsp.py)
+"""The Cortex-M int8 matrix kernels (opfuse/backends/c/int8/conv_mcu.py, im2col.py, isa/armv7em/matrix.py)
 against TFLite Micro, bit for bit: one-op .tflite files (tests/helpers/tflite_builder.py) compiled for
 cortex-m7, built and run on the host (the portable C of the same kernels, same weight layout) on 20
 seeded inputs; then the DSP build and the -DOPFUSE_NO_DSP build under QEMU on both boards."""
@@ -77,7 +77,7 @@ FC_CASES = {
     "k37_n10": (37, 10, 7, True, None, 21),
     "k64_n5_zx_min": (64, 5, -128, False, "relu", 22),
     "k3_n4_zx_max": (3, 4, 127, True, None, 23),
-    # the 4-row assembly core (gemm_mcu.emit_dot_quads): 8 steps a pass with one requantization
+    # the 4-row assembly core (isa/armv7em/dot.py: dot_quads): 8 steps a pass with one requantization
     # for every row (literals), 4 steps a pass with per-row arrays
     "k64_n8_quads_per_tensor": (64, 8, -128, False, "relu", 24),
     "k36_n12_quads_per_channel": (36, 12, 9, True, None, 25),
@@ -107,7 +107,7 @@ def test_mcu_fully_connected_matches_tflite_micro(case: str, tmp_path: Path) -> 
 
 def test_cortex_m_targets_get_the_matrix_kernels(tmp_path: Path) -> None:
     """The host keeps conv.py's kernels; cortex-m4/m7 C has the matrix core's SMLAD loop (its
-    assembly: matmul_dsp._asm_quads)."""
+    assembly: isa/armv7em/matrix.py: _asm_quads)."""
     from opfuse.backends.c.emit import generate
     from opfuse.pipeline import compile_model
 

@@ -81,10 +81,6 @@ def acc_bound(weights: np.ndarray, bias: np.ndarray, x_lo: int, x_hi: int, zx: i
     return int((wsum * dx + np.abs(np.asarray(bias, np.int64))).max(initial=0))
 
 
-# what __ssat(v, 8) returns, for gcc's value ranges (it does not know the builtin's): a later
-# clamp to the same range is then dropped; OPFUSE_DSP builds are gcc or clang, which have it
-SSAT_RANGE = "if (v < -128 || v > 127) __builtin_unreachable();"
-
 FAST_BOUND = 1 << 30  # opfuse_requant_r doubles the accumulator in 32 bits (requant.py)
 
 

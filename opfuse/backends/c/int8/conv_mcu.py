@@ -1,5 +1,5 @@
 """int8 Conv (not depthwise) for Armv7E-M targets (Cortex-M4, M7): im2col into a small int16
-scratch (``im2col``), the register-blocked matrix core (``matmul_dsp``), then TFLite's output
+scratch (``im2col``), the ISA's register-blocked matrix tile (``isa/armv7em/matrix.py``), then TFLite's output
 stage per value (bias, the one requantization helper, + z_y, clamp, the chain); Gemm/MatMul in
 ``gemm_mcu``.
 Same integers as the layer-by-layer kernels of ``conv.py`` (docs/architecture.md, "int8 matrix
@@ -23,7 +23,6 @@ from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32, CType
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import (
-    SSAT_RANGE,
     Requant,
     acc_bound,
     bias_array,
@@ -38,7 +37,8 @@ from opfuse.backends.c.int8.im2col import (
     order,
     reduction_rows,
 )
-from opfuse.backends.c.int8.matmul_dsp import QUAD, emit_core, padded, weight_rows
+from opfuse.backends.c.isa import kernels
+from opfuse.backends.c.isa.armv7em.matrix import QUAD, emit_core, padded, weight_rows
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
@@ -51,7 +51,7 @@ from opfuse.targets.isa import Isa
 # per value) for reductions up to this long, where it is a large share of the kernel; longer
 # ones keep the loop, whose code is a sixth as large. Measured on vww_96_int8 (M7): every conv
 # unrolled ran more instructions than up to 64 and grew the flash 1.7 KB; 64 grew it 0.4 KB;
-# 16 (vww's 8- and 16-channel 1x1s) leaves room for the core's paired quads (matmul_dsp.py)
+# 16 (vww's 8- and 16-channel 1x1s) leaves room for the core's paired quads (isa/armv7em/matrix.py)
 UNROLL_OUTPUT_KP = 16
 CONV_COLS, CONV_ROWS = 6, 1  # a conv's register tile: output pixels x output channels
 # the scratch's bound on the stack, where the arena has no free gap during the conv: the
@@ -93,21 +93,15 @@ def weights_int8(node: ir.Node, value: ir.Value) -> np.ndarray:
 
 
 def emit_output_value(w: CWriter, rq: Requant, acc: str, ch: str, zy: int, yct: CType,
-                      last: bool) -> None:
+                      last: bool, isa: Isa) -> None:
     """``int32_t v``: an int32 accumulator (bias included) as the output's integer: requantized,
-    + z_y, clamped to the type (conv.py's output stage). The clamp to [-128, 127] is one SSAT
-    under OPFUSE_DSP (saturation to 8 bits is exactly that clamp); before a chain (not
-    ``last``), ``SSAT_RANGE`` tells gcc the value's range, so the
-    chain's own clamp to [-128, 127] (a Relu's at z_y = -128) folds away as after a clamp."""
+    + z_y, clamped to the type (conv.py's output stage). The clamp to [-128, 127] is the ISA's
+    ``saturate8`` (one SSAT on Armv7E-M); before a chain (not ``last``) it may tell the compiler
+    the value's range, so the chain's own clamp to [-128, 127] (a Relu's at z_y = -128) folds
+    away as after a clamp."""
     value = f"{rq(acc, ch)} + {zy}"
     if (yct.lo, yct.hi) == (-128, 127):
-        w("#ifdef OPFUSE_DSP")
-        w(f"int32_t v = __ssat({value}, 8);")
-        if not last:
-            w(SSAT_RANGE)
-        w("#else")
-        w(f"int32_t v = opfuse_clamp({value}, -128, 127);")
-        w("#endif")
+        kernels(isa).saturate8(w, value, not last)
     else:
         w(f"int32_t v = opfuse_clamp({value}, {yct.lo}, {yct.hi});")
 
@@ -127,6 +121,7 @@ class MatConv:
     zy: int
     yct: CType  # the conv's own output type
     cols: int  # output pixels per tile (scratch columns)
+    isa: Isa  # the target's (its micro-kernels: opfuse/backends/c/isa)
 
     @property
     def quads(self) -> int:
@@ -208,7 +203,7 @@ def prepare(node: ir.Node, params: Params, g: ConvGeom, band: int,
         params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32),
         requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)),
                        bound),
-        zx, zy, int_ctype(yv, node), _columns(params, band, kp, cascaded))
+        zx, zy, int_ctype(yv, node), _columns(params, band, kp, cascaded), params.store.isa)
 
 
 def stack_budget(params: Params, cascaded: bool) -> int:
@@ -273,13 +268,13 @@ def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
             for q in range(cols):
                 w.open(f"if ({q} < {count})" if ragged and q else "")
                 w(f"const int q = {q};")
-                emit_output_value(w, mc.rq, f"a{j}_{q} + bj", "oc", mc.zy, mc.yct, last)
+                emit_output_value(w, mc.rq, f"a{j}_{q} + bj", "oc", mc.zy, mc.yct, last, mc.isa)
                 out("q")
                 w.close()
         else:
             w(f"const int32_t acc[{cols}] = {{{', '.join(f'a{j}_{q}' for q in range(cols))}}};")
             w.open(f"for (int q = 0; q < {count}; ++q)")
-            emit_output_value(w, mc.rq, "acc[q] + bj", "oc", mc.zy, mc.yct, last)
+            emit_output_value(w, mc.rq, "acc[q] + bj", "oc", mc.zy, mc.yct, last, mc.isa)
             out("q")
             w.close()
         w.close()

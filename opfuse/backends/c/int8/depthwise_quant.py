@@ -15,6 +15,7 @@ from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.int8 import common
 from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.isa.armv7em import SSAT_RANGE
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.quant import TFLITE, conv_scales, multipliers
@@ -84,7 +85,7 @@ def emit_clamped(w: CWriter, dq: DwQuant, acc: str, lo: int, hi: int,
             r = f"opfuse_requant_r({acc}, qm, qs) + {dq.zy}"
         w(f"int32_t v = __ssat({r}, 8);" if (lo, hi) == (-128, 127) else
           f"int32_t v = opfuse_clamp({r}, {lo}, {hi});")
-        w(common.SSAT_RANGE if (lo, hi) == (-128, 127) else "")
+        w(SSAT_RANGE if (lo, hi) == (-128, 127) else "")
         w("#else")
         r = emit_requantized(w, dq, acc)
         w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
@@ -94,7 +95,7 @@ def emit_clamped(w: CWriter, dq: DwQuant, acc: str, lo: int, hi: int,
     if (lo, hi) == (-128, 127):
         w("#ifdef OPFUSE_DSP")
         w(f"int32_t v = __ssat({r} + {dq.zy}, 8);")
-        w(common.SSAT_RANGE)  # a chain's clamp to the same range then folds away
+        w(SSAT_RANGE)  # a chain's clamp to the same range then folds away
         w("#else")
         w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
         w("#endif")

@@ -7,7 +7,7 @@ Per four reduction steps, under ``OPFUSE_DSP``: one word of A widened once by ``
 of B one word widened the same way and two ``SMLAD`` (ACLE). Where N % 4 = 0 and K % 4 = 0 (every
 layer of ad01_int8) B is stored interleaved at generation time, per 4 rows and 4 steps the 4
 rows' words one after another, and an assembly loop reads them with two LDRDs
-(``emit_dot_quads``); other shapes keep B's natural [N][K] order. The zero point of A is folded
+(``isa/armv7em/dot.py``: ``dot_quads``); other shapes keep B's natural [N][K] order. The zero point of A is folded
 into the bias (no padding in a Gemm: sum (a - z_a) b = sum a b - z_a sum b), so A is read raw,
 and the accumulator starts at the bias. The K % 4 tail, and every step of the portable C
 (``-DOPFUSE_NO_DSP``), is the plain integer dot product over the same bytes: the same int32 sums.
@@ -30,6 +30,7 @@ from opfuse.backends.c.int8.common import (
     rounding,
 )
 from opfuse.backends.c.int8.conv_mcu import emit_output_value, weights_int8
+from opfuse.backends.c.isa.armv7em.dot import dot_quads, dot_rows
 from opfuse.backends.c.tensors import Params
 from opfuse.quant import conv_scales
 
@@ -72,107 +73,18 @@ def emit_gemm_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     w.open(f"for (int j0 = 0; j0 < {n_out}; j0 += {rows})")
     init = [f"{b}[j0 + {jj}]" for jj in range(rows)]
     if quads:
-        emit_dot_quads(w, a="ar", act=act.name, wrow=f"{wt} + j0*{k}", k=k, init=init)
+        dot_quads(w, a="ar", act=act.name, wrow=f"{wt} + j0*{k}", k=k, init=init)
     else:
-        emit_dot_rows(w, rows=rows, a="ar", act=act.name, wrow=f"{wt} + j0*{k}", k=k, init=init)
+        dot_rows(w, rows=rows, a="ar", act=act.name, wrow=f"{wt} + j0*{k}", k=k, init=init)
     for jj in range(rows):  # the output stage per row, unrolled: the sums stay in registers
         w.open("")
         w(f"const int j = j0 + {jj};")
-        emit_output_value(w, rq, f"a{jj}", "j", zy, yct, chain is None)
+        emit_output_value(w, rq, f"a{jj}", "j", zy, yct, chain is None, params.store.isa)
         if chain is not None:
             w(f"v = {chain.emit(w, 'v', _gemm_coords(shape))};")
         w(f"{y}[m*{n_out} + j] = ({yct.name})v;")
         w.close()
     w.close()
-    w.close()
-
-
-def emit_dot_rows(w: CWriter, *, rows: int, a: str, act: str, wrow: str, k: int,
-                  init: list[str] | None = None) -> None:
-    """Declare ``int32_t a{j}`` (``j < rows``): ``init[j]`` (0 without) plus the dot product of
-    ``a`` (k entries) with weight row ``j`` (``wrow + j*k``). The SIMD loop takes 8 steps a pass
-    where k allows (half the loop's counting and branching per MAC), else 4."""
-    widen = "sxtb16" if act == "int8_t" else "uxtb16"
-    start = init or ["0"] * rows
-    w(f"int32_t {', '.join(f'a{j} = {start[j]}' for j in range(rows))};")
-    w.open("")
-    w(f"const {act} *xp = {a};")
-    w(f"const int8_t *wp = {wrow};")
-    w("int kk = 0;")
-    w("#ifdef OPFUSE_DSP")
-    step = 8 if k % 8 == 0 else 4
-    w.open(f"for (; kk < {k - k % step}; kk += {step}, xp += {step}, wp += {step})")
-    for off in range(0, step, 4):
-        w.open("")
-        w("int32_t xr, xh;")
-        w(f"memcpy(&xr, xp + {off}, 4);")
-        w(f"const int32_t xl = __{widen}(xr);")
-        w(f'__asm__ ("{widen} %0, %1, ror #8" : "=r" (xh) : "r" (xr));  /* gcc 12 will not fold '
-          'it */')
-        for j in range(rows):
-            w.open("")
-            w("int32_t wr, wh;")
-            w(f"memcpy(&wr, wp + {j * k + off}, 4);")
-            w("const int32_t wl = __sxtb16(wr);")
-            w('__asm__ ("sxtb16 %0, %1, ror #8" : "=r" (wh) : "r" (wr));')
-            w(f"a{j} = __smlad(xl, wl, a{j});")
-            w(f"a{j} = __smlad(xh, wh, a{j});")
-            w.close()
-        w.close()
-    w.close()
-    if k % 4 == 0:  # no tail on the DSP path: the scalar loop is the portable C only
-        w("#else")
-    else:
-        w("#endif")
-    w.open(f"for (; kk < {k}; ++kk, ++xp, ++wp)")
-    w("const int32_t xv = *xp;")
-    for j in range(rows):
-        w(f"a{j} += xv * wp[{j * k}];")
-    w.close()
-    if k % 4 == 0:
-        w("#endif")
-    w.close()
-
-
-def emit_dot_quads(w: CWriter, *, a: str, act: str, wrow: str, k: int, init: list[str]) -> None:
-    """``int32_t a0 .. a3``: ``init`` plus the dot products of ``a`` (k entries, k % 4 == 0)
-    with 4 weight rows stored interleaved (``wrow``: per 4 steps, 4 bytes of each row). Under
-    ``OPFUSE_DSP`` one assembly loop: per 4 steps one LDR and two SXTB16 of ``a``, two LDRD
-    for the 4 rows' words, per row two SXTB16 and two SMLAD (22 instructions per 16 MACs; gcc
-    12 spilled the loop's pointers and split the LDRDs, 27), 8 steps a pass where k allows."""
-    widen = "sxtb16" if act == "int8_t" else "uxtb16"
-    w(f"int32_t {', '.join(f'a{j} = {init[j]}' for j in range(4))};")
-    w.open("")
-    w(f"const {act} *xp = {a};")
-    w(f"const int8_t *wp = {wrow};")
-    w("#ifdef OPFUSE_DSP")
-    w(f"const {act} *const xe = xp + {k};")
-    w("int32_t xr, xl, t, w0, w1;")
-    body = []
-    for _ in range(2 if k % 8 == 0 else 1):
-        body += ["ldr %[xr], [%[xp]], #4", f"{widen} %[xl], %[xr]",
-                 f"{widen} %[xr], %[xr], ror #8"]
-        for pair in (0, 2):
-            body.append("ldrd %[w0], %[w1], [%[wp]], #8")
-            for r, reg in ((pair, "w0"), (pair + 1, "w1")):
-                body += [f"sxtb16 %[t], %[{reg}]", f"smlad %[a{r}], %[xl], %[t], %[a{r}]",
-                         f"sxtb16 %[{reg}], %[{reg}], ror #8",
-                         f"smlad %[a{r}], %[xr], %[{reg}], %[a{r}]"]
-    w('__asm__ ("1:\\n\\t"')
-    for line in body + ["cmp %[xp], %[xe]", "bne 1b"]:
-        w(f'         "{line}\\n\\t"')
-    w('         : [a0] "+r" (a0), [a1] "+r" (a1), [a2] "+r" (a2), [a3] "+r" (a3),')
-    w('           [xp] "+r" (xp), [wp] "+r" (wp), [w0] "=&r" (w0), [w1] "=&r" (w1),')
-    w('           [xr] "=&r" (xr), [xl] "=&r" (xl), [t] "=&r" (t)')
-    w('         : [xe] "r" (xe) : "cc", "memory");')
-    w("#else")
-    w.open(f"for (int kk = 0; kk < {k}; ++kk)")
-    w("const int32_t xv = xp[kk];")
-    w("const int8_t *wq = wp + (kk >> 2)*16 + (kk & 3);")
-    for j in range(4):
-        w(f"a{j} += xv * wq[{4 * j}];")
-    w.close()
-    w("#endif")
     w.close()
 
 

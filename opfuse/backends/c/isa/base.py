@@ -24,6 +24,9 @@ class IsaKernels:
     name: str  # the [isa] name that selects this module
     prelude: str  # model.c text the micro-kernels need: feature detection, intrinsics headers
     dot: DotWriter  # the int8 dot product of a row of activations and a row of weights
+    # saturate8(w, value, ranged): C declaring ``int32_t v`` = value clamped to [-128, 127]
+    # (``ranged``: a chain follows, which may fold its own clamp to that range away)
+    saturate8: Callable[[CWriter, str, bool], None] | None = None
     # (rows, C condition) of the float MatMul core's wider tile (matmul_tile.py) where the
     # condition holds at compile time, the record's matmul_tile elsewhere; None: one tile
     matmul_wide: tuple[int, str] | None = None

@@ -18,4 +18,10 @@ def dot_tail(w: CWriter, acc: str, a: str, za: int, b: str, k: int) -> None:
     w(f"for (; kk < {k}; ++kk) {acc} += ((int32_t){a}[kk] - {za}) * {b}[kk];")
 
 
-KERNELS = IsaKernels(name="portable", prelude="", dot=dot)
+def saturate8(w: CWriter, value: str, ranged: bool) -> None:
+    """``int32_t v``: ``value`` clamped to [-128, 127]."""
+    del ranged  # the clamp itself tells the compiler the range
+    w(f"int32_t v = opfuse_clamp({value}, -128, 127);")
+
+
+KERNELS = IsaKernels(name="portable", prelude="", dot=dot, saturate8=saturate8)

@@ -13,5 +13,5 @@ from __future__ import annotations
 from opfuse.backends.c.isa import portable
 from opfuse.backends.c.isa.base import IsaKernels
 
-KERNELS = IsaKernels(name="x86", prelude="", dot=portable.dot,
+KERNELS = IsaKernels(name="x86", prelude="", dot=portable.dot, saturate8=portable.saturate8,
                      matmul_wide=(8, "defined(__AVX512F__)"))

@@ -1,4 +1,4 @@
-"""The register-blocked int8 matrix core of Armv7E-M (Cortex-M4, M7): a tile of ``cols``
+"""The register-blocked int8 matrix tile of Armv7E-M (Cortex-M4, M7; the armv7em ISA module): a tile of ``cols``
 columns of int16 activations (the im2col scratch, ``opfuse/backends/c/int8/im2col.py``) times
 ``rows`` rows of int8 weights, as int32 sums in registers (docs/architecture.md, "int8 matrix
 kernels on Cortex-M").
