@@ -30,7 +30,10 @@ from opfuse.measure.run.qemu import emulate_c
 from opfuse.pipeline import compile_model
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "tflite"
-BOARDS = {"cortex-m7": "mps2-an500", "cortex-m4": "mps2-an386"}
+BOARDS = {"cortex-m7": "mps2-an500", "cortex-m4": "mps2-an386", "cortex-m33": "mps2-an505"}
+# a target without TFLite Micro figures is compared with the same model on this one, whose
+# kernels it shares (cortex-m33 runs the armv7em ISA module as cortex-m4 does)
+SAME_KERNELS = {"cortex-m33": "cortex-m4"}
 
 # Facts from issue 20 (not measured here): instructions per inference of TFLite Micro
 # (tflite-micro 90b983c2) with CMSIS-NN kernels (4ab83cc, OPTIMIZED_KERNEL_DIR=cmsis_nn, release
@@ -116,8 +119,15 @@ def print_table(runs: dict) -> None:
     print(head)
     print("-" * len(head))
     for (name, target), (d, c) in runs.items():
-        peer = PEER[(name, target)][0]
         exact = "yes" if d["exact"] and c["exact"] else "NO"
+        if (name, target) not in PEER:  # no TFLite Micro figures: beside the same kernels' board
+            twin = runs.get((name, SAME_KERNELS.get(target, "")))
+            vs = (f"{d['total'] / twin[0]['total']:.3f}x / {c['total'] / twin[1]['total']:.3f}x "
+                  f"{SAME_KERNELS[target]}'s") if twin else "(no TFLite Micro figures)"
+            print(f"{name:<24}{BOARDS[target]:<12}{'-':>14}{d['total']:>22,}{c['total']:>22,}  "
+                  f"{exact}  {vs}")
+            continue
+        peer = PEER[(name, target)][0]
         print(f"{name:<24}{BOARDS[target]:<12}{peer:>14,}{_x(d['total'], peer):>22}"
               f"{_x(c['total'], peer):>22}  {exact}")
     print("\nlayer-by-layer run, instructions per kernel family")
@@ -130,6 +140,10 @@ def print_table(runs: dict) -> None:
           "flash = the ELF's code + weights + constants; TFLM's arena_used_bytes and ELF flash "
           "(model included) from issue 20")
     for (name, target), (d, c) in runs.items():
+        if (name, target) not in PEER:
+            print(f"{name:<24}{BOARDS[target]:<12} arena {d['arena']:>9,} (cascaded "
+                  f"{c['arena']:>9,})   flash {d['flash']:>9,}")
+            continue
         _, arena, flash = PEER[(name, target)]
         print(f"{name:<24}{BOARDS[target]:<12} arena {d['arena']:>9,} (cascaded {c['arena']:>9,})"
               f" vs {arena:>9,}   flash {d['flash']:>9,} vs {flash:>9,}")

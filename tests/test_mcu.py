@@ -29,6 +29,8 @@ needs_tools = pytest.mark.skipif(
     reason="needs gcc-arm-none-eabi, libnewlib-arm-none-eabi and qemu-system-arm",
 )
 TARGETS = ("cortex-m4", "cortex-m7")
+# every board: cortex-m33 (mps2-an505, Secure aliases, its own timer) runs the armv7em ISA module
+BOARDS = (*TARGETS, "cortex-m33")
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -169,7 +171,7 @@ def test_small_mobilenet_v2_runs_on_the_board(target: str) -> None:
 
 LOOP_C = r"""#include <stdint.h>
 void opfuse_semi_write(const char *text);
-#define TIMER ((volatile uint32_t *)0x40000000u)
+#define TIMER ((volatile uint32_t *)OPFUSE_TIMER_BASE)
 static uint32_t spin(uint32_t n) { /* 1 + 2n instructions between the two timer reads' loads */
     uint32_t t0 = TIMER[1], t1;
     __asm__ volatile("mov r0, %0\n1:\n\tsubs r0, r0, #1\n\tbne 1b" : : "r"(n) : "r0", "cc");
@@ -194,7 +196,7 @@ int main(void) {
 
 
 @needs_tools
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", BOARDS)
 def test_timer_under_icount_counts_instructions(target: str, tmp_path: Path) -> None:
     """The counting method itself: a loop of 2n instructions, timed with the board's timer under
     -icount, gives 2 x 2000 more instructions for n = 3000 than for n = 1000 (to a tick)."""
@@ -206,8 +208,8 @@ def test_timer_under_icount_counts_instructions(target: str, tmp_path: Path) -> 
     (tmp_path / "startup.c").write_text(startup_c())
     (tmp_path / "board.ld").write_text(linker_script(board, 4096))
     (tmp_path / "loop.c").write_text(LOOP_C)
-    cmd = ["arm-none-eabi-gcc", *cflags(board), *ldflags(), "-o", "loop.elf", "startup.c",
-           "loop.c"]
+    cmd = ["arm-none-eabi-gcc", *cflags(board), *ldflags(), f"-DOPFUSE_TIMER_BASE={board.timer_base}u",
+           "-o", "loop.elf", "startup.c", "loop.c"]
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     text, _ = run_qemu(tmp_path / "loop.elf", board, 60)
@@ -238,9 +240,9 @@ def test_int8_tflite_is_bit_exact_on_the_board(name: str, target: str) -> None:
 
 
 @needs_tools
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", BOARDS)
 def test_int8_dsp_and_portable_paths_agree(target: str, tmp_path: Path) -> None:
-    """ad01_int8 (fully connected layers): the __smlad dot product (the default on Cortex-M4/M7)
+    """ad01_int8 (fully connected layers): the __smlad dot product (the default on Cortex-M4/M7/M33)
     and the portable C (-DOPFUSE_NO_DSP) are both bit-exact with TFLite Micro; the DSP build
     contains SMLAD and runs the dense kernels in fewer instructions."""
     path = SHARED_TFLITE / "ad01_int8.tflite"
@@ -267,3 +269,19 @@ def test_float_tflite_runs_on_the_board() -> None:
         pytest.skip("../shared/models not present")
     emu = emulate_c(compile_model(str(path), "cortex-m7"), trials=2)
     assert emu.report.ok, emu.report
+
+
+@needs_tools
+@pytest.mark.parametrize("name", ["kws_ref_model", "vww_96_int8"])
+def test_cortex_m33_runs_the_armv7em_kernels_bit_exact(name: str) -> None:
+    """cortex-m33 (Armv8-M Mainline + DSP on mps2-an505) is its target file alone: the record
+    names the armv7em ISA module, so the C is the matrix core of cortex-m4, and it is bit-exact
+    with TFLite Micro from the Secure aliases of the AN505 memory map."""
+    path = SHARED_TFLITE / f"{name}.tflite"
+    if not path.exists():
+        pytest.skip("../shared/models not present")
+    result = compile_model(str(path), "cortex-m33")
+    assert result.target.isa == load_target("cortex-m4").isa
+    emu = emulate_c(result, trials=2)
+    assert emu.report.ok and all(o.max_abs_err == 0 for o in emu.report.outputs), emu.report
+    assert emu.board.name == "mps2-an505"

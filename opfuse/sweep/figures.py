@@ -9,7 +9,6 @@ from collections.abc import Callable
 from opfuse.sweep.schema import blank_row
 
 TOP_REFUSALS = 3
-EMULATED_BOARDS = ("cortex-m4", "cortex-m7")
 
 
 def _clean(text: str, limit: int = 40) -> str:
@@ -85,6 +84,12 @@ def emulated_precision(result) -> str:  # noqa: ANN001
     return own if quantized else "fp32"
 
 
+def _boarded() -> list[str]:
+    from opfuse.targets import list_targets, load_target
+
+    return [n for n in list_targets() if load_target(n).board is not None]
+
+
 def emulation_figures(source: str, target, result, rows: list[dict], timeout_s: float,  # noqa: ANN001
                       message: Callable[[BaseException], str]) -> list[dict]:
     """``rows`` with the emulation columns: measured on the row the C backend builds, "not run"
@@ -97,7 +102,7 @@ def emulation_figures(source: str, target, result, rows: list[dict], timeout_s: 
             out.append(row | {"emu_verdict": "not run", "emu_note": f"the row is {row['status']}"})
         elif not board:
             out.append(row | {"emu_verdict": "not run", "emu_note": f"{target.name} has no "
-                              f"emulated board ({', '.join(EMULATED_BOARDS)} have one)"})
+                              f"emulated board ({', '.join(_boarded())} have one)"})
         elif row["precision"] != built:
             out.append(row | {"emu_verdict": "not run", "emu_note": f"the C backend builds this "
                               f"model in {built}: see its {built} row"})

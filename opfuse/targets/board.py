@@ -19,6 +19,7 @@ footprint is printed against both).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,8 @@ from opfuse.errors import OpfuseError
 
 _WORD = re.compile(r"[A-Za-z0-9_.=+,/:@-]+")  # no space, quote, $, ;, newline
 _KEYS = ("name", "cflags", "flash_origin", "flash_bytes", "ram_origin", "ram_bytes",
-         "stack_bytes", "timer_hz")
+         "stack_bytes", "timer_hz", "timer_base")
+_OPTIONAL = {"timer_base": 0x40000000}  # the CMSDK APB timer 0 of the MPS2 images (AN386, AN500)
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Board:
     ram_bytes: int
     stack_bytes: int
     timer_hz: float
+    timer_base: int = 0x40000000  # the CMSDK APB timer the harness reads (CTRL, VALUE, RELOAD)
 
 
 def parse_board(table: object, path: Path) -> Board | None:
@@ -51,6 +54,7 @@ def parse_board(table: object, path: Path) -> Board | None:
     for key in table:
         if key not in _KEYS:
             raise OpfuseError(f"{path}: unknown key 'board.{key}' (known: {', '.join(_KEYS)})")
+    table = {**_OPTIONAL, **table}
     for key in _KEYS:
         if key not in table:
             raise OpfuseError(f"{path}: missing key 'board.{key}'")
@@ -63,12 +67,13 @@ def parse_board(table: object, path: Path) -> Board | None:
         raise OpfuseError(f"{path}: 'board.cflags' must be a list of compiler flags "
                           "(letters, digits and - _ . = + , / : @ only)")
     ints = {}
-    for key in ("flash_origin", "flash_bytes", "ram_origin", "ram_bytes", "stack_bytes"):
+    for key in ("flash_origin", "flash_bytes", "ram_origin", "ram_bytes", "stack_bytes",
+                "timer_base"):
         value = table[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise OpfuseError(f"{path}: 'board.{key}' must be an integer >= 0; got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 32:
+            raise OpfuseError(f"{path}: 'board.{key}' must be a 32-bit integer >= 0; got {value!r}")
         ints[key] = value
     timer = table["timer_hz"]
-    if isinstance(timer, bool) or not isinstance(timer, (int, float)) or timer <= 0:
+    if isinstance(timer, bool) or not isinstance(timer, (int, float)) or not 0 < timer < math.inf:
         raise OpfuseError(f"{path}: 'board.timer_hz' must be a number > 0; got {timer!r}")
     return Board(name=name, cflags=tuple(cflags), timer_hz=float(timer), **ints)

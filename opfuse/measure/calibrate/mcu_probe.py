@@ -31,7 +31,10 @@ from opfuse.ops import groups
 #   0489, describes a dual-issue six-stage pipeline with one MAC pipeline and branch prediction).
 #   Assumed 1.0: dual issue of a load or ALU op beside the MACs offsets the taken branches and
 #   load-use stalls (an estimate, not a measurement).
-CYCLES_PER_INSTRUCTION = {"cortex-m4": 1.2, "cortex-m7": 1.0}
+# - cortex-m33: its TRM (Arm 100230) gives no per-instruction table either; a three-stage
+#   pipeline like the M4's, with the same single-cycle SMLAD and MLA: assumed 1.2 as on the M4
+#   (an estimate, not a measurement).
+CYCLES_PER_INSTRUCTION = {"cortex-m4": 1.2, "cortex-m7": 1.0, "cortex-m33": 1.2}
 
 # Layers an MCU model has beyond the host's probe (opfuse.measure.calibrate.int8_probe.CASES): the layout
 # Transposes at a TFLite model's boundary, a classifier's 1x1 convs on a 1x1 plane, short Gemms,

@@ -48,7 +48,7 @@ from opfuse.measure.run.footprint import Footprint, check_fits, footprint, forma
 from opfuse.measure.validate.ort import ValidationReport, compare
 from opfuse.output import write_file, write_tree
 from opfuse.safe_text import for_terminal
-from opfuse.targets import Board, Target
+from opfuse.targets import Board, Target, list_targets, load_target
 
 CC, QEMU = "arm-none-eabi-gcc", "qemu-system-arm"
 
@@ -76,10 +76,15 @@ class Emulation:
     qemu_s: float  # wall time of the QEMU run
 
 
+def boarded_targets() -> list[str]:
+    """The built-in and user targets whose file has a [board] (the emulated ones)."""
+    return [n for n in list_targets() if load_target(n).board is not None]
+
+
 def require_board(target: Target) -> Board:
     if target.board is None:
         raise OpfuseError(f"target '{target.name}' has no [board] table: --emulate runs on a "
-                          "target with an emulated board (cortex-m4, cortex-m7)")
+                          f"target with an emulated board ({', '.join(boarded_targets())})")
     return target.board
 
 

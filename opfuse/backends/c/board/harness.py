@@ -38,9 +38,9 @@ static const long opfuse_h_in_bytes[] = {%(in_bytes)s};
 static const long opfuse_h_out_bytes[] = {%(out_bytes)s};
 static uint32_t opfuse_h_marks[OPFUSE_H_MARKS + 2];
 
-/* CMSDK APB timer 0 (0x40000000: CTRL, VALUE, RELOAD), a 32-bit down-counter at the board's
+/* CMSDK APB timer 0 (0x%(timer)08x: CTRL, VALUE, RELOAD), a 32-bit down-counter at the board's
    SYSCLK; under QEMU -icount it advances with the instructions executed. */
-#define OPFUSE_TIMER ((volatile uint32_t *)0x40000000u)
+#define OPFUSE_TIMER ((volatile uint32_t *)0x%(timer)08xu)
 
 void opfuse_profile_mark(int kernel) {
     uint32_t now = OPFUSE_TIMER[1];
@@ -130,8 +130,9 @@ for _c in range(256):
         _PRINTABLE[_c] = chr(_c)
 
 
-def harness_c(info: Manifest) -> str:
+def harness_c(info: Manifest, timer_base: int = 0x40000000) -> str:
     return HARNESS_C % {
+        "timer": timer_base,
         "marks": info.kernels + 1,
         "in_bytes": ", ".join(str(x.size * elem_bytes(x)) for x in info.inputs) or "0",
         "out_bytes": ", ".join(str(x.size * elem_bytes(x)) for x in info.outputs) or "0",
