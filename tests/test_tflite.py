@@ -4,6 +4,7 @@ canonicalized graphs of NHWC conv nets keep Transposes at their boundary only.""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -11,6 +12,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from tests.helpers import tflite_builder as tb
 from tests.helpers.shared import REPO
 
 SHARED_TFLITE = REPO.parent / "shared" / "models" / "tflite"
@@ -217,3 +219,22 @@ def test_unfused_c_of_vww_96_float_matches_litert():
 
     report = validate_c_against_source(opfuse.compile(model("vww_96_float")), fuse=False, trials=2)
     assert report.ok
+
+
+def test_litert_says_nothing_on_stderr_in_validate(tmp_path):
+    """LiteRT prints "INFO: Created TensorFlow Lite XNNPACK delegate for CPU." from C++ on every
+    interpreter it builds; validate's (and bench's) output must not carry it."""
+    pytest.importorskip("ai_edge_litert")
+    b = tb.TfliteBuilder()
+    x = b.input("x", (1, 8), np.float32)
+    w = b.const("w", np.random.default_rng(0).normal(size=(4, 8)).astype(np.float32))
+    y = b.tensor("y", (1, 4), np.float32)
+    b.op("FULLY_CONNECTED", [x, w, -1], [y])
+    b.output(y)
+    path = tmp_path / "fc_float.tflite"
+    path.write_bytes(b.build())
+    proc = subprocess.run([sys.executable, "-m", "opfuse", "validate", str(path), "--backend", "c"],
+                          capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    assert "LiteRT" in proc.stdout and "XNNPACK" not in proc.stdout + proc.stderr

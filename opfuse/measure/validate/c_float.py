@@ -3,6 +3,7 @@ unfused C, onnxruntime with all optimizations and with none; one thread each).""
 
 from __future__ import annotations
 
+import math
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -13,6 +14,7 @@ import onnxruntime as ort
 from opfuse.backends.c.emit import emit_c
 from opfuse.compiled import CompileResult
 from opfuse.frontends.registry import frontend_for
+from opfuse.measure.quiet import native_stderr_silenced
 from opfuse.measure.run.host import CModel, build_shared
 from opfuse.measure.sessions import block_timings, one_thread_session
 from opfuse.measure.validate.input_ranges import describe, index_ranges
@@ -136,6 +138,9 @@ def bench(
         for key, level in levels:
             sess = _ort_session(result.source, level)
             runners[key] = (lambda s=sess: s.run(None, feeds))
+        litert = _litert_runner(result.source, feeds)
+        if litert is not None:  # a .tflite: the runtime its users would pick, beside ORT
+            before["litert_s"], runners["litert_s"] = litert
         timing = block_timings(runners, blocks, per_block, before)
     out: dict = {key: t.median_s for key, t in timing.items()}
     out.update({f"{key[:-2]}_spread": t.spread for key, t in timing.items()})
@@ -147,6 +152,7 @@ def bench(
         "repeats": blocks * per_block,
         "fusion_speedup": out["unfused_c_s"] / out["fused_c_s"],
         "fused_c_vs_ort_all": out["fused_c_s"] / out["ort_all_s"],
+        "fused_c_vs_best": out["fused_c_s"] / min(out["ort_all_s"], out.get("litert_s", math.inf)),
         "fused_arena_bytes": arenas["fused_c_s"],
         **{f"{key[:-4]}_kernels": count for key, count in kernels.items()},
     })
@@ -158,6 +164,34 @@ def bench(
             "cascaded_vs_fused": out["fused_c_s"] / out["cascaded_c_s"],
         })
     return out
+
+
+def _litert_runner(source, feeds: Mapping[str, np.ndarray]):  # noqa: ANN001, ANN202
+    """(write the inputs, invoke) of LiteRT's interpreter on a ``.tflite`` source (its default
+    XNNPACK delegate, one thread), or None for another source or without ai-edge-litert."""
+    if not (isinstance(source, str | Path) and str(source).endswith(".tflite")):
+        return None
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        return None
+    try:
+        with native_stderr_silenced():
+            interp = Interpreter(model_path=str(source), num_threads=1)
+            interp.allocate_tensors()
+    except (RuntimeError, ValueError):  # LiteRT refuses some files TFLite Micro runs
+        return None
+    details = interp.get_input_details()
+    if len(details) != len(feeds):
+        return None
+    arrays = [np.asarray(a).astype(d["dtype"]).reshape(d["shape"])
+              for d, a in zip(details, feeds.values(), strict=True)]
+
+    def write() -> None:
+        for d, a in zip(details, arrays, strict=True):
+            interp.set_tensor(d["index"], a)
+
+    return write, interp.invoke
 
 
 def format_bench(data: dict) -> str:
@@ -174,4 +208,8 @@ def format_bench(data: dict) -> str:
         f"  ORT_DISABLE_ALL  {ms['ort_disabled_s']:9.3f} ms  spread {sp['ort_disabled_s']:4.1f}%\n"
         f"  fusion speedup (unfused / fused C): {data['fusion_speedup']:.2f}x\n"
         f"  fused C / ORT_ENABLE_ALL: {data['fused_c_vs_ort_all']:.2f}x"
+        + (f"\n  LiteRT (XNNPACK)  {data['litert_s'] * 1e3:8.3f} ms  spread "
+           f"{data.get('litert_spread', 0.0) * 100:4.1f}%\n"
+           f"  fused C / the faster of ORT_ENABLE_ALL and LiteRT: {data['fused_c_vs_best']:.2f}x"
+           if "litert_s" in data else "")
     )

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from opfuse.errors import OpfuseError
+from opfuse.measure.quiet import native_stderr_silenced
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,9 @@ class TfliteReference:
             else:
                 from ai_edge_litert.interpreter import Interpreter
 
-                interp = Interpreter(model_path=str(self.path), num_threads=1)
-                interp.allocate_tensors()
+                with native_stderr_silenced():  # its XNNPACK delegate's INFO line
+                    interp = Interpreter(model_path=str(self.path), num_threads=1)
+                    interp.allocate_tensors()
                 self._interp = interp
         except ImportError as exc:
             raise OpfuseError(
