@@ -188,3 +188,21 @@ def test_subprocess_has_no_traceback(argv, tmp_path):
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith("opfuse: error:")
     assert "nonexistent_model_xyz" in proc.stderr
+
+
+@pytest.mark.parametrize("emit", ["onnx", "c"])
+def test_negative_pads_that_make_a_dim_negative_are_refused(run_cli, tmp_path, emit):
+    """Pad with negative pads past the input's height: shape inference keeps the -2 and a negative
+    size is under every limit; the C once got OPFUSE_OUTPUT0_SIZE -10 and copied (unsigned)-40
+    bytes out of its arena. Refused at import, naming the value and the dim."""
+    pads = numpy_helper.from_array(np.array([0, 0, -2, 0, 0, 0, -2, 0], np.int64), "pads")
+    graph = helper.make_graph(
+        [helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [pads])
+    model = tmp_path / "negpad.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    out = tmp_path / ("out" if emit == "c" else "out.onnx")
+    code, _, err = run_cli("compile", str(model), "-o", str(out), "--emit", emit)
+    assert_clean_error(code, err, "negpad.onnx", "'y'", "dim 2 is -2")
+    assert not out.exists()

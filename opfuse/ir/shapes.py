@@ -75,6 +75,7 @@ def require_static(model: ir.Model, where: str = "", allow_unknown: bool = False
         for value in node.outputs:
             if not value.uses() and not value.is_graph_output():
                 continue  # an unused optional output (Dropout's mask, ...) needs no shape
+            _refuse_negative(value, prefix, f"output of node '{node.name}' ({node.op_type})")
             if allow_unknown:
                 if not is_static(value):
                     unknown.append(value.name)
@@ -101,7 +102,18 @@ def unknown_size_producer(model: ir.Model) -> ir.Node | None:
     return next((n for n in model.graph if any(v.name in unknown for v in n.outputs)), None)
 
 
+def _refuse_negative(value: ir.Value, prefix: str, role: str) -> None:
+    """A dimension below zero (inference of a Pad with negative pads, a Slice past its end...) is
+    no size at all: every buffer and copy length the C derives from it would be wrong, so it is
+    refused at import, before any stage sizes anything."""
+    for axis, dim in enumerate(value.shape or ()):
+        if isinstance(dim, int) and dim < 0:
+            raise OpfuseError(f"{prefix}value '{value.name}' ({role}) dim {axis} is {dim}: "
+                              "a tensor dimension cannot be negative")
+
+
 def _check_value(value: ir.Value, prefix: str, role: str) -> None:
+    _refuse_negative(value, prefix, role)
     if value.dtype is None:
         raise OpfuseError(f"{prefix}value '{value.name}' ({role}) has no known dtype")
     if value.shape is None:
