@@ -286,3 +286,30 @@ def test_dash_is_stdout(run_cli, model: Path) -> None:
     code, out, err = run_cli("fusion", str(model), "--json", "-")
     assert code == 0, err
     assert json.loads(out)["kernels"]
+
+
+def test_a_planted_manifest_cannot_make_emit_delete_a_users_file(run_cli, model: Path,
+                                                                  tmp_path: Path) -> None:
+    """A model.json that claims the user's app.c as opfuse's (no hashes, or hashes that do not
+    match) gives opfuse nothing to delete: app.c is the user's, so the emit needs --force, and
+    even with --force app.c stays."""
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "app.c").write_text("int app(void) { return 7; }\n")
+    for planted in ({"arena_bytes": 0, "files": ["app.c"]},
+                    {"arena_bytes": 0, "files": ["app.c"], "file_sha256": {"app.c": "0" * 64}}):
+        (folder / "model.json").write_text(json.dumps(planted))
+        code, _, err = _emit(run_cli, model, folder)
+        assert_clean_error(code, err, "app.c", "did not write")
+        assert _emit(run_cli, model, folder, "--force")[0] == 0
+        assert (folder / "app.c").read_text() == "int app(void) { return 7; }\n"
+
+
+def test_an_edited_generated_file_is_the_users(run_cli, model: Path, tmp_path: Path) -> None:
+    """A generated file whose content no longer has its recorded hash was edited: it is not
+    replaced without --force."""
+    folder = tmp_path / "proj"
+    assert _emit(run_cli, model, folder)[0] == 0
+    with (folder / "model.c").open("a") as fh:
+        fh.write("/* my change */\n")
+    assert_clean_error(*_emit(run_cli, model, folder)[::2], "model.c", "did not write")

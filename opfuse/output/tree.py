@@ -2,8 +2,12 @@
 complete, and never over files opfuse did not write (docs/architecture.md, "Outputs and limits").
 
 What opfuse wrote is recorded in the folder's manifest (a JSON object, ``model.json`` for the C
-project) under ``files``. A later write into the same folder treats those names, and the build
-products of its Makefile (``rebuilt`` patterns), as its own; anything else is the user's. Without
+project) under ``files``, with the SHA-256 of each under ``file_sha256``. A later write into the
+same folder treats as its own a recorded file whose content still has its recorded hash, and then
+the build products of its Makefile (``rebuilt`` patterns); anything else is the user's. So a
+manifest planted in a folder (or one from before the hashes) cannot make opfuse delete a file it
+did not write: without hashes that match, the only names taken as opfuse's are those this write
+replaces, and nothing is removed as stale. Without
 ``force`` a user's file refuses the write; with it, opfuse's files are replaced and the user's
 kept (unless a new file has the same name).
 
@@ -16,6 +20,7 @@ while generating or writing leaves it as it was.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import os
 import shutil
@@ -27,9 +32,21 @@ from opfuse.errors import OpfuseError
 from opfuse.output.files import check_output, umask_mode
 
 
-def _recorded(outdir: Path, manifest: str | None, new: Collection[str]) -> set[str] | None:
-    """The names opfuse wrote into ``outdir`` by its manifest, or None when it has none of ours.
-    A manifest from before ``files`` was recorded counts the names this write makes."""
+def _sha256(path: Path) -> str | None:
+    try:
+        if path.is_symlink() or not path.is_file():
+            return None
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _recorded(outdir: Path, manifest: str | None,
+              new: Collection[str]) -> tuple[set[str], bool] | None:
+    """(the names opfuse wrote into ``outdir`` by its manifest, whether the manifest proved them:
+    every name's content has its recorded hash), or None when the folder has no manifest of ours.
+    An unproved manifest (planted, or from before the hashes) counts only the names this write
+    replaces."""
     if manifest is None:
         return None
     try:
@@ -38,17 +55,21 @@ def _recorded(outdir: Path, manifest: str | None, new: Collection[str]) -> set[s
         return None
     if not isinstance(info, dict) or "arena_bytes" not in info:
         return None  # a model.json, but not one of ours
-    files = info.get("files")
-    if isinstance(files, list) and all(isinstance(f, str) for f in files):
-        return {*files, manifest}
-    return {*new, manifest}
+    files, hashes = info.get("files"), info.get("file_sha256")
+    if (isinstance(files, list) and isinstance(hashes, dict)
+            and all(isinstance(f, str) and f == os.path.basename(f) for f in files)):
+        proved = {f for f in files if f != manifest and isinstance(hashes.get(f), str)
+                  and _sha256(outdir / f) == hashes[f]}
+        if proved:
+            return {*proved, manifest}, True
+    return {*new, manifest}, False
 
 
 def _foreign(outdir: Path, manifest: str | None, files: Collection[str],
              rebuilt: Iterable[str]) -> list[str]:
     """Entries of an existing ``outdir`` that opfuse did not write, sorted."""
-    ours = _recorded(outdir, manifest, files) or set()
-    patterns = tuple(rebuilt) if ours else ()
+    ours, proved = _recorded(outdir, manifest, files) or (set(), False)
+    patterns = tuple(rebuilt) if proved else ()
     return sorted(
         name for name in os.listdir(outdir)
         if name not in ours and not any(fnmatch.fnmatchcase(name, p) for p in patterns)
@@ -56,11 +77,14 @@ def _foreign(outdir: Path, manifest: str | None, files: Collection[str],
 
 
 def _with_record(files: Mapping[str, str], manifest: str | None) -> dict[str, str]:
-    """``files`` with the manifest's ``files`` list set to exactly what is written."""
+    """``files`` with the manifest's ``files`` list set to exactly what is written, and the
+    SHA-256 of each other file's UTF-8 text under ``file_sha256``."""
     out = dict(files)
     if manifest is not None and manifest in out:
         info = json.loads(out[manifest])
         info["files"] = sorted(out)
+        info["file_sha256"] = {name: hashlib.sha256(text.encode("utf-8")).hexdigest()
+                               for name, text in sorted(out.items()) if name != manifest}
         out[manifest] = json.dumps(info, indent=2) + "\n"
     return out
 
