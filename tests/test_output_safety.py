@@ -313,3 +313,18 @@ def test_an_edited_generated_file_is_the_users(run_cli, model: Path, tmp_path: P
     with (folder / "model.c").open("a") as fh:
         fh.write("/* my change */\n")
     assert_clean_error(*_emit(run_cli, model, folder)[::2], "model.c", "did not write")
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: "-".join(c[0:3:2]))
+def test_no_command_writes_over_the_input_models_external_data(run_cli, tmp_path: Path,
+                                                                command: tuple) -> None:
+    """An ONNX model's weights in a file beside it are part of the input: `compile m.onnx -o
+    w.bin` (or --json / --html w.bin) once overwrote them."""
+    model = tmp_path / "m.onnx"
+    onnx.save_model(_conv_model(), model, save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="w.bin", size_threshold=0)
+    data = tmp_path / "w.bin"
+    before = _digest(data)
+    code, _, err = run_cli(*(a.format(m=model, o=data) for a in command))
+    assert_clean_error(code, err, "external data 'w.bin'")
+    assert _digest(data) == before

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -48,17 +49,56 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+@functools.lru_cache(maxsize=16)
+def _external_data(model: str, mtime_ns: int, size: int) -> tuple[str, ...]:
+    """The external data files an ONNX model names (``location``, beside it), read without
+    loading them; none for a file that is not ONNX or cannot be read."""
+    del mtime_ns, size  # the cache key: a rewritten model is read again
+    try:
+        import onnx
+        from onnx import external_data_helper as helper
+
+        proto = onnx.load(model, load_external_data=False)
+    except Exception:  # noqa: BLE001 - not an ONNX file (a .tflite, garbage): nothing beside it
+        return ()
+    found = []
+    for tensor in helper._get_all_tensors(proto):
+        if helper.uses_external_data(tensor):
+            location = {e.key: e.value for e in tensor.external_data}.get("location", "")
+            if location:
+                found.append(str(Path(model).parent / location))
+    return tuple(dict.fromkeys(found))
+
+
+def input_files(model: str | Path) -> tuple[Path, ...]:
+    """The files an input model is made of: the model, and for ONNX its external data."""
+    path = Path(model)
+    try:
+        st = path.stat()
+    except OSError:
+        return (path,)
+    if path.suffix.lower() != ".onnx":
+        return (path,)
+    return (path, *map(Path, _external_data(str(path), st.st_mtime_ns, st.st_size)))
+
+
 def check_output(path: str | Path, protect: Iterable[str | Path | None] = ()) -> None:
-    """Refuse ``path`` when it is (or links to) one of ``protect``, the command's input models.
-    Commands call it before any work, so a refused output costs nothing and writes nothing."""
+    """Refuse ``path`` when it is (or links to) one of ``protect``, the command's input models,
+    or a file of theirs (an ONNX model's external data). Commands call it before any work, so a
+    refused output costs nothing and writes nothing."""
     if str(path) == STDOUT:
         return
     for model in protect:
-        if model is not None and _same_file(Path(path), Path(model)):
-            raise OpfuseError(
-                f"{path}: is the input model {model} (the same file); refusing to overwrite it, "
-                "choose another output"
-            )
+        if model is None:
+            continue
+        for part in input_files(model):
+            if _same_file(Path(path), part):
+                what = "the input model" if part == Path(model) else \
+                    f"the external data '{part.name}' of the input model"
+                raise OpfuseError(
+                    f"{path}: is {what} {model} (the same file); refusing to overwrite it, "
+                    "choose another output"
+                )
 
 
 def _link_chain(path: Path) -> tuple[Path, bool]:
