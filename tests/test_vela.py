@@ -158,3 +158,36 @@ def test_compare_needs_a_target_that_names_vela(run_cli, monkeypatch, tmp_path):
                            "--json", str(out))
     _assert_clean_error(code, err, "cortex-m7", "[perf.vela]")
     assert not out.exists()
+
+
+def test_vela_missing_is_probed_without_an_exception(monkeypatch):
+    """Without ethos-u-vela, find_spec("ethosu.vela") raises ModuleNotFoundError (it imports the
+    absent parent): the probe must say False, not raise (the CLI then prints the install line)."""
+    import importlib.util
+
+    import opfuse.measure.vela_run as vela_run
+
+    real = importlib.util.find_spec
+
+    def absent(name, *args):  # noqa: ANN001, ANN202 - what Python does with ethosu uninstalled
+        if name == "ethosu":
+            return None
+        if name.startswith("ethosu."):
+            raise ModuleNotFoundError("No module named 'ethosu'", name="ethosu")
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", absent)
+    assert vela_run.vela_available() is False
+
+
+def test_a_zero_vela_total_gives_no_error_figure():
+    """Vela 5.2 on a float .tflite runs nothing on the NPU: its total is 0 s, and the comparison's
+    error is no figure ("-"), not a ZeroDivisionError."""
+    from opfuse.cost.compare import Comparison
+    from opfuse.report.vela_console import fmt_error
+
+    c = Comparison(model="m", target="ethos-u55", vela_config={}, rows=(), opfuse_s=1e-3,
+                   vela_s=0.0, vela_summary_s=0.0, opfuse_arena_bytes=0, vela_sram_bytes=0,
+                   opfuse_kernels=1, vela_passes=0)
+    assert c.error is None and fmt_error(c.error) == "-"
+    assert c.to_json()["total"]["error"] is None

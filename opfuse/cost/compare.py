@@ -71,8 +71,11 @@ class Comparison:
     opfuse_npu_arena_bytes: int = 0
 
     @property
-    def error(self) -> float:
-        """Ours against Vela's on what Vela's total covers: the rows it runs on the NPU."""
+    def error(self) -> float | None:
+        """Ours against Vela's on what Vela's total covers: the rows it runs on the NPU; None
+        when Vela's total is 0 (a float model: Vela runs nothing on the NPU)."""
+        if not self.vela_summary_s > 0:
+            return None
         return (self.opfuse_npu_s - self.vela_summary_s) / self.vela_summary_s
 
     def to_json(self) -> dict:

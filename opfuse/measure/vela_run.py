@@ -24,7 +24,13 @@ class VelaMissing(OpfuseError):
 
 
 def vela_available() -> bool:
-    return importlib.util.find_spec("ethosu.vela") is not None
+    """Whether ethos-u-vela is installed. find_spec of a dotted name imports its parent package
+    and raises ModuleNotFoundError when that is absent, so the parent is asked first."""
+    try:
+        return (importlib.util.find_spec("ethosu") is not None
+                and importlib.util.find_spec("ethosu.vela") is not None)
+    except (ImportError, ValueError):
+        return False
 
 
 def vela_command(model: str | Path, target: Target, output_dir: str | Path) -> list[str]:
