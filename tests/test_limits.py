@@ -197,3 +197,40 @@ def test_windows_at_the_edge_of_the_rules_still_compile(run_cli, tmp_path: Path)
         onnx.save(_conv(**attrs), model)
         code, _, err = run_cli("fusion", str(model))
         assert code == 0, (attrs, err)
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize(("kernel", "pads", "strides"), [((2, 40), (0, 5, 1, 7), (1, 3)),
+                                                         ((1, 33), (0, 0, 0, 0), (1, 1))])
+def test_a_wide_pool_window_is_a_loop_not_an_unrolled_block_per_tap(op, kernel, pads, strides,
+                                                                    tmp_path):
+    """A MaxPool with a 4000-wide window unrolled into a 1.2 MB model.c (16000: gcc -O3 for over
+    15 minutes); past UNROLLED_TAPS its taps are a run-time loop, and the C still matches."""
+    from opfuse.backends.c.pools import UNROLLED_TAPS
+    from opfuse.measure.validate.c_float import validate_c
+
+    assert kernel[1] > UNROLLED_TAPS
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x"], ["y"], kernel_shape=list(kernel), pads=list(pads),
+                          strides=list(strides))], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 100])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "pool.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    report = validate_c(str(path), outdir=tmp_path / "c")
+    assert report.ok, report
+    assert (tmp_path / "c" / "model.c").stat().st_size < 40_000
+
+
+def test_a_kernel_whose_stack_buffers_are_over_the_limit_is_one_line(run_cli, tmp_path):
+    """A MaxPool over one 4M-wide row declared a 16 MiB row buffer on the stack and validate died
+    of SIGSEGV in-process; the C backend refuses it under the stack limit."""
+    graph = helper.make_graph(
+        [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 2])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 1, 1 << 22])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "row.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    code, _, err = run_cli("compile", str(path), "--emit", "c", "-o", str(tmp_path / "c"))
+    assert_clean_error(code, err, "kernel 0 (MaxPool)", "stack limit", "--limit stack=")
+    assert not (tmp_path / "c").exists()

@@ -27,6 +27,9 @@ class Limits:
     constants_total: int = 1 * GiB  # all constants folded at import, together
     activation: int = 2 * GiB  # one tensor a model declares or inference gives (inputs too)
     extent: int = 1 << 16  # strides, dilations, pads and kernel sizes (a window on a tensor)
+    # the stack arrays of one generated C kernel (row and tile buffers): Linux gives a process's
+    # main thread and glibc's threads 8 MiB; the largest of the shared models' kernels declare 64 KiB
+    stack: int = 4 * MiB
 
     def describe(self, name: str) -> str:
         value = getattr(self, name)

@@ -52,6 +52,7 @@ from opfuse.backends.c.prefix import check_prefix, with_prefix
 from opfuse.backends.c.tensors import MCU_WEIGHT_ALIGN, WEIGHT_ALIGN, Params, Store, WeightBlob
 from opfuse.compiled import DEFAULT_PLANNER, CompileResult, Schedule
 from opfuse.errors import OpfuseError
+from opfuse.frontends.limits import refuse
 from opfuse.ir import require_static
 from opfuse.memory import MemoryPlan
 from opfuse.output import write_tree
@@ -121,7 +122,7 @@ def generate(
             emit_cascade(body, kernel, nodes, params)
         else:
             emit_kernel(body, members, params, opset)
-        scratch = max(scratch, stack_scratch_bytes(body.lines))
+        scratch = max(scratch, _checked_stack(body.lines, index, kernel))
         # unique by its index; kernel names are opfuse's (covered op types), never a node's
         fname = defined.define(funcs, index, kernel, params, body.lines)
         calls(f"OPFUSE_PROFILE_MARK({index});")
@@ -197,6 +198,14 @@ def _debug_entry(index: int, fname: str, kernel, members: list[ir.Node], store: 
         tuple(tuple(m.nodes) for m in kernel.members) if kernel.is_cascade else None,
         tuple(RingRecord(r.value, r.rows, r.nbytes) for r in kernel.ring_buffers)
         if kernel.ring_buffers else None)
+
+
+def _checked_stack(lines: list[str], index: int, kernel) -> int:  # noqa: ANN001
+    """The kernel's stack scratch, refused over the ``stack`` limit: a 4M-wide MaxPool row's
+    16 MiB buffer overflowed the host's stack (SIGSEGV in validate) before this check."""
+    need = stack_scratch_bytes(lines)
+    refuse(f"C backend: kernel {index} ({'+'.join(kernel.ops)}): its stack scratch", need, "stack")
+    return need
 
 
 def stack_scratch_bytes(lines: list[str]) -> int:

@@ -28,8 +28,18 @@ def compiler() -> str:
     return cc
 
 
+# a C compiler run may take this long (OPFUSE_CC_TIMEOUT overrides, seconds): the largest shared
+# model's weights.c builds in well under a minute; a generator bug once kept gcc -O3 busy for 15
+CC_TIMEOUT_S = 1200.0
+
+
 def run_tool(cmd: Sequence[str], cwd: Path) -> None:
-    proc = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True)
+    limit = float(os.environ.get("OPFUSE_CC_TIMEOUT") or CC_TIMEOUT_S)
+    try:
+        proc = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        raise OpfuseError(f"C backend: compiling {cwd} took over {limit:g} s ({' '.join(cmd[:3])} "
+                          "...); set OPFUSE_CC_TIMEOUT to allow more") from None
     if proc.returncode != 0:
         msg = (proc.stderr or proc.stdout).strip().splitlines()
         head = "\n".join(msg[:20])
