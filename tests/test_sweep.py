@@ -274,7 +274,7 @@ def test_bad_options_are_one_line(folder: Path, run_cli, monkeypatch) -> None:
 def test_readme_documents_every_column() -> None:
     from opfuse.sweep.schema import COLUMNS
 
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "sweep.md").read_text()
     documented = re.findall(r"^\| `([a-z0-9_]+)` \| (string|int64|float64|bool) \|", readme, re.M)
     assert documented == [(c.name, c.type) for c in COLUMNS]
 
