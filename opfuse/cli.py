@@ -380,7 +380,9 @@ def analyze_cmd(
 @click.option("--html", "html_dest", metavar="PATH", help="Write the models x targets page.")
 @click.option("--jobs", type=click.IntRange(1), help="Worker processes (default: the cores).")
 @click.option("--ray", "ray_address", metavar="ADDRESS|local",
-              help="Run the tasks on a Ray cluster (pip install 'opfuse[ray]').")
+              help="Run the tasks on a Ray cluster (pip install 'opfuse[ray]'); 'local' starts "
+              "one on 127.0.0.1. Results come back through Ray's deserialization (pickle), so "
+              "use only a cluster you trust.")
 @click.option("--resume", is_flag=True, help="Skip the rows already in the output file.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300,

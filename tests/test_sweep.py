@@ -313,3 +313,59 @@ def test_a_worker_that_dies_costs_only_its_rows(reference: Path, folder: Path,
             assert got["status"] == "error" and "worker process died" in got["error"]
         else:
             assert got == ref
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_a_planted_partial_file_is_refused_not_followed(run_cli, tmp_path: Path, kind: str) -> None:
+    """DIR/.rows.csv.partial.jsonl was opened with a plain open("w"): a planted symlink had its
+    target truncated (the swept model too) and a FIFO blocked the sweep. Now: one line, exit 2,
+    the link's target untouched."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    part = tmp_path / ".rows.csv.partial.jsonl"
+    if kind == "symlink":
+        part.symlink_to(victim)
+    else:
+        os.mkfifo(part)
+    code, _, err = run_cli("sweep", "seed_block", "--targets", "x86-host", "--precisions", "fp32",
+                           "-o", str(tmp_path / "rows.csv"), "--jobs", "1", "--quiet")
+    assert code == 2 and "partial file" in err and len(err.strip().splitlines()) == 1, err
+    assert victim.read_text() == "keep me\n"
+    assert not (tmp_path / "rows.csv").exists()
+
+
+def test_csv_cells_a_spreadsheet_would_run_are_quoted_and_read_back() -> None:
+    """A model file named like a formula ("=HYPERLINK(...)") is written behind a quote (CSV
+    injection) and reads back as it was (--resume)."""
+    from opfuse.sweep.output import _csv_text, _from_csv  # noqa: PLC2701 - the codec's round trip
+    from opfuse.sweep.schema import blank_row
+
+    rows = []
+    for i, name in enumerate(["=HYPERLINK(\"http://x\")", "+1", "@SUM(A1)", "-2", "'quoted", "plain"]):
+        row = blank_row()
+        row.update(model=name, target=f"t{i}", precision="fp32", status="ok")
+        rows.append(row)
+    text = _csv_text(rows)
+    cells = [line.split(",")[0] for line in text.splitlines()[1:]]
+    assert all(not c.lstrip('"').startswith(("=", "+", "@", "-")) for c in cells), cells
+    assert [r["model"] for r in _from_csv(text)] == [r["model"] for r in rows]
+
+
+def test_a_local_ray_cluster_requires_a_token(monkeypatch) -> None:
+    """Ray 2.60's servers listen on every interface whatever node address is asked for, with no
+    authentication by default; `--ray local` turns on its token authentication with a fresh
+    random token (inherited by the cluster's processes), and leaves a cluster address and a
+    user's own auth settings alone."""
+    from opfuse.sweep.ray_exec import require_token
+
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    require_token("10.0.0.1:6379")
+    assert "RAY_AUTH_MODE" not in os.environ
+    require_token("local")
+    first = os.environ["RAY_AUTH_TOKEN"]
+    assert os.environ["RAY_AUTH_MODE"] == "token" and re.fullmatch(r"[0-9a-f]{64}", first)
+    monkeypatch.delenv("RAY_AUTH_TOKEN")
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the user's choice stands
+    require_token("local")
+    assert os.environ["RAY_AUTH_MODE"] == "disabled" and "RAY_AUTH_TOKEN" not in os.environ

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import click
 
 from opfuse.errors import OpfuseError
+from opfuse.safe_text import for_terminal
 from opfuse.sweep.output import PartialWriter, done_rows, output_format, write_rows
 from opfuse.sweep.progress import SweepProgress
 from opfuse.sweep.run import default_jobs, plan, protect_inputs, run
@@ -54,8 +55,9 @@ def sweep_command(args: SweepArgs) -> int:
 
         arrow_schema()  # a missing pyarrow is said before anything runs
     if args.ray is not None:
-        from opfuse.sweep.ray_exec import import_ray
+        from opfuse.sweep.ray_exec import import_ray, require_token
 
+        require_token(args.ray)  # before Ray is imported: it reads its auth mode when it loads
         import_ray()
     previous = done_rows(args.output) if args.resume else {}
     tasks = plan(models, targets, precisions, args.emulate, args.timeout_s, set(previous))
@@ -82,7 +84,7 @@ def sweep_command(args: SweepArgs) -> int:
 
         write_page(list(outcome.rows), args.html)
     skipped = sum(1 for r in outcome.rows if r["status"] == "skipped")
-    where = " and ".join(p for p in (args.output, args.html) if p)
+    where = " and ".join(for_terminal(str(p)) for p in (args.output, args.html) if p)
     click.echo(f"sweep: {outcome.new} rows computed ({outcome.failed} failed), "
                f"{len(outcome.rows) - outcome.new} kept from before, {skipped} skipped in all; "
                f"wrote {where}" + (" (interrupted: --resume finishes it)"

@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import stat
 from pathlib import Path
 
 from opfuse.errors import OpfuseError
@@ -49,6 +51,19 @@ def to_arrow(rows: list[dict]):  # noqa: ANN201 (pyarrow.Table)
     return pa.Table.from_pylist(sort_rows(rows), schema=arrow_schema())
 
 
+# a text cell a spreadsheet would run as a formula (a model file named "=HYPERLINK(...).onnx"):
+# written behind a quote, as OWASP's CSV-injection advice has it, and read back without it
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _text_cell(value: str) -> str:
+    return "'" + value if value.startswith(_FORMULA) or value.startswith("'") else value
+
+
+def _from_text_cell(value: str) -> str:
+    return value[1:] if value.startswith("'") else value
+
+
 def _csv_text(rows: list[dict]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
@@ -56,12 +71,14 @@ def _csv_text(rows: list[dict]) -> str:
     for row in rows:
         writer.writerow(["" if row[n] is None else
                          ("true" if row[n] else "false") if TYPES[n] == "bool" else
-                         repr(row[n]) if TYPES[n] == "float64" else row[n] for n in NAMES])
+                         repr(row[n]) if TYPES[n] == "float64" else
+                         _text_cell(row[n]) if TYPES[n] == "string" else row[n] for n in NAMES])
     return buf.getvalue()
 
 
 def _from_csv(text: str) -> list[dict]:
-    parse = {"string": str, "int64": int, "float64": float, "bool": lambda v: v == "true"}
+    parse = {"string": _from_text_cell, "int64": int, "float64": float,
+             "bool": lambda v: v == "true"}
     reader = csv.DictReader(io.StringIO(text))
     # an empty field is null: rows hold no empty texts (schema.blank_row)
     return [{n: None if raw.get(n, "") == "" else parse[TYPES[n]](raw[n]) for n in NAMES}
@@ -135,6 +152,27 @@ def done_rows(path: str | Path) -> dict[tuple[str, ...], dict]:
     return {row_key(r): r for r in [*rows, *read_partial(path)]}
 
 
+def _open_partial(part: Path, output: str | Path, resume: bool):  # noqa: ANN202
+    """The partial file for appending (``resume``) or anew: never through a symlink planted at its
+    name (whose target would be truncated), never a FIFO or device (a FIFO would block the sweep):
+    opened without following links or waiting, then checked to be a regular file."""
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(part, flags | (os.O_APPEND if resume else 0), 0o666)
+    except OSError as exc:
+        why = "is a symbolic link" if part.is_symlink() else (exc.strerror or str(exc))
+        raise OpfuseError(f"{output}: cannot write its partial file {part.name}: {why}; "
+                          "remove it") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OpfuseError(f"{output}: its partial file {part.name} is not a regular file; "
+                          "remove it")
+    if not resume:
+        os.ftruncate(fd, 0)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "a", encoding="utf-8")
+
+
 class PartialWriter:
     """Appends each finished row to the partial file at once (flushed), so a kill loses none."""
 
@@ -144,10 +182,7 @@ class PartialWriter:
         self.resumed = resume
         if not self.path.parent.is_dir():
             raise OpfuseError(f"{path}: folder '{self.path.parent}' does not exist")
-        try:
-            self._fh = self.path.open("a" if resume else "w", encoding="utf-8")
-        except OSError as exc:
-            raise OpfuseError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        self._fh = _open_partial(self.path, path, resume)
 
     def add(self, row: dict) -> None:
         self._fh.write(json.dumps(row) + "\n")

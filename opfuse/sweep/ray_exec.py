@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import secrets
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,8 +63,21 @@ def _connect(ray, address: str, jobs: int) -> bool:  # noqa: ANN001
     return True
 
 
+def require_token(address: str) -> None:
+    """A local Ray instance is started with token authentication, a fresh random token in this
+    process's environment (which its GCS, raylet and workers inherit): Ray's servers listen on
+    every interface whatever node address is asked for (Ray 2.60 turns 127.0.0.1 into the
+    machine's reachable address, ``services.resolve_ip_for_localhost``), and without a token
+    anyone who reaches them could run code in its workers. Set before Ray is imported: it reads
+    the mode when it loads. A token the user set already is kept."""
+    if address == "local" and not os.environ.get("RAY_AUTH_MODE"):
+        os.environ["RAY_AUTH_MODE"] = "token"
+        os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+
+
 def run_ray(tasks: list[Task], jobs: int, address: str) -> Iterator[tuple[Task, tuple[dict, ...]]]:
     """(task, its rows) for every task, in the order Ray finishes them."""
+    require_token(address)
     ray = import_ray()
     if not tasks:
         return
