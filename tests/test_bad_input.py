@@ -206,3 +206,21 @@ def test_negative_pads_that_make_a_dim_negative_are_refused(run_cli, tmp_path, e
     code, _, err = run_cli("compile", str(model), "-o", str(out), "--emit", emit)
     assert_clean_error(code, err, "negpad.onnx", "'y'", "dim 2 is -2")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("scale", [float("nan"), float("inf"), 0.0, -0.5])
+def test_a_quantization_scale_that_is_no_positive_number_is_refused(run_cli, tmp_path, scale):
+    """A NaN (or inf, 0, negative) scale was written into model.h as a literal; it is refused at
+    import with one line naming the file and the node."""
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="quant"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dequant")]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(scale, np.float32), "s"),
+         numpy_helper.from_array(np.array(0, np.int8), "z")])
+    model = tmp_path / "qscale.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    code, _, err = run_cli("compile", str(model), "--emit", "c", "-o", str(tmp_path / "c"))
+    assert_clean_error(code, err, "qscale.onnx", "node 'quant'", "not a finite number > 0")
+    assert not (tmp_path / "c").exists()

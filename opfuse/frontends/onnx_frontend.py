@@ -95,7 +95,10 @@ def import_proto(
     LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
     _fold(model, str(path))
     settle_shapes(model, lambda m: _fold(m, str(path)), str(path))  # sizes behind Shape subgraphs
-    fold_qdq(model)  # after shape inference: the folded graph (Conv on int8) is not valid ONNX
+    try:
+        fold_qdq(model)  # after shape inference: the folded graph (Conv on int8) is not valid ONNX
+    except OpfuseError as exc:  # a node's bad quantization parameters: name the file too
+        raise OpfuseError(f"{path}: {exc}") from None
     model.ir_version = max(model.ir_version or 0, MIN_IR_VERSION)
     NameFixPass()(model)
     require_static(model, str(path), allow_unknown=True)  # opaque ops may have unknown sizes

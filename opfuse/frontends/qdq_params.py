@@ -4,8 +4,10 @@ shared by the QDQ fold (``qdq.py``) and the fold of wide dequantized constants
 
 from __future__ import annotations
 
+import numpy as np
 import onnx_ir as ir
 
+from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
 from opfuse.quant import QuantParams, make_params
 
@@ -22,6 +24,11 @@ def node_params(node: ir.Node) -> tuple[QuantParams, ir.DataType] | None:
     zp = const(zp_value)
     if scale is None or (zp_value is not None and zp is None):
         return None
+    if scale.dtype.kind != "f" or not np.all(np.isfinite(scale)) or not np.all(scale > 0):
+        bad = scale.ravel()[~(np.isfinite(scale.ravel()) & (scale.ravel() > 0))][:1] \
+            if scale.dtype.kind == "f" else scale.ravel()[:1]
+        raise OpfuseError(f"node '{node.name}' ({node.op_type}): quantization scale "
+                          f"{float(bad[0]) if bad.size else scale!r} is not a finite number > 0")
     if zp_value is not None:
         dtype = zp_value.dtype
     elif node.op_type == DQ:
