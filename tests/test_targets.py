@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from opfuse.errors import OpfuseError
-from opfuse.targets import FusionCaps, MemoryLevel, Perf, Target, list_targets, load_target
+from opfuse.targets import (
+    FusionCaps,
+    MemoryLevel,
+    Perf,
+    Target,
+    list_targets,
+    load_target,
+    target_file,
+)
 from tests.helpers.targets import GOOD, PERF, write
 
 REQUIRED = {
@@ -151,7 +159,7 @@ def test_perf_table_parses(tmp_path):
         ('"activations", "weights"', '"weights"', r"no 'perf.memory' level holds activations"),
         ('"activations", "weights"', '"code"', r"holds' must be a non-empty list"),
         ("pj_per_byte = 1.0\n", "", r"missing key 'perf.memory\[0\].pj_per_byte'"),
-        ("ram_bytes = 1024", "ram_bytes = 'big'", r"'perf.ram_bytes' must be a number"),
+        ("ram_bytes = 1024", "ram_bytes = 'big'", r"'perf.ram_bytes' must be a finite number"),
     ],
 )
 def test_bad_perf_tables_are_refused(tmp_path, old, new, message):
@@ -170,3 +178,18 @@ def test_user_target_dir_is_searched_after_the_package(tmp_path, monkeypatch):
 def test_missing_target_file(tmp_path):
     with pytest.raises(OpfuseError, match="no such target file"):
         load_target(tmp_path / "absent.toml")
+
+
+@pytest.mark.parametrize("key", ["clock_hz", "dispatch_overhead_s", "read_bytes_per_s"])
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_target_number_that_is_not_finite_is_one_line(tmp_path, key, value):
+    """TOML's nan and inf passed the "> 0" checks (nan compares false with everything) and
+    analyze --html then ended in a traceback; they are refused naming the file and the key."""
+    lines = target_file("cortex-m7").read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(f"{key} = "))
+    lines[first] = f"{key} = {value}"
+    path = tmp_path / "bad.toml"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(OpfuseError, match="must be a finite number") as err:
+        load_target(path)
+    assert str(path) in str(err.value) and key in str(err.value)

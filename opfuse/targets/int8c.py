@@ -27,6 +27,7 @@ older opfuse) costs int8 kernels as before: FLOPs at the int8 peak x ``[perf.eff
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,8 +78,8 @@ def parse_int8c(table: object, path: Path, classes: tuple[str, ...] = PATHS) -> 
 
 
 def _number(value: object, where: str, path: Path) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise OpfuseError(f"{path}: '{where}' must be a number; got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise OpfuseError(f"{path}: '{where}' must be a finite number; got {value!r}")
     if value < 0:
         raise OpfuseError(f"{path}: '{where}' must be >= 0 (seconds); got {value!r}")
     return float(value)

@@ -16,6 +16,7 @@ Schema (every number cites its source in the target file)::
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def parse_npu(table: object, path: Path) -> NpuModel | None:
         raise OpfuseError(f"{path}: 'perf.npu.output_cycles_per_element' and 'lowered_ops' "
                           "must be tables of op type = number")
     for key, value in out.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
             raise OpfuseError(f"{path}: 'perf.npu.output_cycles_per_element.{key}' must be >= 0")
     compression = table.get("weight_compression", "none")
     if compression not in COMPRESSIONS:

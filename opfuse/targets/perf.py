@@ -42,6 +42,7 @@ model is then costed as that C (``opfuse.cost.int8c``). Absent: as before.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,8 +128,8 @@ class Perf:
 
 
 def _number(value: object, where: str, path: Path, positive: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise OpfuseError(f"{path}: '{where}' must be a number; got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise OpfuseError(f"{path}: '{where}' must be a finite number; got {value!r}")
     if value < 0 or (positive and value == 0):
         raise OpfuseError(f"{path}: '{where}' must be {'> 0' if positive else '>= 0'}; got {value!r}")
     return float(value)
