@@ -66,3 +66,46 @@ def test_uint8_activations_within_one_step_of_onnxruntime(case: str, tmp_path: P
                     samples=8)
     report = validate_c_int8(compile(path), trials=10, steps=1)
     assert report.ok, "\n".join(report.notes)
+
+
+def test_an_opset_12_qdq_model_onnxruntime_refuses_is_upgraded_not_a_traceback(run_cli, tmp_path):
+    """quantize_static writes opset-12 QDQ with per-axis DequantizeLinear, which onnxruntime itself
+    cannot load at opset 12 (INVALID_GRAPH). Every reference session validate makes (also the
+    informative ORT_ENABLE_ALL one) upgrades the opset as compile --check does, instead of
+    letting onnxruntime's exception out."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    w = numpy_helper.from_array(np.random.default_rng(0).normal(size=(4, 3, 3, 3))
+                                .astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    model.ir_version = 7
+    onnx.save(model, tmp_path / "f12.onnx")
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.batches = iter([{"x": np.random.default_rng(i).normal(size=(1, 3, 8, 8))
+                                  .astype(np.float32)} for i in range(8)])
+
+        def get_next(self):  # noqa: ANN202
+            return next(self.batches, None)
+
+    quantize_static(str(tmp_path / "f12.onnx"), str(tmp_path / "q12.onnx"), Reader(),
+                    quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+    with pytest.raises(Exception, match="INVALID_GRAPH"):  # the premise: onnxruntime refuses it
+        ort.InferenceSession(str(tmp_path / "q12.onnx"))
+    code, out, err = run_cli("validate", str(tmp_path / "q12.onnx"), "--backend", "c")
+    assert code == 0, err
+    assert "Traceback" not in err and "result: match" in out

@@ -92,14 +92,14 @@ def stepped_reference(result: CompileResult, enable_all: bool = False):
 
     import onnxruntime as ort
 
-    from opfuse.measure.sessions import one_thread_session
+    from opfuse.measure.validate.ort import reference_session
     from opfuse.measure.validate.references import OnnxReference
     from opfuse.quant import get_quant
 
     ref = OnnxReference(Path(result.source))
     if enable_all:  # ORT_ENABLE_ALL turns QDQ into its QLinear int8 kernels
-        ref.session = one_thread_session(str(result.source),
-                                         ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+        ref.session = reference_session(Path(result.source), "original", [],
+                                        ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
         ref.name = "onnxruntime (ORT_ENABLE_ALL: its QLinear int8 kernels)"
     else:  # the reference's own session, optimizations off: Q/DQ around float ops
         ref.name = "onnxruntime (ORT_DISABLE_ALL: Q/DQ around float ops, the ONNX definition)"

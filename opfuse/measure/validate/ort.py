@@ -203,32 +203,37 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _options() -> ort.SessionOptions:
+def _options(level: ort.GraphOptimizationLevel | None = None) -> ort.SessionOptions:
     opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.graph_optimization_level = level or ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if level is not None:  # a timed or int8-kernel reference: one thread, as the C runs
+        opts.intra_op_num_threads = opts.inter_op_num_threads = 1
     # FATAL only: opfuse says why onnxruntime failed in its one line; ORT's own log of the error
     # would reach the terminal raw, with names from the model
     opts.log_severity_level = 4
     return opts
 
 
-def reference_session(model: ModelArg, role: str, notes: list[str]) -> ort.InferenceSession:
-    """An onnxruntime session for validation (optimizations off), upgrading an old opset when
-    onnxruntime refuses it; the upgrade is recorded in ``notes``."""
+def reference_session(model: ModelArg, role: str, notes: list[str],
+                      level: ort.GraphOptimizationLevel | None = None) -> ort.InferenceSession:
+    """An onnxruntime session for validation (optimizations off, or ``level`` with one thread),
+    upgrading an old opset when onnxruntime refuses it (quantize_static's opset-12 QDQ with
+    per-axis DequantizeLinear, which onnxruntime cannot load at opset 12); the upgrade is
+    recorded in ``notes``. Refusals are one line, never onnxruntime's exception."""
     label = _label(model, role)
     if isinstance(model, str | Path) and not Path(model).is_file():
         raise OpfuseError(f"{label}: no such file")
     source = str(model) if isinstance(model, str | Path) else model.SerializeToString()
     _check_limits(model, label)
     try:
-        return ort.InferenceSession(source, _options(), providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(source, _options(level), providers=["CPUExecutionProvider"])
     except Exception as exc:
         first = _first_line(exc)
         upgraded = _upgraded(model)
         if upgraded is None:
             raise OpfuseError(f"{label}: onnxruntime cannot load it: {first}") from None
     try:
-        sess = ort.InferenceSession(upgraded, _options(), providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(upgraded, _options(level), providers=["CPUExecutionProvider"])
     except Exception:
         raise OpfuseError(f"{label}: onnxruntime cannot load it: {first}") from None
     notes.append(f"{label}: upgraded to opset {_UPGRADE_OPSET} to run in onnxruntime ({first})")
