@@ -224,3 +224,28 @@ def test_a_quantization_scale_that_is_no_positive_number_is_refused(run_cli, tmp
     code, _, err = run_cli("compile", str(model), "--emit", "c", "-o", str(tmp_path / "c"))
     assert_clean_error(code, err, "qscale.onnx", "node 'quant'", "not a finite number > 0")
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("location", ["../secret.bin", "/etc/hostname", "link.bin"])
+def test_validate_checks_external_data_of_both_models(run_cli, tmp_path, location):
+    """validate A.onnx B.onnx handed both paths to onnxruntime without the external-data check
+    compile and analyze make (an absolute, ../ or symlinked location): guarded by onnxruntime's
+    own refusal only. Now the same one line, whichever of the two models names it."""
+    inner = tmp_path / "model_dir"
+    inner.mkdir()
+    (tmp_path / "secret.bin").write_bytes(np.ones(108, np.float32).tobytes())
+    (inner / "link.bin").symlink_to(tmp_path / "secret.bin")
+    proto = _conv_model()
+    w = proto.graph.initializer[0]
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", "0"), ("length", str(4 * 108))):
+        entry = w.external_data.add()
+        entry.key, entry.value = key, value
+    bad = inner / "ext.onnx"
+    bad.write_bytes(proto.SerializeToString())
+    good = inner / "good.onnx"
+    onnx.save(_conv_model(), good)
+    for a, b in ((good, bad), (bad, good)):
+        code, _, err = run_cli("validate", str(a), str(b))
+        assert_clean_error(code, err, "ext.onnx", "outside the model's folder")

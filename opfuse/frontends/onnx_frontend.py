@@ -166,6 +166,18 @@ def read_onnx(path: Path) -> onnx.ModelProto:
 
 
 def _load_external_data(proto: onnx.ModelProto, path: Path) -> None:
+    external = check_external_locations(proto, path)
+    if external:
+        try:
+            onnx.load_external_data_for_model(proto, str(path.resolve().parent))
+        except Exception as exc:
+            raise OpfuseError(f"{path}: cannot read external data: {_first_line(exc)}") from None
+
+
+def check_external_locations(proto: onnx.ModelProto, path: Path) -> list:
+    """The tensors whose data is external, each checked to name an existing file inside the
+    model's folder (no absolute path, no ``../``, no symlink out of it): what import reads, and
+    what validate checks before onnxruntime reads a model."""
     base = path.resolve().parent
     external = [
         t
@@ -183,11 +195,7 @@ def _load_external_data(proto: onnx.ModelProto, path: Path) -> None:
             )
         if not target.is_file():
             raise OpfuseError(f"{path}: tensor '{tensor.name}': external data file '{location}' not found")
-    if external:
-        try:
-            onnx.load_external_data_for_model(proto, str(base))
-        except Exception as exc:
-            raise OpfuseError(f"{path}: cannot read external data: {_first_line(exc)}") from None
+    return external
 
 
 def _default_opset(proto: onnx.ModelProto) -> int:
