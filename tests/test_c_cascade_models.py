@@ -134,12 +134,17 @@ def _run_output(folder: Path, feeds: dict, name: str) -> np.ndarray:
 
 
 def test_validate_backend_c_streams_cascades_unless_no_cascades(run_cli) -> None:  # noqa: ANN001
-    code, out, err = run_cli("validate", "ds_cnn", "--backend", "c")
+    """The label says what the C kept, read off the built C: seed_pipeline streams its one
+    cascade by default (and with the --cascades alias), not with --no-cascades; ds_cnn's
+    partition has none, so its default C says so (it once said "cascaded" all the same)."""
+    code, out, err = run_cli("validate", "seed_pipeline", "--backend", "c")
     assert code == 0, out + err
-    assert "generated C (cascaded)" in out
-    code, out, err = run_cli("validate", "ds_cnn", "--backend", "c", "--cascades")  # the alias
-    assert code == 0 and "generated C (cascaded)" in out
-    code, out, err = run_cli("validate", "ds_cnn", "--backend", "c", "--no-cascades")
-    assert code == 0 and "generated C (fused)" in out
+    assert "generated float32 C (1 cascade)" in out
+    code, out, err = run_cli("validate", "seed_pipeline", "--backend", "c", "--cascades")  # alias
+    assert code == 0 and "generated float32 C (1 cascade)" in out
+    code, out, err = run_cli("validate", "seed_pipeline", "--backend", "c", "--no-cascades")
+    assert code == 0 and "generated float32 C (fused, no cascades)" in out
+    code, out, err = run_cli("validate", "ds_cnn", "--backend", "c")
+    assert code == 0 and "generated float32 C (fused, no cascades)" in out
     code, _, err = run_cli("validate", "ds_cnn", "ds_cnn", "--no-cascades")
     assert code == 2 and "--no-cascades" in err and "Traceback" not in err

@@ -253,7 +253,7 @@ def _emulate_quantized(result: CompileResult, files: dict, info: Manifest, board
     """int8 or .tflite: each trial's inputs compiled into inputs.c and run; compared with the
     source's own reference (TFLite Micro for int8 .tflite: bit-exact; LiteRT for a float one;
     onnxruntime for QDQ ONNX: within one step), as ``validate --backend c`` does on the host."""
-    from opfuse.measure.validate.c_int8 import stepped_reference
+    from opfuse.measure.validate.c_int8 import c_label, stepped_reference
     from opfuse.measure.validate.source import validate_against_reference
 
     tflite = str(result.source).lower().endswith(".tflite")
@@ -273,7 +273,7 @@ def _emulate_quantized(result: CompileResult, files: dict, info: Manifest, board
 
         report = validate_against_reference(
             result.source, run,
-            label=f"generated int8 C{' (cascaded)' if cascades else ''} on {board.name} (QEMU)",
+            label=f"{c_label(result, True, info.cascades)} on {board.name} (QEMU)",
             inputs=inputs, seed=seed, trials=trials, steps=0 if tflite else 1,
             reference=None if tflite else stepped_reference(result))
     analysis = analyze(result, cascades=cascades)  # the partition the C it builds follows

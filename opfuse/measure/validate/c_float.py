@@ -76,17 +76,19 @@ def validate_c(
     feeds, ref, notes = reference(result.source, inputs, seed, result.input_shapes)
     with tempfile.TemporaryDirectory(prefix="opfuse-c-") as tmp:
         folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
-        emit_c(result, folder, fuse=fuse, planner=planner, cascades=cascades)
+        emitted = emit_c(result, folder, fuse=fuse, planner=planner, cascades=cascades)
         build_shared(folder)
         got = CModel(folder).run(feeds)
     checks = tuple(
         compare(name, np.asarray(r), np.asarray(got[name]).reshape(np.shape(r)), rtol, atol)
         for name, r in ref.items()
     )
-    label = ("cascaded" if cascades else "fused") if fuse else "unfused"
+    from opfuse.measure.validate.c_int8 import c_label
+
     src = "given arrays" if inputs is not None else f"random (seed {seed})"
+    built = c_label(result, emitted.fused, emitted.cascades)
     return ValidationReport(checks, rtol, atol, src,
-                            (*notes, f"generated C ({label}) vs onnxruntime on the original"))
+                            (*notes, f"{built} vs onnxruntime on the original"))
 
 
 def _ort_session(source, level) -> ort.InferenceSession:

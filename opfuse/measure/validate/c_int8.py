@@ -28,6 +28,19 @@ from opfuse.measure.validate.ort import ValidationReport
 TRIALS = 20
 
 
+def c_label(result: CompileResult, fused: bool, cascades: tuple[str, ...]) -> str:
+    """What was built, read off the built C (``CEmitted`` or its manifest): its arithmetic (the
+    model's own integers, or float32 for a float model, which also comes here when it is a
+    .tflite) and the cascades it kept, never the options asked for."""
+    from opfuse.quant import is_quantized
+
+    kind = "int8" if is_quantized(result.optimized) else "float32"
+    layout = "unfused" if not fused else (
+        f"{len(cascades)} cascade{'s' if len(cascades) != 1 else ''}" if cascades
+        else "fused, no cascades")
+    return f"generated {kind} C ({layout})"
+
+
 def validate_c_int8(result: CompileResult, *, fuse: bool = True, trials: int = TRIALS,
                     seed: int = 0, steps: float | None = None, reference=None,
                     outdir: Path | str | None = None, cascades: bool = True,
@@ -47,14 +60,14 @@ def validate_c_int8(result: CompileResult, *, fuse: bool = True, trials: int = T
         reference = stepped_reference(result)
     with tempfile.TemporaryDirectory(prefix="opfuse-c8-") as tmp:
         folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
-        emit_c(result, folder, fuse=fuse, cascades=cascades)
+        emitted = emit_c(result, folder, fuse=fuse, cascades=cascades)
         build_shared(folder)
         model = CModel(folder)
 
         def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             return model.run(feeds)
 
-        label = f"generated int8 C ({('cascaded' if cascades else 'fused') if fuse else 'unfused'})"
+        label = c_label(result, emitted.fused, emitted.cascades)
         report = validate_against_reference(result.source, run, label=label, seed=seed,
                                             trials=trials, steps=steps, reference=reference)
         if informative:
