@@ -37,6 +37,7 @@ from opfuse.backends.c.files import (
 from opfuse.backends.c.int8.cascade import shape_twins
 from opfuse.backends.c.int8.conv_mcu import has_dsp
 from opfuse.backends.c.int8.requant import helpers, int8_info, rounding_of
+from opfuse.backends.c.isa.x86_helpers import prelude as x86_prelude
 from opfuse.backends.c.kernel_functions import KernelFunctions
 from opfuse.backends.c.kernels import check_covered, emit_kernel
 from opfuse.backends.c.manifest import (
@@ -366,7 +367,7 @@ static int opfuse_status;
         "    return opfuse_model_run_v(inputs, outputs);",
         "}",
     ]
-    return head + extra + fast_math(funcs.text()) + funcs.text() + "\n".join(tail) + "\n"
+    return head + extra + fast_math(funcs.text()) + x86_prelude(funcs.text()) + funcs.text() + "\n".join(tail) + "\n"
 
 
 def run_args(info: Manifest) -> tuple[list[str], list[str]]:
