@@ -16,6 +16,7 @@ from opfuse.backends.c.conv import conv_geom
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import bias_array, int_ctype, quant, requant_arrays, rounding
 from opfuse.backends.c.int8.depthwise_dsp import is_depthwise8
+from opfuse.backends.c.isa.x86_depthwise import emit_depthwise_x86
 from opfuse.backends.c.isa.x86_int8 import (
     STAGE_LIMIT,
     Core,
@@ -68,8 +69,16 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
     arr = const(wv)
     xct, yct = int_ctype(xv, node), int_ctype(yv, node)
-    if arr is None or is_depthwise8(g, node, xct.name):
+    if arr is None:
         return False
+    if is_depthwise8(g, node, xct.name):
+        emit = emit_depthwise_x86(w, node, pre, params, g)
+        if emit is None:
+            return False
+        simd = CWriter(w.depth)
+        emit(simd)
+        _assemble(w, params, simd, portable)
+        return True
     qs = _quant(node, xv, wv, yv)
     if qs is None:
         return False

@@ -22,6 +22,7 @@ NO = "!defined(OPFUSE_NO_X86_SIMD)"
 ZMM = f"{NO} && defined(__AVX512VNNI__) && defined(__AVX512BW__)"
 YMM_VNNI = f"{NO} && (defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__)))"
 AVX2 = f"{NO} && defined(__AVX2__)"
+Z512 = f"{NO} && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__BMI2__)"
 ANY = AVX2  # every branch above implies AVX2 on a real compiler; the guard of shared code
 MARK = "opfuse_x86_"  # every helper's prefix: a kernel that names one needs the prelude
 
@@ -72,6 +73,8 @@ static inline __m256i opfuse_x86_rq8(__m256i x, __m256i m, __m256i s, int32_t zy
 static inline __m512i opfuse_x86_dot16(__m512i acc, __m512i x, __m512i w) {{
     return _mm512_dpbusd_epi32(acc, x, w);
 }}
+#endif
+#if {NO} && defined(__AVX512BW__)
 static inline __m512i opfuse_x86_rq16(__m512i x, __m512i m, __m512i s, int32_t zy, int32_t lo,
                                       int32_t hi) {{
     const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
