@@ -6,8 +6,9 @@ TFLite Micro: integer arithmetic throughout, the same int32 sums.
 
 How one (group of a) conv is computed:
 
-* staging: the group's input is copied once into ``xs``, pixel-major ``[IHp][IWp][ICp]`` bytes
-  (NCHW -> NHWC, the channels padded to a multiple of 4), as unsigned bytes ``u = x + 128``
+* staging: the group's input is copied once into ``xs``, ``[ICp/4][IHp][IWp][4]`` bytes (each
+  pixel's 4 channels of a quad together, the channels padded to a multiple of 4; SSE2
+  unpacks interleave 4 channel rows), as unsigned bytes ``u = x + 128``
   (int8; uint8 as is), the padding ``u(z_x)``. Then every tap of every output pixel is a plain
   read, with no bounds test;
 * ``vpdpbusd`` multiplies u8 by s8: ``sum (x - z_x) w = sum u w - (128 + z_x) sum w`` (int8), so
@@ -157,13 +158,13 @@ def _block(w: CWriter, isa: str, core: Core, a: Arrays, p: int, nb: int, rq: str
         w(f"const {vt} b{v} = {ld}({cast}({a.b} + c0 + {v * lanes}));")
         for q in range(p):
             w(f"{vt} a{q}_{v} = b{v};")
-    w(f"const uint8_t *xb = xs + (oh*{core.sh * core.iwp} + ow0*{core.sw})*{core.icp};")
+    w(f"const uint8_t *xb = xs + (oh*{core.sh * core.iwp} + ow0*{core.sw})*4;")
     w(f"const int8_t *wb = {a.w} + grp*{core.kh * core.kw * core.icp * core.ocp} + ob*{step * 4};")
     taps = core.kh * core.kw > 1
     if taps:
         w.open(f"for (int kh = 0; kh < {core.kh}; ++kh)")
         w.open(f"for (int kw = 0; kw < {core.kw}; ++kw)")
-        w(f"const uint8_t *xt = xb + (kh*{core.dh * core.iwp} + kw*{core.dw})*{core.icp};")
+        w(f"const uint8_t *xt = xb + (kh*{core.dh * core.iwp} + kw*{core.dw})*4;")
         w(f"const int8_t *wt = wb + (kh*{core.kw} + kw)*{core.icp * core.ocp};")
     else:
         w("const uint8_t *xt = xb;")
@@ -172,7 +173,8 @@ def _block(w: CWriter, isa: str, core: Core, a: Arrays, p: int, nb: int, rq: str
     for v in range(nb):
         w(f"const {vt} w{v} = {ld}({cast}(wt + c4*{core.ocp * 4} + {v * lanes * 4}));")
     for q in range(p):
-        w(f"const {vt} x{q} = {bc}(opfuse_x86_ld32(xt + {q * core.sw * core.icp} + c4*4));")
+        w(f"const {vt} x{q} = {bc}(opfuse_x86_ld32(xt + {q * core.sw * 4} + "
+          f"c4*{core.ihp * core.iwp * 4}));")
         for v in range(nb):
             w(f"a{q}_{v} = {dot}(a{q}_{v}, x{q}, w{v});")
     w.close()
@@ -231,28 +233,60 @@ def _narrow(core: Core, cols: int) -> Core:
 
 def emit_stage_nchw(w: CWriter, core: Core, a: Arrays, xg: str, xct: str, ih: int, iw: int,
                     ph: int, pw: int) -> None:
-    """``xs`` from the NCHW input of group ``grp`` at ``xg`` (its ``ih`` x ``iw`` planes)."""
-    w(f"memset(xs, {a.pad}, sizeof xs);")
-    rows = min(ih, core.ihp - ph)
-    cols = min(iw, core.iwp - pw)
-    conv = "(uint8_t)(xr[c] ^ 0x80)" if a.flip else "(uint8_t)xr[c]"
-    w.open(f"for (int c = 0; c < {core.icg}; ++c)")
-    w(f"const {xct} *xc = {xg} + c*{ih * iw};")
-    w.open(f"for (int h = 0; h < {rows}; ++h)")
-    w(f"uint8_t *d = xs + ((h + {ph})*{core.iwp} + {pw})*{core.icp} + c;")
-    w(f"const {xct} *xr = xc + h*{iw};")
-    w(f"for (int q = 0; q < {cols}; ++q) d[q*{core.icp}] = {conv.replace('[c]', '[q]')};")
-    w.close()
-    w.close()
+    """``xs`` from the NCHW input of group ``grp`` at ``xg`` (its ``ih`` x ``iw`` planes): 4
+    channel rows at a time, 16 columns interleaved by SSE2 unpacks into 64 bytes."""
+    rows, cols = min(ih, core.ihp - ph), min(iw, core.iwp - pw)
+    if ph or pw or rows < core.ihp or cols < core.iwp or core.icp != core.icg:
+        w(f"memset(xs, {a.pad}, sizeof xs);")
+    plane, cstride = ih * iw, core.ihp * core.iwp * 4
+    flip = " ^ 0x80" if a.flip else ""
+    if core.icg >= 4:
+        w.open(f"for (int c4 = 0; c4 < {core.icg // 4}; ++c4)")
+        w(f"const {xct} *x0 = {xg} + c4*{4 * plane};")
+        w.open(f"for (int h = 0; h < {rows}; ++h)")
+        w(f"uint8_t *d = xs + c4*{cstride} + ((h + {ph})*{core.iwp} + {pw})*4;")
+        w(f"const {xct} *r = x0 + h*{iw};")
+        w("int q = 0;")
+        if cols >= 16:
+            w.open(f"for (; q + 16 <= {cols}; q += 16)")
+            fl = "const __m128i f = _mm_set1_epi8((char)0x80);" if a.flip else ""
+            if fl:
+                w(fl)
+            for j in range(4):
+                ld = f"_mm_loadu_si128((const __m128i *)(r + {j * plane} + q))"
+                w(f"const __m128i c{j} = {f'_mm_xor_si128({ld}, f)' if a.flip else ld};")
+            w("const __m128i l01 = _mm_unpacklo_epi8(c0, c1), h01 = _mm_unpackhi_epi8(c0, c1);")
+            w("const __m128i l23 = _mm_unpacklo_epi8(c2, c3), h23 = _mm_unpackhi_epi8(c2, c3);")
+            for j, (fn, lo_hi) in enumerate((("lo", "l"), ("hi", "l"), ("lo", "h"), ("hi", "h"))):
+                w(f"_mm_storeu_si128((__m128i *)(d + q*4 + {16 * j}), "
+                  f"_mm_unpack{fn}_epi16({lo_hi}01, {lo_hi}23));")
+            w.close()
+        w.open(f"for (; q < {cols}; ++q)")
+        for j in range(4):
+            w(f"d[q*4 + {j}] = (uint8_t)(r[{j * plane} + q]{flip});")
+        w.close()
+        w.close()
+        w.close()
+    if core.icg % 4:
+        c0 = core.icg - core.icg % 4
+        w.open(f"for (int c = {c0}; c < {core.icg}; ++c)")
+        w(f"const {xct} *xc = {xg} + c*{plane};")
+        w.open(f"for (int h = 0; h < {rows}; ++h)")
+        w(f"uint8_t *d = xs + {c0 // 4 * cstride} + ((h + {ph})*{core.iwp} + {pw})*4 + "
+          f"(c - {c0});")
+        w(f"const {xct} *r = xc + h*{iw};")
+        w(f"for (int q = 0; q < {cols}; ++q) d[q*4] = (uint8_t)(r[q]{flip});")
+        w.close()
+        w.close()
 
 
 def emit_stage_rows(w: CWriter, core: Core, a: Arrays, src: str, xct: str) -> None:
     """``xs`` from row-major ``[cols][ICg]`` input at ``src`` (a Gemm's A)."""
     if core.icp != core.icg:
         w("memset(xs, 0, sizeof xs);")
-    conv = "(uint8_t)(s[c] ^ 0x80)" if a.flip else "(uint8_t)s[c]"
+    flip = " ^ 0x80" if a.flip else ""
     w.open(f"for (int q = 0; q < {core.cols}; ++q)")
     w(f"const {xct} *s = {src} + q*{core.icg};")
-    w(f"uint8_t *d = xs + q*{core.icp};")
-    w(f"for (int c = 0; c < {core.icg}; ++c) d[c] = {conv};")
+    w(f"for (int c = 0; c < {core.icg}; ++c) xs[(c/4)*{core.cols * 4} + q*4 + c%4] = "
+      f"(uint8_t)(s[c]{flip});")
     w.close()
