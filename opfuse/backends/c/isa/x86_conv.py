@@ -23,6 +23,7 @@ from opfuse.backends.c.isa.x86_int8 import (
     emit_core,
     emit_stage_nchw,
     emit_stage_rows,
+    emit_store_t8,
     pack,
     x86_simd,
 )
@@ -30,12 +31,14 @@ from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.quant import ONNX, conv_scales
 
+ROW_LIMIT = 64 * 1024  # bytes of the row buffer of an epilogue chain
 
-def _scalar_v(rq, vector: bool, zy: int, yct, ch: str) -> str:  # noqa: ANN001
-    """The output integer of ``tmp[q][o]``: already requantized, or requantized here (onnx)."""
+
+def _scalar_v(rq, vector: bool, zy: int, yct, ch: str, acc: str = "tmp[q][o]") -> str:  # noqa: ANN001
+    """The output integer of ``acc``: already requantized, or requantized here (onnx)."""
     if vector:
-        return "tmp[q][o]"
-    return f"opfuse_clamp({rq('tmp[q][o]', ch)} + {zy}, {yct.lo}, {yct.hi})"
+        return acc
+    return f"opfuse_clamp({rq(acc, ch)} + {zy}, {yct.lo}, {yct.hi})"
 
 
 def _assemble(w: CWriter, params: Params, simd: CWriter,
@@ -117,23 +120,44 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
             emit_stage_nchw(w, core, a, f"{x} + (n*{g.c} + grp*{g.icg})*{g.ih * g.iw}", xct.name,
                             g.ih, g.iw, ph, pw)
 
-    def store(w: CWriter, p: int) -> None:
+    def store(w: CWriter, p: int, isa: str) -> None:
+        pix = "ow0" if pointwise else f"(oh*{g.ow} + ow0)"
+        if isa == "zmm" and p == 8 and chain is None and vector:
+            emit_store_t8(w, core, f"{y} + (n*{g.oc} + grp*{g.ocg})*{plane_out} + {pix}",
+                          plane_out)
+            return
         w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
         w(f"const int oc = grp*{g.ocg} + o;")
-        pix = "(ow0 + q)" if pointwise else f"(oh*{g.ow} + ow0 + q)"
-        w(f"{yct.name} *yr = {y} + (n*{g.oc} + oc)*{plane_out};")
+        w(f"{yct.name} *yr = {y} + (n*{g.oc} + oc)*{plane_out} + {pix};")
         w.open(f"for (int q = 0; q < {p}; ++q)")
         w(f"int32_t v = {_scalar_v(rq, vector, zy, yct, 'oc')};")
-        if chain is not None:
-            hw = [f"{pix} / {g.ow}", f"{pix} % {g.ow}"] if pointwise else ["oh", "(ow0 + q)"]
+        if chain is not None:  # a row too long for rb: the chain block by block
+            hw = [f"(ow0 + q) / {g.ow}", f"(ow0 + q) % {g.ow}"] if pointwise else \
+                ["oh", "(ow0 + q)"]
             coords = ["n", "oc", *hw] if len(shape) == 4 else ["n", "oc", hw[1]]
             w(f"v = {chain.emit(w, 'v', coords)};")
-        w(f"yr[{pix}] = ({yct.name})v;")
+        w(f"yr[q] = ({yct.name})v;")
         w.close()
         w.close()
 
+    def row(w: CWriter) -> None:  # the epilogue chain (or onnx rounding) along a row
+        w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
+        w(f"const int oc = grp*{g.ocg} + o;")
+        w(f"{yct.name} *yr = {y} + (n*{g.oc} + oc)*{plane_out}{'' if pointwise else f' + oh*{g.ow}'};")
+        w.open(f"for (int i = 0; i < {core.cols}; ++i)")
+        w(f"int32_t v = {_scalar_v(rq, vector, zy, yct, 'oc', 'rb[o][i]')};")
+        if chain is not None:
+            hw = [f"i / {g.ow}", f"i % {g.ow}"] if pointwise else ["oh", "i"]
+            coords = ["n", "oc", *hw] if len(shape) == 4 else ["n", "oc", hw[1]]
+            w(f"v = {chain.emit(w, 'v', coords)};")
+        w("yr[i] = (" + yct.name + ")v;")
+        w.close()
+        w.close()
+
+    rowwise = (chain is not None or not vector) and core.ocg * core.cols * 4 <= ROW_LIMIT
     simd = CWriter(w.depth)
-    emit_core(simd, core, a, stage, store, vector, zy, yct.lo, yct.hi, g.n)
+    emit_core(simd, core, a, stage, store, vector, zy, yct.lo, yct.hi, g.n,
+              row if rowwise else None)
     _assemble(w, params, simd, portable)
     return True
 
@@ -170,7 +194,7 @@ def emit_gemm_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     chain = Chain8(pre, shape, params, yv.name) if pre else None
     y = params.out((pre or [node])[-1].outputs[0], node)
 
-    def store(w: CWriter, p: int) -> None:
+    def store(w: CWriter, p: int, isa: str) -> None:
         w.open(f"for (int q = 0; q < {p}; ++q)")
         w("const int m = ow0 + q;")
         w.open(f"for (int o = 0; o < {n_out}; ++o)")

@@ -87,6 +87,7 @@ def emit_depthwise_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Pa
         w(f"const int32_t *wc = {wp} + c*{taps};")
         for t in range(taps):
             w(f"const __m512i w{t} = _mm512_set1_epi32(wc[{t}]);")
+        w(" ".join(f"(void)w{t};" for t in range(taps)))  # a tap row may lie outside always
         w(f"const __m512i bv = _mm512_set1_epi32({bp}[c]);")
         w(f"const __m512i mv = _mm512_set1_epi32({mp}[c]), sv = _mm512_set1_epi32({sp}[c]);")
         if flat:

@@ -192,18 +192,22 @@ def _block(w: CWriter, isa: str, core: Core, a: Arrays, p: int, nb: int, rq: str
 
 
 def emit_core(w: CWriter, core: Core, a: Arrays, stage: Callable[[CWriter], None],
-              store: Callable[[CWriter, int], None], vector_rq: bool, zy: int, lo: int,
-              hi: int, batch: int = 1) -> None:
+              store: Callable[[CWriter, int, str], None], vector_rq: bool, zy: int, lo: int,
+              hi: int, batch: int = 1, row: Callable[[CWriter], None] | None = None) -> None:
     """The SIMD branches of one kernel over ``n`` < ``batch`` and ``grp``: ``stage``
-    fills ``xs`` for group ``grp``, ``store(w, p)`` writes ``tmp[0..p-1]`` of the block at
-    (``oh``, ``ow0``) (module docstring); then ``#else`` (the caller writes the portable C and
-    ``#endif``)."""
+    fills ``xs`` for group ``grp``, ``store(w, p, isa)`` writes ``tmp[0..p-1]`` of the block at
+    (``oh``, ``ow0``) (module docstring); or, with ``row``, the blocks fill ``rb[OCg][cols]``
+    and ``row(w)`` writes output row ``oh`` from it (an epilogue chain then runs along the
+    row's pixels, as the portable C's does). Then ``#else`` (the caller writes the portable C
+    and ``#endif``)."""
     for k, (isa, guard) in enumerate(GUARDS):
         w.lines.append(f"#{'if' if k == 0 else 'elif'} {guard}")
         p, nb = _blocking(isa, core)
         w.open("")
         w(f"uint8_t xs[{core.stage_bytes}] __attribute__((aligned(64)));")
         w(f"int32_t tmp[{p}][{core.ocp}] __attribute__((aligned(64)));")
+        if row is not None:
+            w(f"int32_t rb[{core.ocg}][{core.cols}];")
         w.open(f"for (int n = 0; n < {batch}; ++n)")
         w.open(f"for (int grp = 0; grp < {core.group}; ++grp)")
         stage(w)
@@ -216,13 +220,56 @@ def emit_core(w: CWriter, core: Core, a: Arrays, stage: Callable[[CWriter], None
             w(f"const int ow0 = {start} + t*{width};")
             _block(w, isa, core, a, width, nb if width == p else _blocking(isa, _narrow(core,
                    width))[1], "rq" if vector_rq else None, zy, lo, hi)
-            store(w, width)
+            if row is None:
+                store(w, width, isa)
+            else:
+                w(f"for (int o = 0; o < {core.ocg}; ++o) for (int q = 0; q < {width}; ++q) "
+                  "rb[o][ow0 + q] = tmp[q][o];")
             w.close()
+        if row is not None:
+            row(w)
         w.close()
         w.close()
         w.close()
         w.close()
     w.lines.append("#else")
+
+
+def emit_store_t8(w: CWriter, core: Core, yb: str, plane: int) -> None:
+    """zmm, 8 pixels of every channel (``tmp``, final values) into NCHW bytes: per 16 channels
+    an 8 x 16 byte transpose (SSE2 unpacks), one 8-byte store per channel at ``yb + o*plane``."""
+    def group(o16: str, count: int) -> None:
+        for q in range(8):
+            w(f"const __m128i r{q} = _mm512_cvtepi32_epi8(_mm512_load_si512((const void *)"
+              f"(tmp[{q}] + {o16})));")
+        for j in range(4):
+            w(f"const __m128i a{2 * j} = _mm_unpacklo_epi8(r{2 * j}, r{2 * j + 1}), "
+              f"a{2 * j + 1} = _mm_unpackhi_epi8(r{2 * j}, r{2 * j + 1});")
+        pairs = ((0, 2), (1, 3), (4, 6), (5, 7))
+        for j, (u, v) in enumerate(pairs):
+            w(f"const __m128i b{2 * j} = _mm_unpacklo_epi16(a{u}, a{v}), "
+              f"b{2 * j + 1} = _mm_unpackhi_epi16(a{u}, a{v});")
+        # b0..b3: channels 0-3, 4-7, 8-11, 12-15 of pixels 0-3; b4..b7: of pixels 4-7
+        for j in range(4):
+            w(f"const __m128i e{2 * j} = _mm_unpacklo_epi32(b{j}, b{j + 4}), "
+              f"e{2 * j + 1} = _mm_unpackhi_epi32(b{j}, b{j + 4});")
+        if count < 16:
+            w(" ".join(f"(void)e{j};" for j in range(8)))
+        for c in range(count):
+            e = f"e{c // 2}" if c % 2 == 0 else f"_mm_unpackhi_epi64(e{c // 2}, e{c // 2})"
+            w(f"_mm_storel_epi64((__m128i *)(yb + ({o16} + {c})*{plane}), {e});")
+
+    w.open("")
+    w(f"uint8_t *yb = (uint8_t *)({yb});")
+    if core.ocg >= 16:
+        w.open(f"for (int o16 = 0; o16 < {core.ocg - core.ocg % 16}; o16 += 16)")
+        group("o16", 16)
+        w.close()
+    if core.ocg % 16:
+        w.open("")
+        group(str(core.ocg - core.ocg % 16), core.ocg % 16)
+        w.close()
+    w.close()
 
 
 def _narrow(core: Core, cols: int) -> Core:
