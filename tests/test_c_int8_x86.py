@@ -109,6 +109,8 @@ CASES = {
     "dw_rows_s2": (19, 37, 9, 9, 3, 2, "SAME", 1, "relu6", 1, 10),
     "dw_valid_5x5": (11, 21, 4, 4, 5, 2, "VALID", 1, None, 1, 11),
     "dw_rows_s1_valid": (9, 40, 3, 3, 3, 1, "VALID", 1, None, 1, 12),
+    "dw_flat_one_row": (1, 20, 5, 5, 3, 1, "SAME", 1, None, 1, 13),  # tap rows never inside
+    "dw_7x7_small": (3, 3, 17, 17, 7, 1, "SAME", 1, "relu", 1, 14),
 }
 
 

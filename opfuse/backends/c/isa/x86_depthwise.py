@@ -2,13 +2,15 @@
 output pixels of one channel per zmm, the portable C of depthwise_dsp.py in the ``#else``.
 
 NCHW keeps a channel's plane contiguous, so the vector runs over pixels and every per-channel
-constant is a broadcast. Per tap: the 16 input bytes under a mask of the lanes whose tap lies
-inside the input (``vmovdqu8`` with a mask reads nothing outside it), sign-extended to int32,
-``x - z_x`` on those lanes and 0 on the others (TFLite's padding contributes nothing), then
-``vpdpwssd`` (VNNI) or ``vpmaddwd`` + add against the weight in the low int16 of each lane
-(the high int16 of the weight is 0, so the sign bits of x's high half add nothing): exact int32
-sums, so bit-exact with the portable C. Then ``opfuse_x86_rq16`` (the TFLite requantization in
-vectors, x86_helpers.py) and a masked byte store, or the epilogue chain lane by lane.
+constant is a broadcast. Per tap row and quad of taps along it (kw = 4j .. 4j+3): the window of
+input bytes the 16 pixels read (a masked load: nothing outside the plane or row is touched),
+as u8 (x ^ 0x80), spread so lane l holds its 4 taps' bytes (``vpermb``, or ``vpermd`` +
+``vpshufb`` without VBMI), every byte whose tap lies outside the input replaced by u8(z_x),
+then one ``vpdpbusd`` against the quad's 4 weights (0 past the row's last tap). As in
+x86_int8.py, ``-(128 + z_x) * sum(w)`` is folded into the bias, so a padded tap adds nothing
+(TFLite's padding), and the int32 sums equal the portable C's: bit-exact. Then
+``opfuse_x86_rq16`` (the TFLite requantization in vectors, x86_helpers.py) and a masked byte
+store, or the epilogue chain lane by lane.
 
 Two ways over the plane:
 
@@ -30,7 +32,7 @@ import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, dims
 from opfuse.backends.c.conv import ConvGeom
-from opfuse.backends.c.ctype import INT32
+from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import bias_array, int_ctype, quant
 from opfuse.backends.c.isa import x86_helpers as hx
@@ -42,8 +44,7 @@ from opfuse.quant import ONNX, conv_scales, multipliers
 def applies(g: ConvGeom, params: Params) -> bool:
     from opfuse.backends.c.int8.common import rounding
 
-    flat = g.s == (1, 1) and g.ow == g.iw
-    return rounding(params) != ONNX and (flat or (g.s[1] in (1, 2) and g.d[1] == 1))
+    return rounding(params) != ONNX and g.d[1] == 1 and g.s[1] in (1, 2)
 
 
 def emit_depthwise_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
@@ -58,8 +59,19 @@ def emit_depthwise_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Pa
     m, s = multipliers(conv_scales(xq, wq, yq, g.oc, "tflite"))
     if (m == np.iinfo(np.int32).min).any() or (s < -31).any() or (s > 31).any():
         return None
-    wp = params.weight(f"{node.name}:x86dw", (arr & 0xFFFF).astype(np.int32).ravel(), INT32)
-    bp = params.weight(f"{node.name}:x86dwb", bias_array(node, 2, g.oc).astype(np.int32), INT32)
+    kq = -(-g.k[1] // 4)  # quads of taps along a row
+    wq4 = np.zeros((g.c, g.k[0], kq * 4), np.int64)
+    wq4[:, :, : g.k[1]] = arr.reshape(g.c, g.k[0], g.k[1])
+    wp = params.weight(f"{node.name}:x86dw4", wq4.astype(np.int8).ravel(), INT8)
+    zx0 = int(xq.zero_point[0])
+    bias = bias_array(node, 2, g.oc) - (zx0 + 128) * arr.sum(axis=1)
+    bp = params.weight(f"{node.name}:x86dwb", ((bias + 2**31) % 2**32 - 2**31).astype(np.int32),
+                       INT32)
+    # what a tap row wholly outside the input adds (its taps read u(z_x)), to cancel its share
+    # of the bias correction when it is skipped
+    rowpad = (zx0 + 128) * arr.reshape(g.c, g.k[0], g.k[1]).sum(axis=2)
+    pp = params.weight(f"{node.name}:x86dwp", ((rowpad + 2**31) % 2**32 - 2**31).astype(
+        np.int32).ravel(), INT32)
     mp = params.weight(f"{node.name}:x86rqm", np.broadcast_to(m, (g.oc,)).copy(), INT32)
     sp = params.weight(f"{node.name}:x86rqs", np.broadcast_to(s, (g.oc,)).copy(), INT32)
     zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
@@ -72,48 +84,129 @@ def emit_depthwise_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Pa
     flat = g.s == (1, 1) and g.ow == g.iw
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
 
-    def emit(w: CWriter) -> None:
-        w.lines.append(f"#if {hx.Z512}")
+    def channel(w: CWriter, i: int) -> None:
+        """Channel ``c + i`` of the chunk: the taps, requantization, store."""
         w.open("")
-        w("const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, "
-          "2, 1, 0);")
-        w(f"const __m512i zxv = _mm512_set1_epi32({zx});")
-        w("int32_t tmp[16] __attribute__((aligned(64)));")
-        w("(void)tmp;")
-        w.open(f"for (int n = 0; n < {g.n}; ++n)")
-        w.open(f"for (int c = 0; c < {g.c}; ++c)")
-        w(f"const int8_t *xc = {x} + (n*{g.c} + c)*{plane_in};")
-        w(f"{yct.name} *yc = {y} + (n*{g.c} + c)*{plane_out};")
-        w(f"const int32_t *wc = {wp} + c*{taps};")
-        for t in range(taps):
-            w(f"const __m512i w{t} = _mm512_set1_epi32(wc[{t}]);")
-        w(" ".join(f"(void)w{t};" for t in range(taps)))  # a tap row may lie outside always
-        w(f"const __m512i bv = _mm512_set1_epi32({bp}[c]);")
-        w(f"const __m512i mv = _mm512_set1_epi32({mp}[c]), sv = _mm512_set1_epi32({sp}[c]);")
-        if flat:
-            _flat(w, g, plane_out)
-        else:
-            _rows(w, g)
-        w("const __m512i r = opfuse_x86_rq16(acc, mv, sv, "
-          f"{zy}, {yct.lo}, {yct.hi});")
-        pix = "q0" if flat else "(oh*" + str(g.ow) + " + ow0)"
+        w(f"const int ci = c + {i};")
+        w(f"const int8_t *xc = {x} + (n*{g.c} + ci)*{plane_in};")
+        w(f"{yct.name} *yc = {y} + (n*{g.c} + ci)*{plane_out};")
+        w(f"const uint8_t *wc = (const uint8_t *)({wp}) + ci*{g.k[0] * kq * 4};")
+        w(f"const int32_t *pc = {pp} + ci*{g.k[0]};")
+        w("(void)pc; (void)xc;")
+        w(f"__m512i acc0 = _mm512_set1_epi32({bp}[ci]), acc1 = _mm512_setzero_si512(), "
+          "acc2 = _mm512_setzero_si512();")
+        for kh in range(g.k[0]):
+            acc = f"acc{kh % ACCS}"
+            pad = f"{acc} = _mm512_add_epi32({acc}, _mm512_set1_epi32(pc[{kh}]));"
+            if flat and kh not in rows_in:
+                w(pad + "  /* a tap row never inside */")
+                continue
+            w.open("" if flat else f"if (in{kh})")
+            for j in range(kq):
+                t = kh * kq + j
+                ptr = f"xc + q0 + ({_off(g, kh, j)})" if flat else \
+                    f"xc + ih{kh}*{g.iw} + ow0*{g.s[1]} + {4 * j - g.p[1]}"
+                load = "_mm512_castsi256_si512(_mm256_maskz_loadu_epi8" if g.s[1] == 1 else \
+                    "(_mm512_maskz_loadu_epi8"
+                w(f"const __m512i s{t} = _mm512_xor_si512(opfuse_x86_spread({load}(lm{t}, {ptr})),"
+                  " spa, spb), fl);")
+                valid = f"re{kh} & bm{j}" if flat else f"bm{j}"
+                w(f"{acc} = opfuse_x86_dot16({acc}, _mm512_mask_blend_epi8({valid}, padv, s{t}), "
+                  f"_mm512_set1_epi32(opfuse_x86_ld32(wc + {4 * t})));")
+            w.close("" if flat else f" else {pad}  /* a padded row */")
+        w("const __m512i acc = _mm512_add_epi32(acc0, _mm512_add_epi32(acc1, acc2));")
+        w(f"const __m512i r = opfuse_x86_rq16(acc, _mm512_set1_epi32({mp}[ci]), "
+          f"_mm512_set1_epi32({sp}[ci]), {zy}, {yct.lo}, {yct.hi});")
+        pix = "q0" if flat else f"(oh*{g.ow} + ow0)"
         if chain is None:
             w(f"_mm_mask_storeu_epi8(yc + {pix}, live, _mm512_cvtepi32_epi8(r));")
         else:
+            w("int32_t tmp[16] __attribute__((aligned(64)));")
             w("_mm512_store_si512((void *)tmp, r);")
             w.open("for (int l = 0; l < 16; ++l)")
             w("if (!((live >> l) & 1)) break;")
             w(f"const int p = {pix} + l;")
             w("int32_t v = tmp[l];")
-            coords = ["n", "c", f"p / {g.ow}", f"p % {g.ow}"]
-            w(f"v = {chain.emit(w, 'v', coords if len(shape) == 4 else coords[:2] + coords[3:])};")
+            w(f"v = {chain.emit(w, 'v', ['n', 'ci', f'p / {g.ow}', f'p % {g.ow}'])};")
             w(f"yc[p] = ({yct.name})v;")
             w.close()
-        _advance(w, g, flat)
-        w.close()  # the vector loop
-        if not flat:
-            w.close()  # the row loop
         w.close()
+
+    rows_in = [kh for kh in range(g.k[0])
+               if max(0, g.p[0] - kh * g.d[0]) < min(g.oh, g.ih + g.p[0] - kh * g.d[0])]
+
+    def block(w: CWriter, cb: int) -> None:
+        """Channels ``c .. c+cb-1``: the masks of each chunk once, then each channel."""
+        if flat:
+            w(f"__m512i ow = _mm512_set_epi32("
+              f"{', '.join(str(i % g.ow) for i in range(15, -1, -1))});")
+            w("__m512i qv = iota;")
+            w.open(f"for (int q0 = 0; q0 < {plane_out}; q0 += 16)")
+            w(f"const __mmask16 live = q0 + 16 <= {plane_out} ? (__mmask16)0xFFFF : "
+              f"(__mmask16)((1u << ({plane_out} - q0)) - 1);")
+        else:
+            w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+            for kh in range(g.k[0]):
+                w(f"const int ih{kh} = oh*{g.s[0]} + {kh * g.d[0] - g.p[0]};")
+                w(f"const int in{kh} = ih{kh} >= 0 && ih{kh} < {g.ih};")
+            w("__m512i ow = iota;")
+            w.open(f"for (int ow0 = 0; ow0 < {g.ow}; ow0 += 16)")
+            w(f"const __mmask16 live = ow0 + 16 <= {g.ow} ? (__mmask16)0xFFFF : "
+              f"(__mmask16)((1u << ({g.ow} - ow0)) - 1);")
+        _col_masks(w, g, "ow")
+        _byte_masks(w, g, kq)
+        n = 32 if g.s[1] == 1 else 64
+        mt = "__mmask32" if n == 32 else "__mmask64"
+        for kh in range(g.k[0]):
+            if flat and kh not in rows_in:
+                continue
+            if flat:
+                lo, hi = max(0, g.p[0] - kh * g.d[0]), min(g.oh, g.ih + g.p[0] - kh * g.d[0])
+                conds = [f"_mm512_cmpge_epi32_mask(qv, _mm512_set1_epi32({lo * g.ow}))"] * (lo > 0)
+                conds += [f"_mm512_cmplt_epi32_mask(qv, _mm512_set1_epi32({hi * g.ow}))"] * (
+                    hi < g.oh)
+                w(f"const uint64_t re{kh} = _pdep_u64({' & '.join(['live', *conds])}, "
+                  "0x1111111111111111ull) * 15u;")
+            for j in range(kq):
+                start = f"q0 + ({_off(g, kh, j)})" if flat else f"ow0*{g.s[1]} + {4 * j - g.p[1]}"
+                limit = plane_in if flat else g.iw
+                w(f"const {mt} lm{kh * kq + j} = ({mt})opfuse_x86_span({start}, {limit}, {n});")
+        for i in range(cb):
+            channel(w, i)
+        if flat:
+            w("qv = _mm512_add_epi32(qv, _mm512_set1_epi32(16));")
+            w(f"ow = _mm512_add_epi32(ow, _mm512_set1_epi32({16 % g.ow}));")
+            w(f"ow = _mm512_mask_sub_epi32(ow, _mm512_cmpge_epi32_mask(ow, "
+              f"_mm512_set1_epi32({g.ow})), ow, _mm512_set1_epi32({g.ow}));")
+        else:
+            w("ow = _mm512_add_epi32(ow, _mm512_set1_epi32(16));")
+            w.close()
+        w.close()
+
+    def emit(w: CWriter) -> None:
+        w.lines.append(f"#if {hx.Z512}")
+        w.open("")
+        w("const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, "
+          "2, 1, 0);")
+        w(f"const __m512i padv = _mm512_set1_epi8((char){(zx + 128) & 0xFF});")
+        w("const __m512i fl = _mm512_set1_epi8((char)0x80);")
+        sw = g.s[1]
+        w("#if defined(__AVX512VBMI__)")
+        w(f"const __m512i spa = _mm512_loadu_si512((const void *)opfuse_x86_vbmi{sw});")
+        w("#else")
+        w(f"const __m512i spa = _mm512_loadu_si512((const void *)opfuse_x86_perm{sw});")
+        w("#endif")
+        w(f"const __m512i spb = _mm512_loadu_si512((const void *)opfuse_x86_shuf{sw});")
+        w.open(f"for (int n = 0; n < {g.n}; ++n)")
+        w("int c = 0;")
+        cb = CB if g.c >= CB else 1
+        w.open(f"for (; c + {cb} <= {g.c}; c += {cb})")
+        block(w, cb)
+        w.close()
+        if g.c % cb:
+            w.open(f"for (; c < {g.c}; ++c)")
+            block(w, 1)
+            w.close()
         w.close()
         w.close()
         w.lines.append("#else")
@@ -121,21 +214,21 @@ def emit_depthwise_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Pa
     return emit
 
 
-def _tap(w: CWriter, g: ConvGeom, kh: int, kw: int, mask: str, ptr: str) -> None:
-    """acc += (x - z_x) * w of one tap over the lanes of ``mask``, x at ``ptr``."""
-    t = kh * g.k[1] + kw
-    if g.s[1] == 2:  # even bytes of 32 (rows only: a flat plane has stride 1)
-        w(f"const __m512i v{t} = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi8("
-          f"(__mmask32)_pdep_u32({mask}, 0x55555555u), {ptr}));")
-        w(f"const __m512i x{t} = _mm512_srai_epi32(_mm512_slli_epi32(v{t}, 24), 24);")
-    else:
-        w(f"const __m512i x{t} = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8({mask}, {ptr}));")
-    w(f"const __m512i d{t} = _mm512_maskz_sub_epi32({mask}, x{t}, zxv);")
-    w("#if defined(__AVX512VNNI__)")
-    w(f"acc = _mm512_dpwssd_epi32(acc, d{t}, w{t});")
-    w("#else")
-    w(f"acc = _mm512_add_epi32(acc, _mm512_madd_epi16(d{t}, w{t}));")
-    w("#endif")
+ACCS = 3  # independent accumulators (a tap row each, in turn): vpdpbusd's latency
+CB = 4  # channels sharing a chunk's masks
+
+
+def _off(g: ConvGeom, kh: int, j: int) -> int:
+    """Flat: the input offset of quad j of tap row kh from the output pixel's index."""
+    return (kh * g.d[0] - g.p[0]) * g.iw + 4 * j - g.p[1]
+
+
+def _byte_masks(w: CWriter, g: ConvGeom, kq: int) -> None:
+    """``bm<j>``: per byte of quad j (4 per lane), whether the lane's tap column is inside."""
+    for j in range(kq):
+        parts = [f"_pdep_u64(mc{4 * j + b}, 0x{(1 << b) * 0x1111111111111111:016x}ull)"
+                 for b in range(4) if 4 * j + b < g.k[1]]
+        w(f"const uint64_t bm{j} = {' | '.join(parts)};")
 
 
 def _col_masks(w: CWriter, g: ConvGeom, col: str) -> None:
@@ -151,57 +244,3 @@ def _col_masks(w: CWriter, g: ConvGeom, col: str) -> None:
         w(f"const __mmask16 mc{kw} = {' & '.join(['live', *conds])};")
 
 
-def _flat(w: CWriter, g: ConvGeom, plane: int) -> None:
-    w(f"__m512i ow = _mm512_set_epi32({', '.join(str(i % g.ow) for i in range(15, -1, -1))});")
-    w("__m512i qv = iota;")
-    w.open(f"for (int q0 = 0; q0 < {plane}; q0 += 16)")
-    w(f"const __mmask16 live = q0 + 16 <= {plane} ? (__mmask16)0xFFFF : "
-      f"(__mmask16)((1u << ({plane} - q0)) - 1);")
-    _col_masks(w, g, "ow")
-    (dh, dw), (ph, pw) = g.d, g.p
-    w("__m512i acc = bv;")
-    for kh in range(g.k[0]):
-        lo, hi = max(0, ph - kh * dh), min(g.oh, g.ih + ph - kh * dh)
-        if lo >= hi:
-            continue
-        conds = []
-        if lo > 0:
-            conds.append(f"_mm512_cmpge_epi32_mask(qv, _mm512_set1_epi32({lo * g.ow}))")
-        if hi < g.oh:
-            conds.append(f"_mm512_cmplt_epi32_mask(qv, _mm512_set1_epi32({hi * g.ow}))")
-        w.open("")
-        w(f"const __mmask16 mr = {' & '.join(['(__mmask16)0xFFFF', *conds])};")
-        for kw in range(g.k[1]):
-            off = (kh * dh - ph) * g.iw + kw * dw - pw
-            _tap(w, g, kh, kw, f"(__mmask16)(mr & mc{kw})", f"xc + q0 + ({off})")
-        w.close()
-
-
-def _rows(w: CWriter, g: ConvGeom) -> None:
-    (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
-    w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
-    w("__m512i ow = iota;")
-    w.open(f"for (int ow0 = 0; ow0 < {g.ow}; ow0 += 16)")
-    w(f"const __mmask16 live = ow0 + 16 <= {g.ow} ? (__mmask16)0xFFFF : "
-      f"(__mmask16)((1u << ({g.ow} - ow0)) - 1);")
-    _col_masks(w, g, "ow")
-    w("__m512i acc = bv;")
-    for kh in range(g.k[0]):
-        w.open("")
-        w(f"const int ih = oh*{sh} + {kh * dh - ph};")
-        w.open(f"if (ih >= 0 && ih < {g.ih})")
-        w(f"const int8_t *xr = xc + ih*{g.iw} + ow0*{sw};")
-        for kw in range(g.k[1]):
-            _tap(w, g, kh, kw, f"mc{kw}", f"xr + ({kw * dw - pw})")
-        w.close()
-        w.close()
-
-
-def _advance(w: CWriter, g: ConvGeom, flat: bool) -> None:
-    if flat:
-        w("qv = _mm512_add_epi32(qv, _mm512_set1_epi32(16));")
-        w(f"ow = _mm512_add_epi32(ow, _mm512_set1_epi32({16 % g.ow}));")
-        w(f"ow = _mm512_mask_sub_epi32(ow, _mm512_cmpge_epi32_mask(ow, _mm512_set1_epi32({g.ow})),"
-          f" ow, _mm512_set1_epi32({g.ow}));")
-    else:
-        w("ow = _mm512_add_epi32(ow, _mm512_set1_epi32(16));")

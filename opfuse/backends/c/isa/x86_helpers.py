@@ -69,9 +69,47 @@ static inline __m256i opfuse_x86_rq8(__m256i x, __m256i m, __m256i s, int32_t zy
     return _mm256_min_epi32(_mm256_max_epi32(r, _mm256_set1_epi32(lo)), _mm256_set1_epi32(hi));
 }}
 #endif
-#if {ZMM}
+#if {NO} && defined(__AVX512BW__)
 static inline __m512i opfuse_x86_dot16(__m512i acc, __m512i x, __m512i w) {{
+#if defined(__AVX512VNNI__)
     return _mm512_dpbusd_epi32(acc, x, w);
+#else
+    const __m512i lo = _mm512_set1_epi16(0x00ff);
+    const __m512i xe = _mm512_and_si512(x, lo), xo = _mm512_srli_epi16(x, 8);
+    const __m512i we = _mm512_srai_epi16(_mm512_slli_epi16(w, 8), 8);
+    const __m512i wo = _mm512_srai_epi16(w, 8);
+    return _mm512_add_epi32(acc, _mm512_add_epi32(_mm512_madd_epi16(xe, we),
+                                                  _mm512_madd_epi16(xo, wo)));
+#endif
+}}
+#endif
+#if {Z512}
+/* bits [max(0, -start), min(n, limit - start)) of n: the bytes of a window at index start that
+   lie in [0, limit) */
+static inline uint64_t opfuse_x86_span(int start, int limit, int n) {{
+    const int lo = start < 0 ? -start : 0;
+    const int hi = limit - start < n ? limit - start : n;
+    if (hi <= lo) return 0;
+    const uint64_t m = hi >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << hi) - 1);
+    return m & ~(((uint64_t)1 << lo) - 1);
+}}
+/* lane l (of 16) <- bytes s*l .. s*l + 3 of a window (s = 1, 2): vpermb by the byte indices,
+   or without VBMI vpermd (128-bit lane L <- dwords s*L .. s*L + 3) then vpshufb (byte 4i + k of
+   a lane <- byte s*i + k: the same 16 numbers) */
+#define OPFUSE_X86_UNUSED __attribute__((unused))
+static const uint8_t opfuse_x86_vbmi1[64] OPFUSE_X86_UNUSED = {{0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6, 4, 5, 6, 7, 5, 6, 7, 8, 6, 7, 8, 9, 7, 8, 9, 10, 8, 9, 10, 11, 9, 10, 11, 12, 10, 11, 12, 13, 11, 12, 13, 14, 12, 13, 14, 15, 13, 14, 15, 16, 14, 15, 16, 17, 15, 16, 17, 18}};
+static const uint8_t opfuse_x86_vbmi2[64] OPFUSE_X86_UNUSED = {{0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15, 16, 17, 16, 17, 18, 19, 18, 19, 20, 21, 20, 21, 22, 23, 22, 23, 24, 25, 24, 25, 26, 27, 26, 27, 28, 29, 28, 29, 30, 31, 30, 31, 32, 33}};
+static const int32_t opfuse_x86_perm1[16] OPFUSE_X86_UNUSED = {{0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6}};
+static const int32_t opfuse_x86_perm2[16] OPFUSE_X86_UNUSED = {{0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9}};
+static const uint8_t opfuse_x86_shuf1[64] OPFUSE_X86_UNUSED = {{0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6, 0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6, 0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6, 0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6}};
+static const uint8_t opfuse_x86_shuf2[64] OPFUSE_X86_UNUSED = {{0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9}};
+static inline __m512i opfuse_x86_spread(__m512i u, __m512i a, __m512i b) {{
+#if defined(__AVX512VBMI__)
+    (void)b;
+    return _mm512_permutexvar_epi8(a, u);
+#else
+    return _mm512_shuffle_epi8(_mm512_permutexvar_epi32(a, u), b);
+#endif
 }}
 #endif
 #if {NO} && defined(__AVX512BW__)
