@@ -104,6 +104,7 @@ CASES = {
     "5x5_valid": (13, 7, 3, 7, 5, 1, "VALID", 1, None, None, 5),
     "dilated": (10, 10, 3, 17, 3, 1, "SAME", 2, None, None, 6),
     "1x1_s2": (9, 9, 8, 16, 1, 2, "VALID", 1, None, None, 7),
+    "c1_5x5_s2_quads": (20, 11, 1, 24, 5, 2, "SAME", 1, "relu", None, 15),
     "grouped_mult2": (10, 9, 3, 6, 3, 2, "SAME", 1, "relu", 2, 8),
     "dw_flat_kws": (25, 5, 20, 20, 3, 1, "SAME", 1, "relu", 1, 9),
     "dw_rows_s2": (19, 37, 9, 9, 3, 2, "SAME", 1, "relu6", 1, 10),

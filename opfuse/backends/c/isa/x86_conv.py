@@ -94,7 +94,8 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         core = Core(g.group, g.icg, g.ocg, 1, 1, 1, 1, 1, 1, 1, g.oh * g.ow, 1, g.oh * g.ow)
     else:
         core = Core(g.group, g.icg, g.ocg, g.k[0], g.k[1], sh, sw, dh, dw, g.oh, g.ow,
-                    (g.oh - 1) * sh + (g.k[0] - 1) * dh + 1, (g.ow - 1) * sw + (g.k[1] - 1) * dw + 1)
+                    (g.oh - 1) * sh + (g.k[0] - 1) * dh + 1, (g.ow - 1) * sw + (g.k[1] - 1) * dw + 1,
+                    g.icg == 1 and g.k[1] > 1 and dw == 1)
     if core.stage_bytes > STAGE_LIMIT:
         return False
     mode = rounding(params)
@@ -122,9 +123,9 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
 
     def store(w: CWriter, p: int, isa: str) -> None:
         pix = "ow0" if pointwise else f"(oh*{g.ow} + ow0)"
-        if isa == "zmm" and p == 8 and chain is None and vector:
+        if isa == "zmm" and chain is None and vector:
             emit_store_t8(w, core, f"{y} + (n*{g.oc} + grp*{g.ocg})*{plane_out} + {pix}",
-                          plane_out)
+                          plane_out, p)
             return
         w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
         w(f"const int oc = grp*{g.ocg} + o;")

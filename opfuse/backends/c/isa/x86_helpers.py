@@ -19,7 +19,7 @@ sees none of it).
 from __future__ import annotations
 
 NO = "!defined(OPFUSE_NO_X86_SIMD)"
-ZMM = f"{NO} && defined(__AVX512VNNI__) && defined(__AVX512BW__)"
+ZMM = f"{NO} && defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)"
 YMM_VNNI = f"{NO} && (defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__)))"
 AVX2 = f"{NO} && defined(__AVX2__)"
 Z512 = f"{NO} && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__BMI2__)"

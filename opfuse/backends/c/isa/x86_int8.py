@@ -73,10 +73,26 @@ class Core:
     cols: int  # output pixels per row
     ihp: int  # staged rows, columns
     iwp: int
+    quad: bool = False  # one input channel: 4 taps along a row per 4 bytes (module docstring)
 
     @property
     def icp(self) -> int:
-        return _up(self.icg, 4)
+        return 4 if self.quad else _up(self.icg, 4)
+
+    @property
+    def kwl(self) -> int:
+        """Iterations of the kw loop: taps, or quads of taps."""
+        return -(-self.kw // 4) if self.quad else self.kw
+
+    @property
+    def px(self) -> int:
+        """Bytes from a staged column to the next."""
+        return 1 if self.quad else 4
+
+    @property
+    def rowb(self) -> int:
+        """Bytes from a staged row to the next (3 more columns for a quad's last bytes)."""
+        return self.iwp + 3 if self.quad else self.iwp * 4
 
     @property
     def ocp(self) -> int:
@@ -84,7 +100,7 @@ class Core:
 
     @property
     def stage_bytes(self) -> int:
-        return self.ihp * self.iwp * self.icp
+        return self.ihp * self.rowb if self.quad else self.ihp * self.iwp * self.icp
 
 
 @dataclass(frozen=True)
@@ -104,8 +120,16 @@ def pack(params, key: str, core: Core, wt: np.ndarray, bias: np.ndarray, zx: int
     """Store the packed weights, the corrected bias and (tflite) the padded multipliers;
     ``wt`` is [OC][ICg][KH][KW] int8. None if the vector requantization could not be exact."""
     g, taps = core.group, core.kh * core.kw
-    w5 = np.zeros((g, core.ocp, core.icp, taps), np.int64)
-    w5[:, : core.ocg, : core.icg] = wt.astype(np.int64).reshape(g, core.ocg, core.icg, taps)
+    if core.quad:  # [g][OCp][KH][quads*4]: the "channels" of a quad are 4 taps of a row
+        w5 = np.zeros((g, core.ocp, core.kh, core.kwl * 4), np.int64)
+        w5[:, : core.ocg, :, : core.kw] = wt.astype(np.int64).reshape(g, core.ocg, core.kh,
+                                                                     core.kw)
+        w5 = w5.reshape(g, core.ocp, core.kh, core.kwl, 4).transpose(0, 1, 4, 2, 3).reshape(
+            g, core.ocp, 4, core.kh * core.kwl)
+        taps = core.kh * core.kwl
+    else:
+        w5 = np.zeros((g, core.ocp, core.icp, taps), np.int64)
+        w5[:, : core.ocg, : core.icg] = wt.astype(np.int64).reshape(g, core.ocg, core.icg, taps)
     off = zx + 128 if signed else zx
     bias_p = np.zeros((g, core.ocp), np.int64)
     bias_p[:, : core.ocg] = bias.reshape(g, core.ocg)
@@ -158,14 +182,15 @@ def _block(w: CWriter, isa: str, core: Core, a: Arrays, p: int, nb: int, rq: str
         w(f"const {vt} b{v} = {ld}({cast}({a.b} + c0 + {v * lanes}));")
         for q in range(p):
             w(f"{vt} a{q}_{v} = b{v};")
-    w(f"const uint8_t *xb = xs + (oh*{core.sh * core.iwp} + ow0*{core.sw})*4;")
-    w(f"const int8_t *wb = {a.w} + grp*{core.kh * core.kw * core.icp * core.ocp} + ob*{step * 4};")
-    taps = core.kh * core.kw > 1
+    w(f"const uint8_t *xb = xs + oh*{core.sh * core.rowb} + ow0*{core.sw * core.px};")
+    w(f"const int8_t *wb = {a.w} + grp*{core.kh * core.kwl * core.icp * core.ocp} + "
+      f"ob*{step * 4};")
+    taps = core.kh * core.kwl > 1
     if taps:
         w.open(f"for (int kh = 0; kh < {core.kh}; ++kh)")
-        w.open(f"for (int kw = 0; kw < {core.kw}; ++kw)")
-        w(f"const uint8_t *xt = xb + (kh*{core.dh * core.iwp} + kw*{core.dw})*4;")
-        w(f"const int8_t *wt = wb + (kh*{core.kw} + kw)*{core.icp * core.ocp};")
+        w.open(f"for (int kw = 0; kw < {core.kwl}; ++kw)")
+        w(f"const uint8_t *xt = xb + kh*{core.dh * core.rowb} + kw*{4 if core.quad else core.dw * 4};")
+        w(f"const int8_t *wt = wb + (kh*{core.kwl} + kw)*{core.icp * core.ocp};")
     else:
         w("const uint8_t *xt = xb;")
         w("const int8_t *wt = wb;")
@@ -173,7 +198,7 @@ def _block(w: CWriter, isa: str, core: Core, a: Arrays, p: int, nb: int, rq: str
     for v in range(nb):
         w(f"const {vt} w{v} = {ld}({cast}(wt + c4*{core.ocp * 4} + {v * lanes * 4}));")
     for q in range(p):
-        w(f"const {vt} x{q} = {bc}(opfuse_x86_ld32(xt + {q * core.sw * 4} + "
+        w(f"const {vt} x{q} = {bc}(opfuse_x86_ld32(xt + {q * core.sw * core.px} + "
           f"c4*{core.ihp * core.iwp * 4}));")
         for v in range(nb):
             w(f"a{q}_{v} = {dot}(a{q}_{v}, x{q}, w{v});")
@@ -235,13 +260,14 @@ def emit_core(w: CWriter, core: Core, a: Arrays, stage: Callable[[CWriter], None
     w.lines.append("#else")
 
 
-def emit_store_t8(w: CWriter, core: Core, yb: str, plane: int) -> None:
-    """zmm, 8 pixels of every channel (``tmp``, final values) into NCHW bytes: per 16 channels
-    an 8 x 16 byte transpose (SSE2 unpacks), one 8-byte store per channel at ``yb + o*plane``."""
+def emit_store_t8(w: CWriter, core: Core, yb: str, plane: int, p: int = 8) -> None:
+    """zmm, ``p`` <= 8 pixels of every channel (``tmp``, final values) into NCHW bytes: per 16
+    channels an 8 x 16 byte transpose (SSE2 unpacks), one 8-byte (or masked ``p``-byte) store
+    per channel at ``yb + o*plane``."""
     def group(o16: str, count: int) -> None:
         for q in range(8):
             w(f"const __m128i r{q} = _mm512_cvtepi32_epi8(_mm512_load_si512((const void *)"
-              f"(tmp[{q}] + {o16})));")
+              f"(tmp[{q}] + {o16})));" if q < p else f"const __m128i r{q} = _mm_setzero_si128();")
         for j in range(4):
             w(f"const __m128i a{2 * j} = _mm_unpacklo_epi8(r{2 * j}, r{2 * j + 1}), "
               f"a{2 * j + 1} = _mm_unpackhi_epi8(r{2 * j}, r{2 * j + 1});")
@@ -257,7 +283,9 @@ def emit_store_t8(w: CWriter, core: Core, yb: str, plane: int) -> None:
             w(" ".join(f"(void)e{j};" for j in range(8)))
         for c in range(count):
             e = f"e{c // 2}" if c % 2 == 0 else f"_mm_unpackhi_epi64(e{c // 2}, e{c // 2})"
-            w(f"_mm_storel_epi64((__m128i *)(yb + ({o16} + {c})*{plane}), {e});")
+            at = f"yb + ({o16} + {c})*{plane}"
+            w(f"_mm_storel_epi64((__m128i *)({at}), {e});" if p == 8 else
+              f"_mm_mask_storeu_epi8({at}, (__mmask16){(1 << p) - 1}, {e});")
 
     w.open("")
     w(f"uint8_t *yb = (uint8_t *)({yb});")
@@ -287,6 +315,13 @@ def emit_stage_nchw(w: CWriter, core: Core, a: Arrays, xg: str, xct: str, ih: in
         w(f"memset(xs, {a.pad}, sizeof xs);")
     plane, cstride = ih * iw, core.ihp * core.iwp * 4
     flip = " ^ 0x80" if a.flip else ""
+    if core.quad:  # one channel, its rows as they are
+        w.open(f"for (int h = 0; h < {rows}; ++h)")
+        w(f"uint8_t *d = xs + (h + {ph})*{core.rowb} + {pw};")
+        w(f"const {xct} *r = {xg} + h*{iw};")
+        w(f"for (int q = 0; q < {cols}; ++q) d[q] = (uint8_t)(r[q]{flip});")
+        w.close()
+        return
     if core.icg >= 4:
         w.open(f"for (int c4 = 0; c4 < {core.icg // 4}; ++c4)")
         w(f"const {xct} *x0 = {xg} + c4*{4 * plane};")
