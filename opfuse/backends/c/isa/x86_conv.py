@@ -13,10 +13,9 @@ import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, attr, dims
 from opfuse.backends.c.conv import conv_geom
-from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import bias_array, int_ctype, quant, requant_arrays, rounding
 from opfuse.backends.c.int8.depthwise_dsp import is_depthwise8
-from opfuse.backends.c.isa.x86_depthwise import emit_depthwise_x86
+from opfuse.backends.c.isa.x86_depthwise import emit_depthwise_x86, fold_chain
 from opfuse.backends.c.isa.x86_int8 import (
     STAGE_LIMIT,
     Core,
@@ -34,11 +33,12 @@ from opfuse.quant import ONNX, conv_scales
 ROW_LIMIT = 64 * 1024  # bytes of the row buffer of an epilogue chain
 
 
-def _scalar_v(rq, vector: bool, zy: int, yct, ch: str, acc: str = "tmp[q][o]") -> str:  # noqa: ANN001
+def _scalar_v(rq, vector: bool, zy: int, bounds: tuple[int, int], ch: str,  # noqa: ANN001
+              acc: str = "tmp[q][o]") -> str:
     """The output integer of ``acc``: already requantized, or requantized here (onnx)."""
     if vector:
         return acc
-    return f"opfuse_clamp({rq(acc, ch)} + {zy}, {yct.lo}, {yct.hi})"
+    return f"opfuse_clamp({rq(acc, ch)} + {zy}, {bounds[0]}, {bounds[1]})"
 
 
 def _assemble(w: CWriter, params: Params, simd: CWriter,
@@ -108,7 +108,7 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         return False
     rq = requant_arrays(params, node.name, real)
     shape = dims(yv, node)
-    chain = Chain8(pre, shape, params, yv.name) if pre else None
+    bounds, chain = fold_chain(pre, yv, node, params, yct)
     x = params.inp(xv, node)
     y = params.out((pre or [node])[-1].outputs[0], node)
     plane_out = g.oh * g.ow
@@ -131,7 +131,7 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         w(f"const int oc = grp*{g.ocg} + o;")
         w(f"{yct.name} *yr = {y} + (n*{g.oc} + oc)*{plane_out} + {pix};")
         w.open(f"for (int q = 0; q < {p}; ++q)")
-        w(f"int32_t v = {_scalar_v(rq, vector, zy, yct, 'oc')};")
+        w(f"int32_t v = {_scalar_v(rq, vector, zy, bounds, 'oc')};")
         if chain is not None:  # a row too long for rb: the chain block by block
             hw = [f"(ow0 + q) / {g.ow}", f"(ow0 + q) % {g.ow}"] if pointwise else \
                 ["oh", "(ow0 + q)"]
@@ -146,7 +146,7 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         w(f"const int oc = grp*{g.ocg} + o;")
         w(f"{yct.name} *yr = {y} + (n*{g.oc} + oc)*{plane_out}{'' if pointwise else f' + oh*{g.ow}'};")
         w.open(f"for (int i = 0; i < {core.cols}; ++i)")
-        w(f"int32_t v = {_scalar_v(rq, vector, zy, yct, 'oc', 'rb[o][i]')};")
+        w(f"int32_t v = {_scalar_v(rq, vector, zy, bounds, 'oc', 'rb[o][i]')};")
         if chain is not None:
             hw = [f"i / {g.ow}", f"i % {g.ow}"] if pointwise else ["oh", "i"]
             coords = ["n", "oc", *hw] if len(shape) == 4 else ["n", "oc", hw[1]]
@@ -157,7 +157,7 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
 
     rowwise = (chain is not None or not vector) and core.ocg * core.cols * 4 <= ROW_LIMIT
     simd = CWriter(w.depth)
-    emit_core(simd, core, a, stage, store, vector, zy, yct.lo, yct.hi, g.n,
+    emit_core(simd, core, a, stage, store, vector, zy, *bounds, g.n,
               row if rowwise else None)
     _assemble(w, params, simd, portable)
     return True
@@ -192,14 +192,14 @@ def emit_gemm_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     rq = requant_arrays(params, node.name, real)
     x = params.inp(av, node)
     shape = dims(yv, node)
-    chain = Chain8(pre, shape, params, yv.name) if pre else None
+    bounds, chain = fold_chain(pre, yv, node, params, yct)
     y = params.out((pre or [node])[-1].outputs[0], node)
 
     def store(w: CWriter, p: int, isa: str) -> None:
         w.open(f"for (int q = 0; q < {p}; ++q)")
         w("const int m = ow0 + q;")
         w.open(f"for (int o = 0; o < {n_out}; ++o)")
-        w(f"int32_t v = {_scalar_v(rq, vector, zy, yct, 'o')};")
+        w(f"int32_t v = {_scalar_v(rq, vector, zy, bounds, 'o')};")
         if chain is not None:
             if len(shape) == 2:
                 coords = ["m", "o"]
@@ -217,6 +217,6 @@ def emit_gemm_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
 
     simd = CWriter(w.depth)
     emit_core(simd, core, a, lambda w: emit_stage_rows(w, core, a, x, act.name), store, vector,
-              zy, yct.lo, yct.hi)
+              zy, *bounds)
     _assemble(w, params, simd, portable)
     return True

@@ -33,8 +33,8 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, dims
 from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32
-from opfuse.backends.c.int8.chain import Chain8
-from opfuse.backends.c.int8.common import bias_array, int_ctype, quant
+from opfuse.backends.c.int8.chain import CLAMP_OPS, Chain8
+from opfuse.backends.c.int8.common import bias_array, clamp_bounds, int_ctype, quant, rounding
 from opfuse.backends.c.isa import x86_helpers as hx
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
@@ -42,8 +42,6 @@ from opfuse.quant import ONNX, conv_scales, multipliers
 
 
 def applies(g: ConvGeom, params: Params) -> bool:
-    from opfuse.backends.c.int8.common import rounding
-
     return rounding(params) != ONNX and g.d[1] == 1 and g.s[1] in (1, 2)
 
 
@@ -77,8 +75,7 @@ def emit_depthwise_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Pa
     zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
     yv = node.outputs[0]
     yct = int_ctype(yv, node)
-    shape = dims(yv, node)
-    chain = Chain8(pre, shape, params, yv.name) if pre else None
+    (lo, hi), chain = fold_chain(pre, yv, node, params, yct)
     x = params.inp(node.inputs[0], node)
     y = params.out((pre or [node])[-1].outputs[0], node)
     flat = g.s == (1, 1) and g.ow == g.iw
@@ -116,7 +113,7 @@ def emit_depthwise_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Pa
             w.close("" if flat else f" else {pad}  /* a padded row */")
         w("const __m512i acc = _mm512_add_epi32(acc0, _mm512_add_epi32(acc1, acc2));")
         w(f"const __m512i r = opfuse_x86_rq16(acc, _mm512_set1_epi32({mp}[ci]), "
-          f"_mm512_set1_epi32({sp}[ci]), {zy}, {yct.lo}, {yct.hi});")
+          f"_mm512_set1_epi32({sp}[ci]), {zy}, {lo}, {hi});")
         pix = "q0" if flat else f"(oh*{g.ow} + ow0)"
         if chain is None:
             w(f"_mm_mask_storeu_epi8(yc + {pix}, live, _mm512_cvtepi32_epi8(r));")
@@ -244,3 +241,19 @@ def _col_masks(w: CWriter, g: ConvGeom, col: str) -> None:
         w(f"const __mmask16 mc{kw} = {' & '.join(['live', *conds])};")
 
 
+def fold_chain(pre: list[ir.Node], yv: ir.Value, node: ir.Node, params: Params, yct
+               ) -> tuple[tuple[int, int], Chain8 | None]:  # noqa: ANN001
+    """The output's clamp bounds and the epilogue chain: a chain of only Relu/Clip (TFLite's
+    fused activation, input and output sharing parameters) is its clamps' intersection, folded
+    into the vector clamp (the same integers while the ranges meet), with no chain left."""
+    shape = dims(yv, node)
+    lo, hi = yct.lo, yct.hi
+    for p in pre:
+        qi, qo = quant(p.inputs[0], p), quant(p.outputs[0], p)
+        if p.op_type not in CLAMP_OPS or qi != qo or int_ctype(p.outputs[0], p) != yct:
+            return (yct.lo, yct.hi), Chain8(pre, shape, params, yv.name)
+        a, b = clamp_bounds(p, qo, yct, rounding(params))
+        lo, hi = max(lo, a), min(hi, b)
+    if lo > hi:
+        return (yct.lo, yct.hi), Chain8(pre, shape, params, yv.name)
+    return (lo, hi), None
