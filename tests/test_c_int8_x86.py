@@ -172,7 +172,8 @@ def test_conv_builds_match_tflite_micro(case: str) -> None:
     _check(tfl, model, runs, names)
 
 
-@pytest.mark.parametrize("case", ["pointwise_odd", "3x3_same_odd", "dw_flat_kws", "dw_rows_s2"])
+@pytest.mark.parametrize("case", ["pointwise_odd", "3x3_same_odd", "dw_flat_kws", "dw_rows_s2",
+                                  "pointwise_tiles", "dilated", "1x1_s2"])
 def test_conv_add_chain_builds_match_tflite_micro(case: str) -> None:
     tfl, model, runs, names = _conv_models(case, residual=True)
     _check(tfl, model, runs, names)

@@ -26,11 +26,12 @@ from opfuse.backends.c.isa.x86_int8 import (
     pack,
     x86_simd,
 )
+from opfuse.backends.c.isa.x86_residual import emit_residual_row, residual
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.quant import ONNX, conv_scales
 
-ROW_LIMIT = 64 * 1024  # bytes of the row buffer of an epilogue chain
+ROW_LIMIT = 128 * 1024  # bytes of the row buffer of an epilogue chain
 
 
 def _scalar_v(rq, vector: bool, zy: int, bounds: tuple[int, int], ch: str,  # noqa: ANN001
@@ -141,10 +142,17 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         w.close()
         w.close()
 
-    def row(w: CWriter) -> None:  # the epilogue chain (or onnx rounding) along a row
+    res = residual(pre, yv, node, params) if chain is not None else None
+
+    def row(w: CWriter, isa: str) -> None:  # the epilogue chain (or onnx rounding) along a row
         w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
         w(f"const int oc = grp*{g.ocg} + o;")
-        w(f"{yct.name} *yr = {y} + (n*{g.oc} + oc)*{plane_out}{'' if pointwise else f' + oh*{g.ow}'};")
+        at = f"(n*{g.oc} + oc)*{plane_out}{'' if pointwise else f' + oh*{g.ow}'}"
+        w(f"{yct.name} *yr = {y} + {at};")
+        if isa == "zmm" and res is not None:  # a residual Add in vectors (x86_residual.py)
+            emit_residual_row(w, res, "rb[o]", f"{res.ptr} + {at}", "yr", core.cols)
+            w.close()
+            return
         w.open(f"for (int i = 0; i < {core.cols}; ++i)")
         w(f"int32_t v = {_scalar_v(rq, vector, zy, bounds, 'oc', 'rb[o][i]')};")
         if chain is not None:

@@ -218,11 +218,11 @@ def _block(w: CWriter, isa: str, core: Core, a: Arrays, p: int, nb: int, rq: str
 
 def emit_core(w: CWriter, core: Core, a: Arrays, stage: Callable[[CWriter], None],
               store: Callable[[CWriter, int, str], None], vector_rq: bool, zy: int, lo: int,
-              hi: int, batch: int = 1, row: Callable[[CWriter], None] | None = None) -> None:
+              hi: int, batch: int = 1, row: Callable[[CWriter, str], None] | None = None) -> None:
     """The SIMD branches of one kernel over ``n`` < ``batch`` and ``grp``: ``stage``
     fills ``xs`` for group ``grp``, ``store(w, p, isa)`` writes ``tmp[0..p-1]`` of the block at
     (``oh``, ``ow0``) (module docstring); or, with ``row``, the blocks fill ``rb[OCg][cols]``
-    and ``row(w)`` writes output row ``oh`` from it (an epilogue chain then runs along the
+    and ``row(w, isa)`` writes output row ``oh`` from it (an epilogue chain then runs along the
     row's pixels, as the portable C's does). Then ``#else`` (the caller writes the portable C
     and ``#endif``)."""
     for k, (isa, guard) in enumerate(GUARDS):
@@ -252,7 +252,7 @@ def emit_core(w: CWriter, core: Core, a: Arrays, stage: Callable[[CWriter], None
                   "rb[o][ow0 + q] = tmp[q][o];")
             w.close()
         if row is not None:
-            row(w)
+            row(w, isa)
         w.close()
         w.close()
         w.close()
