@@ -36,6 +36,8 @@ from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8.chain import CLAMP_OPS, Chain8
 from opfuse.backends.c.int8.common import bias_array, clamp_bounds, int_ctype, quant, rounding
 from opfuse.backends.c.isa import x86_helpers as hx
+from opfuse.backends.c.isa.x86_depthwise_avx2 import STAGE_LIMIT as AVX2_STAGE
+from opfuse.backends.c.isa.x86_depthwise_avx2 import emit_avx2, staged
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.quant import ONNX, conv_scales, multipliers
@@ -206,6 +208,16 @@ def emit_depthwise_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Pa
             w.close()
         w.close()
         w.close()
+        hs, ws = staged(g, kq)
+        if hs * ws <= AVX2_STAGE:
+            w.lines.append(f"#elif {hx.AVX2}")
+
+            def chain_store(w: CWriter) -> None:
+                w(f"v = {chain.emit(w, 'v', ['n', 'c', f'p / {g.ow}', f'p % {g.ow}'])};")
+                w(f"yc[p] = ({yct.name})v;")
+
+            emit_avx2(w, g, kq, zx, x, y, yct, (wp, bp, mp, sp), zy, lo, hi,
+                      chain_store if chain is not None else None)
         w.lines.append("#else")
 
     return emit
