@@ -59,7 +59,13 @@ def emit_quantize(w: CWriter, node: ir.Node, params: Params) -> None:
         return
     rnd = "rintf" if mode == ONNX else "roundf"
     w.open(f"for (int i = 0; i < {n}; ++i)")
-    w(f"float r = {rnd}({x}[i] / {flit(s)});")
+    from opfuse.backends.c.isa.x86_int8 import x86_simd
+
+    if rnd == "roundf" and x86_simd(params):  # roundf exactly, as gcc vectorizes it (truncf)
+        w(f"const float v = {x}[i] / {flit(s)}, t = truncf(v), d = v - t;  /* d exact */")
+        w("float r = t + (d >= 0.5f ? 1.0f : (d <= -0.5f ? -1.0f : 0.0f));")
+    else:
+        w(f"float r = {rnd}({x}[i] / {flit(s)});")
     w("r = r < -1073741824.0f ? -1073741824.0f : (r > 1073741824.0f ? 1073741824.0f : r);")
     w(f"{y}[i] = ({yct.name})opfuse_clamp((int32_t)r + {z}, {yct.lo}, {yct.hi});")
     w.close()
