@@ -225,7 +225,7 @@ def test_seed_example_unaffected_by_efficiency():
         ("conv = 0", r"my\.toml: 'perf\.efficiency\.conv' must be > 0"),
         ("depthwise = 1.5", r"my\.toml: 'perf\.efficiency\.depthwise' must be in \(0, 1\]"),
         ("winograd = 0.5", r"my\.toml: unknown kernel class 'perf\.efficiency\.winograd'"),
-        ("pool = 'slow'", r"my\.toml: 'perf\.efficiency\.pool' must be a number"),
+        ("pool = 'slow'", r"my\.toml: 'perf\.efficiency\.pool' must be a finite number"),
     ],
 )
 def test_bad_efficiency_is_refused_naming_file_and_key(tmp_path, table, message):

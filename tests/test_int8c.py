@@ -199,7 +199,7 @@ def test_probe_calibration_fits_each_path_then_the_epilogue():
 
 @pytest.mark.parametrize("table, message", [
     ("[perf.int8c.mac_s]\nconv = 2e-11", "unknown C path"),
-    ("[perf.int8c.mac_s]\npointwise = \"fast\"", "must be a number"),
+    ("[perf.int8c.mac_s]\npointwise = \"fast\"", "must be a finite number"),
     ("[perf.int8c.output_s]\ngemm = -1e-9", "must be >= 0"),
     ("[perf.int8c]\nspeed = 1", "unknown key 'perf.int8c.speed'"),
 ])

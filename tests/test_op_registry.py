@@ -72,6 +72,8 @@ ALLOWED = {
     # the C expression writer's own branches: one expression for two ops of one formula
     ("epilogue.py", ("HardSigmoid", "HardSwish")): "one C formula with two defaults",
     ("epilogue.py", ("Max", "Min", "Sum")): "one variadic C fold for three ops",
+    ("residual.py", ("Add", "Sub")): "the x86 vector residual kernel's own two formulas (TFLite's "
+                                     "ADD and SUB with their scales)",
     # onnxruntime's fusions, which the ONNX backend asks for: ORT's lists, not opfuse's
     ("ort_fusion.py", ("Clip", "HardSigmoid", "LeakyRelu", "Relu", "Sigmoid", "Tanh")):
         "onnxruntime's FusedConv activations",

@@ -334,10 +334,10 @@ def test_a_planted_partial_file_is_refused_not_followed(run_cli, tmp_path: Path,
     assert not (tmp_path / "rows.csv").exists()
 
 
-def test_csv_cells_a_spreadsheet_would_run_are_quoted_and_read_back() -> None:
+def test_csv_cells_a_spreadsheet_would_run_are_quoted_and_read_back(tmp_path: Path) -> None:
     """A model file named like a formula ("=HYPERLINK(...)") is written behind a quote (CSV
     injection) and reads back as it was (--resume)."""
-    from opfuse.sweep.output import _csv_text, _from_csv  # noqa: PLC2701 - the codec's round trip
+    from opfuse.sweep.output import encode, read_rows
     from opfuse.sweep.schema import blank_row
 
     rows = []
@@ -345,10 +345,11 @@ def test_csv_cells_a_spreadsheet_would_run_are_quoted_and_read_back() -> None:
         row = blank_row()
         row.update(model=name, target=f"t{i}", precision="fp32", status="ok")
         rows.append(row)
-    text = _csv_text(rows)
-    cells = [line.split(",")[0] for line in text.splitlines()[1:]]
+    path = tmp_path / "rows.csv"
+    path.write_text(encode(rows, ".csv"))
+    cells = [line.split(",")[0] for line in path.read_text().splitlines()[1:]]
     assert all(not c.lstrip('"').startswith(("=", "+", "@", "-")) for c in cells), cells
-    assert [r["model"] for r in _from_csv(text)] == [r["model"] for r in rows]
+    assert sorted(r["model"] for r in read_rows(path)) == sorted(r["model"] for r in rows)
 
 
 def test_a_local_ray_cluster_requires_a_token(monkeypatch) -> None:

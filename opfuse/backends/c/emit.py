@@ -150,7 +150,8 @@ def generate(
     files = {
         "model.h": model_h(info),
         "model.c": _model_c(info, funcs, calls, where_in, where_out, helpers(model),
-                            kernels(result.target.isa).prelude),
+                            kernels(result.target.isa).prelude,
+                            kernels(result.target.isa).helpers),
         "weights.c": weights_c(blob.data()),
         "main.c": main_c(info),
         "Makefile": MAKEFILE,
@@ -265,7 +266,7 @@ def common_ctype(items: tuple[TensorRecord, ...]) -> str:
 
 
 def _model_c(info: Manifest, funcs: CWriter, calls: CWriter, where_in: list, where_out: list,
-             extra: str = "", prelude: str = ""):
+             extra: str = "", prelude: str = "", isa_helpers=None):  # noqa: ANN001
     n_in, n_out = len(info.inputs), len(info.outputs)
     ins, outs = run_args(info)
     ti, to = common_ctype(info.inputs), common_ctype(info.outputs)
@@ -371,7 +372,8 @@ static int opfuse_status;
         "    return opfuse_model_run_v(inputs, outputs);",
         "}",
     ]
-    return head + extra + fast_math(funcs.text()) + funcs.text() + "\n".join(tail) + "\n"
+    helpers = isa_helpers(funcs.text()) if isa_helpers else ""  # the ISA's, when its kernels call them
+    return head + extra + fast_math(funcs.text()) + helpers + funcs.text() + "\n".join(tail) + "\n"
 
 
 def run_args(info: Manifest) -> tuple[list[str], list[str]]:

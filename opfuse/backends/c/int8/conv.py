@@ -63,6 +63,14 @@ SHORT_ROW = 32  # output rows shorter than this vectorize over channels instead
 
 
 def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
+    """The ISA's int8 conv (``IsaKernels.conv8``, which writes this C in its ``#else``) where it
+    takes the conv, else the portable C below."""
+    conv8 = kernels(params.store.isa).conv8
+    if conv8 is None or not conv8(w, node, pre, params, lambda c: _conv8_c(c, node, pre, params)):
+        _conv8_c(w, node, pre, params)
+
+
+def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
     g = conv_geom(node)
     if conv_mcu.uses_matrix_core(g, params):
         conv_mcu.emit_conv_mcu(w, node, pre, params, g)
@@ -298,7 +306,7 @@ def _pads_end(node: ir.Node) -> list[int]:
 
 def emit_gemm8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
     """Gemm (alpha = beta = 1, transA = 0) or MatMul with a constant 2-D B: y[m, n] over K."""
-    av, bv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
+    av, bv = node.inputs[0], node.inputs[1]
     arr = const(bv)
     if arr is None and node.op_type == "MatMul":  # two activations (attention)
         emit_matmul_act8(w, node, pre, params)
@@ -318,6 +326,17 @@ def emit_gemm8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
     if conv_mcu.uses_matrix_gemm(params):
         gemm_mcu.emit_gemm_mcu(w, node, pre, params, nk)
         return
+    gemm8 = kernels(params.store.isa).gemm8  # the ISA's, this C in its #else
+    if gemm8 is None or not gemm8(w, node, pre, params, nk,
+                                  lambda c: _gemm8_c(c, node, pre, params, nk)):
+        _gemm8_c(w, node, pre, params, nk)
+
+
+def _gemm8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
+             nk: np.ndarray) -> None:
+    av, bv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
+    n_out, k = nk.shape
+    a_shape = dims(av, node)
     rows = int(np.prod(a_shape[:-1])) if len(a_shape) > 1 else 1
     aq, bq, yq = quant(av, node, "input"), quant(bv, node, "weight"), quant(yv, node, "output")
     act = int_ctype(av, node)

@@ -16,6 +16,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, attr, dims, flit, who
 from opfuse.backends.c.ctype import FLOAT, ctype_of
 from opfuse.backends.c.int8.common import int_ctype, quant, rescale_expr, rounding
+from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.layout import emit_concat
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
@@ -59,7 +60,11 @@ def emit_quantize(w: CWriter, node: ir.Node, params: Params) -> None:
         return
     rnd = "rintf" if mode == ONNX else "roundf"
     w.open(f"for (int i = 0; i < {n}; ++i)")
-    w(f"float r = {rnd}({x}[i] / {flit(s)});")
+    if rnd == "roundf" and kernels(params.store.isa).roundf_truncf:  # roundf exactly, vectorized
+        w(f"const float v = {x}[i] / {flit(s)}, t = truncf(v), d = v - t;  /* d exact */")
+        w("float r = t + (d >= 0.5f ? 1.0f : (d <= -0.5f ? -1.0f : 0.0f));")
+    else:
+        w(f"float r = {rnd}({x}[i] / {flit(s)});")
     w("r = r < -1073741824.0f ? -1073741824.0f : (r > 1073741824.0f ? 1073741824.0f : r);")
     w(f"{y}[i] = ({yct.name})opfuse_clamp((int32_t)r + {z}, {yct.lo}, {yct.hi});")
     w.close()

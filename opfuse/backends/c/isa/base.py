@@ -27,6 +27,17 @@ class IsaKernels:
     # saturate8(w, value, ranged): C declaring ``int32_t v`` = value clamped to [-128, 127]
     # (``ranged``: a chain follows, which may fold its own clamp to that range away)
     saturate8: Callable[[CWriter, str, bool], None] | None = None
+    # conv8(w, node, pre, params, portable) / gemm8(w, node, pre, params, nk, portable): the ISA's
+    # whole int8 Conv / Gemm (constant [N][K] weights ``nk``), writing ``portable(w)``'s C in its
+    # #else; False when it does not take that node (the caller writes the portable C alone)
+    conv8: Callable[..., bool] | None = None
+    gemm8: Callable[..., bool] | None = None
+    # helpers(kernel_text): C functions the ISA's kernels call, written once before them ("" when
+    # no kernel calls them)
+    helpers: Callable[[str], str] | None = None
+    # QuantizeLinear's roundf written as truncf and the exact fraction (the same integers): a
+    # compiler vectorizes it where libm's roundf is a call per element
+    roundf_truncf: bool = False
     # (rows, C condition) of the float MatMul core's wider tile (matmul_tile.py) where the
     # condition holds at compile time, the record's matmul_tile elsewhere; None: one tile
     matmul_wide: tuple[int, str] | None = None

@@ -2,6 +2,12 @@
 compiler's own feature macros, so a project built with ``-march=x86-64-v2`` runs the portable C,
 ``-march=x86-64-v3`` the AVX2 kernels and ``-march=native`` on an AVX-512 part the widest.
 
+The int8 micro-kernels (docs/architecture.md, "int8 C on x86 hosts"): ``core.py`` the Conv/Gemm
+core (vpdpbusd on zmm or ymm, exact vpmaddwd on AVX2) and its input staging, ``conv.py`` the
+kernels that take a Conv or Gemm (``IsaKernels.conv8``/``gemm8``), ``depthwise.py`` and
+``depthwise_avx2.py`` the depthwise core, ``residual.py`` the vector residual Add, ``helpers.py``
+the intrinsics helpers and vector requantization written once into model.c.
+
 ``matmul_wide``: the float MatMul core (matmul_tile.py) takes 8 rows per tile where AVX-512 gives
 32 vector registers of 16 floats (one per row of sums), the record's 4 elsewhere: in a standalone
 196x192x768 product on a Zen 4 host 8 x 16 ran 199-203 GFLOP/s with -march=native and 4 x 16
@@ -12,6 +18,9 @@ from __future__ import annotations
 
 from opfuse.backends.c.isa import portable
 from opfuse.backends.c.isa.base import IsaKernels
+from opfuse.backends.c.isa.x86.conv import emit_conv_x86, emit_gemm_x86
+from opfuse.backends.c.isa.x86.helpers import prelude as helpers
 
 KERNELS = IsaKernels(name="x86", prelude="", dot=portable.dot, saturate8=portable.saturate8,
-                     matmul_wide=(8, "defined(__AVX512F__)"))
+                     conv8=emit_conv_x86, gemm8=emit_gemm_x86, helpers=helpers,
+                     roundf_truncf=True, matmul_wide=(8, "defined(__AVX512F__)"))

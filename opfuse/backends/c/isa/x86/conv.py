@@ -1,0 +1,230 @@
+"""Where conv.py's int8 Conv and Gemm/MatMul take the x86 micro-kernels (x86/core.py): the
+graph facts (quantization, bias, epilogue chain, output indexing) around ``emit_core``, and the
+portable C of conv.py in the ``#else``. Each ``emit_*_x86`` returns False, writing nothing, when
+the micro-kernel does not apply (not the x86 host, depthwise, a weight zero point, a staged input
+over ``STAGE_LIMIT``); conv.py then writes its portable C alone."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx_ir as ir
+
+from opfuse.backends.c.cgen import CWriter, attr, dims
+from opfuse.backends.c.conv import conv_geom
+from opfuse.backends.c.int8.common import bias_array, int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.int8.depthwise_dsp import is_depthwise8
+from opfuse.backends.c.isa.x86.core import (
+    STAGE_LIMIT,
+    Core,
+    emit_core,
+    emit_stage_nchw,
+    emit_stage_rows,
+    emit_store_t8,
+    pack,
+    x86_simd,
+)
+from opfuse.backends.c.isa.x86.depthwise import emit_depthwise_x86, fold_chain
+from opfuse.backends.c.isa.x86.residual import emit_residual_row, residual
+from opfuse.backends.c.tensors import Params
+from opfuse.ir.values import const
+from opfuse.quant import ONNX, conv_scales
+
+ROW_LIMIT = 128 * 1024  # bytes of the row buffer of an epilogue chain
+
+
+def _scalar_v(rq, vector: bool, zy: int, bounds: tuple[int, int], ch: str,  # noqa: ANN001
+              acc: str = "tmp[q][o]") -> str:
+    """The output integer of ``acc``: already requantized, or requantized here (onnx)."""
+    if vector:
+        return acc
+    return f"opfuse_clamp({rq(acc, ch)} + {zy}, {bounds[0]}, {bounds[1]})"
+
+
+def _assemble(w: CWriter, params: Params, simd: CWriter,
+              portable: Callable[[CWriter], None]) -> None:
+    """The SIMD branches (``emit_core``'s lines, ending in ``#else``), the portable C, ``#endif``;
+    each branch first marks every parameter of the kernel used (the others' arrays, the
+    portable C's weights, would be unused parameters under -Wextra)."""
+    c = CWriter(w.depth)
+    portable(c)
+    voids = " ".join(f"(void){name};" for name in params.by_key.values())
+    for line in simd.lines:
+        w.lines.append(line)
+        if line.startswith(("#if", "#elif", "#else")):
+            w(voids)
+    w.lines.extend(c.lines)
+    w.lines.append("#endif")
+
+
+def _quant(node: ir.Node, xv, wv, yv):  # noqa: ANN001, ANN202
+    xq, wq, yq = quant(xv, node, "input"), quant(wv, node, "weight"), quant(yv, node, "output")
+    if xq.scale.size != 1 or yq.scale.size != 1 or np.any(wq.zero_point):
+        return None
+    return xq, wq, yq
+
+
+def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
+                  portable: Callable[[CWriter], None]) -> bool:
+    if not x86_simd(params):
+        return False
+    g = conv_geom(node)
+    xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
+    arr = const(wv)
+    xct, yct = int_ctype(xv, node), int_ctype(yv, node)
+    if arr is None:
+        return False
+    if is_depthwise8(g, node, xct.name):
+        emit = emit_depthwise_x86(w, node, pre, params, g)
+        if emit is None:
+            return False
+        simd = CWriter(w.depth)
+        emit(simd)
+        _assemble(w, params, simd, portable)
+        return True
+    qs = _quant(node, xv, wv, yv)
+    if qs is None:
+        return False
+    xq, wq, yq = qs
+    pads = attr(node, "pads")
+    pointwise = g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and not any(
+        pads[len(pads) // 2:] if pads else [])
+    (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
+    if pointwise:
+        core = Core(g.group, g.icg, g.ocg, 1, 1, 1, 1, 1, 1, 1, g.oh * g.ow, 1, g.oh * g.ow)
+    else:
+        core = Core(g.group, g.icg, g.ocg, g.k[0], g.k[1], sh, sw, dh, dw, g.oh, g.ow,
+                    (g.oh - 1) * sh + (g.k[0] - 1) * dh + 1, (g.ow - 1) * sw + (g.k[1] - 1) * dw + 1,
+                    g.icg == 1 and g.k[1] > 1 and dw == 1)
+    if core.stage_bytes > STAGE_LIMIT:
+        return False
+    mode = rounding(params)
+    real = conv_scales(xq, wq, yq, g.oc, mode)
+    vector = mode != ONNX
+    zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
+    a = pack(params, node.name, core, arr, bias_array(node, 2, g.oc), zx, xct.name == "int8_t",
+             real if vector else None)
+    if a is None:
+        return False
+    rq = requant_arrays(params, node.name, real)
+    shape = dims(yv, node)
+    bounds, chain = fold_chain(pre, yv, node, params, yct)
+    x = params.inp(xv, node)
+    y = params.out((pre or [node])[-1].outputs[0], node)
+    plane_out = g.oh * g.ow
+
+    def stage(w: CWriter) -> None:
+        if pointwise:
+            emit_stage_nchw(w, core, a, f"{x} + (n*{g.c} + grp*{g.icg})*{g.ih * g.iw}", xct.name,
+                            1, g.ih * g.iw, 0, 0)
+        else:
+            emit_stage_nchw(w, core, a, f"{x} + (n*{g.c} + grp*{g.icg})*{g.ih * g.iw}", xct.name,
+                            g.ih, g.iw, ph, pw)
+
+    def store(w: CWriter, p: int, isa: str) -> None:
+        pix = "ow0" if pointwise else f"(oh*{g.ow} + ow0)"
+        if isa == "zmm" and chain is None and vector:
+            emit_store_t8(w, core, f"{y} + (n*{g.oc} + grp*{g.ocg})*{plane_out} + {pix}",
+                          plane_out, p)
+            return
+        w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
+        w(f"const int oc = grp*{g.ocg} + o;")
+        w(f"{yct.name} *yr = {y} + (n*{g.oc} + oc)*{plane_out} + {pix};")
+        w.open(f"for (int q = 0; q < {p}; ++q)")
+        w(f"int32_t v = {_scalar_v(rq, vector, zy, bounds, 'oc')};")
+        if chain is not None:  # a row too long for rb: the chain block by block
+            hw = [f"(ow0 + q) / {g.ow}", f"(ow0 + q) % {g.ow}"] if pointwise else \
+                ["oh", "(ow0 + q)"]
+            coords = ["n", "oc", *hw] if len(shape) == 4 else ["n", "oc", hw[1]]
+            w(f"v = {chain.emit(w, 'v', coords)};")
+        w(f"yr[q] = ({yct.name})v;")
+        w.close()
+        w.close()
+
+    res = residual(pre, yv, node, params) if chain is not None else None
+
+    def row(w: CWriter, isa: str) -> None:  # the epilogue chain (or onnx rounding) along a row
+        w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
+        w(f"const int oc = grp*{g.ocg} + o;")
+        at = f"(n*{g.oc} + oc)*{plane_out}{'' if pointwise else f' + oh*{g.ow}'}"
+        w(f"{yct.name} *yr = {y} + {at};")
+        if isa == "zmm" and res is not None:  # a residual Add in vectors (x86/residual.py)
+            emit_residual_row(w, res, "rb[o]", f"{res.ptr} + {at}", "yr", core.cols)
+            w.close()
+            return
+        w.open(f"for (int i = 0; i < {core.cols}; ++i)")
+        w(f"int32_t v = {_scalar_v(rq, vector, zy, bounds, 'oc', 'rb[o][i]')};")
+        if chain is not None:
+            hw = [f"i / {g.ow}", f"i % {g.ow}"] if pointwise else ["oh", "i"]
+            coords = ["n", "oc", *hw] if len(shape) == 4 else ["n", "oc", hw[1]]
+            w(f"v = {chain.emit(w, 'v', coords)};")
+        w("yr[i] = (" + yct.name + ")v;")
+        w.close()
+        w.close()
+
+    rowwise = (chain is not None or not vector) and core.ocg * core.cols * 4 <= ROW_LIMIT
+    simd = CWriter(w.depth)
+    emit_core(simd, core, a, stage, store, vector, zy, *bounds, g.n,
+              row if rowwise else None)
+    _assemble(w, params, simd, portable)
+    return True
+
+
+def emit_gemm_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
+                  nk: np.ndarray, portable: Callable[[CWriter], None]) -> bool:
+    """Gemm/MatMul with constant ``nk`` ([N][K]): the rows of A are the pixels of one row."""
+    if not x86_simd(params):
+        return False
+    av, bv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
+    act, yct = int_ctype(av, node), int_ctype(yv, node)
+    qs = _quant(node, av, bv, yv)
+    if qs is None:
+        return False
+    aq, bq, yq = qs
+    n_out, k = nk.shape
+    a_shape = dims(av, node)
+    rows = int(np.prod(a_shape[:-1])) if len(a_shape) > 1 else 1
+    core = Core(1, k, n_out, 1, 1, 1, 1, 1, 1, 1, rows, 1, rows)
+    if core.stage_bytes > STAGE_LIMIT:
+        return False
+    mode = rounding(params)
+    real = conv_scales(aq, bq, yq, n_out, mode)
+    vector = mode != ONNX
+    bias = bias_array(node, 2, n_out) if node.op_type == "Gemm" else np.zeros(n_out, np.int64)
+    za, zy = int(aq.zero_point[0]), int(yq.zero_point[0])
+    a = pack(params, node.name, core, nk.reshape(n_out, k, 1, 1), bias, za,
+             act.name == "int8_t", real if vector else None)
+    if a is None:
+        return False
+    rq = requant_arrays(params, node.name, real)
+    x = params.inp(av, node)
+    shape = dims(yv, node)
+    bounds, chain = fold_chain(pre, yv, node, params, yct)
+    y = params.out((pre or [node])[-1].outputs[0], node)
+
+    def store(w: CWriter, p: int, isa: str) -> None:
+        w.open(f"for (int q = 0; q < {p}; ++q)")
+        w("const int m = ow0 + q;")
+        w.open(f"for (int o = 0; o < {n_out}; ++o)")
+        w(f"int32_t v = {_scalar_v(rq, vector, zy, bounds, 'o')};")
+        if chain is not None:
+            if len(shape) == 2:
+                coords = ["m", "o"]
+            else:  # batched rows: the chain sees the output's own dims
+                lead = list(shape[:-1])
+                coords, rest = [], "m"
+                for d in range(len(lead) - 1, -1, -1):
+                    coords.insert(0, f"({rest}) % {lead[d]}")
+                    rest = f"({rest}) / {lead[d]}"
+                coords.append("o")
+            w(f"v = {chain.emit(w, 'v', coords)};")
+        w(f"{y}[m*{n_out} + o] = ({yct.name})v;")
+        w.close()
+        w.close()
+
+    simd = CWriter(w.depth)
+    emit_core(simd, core, a, lambda w: emit_stage_rows(w, core, a, x, act.name), store, vector,
+              zy, *bounds)
+    _assemble(w, params, simd, portable)
+    return True

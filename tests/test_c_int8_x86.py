@@ -1,0 +1,225 @@
+"""The x86 int8 micro-kernels (opfuse/backends/c/isa/x86/core.py, x86/depthwise.py) vs TFLite
+Micro, bit for bit: each model's generated C is built with -march=x86-64-v2 (the portable C),
+x86-64-v3 (the AVX2 branch), x86-64-v3 -mavxvnni (the ymm VNNI branch) and native (the zmm VNNI
+and AVX-512 depthwise branches), and every build must equal TFLite Micro on every element."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tflite_micro")
+
+from tests.helpers import qgraphs as q  # noqa: E402
+from tests.helpers import tflite_builder as tb  # noqa: E402
+from tests.helpers.c_int8 import int8_inputs, nchw, nhwc, out_geometry  # noqa: E402
+from tests.helpers.qgraphs import QGraph, compile_ir  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "tflite"
+RUNS = 6
+
+
+def _macros(flags: list[str]) -> set[str]:
+    out = subprocess.run(["gcc", *flags, "-dM", "-E", "-x", "c", "/dev/null"], check=True,
+                         capture_output=True, text=True).stdout
+    return {line.split()[1] for line in out.splitlines() if line.startswith("#define")}
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((x for x in text.splitlines() if x.startswith("flags")), "")
+    return set(line.split(":", 1)[-1].split())
+
+
+CPU = _cpu_flags()
+# (name, gcc flags, the macro that selects its branch, the CPU flag it needs)
+BUILDS = [
+    ("portable", ["-march=x86-64-v2"], None, None),
+    ("avx2", ["-march=x86-64-v3"], "__AVX2__", "avx2"),
+    ("ymm_vnni", ["-march=x86-64-v3", "-mavxvnni"], "__AVXVNNI__", "avx_vnni"),
+    ("native", ["-march=native"], "__AVX512VNNI__", "avx512_vnni"),
+]
+
+
+def _builds() -> list[tuple[str, list[str]]]:
+    """The builds this machine can run; the SIMD ones checked to select their branch."""
+    out = []
+    for name, flags, macro, cpu in BUILDS:
+        if cpu is not None and cpu not in CPU:
+            continue
+        if macro is not None:
+            assert macro in _macros(flags), f"{flags} does not define {macro}"
+        out.append((name, flags))
+    return out
+
+
+def _run_builds(folder: Path, feeds: list[dict]) -> dict[str, list[dict]]:
+    from opfuse.measure.run.host import CModel, build_shared
+
+    results = {}
+    for name, flags in _builds():
+        model = CModel(build_shared(folder, flags, name=f"lib_{name}.so"))
+        results[name] = [{k: np.array(v) for k, v in model.run(f).items()} for f in feeds]
+    return results
+
+
+def _check(tfl: bytes, model, xs: list[list[np.ndarray]], names: list[str]) -> None:
+    """Every build of ``model``'s C equals TFLite Micro on the NHWC inputs ``xs``."""
+    from opfuse.backends.c import emit_c
+
+    if "avx512_vnni" not in CPU and "avx_vnni" not in CPU:
+        pytest.skip("this CPU has neither avx512_vnni nor avx_vnni: only the AVX2 and portable "
+                    "branches could be checked")
+    ref = q.run_tflm(tfl, xs)
+    out = model.graph.outputs[0].name
+    to_ir = [nchw if x.ndim == 4 else (lambda a: a) for x in xs[0]]
+    from_ir = nhwc if ref[0][0].ndim == 4 else (lambda a: a)
+    feeds = [{n: f(x) for n, f, x in zip(names, to_ir, run, strict=True)} for run in xs]
+    with tempfile.TemporaryDirectory(prefix="opfuse-x86-") as tmp:
+        folder = Path(tmp) / "m"
+        emit_c(compile_ir(model), folder)
+        assert "opfuse_x86_" in (folder / "model.c").read_text()  # the micro-kernels are used
+        results = _run_builds(folder, feeds)
+    assert "native" in results or "ymm_vnni" in results
+    for build, got in results.items():
+        for r, g in zip(ref, got, strict=True):
+            c = from_ir(g[out])
+            diff = int(np.sum(r[0] != c))
+            assert diff == 0, f"{build}: {diff} of {c.size} elements differ"
+
+
+# (H, W, C, OC, K, stride, padding, dilation, act, depthwise multiplier or None, seed)
+CASES = {
+    "pointwise_odd": (6, 7, 13, 21, 1, 1, "VALID", 1, "relu", None, 1),
+    "pointwise_tiles": (12, 11, 24, 48, 1, 1, "VALID", 1, None, None, 2),
+    "3x3_same_odd": (7, 9, 5, 19, 3, 1, "SAME", 1, "relu6", None, 3),
+    "3x3_s2_same": (9, 8, 16, 32, 3, 2, "SAME", 1, "relu", None, 4),
+    "5x5_valid": (13, 7, 3, 7, 5, 1, "VALID", 1, None, None, 5),
+    "dilated": (10, 10, 3, 17, 3, 1, "SAME", 2, None, None, 6),
+    "1x1_s2": (9, 9, 8, 16, 1, 2, "VALID", 1, None, None, 7),
+    "c1_5x5_s2_quads": (20, 11, 1, 24, 5, 2, "SAME", 1, "relu", None, 15),
+    "grouped_mult2": (10, 9, 3, 6, 3, 2, "SAME", 1, "relu", 2, 8),
+    "dw_flat_kws": (25, 5, 20, 20, 3, 1, "SAME", 1, "relu", 1, 9),
+    "dw_rows_s2": (19, 37, 9, 9, 3, 2, "SAME", 1, "relu6", 1, 10),
+    "dw_valid_5x5": (11, 21, 4, 4, 5, 2, "VALID", 1, None, 1, 11),
+    "dw_rows_s1_valid": (9, 40, 3, 3, 3, 1, "VALID", 1, None, 1, 12),
+    "dw_flat_one_row": (1, 20, 5, 5, 3, 1, "SAME", 1, None, 1, 13),  # tap rows never inside
+    "dw_7x7_small": (3, 3, 17, 17, 7, 1, "SAME", 1, "relu", 1, 14),
+}
+
+
+def _conv_models(case: str, residual: bool = False):  # noqa: ANN202
+    h, w_, c, oc, k, s, padding, d, act, mult, seed = CASES[case]
+    rng = np.random.default_rng(seed)
+    oh, pt, pb = out_geometry(h, k, s, d, padding)
+    ow, pl, pr = out_geometry(w_, k, s, d, padding)
+    sx, zx, sy, zy = 0.04, int(rng.integers(-20, 20)), 0.09, int(rng.integers(-10, 10))
+    ws = rng.uniform(0.002, 0.02, oc).astype(np.float32)
+    bias = rng.integers(-3000, 3000, oc).astype(np.int32)
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, h, w_, c), np.int8, sx, zx)
+    if mult is None:
+        wt = rng.integers(-127, 128, (oc, k, k, c)).astype(np.int8)  # OHWI
+        wi = q.tensor(m, wt.shape, np.int8, ws, 0, 0, wt)
+        opts, code = q.conv_options((s, s), padding, act, (d, d)), "CONV_2D"
+        w_ir, group = wt.transpose(0, 3, 1, 2), 1
+    else:
+        wt = rng.integers(-127, 128, (1, k, k, oc)).astype(np.int8)  # 1HWO
+        wi = q.tensor(m, wt.shape, np.int8, ws, 0, 3, wt)
+        opts, code = q.dw_options((s, s), padding, mult, act, (d, d)), "DEPTHWISE_CONV_2D"
+        w_ir, group = wt[0].transpose(2, 0, 1)[:, None], c
+    bi = q.tensor(m, (oc,), np.int32, sx * ws, 0, 0, bias)
+    y = q.tensor(m, (1, oh, ow, oc), np.int8, sy, zy)
+    q.add_op(m, code, [x, wi, bi], [y], opts)
+    g = QGraph()
+    xi = g.input((1, c, h, w_), sx, zx)
+    wv = g.const(np.ascontiguousarray(w_ir), ws, 0, axis=0)
+    bv = g.const(bias, sx * ws, 0, axis=0)
+    out = g.op("Conv", [xi, wv, bv], (1, oc, oh, ow), sy, zy, kernel_shape=[k, k],
+               strides=[s, s], dilations=[d, d], pads=[pt, pl, pb, pr], group=group)
+    if act == "relu":
+        out = g.op("Relu", [out], (1, oc, oh, ow), sy, zy)
+    elif act == "relu6":
+        out = g.op("Clip", [out, g.const(np.float32(0.0)), g.const(np.float32(6.0))],
+                   (1, oc, oh, ow), sy, zy)
+    names, shapes = [xi.name], [(1, h, w_, c)]
+    if residual:  # Conv + Add: the kernel's epilogue chain, lane by lane
+        r = q.tensor(m, (1, oh, ow, oc), np.int8, 0.05, 3)
+        z = q.tensor(m, (1, oh, ow, oc), np.int8, 0.12, -2)
+        q.add_op(m, "ADD", [y, r], [z], q.add_options(None))
+        ri = g.input((1, oc, oh, ow), 0.05, 3)
+        out = g.op("Add", [out, ri], (1, oc, oh, ow), 0.12, -2)
+        m.inputs, m.outputs = [x, r], [z]
+        names.append(ri.name)
+        shapes.append((1, oh, ow, oc))
+    else:
+        m.inputs, m.outputs = [x], [y]
+    xs = [int8_inputs(sh, seed + 100 * i) for i, sh in enumerate(shapes)]
+    runs = [[xs[i][j] for i in range(len(shapes))] for j in range(RUNS)]
+    return m.build(), g.model(out), runs, names
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_conv_builds_match_tflite_micro(case: str) -> None:
+    tfl, model, runs, names = _conv_models(case)
+    _check(tfl, model, runs, names)
+
+
+@pytest.mark.parametrize("case", ["pointwise_odd", "3x3_same_odd", "dw_flat_kws", "dw_rows_s2",
+                                  "pointwise_tiles", "dilated", "1x1_s2"])
+def test_conv_add_chain_builds_match_tflite_micro(case: str) -> None:
+    tfl, model, runs, names = _conv_models(case, residual=True)
+    _check(tfl, model, runs, names)
+
+
+@pytest.mark.parametrize(("k", "n", "per_channel"), [(37, 10, True), (64, 33, False),
+                                                     (5, 130, True)])
+def test_fully_connected_builds_match_tflite_micro(k: int, n: int, per_channel: bool) -> None:
+    rng = np.random.default_rng(k + n)
+    sx, zx, sy, zy = 0.03, 7, 0.11, -4
+    ws = (rng.uniform(0.002, 0.02, n) if per_channel else np.full(1, 0.01)).astype(np.float32)
+    wt = rng.integers(-127, 128, (n, k)).astype(np.int8)
+    bias = rng.integers(-5000, 5000, n).astype(np.int32)
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, k), np.int8, sx, zx)
+    wi = q.tensor(m, wt.shape, np.int8, ws, 0, 0, wt)
+    bi = q.tensor(m, (n,), np.int32, sx * np.broadcast_to(ws, (n,)), 0, 0, bias)
+    y = q.tensor(m, (1, n), np.int8, sy, zy)
+    q.add_op(m, "FULLY_CONNECTED", [x, wi, bi], [y], q.fc_options("relu"))
+    m.inputs, m.outputs = [x], [y]
+    g = QGraph()
+    xi = g.input((1, k), sx, zx)
+    out = g.op("Gemm", [xi, g.const(wt, ws, 0, axis=0 if per_channel else None),
+                        g.const(bias, sx * ws, 0)], (1, n), sy, zy, transB=1)
+    out = g.op("Relu", [out], (1, n), sy, zy)
+    _check(m.build(), g.model(out), [[x_] for x_ in int8_inputs((1, k), 12)[:RUNS]], [xi.name])
+
+
+def test_kws_ref_model_builds_match_tflite_micro() -> None:
+    path = SHARED / "kws_ref_model.tflite"
+    if not path.is_file():
+        pytest.skip("../shared/models/tflite/kws_ref_model.tflite not present")
+    if "avx512_vnni" not in CPU and "avx_vnni" not in CPU:
+        pytest.skip("this CPU has neither avx512_vnni nor avx_vnni")
+    from opfuse.api import compile
+    from opfuse.backends.c import emit_c
+    from opfuse.measure.validate.tflite_reference import TfliteReference
+
+    ref = TfliteReference(path)
+    feeds = [ref.random_inputs(seed) for seed in range(4)]
+    with tempfile.TemporaryDirectory(prefix="opfuse-x86-") as tmp:
+        folder = Path(tmp) / "m"
+        emit_c(compile(path), folder)
+        assert "opfuse_x86_dot16" in (folder / "model.c").read_text()
+        results = _run_builds(folder, feeds)
+    for build, got in results.items():
+        for f, g in zip(feeds, got, strict=True):
+            for name, want in ref.run(f).items():
+                assert np.array_equal(g[name].reshape(want.shape), want), build
