@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from opfuse.backends.c.cgen import CWriter
 
 # dot(w, acc, a, a_ctype, za, b, k): C adding sum((a[kk] - za) * b[kk]) for kk < k to int32
@@ -30,3 +32,11 @@ class IsaKernels:
     # (rows, C condition) of the float MatMul core's wider tile (matmul_tile.py) where the
     # condition holds at compile time, the record's matmul_tile elsewhere; None: one tile
     matmul_wide: tuple[int, str] | None = None
+    # The int8 matrix family's cores (int8/conv_mcu.py, int8/gemm_mcu.py); None: armv7em's.
+    # matrix_core(w, rows=, cols=, stride=, kp=, col=, wrow=): the im2col tile's int32 sums
+    # a{j}_{q}, reading weight rows laid out by matrix_weights([N][K] ints) -> [N][Kp] int8
+    matrix_core: Callable[..., None] | None = None
+    matrix_weights: Callable[[np.ndarray], np.ndarray] | None = None
+    # gemm_core(w, rows=, a=, act=, wrow=, k=, init=): sums a{jj} of a row of A against rows of
+    # B in their natural [N][K] order (the fully connected core)
+    gemm_core: Callable[..., None] | None = None
