@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.int8.conv_mcu import matrix_core
+from opfuse.backends.c.isa import kernels
 from opfuse.measure.run.qemu import emulate_c
 from opfuse.pipeline import compile_model
 from opfuse.targets import load_target
