@@ -58,6 +58,8 @@ def test_mve_and_fallback_builds_are_bit_exact(name: str, kind: str, tmp_path: P
         dis = subprocess.run(["arm-none-eabi-objdump", "-d", "-m", "armv8.1-m.main", str(elf)],
                              capture_output=True, text=True).stdout
         assert ("vmlava" in dis) == (label == "mve"), label  # VMLADAVA's preferred alias
+        if kind == "Conv":  # the convs' vector output stage (isa/mve/output.py)
+            assert ("vqrdmulh" in dis) == (label == "mve"), label
         runs[label] = _kernel_counts(emu, kind)
     assert runs["mve"] and len(runs["mve"]) == len(runs["no_mve"])
     assert sum(runs["mve"]) < 0.8 * sum(runs["no_mve"]), runs

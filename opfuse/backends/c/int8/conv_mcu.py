@@ -21,11 +21,12 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, attr, dims, who
 from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32, CType
-from opfuse.backends.c.int8.chain import Chain8
+from opfuse.backends.c.int8.chain import CLAMP_OPS, Chain8
 from opfuse.backends.c.int8.common import (
     Requant,
     acc_bound,
     bias_array,
+    clamp_bounds,
     int_ctype,
     quant,
     requant_arrays,
@@ -42,7 +43,7 @@ from opfuse.backends.c.isa.armv7em.matrix import QUAD, emit_core, padded, weight
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
-from opfuse.quant import conv_scales
+from opfuse.quant import TFLITE, conv_scales
 from opfuse.targets.isa import Isa
 
 # The register tile, measured under QEMU on kws_ref_model (docs/architecture.md): 6 pixels x 1
@@ -245,7 +246,8 @@ def _columns(params: Params, band: int, kp: int, cascaded: bool = False) -> int:
 
 
 def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
-              oh: str | None, out: Callable[[str], None], last: bool = False) -> None:
+              oh: str | None, out: Callable[[str], None], last: bool = False,
+              vec: tuple[str, int, int] | None = None) -> None:
     """Output pixels ``p0 + q`` (< ``pixels``) of row ``oh`` (None: of the whole plane, whose
     pixels are numbered row after row) of the group ``grp`` whose input rows ``src`` gives: im2col
     into ``col``, the core, and per value ``int32_t v`` of channel ``oc`` for ``out("q")``
@@ -272,22 +274,52 @@ def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
         w.open("")
         w(f"const int oc = oc0 + {j};")
         w(f"const int32_t bj = {mc.bias}[oc];")
-        if mc.kp <= UNROLL_OUTPUT_KP:  # the sums stay in registers, no loop per value
-            for q in range(cols):
-                w.open(f"if ({q} < {count})" if ragged and q else "")
-                w(f"const int q = {q};")
-                emit_output_value(w, mc.rq, f"a{j}_{q} + bj", "oc", mc.zy, mc.yct, last, mc.isa)
-                out("q")
-                w.close()
-        else:
-            w(f"const int32_t acc[{cols}] = {{{', '.join(f'a{j}_{q}' for q in range(cols))}}};")
-            w.open(f"for (int q = 0; q < {count}; ++q)")
-            emit_output_value(w, mc.rq, "acc[q] + bj", "oc", mc.zy, mc.yct, last, mc.isa)
-            out("q")
-            w.close()
+        if vec is None:
+            _values(w, mc, j, cols, ragged, count, out, last)
+        else:  # the ISA's vector output stage (where emit_conv_mcu proved it the same integers)
+            m, s = mc.rq.parts("oc")
+            kernels(mc.isa).store_tile(
+                w, sums=[f"a{j}_{q}" for q in range(cols)], bias="bj", m=m, s=s, zy=mc.zy,
+                lo=vec[1], hi=vec[2], dst=vec[0], count=count if ragged else None,
+                scalar=lambda j=j: _values(w, mc, j, cols, ragged, count, out, last))
         w.close()
     w.close()
     w.close()
+
+
+def _values(w: CWriter, mc: MatConv, j: int, cols: int, ragged: bool, count: str,
+            out: Callable[[str], None], last: bool) -> None:
+    """The output stage of row ``j`` of the tile, value by value."""
+    if mc.kp <= UNROLL_OUTPUT_KP:  # the sums stay in registers, no loop per value
+        for q in range(cols):
+            w.open(f"if ({q} < {count})" if ragged and q else "")
+            w(f"const int q = {q};")
+            emit_output_value(w, mc.rq, f"a{j}_{q} + bj", "oc", mc.zy, mc.yct, last, mc.isa)
+            out("q")
+            w.close()
+    else:
+        w(f"const int32_t acc[{cols}] = {{{', '.join(f'a{j}_{q}' for q in range(cols))}}};")
+        w.open(f"for (int q = 0; q < {count}; ++q)")
+        emit_output_value(w, mc.rq, "acc[q] + bj", "oc", mc.zy, mc.yct, last, mc.isa)
+        out("q")
+        w.close()
+
+
+def vector_output(mc: MatConv, pre: list[ir.Node], params: Params) -> tuple[int, int] | None:
+    """The output range where the ISA's vector output stage (``IsaKernels.store_tile``) gives
+    this conv's integers: TFLite's fast requantization, int8 out, and a chain of clamps only
+    (their ranges intersect); None elsewhere."""
+    if (kernels(mc.isa).store_tile is None or mc.rq.mode != TFLITE or not mc.rq.fast
+            or (mc.yct.lo, mc.yct.hi) != (-128, 127)):
+        return None
+    lo, hi = -128, 127
+    for node in pre:
+        q = quant(node.outputs[0], node)
+        if node.op_type not in CLAMP_OPS or quant(node.inputs[0], node) != q:
+            return None
+        a, b = clamp_bounds(node, q, int_ctype(node.outputs[0], node), rounding(params))
+        lo, hi = max(lo, a), min(hi, b)
+    return (lo, hi) if lo <= hi else None
 
 
 def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
@@ -309,12 +341,14 @@ def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
             w(f"v = {chain.emit(w, 'v', coords)};")
         w(f"{y}[(n*{g.oc} + oc)*{plane_out} + p0 + {q}] = ({yct.name})v;")
 
+    span = vector_output(mc, pre, params)
+    vec = None if span is None else (f"{y} + (n*{g.oc} + oc)*{plane_out} + p0", *span)
     declare_scratch(w, params, mc.quads)
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
     w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
     emit_band(w, mc, RowSource("xg", plane_in, g.iw), xct.name, pixels=plane_out, oh=None,
-              out=out, last=chain is None)
+              out=out, last=chain is None, vec=vec)
     w.close()
     w.close()
 

@@ -40,3 +40,6 @@ class IsaKernels:
     # gemm_core(w, rows=, a=, act=, wrow=, k=, init=): sums a{jj} of a row of A against rows of
     # B in their natural [N][K] order (the fully connected core)
     gemm_core: Callable[..., None] | None = None
+    # store_tile(w, sums=, bias=, m=, s=, zy=, lo=, hi=, dst=, count=, scalar=): a matrix tile's
+    # values of one channel requantized (Requant.fast) and stored contiguously; None: per value
+    store_tile: Callable[..., None] | None = None

@@ -7,7 +7,8 @@ keeps armv7em's ``OPFUSE_DSP`` and every kernel not written here (depthwise pair
 requantization, SSAT) runs as on Cortex-M4/M7.
 
 The micro-kernels: ``matrix.py`` (the im2col matrix tile over the int16 scratch, and the weight
-layout it reads: natural order, no SMLAD permutation) and ``gemm.py`` (the fully connected core:
+layout it reads: natural order, no SMLAD permutation), ``output.py`` (its output stage, four
+pixels of a channel a vector) and ``gemm.py`` (the fully connected core:
 16 int8 lanes a step, tail-predicated with ``vctp8q``). Every product and partial sum is exact
 in int32, as SMLAD's, so the integers are the same as every other ISA's.
 """
@@ -18,6 +19,7 @@ from opfuse.backends.c.isa import armv7em
 from opfuse.backends.c.isa.base import IsaKernels
 from opfuse.backends.c.isa.mve.gemm import gemm_core
 from opfuse.backends.c.isa.mve.matrix import emit_core, weight_rows
+from opfuse.backends.c.isa.mve.output import store_tile
 
 PRELUDE = armv7em.PRELUDE + """/* int8 matrix and fully connected cores use Helium (MVE) where the core has it (Cortex-M55;
    opfuse's mve ISA module, docs/isa.md); -DOPFUSE_NO_MVE keeps the C above. */
@@ -28,4 +30,5 @@ PRELUDE = armv7em.PRELUDE + """/* int8 matrix and fully connected cores use Heli
 """
 
 KERNELS = IsaKernels(name="mve", prelude=PRELUDE, dot=armv7em.dot, saturate8=armv7em.saturate8,
-                     matrix_core=emit_core, matrix_weights=weight_rows, gemm_core=gemm_core)
+                     matrix_core=emit_core, matrix_weights=weight_rows, gemm_core=gemm_core,
+                     store_tile=store_tile)

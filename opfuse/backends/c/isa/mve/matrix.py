@@ -3,13 +3,16 @@
 columns a quad) times int8 weight rows in their natural order (no SMLAD permutation).
 
 Per eight reduction steps and tile: each weight row is one widening load (``vldrbq_s16``: 8 int8
-to int16 lanes), each column one 64-bit gather of its two quads (``vldrdq_gather_offset_s64``,
-offsets 0 and ``stride`` quads) and each (row, column) one ``vmladavaq_s16``: 8 int16 products
+to int16 lanes), each column one 64-bit gather of its two quads (``vldrdq_gather_base_s64``: a
+vector of the two addresses, stepped once a pass, the column an immediate) and
+each (row, column) one ``vmladavaq_s16``: 8 int16 products
 summed into the int32 accumulator. A reduction of 4 (mod 8) ends with one quad, its second
 gather lane and its weights' upper lanes zeroed by predicates (``vctp64q``, ``vctp16q``). The
 portable C in the ``#else`` reads the same bytes; both sums are exact in int32."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -36,19 +39,25 @@ def emit_core(w: CWriter, *, rows: int, cols: int, stride: int, kp: int, col: st
     w(f"const int64_t *cp = {col};")
     w(f"const int8_t *wp = {wrow};")
     w("#ifdef OPFUSE_MVE")
-    # the byte offsets of a column's two quads: 0 and one row of quads (lanes 2, 3 of u32 = lane 1)
-    w(f"const uint64x2_t off = vreinterpretq_u64_u32(vsetq_lane_u32({stride * 8}u, "
-      "vdupq_n_u32(0u), 2));")
-    octs = kp // (2 * QUAD)
+    octs, step = kp // (2 * QUAD), 2 * stride * 8
+    # the addresses of column 0's two quads (64-bit lanes, the address in the low word), stepped
+    # by one 32-bit vector add a pass; the other columns reach them by an immediate
+    w("const uint32_t c0 = (uint32_t)(uintptr_t)cp;")
+    w(f"uint64x2_t at = vreinterpretq_u64_u32(vsetq_lane_u32(c0 + {stride * 8}u, "
+      "vsetq_lane_u32(c0, vdupq_n_u32(0u), 0), 2));")
+    w(f"const uint32x4_t step = vsetq_lane_u32({step}u, vsetq_lane_u32({step}u, "
+      "vdupq_n_u32(0u), 0), 2);")
+    w('__asm__ volatile ("" ::: "memory");  /* the fill\'s stores before the gathers */')
     if octs:
-        w.open(f"for (int kb = 0; kb < {octs}; ++kb, cp += {2 * stride}, wp += {2 * QUAD})")
-        _step(w, acc, kp, "vldrbq_s16(wp + {})", "vldrdq_gather_offset_s64(cp + {}, off)")
+        w.open(f"for (int kb = 0; kb < {octs}; ++kb, wp += {2 * QUAD})")
+        _step(w, acc, kp, "vldrbq_s16(wp + {})", lambda q: f"vldrdq_gather_base_s64(at, {q * 8})")
+        w("at = vreinterpretq_u64_u32(vaddq_u32(vreinterpretq_u32_u64(at), step));")
         w.close()
     if kp % (2 * QUAD):
         w.open("")
         w(f"const mve_pred16_t p16 = vctp16q({QUAD}u), p64 = vctp64q(1u);")
         _step(w, acc, kp, "vldrbq_z_s16(wp + {}, p16)",
-              "vldrdq_gather_offset_z_s64(cp + {}, off, p64)")
+              lambda q: f"vldrdq_gather_base_z_s64(at, {q * 8}, p64)")
         w.close()
     w("#else")
     w.open(f"for (int kb = 0; kb < {kp // QUAD}; ++kb, cp += {stride}, wp += {QUAD})")
@@ -65,14 +74,15 @@ def emit_core(w: CWriter, *, rows: int, cols: int, stride: int, kp: int, col: st
     w.close()
 
 
-def _step(w: CWriter, acc: list[list[str]], kp: int, wload: str, xload: str) -> None:
+def _step(w: CWriter, acc: list[list[str]], kp: int, wload: str,
+          xload: Callable[[int], str]) -> None:
     """Eight (or the last four) reduction steps of the whole tile."""
     rows, cols = len(acc), len(acc[0])
     w.open("")
     for j in range(rows):
         w(f"const int16x8_t w{j} = {wload.format(j * kp)};")
     for q in range(cols):
-        w(f"const int16x8_t x{q} = vreinterpretq_s16_s64({xload.format(q)});")
+        w(f"const int16x8_t x{q} = vreinterpretq_s16_s64({xload(q)});")
         for j in range(rows):
             w(f"{acc[j][q]} = vmladavaq_s16({acc[j][q]}, x{q}, w{j});")
     w.close()
