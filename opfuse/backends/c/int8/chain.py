@@ -141,6 +141,20 @@ class Chain8:
         return name
 
 
+def clamp_span(nodes: Sequence[ir.Node], params: Params) -> tuple[int, int] | None:
+    """The int8 range a chain of clamps only (Relu, Clip: the same quantization in and out)
+    leaves after the anchor's own clamp to [-128, 127]; None for any other chain (a vector
+    output stage can fold such a chain into its min and max)."""
+    lo, hi = -128, 127
+    for node in nodes:
+        q = quant(node.outputs[0], node)
+        if node.op_type not in CLAMP_OPS or quant(node.inputs[0], node) != q:
+            return None
+        a, b = clamp_bounds(node, q, int_ctype(node.outputs[0], node), rounding(params))
+        lo, hi = max(lo, a), min(hi, b)
+    return (lo, hi) if lo <= hi else None
+
+
 def _sz(node: ir.Node, i: int) -> tuple[float, int]:
     q = quant(node.inputs[i], node, f"input {i}")
     if q.scale.size != 1:

@@ -21,12 +21,11 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, attr, dims, who
 from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32, CType
-from opfuse.backends.c.int8.chain import CLAMP_OPS, Chain8
+from opfuse.backends.c.int8.chain import Chain8, clamp_span
 from opfuse.backends.c.int8.common import (
     Requant,
     acc_bound,
     bias_array,
-    clamp_bounds,
     int_ctype,
     quant,
     requant_arrays,
@@ -312,14 +311,7 @@ def vector_output(mc: MatConv, pre: list[ir.Node], params: Params) -> tuple[int,
     if (kernels(mc.isa).store_tile is None or mc.rq.mode != TFLITE or not mc.rq.fast
             or (mc.yct.lo, mc.yct.hi) != (-128, 127)):
         return None
-    lo, hi = -128, 127
-    for node in pre:
-        q = quant(node.outputs[0], node)
-        if node.op_type not in CLAMP_OPS or quant(node.inputs[0], node) != q:
-            return None
-        a, b = clamp_bounds(node, q, int_ctype(node.outputs[0], node), rounding(params))
-        lo, hi = max(lo, a), min(hi, b)
-    return (lo, hi) if lo <= hi else None
+    return clamp_span(pre, params)
 
 
 def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,

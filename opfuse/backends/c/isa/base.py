@@ -43,3 +43,7 @@ class IsaKernels:
     # store_tile(w, sums=, bias=, m=, s=, zy=, lo=, hi=, dst=, count=, scalar=): a matrix tile's
     # values of one channel requantized (Requant.fast) and stored contiguously; None: per value
     store_tile: Callable[..., None] | None = None
+    # depthwise_row(w, g, first=, end=, store=, doubled=, vec=): the depthwise kernel's interior
+    # columns of one output row (int8/depthwise_dsp.py) under the ISA's own guard; None: the
+    # kernel's DSP pairs
+    depthwise_row: Callable[..., None] | None = None

@@ -8,7 +8,8 @@ requantization, SSAT) runs as on Cortex-M4/M7.
 
 The micro-kernels: ``matrix.py`` (the im2col matrix tile over the int16 scratch, and the weight
 layout it reads: natural order, no SMLAD permutation), ``output.py`` (its output stage, four
-pixels of a channel a vector) and ``gemm.py`` (the fully connected core:
+pixels of a channel a vector), ``depthwise.py`` (the depthwise conv's interior
+columns, four pixels a vector) and ``gemm.py`` (the fully connected core:
 16 int8 lanes a step, tail-predicated with ``vctp8q``). Every product and partial sum is exact
 in int32, as SMLAD's, so the integers are the same as every other ISA's.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from opfuse.backends.c.isa import armv7em
 from opfuse.backends.c.isa.base import IsaKernels
+from opfuse.backends.c.isa.mve.depthwise import depthwise_row
 from opfuse.backends.c.isa.mve.gemm import gemm_core
 from opfuse.backends.c.isa.mve.matrix import emit_core, weight_rows
 from opfuse.backends.c.isa.mve.output import store_tile
@@ -26,9 +28,15 @@ PRELUDE = armv7em.PRELUDE + """/* int8 matrix and fully connected cores use Heli
 #if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1) && !defined(OPFUSE_NO_MVE)
 #include <arm_mve.h>
 #define OPFUSE_MVE 1
+/* A predicate as the kernels write it, through a register: gcc 12.2 miscompiles a constant
+   mve_pred16_t (0x00ff was loaded as 0xffffffff: every lane on). */
+static inline mve_pred16_t opfuse_pred(uint32_t m) {
+    __asm__ ("" : "+r" (m));
+    return (mve_pred16_t)m;
+}
 #endif
 """
 
 KERNELS = IsaKernels(name="mve", prelude=PRELUDE, dot=armv7em.dot, saturate8=armv7em.saturate8,
                      matrix_core=emit_core, matrix_weights=weight_rows, gemm_core=gemm_core,
-                     store_tile=store_tile)
+                     store_tile=store_tile, depthwise_row=depthwise_row)

@@ -7,7 +7,7 @@ to int16 lanes), each column one 64-bit gather of its two quads (``vldrdq_gather
 vector of the two addresses, stepped once a pass, the column an immediate) and
 each (row, column) one ``vmladavaq_s16``: 8 int16 products
 summed into the int32 accumulator. A reduction of 4 (mod 8) ends with one quad, its second
-gather lane and its weights' upper lanes zeroed by predicates (``vctp64q``, ``vctp16q``). The
+gather lane and its weights' upper lanes zeroed by a predicate (``opfuse_pred``). The
 portable C in the ``#else`` reads the same bytes; both sums are exact in int32."""
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ def emit_core(w: CWriter, *, rows: int, cols: int, stride: int, kp: int, col: st
       "vsetq_lane_u32(c0, vdupq_n_u32(0u), 0), 2));")
     w(f"const uint32x4_t step = vsetq_lane_u32({step}u, vsetq_lane_u32({step}u, "
       "vdupq_n_u32(0u), 0), 2);")
-    w('__asm__ volatile ("" ::: "memory");  /* the fill\'s stores before the gathers */')
+    # the fill's stores before the gathers: gcc sees no memory read in a gather from a vector
+    # of addresses, so the addresses pass through the barrier
+    w('__asm__ volatile ("" : "+w" (at) : : "memory");')
     if octs:
         w.open(f"for (int kb = 0; kb < {octs}; ++kb, wp += {2 * QUAD})")
         _step(w, acc, kp, "vldrbq_s16(wp + {})", lambda q: f"vldrdq_gather_base_s64(at, {q * 8})")
@@ -55,7 +57,8 @@ def emit_core(w: CWriter, *, rows: int, cols: int, stride: int, kp: int, col: st
         w.close()
     if kp % (2 * QUAD):
         w.open("")
-        w(f"const mve_pred16_t p16 = vctp16q({QUAD}u), p64 = vctp64q(1u);")
+        # the low 8 bytes: four int16 lanes, one int64 lane
+        w("const mve_pred16_t p16 = opfuse_pred(0x00ffu), p64 = p16;")
         _step(w, acc, kp, "vldrbq_z_s16(wp + {}, p16)",
               lambda q: f"vldrdq_gather_base_z_s64(at, {q * 8}, p64)")
         w.close()
