@@ -280,7 +280,8 @@ def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
             kernels(mc.isa).store_tile(
                 w, sums=[f"a{j}_{q}" for q in range(cols)], bias="bj", m=m, s=s, zy=mc.zy,
                 lo=vec[1], hi=vec[2], dst=vec[0], count=count if ragged else None,
-                scalar=lambda j=j: _values(w, mc, j, cols, ragged, count, out, last))
+                scalar=lambda j=j: _values(w, mc, j, cols, ragged, count, out, last),
+                fast=mc.rq.fast)
         w.close()
     w.close()
     w.close()
@@ -306,9 +307,9 @@ def _values(w: CWriter, mc: MatConv, j: int, cols: int, ragged: bool, count: str
 
 def vector_output(mc: MatConv, pre: list[ir.Node], params: Params) -> tuple[int, int] | None:
     """The output range where the ISA's vector output stage (``IsaKernels.store_tile``) gives
-    this conv's integers: TFLite's fast requantization, int8 out, and a chain of clamps only
+    this conv's integers: TFLite's requantization, int8 out, and a chain of clamps only
     (their ranges intersect); None elsewhere."""
-    if (kernels(mc.isa).store_tile is None or mc.rq.mode != TFLITE or not mc.rq.fast
+    if (kernels(mc.isa).store_tile is None or mc.rq.mode != TFLITE
             or (mc.yct.lo, mc.yct.hi) != (-128, 127)):
         return None
     return clamp_span(pre, params)

@@ -117,10 +117,10 @@ def isa_row(params: Params, dq: DwQuant, pre: list[ir.Node] | None, yct) -> Call
     if row is None:
         return None
     span = None
-    if pre is not None and dq.fast and dq.rq.mode == TFLITE and (yct.lo, yct.hi) == (-128, 127):
+    if pre is not None and dq.rq.mode == TFLITE and (yct.lo, yct.hi) == (-128, 127):
         span = clamp_span(pre, params)
     zy = 0 if dq.doubled and dq.zy_folded else dq.zy  # opfuse_requant_d's qr holds it
-    return partial(row, vec=None if span is None else (zy, *span))
+    return partial(row, vec=None if span is None else (zy, *span), fast=dq.fast)
 
 
 def dsp_guard(vrow: Callable | None) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from opfuse.backends.c.cgen import CWriter
+from opfuse.backends.c.isa.mve.output import requant
 
 LANES = 4
 
@@ -29,10 +30,12 @@ def _window(g, col: int) -> tuple[int, int]:  # noqa: ANN001
 
 
 def depthwise_row(w: CWriter, g, *, store: Callable[..., None], doubled: bool,  # noqa: ANN001
-                  vec: tuple[int, int, int] | None, zx: int, biases: set) -> None:
+                  vec: tuple[int, int, int] | None, zx: int, biases: set,
+                  fast: bool = True) -> None:
     """Every output column of row ``oh`` of channel ``c`` (the input rows ``r<kh>``, the taps
     ``wc`` and the biases ``bc``, ``bk<k0>_<k1>`` (those in ``biases``) declared by the kernel);
-    ``vec``: (z_y, lo, hi) to requantize in vectors with the channel's ``qm``/``qs`` (``doubled``:
+    ``vec``: (z_y, lo, hi) to requantize in vectors (``fast``: ``DwQuant.fast``, isa/mve/output.py)
+    with the channel's ``qm``/``qs`` (``doubled``:
     ``qe``/``qr``, opfuse_requant_d's, whose ``qr`` may hold z_y: then z_y is 0 here) and store
     to ``yr``."""
     kw_, ow = g.k[1], g.ow
@@ -52,7 +55,7 @@ def depthwise_row(w: CWriter, g, *, store: Callable[..., None], doubled: bool,  
             w.open(f"for (int v0 = {v}; v0 < {run[-1] + LANES}; v0 += {LANES})")
             whole = f"bk0_{kw_}" if (0, kw_) in biases else _bias(g, 0, kw_, zx)
             _vector(w, g, "v0", [(0, kw_)] * LANES, f"vdupq_n_s32({whole})", store, doubled,
-                    vec, LANES)
+                    vec, LANES, fast)
             w.close()
             v = run[-1] + LANES
             continue
@@ -61,7 +64,7 @@ def depthwise_row(w: CWriter, g, *, store: Callable[..., None], doubled: bool,  
         w.open("")
         w(f"const int v0 = {v};")
         _vector(w, g, "v0", lanes, "{" + ", ".join(bias + ["0"] * (LANES - len(bias))) + "}",
-                store, doubled, vec, len(lanes))  # a vector's lanes, each its own bias
+                store, doubled, vec, len(lanes), fast)  # a vector's lanes, each its own bias
         w.close()
         v += LANES
 
@@ -75,7 +78,7 @@ def _bias(g, k0: int, k1: int, zx: int) -> str:  # noqa: ANN001
 
 def _vector(w: CWriter, g, at: str, lanes: list[tuple[int, int]], bias: str,  # noqa: ANN001
             store: Callable[..., None], doubled: bool, vec: tuple[int, int, int] | None,
-            count: int) -> None:
+            count: int, fast: bool) -> None:
     """The four columns from ``at``: each lane's taps (k0, k1), their bias (a C initializer of
     the vector), ``count`` lanes stored."""
     (kh_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
@@ -100,11 +103,12 @@ def _vector(w: CWriter, g, at: str, lanes: list[tuple[int, int]], bias: str,  # 
             w(f"acc = vmlaq_n_s32(acc, {load}, wc[{kh * kw_ + kw}]);")
     if vec is not None:
         zy, lo, hi = vec
-        w("int32x4_t v = vqrdmulhq_n_s32(acc, qm);")
         if doubled:  # the kernel's opfuse_requant_d constants: (h - (h < 0) + qr) >> qe
+            w("int32x4_t v = vqrdmulhq_n_s32(acc, qm);")
             w("v = vshlq_r_s32(vaddq_n_s32(vaddq_s32(v, vshrq_n_s32(v, 31)), qr), -qe);")
         else:
-            w("v = vrshlq_n_s32(vaddq_s32(v, vshrq_n_s32(v, 31)), qs);")
+            w("int32x4_t v = acc;")
+            requant(w, "v", fast)
         add = f"vaddq_n_s32(v, {zy})" if zy else "v"
         w(f"v = vminq_s32(vmaxq_s32({add}, vdupq_n_s32({lo})), vdupq_n_s32({hi}));")
         w(f"vstrbq_s32(yr + {at}, v);" if count == LANES else
