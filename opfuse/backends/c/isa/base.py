@@ -47,3 +47,6 @@ class IsaKernels:
     # columns of one output row (int8/depthwise_dsp.py) under the ISA's own guard; None: the
     # kernel's DSP pairs
     depthwise_row: Callable[..., None] | None = None
+    # elementwise_add(w, n=, x=, y=, out=, zx=, zy=, p=, sub=, zo=, lo=, hi=, scalar=): int8 Add/
+    # Sub of two whole tensors (int8/chain.py), the scalar C in its #else; None: that C alone
+    elementwise_add: Callable[..., None] | None = None
