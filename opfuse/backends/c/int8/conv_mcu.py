@@ -262,7 +262,7 @@ def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
     pix = (f"pq / {g.ow}", f"pq % {g.ow}") if oh is None and mc.mode != "pointwise" \
         else (oh, "pq")
     emit_fill(w, g, mc.mode, col="col", stride=cols, q="q", src=src, oh=pix[0], ow=pix[1],
-              xct=xct, zx=mc.zx)
+              xct=xct, zx=mc.zx, gather=kernels(mc.isa).fill_gather)
     w.close()
     count = f"({pixels} - p0 < {cols} ? {pixels} - p0 : {cols})" if ragged else str(cols)
     w.open(f"for (int oc0 = grp*{g.ocg}; oc0 < grp*{g.ocg} + {g.ocg}; oc0 += {CONV_ROWS})")

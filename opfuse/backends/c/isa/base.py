@@ -50,3 +50,6 @@ class IsaKernels:
     # elementwise_add(w, n=, x=, y=, out=, zx=, zy=, p=, sub=, zo=, lo=, hi=, scalar=): int8 Add/
     # Sub of two whole tensors (int8/chain.py), the scalar C in its #else; None: that C alone
     elementwise_add: Callable[..., None] | None = None
+    # fill_gather(w, src=, xct=, ch=, count=, dst=, stride=, quad=) -> bool: the im2col fill's
+    # run of channels of one pixel (int8/im2col.py); False: the fill's own loop
+    fill_gather: Callable[..., bool] | None = None

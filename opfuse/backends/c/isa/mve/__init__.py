@@ -9,7 +9,8 @@ requantization, SSAT) runs as on Cortex-M4/M7.
 The micro-kernels: ``matrix.py`` (the im2col matrix tile over the int16 scratch, and the weight
 layout it reads: natural order, no SMLAD permutation), ``output.py`` (its output stage, four
 pixels of a channel a vector), ``depthwise.py`` (the depthwise conv's interior
-columns, four pixels a vector), ``eltwise.py`` (int8 Add/Sub, four elements a vector)
+columns, four pixels a vector), ``eltwise.py`` (int8 Add/Sub, four elements a vector), ``fill.py`` (the im2col
+fill's channel runs, eight a gather)
 and ``gemm.py`` (the fully connected core:
 16 int8 lanes a step, tail-predicated with ``vctp8q``). Every product and partial sum is exact
 in int32, as SMLAD's, so the integers are the same as every other ISA's.
@@ -21,6 +22,7 @@ from opfuse.backends.c.isa import armv7em
 from opfuse.backends.c.isa.base import IsaKernels
 from opfuse.backends.c.isa.mve.depthwise import depthwise_row
 from opfuse.backends.c.isa.mve.eltwise import elementwise_add
+from opfuse.backends.c.isa.mve.fill import fill_gather
 from opfuse.backends.c.isa.mve.gemm import gemm_core
 from opfuse.backends.c.isa.mve.matrix import emit_core, weight_rows
 from opfuse.backends.c.isa.mve.output import store_tile
@@ -42,4 +44,4 @@ static inline mve_pred16_t opfuse_pred(uint32_t m) {
 KERNELS = IsaKernels(name="mve", prelude=PRELUDE, dot=armv7em.dot, saturate8=armv7em.saturate8,
                      matrix_core=emit_core, matrix_weights=weight_rows, gemm_core=gemm_core,
                      store_tile=store_tile, depthwise_row=depthwise_row,
-                     elementwise_add=elementwise_add)
+                     elementwise_add=elementwise_add, fill_gather=fill_gather)
