@@ -5,10 +5,12 @@ stride above 1) and one ``vmlaq_n_s32`` by the tap's weight.
 
 A vector whose windows all lie inside the row runs in a loop with the bias ``bk0_<KW>`` (the
 zero point of every tap folded in). A vector at the row's ends is unrolled: each tap's load is
-predicated (a constant mask through ``opfuse_pred``, the prelude's) on the lanes whose input column exists, so a tap outside
-the row adds nothing, and each lane starts from the bias with only its own taps' zero point
-folded in (``bk<k0>_<k1>``, as the scalar kernel's single columns), so the sums are the integers
-of the portable C. They are stored either through the vector output stage (``vec``: TFLite's
+predicated (a constant mask through ``opfuse_pred``, the prelude's) on the lanes whose input
+column exists, so a tap outside the row adds nothing, and each lane starts from the bias with
+only its own taps' zero point folded in (``bk<k0>_<k1>``, as the scalar kernel's single
+columns); where the kernel declares no such biases (windows over 3x3), every lane starts from
+the whole window's and a tap outside the row reads z_x (``vpselq_s32``): the integers of the
+portable C either way. They are stored either through the vector output stage (``vec``: TFLite's
 fast requantization, as isa/mve/output.py, then four int8 at once) or lane by lane through the
 kernel's own ``store``."""
 
@@ -60,11 +62,16 @@ def depthwise_row(w: CWriter, g, *, store: Callable[..., None], doubled: bool,  
             v = run[-1] + LANES
             continue
         lanes = [_window(g, v + lane) for lane in range(min(LANES, ow - v))]
-        bias = [f"bk{a}_{b}" if (a, b) in biases else _bias(g, a, b, zx) for a, b in lanes]
         w.open("")
         w(f"const int v0 = {v};")
-        _vector(w, g, "v0", lanes, "{" + ", ".join(bias + ["0"] * (LANES - len(bias))) + "}",
-                store, doubled, vec, len(lanes), fast)  # a vector's lanes, each its own bias
+        if all(lane in biases for lane in lanes):  # each lane its own bias, the kernel's
+            bias = "{" + ", ".join([f"bk{a}_{b}" for a, b in lanes]
+                                   + ["0"] * (LANES - len(lanes))) + "}"
+            _vector(w, g, "v0", lanes, bias, store, doubled, vec, len(lanes), fast)
+        else:  # one bias (every tap's zero point folded), a tap outside the row reads z_x
+            whole = f"bk0_{kw_}" if (0, kw_) in biases else _bias(g, 0, kw_, zx)
+            _vector(w, g, "v0", lanes, f"vdupq_n_s32({whole})", store, doubled, vec,
+                    len(lanes), fast, zx)
         w.close()
         v += LANES
 
@@ -78,9 +85,10 @@ def _bias(g, k0: int, k1: int, zx: int) -> str:  # noqa: ANN001
 
 def _vector(w: CWriter, g, at: str, lanes: list[tuple[int, int]], bias: str,  # noqa: ANN001
             store: Callable[..., None], doubled: bool, vec: tuple[int, int, int] | None,
-            count: int, fast: bool) -> None:
+            count: int, fast: bool, pad: int | None = None) -> None:
     """The four columns from ``at``: each lane's taps (k0, k1), their bias (a C initializer of
-    the vector), ``count`` lanes stored."""
+    the vector), ``count`` lanes stored; ``pad``: the bias folds every tap's zero point, so a
+    tap outside the row reads this (z_x) instead of nothing."""
     (kh_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
     whole = all(lane == (0, kw_) for lane in lanes) and count == LANES
     w(f"int32x4_t acc = {bias};")
@@ -91,7 +99,9 @@ def _vector(w: CWriter, g, at: str, lanes: list[tuple[int, int]], bias: str,  # 
         w(f"const int8_t *x{kh} = r{kh} + {at}*{sw} - {pw};")
         for kw in range(kw_):
             on = [i for i, (a, b) in enumerate(lanes) if a <= kw < b]
-            if not on:
+            if not on:  # no lane's window has this tap: nothing, or z_x where the bias holds it
+                if pad is not None:
+                    w(f"acc = vaddq_n_s32(acc, {pad}*wc[{kh * kw_ + kw}]);")
                 continue
             if whole:
                 load = (f"vldrbq_s32(x{kh} + {kw})" if sw == 1
@@ -100,6 +110,8 @@ def _vector(w: CWriter, g, at: str, lanes: list[tuple[int, int]], bias: str,  # 
                 p = f"opfuse_pred(0x{sum(0xF << (4 * i) for i in on):04x}u)"
                 load = (f"vldrbq_z_s32(x{kh} + {kw}, {p})" if sw == 1
                         else f"vldrbq_gather_offset_z_s32(x{kh} + {kw}, xo, {p})")
+                if pad is not None and len(on) < count:  # the lanes outside read z_x
+                    load = f"vpselq_s32({load}, vdupq_n_s32({pad}), {p})"
             w(f"acc = vmlaq_n_s32(acc, {load}, wc[{kh * kw_ + kw}]);")
     if vec is not None:
         zy, lo, hi = vec
