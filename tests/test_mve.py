@@ -45,7 +45,8 @@ def _kernel_counts(emu, kind: str) -> list[int]:  # noqa: ANN001
 @needs_tools
 @pytest.mark.parametrize("name, kind", [("kws_ref_model", "Conv"), ("ad01_int8", "Gemm"),
                                         ("vww_96_int8", "Conv"),  # strides 1 and 2, wide rows
-                                        ("pretrainedResnet_quant", "Add")])
+                                        ("pretrainedResnet_quant", "Add"),
+                                        ("mcunet_vww", "Conv")])  # 5x5 and 7x7 depthwise
 def test_mve_and_fallback_builds_are_bit_exact(name: str, kind: str, tmp_path: Path) -> None:
     path = SHARED_TFLITE / f"{name}.tflite"
     if not path.exists():
