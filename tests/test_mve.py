@@ -66,3 +66,22 @@ def test_mve_and_fallback_builds_are_bit_exact(name: str, kind: str, tmp_path: P
         runs[label] = _kernel_counts(emu, kind)
     assert runs["mve"] and len(runs["mve"]) == len(runs["no_mve"])
     assert sum(runs["mve"]) < 0.8 * sum(runs["no_mve"]), runs
+
+
+@needs_tools
+def test_the_m55_board_runs_the_armv7em_record_bit_exact(tmp_path: Path) -> None:
+    """The baseline the mve module is measured against: cortex-m55's file with cortex-m4's
+    [isa] table (the SMLAD kernels, no MVE code in the C) on the same board, bit-exact too."""
+    path = SHARED_TFLITE / "kws_ref_model.tflite"
+    if not path.exists():
+        pytest.skip("../shared/models not present")
+    targets = REPO / "opfuse" / "targets"
+    m55, m4 = ((targets / f"{t}.toml").read_text() for t in ("cortex-m55", "cortex-m4"))
+    target = tmp_path / "cortex-m55-armv7em.toml"
+    target.write_text(m55[:m55.index("[isa]")] + m4[m4.index("[isa]"):])
+    assert load_target(str(target)).isa == load_target("cortex-m4").isa
+    result = compile_model(str(path), str(target))
+    emu = emulate_c(result, trials=2, outdir=tmp_path / "c")
+    assert emu.report.ok and all(o.max_abs_err == 0 for o in emu.report.outputs), emu.report
+    assert "vmladavaq" not in (tmp_path / "c" / "model.c").read_text()
+    assert emu.board.name == "mps3-an547"
