@@ -348,12 +348,16 @@ def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
 
 def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp: str,
                   rx: int | str, w_in: int, yp: str, ry: int | str, w_out: int, xct: str, yct: CType,
-                  store: Callable[[str, str], None]) -> None:
+                  store: Callable[[str, str], None], epilogue: list | None = None) -> None:
     """Output row ``r`` of a cascade member's conv (opfuse/backends/c/int8/cascade.py): its input
     rows from a ring of ``rx`` rows at ``xp``, each value ``store``d (the member's epilogue) into
     row ``r % ry`` of the ring at ``yp``; the same fill, core and output stage as the
-    layer-by-layer conv, so the same integers at the same cost per pixel."""
+    layer-by-layer conv, so the same integers at the same cost per pixel; ``epilogue``: the
+    member's chain (``store``'s), for the ISA's vector output stage where it is clamps only."""
     mc = prepare(node, params, g, g.ow, cascaded=True)
+    span = None if epilogue is None or (yct.lo, yct.hi) != (-128, 127) else \
+        vector_output(mc, epilogue, params)
+    vec = None if span is None else (f"{yp} + (oc*{ry} + r % {ry})*{w_out} + p0", *span)
     ring = None if rx == g.ih else rx
     # rows as a C argument (a member function shared by layers of one shape, int8/cascade.py)
     channel = rx * w_in if isinstance(rx, int) else f"{rx}*{w_in}"
@@ -365,5 +369,6 @@ def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp:
     declare_scratch(w, params, mc.quads)
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
     w(f"const {xct} *xg = {xp} + grp*{g.icg}*{channel};")
-    emit_band(w, mc, RowSource("xg", channel, w_in, ring), xct, pixels=g.ow, oh="r", out=out)
+    emit_band(w, mc, RowSource("xg", channel, w_in, ring), xct, pixels=g.ow, oh="r", out=out,
+              vec=vec)
     w.close()

@@ -376,7 +376,7 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
 
 def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, channel: str,
                           row: Callable[[str], str], out_row: str,
-                          store: Callable[[str, str], None]) -> None:
+                          store: Callable[[str, str], None], epilogue=None) -> None:  # noqa: ANN001
     """Output row ``r`` of every channel ``c`` for a cascade member
     (opfuse/backends/c/int8/cascade.py), with the same core as the layer-by-layer kernel:
     ``channel`` is the C pointer of input channel ``c`` (in a ring or a whole tensor),
@@ -393,7 +393,7 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
 
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
     w(f"const int8_t *xc = {channel};")
-    vrow = depthwise_quant.isa_row(params, dq, None, hct)
+    vrow = depthwise_quant.isa_row(params, dq, epilogue, hct)  # epilogue: the chain of store
     emit_channel_setup(w, g, weights, bias, dq, *depthwise_quant.dsp_guard(vrow))
     w(f"{out_row};")
     emit_dw_row(w, g, "r", row, zrow, dq.zx, store_acc, dq.doubled, vrow)
