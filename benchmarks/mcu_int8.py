@@ -30,7 +30,8 @@ from opfuse.measure.run.qemu import emulate_c
 from opfuse.pipeline import compile_model
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "tflite"
-BOARDS = {"cortex-m7": "mps2-an500", "cortex-m4": "mps2-an386", "cortex-m33": "mps2-an505"}
+BOARDS = {"cortex-m7": "mps2-an500", "cortex-m4": "mps2-an386", "cortex-m33": "mps2-an505",
+          "cortex-m55": "mps3-an547"}
 # a target without TFLite Micro figures is compared with the same model on this one, whose
 # kernels it shares (cortex-m33 runs the armv7em ISA module as cortex-m4 does)
 SAME_KERNELS = {"cortex-m33": "cortex-m4"}
@@ -52,6 +53,15 @@ PEER = {
     ("ad01_int8", "cortex-m4"): (582_864, 2_580, 305_716),
     ("person_detect", "cortex-m4"): (22_928_024, 82_308, 344_804),
     ("mcunet_vww", "cortex-m4"): (48_625_576, 219_808, 672_036),
+    # cortex-m55 (given by a user, not measured here): TFLite Micro 90b983c2 + CMSIS-NN 4ab83cc
+    # with its MVE (Helium) kernels, release, -mcpu=cortex-m55, arm-none-eabi-gcc 12.2, QEMU 7.2
+    # mps3-an547 -icount shift=6; instructions and arena_used_bytes; flash not given (None: "-")
+    ("kws_ref_model", "cortex-m55"): (1_813_563, 27_348, None),
+    ("vww_96_int8", "cortex-m55"): (6_557_923, 100_772, None),
+    ("pretrainedResnet_quant", "cortex-m55"): (4_910_950, 55_028, None),
+    ("ad01_int8", "cortex-m55"): (149_924, 9_268, None),
+    ("person_detect", "cortex-m55"): (6_507_717, 82_356, None),
+    ("mcunet_vww", "cortex-m55"): (11_957_808, 219_856, None),
 }
 MODELS = ("kws_ref_model", "vww_96_int8", "pretrainedResnet_quant", "ad01_int8", "person_detect",
           "mcunet_vww")
@@ -146,7 +156,8 @@ def print_table(runs: dict) -> None:
             continue
         _, arena, flash = PEER[(name, target)]
         print(f"{name:<24}{BOARDS[target]:<12} arena {d['arena']:>9,} (cascaded {c['arena']:>9,})"
-              f" vs {arena:>9,}   flash {d['flash']:>9,} vs {flash:>9,}")
+              f" vs {arena:>9,}   flash {d['flash']:>9,} vs "
+              f"{'-' if flash is None else format(flash, ','):>9}")
 
 
 def print_cost(runs: dict) -> dict:

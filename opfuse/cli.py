@@ -162,7 +162,7 @@ def compile_cmd(
 @click.option("--atol", type=float, default=1e-4, show_default=True)
 @click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
 @click.option("--emulate", is_flag=True, help="With --backend c: cross-compile for the target's "
-              "board (cortex-m4, cortex-m7, cortex-m33) and run it in QEMU; print footprint and counts.")
+              "board (cortex-m4, cortex-m7, cortex-m33, cortex-m55) and run it in QEMU; print footprint and counts.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300,
               show_default=True, help="With --emulate: seconds the QEMU run may take.")
 @click.option("--per-kernel", "per_kernel", is_flag=True, help="With --backend c: compare every "
@@ -374,7 +374,7 @@ def analyze_cmd(
 @click.option("--precisions", default="fp32,fp16,int8", show_default=True,
               help="Precisions to cost (a quantized model: its own only; see the README).")
 @click.option("--emulate", is_flag=True, help="Also build the C and run it in QEMU where the "
-              "target has a board (cortex-m4, cortex-m7, cortex-m33): instructions, ELF footprint, "
+              "target has a board (cortex-m4, cortex-m7, cortex-m33, cortex-m55): instructions, ELF footprint, "
               "verdict.")
 @click.option("-o", "--output", help="Rows as .parquet (pyarrow), .csv or .json.")
 @click.option("--html", "html_dest", metavar="PATH", help="Write the models x targets page.")

@@ -74,6 +74,8 @@ ALLOWED = {
     ("epilogue.py", ("Max", "Min", "Sum")): "one variadic C fold for three ops",
     ("residual.py", ("Add", "Sub")): "the x86 vector residual kernel's own two formulas (TFLite's "
                                      "ADD and SUB with their scales)",
+    ("chain.py", ("Add", "Sub")): "the ISA's vector elementwise_add kernel takes exactly TFLite's "
+                                  "ADD and SUB",
     # onnxruntime's fusions, which the ONNX backend asks for: ORT's lists, not opfuse's
     ("ort_fusion.py", ("Clip", "HardSigmoid", "LeakyRelu", "Relu", "Sigmoid", "Tanh")):
         "onnxruntime's FusedConv activations",

@@ -12,6 +12,12 @@ Schema (every number carries its source in a comment beside it)::
     ram_bytes = 4194304
     stack_bytes = 16384               # at least; the kernels' stack scratch is added
     timer_hz = 25e6                   # the CMSDK APB timer's clock (per-kernel counts)
+    timer_base = 0x40000000           # optional: the counter's registers
+    timer_kind = "cmsdk-apb"          # optional: cmsdk-apb (a 32-bit down-counter: CTRL, VALUE,
+                                      # RELOAD) or sse-counter (the SSE system counter's control
+                                      # frame: CNTCR at +0, a 64-bit up-count CNTCV at +8)
+    vector_origin = 0x10000000        # optional: the vector table alone there (the address the
+                                      # core boots from), when it is not flash_origin
 
 The board is where the code is *run*; ``[perf]`` describes the part it is *deployed* on (the
 footprint is printed against both).
@@ -28,8 +34,10 @@ from opfuse.errors import OpfuseError
 
 _WORD = re.compile(r"[A-Za-z0-9_.=+,/:@-]+")  # no space, quote, $, ;, newline
 _KEYS = ("name", "cflags", "flash_origin", "flash_bytes", "ram_origin", "ram_bytes",
-         "stack_bytes", "timer_hz", "timer_base")
-_OPTIONAL = {"timer_base": 0x40000000}  # the CMSDK APB timer 0 of the MPS2 images (AN386, AN500)
+         "stack_bytes", "timer_hz", "timer_base", "timer_kind", "vector_origin")
+_OPTIONAL = {"timer_base": 0x40000000,  # the CMSDK APB timer 0 of the MPS2 images (AN386, AN500)
+             "timer_kind": "cmsdk-apb", "vector_origin": None}
+TIMER_KINDS = ("cmsdk-apb", "sse-counter")
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,8 @@ class Board:
     stack_bytes: int
     timer_hz: float
     timer_base: int = 0x40000000  # the CMSDK APB timer the harness reads (CTRL, VALUE, RELOAD)
+    timer_kind: str = "cmsdk-apb"  # or "sse-counter": the SSE-300's 64-bit system counter
+    vector_origin: int | None = None  # the vector table's own region; None: at flash_origin
 
 
 def parse_board(table: object, path: Path) -> Board | None:
@@ -66,10 +76,15 @@ def parse_board(table: object, path: Path) -> Board | None:
                                                for f in cflags):
         raise OpfuseError(f"{path}: 'board.cflags' must be a list of compiler flags "
                           "(letters, digits and - _ . = + , / : @ only)")
-    ints = {}
+    if table["timer_kind"] not in TIMER_KINDS:
+        raise OpfuseError(f"{path}: 'board.timer_kind' must be one of {', '.join(TIMER_KINDS)}; "
+                          f"got {table['timer_kind']!r}")
+    ints: dict = {"timer_kind": table["timer_kind"], "vector_origin": None}
     for key in ("flash_origin", "flash_bytes", "ram_origin", "ram_bytes", "stack_bytes",
-                "timer_base"):
+                "timer_base", "vector_origin"):
         value = table[key]
+        if key == "vector_origin" and value is None:
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 32:
             raise OpfuseError(f"{path}: 'board.{key}' must be a 32-bit integer >= 0; got {value!r}")
         ints[key] = value

@@ -10,7 +10,7 @@ Schema (every field optional; a target file without ``[isa]`` gets the portable 
     name = "armv7em"              # the micro-kernel module: portable | armv7em | x86
     vector_bits = 0               # widest vector the float kernels are tiled for; 0: a scalar FPU
     vector_registers = 32         # registers of that file (32 single-precision FPU registers here)
-    int8_dot = "smlad"            # widen | smlad | vnni (below)
+    int8_dot = "smlad"            # widen | smlad | vnni | mve (below)
     matmul_tile = [4, 4]          # the float MatMul core's register tile, rows x columns
     softmax_lanes = 8             # partial maxima and sums per softmax row
 
@@ -18,7 +18,9 @@ Schema (every field optional; a target file without ``[isa]`` gets the portable 
 compiler vectorizes portable C; ``smlad``: Armv7E-M's SMLAD, two 16x16 products per instruction on
 SXTB16-widened pairs (Arm ARMv7-M Architecture Reference Manual, A7.7.129 and A7.7.178), which the
 im2col matrix core (int8/conv_mcu.py) is built on; ``vnni``: x86 VPDPBUSD, four u8 x s8 products
-summed into each 32-bit lane (Intel SDM vol. 2, VPDPBUSD).
+summed into each 32-bit lane (Intel SDM vol. 2, VPDPBUSD); ``mve``: Armv8.1-M Helium's VMLADAV,
+8 int16 or 16 int8 products summed into one 32-bit scalar per instruction (Armv8.1-M ARM,
+VMLADAV), on which the same im2col matrix family runs with the mve module's cores.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pathlib import Path
 from opfuse.errors import OpfuseError
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")  # a module of opfuse/backends/c/isa checks it is one
-INT8_DOTS = ("widen", "smlad", "vnni")
+INT8_DOTS = ("widen", "smlad", "vnni", "mve")
 
 
 @dataclass(frozen=True)

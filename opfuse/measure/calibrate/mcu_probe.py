@@ -34,7 +34,12 @@ from opfuse.ops import groups
 # - cortex-m33: its TRM (Arm 100230) gives no per-instruction table either; a three-stage
 #   pipeline like the M4's, with the same single-cycle SMLAD and MLA: assumed 1.2 as on the M4
 #   (an estimate, not a measurement).
-CYCLES_PER_INSTRUCTION = {"cortex-m4": 1.2, "cortex-m7": 1.0, "cortex-m33": 1.2}
+# - cortex-m55: its TRM (Arm 101051) describes a four-stage pipeline whose MVE is dual-beat: a
+#   128-bit vector instruction occupies two cycles, overlapped with the next when they use
+#   different units. Scalar code as on the M33 (1.2); the MVE cores are about one vector
+#   instruction in two: assumed 1.5 (an estimate, not a measurement).
+CYCLES_PER_INSTRUCTION = {"cortex-m4": 1.2, "cortex-m7": 1.0, "cortex-m33": 1.2,
+                          "cortex-m55": 1.5}
 
 # Layers an MCU model has beyond the host's probe (opfuse.measure.calibrate.int8_probe.CASES): the layout
 # Transposes at a TFLite model's boundary, a classifier's 1x1 convs on a 1x1 plane, short Gemms,

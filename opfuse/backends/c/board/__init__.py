@@ -94,7 +94,7 @@ def board_files(board: Board, info: Manifest, inputs: list[np.ndarray] | None = 
     return {
         "startup.c": startup_c(),
         "board.ld": linker_script(board, stack_bytes(board, info)),
-        "harness.c": harness_c(info, board.timer_base),
+        "harness.c": harness_c(info, board.timer_base, board.timer_kind),
         "inputs.c": inputs_c(info, inputs, what),
         "Makefile+": _makefile(board),
         "README.md+": _readme(board),

@@ -38,12 +38,9 @@ static const long opfuse_h_in_bytes[] = {%(in_bytes)s};
 static const long opfuse_h_out_bytes[] = {%(out_bytes)s};
 static uint32_t opfuse_h_marks[OPFUSE_H_MARKS + 2];
 
-/* CMSDK APB timer 0 (0x%(timer)08x: CTRL, VALUE, RELOAD), a 32-bit down-counter at the board's
-   SYSCLK; under QEMU -icount it advances with the instructions executed. */
-#define OPFUSE_TIMER ((volatile uint32_t *)0x%(timer)08xu)
-
+%(timer_decl)s
 void opfuse_profile_mark(int kernel) {
-    uint32_t now = OPFUSE_TIMER[1];
+    uint32_t now = %(timer_read)s;
     if (kernel >= 0 && kernel < OPFUSE_H_MARKS + 2)
         opfuse_h_marks[kernel] = now;
 }
@@ -102,10 +99,7 @@ static void opfuse_h_words(const void *src, long size) {
 
 int main(void) {
     int k;
-    OPFUSE_TIMER[2] = 0xFFFFFFFFu; /* reload */
-    OPFUSE_TIMER[1] = 0xFFFFFFFFu; /* value */
-    OPFUSE_TIMER[0] = 1u;          /* enable */
-    opfuse_profile_mark(OPFUSE_H_MARKS);
+%(timer_start)s    opfuse_profile_mark(OPFUSE_H_MARKS);
     opfuse_profile_mark(OPFUSE_H_MARKS + 1);
     for (k = 0; k < OPFUSE_NUM_INPUTS; ++k)
         memcpy(opfuse_model_input(k), opfuse_h_inputs[k], (size_t)opfuse_h_in_bytes[k]);
@@ -130,9 +124,36 @@ for _c in range(256):
         _PRINTABLE[_c] = chr(_c)
 
 
-def harness_c(info: Manifest, timer_base: int = 0x40000000) -> str:
+# The counter the marks read, by [board] timer_kind: (declarations, start in main, the read).
+# Each mark is a value that counts *down* (the protocol above): the SSE system counter counts up,
+# so its low word is stored complemented.
+TIMERS = {
+    "cmsdk-apb": ("""/* CMSDK APB timer 0 (0x%(timer)08x: CTRL, VALUE, RELOAD), a 32-bit down-counter at the board's
+   SYSCLK; under QEMU -icount it advances with the instructions executed. */
+#define OPFUSE_TIMER ((volatile uint32_t *)0x%(timer)08xu)
+""", """    OPFUSE_TIMER[2] = 0xFFFFFFFFu; /* reload */
+    OPFUSE_TIMER[1] = 0xFFFFFFFFu; /* value */
+    OPFUSE_TIMER[0] = 1u;          /* enable */
+""", "OPFUSE_TIMER[1]"),
+    "sse-counter": ("""/* The SSE system counter's control frame (0x%(timer)08x: CNTCR, CNTSR, CNTCV low, high), a
+   64-bit up-counter at the board's system clock; under QEMU -icount it advances with the
+   instructions executed. A mark is the low word complemented: a down-count, as the protocol's. */
+#define OPFUSE_TIMER ((volatile uint32_t *)0x%(timer)08xu)
+""", """    OPFUSE_TIMER[0] = 1u;          /* CNTCR.EN: start counting */
+""", "~OPFUSE_TIMER[2]"),
+}
+
+
+def timer_c(kind: str, base: int) -> tuple[str, str, str]:
+    """(declarations, the start in main, the C expression of one mark) of the board's counter."""
+    decl, start, read = TIMERS[kind]
+    return decl % {"timer": base}, start, read
+
+
+def harness_c(info: Manifest, timer_base: int = 0x40000000, timer_kind: str = "cmsdk-apb") -> str:
+    decl, start, read = timer_c(timer_kind, timer_base)
     return HARNESS_C % {
-        "timer": timer_base,
+        "timer_decl": decl, "timer_start": start, "timer_read": read,
         "marks": info.kernels + 1,
         "in_bytes": ", ".join(str(x.size * elem_bytes(x)) for x in info.inputs) or "0",
         "out_bytes": ", ".join(str(x.size * elem_bytes(x)) for x in info.outputs) or "0",

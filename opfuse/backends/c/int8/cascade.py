@@ -230,7 +230,7 @@ def _emit_rows(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores, 
 
     w.open("for (int r = a; r <= b; ++r)")
     if head.op_type == "Conv":
-        _conv(w, head, params, xp, rx, w_in, yp, ry, w_out, xct.name, yct, store)
+        _conv(w, head, params, xp, rx, w_in, yp, ry, w_out, xct.name, yct, store, rest)
     elif head.op_type in POOLS:
         g = pool_geom(head, dims(x, head), dims(head.outputs[0], head))
         xq, hq = quant(x, head, "input"), quant(head.outputs[0], head, "output")
@@ -257,14 +257,14 @@ def _emit_rows(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores, 
 
 def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int | str, w_in: int, yp: str,
           ry: int | str,
-          w_out: int, xct: str, yct, store) -> None:  # noqa: ANN001
+          w_out: int, xct: str, yct, store, rest=None) -> None:  # noqa: ANN001
     """Output row ``r`` of an int8 conv in blocks of output channels, as the layer-by-layer conv:
     the same packed weights, int32 bias and per-channel requantization; each integer is then
     ``store``d (through the epilogue)."""
     g = conv_geom(node)
     if conv_mcu.uses_matrix_core(g, params):  # Cortex-M4/M7: the layer-by-layer matrix core
         conv_mcu.emit_rows_mcu(w, node, params, g, xp=xp, rx=rx, w_in=w_in, yp=yp, ry=ry,
-                               w_out=w_out, xct=xct, yct=yct, store=store)
+                               w_out=w_out, xct=xct, yct=yct, store=store, epilogue=rest)
         return
     xq = quant(node.inputs[0], node, "input")
     wq, yq = quant(node.inputs[1], node, "weight"), quant(node.outputs[0], node, "output")
@@ -280,7 +280,8 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int | str, w_in: int, 
 
     if is_depthwise8(g, node, xct):  # the layer-by-layer kernel's row core (depthwise_dsp.py)
         emit_depthwise_member(w, node, params, g, f"{xp} + c*{_times(rx, w_in)}", row,
-                              f"{yct.name} *yr = {yp} + (c*{ry} + r % {ry})*{w_out}", store)
+                              f"{yct.name} *yr = {yp} + (c*{ry} + r % {ry})*{w_out}", store,
+                              rest if yct.name == "int8_t" else None)
         return
 
     # short rows (a cascade computes one row at a time, pointwise convs too): one pixel at a

@@ -141,6 +141,20 @@ class Chain8:
         return name
 
 
+def clamp_span(nodes: Sequence[ir.Node], params: Params) -> tuple[int, int] | None:
+    """The int8 range a chain of clamps only (Relu, Clip: the same quantization in and out)
+    leaves after the anchor's own clamp to [-128, 127]; None for any other chain (a vector
+    output stage can fold such a chain into its min and max)."""
+    lo, hi = -128, 127
+    for node in nodes:
+        q = quant(node.outputs[0], node)
+        if node.op_type not in CLAMP_OPS or quant(node.inputs[0], node) != q:
+            return None
+        a, b = clamp_bounds(node, q, int_ctype(node.outputs[0], node), rounding(params))
+        lo, hi = max(lo, a), min(hi, b)
+    return (lo, hi) if lo <= hi else None
+
+
 def _sz(node: ir.Node, i: int) -> tuple[float, int]:
     q = quant(node.inputs[i], node, f"input {i}")
     if q.scale.size != 1:
@@ -153,7 +167,44 @@ def store_type(value: ir.Value, node: ir.Node) -> str:
 
 
 def emit_elementwise8(w: CWriter, nodes: list[ir.Node], params: Params) -> None:
-    """A standalone int8 elementwise chain over its last node's output."""
+    """A standalone int8 elementwise chain over its last node's output; an Add or Sub of two
+    whole int8 tensors (then clamps) goes through the ISA's vector kernel where it has one
+    (``IsaKernels.elementwise_add``), this C in its ``#else``."""
+    vector = _vector_add(w, nodes, params)
+    if vector is not None:
+        vector(lambda: _elementwise(w, nodes, params))
+        return
+    _elementwise(w, nodes, params)
+
+
+def _vector_add(w: CWriter, nodes: list[ir.Node], params: Params):  # noqa: ANN202
+    from opfuse.backends.c.isa import kernels
+
+    kernel = kernels(params.store.isa).elementwise_add
+    head, last = nodes[0], nodes[-1].outputs[0]
+    if kernel is None or rounding(params) == ONNX or head.op_type not in ("Add", "Sub"):
+        return None
+    shape = dims(last, nodes[-1])
+    ins = head.inputs
+    if (len(ins) != 2 or any(v is None or const(v) is not None or dims(v, head) != shape
+                             or int_ctype(v, head).name != "int8_t" for v in ins)
+            or int_ctype(last, nodes[-1]).name != "int8_t"
+            or int_ctype(head.outputs[0], head).name != "int8_t"):
+        return None
+    span = clamp_span(nodes[1:], params)
+    if span is None:
+        return None
+    (s1, z1), (s2, z2) = _sz(head, 0), _sz(head, 1)
+    qo = quant(head.outputs[0], head)
+    x, y = (params.inp(v, head) for v in ins)
+    return lambda scalar: kernel(
+        w, n=int(np.prod(shape)), x=x, y=y,
+        out=params.out(last, nodes[-1]), zx=z1, zy=z2,
+        p=add_params(s1, s2, float(qo.scale[0])), sub=head.op_type == "Sub",
+        zo=int(qo.zero_point[0]), lo=span[0], hi=span[1], scalar=scalar)
+
+
+def _elementwise(w: CWriter, nodes: list[ir.Node], params: Params) -> None:
     last = nodes[-1].outputs[0]
     shape = dims(last, nodes[-1])
     chain = Chain8(nodes, shape, params, None)

@@ -21,7 +21,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, attr, dims, who
 from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32, CType
-from opfuse.backends.c.int8.chain import Chain8
+from opfuse.backends.c.int8.chain import Chain8, clamp_span
 from opfuse.backends.c.int8.common import (
     Requant,
     acc_bound,
@@ -42,7 +42,7 @@ from opfuse.backends.c.isa.armv7em.matrix import QUAD, emit_core, padded, weight
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
-from opfuse.quant import conv_scales
+from opfuse.quant import TFLITE, conv_scales
 from opfuse.targets.isa import Isa
 
 # The register tile, measured under QEMU on kws_ref_model (docs/architecture.md): 6 pixels x 1
@@ -68,8 +68,9 @@ CASCADE_SCRATCH_BYTES = 8192
 
 def matrix_core(isa: Isa) -> bool:
     """Whether the ISA's int8 products are SMLAD pairs, which this core is built on (its record's
-    ``int8_dot``, opfuse/targets/isa.py), not the CPU's name."""
-    return isa.int8_dot == "smlad"
+    ``int8_dot``, opfuse/targets/isa.py), or Helium's VMLADAV, whose ISA module gives its own
+    cores for the same family (isa/mve), not the CPU's name."""
+    return isa.int8_dot in ("smlad", "mve")
 
 
 def uses_matrix_core(g: ConvGeom, params: Params) -> bool:
@@ -199,11 +200,17 @@ def prepare(node: ir.Node, params: Params, g: ConvGeom, band: int,
     bound = acc_bound(rows, given, xct.lo, xct.hi, zx)
     return MatConv(
         g, mode, kp,
-        params.weight(f"{wv.name}:mat_{mode}", weight_rows(rows), INT8),
+        params.weight(f"{wv.name}:mat_{mode}{_layout_tag(params.store.isa)}",
+                      (kernels(params.store.isa).matrix_weights or weight_rows)(rows), INT8),
         params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32),
         requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)),
                        bound),
         zx, zy, int_ctype(yv, node), _columns(params, band, kp, cascaded), params.store.isa)
+
+
+def _layout_tag(isa: Isa) -> str:
+    """The weights' name suffix of an ISA with its own layout (none for armv7em's)."""
+    return "" if kernels(isa).matrix_weights is None else f"_{isa.name}"
 
 
 def stack_budget(params: Params, cascaded: bool) -> int:
@@ -238,7 +245,8 @@ def _columns(params: Params, band: int, kp: int, cascaded: bool = False) -> int:
 
 
 def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
-              oh: str | None, out: Callable[[str], None], last: bool = False) -> None:
+              oh: str | None, out: Callable[[str], None], last: bool = False,
+              vec: tuple[str, int, int] | None = None) -> None:
     """Output pixels ``p0 + q`` (< ``pixels``) of row ``oh`` (None: of the whole plane, whose
     pixels are numbered row after row) of the group ``grp`` whose input rows ``src`` gives: im2col
     into ``col``, the core, and per value ``int32_t v`` of channel ``oc`` for ``out("q")``
@@ -254,32 +262,57 @@ def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
     pix = (f"pq / {g.ow}", f"pq % {g.ow}") if oh is None and mc.mode != "pointwise" \
         else (oh, "pq")
     emit_fill(w, g, mc.mode, col="col", stride=cols, q="q", src=src, oh=pix[0], ow=pix[1],
-              xct=xct, zx=mc.zx)
+              xct=xct, zx=mc.zx, gather=kernels(mc.isa).fill_gather)
     w.close()
     count = f"({pixels} - p0 < {cols} ? {pixels} - p0 : {cols})" if ragged else str(cols)
     w.open(f"for (int oc0 = grp*{g.ocg}; oc0 < grp*{g.ocg} + {g.ocg}; oc0 += {CONV_ROWS})")
-    emit_core(w, rows=CONV_ROWS, cols=cols, stride=cols, kp=mc.kp, col="col",
-              wrow=f"{mc.weights} + oc0*{mc.kp}")
+    (kernels(mc.isa).matrix_core or emit_core)(w, rows=CONV_ROWS, cols=cols, stride=cols,
+                                               kp=mc.kp, col="col",
+                                               wrow=f"{mc.weights} + oc0*{mc.kp}")
     for j in range(CONV_ROWS):
         w.open("")
         w(f"const int oc = oc0 + {j};")
         w(f"const int32_t bj = {mc.bias}[oc];")
-        if mc.kp <= UNROLL_OUTPUT_KP:  # the sums stay in registers, no loop per value
-            for q in range(cols):
-                w.open(f"if ({q} < {count})" if ragged and q else "")
-                w(f"const int q = {q};")
-                emit_output_value(w, mc.rq, f"a{j}_{q} + bj", "oc", mc.zy, mc.yct, last, mc.isa)
-                out("q")
-                w.close()
-        else:
-            w(f"const int32_t acc[{cols}] = {{{', '.join(f'a{j}_{q}' for q in range(cols))}}};")
-            w.open(f"for (int q = 0; q < {count}; ++q)")
-            emit_output_value(w, mc.rq, "acc[q] + bj", "oc", mc.zy, mc.yct, last, mc.isa)
-            out("q")
-            w.close()
+        if vec is None:
+            _values(w, mc, j, cols, ragged, count, out, last)
+        else:  # the ISA's vector output stage (where emit_conv_mcu proved it the same integers)
+            m, s = mc.rq.parts("oc")
+            kernels(mc.isa).store_tile(
+                w, sums=[f"a{j}_{q}" for q in range(cols)], bias="bj", m=m, s=s, zy=mc.zy,
+                lo=vec[1], hi=vec[2], dst=vec[0], count=count if ragged else None,
+                scalar=lambda j=j: _values(w, mc, j, cols, ragged, count, out, last),
+                fast=mc.rq.fast)
         w.close()
     w.close()
     w.close()
+
+
+def _values(w: CWriter, mc: MatConv, j: int, cols: int, ragged: bool, count: str,
+            out: Callable[[str], None], last: bool) -> None:
+    """The output stage of row ``j`` of the tile, value by value."""
+    if mc.kp <= UNROLL_OUTPUT_KP:  # the sums stay in registers, no loop per value
+        for q in range(cols):
+            w.open(f"if ({q} < {count})" if ragged and q else "")
+            w(f"const int q = {q};")
+            emit_output_value(w, mc.rq, f"a{j}_{q} + bj", "oc", mc.zy, mc.yct, last, mc.isa)
+            out("q")
+            w.close()
+    else:
+        w(f"const int32_t acc[{cols}] = {{{', '.join(f'a{j}_{q}' for q in range(cols))}}};")
+        w.open(f"for (int q = 0; q < {count}; ++q)")
+        emit_output_value(w, mc.rq, "acc[q] + bj", "oc", mc.zy, mc.yct, last, mc.isa)
+        out("q")
+        w.close()
+
+
+def vector_output(mc: MatConv, pre: list[ir.Node], params: Params) -> tuple[int, int] | None:
+    """The output range where the ISA's vector output stage (``IsaKernels.store_tile``) gives
+    this conv's integers: TFLite's requantization, int8 out, and a chain of clamps only
+    (their ranges intersect); None elsewhere."""
+    if (kernels(mc.isa).store_tile is None or mc.rq.mode != TFLITE
+            or (mc.yct.lo, mc.yct.hi) != (-128, 127)):
+        return None
+    return clamp_span(pre, params)
 
 
 def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
@@ -301,24 +334,30 @@ def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
             w(f"v = {chain.emit(w, 'v', coords)};")
         w(f"{y}[(n*{g.oc} + oc)*{plane_out} + p0 + {q}] = ({yct.name})v;")
 
+    span = vector_output(mc, pre, params)
+    vec = None if span is None else (f"{y} + (n*{g.oc} + oc)*{plane_out} + p0", *span)
     declare_scratch(w, params, mc.quads)
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
     w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
     emit_band(w, mc, RowSource("xg", plane_in, g.iw), xct.name, pixels=plane_out, oh=None,
-              out=out, last=chain is None)
+              out=out, last=chain is None, vec=vec)
     w.close()
     w.close()
 
 
 def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp: str,
                   rx: int | str, w_in: int, yp: str, ry: int | str, w_out: int, xct: str, yct: CType,
-                  store: Callable[[str, str], None]) -> None:
+                  store: Callable[[str, str], None], epilogue: list | None = None) -> None:
     """Output row ``r`` of a cascade member's conv (opfuse/backends/c/int8/cascade.py): its input
     rows from a ring of ``rx`` rows at ``xp``, each value ``store``d (the member's epilogue) into
     row ``r % ry`` of the ring at ``yp``; the same fill, core and output stage as the
-    layer-by-layer conv, so the same integers at the same cost per pixel."""
+    layer-by-layer conv, so the same integers at the same cost per pixel; ``epilogue``: the
+    member's chain (``store``'s), for the ISA's vector output stage where it is clamps only."""
     mc = prepare(node, params, g, g.ow, cascaded=True)
+    span = None if epilogue is None or (yct.lo, yct.hi) != (-128, 127) else \
+        vector_output(mc, epilogue, params)
+    vec = None if span is None else (f"{yp} + (oc*{ry} + r % {ry})*{w_out} + p0", *span)
     ring = None if rx == g.ih else rx
     # rows as a C argument (a member function shared by layers of one shape, int8/cascade.py)
     channel = rx * w_in if isinstance(rx, int) else f"{rx}*{w_in}"
@@ -330,5 +369,6 @@ def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp:
     declare_scratch(w, params, mc.quads)
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
     w(f"const {xct} *xg = {xp} + grp*{g.icg}*{channel};")
-    emit_band(w, mc, RowSource("xg", channel, w_in, ring), xct, pixels=g.ow, oh="r", out=out)
+    emit_band(w, mc, RowSource("xg", channel, w_in, ring), xct, pixels=g.ow, oh="r", out=out,
+              vec=vec)
     w.close()

@@ -20,11 +20,10 @@ layer-by-layer kernel (``emit_depthwise8``) and a cascade member call the same c
   3x3 stride-1 row that is 1 load, 2 widenings and 4 multiply-accumulates for 6 MACs. The
   weights stay int8 in flash (no larger than before) and are widened and paired once per
   channel into registers; the portable C sums the same integers tap by tap;
-* in a row of several groups the loop steps one pointer per tap row (no index arithmetic per
-  load); under ``OPFUSE_DSP`` the fast requantization is ``opfuse_requant_d`` (requant.py): its
-  two final shifts are one, and the output zero point rides in its rounding constant where the
-  generator proved the sum stays in 32 bits (``dw_quant``); layers of the same input zero point
-  share one ``zrow``.
+* a row of groups steps one pointer per tap row; under ``OPFUSE_DSP`` the fast requantization
+  is ``opfuse_requant_d`` (requant.py: one final shift, the output zero point in its rounding
+  constant where ``dw_quant`` proved it fits); layers of one input zero point share a ``zrow``.
+* an ISA's own row (``IsaKernels.depthwise_row``: isa/mve) replaces all that under its guard.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, dims
 from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32
-from opfuse.backends.c.int8 import common
+from opfuse.backends.c.int8 import common, depthwise_quant
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import int_ctype
 from opfuse.backends.c.int8.depthwise_quant import DwQuant, dw_quant, emit_clamped
@@ -154,17 +153,24 @@ def unrolled_singles(g: ConvGeom) -> bool:
     return g.k[0] * g.k[1] <= 9
 
 
-def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQuant) -> None:
+def bias_classes(g: ConvGeom) -> set[tuple[int, int]]:
+    """The (k0, k1) of the biases ``bk<k0>_<k1>`` the channel setup declares."""
+    singles, (_, groups) = columns(g)
+    out = {(k0, k1) for _, k0, k1 in singles} if unrolled_singles(g) else set()
+    return out | {(0, g.k[1])} if groups else out
+
+
+def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQuant,
+                       dsp: str = "#ifdef OPFUSE_DSP") -> None:
     """Per channel ``c``: ``wc`` (its int8 taps), ``bk<k0>_<k1>`` (the bias with the zero point of
     the taps k0 .. k1 of every row folded in: ``bk0_<KW>`` for the SIMD groups, the others for a
     column whose window leaves the row), its requantization constants and, under
     ``OPFUSE_DSP``, the packed weights ``wp<kh>_<j>``."""
     kh_, kw_ = g.k
-    singles, (_, groups) = columns(g)
+    _, (_, groups) = columns(g)
     w(f"const int8_t *wc = {weights} + c*{kh_ * kw_};")
     w(f"const int32_t bc = {bias}[c];")
-    classes = {(k0, k1) for _, k0, k1 in singles} if unrolled_singles(g) else set()
-    for k0, k1 in sorted(classes | ({(0, kw_)} if groups else set())):
+    for k0, k1 in sorted(bias_classes(g)):
         terms = " + ".join(f"wc[{kh * kw_ + k}]" for kh in range(kh_) for k in range(k0, k1))
         w(f"const int32_t bk{k0}_{k1} = bc - {dq.zx}*({terms or 0});")
     rq = dq.rq
@@ -185,7 +191,7 @@ def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQ
     if not groups:
         return
     pairs, singles_k = tap_pairs(kw_)
-    w("#ifdef OPFUSE_DSP")
+    w(dsp)  # the guard of the pairs' packed weights (an ISA's own row may replace the pairs)
     for kh in range(kh_):
         for j, (a, b) in enumerate(pairs):
             w(f"const int32_t wp{kh}_{j} = (int32_t)((uint32_t)(uint16_t)wc[{kh * kw_ + a}] | "
@@ -197,11 +203,12 @@ def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQ
 
 
 def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zrow: str,
-                zx: int, store: Callable[..., None], doubled: bool = False) -> None:
+                zx: int, store: Callable[..., None], doubled: bool = False,
+                vrow: Callable[..., None] | None = None) -> None:
     """Output row ``oh`` of channel ``c`` (after ``emit_channel_setup``): ``row(ih)`` is the C
     pointer of input row ``ih`` of the channel; ``store(acc, col)`` requantizes and writes the
     int32 sum (bias included) of output column ``col``, ``store(acc, col, doubled)`` with
-    ``doubled`` (``DwQuant.doubled``) passed on to ``emit_clamped``."""
+    ``doubled`` (``DwQuant.doubled``) passed on to ``emit_clamped``; ``vrow``: the ISA's row."""
     (kh_, _), (sh, sw), (ph, pw) = g.k, g.s, g.p
     w(f"const int ih0 = {oh}*{sh} - {ph};")
     for kh in range(kh_):
@@ -210,6 +217,10 @@ def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zro
     singles, (first, groups) = columns(g)
     end = first + groups * PAIR
     unrolled = unrolled_singles(g)
+    if vrow is not None:  # the ISA's whole row, the singles and pairs in its #else
+        w(depthwise_quant.VROW_GUARD)
+        vrow(w, g, store=store, doubled=doubled, zx=zx, biases=bias_classes(g))
+        w("#else")
     for ow, k0, k1 in singles if unrolled else ():
         if ow < first:
             _single(w, g, ow, k0, k1, store, doubled)
@@ -239,6 +250,8 @@ def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zro
             _single(w, g, ow, k0, k1, store, doubled)
     if singles and not unrolled:
         _singles_loop(w, g, first, end, len(singles), zx, store, doubled)
+    if vrow is not None:
+        w("#endif")
 
 
 def _dsp_group(w: CWriter, g: ConvGeom, step: bool) -> None:
@@ -350,10 +363,12 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
     w(f"const int8_t *xc = {x} + (n*{g.c} + c)*{plane_in};")
-    emit_channel_setup(w, g, weights, bias, dq)
+    vrow = depthwise_quant.isa_row(params, dq, pre, yct)
+    emit_channel_setup(w, g, weights, bias, dq, *depthwise_quant.dsp_guard(vrow))
     w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
     w(f"{yct.name} *yr = {y} + (n*{g.c} + c)*{plane_out} + oh*{g.ow};")
-    emit_dw_row(w, g, "oh", lambda ih: f"xc + {ih}*{g.iw}", zrow, dq.zx, store, dq.doubled)
+    emit_dw_row(w, g, "oh", lambda ih: f"xc + {ih}*{g.iw}", zrow, dq.zx, store, dq.doubled,
+                vrow)
     w.close()
     w.close()
     w.close()
@@ -361,7 +376,7 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
 
 def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, channel: str,
                           row: Callable[[str], str], out_row: str,
-                          store: Callable[[str, str], None]) -> None:
+                          store: Callable[[str, str], None], epilogue=None) -> None:  # noqa: ANN001
     """Output row ``r`` of every channel ``c`` for a cascade member
     (opfuse/backends/c/int8/cascade.py), with the same core as the layer-by-layer kernel:
     ``channel`` is the C pointer of input channel ``c`` (in a ring or a whole tensor),
@@ -378,8 +393,8 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
 
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
     w(f"const int8_t *xc = {channel};")
-    emit_channel_setup(w, g, weights, bias, dq)
+    vrow = depthwise_quant.isa_row(params, dq, epilogue, hct)  # epilogue: the chain of store
+    emit_channel_setup(w, g, weights, bias, dq, *depthwise_quant.dsp_guard(vrow))
     w(f"{out_row};")
-    emit_dw_row(w, g, "r", row, zrow, dq.zx, store_acc, dq.doubled)
+    emit_dw_row(w, g, "r", row, zrow, dq.zx, store_acc, dq.doubled, vrow)
     w.close()
-

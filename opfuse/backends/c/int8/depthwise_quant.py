@@ -6,7 +6,9 @@ the C that requantizes and clamps one output, in TFLite's integers on every path
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import onnx_ir as ir
@@ -14,11 +16,15 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.int8 import common
+from opfuse.backends.c.int8.chain import clamp_span
 from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.isa.armv7em import SSAT_RANGE
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.quant import TFLITE, conv_scales, multipliers
+
+VROW_GUARD = "#ifdef OPFUSE_MVE"  # the guard of IsaKernels.depthwise_row (isa/mve)
 
 
 @dataclass(frozen=True)
@@ -101,3 +107,22 @@ def emit_clamped(w: CWriter, dq: DwQuant, acc: str, lo: int, hi: int,
         w("#endif")
     else:
         w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
+
+
+def isa_row(params: Params, dq: DwQuant, pre: list[ir.Node] | None, yct) -> Callable | None:  # noqa: ANN001
+    """The ISA's interior row (``IsaKernels.depthwise_row``), with its vector output stage where
+    it gives the same integers (``pre`` the layer-by-layer kernel's chain, clamps only; None: a
+    cascade member, stored lane by lane)."""
+    row = kernels(params.store.isa).depthwise_row
+    if row is None:
+        return None
+    span = None
+    if pre is not None and dq.rq.mode == TFLITE and (yct.lo, yct.hi) == (-128, 127):
+        span = clamp_span(pre, params)
+    zy = 0 if dq.doubled and dq.zy_folded else dq.zy  # opfuse_requant_d's qr holds it
+    return partial(row, vec=None if span is None else (zy, *span), fast=dq.fast)
+
+
+def dsp_guard(vrow: Callable | None) -> tuple[str, ...]:
+    """The guard of the DSP pairs' packed weights: not built where the ISA's row replaces them."""
+    return () if vrow is None else ("#if defined(OPFUSE_DSP) && !defined(OPFUSE_MVE)",)

@@ -22,6 +22,7 @@ ring of rows (opfuse/backends/c/int8/cascade.py), so both run the same fill and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,11 +76,12 @@ def _quad(w: CWriter, at: int | str, entries: list[str], dst: str = "d") -> None
 
 
 def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: str,  # noqa: ANN001
-              src: RowSource, oh: str | None, ow: str, xct: str, zx: int) -> None:
+              src: RowSource, oh: str | None, ow: str, xct: str, zx: int,
+              gather: Callable[..., bool] | None = None) -> None:
     """Column ``q`` of ``col`` (``stride`` columns) for the output pixel at row ``oh``, column
     ``ow`` (``oh`` None: ``ow`` is the pixel's index in a whole plane, pointwise only). Entries
     are the raw ``x``, and ``zx`` (TFLite's padding value) for taps outside the input: the zero
-    point is in the bias."""
+    point is in the bias. ``gather``: the ISA's channel runs (``IsaKernels.fill_gather``)."""
     w.open("")
     w(f"int64_t *d = {col} + {q};")
     if mode == "pointwise":
@@ -87,9 +89,15 @@ def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: str,  # noq
         w(f"const {xct} *s = {src.base} + {pix};")
         full = g.icg - g.icg % QUAD
         ch = src.channel
-        w.open(f"for (int ic = 0; ic < {full}; ic += {QUAD}, d += {stride})")
-        _quad(w, 0, [f"s[(ic + {lane})*{ch}]" for lane in range(QUAD)])
-        w.close()
+
+        def quad(ic: str, dst: str = "d") -> None:
+            _quad(w, 0, [f"s[({ic} + {lane})*{ch}]" for lane in range(QUAD)], dst)
+
+        if gather is None or not gather(w, src="s", xct=xct, ch=ch, count=full, dst="d",
+                                        stride=stride, quad=quad):
+            w.open(f"for (int ic = 0; ic < {full}; ic += {QUAD}, d += {stride})")
+            quad("ic")
+            w.close()
         if full < g.icg:
             _quad(w, 0, [f"s[{ic * ch}]" for ic in range(full, g.icg)])
         w.close()
@@ -97,7 +105,7 @@ def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: str,  # noq
     (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
     w(f"const int ih0 = ({oh})*{sh} - {ph}, iw0 = ({ow})*{sw} - {pw};")
     if mode == "taps":
-        _fill_taps(w, g, src, stride, xct, zx)
+        _fill_taps(w, g, src, stride, xct, zx, gather)
         w.close()
         return
     span_h, span_w = (g.k[0] - 1) * dh + 1, (g.k[1] - 1) * dw + 1
@@ -176,7 +184,8 @@ def _fill_window(w: CWriter, g, mode: str, src: RowSource, stride: int, xct: str
         return
 
 
-def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int) -> None:  # noqa: ANN001
+def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int,  # noqa: ANN001
+               gather: Callable[..., bool] | None = None) -> None:
     """k = tap*ICg + ic: per tap one bounds test, then whole quads of input channels."""
     dh, dw = g.d
     quads = g.icg // QUAD
@@ -188,9 +197,15 @@ def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int) ->
     w(f"int64_t *t = d + (kh*{g.k[1]} + kw)*{quads * stride};")
     w.open(f"if (okh && (unsigned)(iw0 + kw*{dw}) < {g.iw}u)")
     w(f"const {xct} *s = r + kw*{dw};")
-    w.open(f"for (int ic = 0; ic < {g.icg}; ic += {QUAD}, t += {stride})")
-    _quad(w, 0, [f"s[(ic + {lane})*{src.channel}]" for lane in range(QUAD)], "t")
-    w.close()
+
+    def quad(ic: str) -> None:
+        _quad(w, 0, [f"s[({ic} + {lane})*{src.channel}]" for lane in range(QUAD)], "t")
+
+    if gather is None or not gather(w, src="s", xct=xct, ch=src.channel, count=g.icg, dst="t",
+                                    stride=stride, quad=quad):
+        w.open(f"for (int ic = 0; ic < {g.icg}; ic += {QUAD}, t += {stride})")
+        quad("ic")
+        w.close()
     w.close()
     w.open("else")
     w(f"for (int ic = 0; ic < {quads}; ++ic, t += {stride}) t[0] = {_pad_quad(zx)};")

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from opfuse.backends.c.cgen import CWriter
 
 # dot(w, acc, a, a_ctype, za, b, k): C adding sum((a[kk] - za) * b[kk]) for kk < k to int32
@@ -41,3 +43,24 @@ class IsaKernels:
     # (rows, C condition) of the float MatMul core's wider tile (matmul_tile.py) where the
     # condition holds at compile time, the record's matmul_tile elsewhere; None: one tile
     matmul_wide: tuple[int, str] | None = None
+    # The int8 matrix family's cores (int8/conv_mcu.py, int8/gemm_mcu.py); None: armv7em's.
+    # matrix_core(w, rows=, cols=, stride=, kp=, col=, wrow=): the im2col tile's int32 sums
+    # a{j}_{q}, reading weight rows laid out by matrix_weights([N][K] ints) -> [N][Kp] int8
+    matrix_core: Callable[..., None] | None = None
+    matrix_weights: Callable[[np.ndarray], np.ndarray] | None = None
+    # gemm_core(w, rows=, a=, act=, wrow=, k=, init=): sums a{jj} of a row of A against rows of
+    # B in their natural [N][K] order (the fully connected core)
+    gemm_core: Callable[..., None] | None = None
+    # store_tile(w, sums=, bias=, m=, s=, zy=, lo=, hi=, dst=, count=, scalar=): a matrix tile's
+    # values of one channel requantized (Requant.fast) and stored contiguously; None: per value
+    store_tile: Callable[..., None] | None = None
+    # depthwise_row(w, g, first=, end=, store=, doubled=, vec=): the depthwise kernel's interior
+    # columns of one output row (int8/depthwise_dsp.py) under the ISA's own guard; None: the
+    # kernel's DSP pairs
+    depthwise_row: Callable[..., None] | None = None
+    # elementwise_add(w, n=, x=, y=, out=, zx=, zy=, p=, sub=, zo=, lo=, hi=, scalar=): int8 Add/
+    # Sub of two whole tensors (int8/chain.py), the scalar C in its #else; None: that C alone
+    elementwise_add: Callable[..., None] | None = None
+    # fill_gather(w, src=, xct=, ch=, count=, dst=, stride=, quad=) -> bool: the im2col fill's
+    # run of channels of one pixel (int8/im2col.py); False: the fill's own loop
+    fill_gather: Callable[..., bool] | None = None

@@ -1,0 +1,89 @@
+"""The mve ISA module (Helium: opfuse/backends/c/isa/mve) on cortex-m55 under QEMU mps3-an547:
+the C built with its MVE cores and with them compiled out (-DOPFUSE_NO_MVE: armv7em's SMLAD
+kernels, then the portable matrix core reading the same natural-order weights) is bit-exact with
+TFLite Micro each time; the MVE build holds VMLADAV and runs its matrix and fully connected
+kernels in fewer instructions."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from opfuse.backends.c.int8.conv_mcu import matrix_core
+from opfuse.backends.c.isa import kernels
+from opfuse.measure.run.qemu import emulate_c
+from opfuse.pipeline import compile_model
+from opfuse.targets import load_target
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_TFLITE = REPO.parent / "shared" / "models" / "tflite"
+CASCADED = ("person_detect",)  # run with its cascades: their members' vector output stages
+needs_tools = pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("arm-none-eabi-gcc", "qemu-system-arm")),
+    reason="needs gcc-arm-none-eabi, libnewlib-arm-none-eabi and qemu-system-arm",
+)
+
+
+def test_the_m55_record_selects_the_mve_cores_of_the_matrix_family() -> None:
+    isa = load_target("cortex-m55").isa
+    assert (isa.name, isa.int8_dot, isa.vector_bits) == ("mve", "mve", 128)
+    assert matrix_core(isa)
+    ks = kernels(isa)
+    assert ks.matrix_core is not None and ks.gemm_core is not None
+    assert "__ARM_FEATURE_MVE" in ks.prelude and "arm_mve.h" in ks.prelude
+    # the DSP extension's kernels stay: the prelude still defines OPFUSE_DSP
+    assert "__ARM_FEATURE_DSP" in ks.prelude
+    assert kernels(load_target("cortex-m4").isa).matrix_core is None  # armv7em's own core
+
+
+def _kernel_counts(emu, kind: str) -> list[int]:  # noqa: ANN001
+    return [k.instructions for k in emu.kernels if k.ops and k.ops[0] == kind]
+
+
+@needs_tools
+@pytest.mark.parametrize("name, kind", [("kws_ref_model", "Conv"), ("ad01_int8", "Gemm"),
+                                        ("vww_96_int8", "Conv"),  # strides 1 and 2, wide rows
+                                        ("pretrainedResnet_quant", "Add"),
+                                        ("mcunet_vww", "Conv"),  # 5x5 and 7x7 depthwise
+                                        ("person_detect", "Conv")])  # cascaded (CASCADED)
+def test_mve_and_fallback_builds_are_bit_exact(name: str, kind: str, tmp_path: Path) -> None:
+    path = SHARED_TFLITE / f"{name}.tflite"
+    if not path.exists():
+        pytest.skip("../shared/models not present")
+    result = compile_model(str(path), "cortex-m55")
+    runs = {}
+    for label, extra in (("mve", ()), ("no_mve", ("-DOPFUSE_NO_MVE",))):
+        emu = emulate_c(result, trials=2, extra_cflags=extra, outdir=tmp_path / label,
+                        cascades=name in CASCADED)
+        assert emu.report.ok and all(o.max_abs_err == 0 for o in emu.report.outputs), label
+        elf = tmp_path / label / "opfuse_mcu.elf"  # MVE decoded only with the architecture named
+        dis = subprocess.run(["arm-none-eabi-objdump", "-d", "-m", "armv8.1-m.main", str(elf)],
+                             capture_output=True, text=True).stdout
+        assert ("vmlava" in dis) == (label == "mve"), label  # VMLADAVA's preferred alias
+        if kind == "Conv":  # the convs' vector output stage (isa/mve/output.py)
+            assert ("vqrdmulh" in dis) == (label == "mve"), label
+        runs[label] = _kernel_counts(emu, kind)
+    assert runs["mve"] and len(runs["mve"]) == len(runs["no_mve"])
+    assert sum(runs["mve"]) < 0.8 * sum(runs["no_mve"]), runs
+
+
+@needs_tools
+def test_the_m55_board_runs_the_armv7em_record_bit_exact(tmp_path: Path) -> None:
+    """The baseline the mve module is measured against: cortex-m55's file with cortex-m4's
+    [isa] table (the SMLAD kernels, no MVE code in the C) on the same board, bit-exact too."""
+    path = SHARED_TFLITE / "kws_ref_model.tflite"
+    if not path.exists():
+        pytest.skip("../shared/models not present")
+    targets = REPO / "opfuse" / "targets"
+    m55, m4 = ((targets / f"{t}.toml").read_text() for t in ("cortex-m55", "cortex-m4"))
+    target = tmp_path / "cortex-m55-armv7em.toml"
+    target.write_text(m55[:m55.index("[isa]")] + m4[m4.index("[isa]"):])
+    assert load_target(str(target)).isa == load_target("cortex-m4").isa
+    result = compile_model(str(path), str(target))
+    emu = emulate_c(result, trials=2, outdir=tmp_path / "c")
+    assert emu.report.ok and all(o.max_abs_err == 0 for o in emu.report.outputs), emu.report
+    assert "vmladavaq" not in (tmp_path / "c" / "model.c").read_text()
+    assert emu.board.name == "mps3-an547"
