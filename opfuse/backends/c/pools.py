@@ -108,14 +108,20 @@ def _tap_loop(w: CWriter, g: PoolGeom, rows: int, pacc: str, src: str) -> None:
     w(f"const int hi = top < 0 ? lo : (top / {s} + 1 < {ow} ? top / {s} + 1 : {ow});")
     w.open(f"for (int j = 0; j < {rows}; ++j)")
     w.open("for (int i = lo; i < hi; ++i)")
-    w(f"const float t = {src}[j][i*{s} + off];")
+    _accumulate(w, g, pacc, f"{src}[j][i*{s} + off]")
+    w.close()
+    w.close()
+    w.close()
+
+
+def _accumulate(w: CWriter, g: PoolGeom, pacc: str, tap: str) -> None:
+    """``pacc[j][i]`` takes input ``tap``: its max (NaN in the window gives NaN, IEEE maximum,
+    whatever its position) or its sum."""
+    w(f"const float t = {tap};")
     if g.op == "max":
         w(f"{pacc}[j][i] = (t > {pacc}[j][i] || t != t) ? t : {pacc}[j][i];")
     else:
         w(f"{pacc}[j][i] += t;")
-    w.close()
-    w.close()
-    w.close()
 
 
 def emit_pool_row(
@@ -142,12 +148,7 @@ def emit_pool_row(
         idx = f"i*{g.s[1]} + {off}" if g.s[1] != 1 else f"i + {off}"
         w.open(f"for (int j = 0; j < {rows}; ++j)")
         w.open(f"for (int i = {lo}; i < {hi}; ++i)")
-        w(f"const float t = {src}[j][{idx}];")
-        if g.op == "max":
-            # NaN in the window gives NaN (IEEE maximum), whatever its position
-            w(f"{pacc}[j][i] = (t > {pacc}[j][i] || t != t) ? t : {pacc}[j][i];")
-        else:
-            w(f"{pacc}[j][i] += t;")
+        _accumulate(w, g, pacc, f"{src}[j][{idx}]")
         w.close()
         w.close()
     w.close()

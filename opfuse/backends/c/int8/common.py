@@ -160,3 +160,15 @@ def bias_array(node: ir.Node, index: int, channels: int) -> np.ndarray:
     if arr is None or arr.dtype.kind not in "iu":
         raise OpfuseError(f"C backend: {who(node)}: an int8 kernel needs a constant int32 bias")
     return np.broadcast_to(arr.ravel().astype(np.int64), (channels,)).copy()
+
+
+def gemm_coords(shape: tuple[int, ...], row: str = "m", col: str = "j") -> list[str]:
+    """The output's coordinates of Gemm row ``row``, column ``col`` (batched rows: the output's
+    own dims), as an epilogue chain indexes them."""
+    if len(shape) <= 2:
+        return [row, col][-len(shape):] if shape else []
+    coords, rest = [], row
+    for d in range(len(shape) - 2, -1, -1):
+        coords.insert(0, f"({rest}) % {shape[d]}")
+        rest = f"({rest}) / {shape[d]}"
+    return [*coords, col]

@@ -20,7 +20,14 @@ from opfuse.backends.c.conv import conv_geom
 from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8 import conv_mcu, gemm_mcu
 from opfuse.backends.c.int8.chain import Chain8
-from opfuse.backends.c.int8.common import bias_array, int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.int8.common import (
+    bias_array,
+    gemm_coords,
+    int_ctype,
+    quant,
+    requant_arrays,
+    rounding,
+)
 from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise8, is_depthwise8
 from opfuse.backends.c.int8.matmul_act import emit_matmul_act8
 from opfuse.backends.c.isa import kernels
@@ -357,16 +364,7 @@ def _gemm8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     kernels(params.store.isa).dot(w, "acc", "ar", act.name, za, "br", k)
     w(f"int32_t v = opfuse_clamp({rq('acc', 'j')} + {zy}, {yct.lo}, {yct.hi});")
     if chain is not None:
-        if len(shape) == 2:
-            coords = ["m", "j"]
-        else:  # batched rows: the chain sees the output's own dims
-            lead = list(shape[:-1])
-            coords, rest = [], "m"
-            for d in range(len(lead) - 1, -1, -1):
-                coords.insert(0, f"({rest}) % {lead[d]}")
-                rest = f"({rest}) / {lead[d]}"
-            coords.append("j")
-        v = chain.emit(w, "v", coords)
+        v = chain.emit(w, "v", gemm_coords(shape))
         w(f"v = {v};")
     w(f"{y}[m*{n_out} + j] = ({yct.name})v;")
     w.close()

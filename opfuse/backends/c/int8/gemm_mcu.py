@@ -24,6 +24,7 @@ from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import (
     acc_bound,
     bias_array,
+    gemm_coords,
     int_ctype,
     quant,
     requant_arrays,
@@ -85,7 +86,7 @@ def emit_gemm_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         w(f"const int j = j0 + {jj};")
         emit_output_value(w, rq, f"a{jj}", "j", zy, yct, chain is None, params.store.isa)
         if chain is not None:
-            w(f"v = {chain.emit(w, 'v', _gemm_coords(shape))};")
+            w(f"v = {chain.emit(w, 'v', gemm_coords(shape))};")
         w(f"{y}[m*{n_out} + j] = ({yct.name})v;")
         w.close()
     w.close()
@@ -94,15 +95,3 @@ def emit_gemm_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
 
 def _gemm_bias(node: ir.Node, n_out: int) -> np.ndarray:
     return bias_array(node, 2, n_out) if node.op_type == "Gemm" else np.zeros(n_out, np.int64)
-
-
-def _gemm_coords(shape: tuple[int, ...]) -> list[str]:
-    """The output's coordinates of row ``m``, column ``j`` (batched rows: its own dims)."""
-    if len(shape) <= 2:
-        return ["m", "j"][-len(shape):] if shape else []
-    lead = list(shape[:-1])
-    coords, rest = [], "m"
-    for d in range(len(lead) - 1, -1, -1):
-        coords.insert(0, f"({rest}) % {lead[d]}")
-        rest = f"({rest}) / {lead[d]}"
-    return [*coords, "j"]

@@ -13,7 +13,14 @@ import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, attr, dims
 from opfuse.backends.c.conv import conv_geom
-from opfuse.backends.c.int8.common import bias_array, int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.int8.common import (
+    bias_array,
+    gemm_coords,
+    int_ctype,
+    quant,
+    requant_arrays,
+    rounding,
+)
 from opfuse.backends.c.int8.depthwise_dsp import is_depthwise8
 from opfuse.backends.c.isa.x86.core import (
     STAGE_LIMIT,
@@ -209,16 +216,7 @@ def emit_gemm_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         w.open(f"for (int o = 0; o < {n_out}; ++o)")
         w(f"int32_t v = {_scalar_v(rq, vector, zy, bounds, 'o')};")
         if chain is not None:
-            if len(shape) == 2:
-                coords = ["m", "o"]
-            else:  # batched rows: the chain sees the output's own dims
-                lead = list(shape[:-1])
-                coords, rest = [], "m"
-                for d in range(len(lead) - 1, -1, -1):
-                    coords.insert(0, f"({rest}) % {lead[d]}")
-                    rest = f"({rest}) / {lead[d]}"
-                coords.append("o")
-            w(f"v = {chain.emit(w, 'v', coords)};")
+            w(f"v = {chain.emit(w, 'v', gemm_coords(shape, 'm', 'o'))};")
         w(f"{y}[m*{n_out} + o] = ({yct.name})v;")
         w.close()
         w.close()
