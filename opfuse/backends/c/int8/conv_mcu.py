@@ -38,7 +38,7 @@ from opfuse.backends.c.int8.im2col import (
     reduction_rows,
 )
 from opfuse.backends.c.isa import kernels
-from opfuse.backends.c.isa.armv7em.matrix import QUAD, emit_core, padded, weight_rows
+from opfuse.backends.c.isa.armv7em.matrix import QUAD, padded
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
@@ -200,17 +200,12 @@ def prepare(node: ir.Node, params: Params, g: ConvGeom, band: int,
     bound = acc_bound(rows, given, xct.lo, xct.hi, zx)
     return MatConv(
         g, mode, kp,
-        params.weight(f"{wv.name}:mat_{mode}{_layout_tag(params.store.isa)}",
-                      (kernels(params.store.isa).matrix_weights or weight_rows)(rows), INT8),
+        params.weight(f"{wv.name}:mat_{mode}", kernels(params.store.isa).matrix_weights(rows),
+                      INT8),
         params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32),
         requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)),
                        bound),
         zx, zy, int_ctype(yv, node), _columns(params, band, kp, cascaded), params.store.isa)
-
-
-def _layout_tag(isa: Isa) -> str:
-    """The weights' name suffix of an ISA with its own layout (none for armv7em's)."""
-    return "" if kernels(isa).matrix_weights is None else f"_{isa.name}"
 
 
 def stack_budget(params: Params, cascaded: bool) -> int:
@@ -266,9 +261,8 @@ def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
     w.close()
     count = f"({pixels} - p0 < {cols} ? {pixels} - p0 : {cols})" if ragged else str(cols)
     w.open(f"for (int oc0 = grp*{g.ocg}; oc0 < grp*{g.ocg} + {g.ocg}; oc0 += {CONV_ROWS})")
-    (kernels(mc.isa).matrix_core or emit_core)(w, rows=CONV_ROWS, cols=cols, stride=cols,
-                                               kp=mc.kp, col="col",
-                                               wrow=f"{mc.weights} + oc0*{mc.kp}")
+    kernels(mc.isa).matrix_core(w, rows=CONV_ROWS, cols=cols, stride=cols, kp=mc.kp, col="col",
+                                wrow=f"{mc.weights} + oc0*{mc.kp}")
     for j in range(CONV_ROWS):
         w.open("")
         w(f"const int oc = oc0 + {j};")

@@ -32,7 +32,6 @@ from opfuse.backends.c.int8.common import (
 )
 from opfuse.backends.c.int8.conv_mcu import emit_output_value, weights_int8
 from opfuse.backends.c.isa import kernels
-from opfuse.backends.c.isa.armv7em.dot import dot_quads, dot_rows
 from opfuse.backends.c.tensors import Params
 from opfuse.quant import conv_scales
 
@@ -57,13 +56,9 @@ def emit_gemm_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     given = _gemm_bias(node, n_out)
     bias = given - za * nk.astype(np.int64).sum(axis=1)
     rows = next(r for r in range(GEMM_ROWS, 0, -1) if n_out % r == 0)  # one core per Gemm
-    core = kernels(params.store.isa).gemm_core  # an ISA's own core reads B as [N][K]
-    quads = core is None and rows == GEMM_ROWS and k % 4 == 0
-    if quads:  # the order the assembly loop reads: per 4 rows, per 4 steps, 4 bytes a row
-        order = nk.reshape(n_out // 4, 4, k // 4, 4).transpose(0, 2, 1, 3)
-        wt = params.weight(f"{bv.name}:nk4", np.ascontiguousarray(order).astype(np.int8), INT8)
-    else:
-        wt = params.weight(f"{bv.name}:nk", np.ascontiguousarray(nk).astype(np.int8), INT8)
+    isa = kernels(params.store.isa)  # B in the layout the ISA's fully connected core reads
+    tag, order = isa.gemm_weights(nk, rows) if isa.gemm_weights else ("nk", nk)
+    wt = params.weight(f"{bv.name}:{tag}", np.ascontiguousarray(order).astype(np.int8), INT8)
     b = params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32)
     bound = acc_bound(nk, given, act.lo, act.hi, za)
     rq = requant_arrays(params, node.name, conv_scales(aq, bq, yq, n_out, rounding(params)), bound)
@@ -75,12 +70,7 @@ def emit_gemm_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     w(f"const {act.name} *ar = {a} + m*{k};")
     w.open(f"for (int j0 = 0; j0 < {n_out}; j0 += {rows})")
     init = [f"{b}[j0 + {jj}]" for jj in range(rows)]
-    if core is not None:
-        core(w, rows=rows, a="ar", act=act.name, wrow=f"{wt} + j0*{k}", k=k, init=init)
-    elif quads:
-        dot_quads(w, a="ar", act=act.name, wrow=f"{wt} + j0*{k}", k=k, init=init)
-    else:
-        dot_rows(w, rows=rows, a="ar", act=act.name, wrow=f"{wt} + j0*{k}", k=k, init=init)
+    isa.gemm_core(w, rows=rows, a="ar", act=act.name, wrow=f"{wt} + j0*{k}", k=k, init=init)
     for jj in range(rows):  # the output stage per row, unrolled: the sums stay in registers
         w.open("")
         w(f"const int j = j0 + {jj};")

@@ -43,7 +43,8 @@ class IsaKernels:
     # (rows, C condition) of the float MatMul core's wider tile (matmul_tile.py) where the
     # condition holds at compile time, the record's matmul_tile elsewhere; None: one tile
     matmul_wide: tuple[int, str] | None = None
-    # The int8 matrix family's cores (int8/conv_mcu.py, int8/gemm_mcu.py); None: armv7em's.
+    # The int8 matrix family's cores (int8/conv_mcu.py, int8/gemm_mcu.py), which an ISA whose
+    # record's int8_dot selects that family (smlad, mve) must give.
     # matrix_core(w, rows=, cols=, stride=, kp=, col=, wrow=): the im2col tile's int32 sums
     # a{j}_{q}, reading weight rows laid out by matrix_weights([N][K] ints) -> [N][Kp] int8
     matrix_core: Callable[..., None] | None = None
@@ -51,6 +52,8 @@ class IsaKernels:
     # gemm_core(w, rows=, a=, act=, wrow=, k=, init=): sums a{jj} of a row of A against rows of
     # B in their natural [N][K] order (the fully connected core)
     gemm_core: Callable[..., None] | None = None
+    # gemm_weights(nk, rows) -> (key tag, layout): B as gemm_core reads it; None: [N][K] as is
+    gemm_weights: Callable[[np.ndarray, int], tuple[str, np.ndarray]] | None = None
     # store_tile(w, sums=, bias=, m=, s=, zy=, lo=, hi=, dst=, count=, scalar=): a matrix tile's
     # values of one channel requantized (Requant.fast) and stored contiguously; None: per value
     store_tile: Callable[..., None] | None = None

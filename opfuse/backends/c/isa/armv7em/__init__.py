@@ -12,7 +12,8 @@ kernel families that use them are int8/conv_mcu.py and int8/gemm_mcu.py (docs/ar
 from __future__ import annotations
 
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.isa.armv7em.dot import dot
+from opfuse.backends.c.isa.armv7em import matrix
+from opfuse.backends.c.isa.armv7em.dot import dot, gemm_core, gemm_weights
 from opfuse.backends.c.isa.base import IsaKernels
 
 # what __ssat(v, 8) returns, for gcc's value ranges (it does not know the builtin's): a later
@@ -40,4 +41,6 @@ def saturate8(w: CWriter, value: str, ranged: bool) -> None:
     w("#endif")
 
 
-KERNELS = IsaKernels(name="armv7em", prelude=PRELUDE, dot=dot, saturate8=saturate8)
+KERNELS = IsaKernels(name="armv7em", prelude=PRELUDE, dot=dot, saturate8=saturate8,
+                     matrix_core=matrix.emit_core, matrix_weights=matrix.weight_rows,
+                     gemm_core=gemm_core, gemm_weights=gemm_weights)

@@ -10,6 +10,8 @@ the same int32 sums: the products and partial sums are exact in 32 bits.
 
 from __future__ import annotations
 
+import numpy as np
+
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.isa import portable
 
@@ -128,3 +130,23 @@ def dot_quads(w: CWriter, *, a: str, act: str, wrow: str, k: int, init: list[str
     w.close()
     w("#endif")
     w.close()
+
+
+def gemm_weights(nk: np.ndarray, rows: int) -> tuple[str, np.ndarray]:
+    """(key tag, layout) of a fully connected layer's int8 B ([N][K]) for ``gemm_core``: per 4
+    rows and 4 steps the 4 rows' words one after another where ``dot_quads`` reads them (4 rows a
+    pass, K % 4 == 0), else the natural [N][K]."""
+    n, k = nk.shape
+    if rows != 4 or k % 4:
+        return "nk", nk
+    return "nk4", nk.reshape(n // 4, 4, k // 4, 4).transpose(0, 2, 1, 3)
+
+
+def gemm_core(w: CWriter, *, rows: int, a: str, act: str, wrow: str, k: int,
+              init: list[str]) -> None:
+    """``int32_t a{jj}``: ``init[jj]`` plus the dot product of ``a`` with row ``jj`` of the block
+    of B at ``wrow``, in the layout ``gemm_weights`` chose."""
+    if rows == 4 and k % 4 == 0:
+        dot_quads(w, a=a, act=act, wrow=wrow, k=k, init=init)
+    else:
+        dot_rows(w, rows=rows, a=a, act=act, wrow=wrow, k=k, init=init)
