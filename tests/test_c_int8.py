@@ -11,7 +11,14 @@ pytest.importorskip("tflite_micro")
 
 from tests.helpers import qgraphs as q  # noqa: E402
 from tests.helpers import tflite_builder as tb  # noqa: E402
-from tests.helpers.c_int8 import compare_with_tflm, int8_inputs, nchw, nhwc, out_geometry
+from tests.helpers.c_int8 import (
+    compare_with_tflm,
+    conv_pair,
+    int8_inputs,
+    nchw,
+    nhwc,
+    out_geometry,
+)
 from tests.helpers.qgraphs import QGraph, run_c  # noqa: E402
 
 # (H, W, C, OC, K, stride, padding, dilation, act, depthwise multiplier or None, seed)
@@ -36,42 +43,10 @@ CONV_CASES = {
 
 @pytest.mark.parametrize("case", sorted(CONV_CASES))
 def test_conv_matches_tflite_micro(case: str) -> None:
-    h, w_, c, oc, k, s, padding, d, act, mult, seed = CONV_CASES[case]
-    rng = np.random.default_rng(seed)
-    oh, pt, pb = out_geometry(h, k, s, d, padding)
-    ow, pl, pr = out_geometry(w_, k, s, d, padding)
-    sx, zx, sy, zy = 0.04, int(rng.integers(-20, 20)), 0.09, int(rng.integers(-10, 10))
-    ws = rng.uniform(0.002, 0.02, oc).astype(np.float32)
-    bias = rng.integers(-3000, 3000, oc).astype(np.int32)
-    m = tb.TfliteBuilder()
-    x = q.tensor(m, (1, h, w_, c), np.int8, sx, zx)
-    if mult is None:
-        wt = rng.integers(-127, 128, (oc, k, k, c)).astype(np.int8)  # OHWI
-        wi = q.tensor(m, wt.shape, np.int8, ws, 0, 0, wt)
-        opts, code = q.conv_options((s, s), padding, act, (d, d)), "CONV_2D"
-        w_ir, group = wt.transpose(0, 3, 1, 2), 1
-    else:
-        wt = rng.integers(-127, 128, (1, k, k, oc)).astype(np.int8)  # 1HWO
-        wi = q.tensor(m, wt.shape, np.int8, ws, 0, 3, wt)
-        opts, code = q.dw_options((s, s), padding, mult, act, (d, d)), "DEPTHWISE_CONV_2D"
-        w_ir, group = wt[0].transpose(2, 0, 1)[:, None], c
-    bi = q.tensor(m, (oc,), np.int32, sx * ws, 0, 0, bias)
-    y = q.tensor(m, (1, oh, ow, oc), np.int8, sy, zy)
-    q.add_op(m, code, [x, wi, bi], [y], opts)
-    m.inputs, m.outputs = [x], [y]
-
-    g = QGraph()
-    xi = g.input((1, c, h, w_), sx, zx)
-    wv = g.const(np.ascontiguousarray(w_ir), ws, 0, axis=0)
-    bv = g.const(bias, sx * ws, 0, axis=0)
-    out = g.op("Conv", [xi, wv, bv], (1, oc, oh, ow), sy, zy, kernel_shape=[k, k],
-               strides=[s, s], dilations=[d, d], pads=[pt, pl, pb, pr], group=group)
-    if act == "relu":
-        out = g.op("Relu", [out], (1, oc, oh, ow), sy, zy)
-    elif act == "relu6":
-        out = g.op("Clip", [out, g.const(np.float32(0.0)), g.const(np.float32(6.0))],
-                   (1, oc, oh, ow), sy, zy)
-    compare_with_tflm(m.build(), g.model(out), int8_inputs((1, h, w_, c), seed), nchw, nhwc)
+    h, w_, c, *_, seed = CONV_CASES[case]
+    p = conv_pair(*CONV_CASES[case])
+    p.m.inputs, p.m.outputs = [p.x], [p.y]
+    compare_with_tflm(p.m.build(), p.g.model(p.out), int8_inputs((1, h, w_, c), seed), nchw, nhwc)
 
 
 @pytest.mark.parametrize("act", [None, "relu"])

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from tests.helpers import qgraphs as q
-from tests.helpers.qgraphs import run_c
+from tests.helpers import tflite_builder as tb
+from tests.helpers.qgraphs import QGraph, run_c
 
 RUNS = 20
 
@@ -49,3 +52,58 @@ def nchw(x):
 
 def nhwc(x):
     return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+
+@dataclass
+class ConvPair:
+    """One int8 Conv (or DepthwiseConv) as a TFLite file ``m`` (x -> y, NHWC) and as the same
+    QDQ-annotated IR ``g`` (xi -> out, NCHW), its activation fused in both: what the C must
+    compute bit for bit as TFLite Micro does."""
+
+    m: object
+    x: int
+    y: int
+    g: object
+    xi: object
+    out: object
+    oc: int
+    oh: int
+    ow: int
+
+
+def conv_pair(h: int, w_: int, c: int, oc: int, k: int, s: int, padding: str, d: int,
+              act: str | None, mult: int | None, seed: int) -> ConvPair:
+    """``mult`` None: a dense conv (OHWI weights); else a depthwise conv of that multiplier."""
+    rng = np.random.default_rng(seed)
+    oh, pt, pb = out_geometry(h, k, s, d, padding)
+    ow, pl, pr = out_geometry(w_, k, s, d, padding)
+    sx, zx, sy, zy = 0.04, int(rng.integers(-20, 20)), 0.09, int(rng.integers(-10, 10))
+    ws = rng.uniform(0.002, 0.02, oc).astype(np.float32)
+    bias = rng.integers(-3000, 3000, oc).astype(np.int32)
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, h, w_, c), np.int8, sx, zx)
+    if mult is None:
+        wt = rng.integers(-127, 128, (oc, k, k, c)).astype(np.int8)  # OHWI
+        wi = q.tensor(m, wt.shape, np.int8, ws, 0, 0, wt)
+        opts, code = q.conv_options((s, s), padding, act, (d, d)), "CONV_2D"
+        w_ir, group = wt.transpose(0, 3, 1, 2), 1
+    else:
+        wt = rng.integers(-127, 128, (1, k, k, oc)).astype(np.int8)  # 1HWO
+        wi = q.tensor(m, wt.shape, np.int8, ws, 0, 3, wt)
+        opts, code = q.dw_options((s, s), padding, mult, act, (d, d)), "DEPTHWISE_CONV_2D"
+        w_ir, group = wt[0].transpose(2, 0, 1)[:, None], c
+    bi = q.tensor(m, (oc,), np.int32, sx * ws, 0, 0, bias)
+    y = q.tensor(m, (1, oh, ow, oc), np.int8, sy, zy)
+    q.add_op(m, code, [x, wi, bi], [y], opts)
+    g = QGraph()
+    xi = g.input((1, c, h, w_), sx, zx)
+    wv = g.const(np.ascontiguousarray(w_ir), ws, 0, axis=0)
+    bv = g.const(bias, sx * ws, 0, axis=0)
+    out = g.op("Conv", [xi, wv, bv], (1, oc, oh, ow), sy, zy, kernel_shape=[k, k],
+               strides=[s, s], dilations=[d, d], pads=[pt, pl, pb, pr], group=group)
+    if act == "relu":
+        out = g.op("Relu", [out], (1, oc, oh, ow), sy, zy)
+    elif act == "relu6":
+        out = g.op("Clip", [out, g.const(np.float32(0.0)), g.const(np.float32(6.0))],
+                   (1, oc, oh, ow), sy, zy)
+    return ConvPair(m, x, y, g, xi, out, oc, oh, ow)
