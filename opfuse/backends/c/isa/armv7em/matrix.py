@@ -66,17 +66,26 @@ def emit_core(w: CWriter, *, rows: int, cols: int, stride: int, kp: int, col: st
         _dsp_step(w, acc, kp, 0, 0)
         w.close()
     w("#else")
+    emit_portable(w, acc, stride, kp, PERMUTE)
+    w("#endif")
+    w.close()
+
+
+def emit_portable(w: CWriter, acc: list[list[str]], stride: int, kp: int,
+                  order: tuple[int, int, int, int]) -> None:
+    """The tile's sums in plain C over the same scratch: a column's quad holds its four int16
+    entries lowest first; ``order[i]``: the weight byte of a word that entry ``i`` multiplies
+    (``PERMUTE`` for this module's layout, natural order for one that stores none)."""
     w.open(f"for (int kb = 0; kb < {kp // QUAD}; ++kb, cp += {stride}, wp += {QUAD})")
-    for q in range(cols):
+    for q in range(len(acc[0])):
         w.open("")
         w(f"const int32_t lo = (int32_t)cp[{q}], hi = (int32_t)(cp[{q}] >> 32);")
-        for j in range(rows):
+        for j in range(len(acc)):
             r = f"wp[{j * kp}"
-            w(f"{acc[j][q]} += (int16_t)lo*{r}] + (lo >> 16)*{r} + 2]"
-              f" + (int16_t)hi*{r} + 1] + (hi >> 16)*{r} + 3];")
+            w(f"{acc[j][q]} += (int16_t)lo*{r}{'' if not order[0] else f' + {order[0]}'}]"
+              f" + (lo >> 16)*{r} + {order[1]}]"
+              f" + (int16_t)hi*{r} + {order[2]}] + (hi >> 16)*{r} + {order[3]}];")
         w.close()
-    w.close()
-    w("#endif")
     w.close()
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.isa.armv7em.matrix import QUAD, padded
+from opfuse.backends.c.isa.armv7em.matrix import QUAD, emit_portable, padded
 
 
 def weight_rows(rows: np.ndarray) -> np.ndarray:
@@ -63,16 +63,7 @@ def emit_core(w: CWriter, *, rows: int, cols: int, stride: int, kp: int, col: st
               lambda q: f"vldrdq_gather_base_z_s64(at, {q * 8}, p64)")
         w.close()
     w("#else")
-    w.open(f"for (int kb = 0; kb < {kp // QUAD}; ++kb, cp += {stride}, wp += {QUAD})")
-    for q in range(cols):
-        w.open("")
-        w(f"const int32_t lo = (int32_t)cp[{q}], hi = (int32_t)(cp[{q}] >> 32);")
-        for j in range(rows):
-            r = f"wp[{j * kp}"
-            w(f"{acc[j][q]} += (int16_t)lo*{r}] + (lo >> 16)*{r} + 1]"
-              f" + (int16_t)hi*{r} + 2] + (hi >> 16)*{r} + 3];")
-        w.close()
-    w.close()
+    emit_portable(w, acc, stride, kp, (0, 1, 2, 3))
     w("#endif")
     w.close()
 
