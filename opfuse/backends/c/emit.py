@@ -37,7 +37,7 @@ from opfuse.backends.c.files import (
 from opfuse.backends.c.int8.cascade import shape_twins
 from opfuse.backends.c.int8.conv_mcu import matrix_core
 from opfuse.backends.c.int8.requant import helpers, int8_info, rounding_of
-from opfuse.backends.c.isa import kernels
+from opfuse.backends.c.isa import IsaKernels, kernels
 from opfuse.backends.c.kernel_functions import KernelFunctions
 from opfuse.backends.c.kernels import check_covered, emit_kernel
 from opfuse.backends.c.manifest import (
@@ -150,8 +150,7 @@ def generate(
     files = {
         "model.h": model_h(info),
         "model.c": _model_c(info, funcs, calls, where_in, where_out, helpers(model),
-                            kernels(result.target.isa).prelude,
-                            kernels(result.target.isa).helpers),
+                            kernels(result.target.isa)),
         "weights.c": weights_c(blob.data()),
         "main.c": main_c(info),
         "Makefile": MAKEFILE,
@@ -266,7 +265,7 @@ def common_ctype(items: tuple[TensorRecord, ...]) -> str:
 
 
 def _model_c(info: Manifest, funcs: CWriter, calls: CWriter, where_in: list, where_out: list,
-             extra: str = "", prelude: str = "", isa_helpers=None):  # noqa: ANN001
+             extra: str = "", isa: IsaKernels | None = None):
     n_in, n_out = len(info.inputs), len(info.outputs)
     ins, outs = run_args(info)
     ti, to = common_ctype(info.inputs), common_ctype(info.outputs)
@@ -278,7 +277,7 @@ def _model_c(info: Manifest, funcs: CWriter, calls: CWriter, where_in: list, whe
 #include <string.h>
 #include "model.h"
 
-{prelude}
+{isa.prelude if isa else ""}
 /* Kernels stay functions on Arm: inlined into the invoke, arm-none-eabi-gcc 12 -O2 compiled the
    same depthwise kernel of kws_ref_model into 57% more instructions in its cascaded build.
    noipa, not just noinline: a kernel called once with constant arena addresses is otherwise
@@ -372,7 +371,8 @@ static int opfuse_status;
         "    return opfuse_model_run_v(inputs, outputs);",
         "}",
     ]
-    helpers = isa_helpers(funcs.text()) if isa_helpers else ""  # the ISA's, when its kernels call them
+    # the ISA's helper functions, when its kernels call them
+    helpers = isa.helpers(funcs.text()) if isa is not None and isa.helpers else ""
     return head + extra + fast_math(funcs.text()) + helpers + funcs.text() + "\n".join(tail) + "\n"
 
 

@@ -30,7 +30,6 @@ from opfuse.backends.c.isa.x86.core import (
     emit_stage_rows,
     emit_store_t8,
     pack,
-    x86_simd,
 )
 from opfuse.backends.c.isa.x86.depthwise import emit_depthwise_x86, fold_chain
 from opfuse.backends.c.isa.x86.residual import emit_residual_row, residual
@@ -74,8 +73,6 @@ def _quant(node: ir.Node, xv, wv, yv):  # noqa: ANN001, ANN202
 
 def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
                   portable: Callable[[CWriter], None]) -> bool:
-    if not x86_simd(params):
-        return False
     g = conv_geom(node)
     xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
     arr = const(wv)
@@ -181,8 +178,6 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
 def emit_gemm_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
                   nk: np.ndarray, portable: Callable[[CWriter], None]) -> bool:
     """Gemm/MatMul with constant ``nk`` ([N][K]): the rows of A are the pixels of one row."""
-    if not x86_simd(params):
-        return False
     av, bv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
     act, yct = int_ctype(av, node), int_ctype(yv, node)
     qs = _quant(node, av, bv, yv)

@@ -24,7 +24,7 @@ How one (group of a) conv is computed:
   there).
 
 A 1x1 stride-1 unpadded conv (and a Gemm: its rows are the pixels, already pixel-major) is one
-row of all its pixels. Chosen only for the x86 host (``x86_simd``).
+row of all its pixels. Chosen by the x86 ISA record (``IsaKernels.conv8``/``gemm8`` of isa/x86).
 """
 
 from __future__ import annotations
@@ -44,11 +44,6 @@ P_MAX = {"zmm": 8, "ymm_vnni": 6, "avx2": 4}  # pixels per register block
 ACC_REGS = {"zmm": 24, "ymm_vnni": 12, "avx2": 8}  # accumulators per register block, at most
 LANES = {"zmm": 16, "ymm_vnni": 8, "avx2": 8}
 GUARDS = (("zmm", hx.ZMM), ("ymm_vnni", hx.YMM_VNNI), ("avx2", hx.AVX2))
-
-
-def x86_simd(params) -> bool:  # noqa: ANN001
-    """Whether the kernels are written for the x86 ISA record (``[isa] name = "x86"``)."""
-    return params.store.isa.name == "x86"
 
 
 def _up(v: int, m: int) -> int:
