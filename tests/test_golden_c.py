@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+import onnx
 import pytest
 
 from tests.helpers import golden
@@ -30,3 +31,19 @@ def test_the_gate_sees_a_change_in_the_c() -> None:
     assert golden.digest(base) != golden.digest({**base, "weights.c": "const int w = 2;\n"})
     assert golden.differences({"m|t|cascades": "a"}, {"m|t|cascades": "b"}) == \
         ["m|t|cascades: b -> a"]
+
+
+def test_the_c_does_not_depend_on_where_the_model_was_read_from(tmp_path) -> None:
+    """The same model file in two directories gives the same model.c (the gate's hashes hold on
+    every machine and checkout, and the C names no directory of the user's)."""
+    import opfuse
+    from opfuse.backends.c.emit import generate
+    from opfuse.models import build_model
+
+    one, two = tmp_path / "a" / "m.onnx", tmp_path / "b" / "deeper" / "m.onnx"
+    for path in (one, two):
+        path.parent.mkdir(parents=True)
+        onnx.save(build_model("seed_block"), path)
+    first, second = (generate(opfuse.compile(str(p), target="x86-host"))[0] for p in (one, two))
+    assert first["model.c"] == second["model.c"]
+    assert str(tmp_path) not in first["model.c"] and "m.onnx" in first["model.c"]
