@@ -163,3 +163,30 @@ def test_old_opset_original_is_upgraded_to_run() -> None:
     path = shared_onnx("pytorch-converted_test_BatchNorm2d_eval.onnx")  # BatchNormalization-6
     report = validate(path, path)
     assert report.ok and report.notes and "upgraded" in report.notes[0]
+
+
+def test_a_dequantized_output_is_weighed_for_vacuity_in_steps_as_its_tolerance_is() -> None:
+    """A float output made by DEQUANTIZE (a softmax in [0, 1], scale 1/256) compared bit-exactly
+    within 1 step: max|reference| 0.9 is 230 steps, far from a tolerance of 1 step, so no
+    "zeros would pass" note (it was printed for every output of a bit-exact emulated run)."""
+    from types import SimpleNamespace
+
+    from opfuse.measure.validate.source import validate_against_reference
+
+    scale = 1.0 / 256
+    probs = np.array([[0.9, 0.05, 0.05]], np.float32)
+    spec = SimpleNamespace(name="probs", dtype=np.dtype(np.float32), scale=scale, shape=(1, 3))
+    ref = SimpleNamespace(
+        name="ref", outputs=(spec,), inputs=(SimpleNamespace(shape=(1, 8)),),
+        random_inputs=lambda seed: {"x": np.zeros((1, 8), np.float32)},
+        run=lambda feeds: {"probs": probs})
+    report = validate_against_reference("m.tflite", lambda feeds: {"probs": probs.copy()},
+                                        label="C", reference=ref, trials=2, steps=1.0)
+    (check,) = report.outputs
+    assert check.ok and check.max_ref == pytest.approx(0.9 * 256)
+    assert "zeros would pass" not in format_report(report)
+    # a reference that truly is within a step of zero still gets the note
+    ref.run = lambda feeds: {"probs": np.full((1, 3), scale / 2, np.float32)}
+    report = validate_against_reference("m.tflite", lambda feeds: {"probs": np.zeros((1, 3), np.float32)},
+                                        label="C", reference=ref, trials=1, steps=1.0)
+    assert "zeros would pass" in format_report(report)

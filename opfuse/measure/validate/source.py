@@ -96,8 +96,8 @@ def validate_against_reference(
             checks.append(OutputCheck(
                 name=spec.name, shape=tuple(pairs[0][0].shape), max_abs_err=t.steps,
                 max_rel_err=t.steps / 255.0, cosine=cosine(ref_all, out_all),
-                max_ref=float(np.abs(ref_all.astype(np.float64)).max(initial=0.0)),
-                tolerance=float(steps), ok=t.steps <= steps,
+                max_ref=_largest_in_steps(ref_all, spec), tolerance=float(steps),
+                ok=t.steps <= steps,
             ))
             notes.append(
                 f"{spec.name}: {t.differ} of {t.elements} elements differ, largest difference "
@@ -112,6 +112,13 @@ def validate_against_reference(
         f"random (seeds {seed}..{seed + len(feeds_list) - 1}), source layout and dtype")
     notes.insert(0, f"reference: {ref.name} on {source}; compared: {label}")
     return ValidationReport(tuple(checks), rtol, atol, source_text, tuple(notes))
+
+
+def _largest_in_steps(values: np.ndarray, spec) -> float:
+    """max |reference| in the unit its tolerance is in: quantization steps (a dequantized float
+    output's values over its scale), so "an output of zeros would pass" is decided in one unit."""
+    largest = float(np.abs(values.astype(np.float64)).max(initial=0.0))
+    return largest / spec.scale if spec.dtype.kind == "f" and spec.scale else largest
 
 
 def _classifier(spec, inputs) -> bool:
