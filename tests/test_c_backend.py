@@ -316,3 +316,19 @@ def test_stack_scratch_is_declared(tmp_path):
             sum(4 * math.prod(int(n) for n in re.findall(r"\d+", dims)) for dims in arrays)
         )
     assert per_kernel and declared == max(per_kernel) > 0
+
+
+def test_every_uncovered_op_is_named_once_with_its_count(tmp_path: Path) -> None:
+    """The refusal lists every op without a C kernel, its count and first node, not only the
+    first one met followed by the covered ops' names."""
+    model = _model([N("TopK", ["x", "k"], ["t", "i"], axis=-1), N("TopK", ["t", "k"], ["u", "j"], axis=-1),
+                    N("Relu", ["u"], ["r"]), N("Mystery", ["r"], ["y"], domain="acme")],
+                   [_f("x", [1, 8])], [_f("y", None)], [_i("k", [2])])
+    model.opset_import.append(helper.make_opsetid("acme", 1))
+    path = tmp_path / "two.onnx"
+    onnx.save(model, path)
+    with pytest.raises(OpfuseError) as err:
+        emit_c(compile_model(path), tmp_path / "out")
+    text = str(err.value)
+    assert re.search(r"op TopK x2 \(node '[^']*'\), op Mystery \(domain acme\) \(node '", text), text
+    assert "3 of the model's nodes" in text and "Relu" not in text

@@ -13,6 +13,7 @@ Anything else has no C kernel: ``errors.Unsupported`` (exit 3), naming the op an
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 
 import onnx_ir as ir
@@ -71,18 +72,35 @@ REGISTRY: dict[tuple[str, str], Emitter] = {
 COVERED = frozenset(op for op, _ in REGISTRY)
 
 
-def _unsupported(node: ir.Node) -> Unsupported:
-    domain = f" (domain {node.domain})" if node.domain not in ("", "ai.onnx") else ""
-    return Unsupported(
-        f"C backend: no C kernel for op {node.op_type}{domain} (node '{node.name}'); "
-        f"covered ops: {', '.join(sorted(COVERED))}"
-    )
+def _is_covered(node: ir.Node) -> bool:
+    return node.domain in ("", "ai.onnx") and node.op_type in COVERED
+
+
+def _unsupported(missing: list[ir.Node]) -> Unsupported:
+    """Every op without a C kernel, with its count and first node (as Vela's and ST Edge AI's
+    reports list them), not only the first one met."""
+    first: dict[tuple[str, str], ir.Node] = {}
+    count: Counter[tuple[str, str]] = Counter()
+    for node in missing:
+        key = (node.op_type, node.domain if node.domain not in ("", "ai.onnx") else "")
+        first.setdefault(key, node)
+        count[key] += 1
+    parts = [f"op {op}{f' (domain {domain})' if domain else ''}"
+             f"{f' x{count[op, domain]}' if count[op, domain] > 1 else ''} (node '{node.name}')"
+             for (op, domain), node in list(first.items())[:SHOWN]]
+    more = f", and {len(first) - SHOWN} more op types" if len(first) > SHOWN else ""
+    return Unsupported(f"C backend: no C kernel for {', '.join(parts)}{more} "
+                       f"({len(missing)} of the model's nodes; docs/supported_ops.md lists the "
+                       f"{len(COVERED)} ops the C covers)")
+
+
+SHOWN = 12  # op types named in the refusal
 
 
 def check_covered(nodes: list[ir.Node]) -> None:
-    for node in nodes:
-        if node.domain not in ("", "ai.onnx") or node.op_type not in COVERED:
-            raise _unsupported(node)
+    missing = [node for node in nodes if not _is_covered(node)]
+    if missing:
+        raise _unsupported(missing)
 
 
 def kernel_dtype(members: list[ir.Node]) -> str:
