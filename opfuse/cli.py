@@ -387,15 +387,19 @@ def analyze_cmd(
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300,
               show_default=True, help="With --emulate: seconds one QEMU run may take.")
+@click.option("--input-shape", "input_shape", multiple=True,
+              help=_SHAPE_HELP + " Bound in every model swept: a model without that input is an "
+              "error row that names it.")
 def sweep_cmd(models: tuple[str, ...], targets: str, precisions: str, emulate: bool,
               output: str | None, html_dest: str | None, jobs: int | None,
-              ray_address: str | None, resume: bool, quiet: bool, timeout_s: float) -> None:
+              ray_address: str | None, resume: bool, quiet: bool, timeout_s: float,
+              input_shape: tuple[str, ...]) -> None:
     """One row per MODEL (files, folders, built-in names) x target x precision: fit, predicted
     latency and energy, what blocks fusion, and with --emulate the measured figures."""
     from opfuse.sweep.command import SweepArgs, sweep_command
 
     code = sweep_command(SweepArgs(models, targets, precisions, emulate, output, html_dest, jobs,
-                                   ray_address, resume, quiet, timeout_s))
+                                   ray_address, resume, quiet, timeout_s, input_shape))
     if code:
         sys.exit(code)
 

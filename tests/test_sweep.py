@@ -370,3 +370,39 @@ def test_a_local_ray_cluster_requires_a_token(monkeypatch) -> None:
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the user's choice stands
     require_token("local")
     assert os.environ["RAY_AUTH_MODE"] == "disabled" and "RAY_AUTH_TOKEN" not in os.environ
+
+
+def test_input_shape_binds_a_dynamic_model_in_the_sweep(run_cli, tmp_path: Path, monkeypatch) -> None:
+    """A model with symbolic dims is an error row that says to bind it; with --input-shape its row
+    has analyze's figures for the same binding, and the binding is part of the row's options (so
+    --resume does not mistake it for an unbound row). A malformed binding is one line, exit 2."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
+        "dyn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "dyn.onnx")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli("sweep", "dyn.onnx", "--targets", "x86-host", "--precisions", "fp32",
+                           "-o", "free.json", "--quiet")
+    assert code == 0, err
+    (free,) = rows_of(tmp_path / "free.json")
+    assert free["status"] == "error" and "--input-shape" in free["error"]
+    code, _, err = run_cli("sweep", "dyn.onnx", "--targets", "x86-host", "--precisions", "fp32",
+                           "-o", "bound.json", "--quiet", "--input-shape", "x=1x3x16x20")
+    assert code == 0, err
+    (row,) = rows_of(tmp_path / "bound.json")
+    assert row["status"] == "ok" and "input_shape=x=1x3x16x20" in row["options"]
+    code, _, err = run_cli("analyze", "dyn.onnx", "--target", "x86-host", "--input-shape",
+                           "x=1x3x16x20", "--json", "a.json")
+    assert code == 0, err
+    a = json.loads((tmp_path / "a.json").read_text())
+    assert row["macs"] == a["after"]["macs"] == 4 * 3 * 9 * 16 * 20
+    assert row["peak_arena_bytes"] == a["deployment"]["arena_bytes"]
+    code, _, err = run_cli("sweep", "dyn.onnx", "-o", "bad.json", "--input-shape", "x=1xtwo")
+    assert_clean_error(code, err, "x=1xtwo")
+    assert not (tmp_path / "bad.json").exists()

@@ -28,6 +28,7 @@ class SweepArgs:
     resume: bool = False
     quiet: bool = False
     timeout_s: float = 300.0
+    input_shape: tuple[str, ...] = ()
 
 
 def _check(args: SweepArgs) -> None:
@@ -60,7 +61,12 @@ def sweep_command(args: SweepArgs) -> int:
         require_token(args.ray)  # before Ray is imported: it reads its auth mode when it loads
         import_ray()
     previous = done_rows(args.output) if args.resume else {}
-    tasks = plan(models, targets, precisions, args.emulate, args.timeout_s, set(previous))
+    if args.input_shape:
+        from opfuse.frontends import parse_input_shapes
+
+        parse_input_shapes(list(args.input_shape))  # a malformed binding is said before anything runs
+    tasks = plan(models, targets, precisions, args.emulate, args.timeout_s, set(previous),
+                 args.input_shape)
     total = sum(len(t.precisions) for t in tasks)
     partial = PartialWriter(args.output, args.resume) if args.output is not None else None
     with SweepProgress(total, args.quiet) as bar:

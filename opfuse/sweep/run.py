@@ -28,16 +28,17 @@ def default_jobs() -> int:
 
 
 def plan(models: list[ModelRef], targets: list[TargetRef], precisions: tuple[str, ...],
-         emulate: bool, timeout_s: float, done: set[tuple[str, ...]] = frozenset()) -> list[Task]:
+         emulate: bool, timeout_s: float, done: set[tuple[str, ...]] = frozenset(),
+         input_shape: tuple[str, ...] = ()) -> list[Task]:
     """One task per (model, target) with the precisions whose rows are not in ``done``."""
     tasks = []
     for model in models:
         for target in targets:
-            probe = Task(model, target, precisions, emulate, timeout_s)
+            probe = Task(model, target, precisions, emulate, timeout_s, input_shape)
             todo = tuple(p for p in precisions if (model.name, model.sha256, target.name, p,
                                                    probe.options) not in done)
             if todo:
-                tasks.append(Task(model, target, todo, emulate, timeout_s))
+                tasks.append(Task(model, target, todo, emulate, timeout_s, input_shape))
     return tasks
 
 

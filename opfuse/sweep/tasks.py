@@ -34,10 +34,13 @@ class Task:
     precisions: tuple[str, ...]
     emulate: bool = False
     timeout_s: float = 300.0
+    input_shape: tuple[str, ...] = ()  # --input-shape NAME=DIMS, bound in every model
 
     @property
     def options(self) -> str:
-        return f"emulate={int(self.emulate)}"
+        """What else the row depends on (a --resume key): a row bound to other shapes is another."""
+        shapes = "".join(f";input_shape={s}" for s in self.input_shape)
+        return f"emulate={int(self.emulate)}{shapes}"
 
 
 def one_line(text: str, replace: dict[str, str] | None = None) -> str:
@@ -86,7 +89,7 @@ def _run_in(task: Task, tmp: Path) -> tuple[dict, ...]:
     replace = {source: model.name, str(target_path): tref.name, str(tmp): "<sweep>"}
     try:
         target = api.get_target(str(target_path))
-        result = api.compile(source, target=target)
+        result = api.compile(source, target=target, input_shape=task.input_shape or None)
     except Exception as exc:  # noqa: BLE001 (any failure is this model's row, not the sweep's)
         return failed(_message(exc, replace))
     from opfuse.sweep.figures import emulation_figures, precision_row
@@ -100,5 +103,5 @@ def _run_in(task: Task, tmp: Path) -> tuple[dict, ...]:
         rows.append(row)
     if task.emulate:
         rows = emulation_figures(source, target, result, rows, task.timeout_s,
-                                 lambda exc: _message(exc, replace))
+                                 lambda exc: _message(exc, replace), task.input_shape)
     return tuple(rows)
