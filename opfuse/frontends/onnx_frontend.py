@@ -21,6 +21,7 @@ from onnx_ir.passes.common import (
 
 from opfuse.errors import OpfuseError
 from opfuse.frontends.graph_order import sort_or_raise
+from opfuse.frontends.pool_ceil import trim_end_pads
 from opfuse.frontends.proto_check import check_proto
 from opfuse.frontends.qdq import fold_qdq
 from opfuse.frontends.qoperator import has_qoperators, qoperator_to_qdq
@@ -83,7 +84,10 @@ def import_proto(
     clear_nonpositive_dims(proto)  # exporters' -1 dims are unknown dims
     _bind_proto_inputs(proto, bind_value_shapes(proto, dict(input_shapes or {})), path)
     check_windows(proto, str(path))  # attributes first: inference multiplies by them
-    proto = _infer_proto(proto, path)
+    inferred = _infer_proto(proto, path)
+    if trim_end_pads(proto, value_shapes(inferred.graph), str(path)):
+        inferred = _infer_proto(proto, path)  # ceil_mode pools now counted as runtimes count
+    proto = inferred
     values = value_shapes(proto.graph)  # against the inferred shapes, then sizes before folding
     check_windows(proto, str(path), values)
     check_sizes(proto, str(path), values)
