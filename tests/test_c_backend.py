@@ -332,3 +332,20 @@ def test_every_uncovered_op_is_named_once_with_its_count(tmp_path: Path) -> None
     text = str(err.value)
     assert re.search(r"op TopK x2 \(node '[^']*'\), op Mystery \(domain acme\) \(node '", text), text
     assert "3 of the model's nodes" in text and "Relu" not in text
+
+
+def test_an_empty_slice_builds_with_its_own_werror_makefile(tmp_path: Path) -> None:
+    """A Slice with a negative step from the start has an empty output: its kernel has nothing
+    to run, and the C still builds with the Makefile's -Werror (no unused parameters, no arena
+    address passed to two restrict parameters) and matches onnxruntime."""
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    model = _model([N("Relu", ["x"], ["r"]), N("Slice", ["r", "st", "en", "ax", "sp"], ["y"]),
+                    N("Relu", ["x"], ["z"])], [_f("x", [1, 8])], [_f("y", None), _f("z", None)],
+                   [_i("st", [0]), _i("en", [5]), _i("ax", [1]), _i("sp", [-1])])
+    path = tmp_path / "empty.onnx"
+    onnx.save(model, path)
+    emit_c(compile_model(path), tmp_path / "c")
+    subprocess.run(["make", "-s"], cwd=tmp_path / "c", check=True, capture_output=True)
+    assert "nothing runs" in (tmp_path / "c" / "model.c").read_text()
+    assert validate_c(path, outdir=tmp_path / "v").ok

@@ -117,6 +117,11 @@ def generate(
         aliased = any(o in plan.aliases for o in kernel.outputs)
         params = Params(store, restrict=not aliased)
         store.step = index  # the plan's step of this kernel (free arena bytes: int8/conv_mcu.py)
+        calls(f"OPFUSE_PROFILE_MARK({index});")
+        if _outputs_empty(kernel, members):  # an empty Slice: no function, so no unused
+            calls(f"/* kernel {index}: every output is empty, nothing runs */")  # parameters
+            debug.append(_debug_entry(index, "", kernel, members, store, calls))
+            continue
         body = CWriter(1)
         if kernel.is_cascade:
             emit_cascade(body, kernel, nodes, params)
@@ -125,7 +130,6 @@ def generate(
         scratch = max(scratch, _checked_stack(body.lines, index, kernel))
         # unique by its index; kernel names are opfuse's (covered op types), never a node's
         fname = defined.define(funcs, index, kernel, params, body.lines)
-        calls(f"OPFUSE_PROFILE_MARK({index});")
         calls(params.call(fname))
         debug.append(_debug_entry(index, fname, kernel, members, store, calls))
     calls(f"OPFUSE_PROFILE_MARK({len(part.kernels)});")
@@ -174,6 +178,13 @@ def _source_file(result: CompileResult) -> Path | None:
 
 _LOCAL_ARRAY = re.compile(r"^\s*(float|int8_t|uint8_t|int16_t|int32_t|int64_t)\s+\w+((?:\[\d+\])+)")
 _SIZES = {"float": 4, "int8_t": 1, "uint8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8}
+
+
+def _outputs_empty(kernel, members: list[ir.Node]) -> bool:
+    """Every output of the kernel has a zero dim (a Slice with a negative step from the start)."""
+    values = {o.name: o for n in members for o in n.outputs if o is not None}
+    shapes = [values[name].shape for name in kernel.outputs if name in values]
+    return bool(shapes) and all(s is not None and 0 in tuple(s) for s in shapes)
 
 
 def _debug_entry(index: int, fname: str, kernel, members: list[ir.Node], store: Store,
