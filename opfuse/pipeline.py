@@ -9,6 +9,7 @@ partition, one plan").
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from opfuse.errors import OpfuseError
 from opfuse.frontends import import_proto
 from opfuse.frontends.registry import frontend_for
 from opfuse.fusion import partition
+from opfuse.fusion.cascade_check import keep_if_lower
 from opfuse.ir import infer_shapes, require_static, verify
 from opfuse.passes import canonicalize
 from opfuse.targets import DEFAULT_TARGET, Target, load_target
@@ -99,7 +101,7 @@ def compile_model(
     if require_static(optimized, allow_unknown=True):
         infer_shapes(optimized)
     verify(optimized, "canonicalize")
-    return CompileResult(
+    result = CompileResult(
         source=str(source),
         optimized=optimized,
         partition=partition(optimized, tgt, support=c_support()),
@@ -108,3 +110,14 @@ def compile_model(
         input_shapes=dict(input_shapes or {}),
         proto=proto,
     )
+    return _cascades_that_lower_the_peak(result)
+
+
+def _cascades_that_lower_the_peak(result: CompileResult) -> CompileResult:
+    """No cascade is kept unless the arena plan with it peaks lower (fusion/cascade_check.py)."""
+    if not result.partition.cascades:
+        return result
+    peaks = [result.schedule(cascades=c).plan.peak_bytes for c in (True, False)]
+    kept = keep_if_lower(result.optimized, result.partition, *peaks,
+                         same_arena=result.target.fusion.cascade_same_arena)
+    return result if kept is result.partition else dataclasses.replace(result, partition=kept)
