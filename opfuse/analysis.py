@@ -123,6 +123,10 @@ class Analysis:
             "flash_margin_bytes": None if flash is None else flash - weights,
             "peak": peak_json,
             "time": time_split(side.cost, self.dispatch_overhead_s).to_json(),
+            # the same model one kernel per node (`compile --emit c --no-fuse`): fusion can raise
+            # the peak (a fused kernel's inputs and outputs are live together)
+            "unfused_arena_bytes": None if self.canonical is None or which != "after"
+            else self.canonical.plan.peak_bytes,
         }
 
     @property

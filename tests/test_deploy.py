@@ -196,3 +196,20 @@ def test_serve_answers_only_the_page(tmp_path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_fusion_that_raises_the_peak_is_said_with_both_figures(m7_json) -> None:
+    """The unfused (one kernel per node) arena is in the deployment record, and a fused peak above
+    it gets its own line naming both figures and the step; at or below it, no line."""
+    from opfuse.report.verdict import deployment_lines
+
+    dep = m7_json["deployment"]
+    assert dep["unfused_arena_bytes"] == m7_json["canonical"]["peak_arena_bytes"]
+    keys = [line["key"] for line in deployment_lines(dep, "cortex-m7")]
+    assert ("fusion_peak" in keys) is (dep["arena_bytes"] > dep["unfused_arena_bytes"])
+    raised = {**dep, "unfused_arena_bytes": dep["arena_bytes"] * 3 // 4}
+    (line,) = [x for x in deployment_lines(raised, "cortex-m7") if x["key"] == "fusion_peak"]
+    assert "+33%" in line["text"] and f"step {dep['peak']['step']}" in line["text"]
+    assert "--no-fuse" in line["text"]
+    lower = {**dep, "unfused_arena_bytes": dep["arena_bytes"]}
+    assert "fusion_peak" not in [x["key"] for x in deployment_lines(lower, "cortex-m7")]

@@ -93,6 +93,13 @@ def verdict_lines(analysis_json: dict[str, Any]) -> list[dict[str, Any]]:
 
 def deployment_lines(dep: dict[str, Any], target: str, accounting: str = "") -> list[dict[str, Any]]:
     lines = [ram_line(dep), flash_line(dep, target), peak_line(dep), time_line(dep, target)]
+    unfused = dep.get("unfused_arena_bytes")
+    if unfused and dep["arena_bytes"] > unfused:
+        lines.insert(3, {"key": "fusion_peak", "ok": None, "text": (
+            f"Fusion raises the peak arena from {fmt_bytes(unfused)} (one kernel per node) to "
+            f"{fmt_bytes(dep['arena_bytes'])} (+{dep['arena_bytes'] / unfused - 1:.0%}), at step "
+            f"{dep['peak']['step']} ({dep['peak']['kernel']}); `compile --emit c --no-fuse` builds "
+            "the lower one")})
     if accounting == "activations-only":
         lines.append(
             {
