@@ -215,3 +215,25 @@ def test_explorer_agrees_with_analyze(browser, explorer_page) -> None:
     assert page.locator("#ex-roofline circle.dot-flip").count() == 1
     assert errors == [] and blocked == []
     page.close()
+
+
+def test_explore_opens_on_the_chosen_target_at_the_models_own_precision(run_cli, tmp_path) -> None:
+    """A float model opens on fp32 (not the page's first precision, int8), on the --target given;
+    an unknown target is one line, exit 2, no page."""
+    import json
+    import re
+
+    from opfuse.report.explorer import explorer_data
+
+    data = explorer_data("ds_cnn", "cortex-m7")
+    assert data["default"]["target"] == "cortex-m7" and data["default"]["precision"] == "fp32"
+    assert explorer_data("ds_cnn")["default"]["target"] == "npu-generic"
+    out = tmp_path / "e.html"
+    code, _, err = run_cli("explore", "ds_cnn", "--target", "x86-host", "-o", str(out))
+    assert code == 0, err
+    blob = re.search(r'<script type="application/json" id="explorer-data">(.*?)</script>',
+                     out.read_text(), re.S)
+    assert blob is not None and json.loads(blob.group(1))["default"]["target"] == "x86-host"
+    code, _, err = run_cli("explore", "ds_cnn", "--target", "nosuch", "-o", str(tmp_path / "n.html"))
+    assert code == 2 and "nosuch" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "n.html").exists()

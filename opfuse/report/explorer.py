@@ -15,6 +15,7 @@ from typing import Any
 
 import opfuse
 from opfuse.compiled import CompileResult
+from opfuse.cost.precision import model_precision
 from opfuse.errors import OpfuseError
 from opfuse.ir.provenance import source_map
 from opfuse.models.sized import DEFAULT_SIZE, SIZES, write_sized
@@ -98,9 +99,14 @@ def _groups(result: CompileResult, strip: list[str]) -> list[list[int]]:
     return out
 
 
-def _results(model_source: str, folder: Path) -> dict[int, dict[str, CompileResult]]:
-    """Compile each size (the toy only) for each target: {size: {target: result}}."""
-    targets = [load_target(t) for t in list_targets()]
+def _results(model_source: str, folder: Path,
+             chosen: str | None = None) -> dict[int, dict[str, CompileResult]]:
+    """Compile each size (the toy only) for each target (and ``chosen``, a target file's
+    path, when it is none of the built-ins): {size: {target: result}}."""
+    names = list_targets()
+    targets = [load_target(t) for t in names]
+    if chosen is not None and chosen not in names:
+        targets.append(load_target(chosen))
     targets = [t for t in targets if t.perf is not None]
     if not targets:
         raise OpfuseError("no target has a [perf] table; the explorer needs the cost model")
@@ -114,15 +120,18 @@ def _results(model_source: str, folder: Path) -> dict[int, dict[str, CompileResu
     return out
 
 
-def explorer_data(model_source: str = TOY) -> dict[str, Any]:
-    """The precomputed table the explorer page looks up."""
+def explorer_data(model_source: str = TOY, target: str | None = None) -> dict[str, Any]:
+    """The precomputed table the explorer page looks up; it opens on ``target`` (default: the
+    seeds' npu-generic) at the model's own precision where that target runs it."""
     # the sized models' files must outlive the analyses: a result re-imports its source lazily
     with tempfile.TemporaryDirectory(prefix="opfuse-explorer-") as tmp:
-        return _explorer_data(model_source, _results(model_source, Path(tmp)))
+        results = _results(model_source, Path(tmp), target)
+        return _explorer_data(model_source, results,
+                              None if target is None else load_target(target).name)
 
 
 def _explorer_data(
-    model_source: str, results: dict[int, dict[str, CompileResult]]
+    model_source: str, results: dict[int, dict[str, CompileResult]], opening: str | None = None
 ) -> dict[str, Any]:
     first = next(iter(next(iter(results.values())).values()))
     strip_nodes = list(first.original.graph)
@@ -148,7 +157,12 @@ def _explorer_data(
                 "roofs": roofs(result),
             }
     targets = {k: v for k, v in targets.items() if v["precisions"]}
-    default_target = "npu-generic" if "npu-generic" in targets else next(iter(targets))
+    if opening is not None and opening not in targets:
+        raise OpfuseError(f"--target {opening}: the explorer has no figures for it (no precision "
+                          "of the model runs there)")
+    default_target = opening or ("npu-generic" if "npu-generic" in targets else next(iter(targets)))
+    own = model_precision(first.original)
+    runs = targets[default_target]["precisions"]
     return {
         "model": model_source,
         "toy": model_source == TOY,
@@ -160,7 +174,7 @@ def _explorer_data(
         "configs": configs,
         "default": {
             "target": default_target,
-            "precision": targets[default_target]["precisions"][0],
+            "precision": own if own in runs else runs[0],  # a float model opens on fp32
             "size": DEFAULT_SIZE if model_source == TOY else 0,
             "fused": True,
             "cascades": True,
@@ -207,20 +221,21 @@ def _body(data: dict[str, Any]) -> str:
 """
 
 
-def render_explorer(model_source: str = TOY) -> str:
+def render_explorer(model_source: str = TOY, target: str | None = None) -> str:
     """The explorer page for ``model_source`` (a built-in name or a model path)."""
-    data = explorer_data(model_source)
+    data = explorer_data(model_source, target)
     return page(
         "Operator Fusion & the Roofline Model", _CSS, _body(data), "explorer-data", data, _JS
     )
 
 
-def write_explorer(model_source: str, path: str | Path, protect: tuple = ()) -> None:
+def write_explorer(model_source: str, path: str | Path, protect: tuple = (),
+                   target: str | None = None) -> None:
     """Render and write by opfuse/output's rules (never over ``protect``, the input model; a
     missing or read-only folder raises OpfuseError)."""
     from opfuse.output import write_file
 
-    write_file(path, render_explorer(model_source), protect=protect)
+    write_file(path, render_explorer(model_source, target), protect=protect)
 
 
 def check_port(port: int) -> int:
