@@ -32,6 +32,8 @@ from opfuse.backends.c.int8.common import (
     rounding,
 )
 from opfuse.backends.c.int8.im2col import (
+    INT16,
+    Packing,
     RowSource,
     emit_fill,
     order,
@@ -123,6 +125,7 @@ class MatConv:
     yct: CType  # the conv's own output type
     cols: int  # output pixels per tile (scratch columns)
     isa: Isa  # the target's (its micro-kernels: opfuse/backends/c/isa)
+    narrow: bool = False  # int8 input and the ISA has an int8 scratch core (IsaKernels.narrow)
 
     @property
     def quads(self) -> int:
@@ -205,7 +208,8 @@ def prepare(node: ir.Node, params: Params, g: ConvGeom, band: int,
         params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32),
         requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)),
                        bound),
-        zx, zy, int_ctype(yv, node), _columns(params, band, kp, cascaded), params.store.isa)
+        zx, zy, int_ctype(yv, node), _columns(params, band, kp, cascaded), params.store.isa,
+        xct.name == "int8_t" and kernels(params.store.isa).narrow is not None)
 
 
 def stack_budget(params: Params, cascaded: bool) -> int:
@@ -256,13 +260,16 @@ def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
       else "const int pq = p0 + q;")
     pix = (f"pq / {g.ow}", f"pq % {g.ow}") if oh is None and mc.mode != "pointwise" \
         else (oh, "pq")
+    ks = kernels(mc.isa)
+    nm = ks.narrow if mc.narrow else None  # the int8 scratch, its fill and core
     emit_fill(w, g, mc.mode, col="col", stride=cols, q="q", src=src, oh=pix[0], ow=pix[1],
-              xct=xct, zx=mc.zx, gather=kernels(mc.isa).fill_gather)
+              xct=xct, zx=mc.zx, gather=nm.fill_gather if nm else ks.fill_gather,
+              pk=Packing(nm.quad, nm.pad) if nm else INT16)
     w.close()
     count = f"({pixels} - p0 < {cols} ? {pixels} - p0 : {cols})" if ragged else str(cols)
     w.open(f"for (int oc0 = grp*{g.ocg}; oc0 < grp*{g.ocg} + {g.ocg}; oc0 += {CONV_ROWS})")
-    kernels(mc.isa).matrix_core(w, rows=CONV_ROWS, cols=cols, stride=cols, kp=mc.kp, col="col",
-                                wrow=f"{mc.weights} + oc0*{mc.kp}")
+    (nm.core if nm else ks.matrix_core)(w, rows=CONV_ROWS, cols=cols, stride=cols, kp=mc.kp,
+                                        col="col", wrow=f"{mc.weights} + oc0*{mc.kp}")
     for j in range(CONV_ROWS):
         w.open("")
         w(f"const int oc = oc0 + {j};")
