@@ -39,6 +39,7 @@ from opfuse.backends.c.int8.im2col import (
     order,
     reduction_rows,
 )
+from opfuse.backends.c.int8.residual import residual_add
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.isa.armv7em.matrix import QUAD, padded
 from opfuse.backends.c.tensors import Params
@@ -245,7 +246,7 @@ def _columns(params: Params, band: int, kp: int, cascaded: bool = False) -> int:
 
 def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
               oh: str | None, out: Callable[[str], None], last: bool = False,
-              vec: tuple[str, int, int] | None = None) -> None:
+              vec: tuple | None = None) -> None:
     """Output pixels ``p0 + q`` (< ``pixels``) of row ``oh`` (None: of the whole plane, whose
     pixels are numbered row after row) of the group ``grp`` whose input rows ``src`` gives: im2col
     into ``col``, the core, and per value ``int32_t v`` of channel ``oc`` for ``out("q")``
@@ -282,7 +283,7 @@ def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
                 w, sums=[f"a{j}_{q}" for q in range(cols)], bias="bj", m=m, s=s, zy=mc.zy,
                 lo=vec[1], hi=vec[2], dst=vec[0], count=count if ragged else None,
                 scalar=lambda j=j: _values(w, mc, j, cols, ragged, count, out, last),
-                fast=mc.rq.fast)
+                fast=mc.rq.fast, **({"add": vec[3]} if len(vec) > 3 and vec[3] else {}))
         w.close()
     w.close()
     w.close()
@@ -358,7 +359,11 @@ def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp:
     mc = prepare(node, params, g, g.ow, cascaded=True)
     span = None if epilogue is None or (yct.lo, yct.hi) != (-128, 127) else \
         vector_output(mc, epilogue, params)
-    vec = None if span is None else (f"{yp} + (oc*{ry} + r % {ry})*{w_out} + p0", *span)
+    add = None if span is not None or epilogue is None or vector_output(mc, [], params) is None \
+        else residual_add(node.outputs[0], epilogue, params, f"r*{g.ow} + p0")
+    if add is not None:  # the conv's own range, then the Add's (int8/residual.py)
+        span = (-128, 127)
+    vec = None if span is None else (f"{yp} + (oc*{ry} + r % {ry})*{w_out} + p0", *span, add)
     ring = None if rx == g.ih else rx
     # rows as a C argument (a member function shared by layers of one shape, int8/cascade.py)
     channel = rx * w_in if isinstance(rx, int) else f"{rx}*{w_in}"
