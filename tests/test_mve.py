@@ -91,3 +91,21 @@ def test_the_m55_board_runs_the_armv7em_record_bit_exact(tmp_path: Path) -> None
     assert emu.report.ok and all(o.max_abs_err == 0 for o in emu.report.outputs), emu.report
     assert "vmladavaq" not in (tmp_path / "c" / "model.c").read_text()
     assert emu.board.name == "mps3-an547"
+
+
+@needs_tools
+def test_the_cascaded_residual_add_runs_in_vectors_bit_exact(tmp_path: Path) -> None:
+    """ResNet-8's cascades end in the block's residual Add: the member conv's vector output
+    stage takes it (isa/mve/output.py ``residual``, int8/residual.py), bit-exact with TFLite
+    Micro, and its int8 convs read the byte scratch (isa/mve/narrow.py: ``vmladavaq_s8``)."""
+    path = SHARED_TFLITE / "pretrainedResnet_quant.tflite"
+    if not path.exists():
+        pytest.skip("../shared/models not present")
+    emu = emulate_c(compile_model(str(path), "cortex-m55"), trials=2, outdir=tmp_path / "c",
+                    cascades=True)
+    assert emu.report.ok and all(o.max_abs_err == 0 for o in emu.report.outputs), emu.report
+    text = (tmp_path / "c" / "model.c").read_text()
+    assert "vmladavaq_s8(" in text and "vldrwq_gather_base_s32(" in text
+    bodies = [b for b in text.split("static void k")[1:] if b.split("(")[0].endswith(
+        ("cascade", "cascade_2", "cascade_3"))]
+    assert len(bodies) == 3 and all("vshlq_n_s32(vsubq_n_s32(v, " in b for b in bodies)

@@ -32,11 +32,14 @@ from opfuse.backends.c.int8.common import (
     rounding,
 )
 from opfuse.backends.c.int8.im2col import (
+    INT16,
+    Packing,
     RowSource,
     emit_fill,
     order,
     reduction_rows,
 )
+from opfuse.backends.c.int8.residual import residual_add
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.isa.armv7em.matrix import QUAD, padded
 from opfuse.backends.c.tensors import Params
@@ -123,6 +126,7 @@ class MatConv:
     yct: CType  # the conv's own output type
     cols: int  # output pixels per tile (scratch columns)
     isa: Isa  # the target's (its micro-kernels: opfuse/backends/c/isa)
+    narrow: bool = False  # int8 input and the ISA has an int8 scratch core (IsaKernels.narrow)
 
     @property
     def quads(self) -> int:
@@ -205,7 +209,8 @@ def prepare(node: ir.Node, params: Params, g: ConvGeom, band: int,
         params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32),
         requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)),
                        bound),
-        zx, zy, int_ctype(yv, node), _columns(params, band, kp, cascaded), params.store.isa)
+        zx, zy, int_ctype(yv, node), _columns(params, band, kp, cascaded), params.store.isa,
+        xct.name == "int8_t" and kernels(params.store.isa).narrow is not None)
 
 
 def stack_budget(params: Params, cascaded: bool) -> int:
@@ -241,7 +246,7 @@ def _columns(params: Params, band: int, kp: int, cascaded: bool = False) -> int:
 
 def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
               oh: str | None, out: Callable[[str], None], last: bool = False,
-              vec: tuple[str, int, int] | None = None) -> None:
+              vec: tuple | None = None) -> None:
     """Output pixels ``p0 + q`` (< ``pixels``) of row ``oh`` (None: of the whole plane, whose
     pixels are numbered row after row) of the group ``grp`` whose input rows ``src`` gives: im2col
     into ``col``, the core, and per value ``int32_t v`` of channel ``oc`` for ``out("q")``
@@ -256,13 +261,16 @@ def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
       else "const int pq = p0 + q;")
     pix = (f"pq / {g.ow}", f"pq % {g.ow}") if oh is None and mc.mode != "pointwise" \
         else (oh, "pq")
+    ks = kernels(mc.isa)
+    nm = ks.narrow if mc.narrow else None  # the int8 scratch, its fill and core
     emit_fill(w, g, mc.mode, col="col", stride=cols, q="q", src=src, oh=pix[0], ow=pix[1],
-              xct=xct, zx=mc.zx, gather=kernels(mc.isa).fill_gather)
+              xct=xct, zx=mc.zx, gather=nm.fill_gather if nm else ks.fill_gather,
+              pk=Packing(nm.quad, nm.pad) if nm else INT16)
     w.close()
     count = f"({pixels} - p0 < {cols} ? {pixels} - p0 : {cols})" if ragged else str(cols)
     w.open(f"for (int oc0 = grp*{g.ocg}; oc0 < grp*{g.ocg} + {g.ocg}; oc0 += {CONV_ROWS})")
-    kernels(mc.isa).matrix_core(w, rows=CONV_ROWS, cols=cols, stride=cols, kp=mc.kp, col="col",
-                                wrow=f"{mc.weights} + oc0*{mc.kp}")
+    (nm.core if nm else ks.matrix_core)(w, rows=CONV_ROWS, cols=cols, stride=cols, kp=mc.kp,
+                                        col="col", wrow=f"{mc.weights} + oc0*{mc.kp}")
     for j in range(CONV_ROWS):
         w.open("")
         w(f"const int oc = oc0 + {j};")
@@ -275,7 +283,7 @@ def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
                 w, sums=[f"a{j}_{q}" for q in range(cols)], bias="bj", m=m, s=s, zy=mc.zy,
                 lo=vec[1], hi=vec[2], dst=vec[0], count=count if ragged else None,
                 scalar=lambda j=j: _values(w, mc, j, cols, ragged, count, out, last),
-                fast=mc.rq.fast)
+                fast=mc.rq.fast, **({"add": vec[3]} if len(vec) > 3 and vec[3] else {}))
         w.close()
     w.close()
     w.close()
@@ -351,7 +359,11 @@ def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp:
     mc = prepare(node, params, g, g.ow, cascaded=True)
     span = None if epilogue is None or (yct.lo, yct.hi) != (-128, 127) else \
         vector_output(mc, epilogue, params)
-    vec = None if span is None else (f"{yp} + (oc*{ry} + r % {ry})*{w_out} + p0", *span)
+    add = None if span is not None or epilogue is None or vector_output(mc, [], params) is None \
+        else residual_add(node.outputs[0], epilogue, params, f"r*{g.ow} + p0")
+    if add is not None:  # the conv's own range, then the Add's (int8/residual.py)
+        span = (-128, 127)
+    vec = None if span is None else (f"{yp} + (oc*{ry} + r % {ry})*{w_out} + p0", *span, add)
     ring = None if rx == g.ih else rx
     # rows as a C argument (a member function shared by layers of one shape, int8/cascade.py)
     channel = rx * w_in if isinstance(rx, int) else f"{rx}*{w_in}"

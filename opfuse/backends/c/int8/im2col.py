@@ -3,7 +3,8 @@ channel-contiguous, gathered from NCHW rows (docs/architecture.md, "int8 matrix 
 Cortex-M").
 
 One ``int64_t`` per reduction quad and column: four int16 entries, lowest first (``QUAD4``), so
-the core loads a column's quad with one LDRD. Each entry is the raw ``x``, and ``z_x`` for taps
+the core loads a column's quad with one LDRD (an ISA's ``Packing`` may hold the four as bytes
+instead: isa/mve/narrow.py, for int8 inputs). Each entry is the raw ``x``, and ``z_x`` for taps
 outside the input (TFLite pads with the zero point): sum (x - z_x) w = sum x w - z_x sum w over the
 whole window, so the zero point is folded into the bias of every conv and Gemm, and no entry is
 offset at run time. A window wholly inside the input is gathered without a test per entry. The
@@ -69,19 +70,40 @@ def reduction_rows(weights: np.ndarray, g, mode: str) -> np.ndarray:  # noqa: AN
     return w4.reshape(g.oc, -1)
 
 
-def _quad(w: CWriter, at: int | str, entries: list[str], dst: str = "d") -> None:
+@dataclass(frozen=True)
+class Packing:
+    """How a scratch ``int64_t`` holds a quad's four entries: ``quad``, the C format of it from
+    the entries; ``pad(zx)``, four entries of z_x as a constant. ``INT16`` (below) is the
+    matrix core's own; an ISA may give a narrower one (``IsaKernels.narrow``)."""
+
+    quad: str
+    pad: Callable[[int], str]
+
+
+def _pad_quad(zx: int) -> str:
+    """Four entries of ``zx`` as one int64_t constant."""
+    lane = zx & 0xFFFF
+    return f"(int64_t)0x{lane:04x}{lane:04x}{lane:04x}{lane:04x}u" if zx else "0"
+
+
+INT16 = Packing(QUAD4, _pad_quad)
+
+
+def _quad(w: CWriter, at: int | str, entries: list[str], dst: str = "d",
+          pk: Packing = INT16) -> None:
     """The four entries of one reduction quad of a column into ``dst[at]``."""
     e = entries + ["0"] * (QUAD - len(entries))
-    w(f"{dst}[{at}] = {QUAD4.format(*e)};")
+    w(f"{dst}[{at}] = {pk.quad.format(*e)};")
 
 
 def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: str,  # noqa: ANN001
               src: RowSource, oh: str | None, ow: str, xct: str, zx: int,
-              gather: Callable[..., bool] | None = None) -> None:
+              gather: Callable[..., bool] | None = None, pk: Packing = INT16) -> None:
     """Column ``q`` of ``col`` (``stride`` columns) for the output pixel at row ``oh``, column
     ``ow`` (``oh`` None: ``ow`` is the pixel's index in a whole plane, pointwise only). Entries
     are the raw ``x``, and ``zx`` (TFLite's padding value) for taps outside the input: the zero
-    point is in the bias. ``gather``: the ISA's channel runs (``IsaKernels.fill_gather``)."""
+    point is in the bias. ``gather``: the ISA's channel runs (``IsaKernels.fill_gather``); ``pk``:
+    how a quad packs its entries."""
     w.open("")
     w(f"int64_t *d = {col} + {q};")
     if mode == "pointwise":
@@ -91,7 +113,7 @@ def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: str,  # noq
         ch = src.channel
 
         def quad(ic: str, dst: str = "d") -> None:
-            _quad(w, 0, [f"s[({ic} + {lane})*{ch}]" for lane in range(QUAD)], dst)
+            _quad(w, 0, [f"s[({ic} + {lane})*{ch}]" for lane in range(QUAD)], dst, pk)
 
         if gather is None or not gather(w, src="s", xct=xct, ch=ch, count=full, dst="d",
                                         stride=stride, quad=quad):
@@ -99,13 +121,13 @@ def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: str,  # noq
             quad("ic")
             w.close()
         if full < g.icg:
-            _quad(w, 0, [f"s[{ic * ch}]" for ic in range(full, g.icg)])
+            _quad(w, 0, [f"s[{ic * ch}]" for ic in range(full, g.icg)], pk=pk)
         w.close()
         return
     (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
     w(f"const int ih0 = ({oh})*{sh} - {ph}, iw0 = ({ow})*{sw} - {pw};")
     if mode == "taps":
-        _fill_taps(w, g, src, stride, xct, zx, gather)
+        _fill_taps(w, g, src, stride, xct, zx, gather, pk)
         w.close()
         return
     span_h, span_w = (g.k[0] - 1) * dh + 1, (g.k[1] - 1) * dw + 1
@@ -113,21 +135,22 @@ def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: str,  # noq
     if inside:  # the whole window in the input: no test per entry
         w.open(f"if ((unsigned)ih0 <= {g.ih - span_h}u && (unsigned)iw0 <= {g.iw - span_w}u)")
         if mode == "generic":
-            _fill_inside(w, g, src, stride, xct)
+            _fill_inside(w, g, src, stride, xct, pk)
         else:
-            _fill_window(w, g, mode, src, stride, xct, zx, checked=False)
+            _fill_window(w, g, mode, src, stride, xct, zx, checked=False, pk=pk)
         w.close()
         w.open("else")
     if mode == "generic":
-        _fill_generic(w, g, src, stride, xct, zx)
+        _fill_generic(w, g, src, stride, xct, zx, pk)
     else:
-        _fill_window(w, g, mode, src, stride, xct, zx, checked=True)
+        _fill_window(w, g, mode, src, stride, xct, zx, checked=True, pk=pk)
     if inside:
         w.close()
     w.close()
 
 
-def _fill_inside(w: CWriter, g, src: RowSource, stride: int, xct: str) -> None:  # noqa: ANN001
+def _fill_inside(w: CWriter, g, src: RowSource, stride: int, xct: str,  # noqa: ANN001
+                 pk: Packing) -> None:
     """The ``generic`` order for a window inside the input: every entry unrolled, no tests."""
     dh = g.d[0]
     for kh in range(g.k[0]):
@@ -135,10 +158,11 @@ def _fill_inside(w: CWriter, g, src: RowSource, stride: int, xct: str) -> None: 
     entries = [_tap(g, None, f"(r{kh} + {ic * src.channel})", kw, 0)
                for ic in range(g.icg) for kh in range(g.k[0]) for kw in range(g.k[1])]
     for kb in range(-(-len(entries) // QUAD)):
-        _quad(w, kb * stride, entries[kb * QUAD:(kb + 1) * QUAD])
+        _quad(w, kb * stride, entries[kb * QUAD:(kb + 1) * QUAD], pk=pk)
 
 
-def _fill_generic(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int) -> None:  # noqa: ANN001
+def _fill_generic(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int,  # noqa: ANN001
+                  pk: Packing) -> None:
     """k = ic*taps + tap for any shape: the window's entries staged in int16 by three small loops,
     then packed into quads (small first layers, where flash matters more than the gather)."""
     (dh, dw), k = g.d, g.icg * g.k[0] * g.k[1]
@@ -157,11 +181,11 @@ def _fill_generic(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int)
     if kp > k:
         w(f"for (int kk = {k}; kk < {kp}; ++kk) e[kk] = 0;")
     w(f"for (int kb = 0; kb < {kp // QUAD}; ++kb) d[kb*{stride}] = "
-      f"{QUAD4.format('e[4*kb]', 'e[4*kb + 1]', 'e[4*kb + 2]', 'e[4*kb + 3]')};")
+      f"{pk.quad.format('e[4*kb]', 'e[4*kb + 1]', 'e[4*kb + 2]', 'e[4*kb + 3]')};")
 
 
 def _fill_window(w: CWriter, g, mode: str, src: RowSource, stride: int, xct: str,  # noqa: ANN001
-                 zx: int, checked: bool) -> None:
+                 zx: int, checked: bool, pk: Packing = INT16) -> None:
     """The ``channels`` order: k = ic*taps + tap, ``checked`` for the border."""
     dh = g.d[0]
     if mode == "channels":
@@ -178,14 +202,14 @@ def _fill_window(w: CWriter, g, mode: str, src: RowSource, stride: int, xct: str
         for kq in range(quads):
             _quad(w, f"kd + {kq * stride}",
                   [_tap(g, "okh" if checked else None, "r", kq * QUAD + lane, zx)
-                   for lane in range(QUAD)])
+                   for lane in range(QUAD)], pk=pk)
         w.close()
         w.close()
         return
 
 
 def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int,  # noqa: ANN001
-               gather: Callable[..., bool] | None = None) -> None:
+               gather: Callable[..., bool] | None = None, pk: Packing = INT16) -> None:
     """k = tap*ICg + ic: per tap one bounds test, then whole quads of input channels."""
     dh, dw = g.d
     quads = g.icg // QUAD
@@ -199,7 +223,7 @@ def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int,  #
     w(f"const {xct} *s = r + kw*{dw};")
 
     def quad(ic: str) -> None:
-        _quad(w, 0, [f"s[({ic} + {lane})*{src.channel}]" for lane in range(QUAD)], "t")
+        _quad(w, 0, [f"s[({ic} + {lane})*{src.channel}]" for lane in range(QUAD)], "t", pk)
 
     if gather is None or not gather(w, src="s", xct=xct, ch=src.channel, count=g.icg, dst="t",
                                     stride=stride, quad=quad):
@@ -208,16 +232,10 @@ def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int,  #
         w.close()
     w.close()
     w.open("else")
-    w(f"for (int ic = 0; ic < {quads}; ++ic, t += {stride}) t[0] = {_pad_quad(zx)};")
+    w(f"for (int ic = 0; ic < {quads}; ++ic, t += {stride}) t[0] = {pk.pad(zx)};")
     w.close()
     w.close()
     w.close()
-
-
-def _pad_quad(zx: int) -> str:
-    """Four entries of ``zx`` as one int64_t constant."""
-    lane = zx & 0xFFFF
-    return f"(int64_t)0x{lane:04x}{lane:04x}{lane:04x}{lane:04x}u" if zx else "0"
 
 
 def _tap(g, ok: str | None, row: str, kw: int, zx: int) -> str:  # noqa: ANN001

@@ -22,6 +22,19 @@ DotWriter = Callable[[CWriter, str, str, str, int, str, int], None]
 
 
 @dataclass(frozen=True)
+class NarrowMatrix:
+    """The matrix family over an int8 im2col scratch, for convs with int8 inputs: each scratch
+    ``int64_t`` holds a quad's four entries as bytes (``quad``: its C format from the four
+    entries; ``pad(zx)``: four z_x as a constant), read by ``core`` (as ``matrix_core``, over
+    the same weight rows) and filled in channel runs by ``fill_gather`` (as ``fill_gather``)."""
+
+    quad: str
+    pad: Callable[[int], str]
+    core: Callable[..., None]
+    fill_gather: Callable[..., bool] | None = None
+
+
+@dataclass(frozen=True)
 class IsaKernels:
     name: str  # the [isa] name that selects this module
     prelude: str  # model.c text the micro-kernels need: feature detection, intrinsics headers
@@ -67,3 +80,5 @@ class IsaKernels:
     # fill_gather(w, src=, xct=, ch=, count=, dst=, stride=, quad=) -> bool: the im2col fill's
     # run of channels of one pixel (int8/im2col.py); False: the fill's own loop
     fill_gather: Callable[..., bool] | None = None
+    # narrow: the matrix family over an int8 scratch for int8 inputs (None: the int16 one only)
+    narrow: NarrowMatrix | None = None

@@ -7,7 +7,8 @@ keeps armv7em's ``OPFUSE_DSP`` and every kernel not written here (depthwise pair
 requantization, SSAT) runs as on Cortex-M4/M7.
 
 The micro-kernels: ``matrix.py`` (the im2col matrix tile over the int16 scratch, and the weight
-layout it reads: natural order, no SMLAD permutation), ``output.py`` (its output stage, four
+layout it reads: natural order, no SMLAD permutation), ``narrow.py`` (the same tile over an int8
+scratch for int8 inputs, 16 products a VMLADAV, with its fill's channel runs), ``output.py`` (its output stage, four
 pixels of a channel a vector), ``depthwise.py`` (the depthwise conv's interior
 columns, four pixels a vector), ``eltwise.py`` (int8 Add/Sub, four elements a vector), ``fill.py`` (the im2col
 fill's channel runs, eight a gather)
@@ -19,7 +20,8 @@ in int32, as SMLAD's, so the integers are the same as every other ISA's.
 from __future__ import annotations
 
 from opfuse.backends.c.isa import armv7em
-from opfuse.backends.c.isa.base import IsaKernels
+from opfuse.backends.c.isa.base import IsaKernels, NarrowMatrix
+from opfuse.backends.c.isa.mve import narrow
 from opfuse.backends.c.isa.mve.depthwise import depthwise_row
 from opfuse.backends.c.isa.mve.eltwise import elementwise_add
 from opfuse.backends.c.isa.mve.fill import fill_gather
@@ -44,4 +46,6 @@ static inline mve_pred16_t opfuse_pred(uint32_t m) {
 KERNELS = IsaKernels(name="mve", prelude=PRELUDE, dot=armv7em.dot, saturate8=armv7em.saturate8,
                      matrix_core=emit_core, matrix_weights=weight_rows, gemm_core=gemm_core,
                      store_tile=store_tile, depthwise_row=depthwise_row,
-                     elementwise_add=elementwise_add, fill_gather=fill_gather)
+                     elementwise_add=elementwise_add, fill_gather=fill_gather,
+                     narrow=NarrowMatrix(quad=narrow.QUAD8, pad=narrow.pad, core=narrow.emit_core,
+                                         fill_gather=narrow.fill_gather))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from opfuse.backends.c.cgen import CWriter
+from opfuse.backends.c.isa.mve.eltwise import _rescale as rescale
 
 LANES = 4
 
@@ -36,9 +37,10 @@ def requant(w: CWriter, v: str, fast: bool) -> None:
 
 def store_tile(w: CWriter, *, sums: list[str], bias: str, m: str, s: str, zy: int, lo: int,
                hi: int, dst: str, count: str | None, scalar: Callable[[], None],
-               fast: bool = True) -> None:
+               fast: bool = True, add: object = None) -> None:
     """``dst[q]`` = the int8 of ``sums[q] + bias`` for ``q`` < ``count`` (None: all of them);
-    ``scalar()`` writes the same stores in plain C for the ``#else``."""
+    ``scalar()`` writes the same stores in plain C for the ``#else``; ``add``: a residual Add
+    after it (int8/residual.py ``ResidualAdd``), as isa/mve/eltwise.py's."""
     w("#ifdef OPFUSE_MVE")
     w.open("")
     w(f"const int32_t qm = {m}, qs = {s};")
@@ -54,12 +56,33 @@ def store_tile(w: CWriter, *, sums: list[str], bias: str, m: str, s: str, zy: in
         n = None if count is None and len(part) == LANES else (
             str(len(part)) if count is None else
             (f"({count})" if c0 == 0 else f"(({count}) > {c0} ? ({count}) - {c0} : 0)"))
+        pred = None if n is None else f"vctp32q((uint32_t){n})"
+        if add is not None:
+            residual(w, add, c0, pred)
         if n is None:
             w(f"vstrbq_s32({dst} + {c0}, v);")
         else:
-            w(f"vstrbq_p_s32({dst} + {c0}, v, vctp32q((uint32_t){n}));")
+            w(f"vstrbq_p_s32({dst} + {c0}, v, {pred});")
         w.close()
     w.close()
     w("#else")
     scalar()
     w("#endif")
+
+
+def residual(w: CWriter, add, c0: int, pred: str | None) -> None:  # noqa: ANN001
+    """``v`` (the conv's int8 values) through the residual Add ``add``: both inputs offset,
+    shifted by the headroom and rescaled, summed, rescaled to the output, offset and clamped."""
+    p = add.p
+    load = (f"vldrbq_s32({add.other} + {c0})" if pred is None
+            else f"vldrbq_z_s32({add.other} + {c0}, {pred})")
+    conv, other = ("a", "b") if add.first else ("b", "a")
+    w(f"int32x4_t {conv} = vshlq_n_s32(vsubq_n_s32(v, {add.z_conv}), {p['left_shift']});")
+    w(f"int32x4_t {other} = vshlq_n_s32(vsubq_n_s32({load}, {add.z_other}), "
+      f"{p['left_shift']});")
+    rescale(w, "a", p["m1"], p["s1"])
+    rescale(w, "b", p["m2"], p["s2"])
+    w(f"v = {'vsubq_s32' if add.sub else 'vaddq_s32'}(a, b);")
+    rescale(w, "v", p["mo"], p["so"])
+    w(f"v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, {add.zo}), vdupq_n_s32({add.lo})), "
+      f"vdupq_n_s32({add.hi}));")
