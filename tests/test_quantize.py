@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.helpers.quant import ops_model
+from tests.helpers.shared import SHARED_MODELS, requires_shared
 
 
 def _samples(name: str, shape: tuple[int, ...], count: int, seed: int = 0):
@@ -238,3 +239,23 @@ def test_hostile_names_are_escaped_in_the_table(tmp_path, run_cli) -> None:
                              "--calibration", str(tmp_path / "cal.npz"))
     assert code == 0, err
     assert "\x1b" not in out and "\nfake" not in out and "\\x1b" in out
+
+
+@requires_shared("tflite")
+def test_a_float_tflite_quantizes_into_its_own_kernels(tmp_path, run_cli) -> None:
+    """The MLPerf Tiny anomaly-detection autoencoder as float .tflite: the QDQ result partitions
+    into the float model's ten Gemm kernels (plus Q and DQ)."""
+    from opfuse import api
+
+    src = SHARED_MODELS / "tflite" / "ad01_fp32.tflite"
+    np.savez(tmp_path / "cal.npz", input_1=np.random.default_rng(0).standard_normal(
+        (8, 1, 640)).astype(np.float32))
+    out = tmp_path / "ad01_int8.onnx"
+    code, _, err = run_cli("quantize", str(src), "-o", str(out), "--calibration",
+                           str(tmp_path / "cal.npz"), "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["outputs"][0]["sqnr_db"] > 15
+    float_kernels = [k.name for k in api.compile(str(src), "x86-host").partition.kernels]
+    kernels = [k.name for k in api.compile(str(out), "x86-host").partition.kernels]
+    assert kernels == ["quantizelinear", *float_kernels, "dequantizelinear"]
