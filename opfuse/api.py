@@ -109,6 +109,17 @@ def emit(result: CompileResult, ort: bool = False) -> onnx.ModelProto:
         )
 
 
+def quantize(result: CompileResult, calibration, *, method: str = "minmax",
+             per_channel: bool = True, evaluation=None):
+    """The compiled float model as QDQ ONNX calibrated at its kernels' boundaries, with its
+    accuracy against the float model (opfuse/quantize, docs/quantize.md). Writes nothing."""
+    from opfuse.quantize import quantize as _quantize
+
+    with gc_paused():
+        return _quantize(result, calibration, method=method, per_channel=per_channel,
+                         evaluation=evaluation)
+
+
 def emit_c(
     result: CompileResult,
     outdir: str | Path,

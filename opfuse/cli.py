@@ -149,6 +149,60 @@ def compile_cmd(
             sys.exit(1)
 
 
+@cli.command("quantize")
+@_limit_option
+@click.argument("model")
+@click.option("-o", "--output", required=True, help="The QDQ ONNX file to write.")
+@click.option("--calibration", "calibration", required=True, metavar="DATA",
+              help=".npz with one array per graph input (leading sample axis), or a folder of "
+              "NAME.npy files.")
+@click.option("--eval", "eval_data", metavar="DATA", help="Held-out samples for the accuracy "
+              "report (default: the last quarter of --calibration, not calibrated on).")
+@click.option("--target", default=api.DEFAULT_TARGET, show_default=True,
+              help="Target whose kernels' boundaries are quantized.")
+@click.option("--method", type=click.Choice(["minmax", "percentile", "entropy"]),
+              default="minmax", show_default=True, help="How an activation's range is calibrated.")
+@click.option("--per-tensor", is_flag=True, help="One weight scale per tensor, not per channel.")
+@click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
+@click.option("--json", "json_dest", metavar="PATH|-", help="Write the accuracy report as JSON.")
+def quantize_cmd(model: str, output: str, calibration: str, eval_data: str | None, target: str,
+                 method: str, per_tensor: bool, input_shape: tuple[str, ...],
+                 json_dest: str | None) -> None:
+    """Quantize a float MODEL to int8 QDQ ONNX at the boundaries of the kernels opfuse fuses for
+    the target; print its accuracy against the float model."""
+    from opfuse.quantize.accuracy import format_report
+
+    _refuse_input(model, output, json_dest)
+    for data in (calibration, eval_data):
+        if data is not None:
+            _refuse_input(data, output, json_dest)
+    with console.progress(f"quantizing {model} for {target}"):
+        result = api.compile(model, target=target, input_shape=input_shape)
+        done = api.quantize(result, calibration, method=method, per_channel=not per_tensor,
+                            evaluation=eval_data)
+        api.save(done.proto, output, protect=model)  # only once everything has succeeded
+    if json_dest:
+        _write_json(done.to_json(), json_dest, model)
+        if json_dest == "-":
+            return
+    ev = (f"{done.evaluation.count} held-out samples (the last quarter of {calibration}, not "
+          "calibrated on)" if done.eval_held_out else f"{done.evaluation.count} samples of {eval_data}")
+    console.say(f"quantized {for_terminal(model)} for {for_terminal(target)}: "
+                f"{len(done.placement.tensors)} activation tensors ({method}), weights "
+                f"{'per tensor' if per_tensor else 'per channel'}, calibrated on "
+                f"{done.calibration.count} samples")
+    console.say(f"accuracy vs the float model on {for_terminal(ev)}:")
+    console.say(format_report(done.accuracy))
+    for c in done.collapsed:
+        console.say(f"warning: kernel {c.index} ({for_terminal(c.kernel)}): the range of "
+                    f"{for_terminal(c.tensor)} collapsed (constant {c.value:g} on every "
+                    "calibration sample); its scale is widened to hold 0, not zero")
+    if done.placement.float_ops:
+        console.say("left float (no int8 form): " + ", ".join(
+            sorted({for_terminal(op) for op in done.placement.float_ops})))
+    console.say(f"wrote {for_terminal(output)}")
+
+
 @cli.command("validate")
 @_limit_option
 @click.argument("original")

@@ -1,0 +1,261 @@
+"""`opfuse quantize` (opfuse/quantize, docs/quantize.md): Q/DQ at the kernels' boundaries, ranges
+as onnxruntime's calibrators compute them, TFLite's fixed output scales, the int8 C bit-exact
+against the QDQ model's onnxruntime reference, bad calibration data as one line with exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.helpers.quant import ops_model
+from tests.helpers.shared import SHARED_MODELS, requires_shared
+
+
+def _samples(name: str, shape: tuple[int, ...], count: int, seed: int = 0):
+    from opfuse.quantize.data import Samples
+
+    rng = np.random.default_rng(seed)
+    return Samples("test", {name: rng.standard_normal((count, *shape)).astype(np.float32)}, count)
+
+
+def _init(proto: onnx.ModelProto) -> dict[str, np.ndarray]:
+    return {i.name: numpy_helper.to_array(i) for i in proto.graph.initializer}
+
+
+@pytest.fixture(scope="module")
+def ops_quantized(tmp_path_factory):
+    from opfuse import api
+
+    path = tmp_path_factory.mktemp("ops") / "ops.onnx"
+    onnx.save(ops_model(), path)
+    result = api.compile(str(path), "x86-host")
+    return path, api.quantize(result, _samples("x", (1, 4, 8, 8), 12),
+                              evaluation=_samples("x", (1, 4, 8, 8), 4, seed=1))
+
+
+def test_minmax_ranges_are_onnxruntimes(ops_quantized, tmp_path: Path) -> None:
+    """Every calibrated tensor's range is the one onnxruntime's MinMaxCalibrater finds on the same
+    float model and samples."""
+    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, create_calibrator
+
+    _, done = ops_quantized
+    src = tmp_path / "float.onnx"
+    onnx.save(done.float_proto, src)
+    feeds = [done.calibration.feeds(i) for i in range(done.calibration.count)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.items = iter(feeds)
+
+        def get_next(self):  # noqa: ANN201
+            return next(self.items, None)
+
+    cal = create_calibrator(str(src), calibrate_method=CalibrationMethod.MinMax,
+                            augmented_model_path=str(tmp_path / "aug.onnx"))
+    cal.collect_data(Reader())
+    theirs = cal.compute_data().data
+    compared = 0
+    for name in done.placement.calibrated:
+        if name in theirs:
+            lo, hi = (float(np.asarray(v).reshape(-1)[0]) for v in theirs[name].range_value)
+            assert (done.ranges[name].lo, done.ranges[name].hi) == pytest.approx((lo, hi)), name
+            compared += 1
+    assert compared >= 5
+
+
+def test_placement_follows_the_kernels_and_tflite_conventions(ops_quantized) -> None:
+    _, done = ops_quantized
+    plan, proto = done.placement, done.proto
+    nodes = {n.name: n for n in done.float_proto.graph.node}
+    by_type = {n.op_type: n for n in nodes.values()}
+    # the conv's output feeds only LeakyRelu here: quantized; a Conv -> Relu pair is tested below
+    softmax, sigmoid = by_type["Softmax"].output[0], by_type["Sigmoid"].output[0]
+    assert done.params[softmax] == (1 / 256, -128) and done.params[sigmoid] == (1 / 256, -128)
+    maxpool = by_type["MaxPool"].output[0]
+    assert plan.shared[maxpool] == by_type["LeakyRelu"].output[0]  # moves data: same params
+    inits = _init(proto)
+    conv = next(n for n in proto.graph.node if n.op_type == "Conv")
+    w_dq = next(n for n in proto.graph.node if n.output[0] == conv.input[1])
+    b_dq = next(n for n in proto.graph.node if n.output[0] == conv.input[2])
+    x_dq = next(n for n in proto.graph.node if n.output[0] == conv.input[0])
+    w_q, w_s = inits[w_dq.input[0]], inits[w_dq.input[1]]
+    assert w_q.dtype == np.int8 and w_s.shape == (8,) and np.abs(w_q).max() == 127
+    w = _init(done.float_proto)[nodes[conv.name].input[1]]
+    np.testing.assert_allclose(w_s, np.abs(w).reshape(8, -1).max(axis=1) / 127, rtol=1e-6)
+    b_q, b_s = inits[b_dq.input[0]], inits[b_dq.input[1]]
+    assert b_q.dtype == np.int32
+    np.testing.assert_allclose(b_s, float(inits[x_dq.input[1]]) * w_s, rtol=1e-6)
+    for out in done.accuracy.outputs:
+        assert isinstance(out["sqnr_db"], float) and out["sqnr_db"] > 15, out
+
+
+def test_report_sqnr_matches_onnxruntime_runs(ops_quantized) -> None:
+    """The report's output SQNR is the float and QDQ models' onnxruntime outputs' SQNR."""
+    import onnxruntime as ort
+
+    _, done = ops_quantized
+    f = ort.InferenceSession(done.float_proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    q = ort.InferenceSession(done.proto.SerializeToString(), opts,
+                             providers=["CPUExecutionProvider"])
+    ref, got = [], []
+    for i in range(done.evaluation.count):
+        ref.append(f.run(None, done.evaluation.feeds(i))[0])
+        got.append(q.run(None, done.evaluation.feeds(i))[0])
+    ref, got = np.concatenate(ref).astype(np.float64), np.concatenate(got).astype(np.float64)
+    want = 10 * np.log10(np.sum(ref**2) / np.sum((ref - got) ** 2))
+    assert done.accuracy.outputs[0]["sqnr_db"] == pytest.approx(want, abs=1e-3)
+    assert done.accuracy.outputs[0]["max_abs_err"] == pytest.approx(np.abs(ref - got).max(), rel=1e-3)
+    ranked = [k.sqnr_db for k in done.accuracy.kernels if k.sqnr_db is not None]
+    assert ranked == sorted(ranked) and len(ranked) >= 5
+
+
+def _dead_relu_model() -> onnx.ModelProto:
+    """Conv (zero weights, bias -1) -> Relu: a constant 0 activation, then a live conv."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(np.zeros((4, 2, 3, 3), np.float32), "w0"),
+             numpy_helper.from_array(-np.ones(4, np.float32), "b0"),
+             numpy_helper.from_array(rng.standard_normal((4, 2, 1, 1)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.standard_normal((4, 4, 1, 1)).astype(np.float32), "w2")]
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], name="dead", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c0"], ["r0"], name="dead_relu"),
+             helper.make_node("Conv", ["x", "w1"], ["c1"], name="live"),
+             helper.make_node("Add", ["r0", "c1"], ["s"], name="add"),
+             helper.make_node("Conv", ["s", "w2"], ["y"], name="last")]
+    graph = helper.make_graph(nodes, "dead", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 2, 6, 6])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 4, 6, 6])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_a_constant_activation_is_reported_per_kernel_not_a_zero_scale(tmp_path, run_cli) -> None:
+    src = tmp_path / "dead.onnx"
+    onnx.save(_dead_relu_model(), src)
+    np.savez(tmp_path / "cal.npz", x=np.random.default_rng(0).standard_normal(
+        (8, 1, 2, 6, 6)).astype(np.float32))
+    code, out, err = run_cli("quantize", str(src), "-o", str(tmp_path / "q.onnx"),
+                             "--calibration", str(tmp_path / "cal.npz"), "--json",
+                             str(tmp_path / "q.json"))
+    assert code == 0, err
+    data = json.loads((tmp_path / "q.json").read_text())
+    dead = [c for c in data["constant_ranges"] if c["tensor"] == "r0"]
+    assert dead and dead[0]["kernel"].startswith("fused_conv_relu") and dead[0]["value"] == 0
+    assert "warning: kernel" in out and "collapsed" in out
+    scales = [numpy_helper.to_array(i) for i in onnx.load(tmp_path / "q.onnx").graph.initializer
+              if i.name.endswith("_scale")]
+    assert all(np.all(s > 0) for s in scales)
+
+
+def test_int8_c_is_bit_exact_against_the_qdq_reference(tmp_path, run_cli) -> None:
+    """ds_cnn quantized by the command, compiled by opfuse's int8 C path: the same kernels as the
+    float partition (plus the input's Q and output's DQ), and 0 steps from onnxruntime's
+    ORT_DISABLE_ALL run of the QDQ model on every element."""
+    from opfuse import api
+    from opfuse.measure.validate.c_int8 import validate_c_int8
+
+    np.savez(tmp_path / "cal.npz", input=np.random.default_rng(0).standard_normal(
+        (12, 1, 49, 10)).astype(np.float32))
+    out = tmp_path / "ds_cnn_int8.onnx"
+    code, text, err = run_cli("quantize", "ds_cnn", "-o", str(out), "--calibration",
+                              str(tmp_path / "cal.npz"))
+    assert code == 0, err
+    assert "held-out" in text and "SQNR" in text
+    float_kernels = [k.name for k in api.compile("ds_cnn", "x86-host").partition.kernels]
+    result = api.compile(str(out), "x86-host")
+    kernels = [k.name for k in result.partition.kernels]
+    assert kernels == ["quantizelinear", *float_kernels, "dequantizelinear"]
+    report = validate_c_int8(result, trials=3, steps=0)
+    assert report.ok, "\n".join(report.notes)
+    assert all(o.max_abs_err == 0 for o in report.outputs)
+
+
+@pytest.mark.parametrize("case,message", [
+    ("missing", "no samples for input 'input' (it has: x)"),
+    ("shape", "dimension 2 is 48, the model's is 49"),
+    ("few", "too few"),
+    ("nan", "holds NaN (first at sample 3)"),
+    ("inf", "holds infinity"),
+    ("int", "is int32, calibration data must be float"),
+    ("constant", "is constant"),
+])
+def test_bad_calibration_data_is_one_line_exit_2(case, message, tmp_path, run_cli) -> None:
+    rng = np.random.default_rng(0)
+    good = rng.standard_normal((8, 1, 1, 49, 10)).astype(np.float32)
+    arrays = {"missing": {"x": good}, "shape": {"input": good[:, :, :, :48]},
+              "few": {"input": good[:2]}, "int": {"input": good.astype(np.int32)},
+              "constant": {"input": np.ones_like(good)}}
+    if case in ("nan", "inf"):
+        bad = good.copy()
+        bad[3, 0, 0, 1, 1] = np.nan if case == "nan" else np.inf
+        arrays[case] = {"input": bad}
+    np.savez(tmp_path / "cal.npz", **arrays[case])
+    out = tmp_path / "q.onnx"
+    code, _, err = run_cli("quantize", "ds_cnn", "-o", str(out), "--calibration",
+                           str(tmp_path / "cal.npz"))
+    assert code == 2
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_the_input_model_is_never_overwritten_and_npy_folders_work(tmp_path, run_cli) -> None:
+    src = tmp_path / "ops.onnx"
+    onnx.save(ops_model(), src)
+    before = src.read_bytes()
+    (tmp_path / "cal").mkdir()
+    np.save(tmp_path / "cal" / "x.npy", np.random.default_rng(0).standard_normal(
+        (8, 4, 8, 8)).astype(np.float32))  # batch 1 left out: one sample per row
+    code, _, err = run_cli("quantize", str(src), "-o", str(src), "--calibration",
+                           str(tmp_path / "cal"))
+    assert code == 2 and "refusing to overwrite" in err and src.read_bytes() == before
+    code, out, err = run_cli("quantize", str(src), "-o", str(tmp_path / "q.onnx"),
+                             "--calibration", str(tmp_path / "cal"), "--method", "entropy",
+                             "--json", "-")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["method"] == "entropy" and data["evaluation"]["held_out_split"] is True
+    assert data["calibration"]["samples"] == 6 and data["evaluation"]["samples"] == 2
+    code, _, err = run_cli("quantize", str(tmp_path / "q.onnx"), "-o", str(tmp_path / "q2.onnx"),
+                           "--calibration", str(tmp_path / "cal"))
+    assert code == 2 and "already quantized" in err
+
+
+def test_hostile_names_are_escaped_in_the_table(tmp_path, run_cli) -> None:
+    model = _dead_relu_model()
+    evil = "r0\x1b[31m\nfake"
+    for node in model.graph.node:
+        node.input[:] = [evil if i == "r0" else i for i in node.input]
+        node.output[:] = [evil if o == "r0" else o for o in node.output]
+    src = tmp_path / "evil.onnx"
+    onnx.save(model, src)
+    np.savez(tmp_path / "cal.npz", x=np.random.default_rng(0).standard_normal(
+        (8, 1, 2, 6, 6)).astype(np.float32))
+    code, out, err = run_cli("quantize", str(src), "-o", str(tmp_path / "q.onnx"),
+                             "--calibration", str(tmp_path / "cal.npz"))
+    assert code == 0, err
+    assert "\x1b" not in out and "\nfake" not in out and "\\x1b" in out
+
+
+@requires_shared("tflite")
+def test_a_float_tflite_quantizes_into_its_own_kernels(tmp_path, run_cli) -> None:
+    """The MLPerf Tiny anomaly-detection autoencoder as float .tflite: the QDQ result partitions
+    into the float model's ten Gemm kernels (plus Q and DQ)."""
+    from opfuse import api
+
+    src = SHARED_MODELS / "tflite" / "ad01_fp32.tflite"
+    np.savez(tmp_path / "cal.npz", input_1=np.random.default_rng(0).standard_normal(
+        (8, 1, 640)).astype(np.float32))
+    out = tmp_path / "ad01_int8.onnx"
+    code, _, err = run_cli("quantize", str(src), "-o", str(out), "--calibration",
+                           str(tmp_path / "cal.npz"), "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["outputs"][0]["sqnr_db"] > 15
+    float_kernels = [k.name for k in api.compile(str(src), "x86-host").partition.kernels]
+    kernels = [k.name for k in api.compile(str(out), "x86-host").partition.kernels]
+    assert kernels == ["quantizelinear", *float_kernels, "dequantizelinear"]
