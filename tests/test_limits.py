@@ -234,3 +234,24 @@ def test_a_kernel_whose_stack_buffers_are_over_the_limit_is_one_line(run_cli, tm
     code, _, err = run_cli("compile", str(path), "--emit", "c", "-o", str(tmp_path / "c"))
     assert_clean_error(code, err, "kernel 0 (MaxPool)", "stack limit", "--limit stack=")
     assert not (tmp_path / "c").exists()
+
+
+def _many_outputs(n: int) -> onnx.ModelProto:
+    nodes = [helper.make_node("Relu", ["x"], [f"y{i}"]) for i in range(n)]
+    outs = [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, 4]) for i in range(n)]
+    graph = helper.make_graph(nodes, "outs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])], outs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_model_with_more_graph_outputs_than_the_limit_is_one_line(run_cli, tmp_path: Path) -> None:
+    """Every graph output is live to the end, so the planner's overlaps grow with their square
+    (10,000: 127 s, 1.1 GB): over the outputs limit, one line before any planning; raised, it runs."""
+    path = tmp_path / "outs.onnx"
+    onnx.save(_many_outputs(40), path)
+    code, _, err = run_cli("analyze", str(path), "--limit", "outputs=32")
+    assert_clean_error(code, err, "40", "outputs limit of 32", "--limit outputs=N")
+    code, _, err = run_cli("analyze", str(path), "--limit", "outputs=40")
+    assert code == 0, err
+    assert Limits().outputs == 4096
+    with pytest.raises(OpfuseError, match="counts"):
+        parse_limits(["outputs=4KiB"])

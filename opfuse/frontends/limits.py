@@ -30,10 +30,16 @@ class Limits:
     # the stack arrays of one generated C kernel (row and tile buffers): Linux gives a process's
     # main thread and glibc's threads 8 MiB; the largest of the shared models' kernels declare 64 KiB
     stack: int = 4 * MiB
+    # graph outputs of one model: each is live to the end, so the arena planner's overlap lists
+    # grow with their square (10,000 outputs: 127 s and 1.1 GB; the shared models have at most 12)
+    outputs: int = 4096
 
     def describe(self, name: str) -> str:
         value = getattr(self, name)
-        return str(value) if name == "extent" else format_size(value)
+        return str(value) if name in COUNTS else format_size(value)
+
+
+COUNTS = ("extent", "outputs")  # limits that are counts, not bytes
 
 
 DEFAULT_LIMITS = Limits()
@@ -75,9 +81,10 @@ def parse_limits(specs: tuple[str, ...] | list[str], base: Limits = DEFAULT_LIMI
     for spec in specs:
         name, sep, value = spec.partition("=")
         match = _SIZE.fullmatch(value.strip())
-        if not sep or name not in names or not match or (name == "extent" and match.group(2)):
+        if not sep or name not in names or not match or (name in COUNTS and match.group(2)):
             raise OpfuseError(f"--limit '{spec}': expected NAME=SIZE with NAME one of "
-                              f"{', '.join(names)} (SIZE such as 512MiB; extent is a count)")
+                              f"{', '.join(names)} (SIZE such as 512MiB; extent and outputs are "
+                              "counts)")
         changes[name] = int(match.group(1)) * _UNITS[(match.group(2) or "b").lower()]
     return replace(base, **changes)
 
@@ -89,7 +96,7 @@ def refuse(what: str, size: int, limit: str, unit: str = "bytes") -> None:
     if size > allowed:
         shown = format_size(size) if unit == "bytes" else f"{size:,}"
         raise OpfuseError(f"{what} is {shown}, over the {limit} limit of {limits.describe(limit)} "
-                          f"(raise it with --limit {limit}=SIZE)")
+                          f"(raise it with --limit {limit}={'SIZE' if unit == 'bytes' else 'N'})")
 
 
 def tensor_bytes(dims: list[int] | tuple[int, ...], itemsize: int) -> int:

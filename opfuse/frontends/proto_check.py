@@ -16,6 +16,7 @@ import onnx
 from onnx import AttributeProto, TensorProto
 
 from opfuse.errors import OpfuseError
+from opfuse.frontends.limits import refuse
 
 MAX_ELEMENTS = 1 << 31  # no edge model has a tensor this large; beyond it is a corrupt dim
 
@@ -45,6 +46,7 @@ def check_proto(proto: onnx.ModelProto, where: str) -> None:
                    *(o.domain for o in proto.opset_import),
                    *(x for p in proto.metadata_props for x in (p.key, p.value))), where, "model")
     versions = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in proto.opset_import}
+    refuse(f"{where}: the number of graph outputs", len(proto.graph.output), "outputs", unit="count")
     _check_graph(proto.graph, where, outer=set(), versions=versions)
     _check_bias_shapes(proto.graph, where)
 
