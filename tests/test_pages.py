@@ -237,3 +237,44 @@ def test_explore_opens_on_the_chosen_target_at_the_models_own_precision(run_cli,
     code, _, err = run_cli("explore", "ds_cnn", "--target", "nosuch", "-o", str(tmp_path / "n.html"))
     assert code == 2 and "nosuch" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "n.html").exists()
+
+
+def _wide_model(branches: int = 24):
+    """~100 nodes in parallel branches (what MediaPipe's face detector's graph looks like to the
+    layout): x -> Conv -> Relu -> Sigmoid -> Mul(x) per branch, then one Sum."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes, inits, outs = [], [], []
+    for b in range(branches):
+        w = np.random.default_rng(b).standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.1
+        inits.append(numpy_helper.from_array(w, f"w{b}"))
+        nodes += [helper.make_node("Conv", ["x", f"w{b}"], [f"c{b}"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"c{b}"], [f"r{b}"]),
+                  helper.make_node("Sigmoid", [f"r{b}"], [f"s{b}"]),
+                  helper.make_node("Mul", [f"s{b}", "x"], [f"m{b}"])]
+        outs.append(f"m{b}")
+    nodes.append(helper.make_node("Sum", outs, ["y"]))
+    graph = helper.make_graph(nodes, "wide", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 32, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@needs_chromium
+def test_a_wide_branched_graph_leaves_the_memory_timeline_its_width(browser, run_cli, tmp_path) -> None:
+    """At 1400 px a 97-node branched graph scrolls inside its own box: the page has no horizontal
+    scroll and the Memory timeline is at least 600 px wide (it was a 38 px column)."""
+    import onnx
+
+    onnx.save(_wide_model(), tmp_path / "wide.onnx")
+    code, _, err = run_cli("analyze", str(tmp_path / "wide.onnx"), "--target", "cortex-m7",
+                           "--html", str(tmp_path / "wide.html"))
+    assert code == 0, err
+    page, errors, blocked = open_offline(browser, tmp_path / "wide.html", width=1400)
+    assert not errors and not blocked
+    size = page.evaluate("""() => ({page: document.documentElement.scrollWidth,
+        view: document.documentElement.clientWidth,
+        timeline: document.querySelector('.timeline').getBoundingClientRect().width,
+        graph: document.querySelector('#graph-scroll').scrollWidth})""")
+    assert size["page"] <= size["view"], size
+    assert size["timeline"] >= 600 and size["graph"] > size["view"], size  # the graph scrolls
