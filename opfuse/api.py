@@ -213,8 +213,8 @@ def read_inputs(inputs: str | Path | Mapping[str, np.ndarray] | None,
                  result: CompileResult) -> Mapping[str, np.ndarray] | None:
     """An .npz path read and held to the compiled model's inputs (opfuse/measure/validate/given_inputs.py): the C
     is built for their static shapes. Arrays given as a mapping are returned as they are."""
+    from opfuse.frontends.arrays import read_npz
     from opfuse.measure.validate.given_inputs import check_inputs, specs_of_model
-    from opfuse.measure.validate.ort import read_npz
 
     if not isinstance(inputs, str | Path):
         return inputs
@@ -254,7 +254,7 @@ def validate(
     """Run both models in onnxruntime on the same seeded (or given) inputs and compare outputs.
     A .tflite ``original`` runs in its own reference (TFLite Micro or LiteRT) instead."""
     if isinstance(original, str | Path) and frontend_for(original).name != "onnx":
-        from opfuse.measure.validate.ort import read_npz
+        from opfuse.frontends.arrays import read_npz
         from opfuse.measure.validate.source import validate_onnx_against_source
 
         feeds = read_npz(inputs) if isinstance(inputs, str | Path) else inputs

@@ -255,3 +255,22 @@ def test_a_model_with_more_graph_outputs_than_the_limit_is_one_line(run_cli, tmp
     assert Limits().outputs == 4096
     with pytest.raises(OpfuseError, match="counts"):
         parse_limits(["outputs=4KiB"])
+
+
+def test_an_npz_is_bounded_before_it_is_decompressed(tmp_path: Path) -> None:
+    """A compressed .npz declares its members' sizes in its zip directory: each member and their
+    sum are held to the activation limit before any is read (a few MB can declare GBs)."""
+    from opfuse.frontends.arrays import read_npz
+    from opfuse.frontends.limits import using_limits
+
+    path = tmp_path / "zeros.npz"
+    np.savez_compressed(path, x=np.zeros((1, 1 << 19), np.float32), y=np.zeros(1 << 17, np.float32))
+    assert path.stat().st_size < 64 * 1024  # 2.5 MiB of zeros, compressed
+    with using_limits(Limits(activation=1 * MiB)), pytest.raises(OpfuseError, match="member 'x.npy'"):
+        read_npz(path)
+    with using_limits(Limits(activation=2 * MiB + 1024)), pytest.raises(OpfuseError, match="all members"):
+        read_npz(path)
+    assert read_npz(path)["x"].shape == (1, 1 << 19)
+    (tmp_path / "bad.npz").write_bytes(b"PK not a zip")
+    with pytest.raises(OpfuseError, match="not a readable .npz"):
+        read_npz(tmp_path / "bad.npz")

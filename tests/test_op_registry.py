@@ -91,6 +91,7 @@ ALLOWED = {
     ("size_check.py", ("Expand", "Tile")): "ops whose output size a shape input sets",
     ("window_check.py", ("Conv", "ConvInteger", "ConvTranspose")): "ONNX schemas with weights",
     ("window_check.py", ("AveragePool", "LpPool", "MaxPool")): "ONNX schemas with kernel_shape",
+    ("pool_ceil.py", ("AveragePool", "LpPool", "MaxPool")): "ONNX schemas with ceil_mode",
     # rewrite patterns: the ops a rewrite proves it may match or move through
     ("rules.py", ("Add", "Sub")): "the shift of a Mul-then-Add scale-and-shift pattern",
     ("__init__.py", ("Dropout", "Identity")): "no-ops onnxscript's optimizer removes, counted",

@@ -20,7 +20,7 @@ import onnx
 
 from opfuse.errors import OpfuseError
 
-POOLS = ("MaxPool", "AveragePool", "LpPool")
+POOLS = ("MaxPool", "AveragePool", "LpPool")  # the ONNX schemas with ceil_mode
 
 
 def _attr(node: onnx.NodeProto, name: str) -> onnx.AttributeProto | None:

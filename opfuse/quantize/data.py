@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from opfuse.errors import OpfuseError
-from opfuse.measure.validate.ort import read_npz
+from opfuse.frontends.arrays import read_npz
 
 MIN_SAMPLES = 2  # calibration samples at least (a range of one sample is an accident)
 HELD_OUT = 0.25  # without --eval: the last quarter of DATA is held out for the report

@@ -28,6 +28,7 @@ import onnx
 import onnxruntime as ort
 
 from opfuse.errors import OpfuseError
+from opfuse.frontends.arrays import read_npz
 from opfuse.frontends.limits import refuse, tensor_bytes
 from opfuse.measure.validate.given_inputs import check_inputs, specs_of_session
 from opfuse.measure.validate.input_ranges import IndexRange, describe, index_ranges
@@ -325,17 +326,6 @@ def _put_random(feeds: dict[str, np.ndarray], arg: ort.NodeArg, shape: list[int]
         feeds[arg.name] = rng.integers(0, 2, size=shape).astype(dtype)
     else:
         feeds[arg.name] = rng.integers(0, 10, size=shape).astype(dtype)
-
-
-def read_npz(path: str | Path) -> dict[str, np.ndarray]:
-    """Named arrays from an .npz file (no pickles)."""
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
-    except FileNotFoundError:
-        raise OpfuseError(f"{path}: no such file") from None
-    except Exception as exc:
-        raise OpfuseError(f"{path}: not a readable .npz file: {_first_line(exc)}") from None
 
 
 def _npz_inputs(path: Path, sess: ort.InferenceSession) -> dict[str, np.ndarray]:

@@ -116,8 +116,8 @@ class Chain8:
             ptr = self.params.weight(f"{node.name}:lut", tab, INT32)
             w(f"const int32_t {name} = opfuse_clamp({ptr}[{x} - ({ci.lo})], {ct.lo}, {ct.hi});")
             return name
-        s1, z1 = _sz(node, 0)
-        s2, z2 = _sz(node, 1)
+        s1, z1 = scale_zero(node, 0)
+        s2, z2 = scale_zero(node, 1)
         so, zo = float(qo.scale[0]), int(qo.zero_point[0])
         y = args[1]
         if self.mode == ONNX:
@@ -155,7 +155,7 @@ def clamp_span(nodes: Sequence[ir.Node], params: Params) -> tuple[int, int] | No
     return (lo, hi) if lo <= hi else None
 
 
-def _sz(node: ir.Node, i: int) -> tuple[float, int]:
+def scale_zero(node: ir.Node, i: int) -> tuple[float, int]:
     q = quant(node.inputs[i], node, f"input {i}")
     if q.scale.size != 1:
         raise OpfuseError(f"C backend: {who(node)}: input {i} must be quantized per tensor")
@@ -194,7 +194,7 @@ def _vector_add(w: CWriter, nodes: list[ir.Node], params: Params):  # noqa: ANN2
     span = clamp_span(nodes[1:], params)
     if span is None:
         return None
-    (s1, z1), (s2, z2) = _sz(head, 0), _sz(head, 1)
+    (s1, z1), (s2, z2) = scale_zero(head, 0), scale_zero(head, 1)
     qo = quant(head.outputs[0], head)
     x, y = (params.inp(v, head) for v in ins)
     return lambda scalar: kernel(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import dims
-from opfuse.backends.c.int8.chain import _sz, clamp_span
+from opfuse.backends.c.int8.chain import clamp_span, scale_zero
 from opfuse.backends.c.int8.common import int_ctype, quant, rounding
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
@@ -58,7 +58,7 @@ def residual_add(conv_out: ir.Value, epilogue: list[ir.Node], params: Params,
     span = clamp_span(epilogue[1:], params)
     if span is None:
         return None
-    (s1, z1), (s2, z2) = _sz(head, 0), _sz(head, 1)
+    (s1, z1), (s2, z2) = scale_zero(head, 0), scale_zero(head, 1)
     qo = quant(head.outputs[0], head)
     plane = shape[2] * shape[3]
     ptr = params.inp(other, head)

@@ -16,7 +16,7 @@ from opfuse.backends.c.cgen import CWriter
 LANES = 4
 
 
-def _rescale(w: CWriter, v: str, m: int, s: int) -> None:
+def rescale(w: CWriter, v: str, m: int, s: int) -> None:
     w(f"{v} = vqrdmulhq_n_s32({v}, {m});")
     if s < 0:
         w(f"{v} = vrshlq_n_s32(vqaddq_s32({v}, vshrq_n_s32({v}, 31)), {s});")
@@ -32,9 +32,9 @@ def elementwise_add(w: CWriter, *, n: int, x: str, y: str, out: str, zx: int, zy
     for v, src, z, m, s in (("a", x, zx, p["m1"], p["s1"]), ("b", y, zy, p["m2"], p["s2"])):
         w(f"int32x4_t {v} = vshlq_n_s32(vsubq_n_s32(vldrbq_z_s32({src} + i, p), {z}), "
           f"{p['left_shift']});")
-        _rescale(w, v, m, s)
+        rescale(w, v, m, s)
     w(f"int32x4_t r = {'vsubq_s32' if sub else 'vaddq_s32'}(a, b);")
-    _rescale(w, "r", p["mo"], p["so"])
+    rescale(w, "r", p["mo"], p["so"])
     w(f"r = vminq_s32(vmaxq_s32(vaddq_n_s32(r, {zo}), vdupq_n_s32({lo})), vdupq_n_s32({hi}));")
     w(f"vstrbq_p_s32({out} + i, r, p);")
     w.close()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.isa.mve.eltwise import _rescale as rescale
+from opfuse.backends.c.isa.mve.eltwise import rescale
 
 LANES = 4
 
