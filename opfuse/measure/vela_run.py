@@ -38,8 +38,13 @@ def vela_command(model: str | Path, target: Target, output_dir: str | Path) -> l
     if perf is None or not perf.vela:
         raise OpfuseError(f"target '{target.name}' names no Vela configuration ([perf.vela])")
     cfg = perf.vela
-    exe = shutil.which("vela")
-    head = [exe] if exe else [sys.executable, "-m", "ethosu.vela.vela"]
+    # the `vela` script of this interpreter's environment, found also when that environment is
+    # not on PATH; else its entry point called directly (ethosu.vela.vela has no __main__ block,
+    # so `python -m ethosu.vela.vela` exits 0 having done nothing)
+    beside = Path(sys.executable).with_name("vela")
+    exe = str(beside) if beside.is_file() else shutil.which("vela")
+    head = [exe] if exe else [sys.executable, "-c",
+                              "import sys; from ethosu.vela.vela import main; sys.exit(main())"]
     return [*head, str(model), "--accelerator-config", cfg["accelerator"], "--config",
             cfg["config"], "--system-config", cfg["system_config"], "--memory-mode",
             cfg["memory_mode"], "--output-dir", str(output_dir), "--verbose-performance"]
