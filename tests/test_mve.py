@@ -108,4 +108,5 @@ def test_the_cascaded_residual_add_runs_in_vectors_bit_exact(tmp_path: Path) -> 
     assert "vmladavaq_s8(" in text and "vldrwq_gather_base_s32(" in text
     bodies = [b for b in text.split("static void k")[1:] if b.split("(")[0].endswith(
         ("cascade", "cascade_2", "cascade_3"))]
-    assert len(bodies) == 3 and all("vshlq_n_s32(vsubq_n_s32(v, " in b for b in bodies)
+    # the 32- and 16-column blocks (the 8-column one stays whole: cortex-m55's cascade_min_width)
+    assert len(bodies) == 2 and all("vshlq_n_s32(vsubq_n_s32(v, " in b for b in bodies)
