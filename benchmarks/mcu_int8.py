@@ -8,7 +8,9 @@ run's instructions per kernel family; the arena (OPFUSE_ARENA_BYTES + stack scra
 (code + weights, from the ELF) beside TFLite Micro's. Every run is checked bit-exact against
 TFLite Micro on 2 seeded inputs. Then the Cortex-M cost model: per kernel of the layer-by-layer
 runs, the instructions measured over the instructions ``[perf.int8c]`` predicts (the predicted cycles over
-the assumed cycles per instruction, opfuse.measure.calibrate.mcu_probe), median and worst; kernels that are
+the assumed cycles per instruction, opfuse.measure.calibrate.mcu_probe; the compute term and dispatch,
+``KernelCost.executed_s``: QEMU models no flash wait states, and on cortex-m55 the fully connected
+kernels are priced at the xSPI flash's bandwidth, 3-5x their compute), median and worst; kernels that are
 views (no code runs) are left out. ``--json PATH`` (``benchmarks/mcu.py --int8``) writes those
 kernels and their instructions: tests/data/mcu_int8_kernels.json.
 """
@@ -104,9 +106,9 @@ def run(name: str, target: str, cascades: bool) -> dict:
         members = [nodes[n] for n in kernel.nodes if n in nodes]
         fam = "cascade" if kernel.is_cascade else family(members)
         by_family[fam] += count.instructions
-        if not is_view(members) and count.predicted_cycles:
+        if not is_view(members) and count.executed_cycles:
             kernels.append((fam, kernel.name, count.instructions,
-                            predicted_instructions(count.predicted_cycles, target),
+                            predicted_instructions(count.executed_cycles, target),
                             {"model": name, "target": target, "kernel": kernel.name,
                              "ops": [n.op_type for n in members],
                              "instructions": count.instructions}))

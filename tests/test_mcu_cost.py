@@ -43,12 +43,19 @@ def test_table_round_trips_through_the_target_file(target: str, tmp_path: Path) 
                                                                                       rel=1e-3)
 
 
-@pytest.mark.parametrize("target", ["cortex-m4", "cortex-m7"])
+@pytest.mark.parametrize("target", ["cortex-m4", "cortex-m7", "cortex-m55"])
 def test_committed_table_prices_the_int8_paths(target: str) -> None:
     int8c = load_target(target).perf.int8c
     assert int8c is not None, "run python benchmarks/mcu_calibrate.py"
     for path in ("conv_lanes", "pointwise", "conv_rows", "depthwise", "gemm", "pool"):
-        assert int8c.mac_s.get(path, 0) > 0, path
+        priced = int8c.mac_s.get(path, 0) > 0
+        if (target, path) == ("cortex-m55", "conv_rows"):
+            # the mve im2col core's vectors run along K (8 or 16 lanes, tail-predicated), not
+            # along the output row cwork splits into whole vectors and a tail: the probe's four
+            # such convs fit no per-MAC cost, their tail MACs and outputs price them (the
+            # shared models' conv general kernels: 0.66-1.30x measured / predicted)
+            priced = priced or int8c.tail_s.get(path, 0) > 0
+        assert priced, path
     text = (TARGETS / f"{target}.toml").read_text()
     assert f"x {CYCLES_PER_INSTRUCTION[target]} cycles per instruction" in text
 
@@ -60,7 +67,8 @@ KERNELS = Path(__file__).resolve().parent / "data" / "mcu_int8_kernels.json"
 def _priced() -> dict[str, list[tuple[str, float]]]:
     """Per board: (kernel, measured / predicted instructions) for every kernel of the shared
     int8 models: measured under QEMU as committed (``python benchmarks/mcu.py --int8 --json``),
-    predicted by analyze now (its latency x the clock, the assumed CPI undone), so the work
+    predicted by analyze now (its compute + dispatch x the clock, ``KernelCost.executed_s``: QEMU
+    models no flash wait states; the assumed CPI undone), so the work
     model (opfuse.cost.cwork) and the [perf.int8c] tables are both under test."""
     import json
 
@@ -73,7 +81,7 @@ def _priced() -> dict[str, list[tuple[str, float]]]:
     for model, target in dict.fromkeys((k["model"], k["target"]) for k in table):
         path = shared_model("tflite", f"{model}.tflite")
         clock = load_target(target).perf.clock_hz
-        latency = {k.name: k.latency_s for k in
+        latency = {k.name: k.executed_s for k in
                    analyze(compile_model(str(path), target), cascades=False).kernels}
         for k in (k for k in table if (k["model"], k["target"]) == (model, target)):
             assert k["kernel"] in latency, f"{model}: re-measure (benchmarks/mcu.py --int8 --json)"
@@ -91,7 +99,7 @@ def test_every_shared_kernel_is_predicted_within_2x() -> None:
     import statistics
 
     priced = _priced()
-    assert set(priced) == {"cortex-m4", "cortex-m7"}
+    assert set(priced) == {"cortex-m4", "cortex-m7", "cortex-m55"}
     for target, rows in priced.items():
         assert len(rows) >= 150, target  # all six models' kernels, views left out
         median = statistics.median(r for _, r in rows)

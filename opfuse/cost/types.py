@@ -35,6 +35,14 @@ class KernelCost:
     def traffic_bytes(self) -> int:
         return self.bytes_read + self.bytes_written
 
+    @property
+    def executed_s(self) -> float:
+        """The latency without the memory term's excess: compute + dispatch, what the core's
+        instructions take (an emulator that counts instructions models no flash wait states; a
+        kernel the part's memory bounds, an M55's Gemm streaming weights from xSPI flash, is
+        priced by ``latency_s`` but executes ``executed_s``)."""
+        return self.latency_s - max(self.compute_s, self.memory_s) + self.compute_s
+
     def to_json(self) -> dict:
         intensity = self.arithmetic_intensity
         return {

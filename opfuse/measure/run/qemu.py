@@ -60,6 +60,9 @@ class KernelCount:
     ops: tuple[str, ...]
     instructions: int  # QEMU -icount: instructions executed, not cycles
     predicted_cycles: float | None  # the cost model's latency x the target's clock
+    # its compute + dispatch x the clock (KernelCost.executed_s): what the instructions QEMU
+    # counts take, without a memory-bound kernel's wait on the part's memories
+    executed_cycles: float | None = None
 
 
 @dataclass(frozen=True)
@@ -182,12 +185,13 @@ def kernel_counts(result: CompileResult, marks: np.ndarray, calib: np.ndarray, b
     overhead = int(calib[0]) - int(calib[1]) if len(calib) == 2 else 0
     part = c_schedule(result, True, cascades).partition.kernels  # the kernels the C runs
     perf = result.target.perf
-    predicted = ([k.latency_s * perf.clock_hz for k in costs]
-                 if perf is not None and len(costs) == len(part) else [None] * len(part))
+    priced = perf is not None and len(costs) == len(part)
+    predicted = [k.latency_s * perf.clock_hz for k in costs] if priced else [None] * len(part)
+    executed = [k.executed_s * perf.clock_hz for k in costs] if priced else [None] * len(part)
     counts = tuple(
         KernelCount(i, k.name, tuple(k.ops),
                     round(instructions(max(int(m[i] - m[i + 1]) - overhead, 0), board)),
-                    predicted[i])
+                    predicted[i], executed[i])
         for i, k in enumerate(part)
     )
     return counts, round(instructions(int(m[0] - m[-1]), board))

@@ -39,6 +39,7 @@ from opfuse.backends.c.int8.conv import (
 )
 from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise_member, is_depthwise8
 from opfuse.backends.c.int8.pools import emit_pool_value8
+from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pools import pool_geom
 from opfuse.ir.values import const
 from opfuse.memory.lifetimes import RING_PREFIX
@@ -154,7 +155,8 @@ def _shareable(ms: list[ir.Node], x: ir.Value, y: ir.Value, stores,  # noqa: ANN
     head = ms[0]
     if head.op_type != "Conv" or not (x.name in stores.rings or y.name in stores.rings):
         return False
-    if _shape(ms, x, y, stores.rings) not in twins:
+    if _shape(ms, x, y, stores.rings) not in twins and not kernels(stores.params.store.isa) \
+            .member_functions:
         return False
     g = conv_geom(head)
     if is_depthwise8(g, head, int_ctype(x, head).name):
@@ -182,9 +184,10 @@ def _emit_function(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stor
     body = CWriter(1)
     first, last = params._add("row:a", "int {name}", "a"), params._add("row:b", "int {name}", "b")
     rx, ry = stores.rows(x), stores.rows(y)
-    if x.name in stores.rings:
+    twin = _shape(ms, x, y, stores.rings) in functions[2]  # else its rows stay constants
+    if twin and x.name in stores.rings:
         rx = params._add("rows:x", "int {name}", str(rx))
-    if y.name in stores.rings:
+    if twin and y.name in stores.rings:
         ry = params._add("rows:y", "int {name}", str(ry))
     body(f"const int a = {first}, b = {last};")
     _emit_rows(body, ms, x, y, _MemberStores(stores, params), rx, ry)

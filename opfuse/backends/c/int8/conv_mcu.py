@@ -375,6 +375,7 @@ def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp:
     declare_scratch(w, params, mc.quads)
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
     w(f"const {xct} *xg = {xp} + grp*{g.icg}*{channel};")
-    emit_band(w, mc, RowSource("xg", channel, w_in, ring), xct, pixels=g.ow, oh="r", out=out,
-              vec=vec)
+    bound = None if isinstance(rx, int) else g.ih * w_in  # a ring never holds more rows than x
+    emit_band(w, mc, RowSource("xg", channel, w_in, ring, bound), xct, pixels=g.ow, oh="r",
+              out=out, vec=vec)
     w.close()

@@ -39,7 +39,6 @@ from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8 import common, depthwise_quant
 from opfuse.backends.c.int8.chain import Chain8
-from opfuse.backends.c.int8.common import int_ctype
 from opfuse.backends.c.int8.depthwise_quant import DwQuant, dw_quant, emit_clamped
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
@@ -161,18 +160,18 @@ def bias_classes(g: ConvGeom) -> set[tuple[int, int]]:
 
 
 def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQuant,
-                       dsp: str = "#ifdef OPFUSE_DSP") -> None:
+                       dsp: str = "#ifdef OPFUSE_DSP", folded: str | None = None) -> None:
     """Per channel ``c``: ``wc`` (its int8 taps), ``bk<k0>_<k1>`` (the bias with the zero point of
-    the taps k0 .. k1 of every row folded in: ``bk0_<KW>`` for the SIMD groups, the others for a
-    column whose window leaves the row), its requantization constants and, under
-    ``OPFUSE_DSP``, the packed weights ``wp<kh>_<j>``."""
-    kh_, kw_ = g.k
-    _, (_, groups) = columns(g)
+    the taps k0 .. k1 of every row folded in, or read from the table ``folded``: ``bk0_<KW>`` for
+    the SIMD groups, the others for a column whose window leaves the row), its requantization
+    constants and, under ``OPFUSE_DSP``, the packed weights ``wp<kh>_<j>``."""
+    (kh_, kw_), (_, (_, groups)) = g.k, columns(g)
     w(f"const int8_t *wc = {weights} + c*{kh_ * kw_};")
-    w(f"const int32_t bc = {bias}[c];")
-    for k0, k1 in sorted(bias_classes(g)):
+    w(f"const int32_t bc = {bias}[c];" + (" (void)bc;" if folded else ""))
+    for i, (k0, k1) in enumerate(classes := sorted(bias_classes(g))):
         terms = " + ".join(f"wc[{kh * kw_ + k}]" for kh in range(kh_) for k in range(k0, k1))
-        w(f"const int32_t bk{k0}_{k1} = bc - {dq.zx}*({terms or 0});")
+        bk = f"{folded}[c*{len(classes)} + {i}]" if folded else f"bc - {dq.zx}*({terms or 0})"
+        w(f"const int32_t bk{k0}_{k1} = {bk};")
     rq = dq.rq
     if rq.mode == TFLITE:  # TFLite's MultiplyByQuantizedMultiplier, its parts per channel
         i = "0" if rq.scalar else "c"
@@ -344,7 +343,7 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
                     g: ConvGeom) -> None:
     """The layer-by-layer kernel: every channel of every image, row by row (``emit_dw_row``)."""
     yv = node.outputs[0]
-    yct = int_ctype(yv, node)
+    yct = common.int_ctype(yv, node)
     weights, bias, zrow, dq = _operands(params, node, g)
     x = params.inp(node.inputs[0], node)
     chain = Chain8(pre, dims(yv, node), params, yv.name) if pre else None
@@ -382,7 +381,7 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
     ``channel`` is the C pointer of input channel ``c`` (in a ring or a whole tensor),
     ``row(ih)`` of its row ``ih`` from ``xc``, ``out_row`` declares the output row's pointer
     ``yr``, and ``store(ch, col)`` writes ``v`` through the member's epilogue."""
-    hct = int_ctype(node.outputs[0], node)
+    hct = common.int_ctype(node.outputs[0], node)
     weights, bias, zrow, dq = _operands(params, node, g)
 
     def store_acc(acc: str, col: str, doubled: bool = False) -> None:
@@ -394,7 +393,8 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
     w(f"const int8_t *xc = {channel};")
     vrow = depthwise_quant.isa_row(params, dq, epilogue, hct)  # epilogue: the chain of store
-    emit_channel_setup(w, g, weights, bias, dq, *depthwise_quant.dsp_guard(vrow))
+    folded = vrow and depthwise_quant.folded_biases(params, node, g, dq.zx, bias_classes(g))
+    emit_channel_setup(w, g, weights, bias, dq, *depthwise_quant.dsp_guard(vrow), folded=folded)
     w(f"{out_row};")
     emit_dw_row(w, g, "r", row, zrow, dq.zx, store_acc, dq.doubled, vrow)
     w.close()

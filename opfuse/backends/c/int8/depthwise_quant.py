@@ -15,6 +15,7 @@ import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.conv import ConvGeom
+from opfuse.backends.c.ctype import INT32
 from opfuse.backends.c.int8 import common
 from opfuse.backends.c.int8.chain import clamp_span
 from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arrays, rounding
@@ -121,6 +122,23 @@ def isa_row(params: Params, dq: DwQuant, pre: list[ir.Node] | None, yct) -> Call
         span = clamp_span(pre, params)
     zy = 0 if dq.doubled and dq.zy_folded else dq.zy  # opfuse_requant_d's qr holds it
     return partial(row, vec=None if span is None else (zy, *span), fast=dq.fast)
+
+
+def folded_biases(params: Params, node: ir.Node, g: ConvGeom, zx: int,
+                  bias_classes: set[tuple[int, int]]) -> str | None:
+    """A cascade member's ``bk<k0>_<k1>`` as a constant table [C][classes] (int32): the bias with
+    z_x times the taps k0 .. k1 of every row folded in, the very sums the channel setup would
+    form on every output row of every channel (a member computes one row a call, and the MVE
+    row's setup then cost as much as its vectors). None where a sum leaves int32."""
+    kh_, kw_ = g.k
+    classes = sorted(bias_classes)  # the channel setup's order
+    taps = const(node.inputs[1]).reshape(g.c, kh_, kw_).astype(np.int64)
+    bias = common.bias_array(node, 2, g.oc).astype(np.int64)
+    table = np.stack([bias - zx * taps[:, :, k0:k1].sum(axis=(1, 2)) for k0, k1 in classes],
+                     axis=1) if classes else np.zeros((g.c, 0), np.int64)
+    if not classes or table.min() < -2**31 or table.max() >= 2**31:
+        return None
+    return params.weight(f"{node.name}:dw_bk", table.astype(np.int32), INT32)
 
 
 def dsp_guard(vrow: Callable | None) -> tuple[str, ...]:

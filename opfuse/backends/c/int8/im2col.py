@@ -45,6 +45,7 @@ class RowSource:
     channel: int | str  # a C argument times the width in a shared member (int8/cascade.py)
     width: int
     ring: int | str | None = None
+    channel_max: int | None = None  # the largest ``channel`` where it is a C expression
 
     def row(self, ih: str) -> str:
         """The offset of input row ``ih`` within a channel."""
@@ -116,7 +117,7 @@ def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: str,  # noq
             _quad(w, 0, [f"s[({ic} + {lane})*{ch}]" for lane in range(QUAD)], dst, pk)
 
         if gather is None or not gather(w, src="s", xct=xct, ch=ch, count=full, dst="d",
-                                        stride=stride, quad=quad):
+                                        stride=stride, quad=quad, ch_max=src.channel_max):
             w.open(f"for (int ic = 0; ic < {full}; ic += {QUAD}, d += {stride})")
             quad("ic")
             w.close()
@@ -226,7 +227,7 @@ def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int,  #
         _quad(w, 0, [f"s[({ic} + {lane})*{src.channel}]" for lane in range(QUAD)], "t", pk)
 
     if gather is None or not gather(w, src="s", xct=xct, ch=src.channel, count=g.icg, dst="t",
-                                    stride=stride, quad=quad):
+                                    stride=stride, quad=quad, ch_max=src.channel_max):
         w.open(f"for (int ic = 0; ic < {g.icg}; ic += {QUAD}, t += {stride})")
         quad("ic")
         w.close()

@@ -77,8 +77,14 @@ class IsaKernels:
     # elementwise_add(w, n=, x=, y=, out=, zx=, zy=, p=, sub=, zo=, lo=, hi=, scalar=): int8 Add/
     # Sub of two whole tensors (int8/chain.py), the scalar C in its #else; None: that C alone
     elementwise_add: Callable[..., None] | None = None
-    # fill_gather(w, src=, xct=, ch=, count=, dst=, stride=, quad=) -> bool: the im2col fill's
-    # run of channels of one pixel (int8/im2col.py); False: the fill's own loop
+    # fill_gather(w, src=, xct=, ch=, count=, dst=, stride=, quad=, ch_max=) -> bool: the im2col
+    # fill's run of channels of one pixel (int8/im2col.py; ``ch`` a C expression at most
+    # ``ch_max``: a shared cascade member's ring); False: the fill's own loop
     fill_gather: Callable[..., bool] | None = None
     # narrow: the matrix family over an int8 scratch for int8 inputs (None: the int16 one only)
     narrow: NarrowMatrix | None = None
+    # member_functions: every int8 depthwise / matrix-core pointwise member of a cascade that
+    # reads or writes a ring is a function of its own (int8/cascade.py), not only those of a
+    # shape another member has: the ISA's cores keep their vectors and taps in registers a
+    # band loop's switch of several members does not leave them (False: inline, as before)
+    member_functions: bool = False

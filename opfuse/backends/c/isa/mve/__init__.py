@@ -48,4 +48,5 @@ KERNELS = IsaKernels(name="mve", prelude=PRELUDE, dot=armv7em.dot, saturate8=arm
                      store_tile=store_tile, depthwise_row=depthwise_row,
                      elementwise_add=elementwise_add, fill_gather=fill_gather,
                      narrow=NarrowMatrix(quad=narrow.QUAD8, pad=narrow.pad, core=narrow.emit_core,
-                                         fill_gather=narrow.fill_gather))
+                                         fill_gather=narrow.fill_gather),
+                     member_functions=True)

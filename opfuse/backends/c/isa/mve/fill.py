@@ -14,19 +14,22 @@ MAX_OFFSET = 65535  # the gather's offsets are uint16
 
 
 def fill_gather(w: CWriter, *, src: str, xct: str, ch: object, count: int, dst: str,
-                stride: int, quad: Callable[[str], None]) -> bool:
+                stride: int, quad: Callable[[str], None], ch_max: int | None = None) -> bool:
     """Channels ``0 .. count`` (a multiple of 4) of ``src`` into ``dst``, one quad per 4, ``dst``
     stepped by ``stride`` per quad (as the scalar loop leaves it); ``quad(ic)`` writes the quad
     of channels ``ic .. ic + 3`` (a C expression) at ``dst`` in plain C, the plain loop in the
     ``#else``. False, writing nothing, where the gather does not apply: fewer than 8 channels,
-    or channels too far apart for its offsets (or ``ch`` a C expression: a cascade's ring)."""
-    if not isinstance(ch, int) or 7 * ch > MAX_OFFSET or count < 8 or xct not in (
+    or channels too far apart for its offsets (``ch`` a C expression, a shared cascade member's
+    ring: its largest value ``ch_max``; None: not known, no gather)."""
+    bound = ch if isinstance(ch, int) else ch_max  # ch a C expression: a cascade's ring
+    if bound is None or 7 * bound > MAX_OFFSET or count < 8 or xct not in (
             "int8_t", "uint8_t"):
         return False
     sign = "s16" if xct == "int8_t" else "u16"
     w("#ifdef OPFUSE_MVE")
     w.open("")
-    w(f"const uint16x8_t go = vmulq_n_u16(vidupq_n_u16(0u, 1), {ch}u);")
+    step = f"{ch}u" if isinstance(ch, int) else f"(uint16_t)({ch})"
+    w(f"const uint16x8_t go = vmulq_n_u16(vidupq_n_u16(0u, 1), {step});")
     w(f"const uint64x2_t so = vreinterpretq_u64_u32(vsetq_lane_u32({stride * 8}u, "
       "vdupq_n_u32(0u), 2));")
     if count >= 8:  # always, see above

@@ -91,15 +91,17 @@ def _step(w: CWriter, acc: list[list[str]], kp: int, wload: str,
 
 
 def fill_gather(w: CWriter, *, src: str, xct: str, ch: object, count: int, dst: str,
-                stride: int, quad: Callable[[str], None]) -> bool:
+                stride: int, quad: Callable[[str], None], ch_max: int | None = None) -> bool:
     """As isa/mve/fill.py's, into the byte quads: channels ``0 .. count`` (a multiple of 4) of
     ``src`` into ``dst`` (``stride`` quads a step), eight a gather (int16 lanes) and one byte
     scatter into two quads' low words; False where the gather does not apply."""
-    if not isinstance(ch, int) or 7 * ch > MAX_OFFSET or count < 8 or xct != "int8_t":
+    bound = ch if isinstance(ch, int) else ch_max  # ch a C expression: a cascade's ring
+    if bound is None or 7 * bound > MAX_OFFSET or count < 8 or xct != "int8_t":
         return False
     w("#ifdef OPFUSE_MVE")
     w.open("")
-    w(f"const uint16x8_t go = vmulq_n_u16(vidupq_n_u16(0u, 1), {ch}u);")
+    step = f"{ch}u" if isinstance(ch, int) else f"(uint16_t)({ch})"
+    w(f"const uint16x8_t go = vmulq_n_u16(vidupq_n_u16(0u, 1), {step});")
     # bytes 0-3 of the first quad, then of the one stride quads on
     w("const uint16x8_t so = vaddq_m_n_u16(vidupq_n_u16(0u, 1), vidupq_n_u16(0u, 1), "
       f"{stride * 8 - 4}u, opfuse_pred(0xff00u));")
