@@ -15,7 +15,6 @@ version is stored in the arena.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,12 +38,16 @@ from opfuse.backends.c.int8.conv_mcu import matrix_core
 from opfuse.backends.c.int8.requant import helpers, int8_info, rounding_of
 from opfuse.backends.c.isa import IsaKernels, kernels
 from opfuse.backends.c.kernel_functions import KernelFunctions
+from opfuse.backends.c.kernel_records import (
+    checked_stack,
+    debug_entry,
+    outputs_empty,
+    stack_scratch_bytes,
+)
 from opfuse.backends.c.kernels import check_covered, emit_kernel
 from opfuse.backends.c.manifest import (
-    DumpRecord,
     KernelRecord,
     Manifest,
-    RingRecord,
     TensorRecord,
 )
 from opfuse.backends.c.prefix import DEFAULT as DEFAULT_PREFIX
@@ -52,7 +55,6 @@ from opfuse.backends.c.prefix import check_prefix, with_prefix
 from opfuse.backends.c.tensors import MCU_WEIGHT_ALIGN, WEIGHT_ALIGN, Params, Store, WeightBlob
 from opfuse.compiled import DEFAULT_PLANNER, CompileResult, Schedule
 from opfuse.errors import OpfuseError
-from opfuse.frontends.limits import refuse
 from opfuse.ir import require_static
 from opfuse.memory import MemoryPlan
 from opfuse.output import write_tree
@@ -118,20 +120,20 @@ def generate(
         params = Params(store, restrict=not aliased)
         store.step = index  # the plan's step of this kernel (free arena bytes: int8/conv_mcu.py)
         calls(f"OPFUSE_PROFILE_MARK({index});")
-        if _outputs_empty(kernel, members):  # an empty Slice: no function, so no unused
+        if outputs_empty(kernel, members):  # an empty Slice: no function, so no unused
             calls(f"/* kernel {index}: every output is empty, nothing runs */")  # parameters
-            debug.append(_debug_entry(index, "", kernel, members, store, calls))
+            debug.append(debug_entry(index, "", kernel, members, store, calls))
             continue
         body = CWriter(1)
         if kernel.is_cascade:
             emit_cascade(body, kernel, nodes, params)
         else:
             emit_kernel(body, members, params, opset)
-        scratch = max(scratch, _checked_stack(body.lines, index, kernel))
+        scratch = max(scratch, checked_stack(body.lines, index, kernel))
         # unique by its index; kernel names are opfuse's (covered op types), never a node's
         fname = defined.define(funcs, index, kernel, params, body.lines)
         calls(params.call(fname))
-        debug.append(_debug_entry(index, fname, kernel, members, store, calls))
+        debug.append(debug_entry(index, fname, kernel, members, store, calls))
     calls(f"OPFUSE_PROFILE_MARK({len(part.kernels)});")
     scratch = max([scratch, *map(stack_scratch_bytes, store.member_functions[1].bodies)])
     where_in, where_out = [], []
@@ -174,62 +176,6 @@ def _source_file(result: CompileResult) -> Path | None:
     """The input model's file (a built-in model's name is no file): never written over."""
     path = Path(result.source)
     return path if path.is_file() else None
-
-
-_LOCAL_ARRAY = re.compile(r"^\s*(float|int8_t|uint8_t|int16_t|int32_t|int64_t)\s+\w+((?:\[\d+\])+)")
-_SIZES = {"float": 4, "int8_t": 1, "uint8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8}
-
-
-def _outputs_empty(kernel, members: list[ir.Node]) -> bool:
-    """Every output of the kernel has a zero dim (a Slice with a negative step from the start)."""
-    values = {o.name: o for n in members for o in n.outputs if o is not None}
-    shapes = [values[name].shape for name in kernel.outputs if name in values]
-    return bool(shapes) and all(s is not None and 0 in tuple(s) for s in shapes)
-
-
-def _debug_entry(index: int, fname: str, kernel, members: list[ir.Node], store: Store,
-                 calls: CWriter) -> KernelRecord:
-    """One kernel's manifest entry for the debug dump, and its ``OPFUSE_DEBUG_OUT`` lines (empty
-    macros unless built with -DOPFUSE_DEBUG_DUMP): each output is handed over right after the
-    kernel ran, before a later kernel may reuse its bytes."""
-    producer = {o.name: n for n in members for o in n.outputs if o is not None}
-    outs = []
-    for name in kernel.outputs:
-        node = producer.get(name)
-        value = next((o for o in node.outputs if o is not None and o.name == name), None) \
-            if node is not None else None
-        if value is None or not store.is_arena(value):
-            continue
-        ct = ctype_of(value) or FLOAT
-        calls(f"OPFUSE_DEBUG_OUT({index}, {len(outs)}, {store.where(value, node)});")
-        outs.append(DumpRecord(name, dims(value, node), ct.name))
-    # a cascade's members; its rings, or an attention kernel's scratch row, as analyze reports them
-    return KernelRecord(
-        index, fname, kernel.name, tuple(kernel.ops), tuple(kernel.nodes), tuple(outs),
-        tuple(tuple(m.nodes) for m in kernel.members) if kernel.is_cascade else None,
-        tuple(RingRecord(r.value, r.rows, r.nbytes) for r in kernel.ring_buffers)
-        if kernel.ring_buffers else None)
-
-
-def _checked_stack(lines: list[str], index: int, kernel) -> int:  # noqa: ANN001
-    """The kernel's stack scratch, refused over the ``stack`` limit: a 4M-wide MaxPool row's
-    16 MiB buffer overflowed the host's stack (SIGSEGV in validate) before this check."""
-    need = stack_scratch_bytes(lines)
-    refuse(f"C backend: kernel {index} ({'+'.join(kernel.ops)}): its stack scratch", need, "stack")
-    return need
-
-
-def stack_scratch_bytes(lines: list[str]) -> int:
-    """Bytes of arrays a kernel body declares on the stack (tiles, line buffers): memory
-    outside the arena that a deployment must budget for its stack. Arrays in sibling blocks are
-    added up, so this is an upper bound."""
-    total = 0
-    for line in lines:
-        match = _LOCAL_ARRAY.match(line)
-        if match:
-            total += _SIZES[match.group(1)] * math.prod(
-                int(n) for n in re.findall(r"\d+", match.group(2)))
-    return total
 
 
 def _io(value: ir.Value) -> TensorRecord:
