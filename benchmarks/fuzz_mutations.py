@@ -2,7 +2,8 @@
 
 Byte level: bit flips and truncation. Structure level: delete, duplicate or set to an edge value any
 field anywhere in the proto, out-of-range attributes, tensors whose data is shorter than their
-shape, initializers shadowing graph inputs, and two nodes writing one name. Every mutation draws
+shape, initializers shadowing graph inputs, two nodes writing one name, zero and negative dims,
+NaN/inf/zero/negative quantization scales, and graph outputs made empty by a backward Slice. Every mutation draws
 from the ``random.Random`` it is given, so a case is reproduced from its seed.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import onnx
 from google.protobuf.descriptor import FieldDescriptor
 
@@ -169,8 +171,82 @@ def rename_collision(proto: onnx.ModelProto, rng: random.Random) -> str:
     return f"rewire {a.name}"
 
 
+def bad_dim(proto: onnx.ModelProto, rng: random.Random) -> str:
+    """A zero or negative dim: in a graph input's shape, or in an int64 initializer (a Reshape
+    shape, a Pad's pads, a Slice's ends) that sizes a tensor."""
+    graph = proto.graph
+    shapes = [t for t in graph.initializer if t.data_type == onnx.TensorProto.INT64 and t.dims
+              and len(t.dims) == 1 and 0 < t.dims[0] <= 8]
+    if shapes and rng.random() < 0.5:
+        t = rng.choice(shapes)
+        try:  # an earlier mutation of the same case may have cut its data
+            values = list(onnx.numpy_helper.to_array(t))
+        except ValueError:
+            return "noop"
+        values[rng.randrange(len(values))] = rng.choice((0, -2, -3, -(1 << 40)))
+        t.CopyFrom(onnx.numpy_helper.from_array(np.array(values, np.int64), t.name))
+        return f"bad dim in {t.name}"
+    inputs = [vi for vi in graph.input if vi.type.tensor_type.shape.dim]
+    if not inputs:
+        return "noop"
+    vi = rng.choice(inputs)
+    dims = vi.type.tensor_type.shape.dim
+    dims[rng.randrange(len(dims))].dim_value = rng.choice((0, -2, -7))
+    return f"bad dim in input {vi.name}"
+
+
+def bad_scale(proto: onnx.ModelProto, rng: random.Random) -> str:
+    """A quantization scale of NaN, inf, 0, a negative or 1e39 (a float32 overflow), or a float
+    weight set to NaN where the model has no Q/DQ."""
+    graph = proto.graph
+    scales = {n.input[1] for n in graph.node
+              if n.op_type in ("QuantizeLinear", "DequantizeLinear") and len(n.input) > 1}
+    floats = [t for t in graph.initializer if t.data_type == onnx.TensorProto.FLOAT]
+    pool = [t for t in floats if t.name in scales] or floats
+    if not pool:
+        return "noop"
+    t = rng.choice(pool)
+    try:
+        values = onnx.numpy_helper.to_array(t).astype(np.float64)
+    except ValueError:
+        return "noop"
+    if values.size == 0:
+        return "noop"
+    values.flat[rng.randrange(values.size)] = rng.choice(
+        (float("nan"), float("inf"), 0.0, -0.5, 1e39))
+    with np.errstate(over="ignore"):  # 1e39 is inf as a float32
+        t.CopyFrom(onnx.numpy_helper.from_array(values.astype(np.float32), t.name))
+    return f"bad scale in {t.name}"
+
+
+def empty_output(proto: onnx.ModelProto, rng: random.Random) -> str:
+    """A graph output made empty by a Slice whose step runs backwards from the start."""
+    graph = proto.graph
+    if not graph.output:
+        return "noop"
+    out = rng.choice(list(graph.output))
+    producer = next((n for n in graph.node if out.name in n.output), None)
+    if producer is None:
+        return "noop"
+    full = out.name + "_before_empty"
+    producer.output[list(producer.output).index(out.name)] = full
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            if name == out.name:
+                node.input[i] = full
+    consts = []
+    for suffix, value in (("starts", 0), ("ends", 5), ("axes", -1), ("steps", -1)):
+        consts.append(onnx.helper.make_tensor(f"{out.name}_{suffix}", onnx.TensorProto.INT64, [1],
+                                              [value]))
+    graph.initializer.extend(consts)
+    graph.node.append(onnx.helper.make_node("Slice", [full, *(c.name for c in consts)],
+                                            [out.name], name=out.name + "_empty"))
+    out.type.tensor_type.ClearField("shape")
+    return f"empty output {out.name}"
+
+
 STRUCTURED = (mutate_field, mutate_field, mutate_attribute, short_tensor, shadow_input,
-              rename_collision)
+              rename_collision, bad_dim, bad_scale, empty_output)
 
 
 def flip_bits(data: bytes, rng: random.Random) -> tuple[bytes, str]:
