@@ -52,14 +52,14 @@ def emit_core(w: CWriter, *, rows: int, cols: int, stride: int, kp: int, col: st
     w('__asm__ volatile ("" : "+w" (at) : : "memory");')
     if octs:
         w.open(f"for (int kb = 0; kb < {octs}; ++kb, wp += {2 * QUAD})")
-        _step(w, acc, kp, "vldrbq_s16(wp + {})", lambda q: f"vldrdq_gather_base_s64(at, {q * 8})")
+        reduction_step(w, acc, kp, "vldrbq_s16(wp + {})", lambda q: f"vldrdq_gather_base_s64(at, {q * 8})")
         w("at = vreinterpretq_u64_u32(vaddq_u32(vreinterpretq_u32_u64(at), step));")
         w.close()
     if kp % (2 * QUAD):
         w.open("")
         # the low 8 bytes: four int16 lanes, one int64 lane
         w("const mve_pred16_t p16 = opfuse_pred(0x00ffu), p64 = p16;")
-        _step(w, acc, kp, "vldrbq_z_s16(wp + {}, p16)",
+        reduction_step(w, acc, kp, "vldrbq_z_s16(wp + {}, p16)",
               lambda q: f"vldrdq_gather_base_z_s64(at, {q * 8}, p64)")
         w.close()
     w("#else")
@@ -68,15 +68,19 @@ def emit_core(w: CWriter, *, rows: int, cols: int, stride: int, kp: int, col: st
     w.close()
 
 
-def _step(w: CWriter, acc: list[list[str]], kp: int, wload: str,
-          xload: Callable[[int], str]) -> None:
-    """Eight (or the last four) reduction steps of the whole tile."""
+def reduction_step(w: CWriter, acc: list[list[str]], kp: int, wload: str,
+                   xload: Callable[[int], str], lanes: str = "s16") -> None:
+    """One vector of reduction steps of the whole tile: eight int16 lanes (``s16``, the
+    widened scratch) or sixteen int8 lanes (``s8``, isa/mve/narrow.py's byte scratch); the
+    x vector comes from a 64-bit (s16) or 32-bit (s8) gather."""
+    bits, wide = {"s16": (16, "s64"), "s8": (8, "s32")}[lanes]
+    vec = f"int{bits}x{128 // bits}_t"
     rows, cols = len(acc), len(acc[0])
     w.open("")
     for j in range(rows):
-        w(f"const int16x8_t w{j} = {wload.format(j * kp)};")
+        w(f"const {vec} w{j} = {wload.format(j * kp)};")
     for q in range(cols):
-        w(f"const int16x8_t x{q} = vreinterpretq_s16_s64({xload(q)});")
+        w(f"const {vec} x{q} = vreinterpretq_{lanes}_{wide}({xload(q)});")
         for j in range(rows):
-            w(f"{acc[j][q]} = vmladavaq_s16({acc[j][q]}, x{q}, w{j});")
+            w(f"{acc[j][q]} = vmladavaq_{lanes}({acc[j][q]}, x{q}, w{j});")
     w.close()

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.isa.armv7em.matrix import QUAD
 from opfuse.backends.c.isa.mve.fill import MAX_OFFSET
+from opfuse.backends.c.isa.mve.matrix import reduction_step
 
 LANES = 16  # int8 lanes of a vector: four quads
 BYTE = "((uint32_t)(uint8_t)({}) << {})"
@@ -52,14 +53,15 @@ def emit_core(w: CWriter, *, rows: int, cols: int, stride: int, kp: int, col: st
     w('__asm__ volatile ("" : "+w" (at) : : "memory");')
     if blocks:
         w.open(f"for (int kb = 0; kb < {blocks}; ++kb, wp += {LANES})")
-        _step(w, acc, kp, "vldrbq_s8(wp + {})", lambda q: f"vldrwq_gather_base_s32(at, {q * 8})")
+        reduction_step(w, acc, kp, "vldrbq_s8(wp + {})",
+                       lambda q: f"vldrwq_gather_base_s32(at, {q * 8})", "s8")
         w(f"at = vaddq_n_u32(at, {LANES // QUAD * stride * 8}u);")
         w.close()
     if rest:
         w.open("")
         w(f"const mve_pred16_t pk = opfuse_pred(0x{(1 << rest) - 1:04x}u);")
-        _step(w, acc, kp, "vldrbq_z_s8(wp + {}, pk)",
-              lambda q: f"vldrwq_gather_base_z_s32(at, {q * 8}, pk)")
+        reduction_step(w, acc, kp, "vldrbq_z_s8(wp + {}, pk)",
+                       lambda q: f"vldrwq_gather_base_z_s32(at, {q * 8}, pk)", "s8")
         w.close()
     w("#else")
     w.open(f"for (int kb = 0; kb < {kp // QUAD}; ++kb, cp += {stride}, wp += {QUAD})")
@@ -73,20 +75,6 @@ def emit_core(w: CWriter, *, rows: int, cols: int, stride: int, kp: int, col: st
         w.close()
     w.close()
     w("#endif")
-    w.close()
-
-
-def _step(w: CWriter, acc: list[list[str]], kp: int, wload: str,
-          xload: Callable[[int], str]) -> None:
-    """Sixteen (or the last 4-12) reduction steps of the whole tile."""
-    rows, cols = len(acc), len(acc[0])
-    w.open("")
-    for j in range(rows):
-        w(f"const int8x16_t w{j} = {wload.format(j * kp)};")
-    for q in range(cols):
-        w(f"const int8x16_t x{q} = vreinterpretq_s8_s32({xload(q)});")
-        for j in range(rows):
-            w(f"{acc[j][q]} = vmladavaq_s8({acc[j][q]}, x{q}, w{j});")
     w.close()
 
 
