@@ -32,7 +32,11 @@ from opfuse.backends.c.isa.x86.core import (
     pack,
 )
 from opfuse.backends.c.isa.x86.depthwise import emit_depthwise_x86, fold_chain
-from opfuse.backends.c.isa.x86.residual import emit_residual_row, residual
+from opfuse.backends.c.isa.x86.residual import (
+    emit_residual_block,
+    emit_residual_row,
+    residual,
+)
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.quant import ONNX, conv_scales
@@ -126,9 +130,14 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
             emit_stage_nchw(w, core, a, f"{x} + (n*{g.c} + grp*{g.icg})*{g.ih * g.iw}", xct.name,
                             g.ih, g.iw, ph, pw)
 
+    res = residual(pre, yv, node, params) if chain is not None else None
+
     def store(w: CWriter, p: int, isa: str) -> None:
         pix = "ow0" if pointwise else f"(oh*{g.ow} + ow0)"
-        if isa == "zmm" and chain is None and vector:
+        if isa == "zmm" and res is not None and vector:  # the Add in the block, then as below
+            emit_residual_block(w, res, f"{res.ptr} + (n*{g.oc} + grp*{g.ocg})*{plane_out} + {pix}",
+                                plane_out, core.ocg, p)
+        if isa == "zmm" and (chain is None or res is not None) and vector:
             emit_store_t8(w, core, f"{y} + (n*{g.oc} + grp*{g.ocg})*{plane_out} + {pix}",
                           plane_out, p)
             return
@@ -145,8 +154,6 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         w(f"yr[q] = ({yct.name})v;")
         w.close()
         w.close()
-
-    res = residual(pre, yv, node, params) if chain is not None else None
 
     def row(w: CWriter, isa: str) -> None:  # the epilogue chain (or onnx rounding) along a row
         w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
@@ -170,7 +177,7 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     rowwise = (chain is not None or not vector) and core.ocg * core.cols * 4 <= ROW_LIMIT
     simd = CWriter(w.depth)
     emit_core(simd, core, a, stage, store, vector, zy, *bounds, g.n,
-              row if rowwise else None)
+              row if rowwise else None, lambda isa: not (isa == "zmm" and res is not None and vector))
     _assemble(w, params, simd, portable)
     return True
 

@@ -212,20 +212,22 @@ def _block(w: CWriter, isa: str, core: Core, a: Arrays, p: int, nb: int, rq: str
 
 def emit_core(w: CWriter, core: Core, a: Arrays, stage: Callable[[CWriter], None],
               store: Callable[[CWriter, int, str], None], vector_rq: bool, zy: int, lo: int,
-              hi: int, batch: int = 1, row: Callable[[CWriter, str], None] | None = None) -> None:
+              hi: int, batch: int = 1, row: Callable[[CWriter, str], None] | None = None,
+              row_for: Callable[[str], bool] = lambda isa: True) -> None:
     """The SIMD branches of one kernel over ``n`` < ``batch`` and ``grp``: ``stage``
     fills ``xs`` for group ``grp``, ``store(w, p, isa)`` writes ``tmp[0..p-1]`` of the block at
     (``oh``, ``ow0``) (module docstring); or, with ``row``, the blocks fill ``rb[OCg][cols]``
     and ``row(w, isa)`` writes output row ``oh`` from it (an epilogue chain then runs along the
-    row's pixels, as the portable C's does). Then ``#else`` (the caller writes the portable C
+    row's pixels, as the portable C's does) on the branches ``row_for(isa)`` admits. Then ``#else`` (the caller writes the portable C
     and ``#endif``)."""
     for k, (isa, guard) in enumerate(GUARDS):
         w.lines.append(f"#{'if' if k == 0 else 'elif'} {guard}")
         p, nb = _blocking(isa, core)
+        by_row = row if row_for(isa) else None
         w.open("")
         w(f"uint8_t xs[{core.stage_bytes}] __attribute__((aligned(64)));")
         w(f"int32_t tmp[{p}][{core.ocp}] __attribute__((aligned(64)));")
-        if row is not None:
+        if by_row is not None:
             w(f"int32_t rb[{core.ocg}][{core.cols}];")
         w.open(f"for (int n = 0; n < {batch}; ++n)")
         w.open(f"for (int grp = 0; grp < {core.group}; ++grp)")
@@ -239,14 +241,14 @@ def emit_core(w: CWriter, core: Core, a: Arrays, stage: Callable[[CWriter], None
             w(f"const int ow0 = {start} + t*{width};")
             _block(w, isa, core, a, width, nb if width == p else _blocking(isa, _narrow(core,
                    width))[1], "rq" if vector_rq else None, zy, lo, hi)
-            if row is None:
+            if by_row is None:
                 store(w, width, isa)
             else:
                 w(f"for (int o = 0; o < {core.ocg}; ++o) for (int q = 0; q < {width}; ++q) "
                   "rb[o][ow0 + q] = tmp[q][o];")
             w.close()
-        if row is not None:
-            row(w, isa)
+        if by_row is not None:
+            by_row(w, isa)
         w.close()
         w.close()
         w.close()

@@ -1,7 +1,9 @@
-"""A residual Add/Sub epilogue (Conv [+ Relu/Clip] + Add [+ Relu/Clip]) in zmm vectors, for the row epilogue of
-x86/conv.py: 16 pixels of one output channel, the other operand's 16 bytes loaded from its own
-NCHW plane (same shape as the output), then TFLite's int8 ADD exactly as int8/chain.py writes it
-per element: both inputs offset, shifted left by 20, requantized to twice the larger scale, summed,
+"""A residual Add/Sub epilogue (Conv [+ Relu/Clip] + Add [+ Relu/Clip]) in zmm vectors, two ways:
+in x86/conv.py's row epilogue, 16 pixels of one output channel with the other operand's 16 bytes
+loaded from its own NCHW plane (``emit_residual_row``); or in the register block itself, 16
+channels of one pixel with the other operand's bytes transposed from 16 NCHW planes into pixel
+vectors (``emit_residual_block``, before x86/core.py's transposing store). Either way TFLite's
+int8 ADD exactly as int8/chain.py writes it per element: both inputs offset, shifted left by 20, requantized to twice the larger scale, summed,
 requantized to the output, + z_out and clamped (a trailing Relu/Clip narrows the clamp). Every
 step is ``opfuse_x86_rq16`` (x86/helpers.py), the same integers as ``opfuse_requant``."""
 
@@ -68,26 +70,106 @@ def residual(pre: list[ir.Node], yv: ir.Value, node: ir.Node, params: Params) ->
                     lo, hi, vlo, vhi)
 
 
+def _input_rescale(w: CWriter, name: str, src: str, z: int, m: int, s: int, left: int) -> None:
+    """``name`` = MultiplyByQuantizedMultiplierSmallerThanOneExp((src - z) << left, m, s), the
+    Add's input rescale. ``d = src - z`` is a byte difference (|d| <= 255), so with ``left`` >= 15
+    and no left shift in ``s`` the doubling high multiply ``floor((d*m*2^left + 2^30) / 2^31)``
+    splits exactly into 32-bit products: ``m = mh*2^16 + ml`` gives
+    ``d*mh*2^(left-15) + floor((d*ml + 2^(30-left)) / 2^(31-left))`` (``d*mh*2^16`` is a multiple
+    of ``2^(31-left)``; |d*ml| < 2^24, |d*mh*2^(left-15)| < 2^31 for left <= 20), then the
+    rounding divide by 2^-s with ties away from zero. Otherwise ``opfuse_x86_rq16``."""
+    d = f"_mm512_sub_epi32({src}, _mm512_set1_epi32({z}))"
+    if not 15 <= left <= 20 or s > 0 or not 0 < m < 2**31:
+        w(f"const __m512i {name} = opfuse_x86_rq16(_mm512_slli_epi32({d}, {left}), "
+          f"_mm512_set1_epi32({m}), _mm512_set1_epi32({s}), 0, INT32_MIN, INT32_MAX);")
+        return
+    mh, ml, e = m >> 16, m & 0xFFFF, -s
+    w(f"const __m512i {name}d = {d};")
+    w(f"const __m512i {name}h = _mm512_add_epi32(_mm512_slli_epi32(_mm512_mullo_epi32({name}d, "
+      f"_mm512_set1_epi32({mh})), {left - 15}), _mm512_srai_epi32(_mm512_add_epi32("
+      f"_mm512_mullo_epi32({name}d, _mm512_set1_epi32({ml})), _mm512_set1_epi32({1 << (30 - left)})"
+      f"), {31 - left}));")
+    if e == 0:
+        w(f"const __m512i {name} = {name}h;")
+        return
+    mask = (1 << e) - 1
+    w(f"const __m512i {name}t = _mm512_sub_epi32(_mm512_set1_epi32({mask >> 1}), "
+      f"_mm512_srai_epi32({name}h, 31));")
+    w(f"const __m512i {name} = _mm512_mask_add_epi32(_mm512_srai_epi32({name}h, {e}), "
+      f"_mm512_cmpgt_epi32_mask(_mm512_and_si512({name}h, _mm512_set1_epi32({mask})), {name}t), "
+      f"_mm512_srai_epi32({name}h, {e}), _mm512_set1_epi32(1));")
+
+
+def _add(w: CWriter, r: Residual, v: str, u: str, out: str) -> None:
+    """``out`` (zmm int32, final) from the conv's int32 values ``v`` and the other operand's
+    ``u``."""
+    p = r.p
+    w(f"const __m512i cv_ = _mm512_min_epi32(_mm512_max_epi32({v}, _mm512_set1_epi32({r.vlo})), "
+      f"_mm512_set1_epi32({r.vhi}));")
+    x, y = ("cv_", u) if r.first else (u, "cv_")
+    rq = "opfuse_x86_rq16"
+    for name, src, z, m, s in (("a_", x, r.z1, p["m1"], p["s1"]), ("b_", y, r.z2, p["m2"], p["s2"])):
+        _input_rescale(w, name, src, z, int(m), int(s), int(p["left_shift"]))
+    op = "_mm512_sub_epi32" if r.sub else "_mm512_add_epi32"
+    w(f"{out} = {rq}({op}(a_, b_), _mm512_set1_epi32({p['mo']}), "
+      f"_mm512_set1_epi32({p['so']}), {r.zo}, {r.lo}, {r.hi});")
+
+
 def emit_residual_row(w: CWriter, r: Residual, acc: str, other: str, out: str, count: int) -> None:
     """``out[0..count)`` (bytes) from the conv's int32 values at ``acc`` and the other operand's
     bytes at ``other``, 16 at a time."""
     cvt = "_mm512_cvtepi8_epi32" if r.signed else "_mm512_cvtepu8_epi32"
-    p = r.p
     w.open(f"for (int i = 0; i < {count}; i += 16)")
     w(f"const __mmask16 k = i + 16 <= {count} ? (__mmask16)0xFFFF : "
       f"(__mmask16)((1u << ({count} - i)) - 1);")
-    w(f"const __m512i v = _mm512_min_epi32(_mm512_max_epi32(_mm512_maskz_loadu_epi32(k, {acc} + i),"
-      f" _mm512_set1_epi32({r.vlo})), _mm512_set1_epi32({r.vhi}));")
     w(f"const __m512i u = {cvt}(_mm_maskz_loadu_epi8(k, {other} + i));")
-    x, y = ("v", "u") if r.first else ("u", "v")
-    rq = "opfuse_x86_rq16"
-    wide = "INT32_MIN, INT32_MAX"
-    for name, src, z, m, s in (("a", x, r.z1, p["m1"], p["s1"]), ("b", y, r.z2, p["m2"], p["s2"])):
-        w(f"const __m512i {name} = {rq}(_mm512_slli_epi32(_mm512_sub_epi32({src}, "
-          f"_mm512_set1_epi32({z})), {p['left_shift']}), _mm512_set1_epi32({m}), "
-          f"_mm512_set1_epi32({s}), 0, {wide});")
-    op = "_mm512_sub_epi32" if r.sub else "_mm512_add_epi32"
-    w(f"const __m512i o = {rq}({op}(a, b), _mm512_set1_epi32({p['mo']}), "
-      f"_mm512_set1_epi32({p['so']}), {r.zo}, {r.lo}, {r.hi});")
+    w("__m512i o;")
+    _add(w, r, f"_mm512_maskz_loadu_epi32(k, {acc} + i)", "u", "o")
     w(f"_mm_mask_storeu_epi8({out} + i, k, _mm512_cvtepi32_epi8(o));")
+    w.close()
+
+
+def emit_residual_block(w: CWriter, r: Residual, other: str, plane: int, ocg: int, p: int) -> None:
+    """``tmp[0..p)[0..ocg)`` (the conv's requantized int32 values of ``p`` <= 8 pixels) made the
+    Add's final values in place; ``other`` is the other operand at the block's first pixel of
+    channel 0 of the group, its channels ``plane`` bytes apart. Per 16 channels: 16 rows of
+    ``p`` bytes transposed by SSE2 unpacks into ``p`` vectors of 16 channels."""
+    cvt = "_mm512_cvtepi8_epi32" if r.signed else "_mm512_cvtepu8_epi32"
+    mask = f"(__mmask16){(1 << p) - 1}"
+
+    def group(o16: str, count: int) -> None:
+        for c in range(16):
+            w(f"const __m128i r{c} = _mm_maskz_loadu_epi8({mask}, ob_ + ({o16} + {c})*{plane});"
+              if c < count else f"const __m128i r{c} = _mm_setzero_si128();")
+        for j in range(8):  # a_j: pixels 0-7 x channels 2j, 2j+1
+            w(f"const __m128i a{j} = _mm_unpacklo_epi8(r{2 * j}, r{2 * j + 1});")
+        for j in range(4):  # b_j: channels 4j..4j+3 of pixels 0-3 (lo) and 4-7 (hi)
+            w(f"const __m128i bl{j} = _mm_unpacklo_epi16(a{2 * j}, a{2 * j + 1}), "
+              f"bh{j} = _mm_unpackhi_epi16(a{2 * j}, a{2 * j + 1});")
+        for h in ("l", "h"):  # channels 0-7 / 8-15 of pixel pairs
+            for j in (0, 2):
+                w(f"const __m128i e{h}{j} = _mm_unpacklo_epi32(b{h}{j}, b{h}{j + 1}), "
+                  f"e{h}{j + 1} = _mm_unpackhi_epi32(b{h}{j}, b{h}{j + 1});")
+        for q in range(p):
+            h, pair = ("l", q) if q < 4 else ("h", q - 4)
+            lo, hi = f"e{h}{pair // 2}", f"e{h}{pair // 2 + 2}"
+            fn = "_mm_unpacklo_epi64" if pair % 2 == 0 else "_mm_unpackhi_epi64"
+            w.open("")
+            w(f"const __m512i u = {cvt}({fn}({lo}, {hi}));")
+            w("__m512i o;")
+            _add(w, r, f"_mm512_load_si512((const void *)(tmp[{q}] + {o16}))", "u", "o")
+            w(f"_mm512_store_si512((void *)(tmp[{q}] + {o16}), o);")
+            w.close()
+        w(" ".join(f"(void)e{h}{j};" for h in "lh" for j in range(4)))
+
+    w.open("")
+    w(f"const uint8_t *ob_ = (const uint8_t *)({other});")
+    if ocg >= 16:
+        w.open(f"for (int o16 = 0; o16 < {ocg - ocg % 16}; o16 += 16)")
+        group("o16", 16)
+        w.close()
+    if ocg % 16:
+        w.open("")
+        group(str(ocg - ocg % 16), ocg % 16)
+        w.close()
     w.close()
