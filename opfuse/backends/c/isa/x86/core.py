@@ -320,42 +320,49 @@ def emit_stage_nchw(w: CWriter, core: Core, a: Arrays, xg: str, xct: str, ih: in
         return
     if core.icg >= 4:
         w.open(f"for (int c4 = 0; c4 < {core.icg // 4}; ++c4)")
-        w(f"const {xct} *x0 = {xg} + c4*{4 * plane};")
-        w.open(f"for (int h = 0; h < {rows}; ++h)")
-        w(f"uint8_t *d = xs + c4*{cstride} + ((h + {ph})*{core.iwp} + {pw})*4;")
-        w(f"const {xct} *r = x0 + h*{iw};")
-        w("int q = 0;")
-        if cols >= 16:
-            w.open(f"for (; q + 16 <= {cols}; q += 16)")
-            fl = "const __m128i f = _mm_set1_epi8((char)0x80);" if a.flip else ""
-            if fl:
-                w(fl)
-            for j in range(4):
-                ld = f"_mm_loadu_si128((const __m128i *)(r + {j * plane} + q))"
-                w(f"const __m128i c{j} = {f'_mm_xor_si128({ld}, f)' if a.flip else ld};")
-            w("const __m128i l01 = _mm_unpacklo_epi8(c0, c1), h01 = _mm_unpackhi_epi8(c0, c1);")
-            w("const __m128i l23 = _mm_unpacklo_epi8(c2, c3), h23 = _mm_unpackhi_epi8(c2, c3);")
-            for j, (fn, lo_hi) in enumerate((("lo", "l"), ("hi", "l"), ("lo", "h"), ("hi", "h"))):
-                w(f"_mm_storeu_si128((__m128i *)(d + q*4 + {16 * j}), "
-                  f"_mm_unpack{fn}_epi16({lo_hi}01, {lo_hi}23));")
-            w.close()
-        w.open(f"for (; q < {cols}; ++q)")
-        for j in range(4):
-            w(f"d[q*4 + {j}] = (uint8_t)(r[{j * plane} + q]{flip});")
+        _stage_quad(w, a, f"{xg} + c4*{4 * plane}", "c4", 4, xct, rows, cols, iw, plane, cstride,
+                    ph, pw, core.iwp)
         w.close()
-        w.close()
-        w.close()
-    if core.icg % 4:
+    if core.icg % 4:  # the last channels; the quad's others keep the pad byte of the memset
         c0 = core.icg - core.icg % 4
-        w.open(f"for (int c = {c0}; c < {core.icg}; ++c)")
-        w(f"const {xct} *xc = {xg} + c*{plane};")
-        w.open(f"for (int h = 0; h < {rows}; ++h)")
-        w(f"uint8_t *d = xs + {c0 // 4 * cstride} + ((h + {ph})*{core.iwp} + {pw})*4 + "
-          f"(c - {c0});")
-        w(f"const {xct} *r = xc + h*{iw};")
-        w(f"for (int q = 0; q < {cols}; ++q) d[q*4] = (uint8_t)(r[q]{flip});")
+        _stage_quad(w, a, f"{xg} + {c0 * plane}", str(c0 // 4), core.icg % 4, xct, rows, cols,
+                    iw, plane, cstride, ph, pw, core.iwp)
+
+
+def _stage_quad(w: CWriter, a: Arrays, x0: str, c4: str, real: int, xct: str, rows: int,
+                cols: int, iw: int, plane: int, cstride: int, ph: int, pw: int, iwp: int) -> None:
+    """One quad of staged channels from ``real`` <= 4 NCHW channel planes at ``x0``: 16 columns
+    at a time interleaved by SSE2 unpacks (a missing channel is the pad byte), the rest byte by
+    byte."""
+    flip = " ^ 0x80" if a.flip else ""
+    w.open("")
+    w(f"const {xct} *x0 = {x0};")
+    w.open(f"for (int h = 0; h < {rows}; ++h)")
+    w(f"uint8_t *d = xs + {c4}*{cstride} + ((h + {ph})*{iwp} + {pw})*4;")
+    w(f"const {xct} *r = x0 + h*{iw};")
+    w("int q = 0;")
+    if cols >= 16:
+        w.open(f"for (; q + 16 <= {cols}; q += 16)")
+        if a.flip:
+            w("const __m128i f = _mm_set1_epi8((char)0x80);")
+        for j in range(4):
+            if j >= real:
+                w(f"const __m128i c{j} = _mm_set1_epi8((char){a.pad});")
+                continue
+            ld = f"_mm_loadu_si128((const __m128i *)(r + {j * plane} + q))"
+            w(f"const __m128i c{j} = {f'_mm_xor_si128({ld}, f)' if a.flip else ld};")
+        w("const __m128i l01 = _mm_unpacklo_epi8(c0, c1), h01 = _mm_unpackhi_epi8(c0, c1);")
+        w("const __m128i l23 = _mm_unpacklo_epi8(c2, c3), h23 = _mm_unpackhi_epi8(c2, c3);")
+        for j, (fn, lo_hi) in enumerate((("lo", "l"), ("hi", "l"), ("lo", "h"), ("hi", "h"))):
+            w(f"_mm_storeu_si128((__m128i *)(d + q*4 + {16 * j}), "
+              f"_mm_unpack{fn}_epi16({lo_hi}01, {lo_hi}23));")
         w.close()
-        w.close()
+    w.open(f"for (; q < {cols}; ++q)")
+    for j in range(real):
+        w(f"d[q*4 + {j}] = (uint8_t)(r[{j * plane} + q]{flip});")
+    w.close()
+    w.close()
+    w.close()
 
 
 def emit_stage_rows(w: CWriter, core: Core, a: Arrays, src: str, xct: str) -> None:
