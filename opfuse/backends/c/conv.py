@@ -33,6 +33,7 @@ from opfuse.backends.c.dwconv import emit_depthwise
 from opfuse.backends.c.epilogue import Chain, build_chain, emit_apply
 from opfuse.backends.c.pools import PoolGeom, emit_pool_row, pads_for, pool_geom, window
 from opfuse.backends.c.tensors import Params
+from opfuse.backends.c.isa import kernels
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
 
@@ -166,7 +167,7 @@ def emit_conv(
     if arr is not None:
         packed, meta = pack_weights(arr.reshape(g.oc, g.icg, g.k[0], g.k[1]), g.group)
         wp = params.weight(f"{node.inputs[1].name}:direct", packed)
-        emit_direct(w, g, x, wp, meta, b, chain, y)
+        emit_direct(w, g, x, wp, meta, b, chain, y, kernels(params.store.isa).tile_transpose)
         return
     wts = _Weights(node, g, ocb, params)
     flat = chain.view([[0], [1], [2, 3]])

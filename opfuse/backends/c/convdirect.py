@@ -106,19 +106,23 @@ def _kh_always_valid(g) -> bool:
                for oh in range(g.oh) for kh in range(g.k[0]))
 
 
-def emit_direct(w: CWriter, g, x: str, wp: str, meta, b: str | None, chain: Chain, y: str) -> None:  # noqa: ANN001
+def emit_direct(w: CWriter, g, x: str, wp: str, meta, b: str | None, chain: Chain, y: str,  # noqa: ANN001
+                transpose=None) -> None:  # noqa: ANN001
     """The layer-by-layer kernel (see the module docstring); ``wp`` the packed weights from
-    pack_weights."""
+    pack_weights; ``transpose`` the ISA's tile store (``IsaKernels.tile_transpose``) or None."""
     vs = [(o.strides[0], o.strides[2], o.strides[3], o.strides[1]) for o in chain.operands]
     bias = f" + {b}[oc0 + o]" if b is not None else ""
 
-    def finish(pt: int, width: int) -> None:  # epilogue over the channel lanes, in place
+    def finish(pt: int, width: int, ocv: int) -> None:  # epilogue over the lanes, in place
         w.open(f"for (int p = 0; p < {pt}; ++p)")
         emit_apply(w, chain, vs, ["n", "oh", "c0 + p", "oc0"], width,
                    lambda i: f"acc[p][{i}]{bias}", lambda i: f"acc[p][{i}]", var="o")
         w.close()
-        w(f"for (int o = 0; o < {width}; ++o) for (int p = 0; p < {pt}; ++p) "
-          f"{y}[((n*{g.oc} + oc0 + o)*{g.oh} + oh)*{g.ow} + c0 + p] = acc[p][o];")
+        store = (f"for (int o = 0; o < {width}; ++o) for (int p = 0; p < {pt}; ++p) "
+                 f"{y}[((n*{g.oc} + oc0 + o)*{g.oh} + oh)*{g.ow} + c0 + p] = acc[p][o];")
+        at = f"{y} + ((n*{g.oc} + oc0)*{g.oh} + oh)*{g.ow} + c0"
+        if transpose is None or not transpose(w, "acc", pt, ocv, width, at, g.oh * g.ow, store):
+            w(store)
 
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     _blocks(w, g, RowSource(x, g.c, g.ih, g.iw, g.ih), "n", wp, meta, finish, None)
@@ -132,7 +136,8 @@ def emit_direct_rows(w: CWriter, g, src: RowSource, wp: str, meta, b: str | None
     bias = f" + {b}[c]" if b is not None else ""
     dst = sink.dst
 
-    def finish(pt: int, width: int) -> None:  # the epilogue in the store loop, along the row
+    def finish(pt: int, width: int, ocv: int) -> None:  # the epilogue in the store loop
+        del ocv  # along the row
         w.open(f"for (int o = 0; o < {width}; ++o)")
         w(f"float *yr = {dst.channel('0', 'oc0 + o')} + ys*{dst.width} + c0;")
         w.open(f"for (int p = 0; p < {pt}; ++p)")
@@ -272,5 +277,5 @@ def _tile(w: CWriter, g, c0: int, pt: int, count: int, taps, ocv: int, width: in
     w.close()
     w.close()
     w.close()
-    finish(pt, width)  # the epilogue on the register tile and the single store
+    finish(pt, width, ocv)  # the epilogue on the register tile and the single store
     w.close()

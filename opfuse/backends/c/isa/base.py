@@ -81,6 +81,10 @@ class IsaKernels:
     # fill's run of channels of one pixel (int8/im2col.py; ``ch`` a C expression at most
     # ``ch_max``: a shared cascade member's ring); False: the fill's own loop
     fill_gather: Callable[..., bool] | None = None
+    # tile_transpose(w, acc, pt, ocv, width, dst, stride, portable) -> bool: the float direct
+    # conv's register tile ``acc[pt][ocv]`` stored channel-major (``dst[o*stride + p]``) in
+    # vectors, the C statement ``portable`` in its #else; False: ``portable`` alone
+    tile_transpose: Callable[..., bool] | None = None
     # narrow: the matrix family over an int8 scratch for int8 inputs (None: the int16 one only)
     narrow: NarrowMatrix | None = None
     # member_functions: every int8 depthwise / matrix-core pointwise member of a cascade that

@@ -6,7 +6,8 @@ The int8 micro-kernels (docs/architecture.md, "int8 C on x86 hosts"): ``core.py`
 core (vpdpbusd on zmm or ymm, exact vpmaddwd on AVX2) and its input staging, ``conv.py`` the
 kernels that take a Conv or Gemm (``IsaKernels.conv8``/``gemm8``), ``depthwise.py`` and
 ``depthwise_avx2.py`` the depthwise core, ``residual.py`` the vector residual Add, ``helpers.py``
-the intrinsics helpers and vector requantization written once into model.c.
+the intrinsics helpers and vector requantization written once into model.c; ``transpose.py``
+the float direct conv's channel-major tile store (``IsaKernels.tile_transpose``).
 
 ``matmul_wide``: the float MatMul core (matmul_tile.py) takes 8 rows per tile where AVX-512 gives
 32 vector registers of 16 floats (one per row of sums), the record's 4 elsewhere: in a standalone
@@ -20,7 +21,9 @@ from opfuse.backends.c.isa import portable
 from opfuse.backends.c.isa.base import IsaKernels
 from opfuse.backends.c.isa.x86.conv import emit_conv_x86, emit_gemm_x86
 from opfuse.backends.c.isa.x86.helpers import prelude as helpers
+from opfuse.backends.c.isa.x86.transpose import tile_transpose
 
 KERNELS = IsaKernels(name="x86", prelude="", dot=portable.dot, saturate8=portable.saturate8,
                      conv8=emit_conv_x86, gemm8=emit_gemm_x86, helpers=helpers,
-                     roundf_truncf=True, matmul_wide=(8, "defined(__AVX512F__)"))
+                     roundf_truncf=True, matmul_wide=(8, "defined(__AVX512F__)"),
+                     tile_transpose=tile_transpose)
