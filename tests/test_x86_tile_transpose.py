@@ -1,6 +1,6 @@
 """x86/transpose.py's channel-major store of a float register tile against the portable C it
-replaces: every (pt, width) the direct conv uses, built with -march=native (the AVX-512 branch)
-and with -march=x86-64-v2 (the #else), on distinct values so a misplaced one shows."""
+replaces: every (pt, width) the direct conv uses, built with -march=native (the AVX-512 branch),
+-march=x86-64-v3 (AVX2) and -march=x86-64-v2 (the #else), on distinct values so a misplaced one shows."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.isa.x86.helpers import PRELUDE
 from opfuse.backends.c.isa.x86.transpose import tile_transpose
 
-SHAPES = [(16, 16, 16), (16, 13, 16), (8, 32, 32), (8, 29, 32), (16, 48, 48), (8, 7, 16)]
+SHAPES = [(16, 16, 16), (16, 13, 16), (8, 32, 32), (8, 29, 32), (16, 48, 48), (8, 7, 16),
+          (6, 32, 32), (3, 17, 32), (12, 16, 16)]
 
 
 def _avx512() -> bool:
@@ -47,10 +48,10 @@ def _source() -> str:
             "\nprintf(\"%d\\n\", bad); return 0; }\n")
 
 
-@pytest.mark.parametrize("march", ["native", "x86-64-v2"])
+@pytest.mark.parametrize("march", ["native", "x86-64-v3", "x86-64-v2"])
 def test_tile_transpose_equals_the_portable_store(march: str, tmp_path: Path) -> None:
     if march == "native" and not _avx512():
-        pytest.skip("this CPU has no AVX-512F: only the portable branch can run here")
+        pytest.skip("this CPU has no AVX-512F: the AVX2 and portable branches are checked")
     src, exe = tmp_path / "t.c", tmp_path / "t"
     src.write_text(_source())
     subprocess.run(["gcc", "-O2", f"-march={march}", "-std=c99", "-Wall", "-Wextra", "-Werror",
@@ -61,6 +62,6 @@ def test_tile_transpose_equals_the_portable_store(march: str, tmp_path: Path) ->
 
 def test_tile_transpose_refuses_tiles_it_does_not_take() -> None:
     w = CWriter(0)
-    assert not tile_transpose(w, "acc", 4, 16, 16, "y", 4, ";")
+    assert not tile_transpose(w, "acc", 1, 16, 16, "y", 4, ";")
     assert not tile_transpose(w, "acc", 16, 8, 8, "y", 16, ";")
     assert w.lines == []

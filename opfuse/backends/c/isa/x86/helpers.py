@@ -140,5 +140,5 @@ static inline __m512i opfuse_x86_rq16(__m512i x, __m512i m, __m512i s, int32_t z
 
 def prelude(funcs: str) -> str:
     """The helpers, if any kernel of ``funcs`` (model.c's kernel text) uses them or names an
-    AVX-512 type (x86/transpose.py: the intrinsics header is here); else ""."""
-    return PRELUDE if MARK in funcs or "__m512" in funcs else ""
+    AVX type (x86/transpose.py: the intrinsics header is here); else ""."""
+    return PRELUDE if MARK in funcs or "__m512" in funcs or "__m256" in funcs else ""

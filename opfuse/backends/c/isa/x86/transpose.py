@@ -4,7 +4,8 @@ NCHW, channel ``o``'s ``pt`` pixels contiguous at ``dst + o*stride``. The portab
 element by element (a transpose the compiler does not vectorize: on a Zen 4 host it took 40% of
 ResNet-8's 16-channel 3x3 conv); here 16 x 16 blocks are transposed in zmm registers
 (``unpack``/``shuffle_ps``/``shuffle_f32x4``, 64 shuffles for 256 values) and stored as one zmm
-(16 pixels) or one ymm (8 pixels) per channel, under ``__AVX512F__``, the portable C in the
+(16 pixels), one ymm (8) or a masked zmm (2-15) per channel, under ``__AVX512F__``; with AVX2 only, 8 x 8
+blocks of ymm registers (``unpack``/``shuffle_ps``/``permute2f128``); the portable C in the
 ``#else``.
 
 Which register ends up holding which channel is not written by hand: ``_network`` runs the
@@ -22,7 +23,7 @@ Lanes = list[tuple[int, int]]
 
 def _unpack(a: Lanes, b: Lanes, hi: bool) -> Lanes:
     out = []
-    for k in range(4):
+    for k in range(len(a) // 4):
         base = 4 * k + (2 if hi else 0)
         out += [a[base], b[base], a[base + 1], b[base + 1]]
     return out
@@ -30,7 +31,7 @@ def _unpack(a: Lanes, b: Lanes, hi: bool) -> Lanes:
 
 def _shuffle_ps(a: Lanes, b: Lanes, imm: int) -> Lanes:
     out = []
-    for k in range(4):
+    for k in range(len(a) // 4):
         out += [a[4 * k + (imm & 3)], a[4 * k + (imm >> 2 & 3)], b[4 * k + (imm >> 4 & 3)],
                 b[4 * k + (imm >> 6 & 3)]]
     return out
@@ -93,16 +94,58 @@ def _network() -> tuple[list[str], dict[int, str]]:
     return lines, finals
 
 
+def _permute2f128(a: Lanes, b: Lanes, imm: int) -> Lanes:
+    halves = [a[:4], a[4:], b[:4], b[4:]]
+    return halves[imm & 3] + halves[imm >> 4 & 3]
+
+
+def _network8() -> tuple[list[str], dict[int, str]]:
+    """The same for AVX2: an 8 x 8 transpose of ymm registers ``r0..r7``."""
+    regs: dict[str, Lanes] = {f"r{p}": [(p, c) for c in range(8)] for p in range(8)}
+    lines = []
+
+    def op(name: str, c: str, value: Lanes) -> None:
+        regs[name] = value
+        lines.append(f"const __m256 {name} = {c};")
+
+    for j in range(4):
+        a, b = f"r{2 * j}", f"r{2 * j + 1}"
+        op(f"t{2 * j}", f"_mm256_unpacklo_ps({a}, {b})", _unpack(regs[a], regs[b], False))
+        op(f"t{2 * j + 1}", f"_mm256_unpackhi_ps({a}, {b})", _unpack(regs[a], regs[b], True))
+    for j in range(2):
+        for h in range(2):
+            a, b = f"t{4 * j + h}", f"t{4 * j + h + 2}"
+            for k, imm in enumerate((0x44, 0xEE)):
+                op(f"u{4 * j + 2 * h + k}", f"_mm256_shuffle_ps({a}, {b}, {imm:#x})",
+                   _shuffle_ps(regs[a], regs[b], imm))
+    finals: dict[int, str] = {}
+    for j in range(4):
+        a, b = f"u{j}", f"u{j + 4}"
+        for k, imm in enumerate((0x20, 0x31)):
+            name = f"z{2 * j + k}"
+            op(name, f"_mm256_permute2f128_ps({a}, {b}, {imm:#x})",
+               _permute2f128(regs[a], regs[b], imm))
+            channels = {c for _, c in regs[name]}
+            if len(channels) != 1 or [p for p, _ in regs[name]] != list(range(8)):
+                raise AssertionError(f"transpose network: {name} holds {regs[name]}")
+            finals[channels.pop()] = name
+    if sorted(finals) != list(range(8)):
+        raise AssertionError("transpose network: a channel is missing")
+    return lines, finals
+
+
 LINES, FINALS = _network()
+LINES8, FINALS8 = _network8()
+GUARD8 = f"{NO} && defined(__AVX2__)"
 
 
 def tile_transpose(w: CWriter, acc: str, pt: int, ocv: int, width: int, dst: str, stride: int,
                    portable: str) -> bool:
     """``acc[p][o]`` (p < ``pt``, o < ``width``; ``ocv`` the declared channel extent) stored to
-    ``dst[o*stride + p]``, with the C statement ``portable`` in the ``#else``; False (nothing
-    written) for a tile this store does not take (``pt`` not 8 or 16, ``ocv`` not a multiple of
-    16)."""
-    if pt not in (8, 16) or ocv % 16:
+    ``dst[o*stride + p]``: AVX-512 in 16 x 16 blocks, AVX2 in 8 x 8 blocks, the C statement
+    ``portable`` in the ``#else``; False (nothing written) for a tile this store does not take
+    (``pt`` not 2..16, ``ocv`` not a multiple of 16; AVX2 takes ``pt`` 8 and 16 only)."""
+    if not 2 <= pt <= 16 or ocv % 16:
         return False
     w.lines.append(f"#if {GUARD}")
     for o0 in range(0, width, 16):
@@ -119,8 +162,29 @@ def tile_transpose(w: CWriter, acc: str, pt: int, ocv: int, width: int, dst: str
                 continue
             at = f"{dst} + {(o0 + c) * stride}"
             w(f"_mm512_storeu_ps({at}, {reg});" if pt == 16 else
-              f"_mm256_storeu_ps({at}, _mm512_castps512_ps256({reg}));")
+              f"_mm256_storeu_ps({at}, _mm512_castps512_ps256({reg}));" if pt == 8 else
+              f"_mm512_mask_storeu_ps({at}, (__mmask16){(1 << pt) - 1}, {reg});")
         w.close()
+    if pt % 8:  # AVX2: whole 8 x 8 blocks only
+        w.lines.append("#else")
+        w(portable)
+        w.lines.append("#endif")
+        return True
+    w.lines.append(f"#elif {GUARD8}")
+    for p0 in range(0, pt, 8):
+        for o0 in range(0, width, 8):
+            w.open("")
+            for p in range(8):
+                w(f"const __m256 r{p} = _mm256_loadu_ps(&{acc}[{p0 + p}][{o0}]);")
+            for line in LINES8:
+                w(line)
+            for c in range(8):
+                reg = FINALS8[c]
+                if o0 + c >= width:
+                    w(f"(void){reg};")
+                    continue
+                w(f"_mm256_storeu_ps({dst} + {(o0 + c) * stride + p0}, {reg});")
+            w.close()
     w.lines.append("#else")
     w(portable)
     w.lines.append("#endif")
