@@ -195,13 +195,13 @@ def test_kws_ref_model_builds_match_tflite_micro() -> None:
                 assert np.array_equal(g[name].reshape(want.shape), want), build
 
 
-def test_residual_input_rescale_equals_the_64_bit_requantization() -> None:
+def test_residualinput_rescale_equals_the_64_bit_requantization() -> None:
     """x86/residual.py's split 32-bit input rescale of a residual Add equals ``opfuse_x86_rq16``
     (bit-exact with TFLite Micro, above) for every byte difference -255..255, on 60 seeded
     multipliers and shifts, and on the edges (shift 0, the largest and smallest multipliers)."""
     from opfuse.backends.c.cgen import CWriter
     from opfuse.backends.c.isa.x86.helpers import PRELUDE
-    from opfuse.backends.c.isa.x86.residual import _input_rescale
+    from opfuse.backends.c.isa.x86.residual import input_rescale
 
     if "avx512bw" not in CPU:
         pytest.skip("this CPU has no AVX-512BW: the zmm residual branch cannot run here")
@@ -212,7 +212,7 @@ def test_residual_input_rescale_equals_the_64_bit_requantization() -> None:
     for k, (m, s) in enumerate(cases):
         w.open(f"static void case{k}(const int32_t *x, int32_t *fast, int32_t *wide)")
         w("const __m512i v = _mm512_loadu_si512((const void *)x);")
-        _input_rescale(w, "f", "v", 0, m, s, 20)
+        input_rescale(w, "f", "v", 0, m, s, 20)
         w("_mm512_storeu_si512((void *)fast, f);")
         w(f"_mm512_storeu_si512((void *)wide, opfuse_x86_rq16(_mm512_slli_epi32(v, 20), "
           f"_mm512_set1_epi32({m}), _mm512_set1_epi32({s}), 0, INT32_MIN, INT32_MAX));")
@@ -232,5 +232,5 @@ def test_residual_input_rescale_equals_the_64_bit_requantization() -> None:
         assert subprocess.run([str(exe)], capture_output=True, text=True,
                               check=True).stdout.strip() == "0"
     w = CWriter(0)  # and the split was the code compared, not the fallback
-    _input_rescale(w, "f", "v", 0, cases[0][0], cases[0][1], 20)
+    input_rescale(w, "f", "v", 0, cases[0][0], cases[0][1], 20)
     assert "opfuse_x86_rq16" not in "\n".join(w.lines)

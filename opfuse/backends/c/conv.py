@@ -31,9 +31,9 @@ from opfuse.backends.c.convpix import emit_pixels
 from opfuse.backends.c.convpix import fits as fits_pixels
 from opfuse.backends.c.dwconv import emit_depthwise
 from opfuse.backends.c.epilogue import Chain, build_chain, emit_apply
+from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pools import PoolGeom, emit_pool_row, pads_for, pool_geom, window
 from opfuse.backends.c.tensors import Params
-from opfuse.backends.c.isa import kernels
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
 

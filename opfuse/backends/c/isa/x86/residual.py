@@ -70,7 +70,7 @@ def residual(pre: list[ir.Node], yv: ir.Value, node: ir.Node, params: Params) ->
                     lo, hi, vlo, vhi)
 
 
-def _input_rescale(w: CWriter, name: str, src: str, z: int, m: int, s: int, left: int) -> None:
+def input_rescale(w: CWriter, name: str, src: str, z: int, m: int, s: int, left: int) -> None:
     """``name`` = MultiplyByQuantizedMultiplierSmallerThanOneExp((src - z) << left, m, s), the
     Add's input rescale. ``d = src - z`` is a byte difference (|d| <= 255), so with ``left`` >= 15
     and no left shift in ``s`` the doubling high multiply ``floor((d*m*2^left + 2^30) / 2^31)``
@@ -109,7 +109,7 @@ def _add(w: CWriter, r: Residual, v: str, u: str, out: str) -> None:
     x, y = ("cv_", u) if r.first else (u, "cv_")
     rq = "opfuse_x86_rq16"
     for name, src, z, m, s in (("a_", x, r.z1, p["m1"], p["s1"]), ("b_", y, r.z2, p["m2"], p["s2"])):
-        _input_rescale(w, name, src, z, int(m), int(s), int(p["left_shift"]))
+        input_rescale(w, name, src, z, int(m), int(s), int(p["left_shift"]))
     op = "_mm512_sub_epi32" if r.sub else "_mm512_add_epi32"
     w(f"{out} = {rq}({op}(a_, b_), _mm512_set1_epi32({p['mo']}), "
       f"_mm512_set1_epi32({p['so']}), {r.zo}, {r.lo}, {r.hi});")
