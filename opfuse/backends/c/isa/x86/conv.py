@@ -132,12 +132,15 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
 
     res = residual(pre, yv, node, params) if chain is not None else None
 
+    def add_in_block(isa: str) -> bool:  # the residual Add on the register block (zmm)
+        return isa == "zmm" and res is not None and vector
+
     def store(w: CWriter, p: int, isa: str) -> None:
         pix = "ow0" if pointwise else f"(oh*{g.ow} + ow0)"
-        if isa == "zmm" and res is not None and vector:  # the Add in the block, then as below
+        if add_in_block(isa):  # the Add, then the transposing store below
             emit_residual_block(w, res, f"{res.ptr} + (n*{g.oc} + grp*{g.ocg})*{plane_out} + {pix}",
                                 plane_out, core.ocg, p)
-        if isa == "zmm" and (chain is None or res is not None) and vector:
+        if isa == "zmm" and vector and (chain is None or add_in_block(isa)):
             emit_store_t8(w, core, f"{y} + (n*{g.oc} + grp*{g.ocg})*{plane_out} + {pix}",
                           plane_out, p)
             return
@@ -177,7 +180,7 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     rowwise = (chain is not None or not vector) and core.ocg * core.cols * 4 <= ROW_LIMIT
     simd = CWriter(w.depth)
     emit_core(simd, core, a, stage, store, vector, zy, *bounds, g.n,
-              row if rowwise else None, lambda isa: not (isa == "zmm" and res is not None and vector))
+              row if rowwise else None, lambda isa: not add_in_block(isa))
     _assemble(w, params, simd, portable)
     return True
 

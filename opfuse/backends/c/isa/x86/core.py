@@ -218,8 +218,8 @@ def emit_core(w: CWriter, core: Core, a: Arrays, stage: Callable[[CWriter], None
     fills ``xs`` for group ``grp``, ``store(w, p, isa)`` writes ``tmp[0..p-1]`` of the block at
     (``oh``, ``ow0``) (module docstring); or, with ``row``, the blocks fill ``rb[OCg][cols]``
     and ``row(w, isa)`` writes output row ``oh`` from it (an epilogue chain then runs along the
-    row's pixels, as the portable C's does) on the branches ``row_for(isa)`` admits. Then ``#else`` (the caller writes the portable C
-    and ``#endif``)."""
+    row's pixels, as the portable C's does) on the branches ``row_for(isa)`` admits. Then
+    ``#else`` (the caller writes the portable C and ``#endif``)."""
     for k, (isa, guard) in enumerate(GUARDS):
         w.lines.append(f"#{'if' if k == 0 else 'elif'} {guard}")
         p, nb = _blocking(isa, core)

@@ -139,6 +139,21 @@ LINES8, FINALS8 = _network8()
 GUARD8 = f"{NO} && defined(__AVX2__)"
 
 
+def _block(w: CWriter, lanes: int, loads: list[str], stores: dict[int, str]) -> None:
+    """One transposed block: ``loads`` (one C expression per row register, ``lanes`` of them),
+    the network of that width, and per channel ``c`` the store ``stores[c]`` (``{}`` where the
+    channel's register goes; a channel without a store is marked unused)."""
+    vt, lines, finals = ("__m512", LINES, FINALS) if lanes == 16 else ("__m256", LINES8, FINALS8)
+    w.open("")
+    for p, load in enumerate(loads):
+        w(f"const {vt} r{p} = {load};")
+    for line in lines:
+        w(line)
+    for c in range(lanes):
+        w(stores[c].format(finals[c]) if c in stores else f"(void){finals[c]};")
+    w.close()
+
+
 def tile_transpose(w: CWriter, acc: str, pt: int, ocv: int, width: int, dst: str, stride: int,
                    portable: str) -> bool:
     """``acc[p][o]`` (p < ``pt``, o < ``width``; ``ocv`` the declared channel extent) stored to
@@ -147,44 +162,22 @@ def tile_transpose(w: CWriter, acc: str, pt: int, ocv: int, width: int, dst: str
     (``pt`` not 2..16, ``ocv`` not a multiple of 16; AVX2 takes ``pt`` 8 and 16 only)."""
     if not 2 <= pt <= 16 or ocv % 16:
         return False
+    store = ("_mm512_storeu_ps({at}, {{}});" if pt == 16 else
+             "_mm256_storeu_ps({at}, _mm512_castps512_ps256({{}}));" if pt == 8 else
+             f"_mm512_mask_storeu_ps({{at}}, (__mmask16){(1 << pt) - 1}, {{{{}}}});")
     w.lines.append(f"#if {GUARD}")
     for o0 in range(0, width, 16):
-        w.open("")
-        for p in range(16):
-            w(f"const __m512 r{p} = _mm512_loadu_ps(&{acc}[{p}][{o0}]);" if p < pt else
-              f"const __m512 r{p} = _mm512_setzero_ps();")
-        for line in LINES:
-            w(line)
-        for c in range(16):
-            reg = FINALS[c]
-            if o0 + c >= width:
-                w(f"(void){reg};")
-                continue
-            at = f"{dst} + {(o0 + c) * stride}"
-            w(f"_mm512_storeu_ps({at}, {reg});" if pt == 16 else
-              f"_mm256_storeu_ps({at}, _mm512_castps512_ps256({reg}));" if pt == 8 else
-              f"_mm512_mask_storeu_ps({at}, (__mmask16){(1 << pt) - 1}, {reg});")
-        w.close()
-    if pt % 8:  # AVX2: whole 8 x 8 blocks only
-        w.lines.append("#else")
-        w(portable)
-        w.lines.append("#endif")
-        return True
-    w.lines.append(f"#elif {GUARD8}")
-    for p0 in range(0, pt, 8):
-        for o0 in range(0, width, 8):
-            w.open("")
-            for p in range(8):
-                w(f"const __m256 r{p} = _mm256_loadu_ps(&{acc}[{p0 + p}][{o0}]);")
-            for line in LINES8:
-                w(line)
-            for c in range(8):
-                reg = FINALS8[c]
-                if o0 + c >= width:
-                    w(f"(void){reg};")
-                    continue
-                w(f"_mm256_storeu_ps({dst} + {(o0 + c) * stride + p0}, {reg});")
-            w.close()
+        _block(w, 16, [f"_mm512_loadu_ps(&{acc}[{p}][{o0}])" if p < pt else "_mm512_setzero_ps()"
+                       for p in range(16)],
+               {c: store.format(at=f"{dst} + {(o0 + c) * stride}")
+                for c in range(min(16, width - o0))})
+    if pt % 8 == 0:  # AVX2: whole 8 x 8 blocks only
+        w.lines.append(f"#elif {GUARD8}")
+        for p0 in range(0, pt, 8):
+            for o0 in range(0, width, 8):
+                _block(w, 8, [f"_mm256_loadu_ps(&{acc}[{p0 + p}][{o0}])" for p in range(8)],
+                       {c: f"_mm256_storeu_ps({dst} + {(o0 + c) * stride + p0}, {{}});"
+                        for c in range(min(8, width - o0))})
     w.lines.append("#else")
     w(portable)
     w.lines.append("#endif")
