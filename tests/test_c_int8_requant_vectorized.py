@@ -17,7 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from opfuse.backends.c.int8.requant import TFLITE_HELPER
+from opfuse.backends.c.int8.requant import tflite_helper
+from opfuse.backends.c.isa import armv7em
+
+TFLITE_HELPER = tflite_helper(armv7em.KERNELS)  # with the fast form the tests run
+
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

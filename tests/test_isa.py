@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import opfuse.backends.c
 from opfuse.backends.c import emit_c
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.isa import IsaKernels, kernels, portable, register
@@ -109,3 +110,32 @@ def test_a_toy_isa_builds_against_the_interface(tmp_path: Path) -> None:
         c = CModel(build_shared(tmp_path / "c", extra=("-march=native", *flags), name=lib))
         got = [c.run({xi.name: v})[out.name] for v in xs]
         assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True)), flags
+
+
+# What only an ISA module may write or know (docs/isa.md): the compiler's feature macros, the
+# ISA modules' own switches, intrinsics headers, and the old per-CPU flags.
+ISA_KNOWLEDGE = re.compile(
+    r"__(x86_64|i386|ARM[A-Z_]*|AVX[A-Z0-9_]*|SSE[A-Z0-9_]*|FMA|F16C|aarch64|arm|thumb)__|__ARM_"
+    r"|OPFUSE_(DSP|MVE|NO_DSP|NO_MVE)\b|\w+intrin\.h|arm_(acle|mve|neon)\.h|armv7em|on_board")
+BACKEND = Path(opfuse.backends.c.__file__).parent
+
+
+def offending_lines(root: Path) -> list[str]:
+    """``file:line: text`` of every line of a module outside ``isa/`` that knows an ISA."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if "isa" in path.relative_to(root).parts[:-1]:
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if ISA_KNOWLEDGE.search(line):
+                found.append(f"{path.relative_to(root)}:{n}: {line.strip()}")
+    return found
+
+
+def test_no_module_outside_isa_knows_an_isa(tmp_path: Path) -> None:
+    assert offending_lines(BACKEND) == []
+    # the check sees a module that does (and not one inside isa/)
+    (tmp_path / "isa").mkdir()
+    (tmp_path / "isa" / "fast.py").write_text('GUARD = "#ifdef __AVX512F__"\n')
+    (tmp_path / "kernel.py").write_text('w("#ifdef OPFUSE_DSP")\n')
+    assert offending_lines(tmp_path) == ['kernel.py:1: w("#ifdef OPFUSE_DSP")']

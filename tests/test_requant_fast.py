@@ -14,8 +14,11 @@ import numpy as np
 import pytest
 
 from opfuse.backends.c.int8.common import FAST_BOUND, acc_bound, requant_arrays
-from opfuse.backends.c.int8.requant import TFLITE_HELPER
+from opfuse.backends.c.int8.requant import tflite_helper
+from opfuse.backends.c.isa import armv7em
 from opfuse.quant import multipliers
+
+TFLITE_HELPER = tflite_helper(armv7em.KERNELS)  # with the fast form the tests run
 
 
 def _tflite(x: int, m: int, shift: int) -> int:

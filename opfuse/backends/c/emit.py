@@ -37,6 +37,7 @@ from opfuse.backends.c.int8.cascade import shape_twins
 from opfuse.backends.c.int8.conv_mcu import matrix_core
 from opfuse.backends.c.int8.requant import helpers, int8_info, rounding_of
 from opfuse.backends.c.isa import IsaKernels, kernels
+from opfuse.backends.c.isa.portable import KERNEL_ATTRIBUTE
 from opfuse.backends.c.kernel_functions import KernelFunctions
 from opfuse.backends.c.kernel_records import (
     checked_stack,
@@ -155,8 +156,8 @@ def generate(
     )
     files = {
         "model.h": model_h(info),
-        "model.c": _model_c(info, funcs, calls, where_in, where_out, helpers(model),
-                            kernels(result.target.isa)),
+        "model.c": _model_c(info, funcs, calls, where_in, where_out,
+                            helpers(model, isa := kernels(result.target.isa)), isa),
         "weights.c": weights_c(blob.data()),
         "main.c": main_c(info),
         "Makefile": MAKEFILE,
@@ -237,30 +238,7 @@ def _model_c(info: Manifest, funcs: CWriter, calls: CWriter, where_in: list, whe
 #include "model.h"
 
 {isa.prelude if isa else ""}
-/* Kernels stay functions on Arm: inlined into the invoke, arm-none-eabi-gcc 12 -O2 compiled the
-   same depthwise kernel of kws_ref_model into 57% more instructions in its cascaded build.
-   noipa, not just noinline: a kernel called once with constant arena addresses is otherwise
-   cloned by IPA-CP with those addresses folded in, and arm-none-eabi-gcc 12.2 -O2 then
-   miscompiles the clone of a Transpose: ivopts addresses its load as MEM[0B + index],
-   local-pure-const reads that as a NULL dereference, stops scanning the loop before its store
-   and declares the clone const, and DCE deletes its call from the invoke (a depthwise layer
-   then read a stale arena). noipa keeps each kernel opaque to its caller, as a kernel library
-   compiled apart is: no clone, no inferred const/pure or modref summary. GCC >= 8; a compiler
-   without noipa (clang) keeps noinline. */
-#if defined(__GNUC__) && defined(__arm__)
-#if defined(__has_attribute)
-#if __has_attribute(noipa)
-#define OPFUSE_KERNEL __attribute__((noipa))
-#endif
-#endif
-#ifndef OPFUSE_KERNEL
-#define OPFUSE_KERNEL __attribute__((noinline))
-#endif
-#else
-#define OPFUSE_KERNEL
-#endif
-
-#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \\
+{KERNEL_ATTRIBUTE}#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \\
     __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "weights.c holds little-endian float32 data"
 #endif

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import re
 
+from opfuse.backends.c.isa.portable import SCALAR_MATH
+
 # the Chebyshev interpolants of the module docstring in the power basis, highest degree first
 EXP_POLY = ("0.00139411085f", "0.00837512594f", "0.0416663513f", "0.166664153f", "0.5f", "1.0f",
             "1.0f")  # exp(r), in r
@@ -127,16 +129,7 @@ FUNCTIONS = {
 # A Cortex-M without MVE has no vector unit: nothing vectorizes there, and newlib's branchy
 # functions execute fewer instructions (kws_transformer on cortex-m7 under QEMU: its erf GELU
 # kernel 1,191,189 instructions with erff, 2,027,547 with opfuse_erff), so those builds call libm.
-INCLUDE = """\
-#include <stdint.h>
-#ifndef OPFUSE_SCALAR_MATH
-#if defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && !defined(__ARM_FEATURE_MVE)
-#define OPFUSE_SCALAR_MATH 1
-#else
-#define OPFUSE_SCALAR_MATH 0
-#endif
-#endif
-"""
+INCLUDE = "#include <stdint.h>\n" + SCALAR_MATH
 LIBM = {
     "opfuse_expf": "expf(x)",
     "opfuse_erff": "erff(x)",

@@ -21,7 +21,7 @@ last panel of fewer than NR columns are emitted as their own loops with constant
 remainder is tested at run time. A runtime B with strided columns (attention's ``Q @ K^T`` read
 through a Transpose) is copied panel by panel into a stack panel of ``k * NR`` floats, once per
 block of rows (``PANEL_FLOATS`` bounds it). The tile is the ISA record's ``matmul_tile``
-(opfuse/targets/isa.py): on a scalar FPU (armv7em: 32 single registers) 4 x 4 with its sums in
+(opfuse/targets/isa.py): on a scalar FPU (``Isa.scalar``, Cortex-M4/M7: 32 single registers) 4 x 4 with its sums in
 named scalars (``_scalar_sums``); on a vector ISA 4 x 16, and its rows may be the C
 preprocessor's choice where the ISA module offers a wider tile (``IsaKernels.matmul_wide``: x86's
 8 rows under AVX-512, isa/x86.py, with the measurements). The rows of a block are whole tiles of

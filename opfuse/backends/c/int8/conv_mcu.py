@@ -1,13 +1,13 @@
-"""int8 Conv (not depthwise) for Armv7E-M targets (Cortex-M4, M7): im2col into a small int16
-scratch (``im2col``), the ISA's register-blocked matrix tile (``isa/armv7em/matrix.py``), then TFLite's output
+"""int8 Conv (not depthwise) for the ISAs with a matrix core (``IsaKernels.matrix_core``: Cortex-M):
+im2col into a small int16 scratch (``im2col``), the ISA's register-blocked matrix tile, then TFLite's output
 stage per value (bias, the one requantization helper, + z_y, clamp, the chain); Gemm/MatMul in
 ``gemm_mcu``.
 Same integers as the layer-by-layer kernels of ``conv.py`` (docs/architecture.md, "int8 matrix
 kernels on Cortex-M").
 
-Chosen by ``conv.emit_conv8``/``emit_gemm8`` when the target's ISA record sums int8 products
-with SMLAD (``matrix_core``: ``[isa] int8_dot = "smlad"``, the armv7em record); other ISAs keep
-``conv.py``'s kernels, which suit vector units.
+Chosen by ``conv.emit_conv8``/``emit_gemm8`` when the target's ISA record gives a matrix core
+(``matrix_core``: ``[isa] int8_dot = "smlad"`` or ``"mve"``); other ISAs keep ``conv.py``'s
+kernels, which suit vector units.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from opfuse.backends.c.int8.im2col import (
 )
 from opfuse.backends.c.int8.residual import residual_add
 from opfuse.backends.c.isa import kernels
-from opfuse.backends.c.isa.armv7em.matrix import QUAD, padded
+from opfuse.backends.c.isa.base import QUAD, padded
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
@@ -54,7 +54,7 @@ from opfuse.targets.isa import Isa
 # per value) for reductions up to this long, where it is a large share of the kernel; longer
 # ones keep the loop, whose code is a sixth as large. Measured on vww_96_int8 (M7): every conv
 # unrolled ran more instructions than up to 64 and grew the flash 1.7 KB; 64 grew it 0.4 KB;
-# 16 (vww's 8- and 16-channel 1x1s) leaves room for the core's paired quads (isa/armv7em/matrix.py)
+# 16 (vww's 8- and 16-channel 1x1s) leaves room for the SMLAD core's paired quads
 UNROLL_OUTPUT_KP = 16
 CONV_COLS, CONV_ROWS = 6, 1  # a conv's register tile: output pixels x output channels
 # the scratch's bound on the stack, where the arena has no free gap during the conv: the

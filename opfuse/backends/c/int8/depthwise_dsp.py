@@ -1,6 +1,7 @@
-"""int8 depthwise conv (one input channel per group, multiplier 1), written for Armv7E-M's DSP
-extension and exact to TFLite's ``sum((x - z_x) * w) + bias`` (docs/architecture.md, "int8 in the
-IR"). Layout NCHW: a channel's plane is contiguous, so horizontally adjacent inputs share a word.
+"""int8 depthwise conv (one input channel per group, multiplier 1), exact to TFLite's
+``sum((x - z_x) * w) + bias`` (docs/architecture.md, "int8 in the IR"), with the ISA's SIMD pairs
+where it has them. Layout NCHW: a channel's plane is contiguous, so horizontally adjacent inputs
+share a word.
 
 One output row of one channel is computed from ``KH`` input row pointers (``emit_dw_row``): the
 layer-by-layer kernel (``emit_depthwise8``) and a cascade member call the same core. Arithmetic:
@@ -13,16 +14,15 @@ layer-by-layer kernel (``emit_depthwise8``) and a cascade member call the same c
   the row: for a 3x3 window with code per column and their zero point folded into a bias per
   window, for a larger one in one loop over those columns, ``bias + (x - z_x) * w`` (small code;
   ``unrolled_singles``);
-* interior pixels go ``PAIR`` at a time. Under ``OPFUSE_DSP`` a word of four input bytes at an
-  even offset ``q`` is widened by ``__sxtb16`` into ``e`` = (x[q], x[q+2]) and, rotated by 8 bits,
-  ``o`` = (x[q+1], x[q+3]); taps ``k`` and ``k + 2`` of an output pixel then pair with one of
-  them in one ``__smlad``, and an unpaired tap is one ``__smlabb``/``__smlatb`` on a lane. For a
-  3x3 stride-1 row that is 1 load, 2 widenings and 4 multiply-accumulates for 6 MACs. The
-  weights stay int8 in flash (no larger than before) and are widened and paired once per
-  channel into registers; the portable C sums the same integers tap by tap;
-* a row of groups steps one pointer per tap row; under ``OPFUSE_DSP`` the fast requantization
-  is ``opfuse_requant_d`` (requant.py: one final shift, the output zero point in its rounding
-  constant where ``dw_quant`` proved it fits); layers of one input zero point share a ``zrow``.
+* interior pixels go ``PAIR`` at a time, in groups whose tap rows are words of four bytes at
+  even offsets (``row_schedule``: taps ``k`` and ``k + 2`` of a pixel pair on one word's even or
+  odd bytes). The ISA's pairs (``IsaKernels.depthwise_pairs``: one SMLAD a pair on Armv7E-M)
+  sum them so; the portable C sums the same integers tap by tap, in one loop over the row that
+  a host compiler vectorizes;
+* a row of groups steps one pointer per tap row; the ISA's fast requantization
+  (``IsaKernels.fast_requant``) may take twice the sum, one shift fewer, with the output zero
+  point in its rounding constant where ``dw_quant`` proved it fits; layers of one input zero
+  point share a ``zrow``.
 * an ISA's own row (``IsaKernels.depthwise_row``: isa/mve) replaces all that under its guard.
 """
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import onnx_ir as ir
@@ -40,6 +41,8 @@ from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8 import common, depthwise_quant
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.depthwise_quant import DwQuant, dw_quant, emit_clamped
+from opfuse.backends.c.isa import IsaKernels, kernels
+from opfuse.backends.c.isa.base import DepthwisePairs
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.quant import TFLITE
@@ -159,12 +162,12 @@ def bias_classes(g: ConvGeom) -> set[tuple[int, int]]:
     return out | {(0, g.k[1])} if groups else out
 
 
-def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQuant,
-                       dsp: str = "#ifdef OPFUSE_DSP", folded: str | None = None) -> None:
+def emit_channel_setup(w: CWriter, isa: IsaKernels, g: ConvGeom, weights: str, bias: str,
+                       dq: DwQuant, folded: str | None = None) -> None:
     """Per channel ``c``: ``wc`` (its int8 taps), ``bk<k0>_<k1>`` (the bias with the zero point of
     the taps k0 .. k1 of every row folded in, or read from the table ``folded``: ``bk0_<KW>`` for
-    the SIMD groups, the others for a column whose window leaves the row), its requantization
-    constants and, under ``OPFUSE_DSP``, the packed weights ``wp<kh>_<j>``."""
+    the groups, the others for a column whose window leaves the row), its requantization
+    constants and the ISA's packed weights for its pairs."""
     (kh_, kw_), (_, (_, groups)) = g.k, columns(g)
     w(f"const int8_t *wc = {weights} + c*{kh_ * kw_};")
     w(f"const int32_t bc = {bias}[c];" + (" (void)bc;" if folded else ""))
@@ -176,39 +179,27 @@ def emit_channel_setup(w: CWriter, g: ConvGeom, weights: str, bias: str, dq: DwQ
     if rq.mode == TFLITE:  # TFLite's MultiplyByQuantizedMultiplier, its parts per channel
         i = "0" if rq.scalar else "c"
         w(f"const int32_t qm = {rq.mult}[{i}], qs = {rq.shift}[{i}];")
-        if dq.fast:  # the parts below are the portable C's (opfuse_requant_r under OPFUSE_DSP)
-            w("#ifndef OPFUSE_DSP")
-        w("const int qls = qs > 0 ? qs : 0, qrs = qs > 0 ? 0 : -qs;" if dq.left_shift
-          else "const int qrs = -qs;")
-        w("const int32_t qmask = (int32_t)(((int64_t)1 << qrs) - 1), qthr = qmask >> 1;")
-        if dq.doubled:  # opfuse_requant_d's shift and rounding constant (2^(e-1) [+ z_y*2^e])
-            w("#else")
-            one = 1 + 2 * dq.zy if dq.zy_folded else 1  # (1 + 2 z_y) 2^(e-1), mod 2^32
-            w(f"const int qe = -qs; const int32_t qr = (int32_t)((uint32_t){one} << (-qs - 1));")
-        if dq.fast:
-            w("#endif")
-    if not groups:
-        return
-    pairs, singles_k = tap_pairs(kw_)
-    w(dsp)  # the guard of the pairs' packed weights (an ISA's own row may replace the pairs)
-    for kh in range(kh_):
-        for j, (a, b) in enumerate(pairs):
-            w(f"const int32_t wp{kh}_{j} = (int32_t)((uint32_t)(uint16_t)wc[{kh * kw_ + a}] | "
-              f"((uint32_t)(uint16_t)wc[{kh * kw_ + b}] << 16));")
-    for kh in range(kh_):
-        for j, k in enumerate(singles_k, start=len(pairs)):
-            w(f"const int32_t wp{kh}_{j} = wc[{kh * kw_ + k}];")
-    w("#endif")
+
+        def general(w: CWriter) -> None:
+            w("const int qls = qs > 0 ? qs : 0, qrs = qs > 0 ? 0 : -qs;" if dq.left_shift
+              else "const int qrs = -qs;")
+            w("const int32_t qmask = (int32_t)(((int64_t)1 << qrs) - 1), qthr = qmask >> 1;")
+
+        fast = isa.fast_requant.constants if dq.fast else None
+        (general if fast is None else partial(fast, dq=dq, portable=general))(w)
+    if groups and isa.depthwise_pairs is not None:
+        pairs = isa.depthwise_pairs
+        pairs.weights(w, g, pairs.weights_guard)
 
 
-def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zrow: str,
-                zx: int, store: Callable[..., None], doubled: bool = False,
+def emit_dw_row(w: CWriter, isa: IsaKernels, g: ConvGeom, oh: str, row: Callable[[str], str],
+                zrow: str, zx: int, store: Callable[..., None], doubled: bool = False,
                 vrow: Callable[..., None] | None = None) -> None:
     """Output row ``oh`` of channel ``c`` (after ``emit_channel_setup``): ``row(ih)`` is the C
     pointer of input row ``ih`` of the channel; ``store(acc, col)`` requantizes and writes the
     int32 sum (bias included) of output column ``col``, ``store(acc, col, doubled)`` with
     ``doubled`` (``DwQuant.doubled``) passed on to ``emit_clamped``; ``vrow``: the ISA's row."""
-    (kh_, _), (sh, sw), (ph, pw) = g.k, g.s, g.p
+    (kh_, _), (sh, _), (ph, _) = g.k, g.s, g.p
     w(f"const int ih0 = {oh}*{sh} - {ph};")
     for kh in range(kh_):
         w(f"const int8_t *r{kh} = (unsigned)(ih0 + {kh}) < {g.ih}u ? {row(f'(ih0 + {kh})')} "
@@ -217,33 +208,14 @@ def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zro
     end = first + groups * PAIR
     unrolled = unrolled_singles(g)
     if vrow is not None:  # the ISA's whole row, the singles and pairs in its #else
-        w(depthwise_quant.VROW_GUARD)
+        w(isa.depthwise_row_guard)
         vrow(w, g, store=store, doubled=doubled, zx=zx, biases=bias_classes(g))
         w("#else")
     for ow, k0, k1 in singles if unrolled else ():
         if ow < first:
             _single(w, g, ow, k0, k1, store, doubled)
     if groups:
-        w("#ifndef OPFUSE_DSP")
-        _portable_sums(w, g, first, end)
-        w("#endif")
-        w("#ifdef OPFUSE_DSP")  # row pointers stepped, not indexed: fewer registers in the loop
-        for kh in range(kh_):
-            w(f"const int8_t *p{kh} = r{kh} + {first * sw - pw};")
-        w("#endif")
-        if groups == 1:  # a narrow row (kws's 5 columns): one group, no loop to step
-            w.open("")
-            w(f"const int ow = {first};")
-        else:
-            w.open(f"for (int ow = {first}; ow < {end}; ow += {PAIR})")
-        w("#ifdef OPFUSE_DSP")
-        _dsp_group(w, g, groups > 1)
-        w("#else")
-        w("const int32_t " + ", ".join(f"a{d} = ar[ow - {first} + {d}]" for d in range(PAIR)) + ";")
-        w("#endif")
-        for d in range(PAIR):
-            store(f"a{d}", f"ow + {d}" if d else "ow", doubled)
-        w.close()
+        _groups(w, isa.depthwise_pairs, g, (first, end, groups), store, doubled)
     for ow, k0, k1 in singles if unrolled else ():
         if ow >= first:
             _single(w, g, ow, k0, k1, store, doubled)
@@ -253,31 +225,32 @@ def emit_dw_row(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zro
         w("#endif")
 
 
-def _dsp_group(w: CWriter, g: ConvGeom, step: bool) -> None:
-    """The group at ``ow``; ``step``: in a loop, whose row pointers step (no index arithmetic
-    per load)."""
-    (kh_, kw_), (_, sw) = g.k, g.s
-    taps = row_schedule(kw_, sw)
-    words = sorted({t.word for t in taps})
-    odd = {(t.word, t.odd) for t in taps}
-    w(f"int32_t {', '.join(f'a{d} = bk0_{kw_}' for d in range(PAIR))};")
-    for kh in range(kh_):
+def _groups(w: CWriter, pairs: DepthwisePairs | None, g: ConvGeom, span: tuple[int, int, int],
+            store: Callable[..., None], doubled: bool) -> None:
+    """The interior columns ``first .. end`` (``span``: with the number of groups), ``PAIR`` a
+    group: the ISA's pairs where it has them, the portable sums (``ar``) in their #else."""
+    first, end, groups = span
+    if pairs is not None:
+        w(pairs.off)
+    _portable_sums(w, g, first, end)
+    if pairs is not None:
+        w("#endif")
+        pairs.pointers(w, g, first)
+    if groups == 1:  # a narrow row (kws's 5 columns): one group, no loop to step
         w.open("")
-        for q in words:
-            w(f"int32_t t{q};")
-            w(f"memcpy(&t{q}, p{kh} + {q}, 4);")
-            if (q, False) in odd:
-                w(f"const int32_t e{q} = __sxtb16(t{q});")
-            if (q, True) in odd:  # one SXTB16 with its rotation (ACLE has no such intrinsic)
-                w(f"int32_t o{q};")
-                w(f'__asm__("sxtb16 %0, %1, ror #8" : "=r"(o{q}) : "r"(t{q}));')
-        if step:
-            w(f"p{kh} += {PAIR * sw};")
-        for t in taps:
-            src = f"{'o' if t.odd else 'e'}{t.word}"
-            fn = {"pair": "__smlad", "lo": "__smlabb", "hi": "__smlatb"}[t.lane]
-            w(f"a{t.out} = {fn}({src}, wp{kh}_{t.weight}, a{t.out});")
-        w.close()
+        w(f"const int ow = {first};")
+    else:
+        w.open(f"for (int ow = {first}; ow < {end}; ow += {PAIR})")
+    if pairs is not None:
+        w(pairs.on)
+        pairs.group(w, g, groups > 1)
+        w("#else")
+    w("const int32_t " + ", ".join(f"a{d} = ar[ow - {first} + {d}]" for d in range(PAIR)) + ";")
+    if pairs is not None:
+        w("#endif")
+    for d in range(PAIR):
+        store(f"a{d}", f"ow + {d}" if d else "ow", doubled)
+    w.close()
 
 
 def _portable_sums(w: CWriter, g: ConvGeom, first: int, end: int) -> None:
@@ -345,6 +318,7 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
     yv = node.outputs[0]
     yct = common.int_ctype(yv, node)
     weights, bias, zrow, dq = _operands(params, node, g)
+    isa = kernels(params.store.isa)
     x = params.inp(node.inputs[0], node)
     chain = Chain8(pre, dims(yv, node), params, yv.name) if pre else None
     y = params.out((pre or [node])[-1].outputs[0], node)
@@ -352,7 +326,7 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
 
     def store(acc: str, col: str, doubled: bool = False) -> None:
         w.open("")
-        emit_clamped(w, dq, acc, yct.lo, yct.hi, doubled)
+        emit_clamped(w, isa, dq, acc, yct.lo, yct.hi, doubled)
         if chain is not None:
             v = chain.emit(w, "v", ["n", "c", "oh", f"({col})"])
             w(f"v = {v};")
@@ -363,10 +337,10 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
     w(f"const int8_t *xc = {x} + (n*{g.c} + c)*{plane_in};")
     vrow = depthwise_quant.isa_row(params, dq, pre, yct)
-    emit_channel_setup(w, g, weights, bias, dq, *depthwise_quant.dsp_guard(vrow))
+    emit_channel_setup(w, isa, g, weights, bias, dq)
     w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
     w(f"{yct.name} *yr = {y} + (n*{g.c} + c)*{plane_out} + oh*{g.ow};")
-    emit_dw_row(w, g, "oh", lambda ih: f"xc + {ih}*{g.iw}", zrow, dq.zx, store, dq.doubled,
+    emit_dw_row(w, isa, g, "oh", lambda ih: f"xc + {ih}*{g.iw}", zrow, dq.zx, store, dq.doubled,
                 vrow)
     w.close()
     w.close()
@@ -383,10 +357,11 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
     ``yr``, and ``store(ch, col)`` writes ``v`` through the member's epilogue."""
     hct = common.int_ctype(node.outputs[0], node)
     weights, bias, zrow, dq = _operands(params, node, g)
+    isa = kernels(params.store.isa)
 
     def store_acc(acc: str, col: str, doubled: bool = False) -> None:
         w.open("")
-        emit_clamped(w, dq, acc, hct.lo, hct.hi, doubled)
+        emit_clamped(w, isa, dq, acc, hct.lo, hct.hi, doubled)
         store("c", col)
         w.close()
 
@@ -394,7 +369,7 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
     w(f"const int8_t *xc = {channel};")
     vrow = depthwise_quant.isa_row(params, dq, epilogue, hct)  # epilogue: the chain of store
     folded = vrow and depthwise_quant.folded_biases(params, node, g, dq.zx, bias_classes(g))
-    emit_channel_setup(w, g, weights, bias, dq, *depthwise_quant.dsp_guard(vrow), folded=folded)
+    emit_channel_setup(w, isa, g, weights, bias, dq, folded=folded)
     w(f"{out_row};")
-    emit_dw_row(w, g, "r", row, zrow, dq.zx, store_acc, dq.doubled, vrow)
+    emit_dw_row(w, isa, g, "r", row, zrow, dq.zx, store_acc, dq.doubled, vrow)
     w.close()

@@ -1,7 +1,7 @@
 """The quantization half of the int8 depthwise kernel (opfuse/backends/c/int8/depthwise_dsp.py;
 docs/architecture.md, "int8 in the IR"): a layer's zero points and requantization constants, and
-the C that requantizes and clamps one output, in TFLite's integers on every path (under
-``OPFUSE_DSP`` with ``opfuse_requant_d`` of requant.py where the accumulator bound proves it exact).
+the C that requantizes and clamps one output, in TFLite's integers on every path (with the ISA's
+faster form, ``IsaKernels.fast_requant``, where the accumulator bound proves it exact).
 """
 
 from __future__ import annotations
@@ -19,13 +19,10 @@ from opfuse.backends.c.ctype import INT32
 from opfuse.backends.c.int8 import common
 from opfuse.backends.c.int8.chain import clamp_span
 from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arrays, rounding
-from opfuse.backends.c.isa import kernels
-from opfuse.backends.c.isa.armv7em import SSAT_RANGE
+from opfuse.backends.c.isa import IsaKernels, kernels
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.quant import TFLITE, conv_scales, multipliers
-
-VROW_GUARD = "#ifdef OPFUSE_MVE"  # the guard of IsaKernels.depthwise_row (isa/mve)
 
 
 @dataclass(frozen=True)
@@ -39,7 +36,7 @@ class DwQuant:
     rq: Requant
     left_shift: bool
     fast: bool = False  # opfuse_requant_r is exact here (common.py, acc_bound)
-    doubled: bool = False  # the DSP C requantizes with opfuse_requant_d (requant.py)
+    doubled: bool = False  # an ISA's fast form may requantize 2x the sum in one shift fewer
     zy_folded: bool = False  # and its rounding constant adds z_y too (fits in 32 bits)
 
 
@@ -78,36 +75,25 @@ def emit_requantized(w: CWriter, dq: DwQuant, acc: str) -> str:
     return "(hx >> qrs) + ((hx & qmask) > qthr + (hx < 0 ? 1 : 0) ? 1 : 0)"
 
 
-def emit_clamped(w: CWriter, dq: DwQuant, acc: str, lo: int, hi: int,
+def emit_clamped(w: CWriter, isa: IsaKernels, dq: DwQuant, acc: str, lo: int, hi: int,
                  doubled: bool = False) -> None:
     """``int32_t v``: ``acc`` requantized, plus the output zero point, clamped to ``lo .. hi``
-    (the int8 range is one ``__ssat`` under ``OPFUSE_DSP``). ``doubled`` (``DwQuant.doubled``):
-    under ``OPFUSE_DSP`` with ``opfuse_requant_d``, one shift fewer and the zero point in its
-    rounding constant."""
-    if dq.fast:  # SMMULR on Armv7E-M (requant.py), the hoisted parts in the portable C
-        w("#ifdef OPFUSE_DSP")
-        if doubled:
-            r = f"opfuse_requant_d(2*{acc}, qm, qe, qr)" + ("" if dq.zy_folded else f" + {dq.zy}")
-        else:
-            r = f"opfuse_requant_r({acc}, qm, qs) + {dq.zy}"
-        w(f"int32_t v = __ssat({r}, 8);" if (lo, hi) == (-128, 127) else
-          f"int32_t v = opfuse_clamp({r}, {lo}, {hi});")
-        w(SSAT_RANGE if (lo, hi) == (-128, 127) else "")
-        w("#else")
+    (the int8 range with the ISA's ``saturate8``). Where ``dq.fast``, the ISA's fast form
+    (``IsaKernels.fast_requant``; ``doubled``: ``DwQuant.doubled``) with this C in its #else."""
+
+    def general(w: CWriter) -> None:
         r = emit_requantized(w, dq, acc)
         w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
-        w("#endif")
+
+    fast = isa.fast_requant.clamp if dq.fast else None
+    if fast is not None:
+        fast(w, dq, acc, lo, hi, doubled, general)
+        return
+    if (lo, hi) != (-128, 127) or isa.saturate8 is None:
+        general(w)
         return
     r = emit_requantized(w, dq, acc)
-    if (lo, hi) == (-128, 127):
-        w("#ifdef OPFUSE_DSP")
-        w(f"int32_t v = __ssat({r} + {dq.zy}, 8);")
-        w(SSAT_RANGE)  # a chain's clamp to the same range then folds away
-        w("#else")
-        w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
-        w("#endif")
-    else:
-        w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
+    isa.saturate8(w, f"{r} + {dq.zy}", True)  # a chain's clamp to the same range folds away
 
 
 def isa_row(params: Params, dq: DwQuant, pre: list[ir.Node] | None, yct) -> Callable | None:  # noqa: ANN001
@@ -139,8 +125,3 @@ def folded_biases(params: Params, node: ir.Node, g: ConvGeom, zx: int,
     if not classes or table.min() < -2**31 or table.max() >= 2**31:
         return None
     return params.weight(f"{node.name}:dw_bk", table.astype(np.int32), INT32)
-
-
-def dsp_guard(vrow: Callable | None) -> tuple[str, ...]:
-    """The guard of the DSP pairs' packed weights: not built where the ISA's row replaces them."""
-    return () if vrow is None else ("#if defined(OPFUSE_DSP) && !defined(OPFUSE_MVE)",)

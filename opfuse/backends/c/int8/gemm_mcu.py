@@ -1,16 +1,14 @@
-"""int8 Gemm/MatMul (fully connected) for Armv7E-M targets (Cortex-M4, M7): a row of A against
-``GEMM_ROWS`` rows of B at a time, with no scratch (docs/architecture.md, "int8 matrix kernels on
-Cortex-M").
+"""int8 Gemm/MatMul (fully connected) for the ISAs with a fully connected core
+(``IsaKernels.gemm_core``: Cortex-M): a row of A against ``GEMM_ROWS`` rows of B at a time, with
+no scratch (docs/architecture.md, "int8 matrix kernels on Cortex-M").
 
-Per four reduction steps, under ``OPFUSE_DSP``: one word of A widened once by ``SXTB16`` (or
-``UXTB16`` for uint8) and ``SXTB16 ror #8`` into the int16 pairs (a0, a2), (a1, a3), then per row
-of B one word widened the same way and two ``SMLAD`` (ACLE). Where N % 4 = 0 and K % 4 = 0 (every
-layer of ad01_int8) B is stored interleaved at generation time, per 4 rows and 4 steps the 4
-rows' words one after another, and an assembly loop reads them with two LDRDs
-(``isa/armv7em/dot.py``: ``dot_quads``); other shapes keep B's natural [N][K] order. The zero point of A is folded
+The core sums four reduction steps a word on Armv7E-M (SXTB16 and two SMLAD per row of B) and
+16 bytes a VMLADAV on Helium; B is stored as the core reads it (``IsaKernels.gemm_weights``:
+Armv7E-M interleaves 4 rows' words where N % 4 = 0 and K % 4 = 0, every layer of ad01_int8),
+other shapes keep B's natural [N][K] order. The zero point of A is folded
 into the bias (no padding in a Gemm: sum (a - z_a) b = sum a b - z_a sum b), so A is read raw,
 and the accumulator starts at the bias. The K % 4 tail, and every step of the portable C
-(``-DOPFUSE_NO_DSP``), is the plain integer dot product over the same bytes: the same int32 sums.
+(built without the ISA's extension), is the plain integer dot product over the same bytes: the same int32 sums.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The scratch the matrix tile (``isa/armv7em/matrix.py``) reads: a tile of output pixels' input windows,
+"""The scratch the ISA's matrix tile (``IsaKernels.matrix_core``) reads: a tile of output pixels' input windows,
 channel-contiguous, gathered from NCHW rows (docs/architecture.md, "int8 matrix kernels on
 Cortex-M").
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.isa.armv7em.matrix import QUAD
+from opfuse.backends.c.isa.base import QUAD
 
 PAIR = "(uint32_t)(uint16_t)({}) | ((uint32_t)({}) << 16)"
 QUAD4 = "(int64_t)((uint64_t)(" + PAIR + ") | ((uint64_t)(" + PAIR + ") << 32))"

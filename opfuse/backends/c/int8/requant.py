@@ -24,69 +24,22 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from opfuse.backends.c.isa import IsaKernels
+from opfuse.backends.c.isa.portable import REQUANT_TFLITE
 from opfuse.quant import ONNX, ROUNDING, TFLITE, get_quant
 
-TFLITE_HELPER = r"""/* TFLite's MultiplyByQuantizedMultiplier (double rounding): x * m * 2^(s - 31). */
-static inline int32_t opfuse_srdhm(int32_t a, int32_t b) {
-    if (a == b && a == INT32_MIN) return INT32_MAX;
-    /* TFLite rounds (a*b + nudge) / 2^31 toward zero with nudge 2^30 or 1 - 2^30 by the sign
-       of a*b; that is always floor((a*b + 2^30) / 2^31), an add and an arithmetic shift. */
-    return (int32_t)(((int64_t)a * (int64_t)b + ((int64_t)1 << 30)) >> 31);
-}
-static inline int32_t opfuse_rdbpot(int32_t x, int e) {
-    const int32_t mask = (int32_t)(((int64_t)1 << e) - 1);
-    const int32_t rem = x & mask;
-    const int32_t thr = (mask >> 1) + (x < 0 ? 1 : 0);
-#if defined(__x86_64__) || defined(__i386__)
-    /* shifted in 64 bits on x86: gcc 12's vectorizer narrows a 32-bit shift here to 16 bits
-       (wrong code under AVX-512, see requant.py) */
-    return (int32_t)(((int64_t)x >> e) + (rem > thr ? 1 : 0));
-#else
-    return (x >> e) + (rem > thr ? 1 : 0);
-#endif
-}
-static inline int32_t opfuse_requant(int32_t x, int32_t m, int s) {
-    const int ls = s > 0 ? s : 0;
-    return opfuse_rdbpot(opfuse_srdhm((int32_t)((uint32_t)x << ls), m), s > 0 ? 0 : -s);
-}
-/* The same integer in fewer instructions on Armv7E-M, where the generator proved |x| < 2^30 and
-   s < 0 (common.py, acc_bound): floor((x*m + 2^30) / 2^31) is floor((2x*m + 2^31) / 2^32), one
-   SMMULR; then the divide by 2^e (e = -s) rounding half away from zero is
-   floor((h - (h < 0) + 2^(e-1)) / 2^e), two shifts apart so nothing overflows. Elsewhere the
-   general helper (OPFUSE_REQUANT_R_PORTABLE: the same steps in C, for tests/test_requant_fast.py). */
-static inline int32_t opfuse_requant_r(int32_t x, int32_t m, int s) {
-#if defined(OPFUSE_DSP)
-    int32_t h;
-    __asm__ ("smmulr %0, %1, %2" : "=r" (h) : "r" (x * 2), "r" (m));
-    return (((h + (h >> 31)) >> (-1 - s)) + 1) >> 1;
-#elif defined(OPFUSE_REQUANT_R_PORTABLE)
-    const int32_t h = (int32_t)(((int64_t)(x * 2) * m + ((int64_t)1 << 31)) >> 32);
-    return (((h + (h >> 31)) >> (-1 - s)) + 1) >> 1;
-#else
-    return opfuse_requant(x, m, s);
-#endif
-}
-#if defined(OPFUSE_DSP) || defined(OPFUSE_REQUANT_R_PORTABLE)
-/* opfuse_requant_r for a kernel that accumulated 2x already (doubled weights and bias, the
-   depthwise core) with -31 <= s <= -1: the two shifts after the multiply become one, since
-   ((a >> (e-1)) + 1) >> 1 == (a + 2^(e-1)) >> e for e = -s, and |h| <= |x| < 2^30 keeps the sum
-   in 32 bits; r is 2^(e-1), plus z*2^e where the generator proved that fits too (it adds the
-   output zero point z exactly). */
-static inline int32_t opfuse_requant_d(int32_t x2, int32_t m, int e, int32_t r) {
-#if defined(OPFUSE_DSP)
-    int32_t h;
-    __asm__ ("smmulr %0, %1, %2" : "=r" (h) : "r" (x2), "r" (m));
-#else
-    const int32_t h = (int32_t)(((int64_t)x2 * m + ((int64_t)1 << 31)) >> 32);
-#endif
-    return (h + (h >> 31) + r) >> e;
-}
-#endif
-static inline int32_t opfuse_clamp(int32_t v, int32_t lo, int32_t hi) {
+# opfuse_clamp, after the ISA's fast form (IsaKernels.fast_requant)
+CLAMP = r"""static inline int32_t opfuse_clamp(int32_t v, int32_t lo, int32_t hi) {
     return v < lo ? lo : (v > hi ? hi : v);
 }
 
 """
+
+
+def tflite_helper(isa: IsaKernels) -> str:
+    """TFLite's requantization helpers with the ISA's fast form of ``opfuse_requant_r``."""
+    return REQUANT_TFLITE + isa.fast_requant.helpers + CLAMP
+
 
 ONNX_HELPER = r"""/* ONNX requantization: x * scale in float32, rounded half to even. */
 static inline int32_t opfuse_requant_f(int32_t x, float scale) {
@@ -141,7 +94,7 @@ def rounding_of(model: ir.Model) -> str:
     return mode if mode in (TFLITE, ONNX) else TFLITE
 
 
-def helpers(model: ir.Model) -> str:
+def helpers(model: ir.Model, isa: IsaKernels) -> str:
     """The requantization helper model.c needs (empty for a float model)."""
     if not is_quantized(model):
         return ""
@@ -150,7 +103,7 @@ def helpers(model: ir.Model) -> str:
     from opfuse.backends.c.int8.softmax import RECIPROCAL
 
     softmax = any(n.op_type == "Softmax" for n in model.graph)
-    return TFLITE_HELPER + (RECIPROCAL + "\n" if softmax else "")
+    return tflite_helper(isa) + (RECIPROCAL + "\n" if softmax else "")
 
 
 def int8_info(model: ir.Model) -> dict | None:

@@ -16,6 +16,16 @@ import numpy as np
 
 from opfuse.backends.c.cgen import CWriter
 
+# The matrix family's quad (int8/im2col.py, int8/conv_mcu.py and the ISAs' matrix cores): the
+# reduction steps of one scratch word and of one weight word
+QUAD = 4
+
+
+def padded(k: int) -> int:
+    """The reduction length rounded up to whole quads (the tail reads zeros)."""
+    return -(-k // QUAD) * QUAD
+
+
 # dot(w, acc, a, a_ctype, za, b, k): C adding sum((a[kk] - za) * b[kk]) for kk < k to int32
 # ``acc``; ``a`` int8_t or uint8_t (``a_ctype``), ``b`` int8 weights (zero point 0).
 DotWriter = Callable[[CWriter, str, str, str, int, str, int], None]
@@ -32,6 +42,43 @@ class NarrowMatrix:
     pad: Callable[[int], str]
     core: Callable[..., None]
     fill_gather: Callable[..., bool] | None = None
+
+
+@dataclass(frozen=True)
+class DepthwisePairs:
+    """The int8 depthwise family's interior columns (int8/depthwise_dsp.py) summed ``PAIR``
+    outputs at a time on the ISA's SIMD pairs. ``on`` / ``off`` open the branch that has them /
+    the portable sums' branch; ``weights(w, g, guard)`` writes channel ``c``'s taps packed in
+    pairs (``wp<kh>_<j>``) under ``guard`` (``weights_guard``); ``pointers(w, g, first)`` the row
+    pointers ``p<kh>`` a group steps; ``group(w, g, step)`` the sums ``a0 ..`` of one group."""
+
+    on: str
+    off: str
+    weights_guard: str
+    weights: Callable[..., None]
+    pointers: Callable[..., None]
+    group: Callable[..., None]
+
+
+@dataclass(frozen=True)
+class FastRequant:
+    """TFLite's requantization in fewer instructions where the generator proved the accumulator
+    bound (int8/common.py ``Requant.fast``; the same integers). ``helpers``: the C of
+    ``opfuse_requant_r`` (every ISA: kernels call it) and whatever the writers call;
+    ``constants(w, dq, portable)``: a depthwise channel's requantization constants, ``portable(w)``
+    the general ones in its ``#else``; ``clamp(w, dq, acc, lo, hi, doubled, portable)``: ``int32_t
+    v``, the requantized ``acc`` plus z_y clamped to lo .. hi (None: ``portable`` alone)."""
+
+    helpers: str
+    constants: Callable[..., None] | None = None
+    clamp: Callable[..., None] | None = None
+
+
+# opfuse_requant_r where no ISA has a faster form: the general helper (int8/requant.py)
+PORTABLE_REQUANT_R = """static inline int32_t opfuse_requant_r(int32_t x, int32_t m, int s) {
+    return opfuse_requant(x, m, s);
+}
+"""
 
 
 @dataclass(frozen=True)
@@ -92,3 +139,10 @@ class IsaKernels:
     # shape another member has: the ISA's cores keep their vectors and taps in registers a
     # band loop's switch of several members does not leave them (False: inline, as before)
     member_functions: bool = False
+    # depthwise_row_guard: the preprocessor line that opens ``depthwise_row``'s branch
+    depthwise_row_guard: str = ""
+    # depthwise_pairs: the int8 depthwise family's interior groups on SIMD pairs (None: the
+    # portable sums alone)
+    depthwise_pairs: DepthwisePairs | None = None
+    # fast_requant: TFLite's requantization where the accumulator bound allows a faster form
+    fast_requant: FastRequant = FastRequant(PORTABLE_REQUANT_R)

@@ -4,21 +4,20 @@ per instruction, under ``#ifdef OPFUSE_DSP``, which ``PRELUDE`` defines from the
 ``__ARM_FEATURE_DSP``/``__ARM_FEATURE_SIMD32`` (``-DOPFUSE_NO_DSP`` keeps the portable C).
 
 The micro-kernels: ``dot.py`` (the dot products of one row and of the fully connected core),
-``matrix.py`` (the im2col matrix tile and the weight layout it reads), ``saturate8`` here; the
-kernel families that use them are int8/conv_mcu.py and int8/gemm_mcu.py (docs/architecture.md,
-"int8 matrix kernels on Cortex-M").
+``matrix.py`` (the im2col matrix tile and the weight layout it reads), ``depthwise.py`` (the
+depthwise family's SIMD pairs and the SMMULR requantization), ``saturate8`` here; the kernel
+families that use them are int8/conv_mcu.py, int8/gemm_mcu.py and int8/depthwise_dsp.py
+(docs/architecture.md, "int8 matrix kernels on Cortex-M").
 """
 
 from __future__ import annotations
 
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.isa.armv7em import matrix
+from opfuse.backends.c.isa.armv7em.depthwise import FAST_REQUANT, PAIRS, SSAT_RANGE
 from opfuse.backends.c.isa.armv7em.dot import dot, gemm_core, gemm_weights
 from opfuse.backends.c.isa.base import IsaKernels
 
-# what __ssat(v, 8) returns, for gcc's value ranges (it does not know the builtin's): a later
-# clamp to the same range is then dropped; OPFUSE_DSP builds are gcc or clang, which have it
-SSAT_RANGE = "if (v < -128 || v > 127) __builtin_unreachable();"
 PRELUDE = """/* int8 dot products use the DSP extension's SMLAD where the core has it (Cortex-M4, M7;
    opfuse's armv7em ISA module, docs/isa.md); -DOPFUSE_NO_DSP keeps the portable C. */
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32) && !defined(OPFUSE_NO_DSP)
@@ -43,4 +42,5 @@ def saturate8(w: CWriter, value: str, ranged: bool) -> None:
 
 KERNELS = IsaKernels(name="armv7em", prelude=PRELUDE, dot=dot, saturate8=saturate8,
                      matrix_core=matrix.emit_core, matrix_weights=matrix.weight_rows,
-                     gemm_core=gemm_core, gemm_weights=gemm_weights)
+                     gemm_core=gemm_core, gemm_weights=gemm_weights, depthwise_pairs=PAIRS,
+                     fast_requant=FAST_REQUANT)

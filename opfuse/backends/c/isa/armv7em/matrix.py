@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from opfuse.backends.c.cgen import CWriter
+from opfuse.backends.c.isa.base import QUAD, padded
 
-QUAD = 4  # reduction steps per 32-bit weight word
 PERMUTE = (0, 2, 1, 3)  # byte order of a weight word: __sxtb16 pairs (k0, k1) and (k2, k3)
 
 
@@ -31,11 +31,6 @@ PERMUTE = (0, 2, 1, 3)  # byte order of a weight word: __sxtb16 pairs (k0, k1) a
 # code) and it has at least this many: on ResNet-8 (M7) two a pass ran 17.28M instructions and
 # one 17.89M, but two everywhere grew the flash of ResNet-8 and vww_96 past what it was before
 PAIRED_QUADS = 8
-
-
-def padded(k: int) -> int:
-    """The reduction length rounded up to whole weight words (the tail reads zeros)."""
-    return -(-k // QUAD) * QUAD
 
 
 def weight_rows(rows: np.ndarray) -> np.ndarray:

@@ -19,6 +19,8 @@ in int32, as SMLAD's, so the integers are the same as every other ISA's.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from opfuse.backends.c.isa import armv7em
 from opfuse.backends.c.isa.base import IsaKernels, NarrowMatrix
 from opfuse.backends.c.isa.mve import narrow
@@ -49,4 +51,9 @@ KERNELS = IsaKernels(name="mve", prelude=PRELUDE, dot=armv7em.dot, saturate8=arm
                      elementwise_add=elementwise_add, fill_gather=fill_gather,
                      narrow=NarrowMatrix(quad=narrow.QUAD8, pad=narrow.pad, core=narrow.emit_core,
                                          fill_gather=narrow.fill_gather),
-                     member_functions=True)
+                     member_functions=True, depthwise_row_guard="#ifdef OPFUSE_MVE",
+                     # the DSP pairs stay the row's #else: their packed weights are not built
+                     # where the MVE row replaces them
+                     depthwise_pairs=replace(armv7em.PAIRS, weights_guard=(
+                         "#if defined(OPFUSE_DSP) && !defined(OPFUSE_MVE)")),
+                     fast_requant=armv7em.FAST_REQUANT)

@@ -17,7 +17,8 @@ from collections.abc import Callable
 import numpy as np
 
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.isa.armv7em.matrix import QUAD, emit_portable, padded
+from opfuse.backends.c.isa.armv7em.matrix import emit_portable
+from opfuse.backends.c.isa.base import QUAD, padded
 
 
 def weight_rows(rows: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.isa.armv7em.matrix import QUAD
+from opfuse.backends.c.isa.base import QUAD
 from opfuse.backends.c.isa.mve.fill import MAX_OFFSET
 from opfuse.backends.c.isa.mve.matrix import reduction_step
 
