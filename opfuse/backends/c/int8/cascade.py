@@ -35,9 +35,9 @@ from opfuse.backends.c.int8.conv import (
     emit_row_taps,
     lanes_weights,
     packed_weights,
-    requant_clamp,
 )
 from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise_member, is_depthwise8
+from opfuse.backends.c.int8.output import requant_clamp
 from opfuse.backends.c.int8.pools import emit_pool_value8
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pools import pool_geom

@@ -30,6 +30,7 @@ from opfuse.backends.c.int8.common import (
 )
 from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise8, is_depthwise8
 from opfuse.backends.c.int8.matmul_act import emit_matmul_act8
+from opfuse.backends.c.int8.output import requant_clamp
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pools import window
 from opfuse.backends.c.tensors import Params
@@ -183,11 +184,6 @@ def packed_weights(params: Params, wv: ir.Value, g, ocb: int) -> str:
     ``emit_row_taps`` reads them (``wb``: a block's start)."""
     w4 = const(wv).astype(np.int32).reshape(g.oc // ocb, ocb, g.icg, g.k[0] * g.k[1])
     return params.weight(f"{wv.name}:ocb{ocb}", w4.transpose(0, 2, 3, 1).astype(np.int8), INT8)
-
-
-def requant_clamp(rq, acc: str, ch: str, zy: int, yct) -> str:  # noqa: ANN001
-    """An int32 accumulator (bias included) as the output's integer: requantized, + z_y, clamped."""
-    return f"opfuse_clamp({rq(acc, ch)} + {zy}, {yct.lo}, {yct.hi})"
 
 
 def emit_row_taps(w: CWriter, g, xct: str, zx: int, ocb: int, oh: str, channel: str,
@@ -362,7 +358,7 @@ def _gemm8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     w(f"const int8_t *br = {wt} + j*{k};")
     w(f"int32_t acc = {b + '[j]' if b else '0'};")
     kernels(params.store.isa).dot(w, "acc", "ar", act.name, za, "br", k)
-    w(f"int32_t v = opfuse_clamp({rq('acc', 'j')} + {zy}, {yct.lo}, {yct.hi});")
+    w(f"int32_t v = {requant_clamp(rq, 'acc', 'j', zy, yct)};")
     if chain is not None:
         v = chain.emit(w, "v", gemm_coords(shape))
         w(f"v = {v};")

@@ -39,6 +39,7 @@ from opfuse.backends.c.int8.im2col import (
     order,
     reduction_rows,
 )
+from opfuse.backends.c.int8.output import emit_output_value
 from opfuse.backends.c.int8.residual import residual_add
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.isa.base import QUAD, padded
@@ -94,20 +95,6 @@ def weights_int8(node: ir.Node, value: ir.Value) -> np.ndarray:
         raise OpfuseError(f"C backend: {who(node)}: weights with a nonzero zero point are not "
                           "emitted")
     return arr.astype(np.int64)
-
-
-def emit_output_value(w: CWriter, rq: Requant, acc: str, ch: str, zy: int, yct: CType,
-                      last: bool, isa: Isa) -> None:
-    """``int32_t v``: an int32 accumulator (bias included) as the output's integer: requantized,
-    + z_y, clamped to the type (conv.py's output stage). The clamp to [-128, 127] is the ISA's
-    ``saturate8`` (one SSAT on Armv7E-M); before a chain (not ``last``) it may tell the compiler
-    the value's range, so the chain's own clamp to [-128, 127] (a Relu's at z_y = -128) folds
-    away as after a clamp."""
-    value = f"{rq(acc, ch)} + {zy}"
-    if (yct.lo, yct.hi) == (-128, 127):
-        kernels(isa).saturate8(w, value, not last)
-    else:
-        w(f"int32_t v = opfuse_clamp({value}, {yct.lo}, {yct.hi});")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ from opfuse.backends.c.int8.common import (
     requant_arrays,
     rounding,
 )
-from opfuse.backends.c.int8.conv_mcu import emit_output_value, weights_int8
+from opfuse.backends.c.int8.conv_mcu import weights_int8
+from opfuse.backends.c.int8.output import emit_output_value
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.tensors import Params
 from opfuse.quant import conv_scales

@@ -17,6 +17,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, bcast_strides, contiguous, dims, offset_expr, who
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.int8.output import requant_clamp
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.quant import conv_scales
@@ -55,7 +56,7 @@ def emit_matmul_act8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Para
     w("int32_t acc = 0;")
     w(f"for (int kk = 0; kk < {k}; ++kk) acc += ((int32_t)ar[kk*{a_st[-1]}] - {za}) * "
       f"((int32_t)bb[kk*{b_st[-2]} + j*{b_st[-1]}] - {zb});")
-    w(f"int32_t v = opfuse_clamp({rq('acc')} + {zy}, {yct.lo}, {yct.hi});")
+    w(f"int32_t v = {requant_clamp(rq, 'acc', '0', zy, yct)};")
     if chain is not None:
         w(f"v = {chain.emit(w, 'v', [*coords, 'm', 'j'])};")
     row = offset_expr([*coords, "m"], contiguous(shape)[:-1])
