@@ -63,8 +63,8 @@ def _geom(kernel: tuple[int, int], d: int, pads: tuple[int, int, int, int]) -> C
 
 def _kernel(name: str, g: ConvGeom, ring_rows: int, step: int, zero: str | None) -> str:
     w = CWriter(1)
-    src = RowSource("ring", C, IH, IW, ring_rows)
-    sink = RowSink(RowSource("out", C, g.oh, g.ow, g.oh), RELU6)
+    src = RowSource.of("ring", C, IH, IW, ring_rows)
+    sink = RowSink(RowSource.of("out", C, g.oh, g.ow), RELU6)
     emit_depthwise_rows(w, g, src, "wt", "bias", sink, step, zero)
     return (f"static void {name}(const float *restrict ring, const float *restrict wt, "
             f"const float *restrict bias, const float *restrict zero, float *restrict out, "

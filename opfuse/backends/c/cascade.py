@@ -44,7 +44,7 @@ from opfuse.backends.c.convdirect import emit_direct_rows, pack_weights
 from opfuse.backends.c.dwconv import emit_depthwise_rows, in_place
 from opfuse.backends.c.epilogue import scalar_expr
 from opfuse.backends.c.int8.cascade import emit_member8, is_int8_member, why_not_member8
-from opfuse.backends.c.rowsource import RowSink, RowSource
+from opfuse.backends.c.rowsource import RowSink, RowSource, ring_offset
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.rings import Window, band_schedule
 from opfuse.fusion.stages import WINDOWED, chain_input, window_of
@@ -285,8 +285,8 @@ def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _St
     rx, ry = stores.rows(x), stores.rows(y)
     head = ms[0]
     if head.op_type == "Conv":  # the layer-by-layer conv cores (dwconv.py, convdirect.py)
-        _conv(w, ms, RowSource(xp, c_in, h_in, w_in, rx),
-              RowSource(yp, c_out, static_dims(y)[2], w_out, ry), stores, most)
+        _conv(w, ms, RowSource.of(xp, c_in, h_in, w_in, rx),
+              RowSource.of(yp, c_out, static_dims(y)[2], w_out, ry), stores, most)
         return
     w.open("for (int r = a; r <= b; ++r)")
     w.open(f"for (int c = 0; c < {c_out}; ++c)")
@@ -296,13 +296,13 @@ def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _St
         current, rest = head.outputs[0], ms[1:]
     else:
         current, rest = x, ms
-        w(f"for (int i = 0; i < {w_out}; ++i) acc[i] = {xp}[(c*{rx} + r % {rx})*{w_in} + i];")
+        w(f"for (int i = 0; i < {w_out}; ++i) acc[i] = {xp}[{ring_offset('c', 'r', rx, w_in)} + i];")
     lines = scalar_epilogue(rest, current, stores)
     w.open(f"for (int i = 0; i < {w_out}; ++i)")
     w("float v = acc[i];")
     for line in lines:
         w(line)
-    w(f"{yp}[(c*{ry} + r % {ry})*{w_out} + i] = v;")
+    w(f"{yp}[{ring_offset('c', 'r', ry, w_out)} + i] = v;")
     w.close()
     w.close()
     w.close()

@@ -13,6 +13,7 @@ import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, attr, dims
 from opfuse.backends.c.pools import emit_pool_row, pool_geom
+from opfuse.backends.c.rowsource import ring_slot
 from opfuse.ops import groups
 
 POOLS = groups.POOLS
@@ -37,7 +38,7 @@ def pool_row(w: CWriter, node: ir.Node, xp: str, rx: int) -> None:
     whole = rx == g.ih
 
     def load(ih: str) -> str:
-        row = ih if whole else f"({ih} % {rx})"
+        row = ih if whole else f"({ring_slot(ih, rx)})"
         w(f"const float (*src)[{g.iw}] = (const float (*)[{g.iw}])({xp} + (c*{rx} + {row})*{g.iw});")
         return "src"
 

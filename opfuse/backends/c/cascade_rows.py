@@ -32,6 +32,7 @@ import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, attr
 from opfuse.backends.c.convdirect import pack_weights
+from opfuse.backends.c.rowsource import ring_slot
 from opfuse.ir.values import const, static_dims
 
 OCB, CB = 4, 24  # output channels x columns of a column tile (1x1 convs)
@@ -134,14 +135,14 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
     lw = line_width(g, cols)
     per_ci = kh * sw * lw
     w.open("for (int r = a; r <= b; ++r)")
-    w(f"const int ys = r % {ry}, xs = r % {rx};")
+    w(f"const int ys = {ring_slot('r', ry)}, xs = {ring_slot('r', rx)};")
     w("(void)xs;")
     if not direct:
         w(f"float line[{c_in * per_ci}];")
         for ky in range(kh):
             w(f"const int iy{ky} = r*{sh} - {pt} + {ky * dh};")
             w(f"const int in{ky} = iy{ky} >= 0 && iy{ky} < {h_in};")
-            w(f"const int sl{ky} = in{ky} ? iy{ky} % {rx} : 0;")
+            w(f"const int sl{ky} = in{ky} ? {ring_slot(f'iy{ky}', rx)} : 0;")
         w.open(f"for (int ci = 0; ci < {c_in}; ++ci)")
         for ky in range(kh):
             w.open(f"if (in{ky})")

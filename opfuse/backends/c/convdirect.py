@@ -21,7 +21,7 @@ import numpy as np
 
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.epilogue import Chain, emit_apply
-from opfuse.backends.c.rowsource import RowSink, RowSource
+from opfuse.backends.c.rowsource import RowSink, RowSource, ring_offset
 
 LANES = 8  # a block's channel count is padded to a multiple of this
 
@@ -125,7 +125,7 @@ def emit_direct(w: CWriter, g, x: str, wp: str, meta, b: str | None, chain: Chai
             w(store)
 
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
-    _blocks(w, g, RowSource(x, g.c, g.ih, g.iw, g.ih), "n", wp, meta, finish, None)
+    _blocks(w, g, RowSource.of(x, g.c, g.ih, g.iw), "n", wp, meta, finish, None)
     w.close()
 
 
@@ -231,7 +231,7 @@ def _fill(w: CWriter, g, iwp: int) -> None:
     kh = g.k[0]
     last = f"oh - {g.p[0]} + {kh - 1}"
     w.open(f"for (; next <= {last} && next < {g.ih}; ++next)")
-    w(f"for (int ic = 0; ic < {g.icg}; ++ic) memcpy(lb + (ic*{kh} + next % {kh})*{iwp}, "
+    w(f"for (int ic = 0; ic < {g.icg}; ++ic) memcpy(lb + {ring_offset('ic', 'next', kh, iwp)}, "
       f"xg + ic*{g.ih * g.iw} + next*{g.iw}, {g.iw * 4}u);")
     w.close()
     w(f"int ro[{kh}];")
@@ -254,7 +254,7 @@ def _tile(w: CWriter, g, c0: int, pt: int, count: int, taps, ocv: int, width: in
     if lb:
         w(f"const float *xc = lb + ic*{g.k[0] * lb} + c0*{g.s[1]};")
     else:
-        w(f"const float *xc = xg + ic*{src.plane} + c0*{g.s[1]};")
+        w(f"const float *xc = xg + ic*{src.stride} + c0*{g.s[1]};")
     w(f"const float *wc = wb + ic*{kk * ocv};")
     w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
     valid = _kh_always_valid(g)

@@ -65,7 +65,7 @@ def _channel(w: CWriter, g, src: RowSource, n: str, wt: str, b: str | None) -> N
 
 def emit_depthwise(w: CWriter, g, x: str, wt: str, b: str | None, chain: Chain, y: str) -> None:  # noqa: ANN001
     """The layer-by-layer kernel: every row of every channel, the fused ``chain`` on the way out."""
-    src = RowSource(x, g.c, g.ih, g.iw, g.ih)
+    src = RowSource.of(x, g.c, g.ih, g.iw)
     wp = _padded_width(g)
     rb = _band_rows(g, wp, g.oh)
     flat = chain.view([[0], [1], [2, 3]])

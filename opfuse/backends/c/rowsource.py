@@ -1,14 +1,14 @@
-"""Where the float conv cores read their input rows and write their output rows: the whole NCHW
-tensor (the layer-by-layer kernel) or a cascade's ring of rows (docs/architecture.md, "Cascades"), so
-one core serves both.
+"""Where a conv core reads its input rows and writes its output rows, float or int8: the whole
+NCHW tensor (the layer-by-layer kernel) or a cascade's ring of rows (docs/architecture.md,
+"Cascades"), so one core serves both. The one writer of ring addressing.
 
 A ring of ``R`` rows of a ``C x H x W`` value is laid out ``C x R x W``: row ``y`` of channel ``c``
-sits at ``(c*R + y % R)*W``; the whole tensor is the case ``R = H`` (then no ``%`` is written).
-A core forms the slot ``y % R`` once per row (``slot``) and adds ``channel`` and ``row`` offsets
-to it, so the modulo never sits in an inner loop. The cascade's output side is a ``RowSink``: the
-ring it stores into and the member's epilogue, C statements on a scalar ``v`` of channel ``c``,
-row ``r`` and column ``i`` (``cascade.scalar_epilogue``). The int8 cascades' ``RowSource``
-(``int8/im2col.py``) is the same idea over one-byte rows.
+sits at ``(c*R + y % R)*W``; the whole tensor keeps every row (then no ``%`` is written). A core
+forms the slot ``y % R`` once per row (``slot``) and adds ``channel`` and ``row`` offsets to it,
+so the modulo never sits in an inner loop. In a shared int8 member function (int8/cascade.py) the
+rows kept and the channel stride are C expressions, its arguments. The cascade's output side is
+a ``RowSink``: the ring it stores into and the member's epilogue, C statements on a scalar ``v``
+of channel ``c``, row ``r`` and column ``i`` (``cascade.scalar_epilogue``).
 """
 
 from __future__ import annotations
@@ -18,36 +18,77 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class RowSource:
-    """Rows of a float value at ``base``: ``channels`` channels of ``height`` rows of ``width``
-    floats, of which ``rows`` are kept (``rows == height``: the whole tensor)."""
+    """Rows of a value at ``base``, ``width`` elements each, channels ``stride`` elements apart;
+    a ring keeps ``ring`` rows (row y in slot y % ring), the whole tensor (``ring`` None) every
+    row. ``channels``: the channels of one image (``channel(n, c)`` of a whole tensor of several
+    images); ``stride_max``: the largest stride where it is a C expression."""
 
     base: str
-    channels: int
-    height: int
     width: int
-    rows: int
+    stride: int | str
+    ring: int | str | None = None
+    channels: int = 1
+    stride_max: int | None = None
+
+    @classmethod
+    def of(cls, base: str, channels: int, height: int, width: int,
+           rows: int | str | None = None) -> RowSource:
+        """A ``channels x height x width`` value of which ``rows`` are kept (None or ``height``:
+        the whole tensor)."""
+        ring = None if rows is None or rows == height else rows
+        kept = height if ring is None else ring
+        stride = kept * width if isinstance(kept, int) else f"{kept}*{width}"
+        return cls(base, width, stride, ring, channels)
 
     @property
     def whole(self) -> bool:
-        return self.rows == self.height
+        return self.ring is None
 
     @property
-    def plane(self) -> int:
-        """Floats between two channels."""
-        return self.rows * self.width
+    def rows(self) -> int | str:
+        """The rows kept per channel."""
+        if self.ring is not None:
+            return self.ring
+        return self.stride // self.width if isinstance(self.stride, int) else self.stride
 
     def channel(self, n: str, c: str) -> str:
         """The pointer to channel ``c`` of image ``n`` (a ring holds one image)."""
         first = f"({n})*{self.channels} + {c}" if self.whole else c
-        return f"{self.base} + ({first})*{self.plane}"
+        return f"{self.base} + ({first})*{self.stride}"
 
     def slot(self, y: str) -> str:
         """The kept row index of row ``y``: ``y`` itself, or ``y % R`` (form it once per row)."""
-        return y if self.whole else f"({y}) % {self.rows}"
+        return y if self.whole else f"({y}) % {self.ring}"
 
     def row(self, y: str) -> str:
         """The offset of row ``y`` within a channel."""
         return f"({self.slot(y)})*{self.width}"
+
+
+# A cascade member's own spellings (cascade.py, cascade_rows.py, cascade_pool.py,
+# int8/cascade.py): a member does not know whether its value is a ring or kept whole, and
+# ``y % H`` is ``y``. ``y`` is a C name or a parenthesized expression.
+
+
+def ring_slot(y: str, rows: int | str) -> str:
+    """The slot of row ``y`` in a value kept as ``rows`` rows."""
+    return f"{y} % {rows}"
+
+
+def ring_offset(c: str, y: str, rows: int | str, width: int) -> str:
+    """The offset of row ``y`` of channel ``c`` in a value kept as ``rows`` rows."""
+    return f"({c}*{rows} + {ring_slot(y, rows)})*{width}"
+
+
+def ring_row(base: str, c: str, y: str, rows: int | str, width: int) -> str:
+    """The pointer to row ``y`` of channel ``c`` of a value kept as ``rows`` rows."""
+    return f"{base} + {ring_offset(c, y, rows, width)}"
+
+
+def channel_row(channel: str, y: str, rows: int | str, width: int, whole: bool) -> str:
+    """The pointer to row ``y`` from a channel's pointer ``channel``: ``y`` itself where the value
+    is kept whole, its slot in the ring else."""
+    return f"{channel} + {y}*{width}" if whole else f"{channel} + ({ring_slot(y, rows)})*{width}"
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from opfuse.backends.c.int8.output import requant_clamp
 from opfuse.backends.c.int8.pools import emit_pool_value8
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pools import pool_geom
+from opfuse.backends.c.rowsource import channel_row, ring_row
 from opfuse.ir.values import const
 from opfuse.memory.lifetimes import RING_PREFIX
 from opfuse.ops import groups
@@ -225,7 +226,7 @@ def _emit_rows(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores, 
     chain = Chain8(rest, dims(y, ms[-1]), params, first.name) if rest else None
 
     def row(ih: str) -> str:  # input row ih of the channel at xc
-        return f"xc + {ih}*{w_in}" if rx == dims(x, head)[2] else f"xc + ({ih} % {rx})*{w_in}"
+        return channel_row("xc", ih, rx, w_in, rx == dims(x, head)[2])
 
     def store(ch: str, col: str) -> None:
         v = chain.emit(w, "v", ["0", ch, "r", col]) if chain is not None else "v"
@@ -240,7 +241,7 @@ def _emit_rows(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores, 
         hct = int_ctype(head.outputs[0], head)
         w.open(f"for (int c = 0; c < {c_out}; ++c)")
         w(f"const {xct.name} *xc = {xp} + c*{rx * w_in};")
-        w(f"{yct.name} *yr = {yp} + (c*{ry} + r % {ry})*{w_out};")
+        w(f"{yct.name} *yr = {ring_row(yp, 'c', 'r', ry, w_out)};")
         w.open(f"for (int ow = 0; ow < {w_out}; ++ow)")
         emit_pool_value8(w, g, xq, hq, xct.name, hct, rounding(params), "r", row)
         store("c", "ow")
@@ -248,8 +249,8 @@ def _emit_rows(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores, 
         w.close()
     else:
         w.open(f"for (int c = 0; c < {c_out}; ++c)")
-        w(f"const {xct.name} *xr = {xp} + (c*{rx} + r % {rx})*{w_in};")
-        w(f"{yct.name} *yr = {yp} + (c*{ry} + r % {ry})*{w_out};")
+        w(f"const {xct.name} *xr = {ring_row(xp, 'c', 'r', rx, w_in)};")
+        w(f"{yct.name} *yr = {ring_row(yp, 'c', 'r', ry, w_out)};")
         w.open(f"for (int i = 0; i < {w_out}; ++i)")
         w("const int32_t v = xr[i];")
         store("c", "i")
@@ -279,11 +280,11 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int | str, w_in: int, 
     whole = rx == g.ih
 
     def row(ih: str) -> str:
-        return f"xc + {ih}*{w_in}" if whole else f"xc + ({ih} % {rx})*{w_in}"
+        return channel_row("xc", ih, rx, w_in, whole)
 
     if is_depthwise8(g, node, xct):  # the layer-by-layer kernel's row core (depthwise_dsp.py)
         emit_depthwise_member(w, node, params, g, f"{xp} + c*{_times(rx, w_in)}", row,
-                              f"{yct.name} *yr = {yp} + (c*{ry} + r % {ry})*{w_out}", store,
+                              f"{yct.name} *yr = {ring_row(yp, 'c', 'r', ry, w_out)}", store,
                               rest if yct.name == "int8_t" else None)
         return
 
@@ -299,7 +300,7 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int | str, w_in: int, 
         emit_lanes_pixel(w, g, xct, zx, f"xg + ic*{rx * w_in}", row)
         w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
         w(f"const int oc = grp*{g.ocg} + o;")
-        w(f"{yct.name} *yr = {yp} + (oc*{ry} + r % {ry})*{w_out};")
+        w(f"{yct.name} *yr = {ring_row(yp, 'oc', 'r', ry, w_out)};")
         w(f"const int32_t v = {requant_clamp(rq, f'acc[o] + {bias}[oc]', 'oc', zy, hct)};")
         store("oc", "ow")
         w.close()
@@ -317,7 +318,7 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int | str, w_in: int, 
     w.open(f"for (int j = 0; j < {ocb}; ++j)")
     w("const int oc = oc0 + j;")
     w(f"const int32_t bj = {bias}[oc];")
-    w(f"{yct.name} *yr = {yp} + (oc*{ry} + r % {ry})*{w_out};")
+    w(f"{yct.name} *yr = {ring_row(yp, 'oc', 'r', ry, w_out)};")
     w.open(f"for (int i = 0; i < {w_out}; ++i)")
     w(f"const int32_t v = {requant_clamp(rq, 'acc[j][i] + bj', 'oc', zy, hct)};")
     store("oc", "i")

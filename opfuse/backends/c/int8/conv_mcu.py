@@ -34,7 +34,6 @@ from opfuse.backends.c.int8.common import (
 from opfuse.backends.c.int8.im2col import (
     INT16,
     Packing,
-    RowSource,
     emit_fill,
     order,
     reduction_rows,
@@ -43,6 +42,7 @@ from opfuse.backends.c.int8.output import emit_output_value
 from opfuse.backends.c.int8.residual import residual_add
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.isa.base import QUAD, padded
+from opfuse.backends.c.rowsource import RowSource, ring_row
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
@@ -329,7 +329,7 @@ def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
     w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
-    emit_band(w, mc, RowSource("xg", plane_in, g.iw), xct.name, pixels=plane_out, oh=None,
+    emit_band(w, mc, RowSource("xg", g.iw, plane_in), xct.name, pixels=plane_out, oh=None,
               out=out, last=chain is None, vec=vec)
     w.close()
     w.close()
@@ -350,19 +350,19 @@ def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp:
         else residual_add(node.outputs[0], epilogue, params, f"r*{g.ow} + p0")
     if add is not None:  # the conv's own range, then the Add's (int8/residual.py)
         span = (-128, 127)
-    vec = None if span is None else (f"{yp} + (oc*{ry} + r % {ry})*{w_out} + p0", *span, add)
+    vec = None if span is None else (f"{ring_row(yp, 'oc', 'r', ry, w_out)} + p0", *span, add)
     ring = None if rx == g.ih else rx
     # rows as a C argument (a member function shared by layers of one shape, int8/cascade.py)
     channel = rx * w_in if isinstance(rx, int) else f"{rx}*{w_in}"
 
     def out(q: str) -> None:
-        w(f"{yct.name} *yr = {yp} + (oc*{ry} + r % {ry})*{w_out};")
+        w(f"{yct.name} *yr = {ring_row(yp, 'oc', 'r', ry, w_out)};")
         store("oc", f"(p0 + {q})")
 
     declare_scratch(w, params, mc.quads)
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
     w(f"const {xct} *xg = {xp} + grp*{g.icg}*{channel};")
     bound = None if isinstance(rx, int) else g.ih * w_in  # a ring never holds more rows than x
-    emit_band(w, mc, RowSource("xg", channel, w_in, ring, bound), xct, pixels=g.ow, oh="r",
+    emit_band(w, mc, RowSource("xg", w_in, channel, ring, stride_max=bound), xct, pixels=g.ow, oh="r",
               out=out, vec=vec)
     w.close()

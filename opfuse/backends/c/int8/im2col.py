@@ -30,27 +30,10 @@ import numpy as np
 
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.isa.base import QUAD
+from opfuse.backends.c.rowsource import RowSource
 
 PAIR = "(uint32_t)(uint16_t)({}) | ((uint32_t)({}) << 16)"
 QUAD4 = "(int64_t)((uint64_t)(" + PAIR + ") | ((uint64_t)(" + PAIR + ") << 32))"
-
-
-@dataclass(frozen=True)
-class RowSource:
-    """Input rows of a conv's group: ``base`` points at its first channel, channels are
-    ``channel`` elements apart, rows ``width``; a ring keeps ``ring`` rows (row ih at ih % ring),
-    a whole plane (``ring`` None) keeps them all."""
-
-    base: str
-    channel: int | str  # a C argument times the width in a shared member (int8/cascade.py)
-    width: int
-    ring: int | str | None = None
-    channel_max: int | None = None  # the largest ``channel`` where it is a C expression
-
-    def row(self, ih: str) -> str:
-        """The offset of input row ``ih`` within a channel."""
-        return f"({ih})*{self.width}" if self.ring is None else \
-            f"(({ih}) % {self.ring})*{self.width}"
 
 
 def order(g, pointwise: bool) -> str:  # noqa: ANN001
@@ -111,13 +94,13 @@ def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: str,  # noq
         pix = ow if oh is None else f"{src.row(oh)} + {ow}"
         w(f"const {xct} *s = {src.base} + {pix};")
         full = g.icg - g.icg % QUAD
-        ch = src.channel
+        ch = src.stride
 
         def quad(ic: str, dst: str = "d") -> None:
             _quad(w, 0, [f"s[({ic} + {lane})*{ch}]" for lane in range(QUAD)], dst, pk)
 
         if gather is None or not gather(w, src="s", xct=xct, ch=ch, count=full, dst="d",
-                                        stride=stride, quad=quad, ch_max=src.channel_max):
+                                        stride=stride, quad=quad, ch_max=src.stride_max):
             w.open(f"for (int ic = 0; ic < {full}; ic += {QUAD}, d += {stride})")
             quad("ic")
             w.close()
@@ -156,7 +139,7 @@ def _fill_inside(w: CWriter, g, src: RowSource, stride: int, xct: str,  # noqa: 
     dh = g.d[0]
     for kh in range(g.k[0]):
         w(f"const {xct} *r{kh} = {src.base} + {src.row(f'ih0 + {kh * dh}')} + iw0;")
-    entries = [_tap(g, None, f"(r{kh} + {ic * src.channel})", kw, 0)
+    entries = [_tap(g, None, f"(r{kh} + {ic * src.stride})", kw, 0)
                for ic in range(g.icg) for kh in range(g.k[0]) for kw in range(g.k[1])]
     for kb in range(-(-len(entries) // QUAD)):
         _quad(w, kb * stride, entries[kb * QUAD:(kb + 1) * QUAD], pk=pk)
@@ -170,7 +153,7 @@ def _fill_generic(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int,
     kp = -(-k // QUAD) * QUAD
     w(f"int16_t e[{kp}];")
     w.open(f"for (int ic = 0, kk = 0; ic < {g.icg}; ++ic)")
-    w(f"const {xct} *s = {src.base} + ic*{src.channel};")
+    w(f"const {xct} *s = {src.base} + ic*{src.stride};")
     w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
     w(f"const int ih = ih0 + kh*{dh};")
     w(f"const int okh = (unsigned)ih < {g.ih}u;")
@@ -192,7 +175,7 @@ def _fill_window(w: CWriter, g, mode: str, src: RowSource, stride: int, xct: str
     if mode == "channels":
         quads = g.k[1] // QUAD
         w.open(f"for (int ic = 0, kd = 0; ic < {g.icg}; ++ic)")
-        w(f"const {xct} *s = {src.base} + ic*{src.channel};")
+        w(f"const {xct} *s = {src.base} + ic*{src.stride};")
         w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh, kd += {quads * stride})")
         w(f"const int ih = ih0 + kh*{dh};")
         if checked:
@@ -224,10 +207,10 @@ def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int,  #
     w(f"const {xct} *s = r + kw*{dw};")
 
     def quad(ic: str) -> None:
-        _quad(w, 0, [f"s[({ic} + {lane})*{src.channel}]" for lane in range(QUAD)], "t", pk)
+        _quad(w, 0, [f"s[({ic} + {lane})*{src.stride}]" for lane in range(QUAD)], "t", pk)
 
-    if gather is None or not gather(w, src="s", xct=xct, ch=src.channel, count=g.icg, dst="t",
-                                    stride=stride, quad=quad, ch_max=src.channel_max):
+    if gather is None or not gather(w, src="s", xct=xct, ch=src.stride, count=g.icg, dst="t",
+                                    stride=stride, quad=quad, ch_max=src.stride_max):
         w.open(f"for (int ic = 0; ic < {g.icg}; ic += {QUAD}, t += {stride})")
         quad("ic")
         w.close()
