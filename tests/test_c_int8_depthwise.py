@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from opfuse.backends.c.int8.depthwise_dsp import reach, row_schedule, tap_pairs
+from opfuse.kernelplan.conv8 import reach, row_schedule, tap_pairs
 
 pytest.importorskip("tflite_micro")
 
@@ -87,25 +87,6 @@ def test_schedule_covers_every_tap_once(k: int, stride: int) -> None:
                 assert byte == d * stride + tap
                 seen.append(tap)
         assert sorted(seen) == list(range(k))
-
-
-@pytest.mark.parametrize("k", [1, 3, 5, 7])
-@pytest.mark.parametrize("stride", [1, 2])
-def test_cost_model_counts_the_columns_the_kernel_groups(k: int, stride: int) -> None:
-    """opfuse.cost.cwork mirrors the kernel's column split (it may not import a backend)."""
-    from opfuse.backends.c.conv import ConvGeom
-    from opfuse.backends.c.int8.depthwise_dsp import PAIR, interior
-    from opfuse.cost.cwork import dw_group_columns, dw_reach
-
-    assert dw_reach(k, stride) == reach(k, stride)
-    for iw in range(1, 40):
-        pad = k // 2
-        ow = (iw + 2 * pad - k) // stride + 1
-        if ow < 1:
-            continue
-        g = ConvGeom(1, 4, 9, iw, 4, 5, ow, 4, (k, k), (stride, stride), (1, 1), (pad, pad))
-        first, groups = interior(g)
-        assert min(ow, dw_group_columns(iw, ow, k, stride, pad)) == min(ow, groups * PAIR), iw
 
 
 def test_zero_rows_are_shared_per_zero_point() -> None:

@@ -184,3 +184,9 @@ def imports_of_test_modules(paths: list[Path]) -> list[str]:
 
 def test_no_test_module_imports_another() -> None:
     assert imports_of_test_modules(_sources("tests", "benchmarks")) == []
+
+
+def test_kernel_plans_are_below_the_backends_and_the_cost_model(graph) -> None:
+    """opfuse.kernelplan is pure data both read: it imports no other opfuse package."""
+    assert sorted(_where(graph, a, b) for a, b in _direct_imports(graph)
+                  if _within(a, "opfuse.kernelplan") and not _within(b, "opfuse.kernelplan")) == []

@@ -14,9 +14,8 @@ import pytest
 from opfuse import ops
 from opfuse.api import compile as compile_model
 from opfuse.backends.c.emit import c_schedule, emit_c
-from opfuse.backends.c.int8 import conv as backend_conv
 from opfuse.cost import cost_model, int8c
-from opfuse.cost.cwork import LANES, OCB_CHOICES, PIX_TILE, SHORT_ROW, is_view, kernel_work
+from opfuse.cost.cwork import is_view, kernel_work
 from opfuse.errors import OpfuseError
 from opfuse.measure.calibrate.host import host_target_text
 from opfuse.measure.calibrate.int8_probe import (
@@ -147,12 +146,6 @@ def test_work_is_counted_on_the_path_the_backend_emits(probe):
         if "Add" in entry.ops:
             assert [w.path for w in works] == [work.path, "epilogue"]
     assert seen == set(_MARKS)
-
-
-def test_template_constants_mirror_the_backend():
-    assert (OCB_CHOICES, PIX_TILE, LANES, SHORT_ROW) == (
-        backend_conv.OCB_CHOICES, backend_conv.PIX_TILE, backend_conv.LANES,
-        backend_conv.SHORT_ROW)
 
 
 def test_fit_recovers_known_costs_and_drops_a_negative_one():

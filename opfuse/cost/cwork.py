@@ -37,49 +37,10 @@ import onnx_ir as ir
 from opfuse import ops
 from opfuse.cost.kclass import node_class
 from opfuse.ir.values import static_dims
+from opfuse.kernelplan.conv8 import LANES, Conv8, plan_conv8
 from opfuse.targets.int8c import PATHS
 
 __all__ = ["PATHS", "Work", "is_view", "kernel_work", "node_work"]
-
-# The int8 C's template constants (opfuse.backends.c.int8.conv), mirrored here so the cost model
-# does not import a backend; tests/test_int8c.py checks they still agree.
-OCB_CHOICES = (8, 4, 2, 1)
-PIX_TILE = 64
-LANES = 16
-SHORT_ROW = 32
-DW_PAIR, DW_MAX_K = 2, 8  # opfuse.backends.c.int8.depthwise_dsp: output pixels per SIMD group
-
-
-def dw_reach(k: int, stride: int) -> int:
-    """Bytes a depthwise SIMD group reads from its first input column (``depthwise_dsp.reach``:
-    pairs of taps (k, k + 2) from the word at the even offset below them, a single tap from the
-    word holding it in its low lane unless an already read word holds it in its high lane)."""
-    firsts, singles, used = [], [], set()
-    for t in range(k):
-        if t in used:
-            continue
-        if t + 2 < k and t + 2 not in used:
-            firsts.append(t)
-            used |= {t, t + 2}
-        else:
-            singles.append(t)
-            used.add(t)
-    words = {i - i % 2 for d in range(DW_PAIR) for i in (d * stride + t for t in firsts)}
-    for d in range(DW_PAIR):
-        for t in singles:
-            lo = (d * stride + t) - (d * stride + t) % 2
-            if not (lo - 2 >= 0 and lo - 2 in words and lo not in words):
-                words.add(lo)
-    return max(words) + 4
-
-
-def dw_group_columns(iw: int, ow: int, k: int, stride: int, pad: int) -> int:
-    """Output columns of a row that the depthwise kernel computes in SIMD groups (the rest,
-    whose window or group leaves the row, are summed one by one)."""
-    first = -(-pad // stride)
-    last = (iw - dw_reach(k, stride) + pad) // stride
-    return max(0, (last - first) // DW_PAIR + 1) * DW_PAIR if last >= first else 0
-
 
 # The C template paths, each with its own rates in [perf.int8c] (opfuse.targets.int8c): a conv
 # vectorized over its output channels (short rows), over pointwise pixel tiles, over its output
@@ -107,41 +68,39 @@ def _ints(node: ir.Node, name: str, default: list[int]) -> list[int]:
 
 
 def conv_work(node: ir.Node) -> Work | None:
-    """A Conv's work as ``emit_conv8`` loops (module docstring); None when shapes are unknown."""
+    """A Conv's work as ``emit_conv8`` loops on its plan (opfuse/kernelplan/conv8.py; module
+    docstring); None when shapes are unknown."""
     xs, ws, ys = static_dims(node.inputs[0]), static_dims(node.inputs[1]), static_dims(node.outputs[0])
     if xs is None or ws is None or ys is None or len(ys) not in (3, 4):
         return None
-    if len(ys) == 3:
+    rank = len(ys)
+    pads = _ints(node, "pads", [0] * (2 * (rank - 2)))
+    strides, dilations = _ints(node, "strides", [1] * (rank - 2)), _ints(node, "dilations", [1] * (rank - 2))
+    if rank == 3:
         xs, ws, ys = [*xs[:2], 1, xs[2]], [*ws[:2], 1, ws[2]], [*ys[:2], 1, ys[2]]
+        pads, strides, dilations = [0, pads[0], 0, pads[1]], [1, *strides], [1, *dilations]
     n, oc, oh, ow = ys
     icg, kh, kw = ws[1], ws[2], ws[3]
     a = node.attributes.get("group")
-    group = a.as_int() if a is not None else 1
-    ocg = oc // max(group, 1)
-    taps = kh * kw
-    pads = _ints(node, "pads", [0, 0, 0, 0])
-    strides = _ints(node, "strides", [1, 1])
-    pointwise = (kh, kw) == (1, 1) and all(s == 1 for s in strides) and not any(pads)
-    lanes = ocg % LANES == 0 and (oh * ow < PIX_TILE if pointwise else ow < SHORT_ROW)
-    pixels = oh * ow
-    if lanes:  # one output pixel at a time, a vector over the group's output channels
+    group = max(a.as_int() if a is not None else 1, 1)
+    ocg, taps, pixels = oc // group, kh * kw, oh * ow
+    plan = plan_conv8(Conv8(xs[1], oc, group, xs[3], oh, ow, (kh, kw), tuple(strides[:2]),
+                            tuple(dilations[:2]), tuple(pads[:4]),
+                            node.inputs[0].dtype == ir.DataType.INT8, rank))
+    if plan.path == "conv_lanes":  # one output pixel at a time, a vector over the channels
         loops = n * group * pixels * icg * taps
         vec, tail = _split(ocg)
         return Work(loops * vec, n * oc * pixels, loops, "conv_lanes", loops * tail)
-    dilations = _ints(node, "dilations", [1, 1])
-    int8 = node.inputs[0].dtype == ir.DataType.INT8
-    if (group == oc and icg == 1 and group > 1 and kw <= DW_MAX_K and int8
-            and all(d == 1 for d in dilations)):
-        # depthwise_dsp: SIMD pairs of pixels per row (lane MACs), the columns left one by one
-        # (tail MACs); a loop per output row
-        simd = min(ow, dw_group_columns(xs[3], ow, kw, strides[1], pads[1]))
+    if plan.path == "depthwise":
+        # SIMD pairs of pixels per row (lane MACs), the columns left one by one (tail MACs);
+        # a loop per output row
         rows = n * oc * oh
-        return Work(rows * simd * taps, n * oc * pixels, rows, "depthwise",
-                    rows * (ow - simd) * taps)
-    ocb = next(b for b in OCB_CHOICES if ocg % b == 0)
+        return Work(rows * plan.dw_columns * taps, n * oc * pixels, rows, "depthwise",
+                    rows * (ow - plan.dw_columns) * taps)
+    ocb = plan.ocb
     blocks = n * group * (ocg // ocb)
-    if pointwise:  # pixel tiles of PIX_TILE, each a vector loop over its pixels
-        tile = min(PIX_TILE, pixels)
+    if plan.path == "pointwise":  # pixel tiles, each a vector loop over its pixels
+        tile = plan.tile
         full, rest = divmod(pixels, tile)
         (tv, tt), (rv, rt) = _split(tile), _split(rest)
         per = blocks * ocb * icg
@@ -149,10 +108,9 @@ def conv_work(node: ir.Node) -> Work | None:
                     blocks * (full + (1 if rest else 0)) * icg, "pointwise", per * (full * tt + rt))
     # one output row at a time, a vector loop over the row per tap (a depthwise conv with a
     # multiplier, dilation or uint8 activations too)
-    path = "conv_rows"
     loops = blocks * oh * icg * taps
     vec, tail = _split(ow)
-    return Work(loops * ocb * vec, n * oc * pixels, loops, path, loops * ocb * tail)
+    return Work(loops * ocb * vec, n * oc * pixels, loops, "conv_rows", loops * ocb * tail)
 
 
 def gemm_work(node: ir.Node) -> Work | None:

@@ -27,17 +27,15 @@ from opfuse.backends.c.int8 import conv_mcu
 from opfuse.backends.c.int8.chain import CHAIN_OPS, Chain8
 from opfuse.backends.c.int8.common import bias_array, int_ctype, quant, requant_arrays, rounding
 from opfuse.backends.c.int8.conv import (
-    LANES,
-    OCB_CHOICES,
-    SHORT_ROW,
     emit_lanes_bounds,
     emit_lanes_pixel,
     emit_row_taps,
     lanes_weights,
     packed_weights,
 )
-from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise_member, is_depthwise8
+from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise_member
 from opfuse.backends.c.int8.output import requant_clamp
+from opfuse.backends.c.int8.plan import conv8_plan, is_depthwise8
 from opfuse.backends.c.int8.pools import emit_pool_value8
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pools import pool_geom
@@ -290,7 +288,8 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int | str, w_in: int, 
 
     # short rows (a cascade computes one row at a time, pointwise convs too): one pixel at a
     # time, vectorized over the group's output channels
-    if g.ocg % LANES == 0 and g.ow < SHORT_ROW:
+    plan = conv8_plan(g, node, xct, member=True)
+    if plan.path == "conv_lanes":
         wc = lanes_weights(params, node.inputs[1], g)
         w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
         w(f"const {xct} *xg = {xp} + grp*{g.icg * rx * w_in};")
@@ -307,7 +306,7 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int | str, w_in: int, 
         w.close()
         w.close()
         return
-    ocb = next(b for b in OCB_CHOICES if g.ocg % b == 0)
+    ocb = plan.ocb
     wt = packed_weights(params, node.inputs[1], g, ocb)
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
     w.open(f"for (int ob = 0; ob < {g.ocg // ocb}; ++ob)")

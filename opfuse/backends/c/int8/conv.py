@@ -28,9 +28,10 @@ from opfuse.backends.c.int8.common import (
     requant_arrays,
     rounding,
 )
-from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise8, is_depthwise8
+from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise8
 from opfuse.backends.c.int8.matmul_act import emit_matmul_act8
 from opfuse.backends.c.int8.output import requant_clamp
+from opfuse.backends.c.int8.plan import conv8_plan
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pools import window
 from opfuse.backends.c.tensors import Params
@@ -64,12 +65,6 @@ def _bias(params: Params, node: ir.Node, index: int, channels: int) -> str | Non
     return params.weight(f"{v.name}:bias", np.broadcast_to(arr.ravel(), (channels,)), INT32)
 
 
-OCB_CHOICES = (8, 4, 2, 1)  # output channels per register block
-PIX_TILE = 64  # output pixels per tile of the pointwise path
-LANES = 16  # a group with a multiple of this many output channels can vectorize over them
-SHORT_ROW = 32  # output rows shorter than this vectorize over channels instead
-
-
 def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
     """The ISA's int8 conv (``IsaKernels.conv8``, which writes this C in its ``#else``) where it
     takes the conv, else the portable C below."""
@@ -91,17 +86,16 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> N
     if xq.scale.size != 1 or yq.scale.size != 1:
         raise OpfuseError(f"C backend: {who(node)}: activations must be quantized per tensor")
     xct, yct = int_ctype(xv, node), int_ctype(yv, node)
-    if is_depthwise8(g, node, xct.name):  # SIMD pairs of pixels (depthwise_dsp.py)
+    plan = conv8_plan(g, node, xct.name)
+    if plan.path == "depthwise":  # SIMD pairs of pixels (depthwise_dsp.py)
         _check_zero_point(node, wv)
         return emit_depthwise8(w, node, pre, params, g)
-    ocb = next(b for b in OCB_CHOICES if g.ocg % b == 0)
+    ocb = plan.ocb
     taps = g.k[0] * g.k[1]
     zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
     bias = bias_array(node, 2, g.oc)
-    pointwise = g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and not any(_pads_end(node))
     # few output pixels per row (or per plane, for a pointwise conv): vectorize over channels
-    lanes = uses_lanes(g, node)
-    pointwise = pointwise and not lanes
+    lanes, pointwise = plan.path == "conv_lanes", plan.path == "pointwise"
     if pointwise:  # no padding: sum (x - z_x) w = sum x w - z_x sum w, folded into the bias
         bias = bias - zx * arr.astype(np.int64).reshape(g.oc, -1).sum(axis=1)
     _check_zero_point(node, wv)
@@ -146,7 +140,7 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> N
     w(f"const int8_t *wb = {wt} + (oc0 / {ocb})*{g.icg * taps * ocb};")
     w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
     if pointwise:
-        tile = min(PIX_TILE, plane_out)
+        tile = plan.tile
         full, rest = divmod(plane_out, tile)
         for count, start, width in ((full, 0, tile), (1 if rest else 0, full * tile, rest)):
             if not count:
@@ -223,13 +217,6 @@ def emit_row_taps(w: CWriter, g, xct: str, zx: int, ocb: int, oh: str, channel: 
     w.close()
 
 
-def uses_lanes(g, node: ir.Node) -> bool:
-    """Whether a conv's short rows (or small plane, for a pointwise conv) vectorize over output
-    channels (``emit_lanes_pixel``) rather than over columns (``emit_row_taps``)."""
-    pointwise = g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and not any(_pads_end(node))
-    return g.ocg % LANES == 0 and (g.oh * g.ow < PIX_TILE if pointwise else g.ow < SHORT_ROW)
-
-
 def lanes_weights(params: Params, wv: ir.Value, g) -> str:
     """The weights packed [group][ICg][KH][KW][OCg] (int8): a tap's channel weights are a vector."""
     taps = g.k[0] * g.k[1]
@@ -299,12 +286,6 @@ def _channel_lanes(w: CWriter, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, 
     w.close()
     w.close()
     w.close()
-
-
-def _pads_end(node: ir.Node) -> list[int]:
-    pads = attr(node, "pads")
-    return list(pads[len(pads) // 2 :]) if pads else []
-
 
 
 def emit_gemm8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:

@@ -29,7 +29,6 @@ layer-by-layer kernel (``emit_depthwise8``) and a cascade member call the same c
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -45,83 +44,8 @@ from opfuse.backends.c.isa import IsaKernels, kernels
 from opfuse.backends.c.isa.base import DepthwisePairs
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
+from opfuse.kernelplan.conv8 import PAIR, interior
 from opfuse.quant import TFLITE
-
-PAIR = 2  # output pixels per SIMD group: 3x3 stride 1 then needs one word per tap row
-MAX_K = 8  # widest kernel row the unrolled core is written for
-
-
-def is_depthwise8(g: ConvGeom, node: ir.Node, xct: str) -> bool:
-    """Whether ``emit_depthwise8`` writes this conv: depthwise, multiplier 1, 2-D, undilated,
-    int8 activations, a row of at most ``MAX_K`` taps."""
-    return (g.group == g.c == g.oc and g.group > 1 and g.d == (1, 1) and xct == "int8_t"
-            and g.k[1] <= MAX_K and len(dims(node.outputs[0], node)) == 4)
-
-
-@dataclass(frozen=True)
-class Tap:
-    """One multiply-accumulate instruction of an output pixel ``out`` of the group: the word at
-    byte ``word`` of the row (from the group's first input column), its ``e`` or ``o`` half,
-    both lanes against a weight pair (``lane`` "pair") or one lane against a single weight."""
-
-    out: int
-    word: int
-    odd: bool
-    lane: str  # "pair", "lo" or "hi"
-    weight: int  # index in the row's packed weights (pairs first, then singles)
-
-
-def tap_pairs(kw: int) -> tuple[list[tuple[int, int]], list[int]]:
-    """The row's taps as pairs (k, k + 2) and singles: (0, 2), (1, 3), (4, 6), (5, 7)..."""
-    pairs, singles, used = [], [], set()
-    for k in range(kw):
-        if k in used:
-            continue
-        if k + 2 < kw and k + 2 not in used:
-            pairs.append((k, k + 2))
-            used |= {k, k + 2}
-        else:
-            singles.append(k)
-            used.add(k)
-    return pairs, singles
-
-
-def row_schedule(kw: int, stride: int, pair: int = PAIR) -> list[Tap]:
-    """The instructions of one tap row for ``pair`` output pixels (module docstring)."""
-    pairs, singles = tap_pairs(kw)
-    taps: list[Tap] = []
-    for d in range(pair):
-        for j, (k, _) in enumerate(pairs):
-            i = d * stride + k
-            taps.append(Tap(d, i - (i % 2), bool(i % 2), "pair", j))
-    words = {t.word for t in taps}
-    for d in range(pair):
-        for j, k in enumerate(singles, start=len(pairs)):
-            i = d * stride + k
-            lo, hi = i - (i % 2), i - (i % 2) - 2  # x[i] is lane lo of word i, lane hi of word i-2
-            if hi >= 0 and hi in words and lo not in words:
-                taps.append(Tap(d, hi, bool(i % 2), "hi", j))
-            else:
-                taps.append(Tap(d, lo, bool(i % 2), "lo", j))
-                words.add(lo)
-    return taps
-
-
-def reach(kw: int, stride: int, pair: int = PAIR) -> int:
-    """Bytes a group reads from its first input column (its last word's end)."""
-    return max(t.word for t in row_schedule(kw, stride, pair)) + 4
-
-
-def interior(g: ConvGeom, pair: int = PAIR) -> tuple[int, int]:
-    """(first column, number of groups) of the output columns whose groups read only bytes of
-    the row: a pixel's window starts at ``ow * sw - pw``."""
-    (_, sw), (_, pw) = g.s, g.p
-    first = -(-pw // sw)
-    span = reach(g.k[1], sw, pair)
-    # the group at ow0 reads columns ow0*sw - pw .. ow0*sw - pw + span - 1 < iw
-    last = (g.iw - span + pw) // sw if g.iw - span + pw >= 0 else -1
-    groups = max(0, (last - first) // pair + 1) if last >= first else 0
-    return first, groups
 
 
 def zero_row(params: Params, g: ConvGeom, zx: int) -> str:
@@ -139,7 +63,7 @@ def columns(g: ConvGeom) -> tuple[list[tuple[int, int, int]], tuple[int, int]]:
     """The output columns outside the SIMD groups, as (column, first tap, end tap) with the taps
     inside the row, and the groups (first column, count)."""
     (_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
-    first, groups = interior(g)
+    first, groups = interior(g.iw, kw_, sw, pw)
     end = first + groups * PAIR
     singles = []
     for ow in (*range(0, first), *range(end, g.ow)):

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.isa.base import DepthwisePairs, FastRequant
+from opfuse.kernelplan.conv8 import PAIR, row_schedule, tap_pairs
 
 ON, OFF = "#ifdef OPFUSE_DSP", "#ifndef OPFUSE_DSP"
 SSAT_RANGE = "if (v < -128 || v > 127) __builtin_unreachable();"
@@ -22,8 +23,6 @@ SSAT_RANGE = "if (v < -128 || v > 127) __builtin_unreachable();"
 
 def packed_weights(w: CWriter, g, guard: str) -> None:  # noqa: ANN001 - a ConvGeom
     """Channel ``c``'s taps ``wc`` widened and paired once: ``wp<kh>_<j>`` (pairs, then singles)."""
-    from opfuse.backends.c.int8.depthwise_dsp import tap_pairs
-
     kh_, kw_ = g.k
     pairs, singles_k = tap_pairs(kw_)
     w(guard)
@@ -48,8 +47,6 @@ def row_pointers(w: CWriter, g, first: int) -> None:  # noqa: ANN001
 
 def group(w: CWriter, g, step: bool) -> None:  # noqa: ANN001
     """The sums ``a<d>`` of the group at ``ow``; ``step``: in a loop, whose row pointers step."""
-    from opfuse.backends.c.int8.depthwise_dsp import PAIR, row_schedule
-
     (kh_, kw_), (_, sw) = g.k, g.s
     taps = row_schedule(kw_, sw)
     words = sorted({t.word for t in taps})

@@ -21,7 +21,7 @@ from opfuse.backends.c.int8.common import (
     requant_arrays,
     rounding,
 )
-from opfuse.backends.c.int8.depthwise_dsp import is_depthwise8
+from opfuse.backends.c.int8.plan import is_depthwise8
 from opfuse.backends.c.isa.x86.core import (
     STAGE_LIMIT,
     Core,

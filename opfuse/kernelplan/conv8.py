@@ -1,0 +1,149 @@
+"""The plan of an int8 Conv in the generated C's templates (opfuse/backends/c/int8/conv.py and
+depthwise_dsp.py) and the cost model's work of it (opfuse/cost/cwork.py): which path computes it,
+its register block of output channels, its pointwise pixel tile, and for a depthwise conv the
+output columns summed in SIMD groups of ``PAIR`` pixels (a group's tap row is one word of four
+input bytes per even offset: taps ``k`` and ``k + 2`` of a pixel pair on one word's even or odd
+bytes, an unpaired tap on one lane).
+
+Paths (each with its own rates in ``[perf.int8c]``): ``conv_lanes`` (a vector over a group's
+output channels: short rows, or a small pointwise plane), ``depthwise`` (SIMD pairs per row),
+``pointwise`` (pixel tiles of ``PIX_TILE``), ``conv_rows`` (a vector along each output row, per
+tap: every other conv).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OCB_CHOICES = (8, 4, 2, 1)  # output channels per register block
+PIX_TILE = 64  # output pixels per tile of the pointwise path
+LANES = 16  # a group with a multiple of this many output channels can vectorize over them
+SHORT_ROW = 32  # output rows shorter than this vectorize over channels instead
+PAIR = 2  # output pixels per depthwise SIMD group: 3x3 stride 1 then needs one word per tap row
+MAX_K = 8  # widest kernel row the depthwise core is written for
+
+
+@dataclass(frozen=True)
+class Conv8:
+    """An int8 conv's geometry as the templates see it (1-D as 2-D with a height of 1)."""
+
+    c: int
+    oc: int
+    group: int
+    iw: int
+    oh: int
+    ow: int
+    k: tuple[int, int]
+    s: tuple[int, int]
+    d: tuple[int, int]
+    pads: tuple[int, int, int, int]  # top, left, bottom, right
+    int8_input: bool = True  # uint8 activations keep the row path
+    rank: int = 4
+
+    @property
+    def ocg(self) -> int:
+        return self.oc // self.group
+
+    @property
+    def pointwise(self) -> bool:
+        return self.k == (1, 1) and self.s == (1, 1) and not any(self.pads)
+
+
+@dataclass(frozen=True)
+class ConvPlan:
+    path: str
+    ocb: int = 1  # output channels per register block (pointwise, conv_rows)
+    tile: int = 0  # pixels per pointwise tile
+    dw_columns: int = 0  # output columns of a row in SIMD groups (depthwise)
+
+
+def is_depthwise(g: Conv8) -> bool:
+    """Depthwise with multiplier 1, 2-D, undilated, int8 activations, a row of at most
+    ``MAX_K`` taps: the SIMD-pairs core."""
+    return (g.group == g.c == g.oc and g.group > 1 and g.d == (1, 1) and g.int8_input
+            and g.k[1] <= MAX_K and g.rank == 4)
+
+
+def uses_lanes(g: Conv8) -> bool:
+    """Short rows (or a small pointwise plane) vectorize over output channels."""
+    return g.ocg % LANES == 0 and (g.oh * g.ow < PIX_TILE if g.pointwise else g.ow < SHORT_ROW)
+
+
+def plan_conv8(g: Conv8, member: bool = False) -> ConvPlan:
+    """The path the templates take, in their order of choice; ``member``: a cascade member's,
+    which computes one output row a call (a pointwise one too, so no pixel tiles)."""
+    if is_depthwise(g):
+        first, groups = interior(g.iw, g.k[1], g.s[1], g.pads[1])
+        return ConvPlan("depthwise", dw_columns=min(g.ow, groups * PAIR))
+    if (g.ocg % LANES == 0 and g.ow < SHORT_ROW) if member else uses_lanes(g):
+        return ConvPlan("conv_lanes")
+    ocb = next(b for b in OCB_CHOICES if g.ocg % b == 0)
+    if g.pointwise and not member:
+        return ConvPlan("pointwise", ocb, min(PIX_TILE, g.oh * g.ow))
+    return ConvPlan("conv_rows", ocb)
+
+
+@dataclass(frozen=True)
+class Tap:
+    """One multiply-accumulate instruction of an output pixel ``out`` of a depthwise group: the
+    word at byte ``word`` of the row (from the group's first input column), its ``e`` or ``o``
+    half, both lanes against a weight pair (``lane`` "pair") or one lane against a single
+    weight."""
+
+    out: int
+    word: int
+    odd: bool
+    lane: str  # "pair", "lo" or "hi"
+    weight: int  # index in the row's packed weights (pairs first, then singles)
+
+
+def tap_pairs(kw: int) -> tuple[list[tuple[int, int]], list[int]]:
+    """The row's taps as pairs (k, k + 2) and singles: (0, 2), (1, 3), (4, 6), (5, 7)..."""
+    pairs, singles, used = [], [], set()
+    for k in range(kw):
+        if k in used:
+            continue
+        if k + 2 < kw and k + 2 not in used:
+            pairs.append((k, k + 2))
+            used |= {k, k + 2}
+        else:
+            singles.append(k)
+            used.add(k)
+    return pairs, singles
+
+
+def row_schedule(kw: int, stride: int, pair: int = PAIR) -> list[Tap]:
+    """The instructions of one tap row for ``pair`` output pixels (module docstring)."""
+    pairs, singles = tap_pairs(kw)
+    taps: list[Tap] = []
+    for d in range(pair):
+        for j, (k, _) in enumerate(pairs):
+            i = d * stride + k
+            taps.append(Tap(d, i - (i % 2), bool(i % 2), "pair", j))
+    words = {t.word for t in taps}
+    for d in range(pair):
+        for j, k in enumerate(singles, start=len(pairs)):
+            i = d * stride + k
+            lo, hi = i - (i % 2), i - (i % 2) - 2  # x[i] is lane lo of word i, lane hi of word i-2
+            if hi >= 0 and hi in words and lo not in words:
+                taps.append(Tap(d, hi, bool(i % 2), "hi", j))
+            else:
+                taps.append(Tap(d, lo, bool(i % 2), "lo", j))
+                words.add(lo)
+    return taps
+
+
+def reach(kw: int, stride: int, pair: int = PAIR) -> int:
+    """Bytes a group reads from its first input column (its last word's end)."""
+    return max(t.word for t in row_schedule(kw, stride, pair)) + 4
+
+
+def interior(iw: int, kw: int, sw: int, pw: int, pair: int = PAIR) -> tuple[int, int]:
+    """(first column, number of groups) of the output columns whose groups read only bytes of
+    the row: a pixel's window starts at ``ow * sw - pw``."""
+    first = -(-pw // sw)
+    span = reach(kw, sw, pair)
+    # the group at ow0 reads columns ow0*sw - pw .. ow0*sw - pw + span - 1 < iw
+    last = (iw - span + pw) // sw if iw - span + pw >= 0 else -1
+    groups = max(0, (last - first) // pair + 1) if last >= first else 0
+    return first, groups
