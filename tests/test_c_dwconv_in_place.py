@@ -24,11 +24,11 @@ import pytest
 
 from opfuse.backends.c import cascade
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.dwconv import emit_depthwise_rows, in_place
 from opfuse.backends.c.emit import generate
 from opfuse.backends.c.flags import BASE, WARN
 from opfuse.backends.c.rowsource import RowSink, RowSource
+from opfuse.kernelplan.conv8 import ConvGeom
 from opfuse.measure.run import qemu
 from opfuse.measure.validate.c_float import reference
 from opfuse.pipeline import compile_model

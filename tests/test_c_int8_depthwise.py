@@ -94,9 +94,9 @@ def test_zero_rows_are_shared_per_zero_point() -> None:
     wide as its input; a wider layer after a narrower one gets a row of its own width."""
     from types import SimpleNamespace
 
-    from opfuse.backends.c.conv import ConvGeom
     from opfuse.backends.c.int8.depthwise_dsp import zero_row
     from opfuse.backends.c.tensors import Params, Store, WeightBlob
+    from opfuse.kernelplan.conv8 import ConvGeom
 
     blob = WeightBlob()
     params = Params(Store(SimpleNamespace(tensors=[], offsets={}), blob))

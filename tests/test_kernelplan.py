@@ -13,7 +13,7 @@ import pytest
 from opfuse.backends.c.conv import conv_geom
 from opfuse.backends.c.int8.plan import conv8_plan
 from opfuse.cost.cwork import conv_work
-from opfuse.kernelplan.conv8 import Conv8, interior, plan_conv8
+from opfuse.kernelplan.conv8 import Conv8, ConvGeom, interior, plan_conv8
 
 
 def _conv(x: list[int], w: list[int], y: list[int], **attrs) -> ir.Node:  # noqa: ANN003
@@ -66,6 +66,6 @@ def test_depthwise_groups_read_only_bytes_of_the_row(k: int, stride: int) -> Non
 
         assert all(inside(first + PAIR * i) for i in range(groups)), iw
         assert not inside(first + PAIR * groups) or first + PAIR * groups >= ow, iw
-        plan = plan_conv8(Conv8(4, 4, 4, iw, 5, ow, (k, k), (stride, stride), (1, 1),
-                                (pad, pad, pad, pad)))
+        g = ConvGeom(1, 4, 9, iw, 4, 5, ow, 4, (k, k), (stride, stride), (1, 1), (pad, pad))
+        plan = plan_conv8(Conv8(g, (pad, pad)))
         assert plan.dw_columns == min(ow, groups * PAIR)

@@ -37,7 +37,7 @@ import onnx_ir as ir
 from opfuse import ops
 from opfuse.cost.kclass import node_class
 from opfuse.ir.values import static_dims
-from opfuse.kernelplan.conv8 import LANES, Conv8, plan_conv8
+from opfuse.kernelplan.conv8 import LANES, Conv8, ConvGeom, plan_conv8
 from opfuse.targets.int8c import PATHS
 
 __all__ = ["PATHS", "Work", "is_view", "kernel_work", "node_work"]
@@ -84,9 +84,9 @@ def conv_work(node: ir.Node) -> Work | None:
     a = node.attributes.get("group")
     group = max(a.as_int() if a is not None else 1, 1)
     ocg, taps, pixels = oc // group, kh * kw, oh * ow
-    plan = plan_conv8(Conv8(xs[1], oc, group, xs[3], oh, ow, (kh, kw), tuple(strides[:2]),
-                            tuple(dilations[:2]), tuple(pads[:4]),
-                            node.inputs[0].dtype == ir.DataType.INT8, rank))
+    g = ConvGeom(n, xs[1], xs[2], xs[3], oc, oh, ow, group, (kh, kw), tuple(strides[:2]),
+                 tuple(dilations[:2]), tuple(pads[:2]))
+    plan = plan_conv8(Conv8(g, tuple(pads[2:4]), node.inputs[0].dtype == ir.DataType.INT8, rank))
     if plan.path == "conv_lanes":  # one output pixel at a time, a vector over the channels
         loops = n * group * pixels * icg * taps
         vec, tail = _split(ocg)

@@ -24,29 +24,45 @@ MAX_K = 8  # widest kernel row the depthwise core is written for
 
 
 @dataclass(frozen=True)
-class Conv8:
-    """An int8 conv's geometry as the templates see it (1-D as 2-D with a height of 1)."""
+class ConvGeom:
+    """A conv's geometry (1-D as 2-D with a height of 1); ``p``: the top and left pads."""
 
+    n: int
     c: int
-    oc: int
-    group: int
+    ih: int
     iw: int
+    oc: int
     oh: int
     ow: int
+    group: int
     k: tuple[int, int]
     s: tuple[int, int]
     d: tuple[int, int]
-    pads: tuple[int, int, int, int]  # top, left, bottom, right
-    int8_input: bool = True  # uint8 activations keep the row path
-    rank: int = 4
+    p: tuple[int, int]
+
+    @property
+    def icg(self) -> int:
+        return self.c // self.group
 
     @property
     def ocg(self) -> int:
         return self.oc // self.group
 
+
+@dataclass(frozen=True)
+class Conv8:
+    """An int8 conv as the templates see it: its geometry, its bottom and right pads, whether
+    its activations are int8 (uint8 keeps the row path) and its rank (3: 1-D)."""
+
+    g: ConvGeom
+    pads_end: tuple[int, int] = (0, 0)
+    int8_input: bool = True
+    rank: int = 4
+
     @property
     def pointwise(self) -> bool:
-        return self.k == (1, 1) and self.s == (1, 1) and not any(self.pads)
+        g = self.g
+        return g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and not any(self.pads_end)
 
 
 @dataclass(frozen=True)
@@ -57,28 +73,31 @@ class ConvPlan:
     dw_columns: int = 0  # output columns of a row in SIMD groups (depthwise)
 
 
-def is_depthwise(g: Conv8) -> bool:
+def is_depthwise(conv: Conv8) -> bool:
     """Depthwise with multiplier 1, 2-D, undilated, int8 activations, a row of at most
     ``MAX_K`` taps: the SIMD-pairs core."""
-    return (g.group == g.c == g.oc and g.group > 1 and g.d == (1, 1) and g.int8_input
-            and g.k[1] <= MAX_K and g.rank == 4)
+    g = conv.g
+    return (g.group == g.c == g.oc and g.group > 1 and g.d == (1, 1) and conv.int8_input
+            and g.k[1] <= MAX_K and conv.rank == 4)
 
 
-def uses_lanes(g: Conv8) -> bool:
+def uses_lanes(conv: Conv8) -> bool:
     """Short rows (or a small pointwise plane) vectorize over output channels."""
-    return g.ocg % LANES == 0 and (g.oh * g.ow < PIX_TILE if g.pointwise else g.ow < SHORT_ROW)
+    g = conv.g
+    return g.ocg % LANES == 0 and (g.oh * g.ow < PIX_TILE if conv.pointwise else g.ow < SHORT_ROW)
 
 
-def plan_conv8(g: Conv8, member: bool = False) -> ConvPlan:
+def plan_conv8(conv: Conv8, member: bool = False) -> ConvPlan:
     """The path the templates take, in their order of choice; ``member``: a cascade member's,
     which computes one output row a call (a pointwise one too, so no pixel tiles)."""
-    if is_depthwise(g):
-        first, groups = interior(g.iw, g.k[1], g.s[1], g.pads[1])
+    g = conv.g
+    if is_depthwise(conv):
+        first, groups = interior(g.iw, g.k[1], g.s[1], g.p[1])
         return ConvPlan("depthwise", dw_columns=min(g.ow, groups * PAIR))
-    if (g.ocg % LANES == 0 and g.ow < SHORT_ROW) if member else uses_lanes(g):
+    if (g.ocg % LANES == 0 and g.ow < SHORT_ROW) if member else uses_lanes(conv):
         return ConvPlan("conv_lanes")
     ocb = next(b for b in OCB_CHOICES if g.ocg % b == 0)
-    if g.pointwise and not member:
+    if conv.pointwise and not member:
         return ConvPlan("pointwise", ocb, min(PIX_TILE, g.oh * g.ow))
     return ConvPlan("conv_rows", ocb)
 

@@ -20,8 +20,6 @@ below remain for runtime (non-constant) weights and for a conv that ends in a fu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import onnx_ir as ir
 
@@ -36,35 +34,12 @@ from opfuse.backends.c.pools import PoolGeom, emit_pool_row, pads_for, pool_geom
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
+from opfuse.kernelplan.conv8 import ConvGeom
 
 PB = 32  # columns per tile of the 1x1 path
 PIXELS_1X1 = 256  # 1x1 convs over at least this many pixels vectorize over pixels
 ROW_MIN = 128  # short rows are accumulated several at a time, up to this many columns
 SHORT_ROW = 32  # rows narrower than this count as short
-
-
-@dataclass(frozen=True)
-class ConvGeom:
-    n: int
-    c: int
-    ih: int
-    iw: int
-    oc: int
-    oh: int
-    ow: int
-    group: int
-    k: tuple[int, int]
-    s: tuple[int, int]
-    d: tuple[int, int]
-    p: tuple[int, int]
-
-    @property
-    def icg(self) -> int:
-        return self.c // self.group
-
-    @property
-    def ocg(self) -> int:
-        return self.oc // self.group
 
 
 def conv_geom(node: ir.Node) -> ConvGeom:

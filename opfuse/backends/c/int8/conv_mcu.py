@@ -19,7 +19,6 @@ import numpy as np
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, attr, dims, who
-from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32, CType
 from opfuse.backends.c.int8.chain import Chain8, clamp_span
 from opfuse.backends.c.int8.common import (
@@ -46,6 +45,7 @@ from opfuse.backends.c.rowsource import RowSource, ring_row
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
+from opfuse.kernelplan.conv8 import ConvGeom
 from opfuse.quant import TFLITE, conv_scales
 from opfuse.targets.isa import Isa
 

@@ -35,7 +35,6 @@ import numpy as np
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, dims
-from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8 import common, depthwise_quant
 from opfuse.backends.c.int8.chain import Chain8
@@ -44,7 +43,7 @@ from opfuse.backends.c.isa import IsaKernels, kernels
 from opfuse.backends.c.isa.base import DepthwisePairs
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
-from opfuse.kernelplan.conv8 import PAIR, interior
+from opfuse.kernelplan.conv8 import PAIR, ConvGeom, interior
 from opfuse.quant import TFLITE
 
 

@@ -14,7 +14,6 @@ import numpy as np
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT32
 from opfuse.backends.c.int8 import common
 from opfuse.backends.c.int8.chain import clamp_span
@@ -22,6 +21,7 @@ from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arr
 from opfuse.backends.c.isa import IsaKernels, kernels
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
+from opfuse.kernelplan.conv8 import ConvGeom
 from opfuse.quant import TFLITE, conv_scales, multipliers
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import attr, dims
-from opfuse.backends.c.conv import ConvGeom
-from opfuse.kernelplan.conv8 import Conv8, ConvPlan, is_depthwise, plan_conv8
+from opfuse.kernelplan.conv8 import Conv8, ConvGeom, ConvPlan, is_depthwise, plan_conv8
 
 
 def pads_end(node: ir.Node) -> list[int]:
@@ -20,8 +19,7 @@ def conv8_of(g: ConvGeom, node: ir.Node, xct: str) -> Conv8:
     """``g`` (the backend's geometry of ``node``), with its end pads and input type."""
     end = pads_end(node)
     ends = (end[-2], end[-1]) if len(end) >= 2 else (0, end[-1] if end else 0)
-    return Conv8(g.c, g.oc, g.group, g.iw, g.oh, g.ow, g.k, g.s, g.d, (*g.p, *ends),
-                 xct == "int8_t", len(dims(node.outputs[0], node)))
+    return Conv8(g, ends, xct == "int8_t", len(dims(node.outputs[0], node)))
 
 
 def conv8_plan(g: ConvGeom, node: ir.Node, xct: str, member: bool = False) -> ConvPlan:

@@ -31,7 +31,6 @@ import numpy as np
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, dims
-from opfuse.backends.c.conv import ConvGeom
 from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8.chain import CLAMP_OPS, Chain8
 from opfuse.backends.c.int8.common import bias_array, clamp_bounds, int_ctype, quant, rounding
@@ -40,6 +39,7 @@ from opfuse.backends.c.isa.x86.depthwise_avx2 import STAGE_LIMIT as AVX2_STAGE
 from opfuse.backends.c.isa.x86.depthwise_avx2 import emit_avx2, staged
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
+from opfuse.kernelplan.conv8 import ConvGeom
 from opfuse.quant import ONNX, conv_scales, multipliers
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.conv import ConvGeom
+from opfuse.kernelplan.conv8 import ConvGeom
 
 STAGE_LIMIT = 64 * 1024  # bytes of one channel's staged plane
 PATTERN = {1: "0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6",
