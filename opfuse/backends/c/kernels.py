@@ -12,7 +12,6 @@ Anything else has no C kernel: ``errors.Unsupported`` (exit 3), naming the op an
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable
 
@@ -24,6 +23,7 @@ from opfuse.backends.c.cgen import CWriter, collapse, contiguous, dims, offset_e
 from opfuse.backends.c.conv import emit_conv
 from opfuse.backends.c.convt import emit_conv_transpose
 from opfuse.backends.c.epilogue import EPILOGUE_OPS, build_chain, emit_apply
+from opfuse.backends.c.float_form import ANCHOR_OPS, LOCAL_LIMIT, float_form
 from opfuse.backends.c.int8 import INT8_KERNELS, is_int8_kernel
 from opfuse.backends.c.matmul import emit_gemm, emit_matmul
 from opfuse.backends.c.pools import POOL_OPS, emit_pool_kernel
@@ -32,8 +32,6 @@ from opfuse.errors import OpfuseError, Unsupported
 from opfuse.fusion.attention import core_of
 from opfuse.ops import groups
 from opfuse.safe_text import for_comment
-
-ANCHOR_OPS = groups.C_ANCHORS
 
 Single = Callable[[CWriter, ir.Node, Params], None]
 SINGLE: dict[str, Single] = {
@@ -126,35 +124,28 @@ def emit_kernel(w: CWriter, members: list[ir.Node], params: Params, opset: int) 
 
 
 def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset: int) -> None:
-    head = members[0]
-    op = head.op_type
-    if op in ANCHOR_OPS and norms_add.ends_with_norm(members):  # each output row normalised
+    form = float_form(members)
+    head, op = form.head, form.head.op_type
+    if form.kind == "anchor_norm" and op in ANCHOR_OPS:  # each output row normalised
         norms_add.emit_anchor_norm(w, members, params, emit_gemm if op == "Gemm" else emit_matmul)
         return
-    if op == "Transpose" and len(members) > 1 and members[1].op_type == "MatMul":
-        # a Transpose the MatMul reads as a strided view (opfuse/fusion/views.py)
+    if form.kind == "view_matmul":  # a Transpose the MatMul reads as a strided view (fusion/views.py)
         emit_matmul(w, members[1], members[2:], params, view=head)
         return
-    if op in ANCHOR_OPS:
-        rest = members[1:]
-        at = next((i for i, n in enumerate(rest) if n.op_type in POOL_OPS), None)
-        pre = rest if at is None else rest[:at]
-        pool = None if at is None else rest[at]
-        post = [] if at is None else rest[at + 1 :]
+    if form.kind == "anchor":
+        pre, pool = list(form.pre), form.pool
         if pool is not None and op != "Conv":
             raise OpfuseError(f"C backend: {who(pool)}: a pool fused after {op} is not emitted")
-        grow = _growth(head, pre)
-        if grow is not None and pool is None:
+        if form.grow is not None and pool is None and form.small_elements <= LOCAL_LIMIT:
             # an epilogue broadcasts the anchor's result up to a larger shape (a squeeze-excite
             # scale): the anchor and the epilogues before it write a stack array, and the rest
             # runs as a broadcast chain over the larger output, reading that array
-            small = (pre[grow - 1] if grow else head).outputs[0]
-            params.local(w, small, head)
-            _emit_float_kernel(w, [head, *pre[:grow]], params, opset)
-            emit_elementwise(w, pre[grow:], params)
+            params.local(w, form.small, head)
+            _emit_float_kernel(w, [head, *pre[:form.grow]], params, opset)
+            emit_elementwise(w, pre[form.grow:], params)
             return
         if op == "Conv":
-            emit_conv(w, head, pre, pool, post, params)
+            emit_conv(w, head, pre, pool, list(form.post), params)
         elif op == "ConvTranspose":
             emit_conv_transpose(w, head, pre, params)
         elif op == "Gemm":
@@ -162,19 +153,19 @@ def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset
         else:
             emit_matmul(w, head, pre, params)
         return
-    if op in POOL_OPS:
+    if form.kind == "pool":
         emit_pool_kernel(w, members, params)
         return
-    if norms_add.is_add_norm(members):  # the residual Add + its norm, storing the sum too
+    if form.kind == "add_norm":  # the residual Add + its norm, storing the sum too
         norms_add.emit_add_norm(w, members, params)
         return
-    if len(members) == 1 and typed.is_typed(head):  # integer arithmetic: typed operands
+    if form.kind == "typed":  # integer arithmetic: typed operands
         typed.emit_typed(w, head, params)
         return
-    if op in EPILOGUE_OPS:
+    if form.kind == "chain":
         emit_elementwise(w, members, params)
         return
-    if len(members) != 1:
+    if form.kind != "single":
         raise OpfuseError(f"C backend: {who(head)}: a fused kernel cannot start with {op}")
     if op == "Constant":
         w(f"/* Constant '{for_comment(head.name)}': its value lives in weights.c */")
@@ -182,21 +173,6 @@ def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset
         norms.emit_softmax(w, head, params, opset)
     else:
         SINGLE[op](w, head, params)
-
-
-# Largest anchor result (float elements) kept on the stack when an epilogue broadcasts it up
-LOCAL_LIMIT = 4096
-
-
-def _growth(head: ir.Node, chain: list[ir.Node]) -> int | None:
-    """Index in ``chain`` of the first member whose output is larger than the anchor's, when the
-    anchor's result is small enough to keep on the stack (None: no such member, or too large)."""
-    shape = dims(head.outputs[0], head)
-    for i, node in enumerate(chain):
-        if dims(node.outputs[0], node) != shape:
-            small = (chain[i - 1] if i else head).outputs[0]
-            return i if math.prod(dims(small, head)) <= LOCAL_LIMIT else None
-    return None
 
 
 def emit_elementwise(w: CWriter, nodes: list[ir.Node], params: Params) -> None:

@@ -2,10 +2,10 @@
 (``opfuse.fusion.support``) so that every kernel and cascade analyze reports is one ``--emit c``
 builds (docs/architecture.md, "One partition, one plan").
 
-``why_not_kernel`` mirrors the dispatch of ``kernels.emit_kernel``: float kernels
-(``_emit_float_kernel``: an anchor + epilogues that keep its output shape, or that broadcast a
-small result up as a squeeze-excite scale does, + a pool after a Conv; a pool + epilogues; an
-elementwise chain) and int8 kernels (``int8/__init__.py``: an anchor or pool + an int8 chain on
+``why_not_kernel`` follows the dispatch of ``kernels.emit_kernel``: float kernels by the form
+the emitter writes them in (``float_form.py``: an anchor + epilogues that keep its output shape,
+or that broadcast a small result up as a squeeze-excite scale does, + a pool after a Conv; a
+pool + epilogues; an elementwise chain) and int8 kernels (``int8/__init__.py``: an anchor or pool + an int8 chain on
 its output shape; an int8 elementwise chain), every operand broadcast to the shape the chain runs
 on. ``why_not_stream`` is ``cascade.why_not_member``. Both read shapes, dtypes, quantization
 parameters and op tables only; they emit nothing.
@@ -13,7 +13,6 @@ parameters and op tables only; they emit nothing.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import onnx_ir as ir
@@ -22,9 +21,9 @@ from opfuse.backends.c.attention import why_not_attention
 from opfuse.backends.c.cascade import why_not_member
 from opfuse.backends.c.cgen import bcast_strides
 from opfuse.backends.c.epilogue import EPILOGUE_OPS
+from opfuse.backends.c.float_form import LOCAL_LIMIT, float_form
 from opfuse.backends.c.int8 import is_int8_kernel
 from opfuse.backends.c.int8.chain import BINARY_OPS, CHAIN_OPS, CLAMP_OPS
-from opfuse.backends.c.kernels import ANCHOR_OPS, LOCAL_LIMIT
 from opfuse.backends.c.norms_add import (
     ends_with_norm,
     is_add_norm,
@@ -59,17 +58,19 @@ def why_not_kernel(members: Sequence[ir.Node]) -> str | None:
 
 
 def _why_not_float(members: Sequence[ir.Node]) -> str | None:
-    head, rest = members[0], list(members[1:])
-    op = head.op_type
-    if is_add_norm(members):
+    """What the float kernel of ``members`` lacks, by the form the emitter writes it in
+    (float_form.py)."""
+    form = float_form(members)
+    head, rest, op = form.head, list(members[1:]), form.head.op_type
+    if form.kind == "add_norm":
         return why_not_add_norm(members)
-    if ends_with_norm(members):
+    if form.kind == "anchor_norm":
         return why_not_anchor_norm(members) or _same_shape(
             rest[:-1], static_dims(head.outputs[0]), "the anchor's")
     odd = next((n for n in members if is_typed(n)), None)
     if odd is not None:  # the epilogue chain holds float registers only
         return f"{odd.op_type} on masks or integers runs as its own kernel"
-    if op == "Transpose" and len(rest) >= 1 and rest[0].op_type == "MatMul":
+    if form.kind == "view_matmul":
         # a strided view the MatMul reads in place (fusion/views.py), then the MatMul's kernel
         if len(static_dims(head.outputs[0]) or ()) < 2:
             return "a transposed operand of rank < 2"
@@ -87,30 +88,26 @@ def _why_not_float(members: Sequence[ir.Node]) -> str | None:
     for node in rest:
         if node.op_type not in EPILOGUE_OPS | POOL_OPS or node.domain not in ("", "ai.onnx"):
             return f"no float C epilogue for {node.op_type}"
-    if op in ANCHOR_OPS:
-        at = next((i for i, n in enumerate(rest) if n.op_type in POOL_OPS), None)
-        pre = rest if at is None else rest[:at]
-        if at is not None:
+    if form.kind == "anchor":
+        if form.pool is not None:
             if op != "Conv":
                 return f"a pool after {op} (only a Conv's kernel ends with one)"
-            if any(n.op_type in POOL_OPS for n in rest[at + 1 :]):
+            if any(n.op_type in POOL_OPS for n in form.post):
                 return "two pools in one kernel"
-            return (_same_shape(pre, static_dims(head.outputs[0]), "the anchor's")
-                    or _same_shape(rest[at + 1 :], static_dims(rest[at].outputs[0]), "the pool's"))
-        shape = static_dims(head.outputs[0])
-        grow = next((i for i, n in enumerate(pre) if static_dims(n.outputs[0]) != shape), None)
-        if grow is None:
-            return _same_shape(pre, shape, "the anchor's")
-        small = (pre[grow - 1] if grow else head).outputs[0]
-        if math.prod(static_dims(small)) > LOCAL_LIMIT:
-            return (f"{pre[grow].op_type} broadcasts a result of {math.prod(static_dims(small)):,} "
-                    f"elements up to a larger output (the kernel keeps at most {LOCAL_LIMIT:,})")
-        return _broadcast_chain(pre[grow:], float_kernel=True)
-    if op in POOL_OPS:
+            return (_same_shape(form.pre, static_dims(head.outputs[0]), "the anchor's")
+                    or _same_shape(form.post, static_dims(form.pool.outputs[0]), "the pool's"))
+        if form.grow is None:
+            return _same_shape(form.pre, static_dims(head.outputs[0]), "the anchor's")
+        if form.small_elements > LOCAL_LIMIT:
+            return (f"{form.pre[form.grow].op_type} broadcasts a result of "
+                    f"{form.small_elements:,} elements up to a larger output (the kernel keeps "
+                    f"at most {LOCAL_LIMIT:,})")
+        return _broadcast_chain(form.pre[form.grow:], float_kernel=True)
+    if form.kind == "pool":
         if any(n.op_type in POOL_OPS for n in rest):
             return "two pools in one kernel"
         return _same_shape(rest, static_dims(head.outputs[0]), "the pool's")
-    if op in EPILOGUE_OPS:
+    if form.kind == "chain":
         if any(n.op_type in POOL_OPS for n in rest):
             return "a pool after an elementwise op"
         return _broadcast_chain(members, float_kernel=True)
