@@ -22,7 +22,9 @@ from opfuse.safe_text import for_terminal
 
 
 @dataclass
-class _Error:
+class ErrorSum:
+    """Float and quantized values of one tensor summed over samples: SQNR, max error, top-1."""
+
     signal: float = 0.0
     noise: float = 0.0
     max_abs: float = 0.0
@@ -72,6 +74,17 @@ class AccuracyReport:
                              "constant_range": k.constant_range} for k in self.kernels]}
 
 
+def is_classifier(f: np.ndarray) -> bool:
+    """One row of more than one class: its argmax is compared (top-1 agreement)."""
+    return f.ndim >= 1 and f.shape[-1] > 1 and f.size == f.shape[-1]
+
+
+def output_entry(name: str, e: ErrorSum) -> dict:
+    """A graph output's line of the report, as JSON."""
+    return {"name": name, "sqnr_db": _json_db(e.sqnr_db), "max_abs_err": e.max_abs,
+            "top1_agreement": e.agree / e.rows if e.rows else None}
+
+
 def _json_db(db: float | None) -> float | str | None:
     if db is None:
         return None  # exact
@@ -86,21 +99,17 @@ def evaluate(float_proto: onnx.ModelProto, qdq_proto: onnx.ModelProto, samples: 
     inner = [t for _, _, t in kernel_tensors if t in dq_of and t not in outs]
     f_sess = session(float_proto, inner)
     q_sess = session(qdq_proto, [dq_of[t] for t in inner])
-    errors = {t: _Error() for t in [*outs, *inner]}
+    errors = {t: ErrorSum() for t in [*outs, *inner]}
     top1 = {}
     q_names = [*outs, *(dq_of[t] for t in inner)]
     for f_vals, q_vals in zip(run_all(f_sess, samples, [*outs, *inner]),
                               run_all(q_sess, samples, q_names), strict=True):
         for t, q_name in zip([*outs, *inner], q_names, strict=True):
             f = f_vals[t]
-            top1.setdefault(t, f.ndim >= 1 and f.shape[-1] > 1 and f.size == f.shape[-1])
+            top1.setdefault(t, is_classifier(f))
             errors[t].add(f, q_vals[q_name], t in outs and top1[t])
     report = AccuracyReport()
-    for t in outs:
-        e = errors[t]
-        report.outputs.append({"name": t, "sqnr_db": _json_db(e.sqnr_db),
-                               "max_abs_err": e.max_abs,
-                               "top1_agreement": e.agree / e.rows if e.rows else None})
+    report.outputs.extend(output_entry(t, errors[t]) for t in outs)
     for index, name, t in kernel_tensors:
         if t in errors:
             e = errors[t]

@@ -15,7 +15,10 @@ import folds back into one int8 node, opfuse/frontends/qdq.py):
   (TFLite's int8 conventions);
 * weights of Conv/ConvTranspose/Gemm/MatMul: int8 symmetric, per output channel unless
   ``--per-tensor``; their bias int32 at scale s_x * s_w[c]; any other float constant an op
-  reads as data (an Add's constant operand): int8 per tensor on its own range.
+  reads as data (an Add's constant operand): int8 per tensor on its own range;
+* a kept-float kernel (``--keep-float``, its node names in ``keep``): its weights stay float and
+  the tensors it writes only for itself (a conv's output before a fused residual Add) are not
+  quantized, so it runs as a float island between the DQ of its inputs and the Q of its output.
 """
 
 from __future__ import annotations
@@ -67,8 +70,9 @@ def _float_values(graph: onnx.GraphProto) -> set[str]:
     return {n for n in names if typed.get(n, TensorProto.FLOAT) == TensorProto.FLOAT}
 
 
-def place(graph: onnx.GraphProto) -> Placement:
-    """The activation tensors of ``graph`` to quantize, in graph order (see the module docstring)."""
+def place(graph: onnx.GraphProto, keep: frozenset[str] = frozenset()) -> Placement:
+    """The activation tensors of ``graph`` to quantize, in graph order (see the module docstring);
+    ``keep``: names of the nodes of the kernels left float."""
     floats = _float_values(graph)
     inits = {i.name for i in graph.initializer}
     outputs = {o.name for o in graph.output}
@@ -88,6 +92,9 @@ def place(graph: onnx.GraphProto) -> Placement:
             if not out or out not in floats:
                 continue
             users = readers.get(out, [])
+            if node.name in keep and out not in outputs and users and all(
+                    u.name in keep for u in users):
+                continue  # inside a float island
             into_clamp = (node.op_type in QUANTIZABLE and node.op_type not in PASS and users
                           and out not in outputs
                           and all(u.op_type in CLAMPS and u.input[0] == out for u in users))
@@ -179,9 +186,11 @@ class _Rewriter:
 
 
 def insert_qdq(proto: onnx.ModelProto, plan: Placement, params: dict[str, tuple[float, int]],
-               per_tensor: bool = False) -> tuple[onnx.ModelProto, dict[str, str]]:
+               per_tensor: bool = False, keep: frozenset[str] = frozenset()
+               ) -> tuple[onnx.ModelProto, dict[str, str]]:
     """A copy of ``proto`` with Q/DQ on ``plan``'s tensors (``params``: name -> (scale, zero
-    point)) and its weights quantized; also float name -> the name its dequantized value has."""
+    point)) and its weights quantized, except those of the nodes in ``keep``; also float name ->
+    the name its dequantized value has."""
     out = onnx.ModelProto()
     out.CopyFrom(proto)
     graph = out.graph
@@ -208,7 +217,7 @@ def insert_qdq(proto: onnx.ModelProto, plan: Placement, params: dict[str, tuple[
         if name not in outputs:  # (readers of a graph output already read the DQ's output)
             for node in graph.node:
                 node.input[:] = [dst if i == name else i for i in node.input]
-    _quantize_constants(graph, rw, plan, params, dq_of, per_tensor)
+    _quantize_constants(graph, rw, plan, params, dq_of, per_tensor, keep)
     ordered = list(rw.head) + list(after.get("", ()))
     for node in graph.node:
         ordered.append(node)
@@ -224,11 +233,11 @@ def insert_qdq(proto: onnx.ModelProto, plan: Placement, params: dict[str, tuple[
 
 
 def _quantize_constants(graph, rw: _Rewriter, plan: Placement, params, dq_of: dict[str, str],
-                        per_tensor: bool) -> None:
-    """Weights, biases and constant operands of the quantizable ops, in place."""
+                        per_tensor: bool, keep: frozenset[str] = frozenset()) -> None:
+    """Weights, biases and constant operands of the quantizable ops (not kept float), in place."""
     float_of = {v: k for k, v in dq_of.items()}
     for node in graph.node:
-        if node.op_type not in QUANTIZABLE:
+        if node.op_type not in QUANTIZABLE or node.name in keep:
             continue
         skip = set(PARAM_INPUTS.get(node.op_type, ()))
         w_scale = None
