@@ -471,16 +471,19 @@ def analyze_cmd(
 @click.option("--input-shape", "input_shape", multiple=True,
               help=_SHAPE_HELP + " Bound in every model swept: a model without that input is an "
               "error row that names it.")
+@click.option("--calibration", metavar="DATA", help="Quantize each float model with DATA (as "
+              "opfuse quantize) so its int8 row is a real int8 build, not a what-if.")
 def sweep_cmd(models: tuple[str, ...], targets: str, precisions: str, emulate: bool,
               output: str | None, html_dest: str | None, jobs: int | None,
               ray_address: str | None, resume: bool, quiet: bool, timeout_s: float,
-              input_shape: tuple[str, ...]) -> None:
+              input_shape: tuple[str, ...], calibration: str | None = None) -> None:
     """One row per MODEL (files, folders, built-in names) x target x precision: fit, predicted
     latency and energy, what blocks fusion, and with --emulate the measured figures."""
     from opfuse.sweep.command import SweepArgs, sweep_command
 
     code = sweep_command(SweepArgs(models, targets, precisions, emulate, output, html_dest, jobs,
-                                   ray_address, resume, quiet, timeout_s, input_shape))
+                                   ray_address, resume, quiet, timeout_s, input_shape,
+                                   calibration))
     if code:
         sys.exit(code)
 
