@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -150,3 +151,28 @@ def test_compile_int8_bad_options_and_data_are_one_line(args, message, tmp_path,
     assert code == 2, err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
     assert not out.exists()
+
+
+@pytest.mark.skipif(any(shutil.which(t) is None for t in ("arm-none-eabi-gcc", "qemu-system-arm")),
+                    reason="needs gcc-arm-none-eabi, libnewlib-arm-none-eabi and qemu-system-arm")
+def test_the_one_step_int8_build_is_bit_exact_on_the_cortex_m7_board(tmp_path, run_cli) -> None:
+    """ds_cnn through compile --precision int8 for cortex-m7: the QDQ model written beside the C,
+    run as `validate --backend c --emulate` does, is 0 steps from onnxruntime's run of it, in
+    fewer instructions and a quarter of the float build's arena."""
+    from opfuse import api
+
+    np.savez(tmp_path / "cal.npz", input=np.random.default_rng(0).standard_normal(
+        (16, 1, 49, 10)).astype(np.float32))
+    out = tmp_path / "c"
+    code, _, err = run_cli("compile", "ds_cnn", "--emit", "c", "-o", str(out), "--target",
+                           "cortex-m7", "--precision", "int8", "--calibration",
+                           str(tmp_path / "cal.npz"))
+    assert code == 0, err
+    code, text, err = run_cli("validate", str(out / "model.qdq.onnx"), "--backend", "c",
+                              "--target", "cortex-m7", "--emulate")
+    assert code == 0, err
+    assert "largest difference 0 quantization steps" in text
+    int8 = api.emulate_c(str(out / "model.qdq.onnx"), "cortex-m7")
+    fp32 = api.emulate_c("ds_cnn", "cortex-m7")
+    assert int8.footprint.arena * 4 == fp32.footprint.arena
+    assert int8.instructions < fp32.instructions
