@@ -176,3 +176,27 @@ def test_the_one_step_int8_build_is_bit_exact_on_the_cortex_m7_board(tmp_path, r
     fp32 = api.emulate_c("ds_cnn", "cortex-m7")
     assert int8.footprint.arena * 4 == fp32.footprint.arena
     assert int8.instructions < fp32.instructions
+
+
+def test_compile_int8_check_exits_1_when_the_c_leaves_its_qdq_model(tmp_path, run_cli,
+                                                                    monkeypatch) -> None:
+    """--check judges the C against its own QDQ model: beyond 1 step is exit 1 and named (the
+    measured C is replaced by one 2 steps off; the figures against the float model stay shown)."""
+    from opfuse.measure.validate import c_accuracy as module
+
+    real = module.c_accuracy
+
+    def two_steps_off(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        measured = real(*args, **kwargs)
+        measured.steps = {name: 2.0 for name in measured.steps}
+        return measured
+
+    monkeypatch.setattr(module, "c_accuracy", two_steps_off)
+    np.savez(tmp_path / "cal.npz", input=np.random.default_rng(0).standard_normal(
+        (8, 1, 49, 10)).astype(np.float32))
+    code, text, err = run_cli("compile", "ds_cnn", "--emit", "c", "-o", str(tmp_path / "c"),
+                              "--precision", "int8", "--calibration", str(tmp_path / "cal.npz"),
+                              "--check")
+    assert code == 1, err
+    assert "largest difference 2 quantization steps, beyond the 1 allowed" in text
+    assert "  fc: 2 steps" in text and "SQNR dB" in text

@@ -126,3 +126,22 @@ def test_the_page_renders_offline(page) -> None:
         widths = [rows.nth(i).locator("td.bar span").evaluate("e => e.getBoundingClientRect().width")
                   for i in range(rows.count())]
         assert widths[0] <= widths[-1] and widths[-1] > 0  # bars grow with the SQNR
+
+
+def test_names_from_the_model_are_escaped() -> None:
+    from opfuse.report.quantize_page import render_quantize_page
+
+    evil = '<img src=x onerror="alert(1)"></td><script>alert(2)</script>'
+    data = {"model": evil, "target": "x86-host", "method": "minmax", "weights": "per-channel",
+            "calibration": {"data": evil, "samples": 3},
+            "evaluation": {"data": evil, "samples": 1, "held_out_split": False},
+            "kept_float": [evil],
+            "outputs": [{"name": evil, "sqnr_db": "-inf", "max_abs_err": 1.0,
+                         "top1_agreement": None}],
+            "kernels": [{"index": 0, "kernel": evil, "tensor": evil, "sqnr_db": 3.0,
+                         "max_abs_err": 0.5, "constant_range": True}]}
+    text = render_quantize_page(data)
+    assert "<script>alert" not in text and "<img" not in text
+    cells = _Cells()
+    cells.feed(text)
+    assert cells.tables["kernels"][0][2].startswith(evil) and json.loads(cells.data) == data
