@@ -200,3 +200,25 @@ def test_compile_int8_check_exits_1_when_the_c_leaves_its_qdq_model(tmp_path, ru
     assert code == 1, err
     assert "largest difference 2 quantization steps, beyond the 1 allowed" in text
     assert "  fc: 2 steps" in text and "SQNR dB" in text
+
+
+def test_each_kernels_own_loss_is_its_inputs_sqnr_minus_its_own(outlier, tmp_path, run_cli):
+    """The report's loss column: the stem reads the graph input, whose SQNR is that of x against
+    its QuantizeLinear/DequantizeLinear round trip (numpy here); the head reads the stem's output.
+    The kernel losing most is the head, whose weights do not survive int8."""
+    src, cal = outlier
+    data = _quantize(run_cli, src, cal, tmp_path / "q.onnx")
+    by_name = {k["kernel"]: k for k in data["kernels"]}
+    graph = onnx.load(tmp_path / "q.onnx").graph
+    inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    q = next(n for n in graph.node if n.op_type == "QuantizeLinear" and n.input[0] == "x")
+    scale, zp = float(inits[q.input[1]]), int(inits[q.input[2]])
+    x = np.load(cal)["x"][12:].astype(np.float64)  # the held-out quarter
+    xq = (np.clip(np.rint(x / scale) + zp, -128, 127) - zp) * scale
+    want = 10 * np.log10(np.sum(x**2) / np.sum((x - xq) ** 2))
+    stem, head = by_name["fused_conv_relu"], by_name["conv"]
+    assert stem["input_sqnr_db"] == pytest.approx(want, abs=2e-3)
+    assert head["input_sqnr_db"] == stem["sqnr_db"]
+    for k in (stem, head):
+        assert k["loss_db"] == pytest.approx(k["input_sqnr_db"] - k["sqnr_db"], abs=2e-3)
+    assert max(data["kernels"], key=lambda k: k["loss_db"])["kernel"] == "conv"

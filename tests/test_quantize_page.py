@@ -104,6 +104,7 @@ def test_the_page_shows_the_jsons_figures(page) -> None:
         assert row[2].startswith(k["kernel"]) and row[3] == k["tensor"]
         assert _shown_db(row[4]) == _json_db(k["sqnr_db"])
         assert float(row[5]) == pytest.approx(k["max_abs_err"], rel=1e-5)
+        assert (None if row[6] == "-" else float(row[6])) == _json_db(k["loss_db"])
     shown = [_shown_db(r[4]) for r in kernels]
     finite = [s for s in shown if s is not None]
     assert finite == sorted(finite)  # worst first

@@ -131,7 +131,8 @@ def quantize(result: CompileResult, calibration: str | Path | Samples, *, method
                            "input", kernel_of.get(plan.producer[t], -1), t, r.lo)
                  for t, r in ranges.items() if r.constant]
     tensors = [(i, k.name, t) for i, k in enumerate(kernels) for t in k.outputs if t in dq_of]
-    accuracy = evaluate(proto, qdq, ev, tensors, dq_of, {c.tensor for c in collapsed})
+    accuracy = evaluate(proto, qdq, ev, tensors, dq_of, {c.tensor for c in collapsed},
+                        {i: k.inputs for i, k in enumerate(kernels)})
     return Quantized(qdq, proto, result, plan, ranges, params, method, per_channel, cal, ev,
                      held_out, accuracy, collapsed, kept)
 

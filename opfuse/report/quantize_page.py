@@ -21,6 +21,10 @@ def db_text(db: float | str | None) -> str:
     return db if isinstance(db, str) else f"{db:.2f}"
 
 
+def _loss(db: float | str | None) -> str:
+    return "-" if db is None else db_text(db)
+
+
 def _bar(db: float | str | None) -> str:
     if db is None:
         width = 100.0
@@ -56,10 +60,11 @@ def _kernels(data: dict) -> str:
                     f'<td class="name kernel">{esc(k["kernel"])}{flag}</td>'
                     f'<td class="name tensor">{esc(k["tensor"])}</td>'
                     f'<td class="num sqnr">{db_text(k["sqnr_db"])}</td>'
-                    f'<td class="num maxerr">{k["max_abs_err"]:.6g}</td>{_bar(k["sqnr_db"])}</tr>')
+                    f'<td class="num maxerr">{k["max_abs_err"]:.6g}</td>'
+                    f'<td class="num loss">{_loss(k.get("loss_db"))}</td>{_bar(k["sqnr_db"])}</tr>')
     return ('<table class="acc" id="kernels"><thead><tr><th class="num">rank</th><th class="num">'
             'kernel #</th><th>kernel</th><th>tensor it writes</th><th class="num">SQNR dB</th>'
-            '<th class="num">max |error|</th><th>SQNR (bar: 0 to '
+            '<th class="num">max |error|</th><th class="num">loss dB</th><th>SQNR (bar: 0 to '
             f'{BAR_DB:g} dB)</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
 
@@ -83,8 +88,9 @@ def render_quantize_page(data: dict) -> str:
   {_outputs(data)}</section>
 <section id="kernels-section"><h2>Kernels, worst first</h2>
   <p class="dim">The SQNR of the tensor each kernel writes against the float model's: the error
-  accumulated up to it. A kernel whose SQNR drops well below the one before it loses accuracy
-  itself; <code>--keep-float KERNEL</code> leaves it float between DQ and Q.
+  accumulated up to it. Loss: the lowest SQNR of the activations it reads minus its output's,
+  what the kernel itself loses; <code>--keep-float KERNEL</code> leaves one float between DQ and
+  Q.
   {("Kept float: " + esc(", ".join(kept)) + ".") if kept else ""}</p>
   {_kernels(data)}</section>
 </main>
