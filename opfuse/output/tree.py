@@ -171,7 +171,10 @@ def _stage_and_install(outdir: Path, files: Mapping[str, str | bytes], drop: lis
         raise OpfuseError(f"{outdir}: cannot write: {exc.strerror}") from None
     try:
         for name, text in files.items():
-            (stage / name).write_bytes(_raw(text))
+            if isinstance(text, bytes):
+                (stage / name).write_bytes(text)
+            else:
+                (stage / name).write_text(text, encoding="utf-8")
         if outdir.is_dir():
             _install(stage, outdir, list(files), drop)
         else:
