@@ -6,6 +6,7 @@ a model DATA does not fit is that model's error row; bad DATA is one line with e
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -86,3 +87,23 @@ def test_bad_calibration_is_one_line_and_writes_nothing(case, message, tmp_path,
                            precisions, "--calibration", str(path), "-o", str(out), "--quiet")
     assert_clean_error(code, err, message)
     assert not out.exists() and not list(tmp_path.glob(".rows.json*"))
+
+
+@pytest.mark.skipif(any(shutil.which(t) is None for t in ("arm-none-eabi-gcc", "qemu-system-arm")),
+                    reason="needs gcc-arm-none-eabi, libnewlib-arm-none-eabi and qemu-system-arm")
+def test_emulate_runs_the_int8_build(data: Path, run_cli) -> None:
+    """With --emulate the calibrated int8 row's figures are the QEMU run of the model `opfuse
+    quantize` writes from the same data (instructions are deterministic), bit-exact against it."""
+    from opfuse import api
+
+    proc = sweep_cli(data, "ds_cnn", "--targets", "cortex-m7", "--precisions", "int8",
+                     "--calibration", "cal.npz", "--emulate", "-o", "emu.json", "--jobs", "1")
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads((data / "emu.json").read_text())
+    assert row["calibration"] == "cal.npz" and row["emu_verdict"] == "bit-exact", row
+    code, _, err = run_cli("quantize", "ds_cnn", "--target", "cortex-m7", "-o",
+                           str(data / "e.onnx"), "--calibration", str(data / "cal.npz"))
+    assert code == 0, err
+    emu = api.emulate_c(str(data / "e.onnx"), "cortex-m7")
+    assert row["emu_instructions"] == emu.instructions
+    assert row["emu_arena_bytes"] == emu.footprint.arena == row["peak_arena_bytes"]
