@@ -212,6 +212,12 @@ def quantize_cmd(model: str, output: str, calibration: str, eval_data: str | Non
             _refuse_input(data, output, json_dest, html_dest)
     if html_dest is not None and not html_dest.lower().endswith((".html", ".htm")):
         raise OpfuseError(f"{html_dest}: --html writes a page: name it .html")
+    from pathlib import Path
+
+    for dest in (output, json_dest, html_dest):  # one missing folder must not leave the others
+        if dest not in (None, "-") and not (Path(dest).parent if str(Path(dest).parent)
+                                            else Path(".")).is_dir():
+            raise OpfuseError(f"{dest}: folder '{Path(dest).parent}' does not exist")
     with console.progress(f"quantizing {model} for {target}"):
         result = api.compile(model, target=target, input_shape=input_shape)
         done = api.quantize(result, calibration, method=method, per_channel=not per_tensor,

@@ -146,3 +146,17 @@ def test_names_from_the_model_are_escaped() -> None:
     cells = _Cells()
     cells.feed(text)
     assert cells.tables["kernels"][0][2].startswith(evil) and json.loads(cells.data) == data
+
+
+def test_a_page_that_cannot_be_written_writes_nothing(tmp_path, run_cli) -> None:
+    src = tmp_path / "ops.onnx"
+    onnx.save(ops_model(), src)
+    np.savez(tmp_path / "cal.npz", x=np.random.default_rng(0).standard_normal(
+        (8, 1, 4, 8, 8)).astype(np.float32))
+    out = tmp_path / "q.onnx"
+    for page_arg, message in ((str(tmp_path / "none" / "q.html"), "does not exist"),
+                              (str(tmp_path / "q.txt"), "name it .html")):
+        code, _, err = run_cli("quantize", str(src), "-o", str(out), "--calibration",
+                               str(tmp_path / "cal.npz"), "--html", page_arg)
+        assert code == 2 and err.count("\n") == 1 and message in err, err
+        assert not out.exists()
