@@ -110,14 +110,15 @@ def emit(result: CompileResult, ort: bool = False) -> onnx.ModelProto:
 
 
 def quantize(result: CompileResult, calibration, *, method: str = "minmax",
-             per_channel: bool = True, evaluation=None):
+             per_channel: bool = True, evaluation=None, keep_float: Iterable[str] = ()):
     """The compiled float model as QDQ ONNX calibrated at its kernels' boundaries, with its
-    accuracy against the float model (opfuse/quantize, docs/quantize.md). Writes nothing."""
+    accuracy against the float model (opfuse/quantize, docs/quantize.md); the kernels (or nodes)
+    named in ``keep_float`` stay float. Writes nothing."""
     from opfuse.quantize import quantize as _quantize
 
     with gc_paused():
         return _quantize(result, calibration, method=method, per_channel=per_channel,
-                         evaluation=evaluation)
+                         evaluation=evaluation, keep_float=tuple(keep_float))
 
 
 def emit_c(
@@ -128,16 +129,18 @@ def emit_c(
     cascades: bool = True,
     prefix: str = "opfuse",
     force: bool = False,
+    extra_files: Mapping[str, bytes] | None = None,
 ):
     """Write the C project (model.h, model.c, weights.c, Makefile) for ``result`` into ``outdir``;
     the partition and arena are analyze's (``cascades`` false: its kernels layer by layer);
     ``prefix`` names every exported symbol (``PREFIX_model_invoke``...); ``force`` writes into a
-    folder that holds files opfuse did not write (keeping them; opfuse/output/tree.py)."""
+    folder that holds files opfuse did not write (keeping them; opfuse/output/tree.py);
+    ``extra_files`` (name -> bytes) are written with the project."""
     from opfuse.backends.c import emit_c as _emit_c
 
     with gc_paused():
         return _emit_c(result, Path(outdir), fuse=fuse, planner=planner, cascades=cascades,
-                       prefix=prefix, force=force)
+                       prefix=prefix, force=force, extra_files=extra_files)
 
 
 def validate_c(

@@ -11,6 +11,7 @@ import click
 
 from opfuse.errors import OpfuseError, Unsupported
 from opfuse.output import check_output, write_file
+from opfuse.quantize.options import quantize_options
 from opfuse.report import console
 from opfuse.safe_text import for_terminal
 from opfuse.targets import DEFAULT_TARGET
@@ -90,6 +91,10 @@ def cli() -> None:
               "link into one program.")
 @click.option("--force", is_flag=True, help="With --emit c: write into a folder that holds files "
               "opfuse did not write (they are kept; opfuse's own are replaced).")
+@click.option("--precision", type=click.Choice(["int8"]), help="With --emit c: quantize the float "
+              "MODEL first (as opfuse quantize, --calibration) and write its int8 C, the QDQ "
+              "model beside it; --check then compares the C with the float model.")
+@quantize_options
 def compile_cmd(
     model: str,
     output: str,
@@ -104,8 +109,24 @@ def compile_cmd(
     force: bool = False,
     no_cascades: bool = False,
     inputs: str | None = None,
+    precision: str | None = None,
+    calibration: str | None = None,
+    eval_data: str | None = None,
+    method: str = "minmax",
+    per_tensor: bool = False,
+    keep_float: tuple[str, ...] = (),
 ) -> None:
     """Canonicalize and fuse MODEL (a path or a built-in name) for a target; write ONNX or C."""
+    from opfuse.quantize.command import Int8Args, compile_int8
+
+    int8 = Int8Args(calibration, eval_data, method, per_tensor, keep_float)
+    int8.refuse_without_calibration(precision)
+    if precision == "int8" and emit_kind != "c":
+        raise OpfuseError("--precision int8 writes int8 C: use it with --emit c (opfuse quantize "
+                          "writes the QDQ ONNX alone)")
+    if precision == "int8" and inputs:
+        raise OpfuseError("--inputs: with --precision int8, --check runs on the --eval samples "
+                          "(default: the held-out part of --calibration)")
     if emit_kind == "c" and ort:
         raise OpfuseError("--ort applies to --emit onnx only")
     if emit_kind == "onnx" and (no_fuse or cascades or no_cascades):
@@ -119,6 +140,15 @@ def compile_cmd(
     if inputs and not check:
         raise OpfuseError("--inputs gives the values --check runs on: use it with --check")
     _refuse_input(model, output)
+    if precision == "int8":
+        for data in (calibration, eval_data):
+            if data is not None:
+                _refuse_input(data, output)
+        code = compile_int8(model, output, target, input_shape, int8, fuse=not no_fuse,
+                            cascades=not no_cascades, prefix=prefix, force=force, check=check)
+        if code:
+            sys.exit(code)
+        return
     with console.progress(f"compiling {model} for {target}"):
         result = api.compile(model, target=target, input_shape=input_shape)
         feeds = api.read_inputs(inputs, result)  # a bad file fails before anything is written
@@ -163,44 +193,47 @@ def compile_cmd(
 @click.option("--method", type=click.Choice(["minmax", "percentile", "entropy"]),
               default="minmax", show_default=True, help="How an activation's range is calibrated.")
 @click.option("--per-tensor", is_flag=True, help="One weight scale per tensor, not per channel.")
+@click.option("--keep-float", "keep_float", multiple=True, metavar="NODE", help="Leave this kernel "
+              "(as the report names it, or one of its nodes) float between DQ and Q (repeatable).")
 @click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
 @click.option("--json", "json_dest", metavar="PATH|-", help="Write the accuracy report as JSON.")
+@click.option("--html", "html_dest", metavar="PATH", help="Write the accuracy report as a page.")
 def quantize_cmd(model: str, output: str, calibration: str, eval_data: str | None, target: str,
                  method: str, per_tensor: bool, input_shape: tuple[str, ...],
-                 json_dest: str | None) -> None:
+                 json_dest: str | None, keep_float: tuple[str, ...] = (),
+                 html_dest: str | None = None) -> None:
     """Quantize a float MODEL to int8 QDQ ONNX at the boundaries of the kernels opfuse fuses for
     the target; print its accuracy against the float model."""
-    from opfuse.quantize.accuracy import format_report
+    from opfuse.quantize.command import print_quantized
 
-    _refuse_input(model, output, json_dest)
+    _refuse_input(model, output, json_dest, html_dest)
     for data in (calibration, eval_data):
         if data is not None:
-            _refuse_input(data, output, json_dest)
+            _refuse_input(data, output, json_dest, html_dest)
+    if html_dest is not None and not html_dest.lower().endswith((".html", ".htm")):
+        raise OpfuseError(f"{html_dest}: --html writes a page: name it .html")
+    from pathlib import Path
+
+    for dest in (output, json_dest, html_dest):  # one missing folder must not leave the others
+        if dest not in (None, "-") and not (Path(dest).parent if str(Path(dest).parent)
+                                            else Path(".")).is_dir():
+            raise OpfuseError(f"{dest}: folder '{Path(dest).parent}' does not exist")
     with console.progress(f"quantizing {model} for {target}"):
         result = api.compile(model, target=target, input_shape=input_shape)
         done = api.quantize(result, calibration, method=method, per_channel=not per_tensor,
-                            evaluation=eval_data)
+                            evaluation=eval_data, keep_float=keep_float)
         api.save(done.proto, output, protect=model)  # only once everything has succeeded
+    if html_dest:
+        from opfuse.report.quantize_page import write_quantize_page
+
+        write_quantize_page(done.to_json(), html_dest, protect=(model, calibration, eval_data))
     if json_dest:
         _write_json(done.to_json(), json_dest, model)
         if json_dest == "-":
             return
-    ev = (f"{done.evaluation.count} held-out samples (the last quarter of {calibration}, not "
-          "calibrated on)" if done.eval_held_out else f"{done.evaluation.count} samples of {eval_data}")
-    console.say(f"quantized {for_terminal(model)} for {for_terminal(target)}: "
-                f"{len(done.placement.tensors)} activation tensors ({method}), weights "
-                f"{'per tensor' if per_tensor else 'per channel'}, calibrated on "
-                f"{done.calibration.count} samples")
-    console.say(f"accuracy vs the float model on {for_terminal(ev)}:")
-    console.say(format_report(done.accuracy))
-    for c in done.collapsed:
-        console.say(f"warning: kernel {c.index} ({for_terminal(c.kernel)}): the range of "
-                    f"{for_terminal(c.tensor)} collapsed (constant {c.value:g} on every "
-                    "calibration sample); its scale is widened to hold 0, not zero")
-    if done.placement.float_ops:
-        console.say("left float (no int8 form): " + ", ".join(
-            sorted({for_terminal(op) for op in done.placement.float_ops})))
-    console.say(f"wrote {for_terminal(output)}")
+    print_quantized(done, model, target, calibration, eval_data)
+    console.say(f"wrote {for_terminal(output)}" + (f" and {for_terminal(html_dest)}"
+                                                   if html_dest else ""))
 
 
 @cli.command("validate")
@@ -444,16 +477,19 @@ def analyze_cmd(
 @click.option("--input-shape", "input_shape", multiple=True,
               help=_SHAPE_HELP + " Bound in every model swept: a model without that input is an "
               "error row that names it.")
+@click.option("--calibration", metavar="DATA", help="Quantize each float model with DATA (as "
+              "opfuse quantize) so its int8 row is a real int8 build, not a what-if.")
 def sweep_cmd(models: tuple[str, ...], targets: str, precisions: str, emulate: bool,
               output: str | None, html_dest: str | None, jobs: int | None,
               ray_address: str | None, resume: bool, quiet: bool, timeout_s: float,
-              input_shape: tuple[str, ...]) -> None:
+              input_shape: tuple[str, ...], calibration: str | None = None) -> None:
     """One row per MODEL (files, folders, built-in names) x target x precision: fit, predicted
     latency and energy, what blocks fusion, and with --emulate the measured figures."""
     from opfuse.sweep.command import SweepArgs, sweep_command
 
     code = sweep_command(SweepArgs(models, targets, precisions, emulate, output, html_dest, jobs,
-                                   ray_address, resume, quiet, timeout_s, input_shape))
+                                   ray_address, resume, quiet, timeout_s, input_shape,
+                                   calibration))
     if code:
         sys.exit(code)
 

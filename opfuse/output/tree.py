@@ -76,14 +76,19 @@ def _foreign(outdir: Path, manifest: str | None, files: Collection[str],
     )
 
 
-def _with_record(files: Mapping[str, str], manifest: str | None) -> dict[str, str]:
+def _raw(content: str | bytes) -> bytes:
+    return content if isinstance(content, bytes) else content.encode("utf-8")
+
+
+def _with_record(files: Mapping[str, str | bytes], manifest: str | None
+                 ) -> dict[str, str | bytes]:
     """``files`` with the manifest's ``files`` list set to exactly what is written, and the
-    SHA-256 of each other file's UTF-8 text under ``file_sha256``."""
+    SHA-256 of each other file's bytes (a text's UTF-8) under ``file_sha256``."""
     out = dict(files)
     if manifest is not None and manifest in out:
         info = json.loads(out[manifest])
         info["files"] = sorted(out)
-        info["file_sha256"] = {name: hashlib.sha256(text.encode("utf-8")).hexdigest()
+        info["file_sha256"] = {name: hashlib.sha256(_raw(text)).hexdigest()
                                for name, text in sorted(out.items()) if name != manifest}
         out[manifest] = json.dumps(info, indent=2) + "\n"
     return out
@@ -135,10 +140,11 @@ def _check_folder(outdir: Path, files: Collection[str], protect: Iterable) -> No
         check_output(outdir / name, protect)
 
 
-def write_tree(outdir: str | Path, files: Mapping[str, str], *, manifest: str | None = None,
+def write_tree(outdir: str | Path, files: Mapping[str, str | bytes], *,
+               manifest: str | None = None,
                rebuilt: Iterable[str] = (), protect: Iterable[str | Path | None] = (),
                force: bool = False) -> None:
-    """Write ``files`` (name -> UTF-8 text) as the folder ``outdir`` (see the module doc).
+    """Write ``files`` (name -> UTF-8 text, or bytes) as the folder ``outdir`` (see the module doc).
     ``manifest`` names the JSON file among ``files`` that records them. Errors: OpfuseError."""
     outdir = Path(os.path.abspath(outdir))
     if outdir.is_symlink():  # write the folder the link names; the link stays
@@ -158,14 +164,17 @@ def write_tree(outdir: str | Path, files: Mapping[str, str], *, manifest: str | 
     _stage_and_install(outdir, _with_record(files, manifest), drop)
 
 
-def _stage_and_install(outdir: Path, files: Mapping[str, str], drop: list[str]) -> None:
+def _stage_and_install(outdir: Path, files: Mapping[str, str | bytes], drop: list[str]) -> None:
     try:
         stage = Path(tempfile.mkdtemp(dir=outdir.parent, prefix=f".{outdir.name}.", suffix=".tmp"))
     except OSError as exc:
         raise OpfuseError(f"{outdir}: cannot write: {exc.strerror}") from None
     try:
         for name, text in files.items():
-            (stage / name).write_text(text, encoding="utf-8")
+            if isinstance(text, bytes):
+                (stage / name).write_bytes(text)
+            else:
+                (stage / name).write_text(text, encoding="utf-8")
         if outdir.is_dir():
             _install(stage, outdir, list(files), drop)
         else:

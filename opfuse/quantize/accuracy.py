@@ -22,7 +22,9 @@ from opfuse.safe_text import for_terminal
 
 
 @dataclass
-class _Error:
+class ErrorSum:
+    """Float and quantized values of one tensor summed over samples: SQNR, max error, top-1."""
+
     signal: float = 0.0
     noise: float = 0.0
     max_abs: float = 0.0
@@ -58,6 +60,16 @@ class KernelError:
     sqnr_db: float | None
     max_abs_err: float
     constant_range: bool = False
+    input_sqnr_db: float | None = None  # the lowest SQNR of the activations it reads
+
+    @property
+    def loss_db(self) -> float | None:
+        """What this kernel itself loses: its inputs' lowest SQNR minus its output's (None when
+        either is exact or infinite)."""
+        a, b = self.input_sqnr_db, self.sqnr_db
+        if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)):
+            return None
+        return a - b
 
 
 @dataclass
@@ -69,7 +81,20 @@ class AccuracyReport:
         return {"outputs": self.outputs,
                 "kernels": [{"index": k.index, "kernel": k.name, "tensor": k.tensor,
                              "sqnr_db": _json_db(k.sqnr_db), "max_abs_err": k.max_abs_err,
+                             "input_sqnr_db": _json_db(k.input_sqnr_db),
+                             "loss_db": _json_db(k.loss_db),
                              "constant_range": k.constant_range} for k in self.kernels]}
+
+
+def is_classifier(f: np.ndarray) -> bool:
+    """One row of more than one class: its argmax is compared (top-1 agreement)."""
+    return f.ndim >= 1 and f.shape[-1] > 1 and f.size == f.shape[-1]
+
+
+def output_entry(name: str, e: ErrorSum) -> dict:
+    """A graph output's line of the report, as JSON."""
+    return {"name": name, "sqnr_db": _json_db(e.sqnr_db), "max_abs_err": e.max_abs,
+            "top1_agreement": e.agree / e.rows if e.rows else None}
 
 
 def _json_db(db: float | None) -> float | str | None:
@@ -80,31 +105,34 @@ def _json_db(db: float | None) -> float | str | None:
 
 def evaluate(float_proto: onnx.ModelProto, qdq_proto: onnx.ModelProto, samples: Samples,
              kernel_tensors: list[tuple[int, str, str]], dq_of: dict[str, str],
-             constant: set[str] = frozenset()) -> AccuracyReport:
-    """``kernel_tensors``: (kernel index, kernel name, float tensor) compared through ``dq_of``."""
+             constant: set[str] = frozenset(),
+             kernel_inputs: dict[int, tuple[str, ...]] | None = None) -> AccuracyReport:
+    """``kernel_tensors``: (kernel index, kernel name, float tensor) compared through ``dq_of``;
+    ``kernel_inputs``: per kernel index the tensors it reads, for its own loss."""
     outs = [o.name for o in float_proto.graph.output]
     inner = [t for _, _, t in kernel_tensors if t in dq_of and t not in outs]
+    graph_in = [i.name for i in float_proto.graph.input if i.name in dq_of]  # fed, not computed
     f_sess = session(float_proto, inner)
-    q_sess = session(qdq_proto, [dq_of[t] for t in inner])
-    errors = {t: _Error() for t in [*outs, *inner]}
+    q_sess = session(qdq_proto, [dq_of[t] for t in [*inner, *graph_in]])
+    errors = {t: ErrorSum() for t in [*outs, *inner, *graph_in]}
     top1 = {}
-    q_names = [*outs, *(dq_of[t] for t in inner)]
-    for f_vals, q_vals in zip(run_all(f_sess, samples, [*outs, *inner]),
-                              run_all(q_sess, samples, q_names), strict=True):
-        for t, q_name in zip([*outs, *inner], q_names, strict=True):
+    q_names = [*outs, *(dq_of[t] for t in [*inner, *graph_in])]
+    for i, (f_vals, q_vals) in enumerate(zip(run_all(f_sess, samples, [*outs, *inner]),
+                                             run_all(q_sess, samples, q_names), strict=True)):
+        f_vals.update({t: samples.arrays[t][i] for t in graph_in})
+        for t, q_name in zip([*outs, *inner, *graph_in], q_names, strict=True):
             f = f_vals[t]
-            top1.setdefault(t, f.ndim >= 1 and f.shape[-1] > 1 and f.size == f.shape[-1])
+            top1.setdefault(t, is_classifier(f))
             errors[t].add(f, q_vals[q_name], t in outs and top1[t])
     report = AccuracyReport()
-    for t in outs:
-        e = errors[t]
-        report.outputs.append({"name": t, "sqnr_db": _json_db(e.sqnr_db),
-                               "max_abs_err": e.max_abs,
-                               "top1_agreement": e.agree / e.rows if e.rows else None})
+    report.outputs.extend(output_entry(t, errors[t]) for t in outs)
     for index, name, t in kernel_tensors:
         if t in errors:
             e = errors[t]
-            report.kernels.append(KernelError(index, name, t, e.sqnr_db, e.max_abs, t in constant))
+            read = [errors[x].sqnr_db for x in (kernel_inputs or {}).get(index, ()) if x in errors]
+            worst_in = min((math.inf if d is None else d for d in read), default=None)
+            report.kernels.append(KernelError(index, name, t, e.sqnr_db, e.max_abs, t in constant,
+                                              None if worst_in == math.inf else worst_in))
     report.kernels.sort(key=lambda k: (math.inf if k.sqnr_db is None else k.sqnr_db, k.index))
     return report
 
@@ -128,11 +156,19 @@ def format_report(report: AccuracyReport, worst: int = 10) -> str:
         lines.append("")
         lines.append(f"kernels by SQNR of their output vs the float model (worst first"
                      f"{f', {len(shown)} of {len(report.kernels)}' if more else ''}):")
-        lines.append(f"{'#':>4} {'kernel':<24} {'tensor':<32} {'SQNR dB':>9} {'max |err|':>11}")
+        lines.append(f"{'#':>4} {'kernel':<24} {'tensor':<32} {'SQNR dB':>9} {'max |err|':>11}"
+                     f" {'loss dB':>8}")
         for k in shown:
             flag = "  constant range" if k.constant_range else ""
+            loss = "-" if k.loss_db is None else f"{k.loss_db:.2f}"
             lines.append(f"{k.index:>4} {_short(k.name, 24):<24} {_short(k.tensor):<32} "
-                         f"{_db(_json_db(k.sqnr_db)):>9} {k.max_abs_err:>11.4g}{flag}")
+                         f"{_db(_json_db(k.sqnr_db)):>9} {k.max_abs_err:>11.4g} {loss:>8}{flag}")
+        lossy = max((k for k in report.kernels if k.loss_db is not None),
+                    key=lambda k: k.loss_db, default=None)
+        if lossy is not None:
+            lines.append(f"loss: its inputs' lowest SQNR minus its output's; the most is kernel "
+                         f"{lossy.index} ({_short(lossy.name, 40)}, {lossy.loss_db:.2f} dB): "
+                         "--keep-float it to see what float buys there")
     return "\n".join(lines)
 
 

@@ -122,7 +122,9 @@ def _checked(a: np.ndarray, spec: InputShape, where: str) -> np.ndarray:
 
 def _first_wrong(got: tuple[int, ...], want: tuple[int, ...]) -> str:
     """' (dimension K is A, the model's is B)' for the first differing dimension after the sample
-    axis, when the ranks allow a comparison."""
+    axis, when the ranks allow a comparison (a batch of 1 may be left out of the samples)."""
+    if want and want[0] == 1 and len(got) == len(want):
+        got, want = (got[0], 1, *got[1:]), want
     if len(got) != len(want) + 1:
         return f" (rank {len(got)}, expected {len(want) + 1})"
     for k, (g, w) in enumerate(zip(got[1:], want, strict=True)):

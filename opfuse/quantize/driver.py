@@ -52,6 +52,7 @@ class Quantized:
     eval_held_out: bool  # the evaluation samples are a split of the calibration data
     accuracy: AccuracyReport
     collapsed: list[Collapsed] = field(default_factory=list)
+    kept_float: list[str] = field(default_factory=list)  # kernels left float (--keep-float)
 
     def to_json(self) -> dict:
         counts: dict[str, int] = {}
@@ -66,6 +67,7 @@ class Quantized:
             "evaluation": {"data": self.evaluation.where, "samples": self.evaluation.count,
                            "held_out_split": self.eval_held_out},
             "quantized_tensors": len(self.placement.tensors),
+            "kept_float": list(self.kept_float),
             "float_ops": counts,
             "constant_ranges": [{"kernel": c.kernel, "index": c.index, "tensor": c.tensor,
                                  "value": c.value} for c in self.collapsed],
@@ -103,10 +105,13 @@ def input_shapes(proto: onnx.ModelProto) -> list[InputShape]:
 
 
 def quantize(result: CompileResult, calibration: str | Path | Samples, *, method: str = "minmax",
-             per_channel: bool = True, evaluation: str | Path | Samples | None = None
-             ) -> Quantized:
-    """Quantize the compiled float model ``result`` (see the module docstring)."""
+             per_channel: bool = True, evaluation: str | Path | Samples | None = None,
+             keep_float: tuple[str, ...] | list[str] = ()) -> Quantized:
+    """Quantize the compiled float model ``result`` (see the module docstring); ``keep_float``
+    names kernels (as the accuracy report does) or their nodes to leave float."""
     proto = float_onnx(result)
+    kernels = result.partition.without_cascades().kernels
+    kept, keep = kept_kernels(kernels, keep_float)
     shapes = input_shapes(proto)
     cal = calibration if isinstance(calibration, Samples) else load_samples(calibration, shapes)
     held_out = evaluation is None
@@ -114,29 +119,49 @@ def quantize(result: CompileResult, calibration: str | Path | Samples, *, method
         cal, ev = cal.split()
     else:
         ev = evaluation if isinstance(evaluation, Samples) else load_samples(evaluation, shapes, 1)
-    plan = place(proto.graph)
+    plan = place(proto.graph, keep)
     ranges = collect_ranges(proto, plan.calibrated, cal, method)
     params = {t: asymmetric(r) for t, r in ranges.items()}
     params.update(plan.fixed)
-    qdq, dq_of = insert_qdq(proto, plan, params, per_tensor=not per_channel)
-    _stamp(qdq, result, method, per_channel)
+    qdq, dq_of = insert_qdq(proto, plan, params, per_tensor=not per_channel, keep=keep)
+    _stamp(qdq, result, method, per_channel, kept)
     session(qdq)  # onnxruntime loads what is written, or this is an opfuse bug shown as one line
-    kernels = result.partition.without_cascades().kernels
     kernel_of = {n: i for i, k in enumerate(kernels) for n in k.nodes}
     collapsed = [Collapsed(kernels[kernel_of[plan.producer[t]]].name if plan.producer[t] else
                            "input", kernel_of.get(plan.producer[t], -1), t, r.lo)
                  for t, r in ranges.items() if r.constant]
     tensors = [(i, k.name, t) for i, k in enumerate(kernels) for t in k.outputs if t in dq_of]
-    accuracy = evaluate(proto, qdq, ev, tensors, dq_of, {c.tensor for c in collapsed})
+    accuracy = evaluate(proto, qdq, ev, tensors, dq_of, {c.tensor for c in collapsed},
+                        {i: k.inputs for i, k in enumerate(kernels)})
     return Quantized(qdq, proto, result, plan, ranges, params, method, per_channel, cal, ev,
-                     held_out, accuracy, collapsed)
+                     held_out, accuracy, collapsed, kept)
 
 
-def _stamp(proto: onnx.ModelProto, result: CompileResult, method: str, per_channel: bool) -> None:
+def kept_kernels(kernels, names) -> tuple[list[str], frozenset[str]]:  # noqa: ANN001 (Kernel)
+    """(the kernels ``names`` keep float, their nodes' names): a name is a kernel's, as the
+    accuracy report shows it, or one of its nodes'. An unknown name is an OpfuseError."""
+    kept: list[str] = []
+    nodes: set[str] = set()
+    for name in names:
+        hit = [k for k in kernels if k.name == name or name in k.nodes]
+        if not hit:
+            shown = ", ".join(k.name for k in kernels[:6]) + (", ..." if len(kernels) > 6 else "")
+            raise OpfuseError(f"--keep-float {name}: no kernel or node of that name (the "
+                              f"accuracy report names the kernels: {shown})")
+        for k in hit:
+            if k.name not in kept:
+                kept.append(k.name)
+                nodes.update(k.nodes)
+    return kept, frozenset(nodes)
+
+
+def _stamp(proto: onnx.ModelProto, result: CompileResult, method: str, per_channel: bool,
+           kept: list[str]) -> None:
     props = {p.key: p.value for p in proto.metadata_props if p.key not in _STALE_KEYS}
     props[ROUNDING] = ONNX
     props[QUANTIZE_KEY] = json.dumps({"method": method, "target": result.target.name,
-                                      "weights": "per-channel" if per_channel else "per-tensor"})
+                                      "weights": "per-channel" if per_channel else "per-tensor",
+                                      **({"kept_float": kept} if kept else {})})
     del proto.metadata_props[:]
     onnx.helper.set_model_props(proto, props)
     for node in proto.graph.node:  # the float kernels' stamps; the int8 import partitions anew

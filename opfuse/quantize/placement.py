@@ -15,7 +15,10 @@ import folds back into one int8 node, opfuse/frontends/qdq.py):
   (TFLite's int8 conventions);
 * weights of Conv/ConvTranspose/Gemm/MatMul: int8 symmetric, per output channel unless
   ``--per-tensor``; their bias int32 at scale s_x * s_w[c]; any other float constant an op
-  reads as data (an Add's constant operand): int8 per tensor on its own range.
+  reads as data (an Add's constant operand): int8 per tensor on its own range;
+* a kept-float kernel (``--keep-float``, its node names in ``keep``): its weights stay float and
+  the tensors it writes only for itself (a conv's output before a fused residual Add) are not
+  quantized, so it runs as a float island between the DQ of its inputs and the Q of its output.
 """
 
 from __future__ import annotations
@@ -67,8 +70,9 @@ def _float_values(graph: onnx.GraphProto) -> set[str]:
     return {n for n in names if typed.get(n, TensorProto.FLOAT) == TensorProto.FLOAT}
 
 
-def place(graph: onnx.GraphProto) -> Placement:
-    """The activation tensors of ``graph`` to quantize, in graph order (see the module docstring)."""
+def place(graph: onnx.GraphProto, keep: frozenset[str] = frozenset()) -> Placement:
+    """The activation tensors of ``graph`` to quantize, in graph order (see the module docstring);
+    ``keep``: names of the nodes of the kernels left float."""
     floats = _float_values(graph)
     inits = {i.name for i in graph.initializer}
     outputs = {o.name for o in graph.output}
@@ -88,6 +92,9 @@ def place(graph: onnx.GraphProto) -> Placement:
             if not out or out not in floats:
                 continue
             users = readers.get(out, [])
+            if node.name in keep and out not in outputs and users and all(
+                    u.name in keep for u in users):
+                continue  # inside a float island
             into_clamp = (node.op_type in QUANTIZABLE and node.op_type not in PASS and users
                           and out not in outputs
                           and all(u.op_type in CLAMPS and u.input[0] == out for u in users))
@@ -114,9 +121,11 @@ def root(plan: Placement, name: str) -> str:
 # --- rewriting the graph ---
 
 
-def symmetric_weight(w: np.ndarray, axis: int | None) -> tuple[np.ndarray, np.ndarray]:
+def symmetric_weight(w: np.ndarray, axis: int | None, floor: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """(int8 weights, float32 scales): symmetric, [-127, 127], per ``axis`` (None: per tensor).
-    A channel of zeros gets scale 1 (its weights stay 0), never a zero scale."""
+    A channel of zeros gets scale 1 (its weights stay 0), never a zero scale. ``floor``: the
+    smallest scale per channel its int32 bias allows (``bias_floor``)."""
     if axis is None:
         amax = np.array([np.abs(w).max(initial=0.0)], np.float64)
         shape = (1,) * w.ndim
@@ -125,9 +134,20 @@ def symmetric_weight(w: np.ndarray, axis: int | None) -> tuple[np.ndarray, np.nd
         amax = np.abs(moved).max(axis=1, initial=0.0).astype(np.float64)
         shape = [1] * w.ndim
         shape[axis] = -1
-    scale = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
+    scale = np.where(amax > 0, amax / 127.0, 1.0)
+    if floor is not None:
+        scale = np.maximum(scale, floor.max() if axis is None else floor)
+    scale = scale.astype(np.float32)
     q = np.clip(np.rint(w / scale.reshape(shape)), -127, 127).astype(np.int8)
     return q, scale
+
+
+def bias_floor(bias: np.ndarray, s_x: float) -> np.ndarray:
+    """Per channel, the smallest weight scale at which ``bias`` fits int32 at scale s_x * s_w. A
+    channel whose weights all but vanish (1e-31 after BN folding) beside a live bias would
+    otherwise overflow it; its weight scale is raised instead, as TFLite's converter does, so its
+    weights round to 0 and the bias holds."""
+    return np.abs(bias.astype(np.float64)) / (float(s_x) * (2**31 - 1)) * (1 + 1e-6)
 
 
 def own_range_params(c: np.ndarray) -> tuple[float, int]:
@@ -179,9 +199,11 @@ class _Rewriter:
 
 
 def insert_qdq(proto: onnx.ModelProto, plan: Placement, params: dict[str, tuple[float, int]],
-               per_tensor: bool = False) -> tuple[onnx.ModelProto, dict[str, str]]:
+               per_tensor: bool = False, keep: frozenset[str] = frozenset()
+               ) -> tuple[onnx.ModelProto, dict[str, str]]:
     """A copy of ``proto`` with Q/DQ on ``plan``'s tensors (``params``: name -> (scale, zero
-    point)) and its weights quantized; also float name -> the name its dequantized value has."""
+    point)) and its weights quantized, except those of the nodes in ``keep``; also float name ->
+    the name its dequantized value has."""
     out = onnx.ModelProto()
     out.CopyFrom(proto)
     graph = out.graph
@@ -208,7 +230,7 @@ def insert_qdq(proto: onnx.ModelProto, plan: Placement, params: dict[str, tuple[
         if name not in outputs:  # (readers of a graph output already read the DQ's output)
             for node in graph.node:
                 node.input[:] = [dst if i == name else i for i in node.input]
-    _quantize_constants(graph, rw, plan, params, dq_of, per_tensor)
+    _quantize_constants(graph, rw, plan, params, dq_of, per_tensor, keep)
     ordered = list(rw.head) + list(after.get("", ()))
     for node in graph.node:
         ordered.append(node)
@@ -224,14 +246,19 @@ def insert_qdq(proto: onnx.ModelProto, plan: Placement, params: dict[str, tuple[
 
 
 def _quantize_constants(graph, rw: _Rewriter, plan: Placement, params, dq_of: dict[str, str],
-                        per_tensor: bool) -> None:
-    """Weights, biases and constant operands of the quantizable ops, in place."""
+                        per_tensor: bool, keep: frozenset[str] = frozenset()) -> None:
+    """Weights, biases and constant operands of the quantizable ops (not kept float), in place."""
     float_of = {v: k for k, v in dq_of.items()}
     for node in graph.node:
-        if node.op_type not in QUANTIZABLE:
+        if node.op_type not in QUANTIZABLE or node.name in keep:
             continue
         skip = set(PARAM_INPUTS.get(node.op_type, ()))
-        w_scale = None
+        w_scale = floor = None
+        x = root(plan, float_of.get(node.input[0], node.input[0])) if node.input else ""
+        s_x = params[x][0] if x in params else 1.0
+        bias = rw.inits.get(node.input[2]) if len(node.input) > 2 else None
+        if node.op_type in WEIGHTED and bias is not None and bias.data_type == TensorProto.FLOAT:
+            floor = bias_floor(numpy_helper.to_array(bias), s_x)
         for i, name in enumerate(node.input):
             init = rw.inits.get(name)
             if i in skip or init is None or init.data_type != TensorProto.FLOAT:
@@ -239,16 +266,17 @@ def _quantize_constants(graph, rw: _Rewriter, plan: Placement, params, dq_of: di
             array = numpy_helper.to_array(init)
             if node.op_type in WEIGHTED and i == 1 and array.ndim >= 2:
                 axis = _weight_axis(node, array)
-                q, scale = symmetric_weight(array, None if per_tensor else axis)
+                fits = floor is not None and floor.size == array.shape[axis]
+                q, scale = symmetric_weight(array, None if per_tensor else axis,
+                                            floor if fits else None)
                 w_scale = scale
                 node.input[i] = rw.dequantized_const(name, q, scale, np.zeros(scale.shape, np.int8),
                                                      axis)
             elif node.op_type in WEIGHTED and i == 2 and w_scale is not None and array.ndim == 1:
-                x = root(plan, float_of.get(node.input[0], node.input[0]))
-                s_x = params[x][0] if x in params else 1.0
                 bscale = (np.float64(s_x) * w_scale.astype(np.float64)).astype(np.float32)
                 bscale = np.broadcast_to(bscale, array.shape).copy() if bscale.size == 1 else bscale
-                q = np.clip(np.rint(array / bscale), -(2**31), 2**31 - 1).astype(np.int32)
+                exact = array.astype(np.float64) / bscale.astype(np.float64)  # no float32 overflow
+                q = np.clip(np.rint(exact), -(2**31), 2**31 - 1).astype(np.int32)
                 node.input[i] = rw.dequantized_const(name, q, bscale, np.zeros(q.shape, np.int32),
                                                      0 if bscale.size > 1 else None)
             else:

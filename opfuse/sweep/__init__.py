@@ -27,16 +27,19 @@ def sweep(
     jobs: int | None = None,
     ray: str | None = None,
     timeout_s: float = 300.0,
+    calibration: str | None = None,
 ) -> list[dict]:
     """The rows of every (model, target, precision), sorted by key. ``models``: files, folders
-    or built-in names; ``ray``: None (local processes), ``"local"`` or a cluster address."""
-    from opfuse.sweep.inputs import model_refs, parse_precisions, target_refs
+    or built-in names; ``ray``: None (local processes), ``"local"`` or a cluster address;
+    ``calibration``: DATA that makes a float model's int8 row a real int8 build."""
+    from opfuse.sweep.inputs import calibration_ref, model_refs, parse_precisions, target_refs
     from opfuse.sweep.run import default_jobs, plan, run
 
     target_spec = targets if isinstance(targets, str) else ",".join(targets)
     prec_spec = precisions if isinstance(precisions, str) else ",".join(precisions)
+    cal = None if calibration is None else calibration_ref(calibration)
     tasks = plan(model_refs(list(models)), target_refs(target_spec), parse_precisions(prec_spec),
-                 emulate, timeout_s)
+                 emulate, timeout_s, calibration=cal)
     outcome = run(tasks, jobs or default_jobs(), ray, {})
     if outcome.interrupted:
         raise KeyboardInterrupt

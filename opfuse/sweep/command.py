@@ -29,6 +29,7 @@ class SweepArgs:
     quiet: bool = False
     timeout_s: float = 300.0
     input_shape: tuple[str, ...] = ()
+    calibration: str | None = None  # DATA: int8 rows of float models are real int8 builds
 
 
 def _check(args: SweepArgs) -> None:
@@ -48,6 +49,18 @@ def sweep_command(args: SweepArgs) -> int:
 
     _check(args)
     precisions = parse_precisions(args.precisions)
+    calibration = None
+    if args.calibration is not None:
+        from opfuse.sweep.inputs import calibration_ref
+
+        if "int8" not in precisions:
+            raise OpfuseError("--calibration quantizes the int8 rows: add int8 to --precisions")
+        for out in (args.output, args.html):
+            if out is not None:
+                from opfuse.output import check_output
+
+                check_output(out, (args.calibration,))
+        calibration = calibration_ref(args.calibration)  # unreadable, NaN...: one line, exit 2
     targets = target_refs(args.targets)
     models = model_refs(args.models)
     protect_inputs(models, args.output, args.html)
@@ -66,7 +79,7 @@ def sweep_command(args: SweepArgs) -> int:
 
         parse_input_shapes(list(args.input_shape))  # a malformed binding is said before anything runs
     tasks = plan(models, targets, precisions, args.emulate, args.timeout_s, set(previous),
-                 args.input_shape)
+                 args.input_shape, calibration)
     total = sum(len(t.precisions) for t in tasks)
     partial = PartialWriter(args.output, args.resume) if args.output is not None else None
     with SweepProgress(total, args.quiet) as bar:

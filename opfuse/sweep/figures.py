@@ -92,9 +92,11 @@ def _boarded() -> list[str]:
 
 def emulation_figures(source: str, target, result, rows: list[dict], timeout_s: float,  # noqa: ANN001
                       message: Callable[[BaseException], str],
-                      input_shape: tuple[str, ...] = ()) -> list[dict]:
-    """``rows`` with the emulation columns: measured on the row the C backend builds, "not run"
-    with the reason on the others."""
+                      input_shape: tuple[str, ...] = (), int8_source: str | None = None
+                      ) -> list[dict]:
+    """``rows`` with the emulation columns: measured on the row the C backend builds (and on the
+    int8 row of ``int8_source``, the model quantized by ``--calibration``), "not run" with the
+    reason on the others."""
     built = emulated_precision(result)
     board = target.board is not None
     out = []
@@ -104,6 +106,8 @@ def emulation_figures(source: str, target, result, rows: list[dict], timeout_s: 
         elif not board:
             out.append(row | {"emu_verdict": "not run", "emu_note": f"{target.name} has no "
                               f"emulated board ({', '.join(_boarded())} have one)"})
+        elif row["precision"] == "int8" and int8_source is not None and row["calibration"]:
+            out.append(row | _emulate(int8_source, target, timeout_s, message))
         elif row["precision"] != built:
             out.append(row | {"emu_verdict": "not run", "emu_note": f"the C backend builds this "
                               f"model in {built}: see its {built} row"})

@@ -102,3 +102,47 @@ def parse_precisions(spec: str) -> tuple[str, ...]:
         raise OpfuseError(f"--precisions: unknown precision '{(bad or [''])[0]}' "
                           f"(choose from {', '.join(PRECISIONS)})")
     return asked
+
+
+@dataclass(frozen=True)
+class CalibrationRef:
+    """``--calibration DATA``: its arrays as .npz bytes (a folder of .npy too), so a task carries
+    them to any worker; ``sha256`` hashes the arrays (names, dtypes, shapes, values)."""
+
+    name: str  # as the user gave it
+    sha256: str
+    npz: bytes
+
+    @property
+    def option(self) -> str:
+        """What an int8 row's ``options`` adds: the data is part of the row's identity."""
+        return f";calibration={self.sha256[:16]}"
+
+
+def calibration_ref(path: str) -> CalibrationRef:
+    """DATA read and checked as far as no model is needed (readable, float, finite); shapes and
+    sample counts are each model's to check (a mismatch is that model's int8 error row)."""
+    import io
+
+    import numpy as np
+
+    from opfuse.quantize.data import read_arrays
+
+    arrays = read_arrays(path)
+    if not arrays:
+        raise OpfuseError(f"{path}: holds no arrays")
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.asarray(arrays[name])
+        if a.dtype.kind != "f":
+            raise OpfuseError(f"{path}: input '{name}' is {a.dtype}, calibration data must be "
+                              "float")
+        if not np.isfinite(a).all():
+            bad = "NaN" if np.isnan(a).any() else "infinity"
+            raise OpfuseError(f"{path}: input '{name}' holds {bad} (first at sample "
+                              f"{np.argwhere(~np.isfinite(a))[0][0]})")
+        digest.update(f"{name}\0{a.dtype.str}\0{a.shape}\0".encode())
+        digest.update(np.ascontiguousarray(a).tobytes())
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return CalibrationRef(path, digest.hexdigest(), buf.getvalue())

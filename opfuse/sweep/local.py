@@ -43,7 +43,7 @@ def error_rows(task: Task, message: str) -> tuple[dict, ...]:
     m, t = task.model, task.target
     return tuple(blank_row(model=m.name, model_sha256=m.sha256, model_format=m.format,
                            target=t.name, target_sha256=t.sha256, precision=p,
-                           options=task.options, opfuse_version=__version__, status="error",
+                           options=task.options(p), opfuse_version=__version__, status="error",
                            error=message) for p in task.precisions)
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from opfuse.output import check_output
-from opfuse.sweep.inputs import ModelRef, TargetRef
+from opfuse.sweep.inputs import CalibrationRef, ModelRef, TargetRef
 from opfuse.sweep.schema import row_key, sort_rows
 from opfuse.sweep.tasks import Task
 
@@ -29,16 +29,18 @@ def default_jobs() -> int:
 
 def plan(models: list[ModelRef], targets: list[TargetRef], precisions: tuple[str, ...],
          emulate: bool, timeout_s: float, done: set[tuple[str, ...]] = frozenset(),
-         input_shape: tuple[str, ...] = ()) -> list[Task]:
+         input_shape: tuple[str, ...] = (), calibration: CalibrationRef | None = None
+         ) -> list[Task]:
     """One task per (model, target) with the precisions whose rows are not in ``done``."""
     tasks = []
     for model in models:
         for target in targets:
-            probe = Task(model, target, precisions, emulate, timeout_s, input_shape)
+            probe = Task(model, target, precisions, emulate, timeout_s, input_shape, calibration)
             todo = tuple(p for p in precisions if (model.name, model.sha256, target.name, p,
-                                                   probe.options) not in done)
+                                                   probe.options(p)) not in done)
             if todo:
-                tasks.append(Task(model, target, todo, emulate, timeout_s, input_shape))
+                tasks.append(Task(model, target, todo, emulate, timeout_s, input_shape,
+                                  calibration))
     return tasks
 
 

@@ -31,7 +31,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("target", "string", "target name"),
     Column("target_sha256", "string", "SHA-256 of the target's TOML file"),
     Column("precision", "string", "the precision asked: fp32, fp16 or int8"),
-    Column("options", "string", "the options that change figures (emulate=0|1, then ;input_shape=NAME=DIMS per binding)"),
+    Column("options", "string", "the options that change figures (emulate=0|1, then "
+           ";input_shape=NAME=DIMS per binding, and on an int8 row ;calibration=SHA256 of the "
+           "data's arrays, first 16 hex digits)"),
     Column("opfuse_version", "string", "the opfuse that computed the row"),
     Column("status", "string", "ok, skipped (precision not applicable: see precision_note) or "
            "error"),
@@ -39,6 +41,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("precision_used", "string", "the precision the figures are costed at"),
     Column("precision_note", "string", "why precision_used differs from the model's own (a "
            "what-if), or why the row is skipped; null when it is the model's own"),
+    Column("calibration", "string", "--calibration: the data the int8 row of a float model was "
+           "quantized with (a real int8 build, opfuse quantize minmax per channel), null for a "
+           "what-if"),
+    Column("int8_sqnr_db", "float64", "--calibration: the int8 build's lowest output SQNR (dB) "
+           "against the float model on the held-out quarter of the data"),
     Column("kernels_before", "int64", "kernels before fusion (one per imported node)"),
     Column("kernels_after", "int64", "kernels after fusion"),
     Column("traffic_before_bytes", "int64", "memory traffic before fusion"),

@@ -15,6 +15,7 @@ version is stored in the arena.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -331,13 +332,18 @@ def emit_c(
     cascades: bool = True,
     prefix: str = DEFAULT_PREFIX,
     force: bool = False,
+    extra_files: Mapping[str, bytes] | None = None,
 ) -> CEmitted:
     """Write the C project for ``result`` into ``outdir`` and describe it (``cascades`` false:
     the same kernels layer by layer, see ``c_schedule``; ``prefix`` names its symbols,
-    opfuse/backends/c/prefix.py). The folder is written whole or not at all, and a folder holding
+    opfuse/backends/c/prefix.py; ``extra_files``: more files written with it, the QDQ model of
+    ``compile --precision int8``). The folder is written whole or not at all, and a folder holding
     files opfuse did not write is refused unless ``force`` (opfuse/output/tree.py)."""
     files, info, plan = generate(result, fuse, planner, cascades, prefix)
-    write_tree(Path(outdir), files, manifest="model.json", rebuilt=rebuilt_by_make(prefix),
+    clash = set(files) & set(extra_files or {})
+    if clash:
+        raise OpfuseError(f"C backend: {sorted(clash)[0]} is a file of the C project")
+    write_tree(Path(outdir), {**files, **(extra_files or {})}, manifest="model.json", rebuilt=rebuilt_by_make(prefix),
                protect=(_source_file(result),), force=force)
     return CEmitted(
         outdir=Path(outdir),
