@@ -184,3 +184,20 @@ def test_a_model_past_protobufs_2_gib_is_inferred_without_its_large_weights(monk
     assert list(model.graph.outputs[0].shape) == [2, 32, 32]
     np.testing.assert_array_equal(model.graph.initializers["w"].const_value.numpy(), weight)
     assert numpy_helper.to_array(proto.graph.initializer[0]).tobytes() == weight.tobytes()
+
+
+def test_a_step_that_must_serialize_a_model_past_2_gib_is_one_line(run_cli, monkeypatch,
+                                                                   tmp_path: Path) -> None:
+    """Past import, a step that writes the whole proto (onnxruntime's session, `compile -o`)
+    meets protobuf's EncodeError: one line and exit 2, not a traceback."""
+    from google.protobuf.message import EncodeError
+
+    import opfuse.api
+
+    def too_large(*args, **kwargs):  # noqa: ANN002, ANN003
+        raise EncodeError("Failed to serialize proto")
+
+    monkeypatch.setattr(opfuse.api, "compile_model", too_large)
+    code, _, err = run_cli("compile", "ds_cnn", "-o", str(tmp_path / "o.onnx"))
+    assert_clean_error(code, err, "protobuf's 2 GiB")
+    assert not (tmp_path / "o.onnx").exists()
