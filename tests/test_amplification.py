@@ -201,3 +201,45 @@ def test_a_step_that_must_serialize_a_model_past_2_gib_is_one_line(run_cli, monk
     code, _, err = run_cli("compile", "ds_cnn", "-o", str(tmp_path / "o.onnx"))
     assert_clean_error(code, err, "protobuf's 2 GiB")
     assert not (tmp_path / "o.onnx").exists()
+
+
+def _tflite_folds(folder: Path, kind: str) -> Path:
+    """A .tflite whose constants fold at import into far more than the file: ``broadcast``, a
+    [1024, 1] + [1, 1024] ADD of two constants (4 MiB from 8 KiB); ``concat``, a CONCATENATION
+    of 200 references to one [1, 1024] constant (800 KiB from ~5 KiB)."""
+    from tests.helpers.tflite_builder import TfliteBuilder
+
+    b = TfliteBuilder()
+    if kind == "broadcast":
+        a = b.const("a", np.ones((1024, 1), np.float32))
+        c = b.const("c", np.ones((1, 1024), np.float32))
+        folded = b.tensor("folded", (1024, 1024), np.float32)
+        b.op("ADD", [a, c], [folded], "AddOptions")
+        shape = (1024, 1024)
+    else:
+        row = b.const("row", np.ones((1, 1024), np.float32))
+        folded = b.tensor("folded", (200, 1024), np.float32)
+        b.op("CONCATENATION", [row] * 200, [folded], "ConcatenationOptions", Axis=0)
+        shape = (200, 1024)
+    x = b.input("x", shape, np.float32)
+    y = b.tensor("y", shape, np.float32)
+    b.op("ADD", [x, folded], [y], "AddOptions")
+    b.output(y)
+    path = folder / f"{kind}.tflite"
+    path.write_bytes(b.build())
+    return path
+
+
+@pytest.mark.parametrize(("kind", "limit", "message"),
+                         [("broadcast", "constant=1MiB", "constant limit of 1.0 MiB"),
+                          ("concat", "expansion=50", "expansion limit of 50x")])
+def test_tflite_folds_are_sized_before_they_are_evaluated(run_cli, tmp_path: Path, kind: str,
+                                                          limit: str, message: str) -> None:
+    """The TFLite frontend folds constant ops itself (before the ONNX import's checks): each fold
+    is sized from its inputs before numpy evaluates it, against the constant limit and, with all
+    folds so far, against `expansion` times the file. Under the defaults both models compile."""
+    path = _tflite_folds(tmp_path, kind)
+    code, _, err = run_cli("analyze", str(path), "--limit", limit)
+    assert_clean_error(code, err, path.name, "operator 0", "folds into constant", message)
+    code, _, err = run_cli("analyze", str(path))
+    assert code == 0, err
