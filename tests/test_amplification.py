@@ -243,3 +243,12 @@ def test_tflite_folds_are_sized_before_they_are_evaluated(run_cli, tmp_path: Pat
     assert_clean_error(code, err, path.name, "operator 0", "folds into constant", message)
     code, _, err = run_cli("analyze", str(path))
     assert code == 0, err
+
+
+def test_validate_holds_both_models_external_data_to_the_weights_limit(run_cli,
+                                                                       tmp_path: Path) -> None:
+    """`validate A B` hands both files to onnxruntime, which reads each initializer's region
+    itself: the weights limit is checked on both from the metadata first."""
+    path = _shared_external(tmp_path, N)
+    code, _, err = run_cli("validate", "ds_cnn", str(path), "--limit", "weights=16MiB")
+    assert_clean_error(code, err, "shared.onnx", "weights limit of 16.0 MiB")

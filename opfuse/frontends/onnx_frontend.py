@@ -175,7 +175,7 @@ def read_onnx(path: Path) -> onnx.ModelProto:
 
 def _load_external_data(proto: onnx.ModelProto, path: Path) -> None:
     external = check_external_locations(proto, path)
-    _check_external_bytes(external, path)
+    check_external_bytes(external, path)
     if external:
         try:
             onnx.load_external_data_for_model(proto, str(path.resolve().parent))
@@ -183,7 +183,7 @@ def _load_external_data(proto: onnx.ModelProto, path: Path) -> None:
             raise OpfuseError(f"{path}: cannot read external data: {_first_line(exc)}") from None
 
 
-def _check_external_bytes(external: list, path: Path) -> None:
+def check_external_bytes(external: list, path: Path) -> None:
     """What reading the external data will materialize, one copy per tensor (N initializers may
     name one region of one file: N copies), summed from their offsets and lengths (a tensor
     without a length reads to the end of its file) and held to the weights limit before any byte
