@@ -201,8 +201,9 @@ def check_external_bytes(external: list, path: Path) -> None:
             raise OpfuseError(f"{path}: tensor '{tensor.name}': external data offset or length "
                               "is not a number") from None
         total += max(length, 0)
-        refuse(f"{path}: the external data of {count} tensors ({len(sizes)} files, one copy per "
-               "tensor)", total, "weights")
+        files = f"{len(sizes)} file{'s' if len(sizes) > 1 else ''}"
+        refuse(f"{path}: the external data of {count} tensors ({files}, one copy per tensor)",
+               total, "weights")
 
 
 def check_external_locations(proto: onnx.ModelProto, path: Path) -> list:
