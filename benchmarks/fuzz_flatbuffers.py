@@ -4,7 +4,8 @@ A flatbuffer is tables reached through 32-bit offsets: every table starts with a
 its vtable (a list of 16-bit field offsets), and vectors start with a 32-bit length. The mutations
 aim at exactly those: bit flips, truncation, operator and tensor indices out of range, a field's
 value (an offset or an option such as a stride) set to an edge value, a vtable pointing at its own
-table or past the end, a vector length of two billion, and quantization scales of 0, inf or NaN.
+table or past the end, a vector length of two billion, quantization scales of 0, inf or NaN, and
+shared constants: tensors reading one buffer, tensors-vector entries naming one tensor.
 
 The sites are found by walking the model with the ``tflite`` package's generated readers (the
 schema's structure), so a mutation hits a real table rather than a weight byte. Every choice draws
@@ -33,6 +34,8 @@ class Sites:
     indices: tuple[int, ...]  # an int32 tensor / opcode / buffer index
     vectors: tuple[int, ...]  # the length word of a vector
     scales: tuple[int, ...]  # a float32 quantization scale
+    buffer_fields: tuple[tuple[int, int], ...] = ()  # (position, value) of a tensor's buffer
+    tensor_slots: tuple[tuple[int, int], ...] = ()  # (position, table) of a tensors-vector entry
 
 
 def _fields(tab) -> list[int]:
@@ -61,6 +64,7 @@ def find_sites(data: bytes) -> Sites:
 
     model = tflite.Model.GetRootAsModel(data, 0)
     tables, fields, options, indices, vectors, scales = [], [], [], [], [], []
+    buffer_fields, tensor_slots = [], []
 
     def table(obj) -> None:
         tables.append(obj._tab.Pos)
@@ -85,9 +89,14 @@ def find_sites(data: bytes) -> Sites:
         table(graph)
         ints(graph, 6)  # inputs
         ints(graph, 8)  # outputs
+        vec = _vector(graph._tab, 4)  # tensors: uoffsets, each relative to its own position
         for i in range(graph.TensorsLength()):
             t = graph.Tensors(i)
             table(t)
+            if vec is not None:
+                tensor_slots.append((vec[0] + 4 + 4 * i, t._tab.Pos))
+            if t._tab.Offset(8):  # buffer
+                buffer_fields.append((t._tab.Pos + t._tab.Offset(8), t.Buffer()))
             ints(t, 4)  # shape
             q = t.Quantization()
             if q is not None:
@@ -105,7 +114,8 @@ def find_sites(data: bytes) -> Sites:
             if opts is not None:
                 tables.append(opts.Pos)
                 options.extend(_fields(opts))
-    return Sites(*(tuple(x) for x in (tables, fields, options, indices, vectors, scales)))
+    return Sites(*(tuple(x) for x in (tables, fields, options, indices, vectors, scales,
+                                       buffer_fields, tensor_slots)))
 
 
 def _put_i32(buf: bytearray, pos: int, value: int) -> None:
@@ -171,6 +181,33 @@ def _scale(buf: bytearray, sites: Sites, rng: random.Random) -> str:
     return f"scale at {pos} = {value}"
 
 
+def share_buffer(buf: bytearray, sites: Sites, rng: random.Random) -> str:
+    """1, 3 or every other constant tensor reads one constant's buffer (as the converter's
+    deduplicated buffers do, here also where sizes differ)."""
+    consts = [site for site in sites.buffer_fields if site[1] > 0]
+    if len(consts) < 2:
+        return "noop"
+    _, shared = rng.choice(consts)
+    others = [pos for pos, value in consts if value != shared]
+    picked = rng.sample(others, min(len(others), rng.choice((1, 3, len(others)))))
+    for pos in picked:
+        _put_i32(buf, pos, shared)
+    return f"{len(picked)} tensors share buffer {shared}"
+
+
+def repeat_tensor(buf: bytearray, sites: Sites, rng: random.Random) -> str:
+    """Entries of the tensors vector pointing at one tensor's table: 1, 3 or every entry, so one
+    constant (and its buffer) is decoded once per entry."""
+    if len(sites.tensor_slots) < 2:
+        return "noop"
+    _, target = rng.choice(sites.tensor_slots)
+    picked = rng.sample(sites.tensor_slots, min(len(sites.tensor_slots),
+                                                rng.choice((1, 3, len(sites.tensor_slots)))))
+    for pos, _ in picked:
+        _put_i32(buf, pos, target - pos)
+    return f"{len(picked)} tensors-vector entries -> the table at {target}"
+
+
 def mutate_tflite(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     """One case: the mutated bytes and what was done."""
     kind = rng.random()
@@ -191,8 +228,12 @@ def mutate_tflite(data: bytes, rng: random.Random) -> tuple[bytes, str]:
             steps.append(_field(buf, sites, rng, "table"))
         elif pick < 0.75:
             steps.append(_vtable(buf, sites, rng))
-        elif pick < 0.85:
+        elif pick < 0.82:
             steps.append(_length(buf, sites, rng))
-        else:
+        elif pick < 0.9:
             steps.append(_scale(buf, sites, rng))
+        elif pick < 0.95:
+            steps.append(share_buffer(buf, sites, rng))
+        else:
+            steps.append(repeat_tensor(buf, sites, rng))
     return bytes(buf), "; ".join(steps)

@@ -3,7 +3,8 @@
 Byte level: bit flips and truncation. Structure level: delete, duplicate or set to an edge value any
 field anywhere in the proto, out-of-range attributes, tensors whose data is shorter than their
 shape, initializers shadowing graph inputs, two nodes writing one name, zero and negative dims,
-NaN/inf/zero/negative quantization scales, and graph outputs made empty by a backward Slice. Every mutation draws
+NaN/inf/zero/negative quantization scales, graph outputs made empty by a backward Slice, and
+initializers sharing one external region. Every mutation draws
 from the ``random.Random`` it is given, so a case is reproduced from its seed.
 """
 
@@ -245,8 +246,39 @@ def empty_output(proto: onnx.ModelProto, rng: random.Random) -> str:
     return f"empty output {out.name}"
 
 
+CASE_FILE = "model.onnx"  # the name benchmarks/fuzz_run.py gives the case: a region it holds
+
+
+def shared_external(proto: onnx.ModelProto, rng: random.Random) -> str:
+    """Initializers made external, all reading one region of the case's own file (its first
+    bytes, or a few bytes in), and 1 to 300 more initializers on the same region that nothing
+    reads: N references to one region, each materialized (the weights limit counts them)."""
+    graph = proto.graph
+    pool = [t for t in graph.initializer if t.data_type == onnx.TensorProto.FLOAT and t.dims]
+    if not pool:
+        return "noop"
+    picked = rng.sample(pool, min(len(pool), rng.choice((1, 2, 5, len(pool)))))
+    offset = rng.choice((0, 0, 4, 3))
+    for t in picked:
+        size = int(np.prod(t.dims)) * 4
+        t.ClearField("raw_data")
+        t.ClearField("float_data")
+        t.data_location = onnx.TensorProto.EXTERNAL
+        del t.external_data[:]
+        for key, value in (("location", CASE_FILE), ("offset", str(offset)),
+                           ("length", str(size))):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, value
+    extra = rng.choice((0, 1, 300))
+    for i in range(extra):
+        copy = graph.initializer.add()
+        copy.CopyFrom(picked[0])
+        copy.name = f"{picked[0].name}_shared{i}"
+    return f"{len(picked)} initializers + {extra} on one external region at {offset}"
+
+
 STRUCTURED = (mutate_field, mutate_field, mutate_attribute, short_tensor, shadow_input,
-              rename_collision, bad_dim, bad_scale, empty_output)
+              rename_collision, bad_dim, bad_scale, empty_output, shared_external)
 
 
 def flip_bits(data: bytes, rng: random.Random) -> tuple[bytes, str]:

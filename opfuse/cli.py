@@ -576,6 +576,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except Exception as exc:  # protobuf's EncodeError: a model past 2 GiB at a step that writes it
+        if type(exc).__name__ != "EncodeError":
+            raise
+        click.echo("opfuse: error: the model is over protobuf's 2 GiB limit for one message, "
+                   "which this step must write whole (import and analyze read such models)", err=True)
+        sys.exit(2)
 
 
 def _print_validation(report: ValidationReport) -> None:

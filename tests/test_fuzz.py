@@ -120,3 +120,37 @@ def test_flatbuffer_sites_are_the_schema_s() -> None:
     for k in range(graph.OperatorsLength()):
         assert set(graph.Operators(k).InputsAsNumpy()) - {-1} <= indices
     assert sites.options and sites.tables and sites.vectors
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "tflite"])
+def test_shared_constants_end_cleanly(fmt: str, tmp_path: Path) -> None:
+    """The shared-buffer mutation kinds (issue 31), each applied alone to a seed: ONNX
+    initializers on one external region of the case's own file, .tflite tensors reading one
+    buffer and tensors-vector entries naming one tensor. Each case is rejected, ok or
+    unsupported, and the mutation did share: the region or buffer is named more than once."""
+    import onnx
+    import tflite
+
+    from benchmarks.fuzz_flatbuffers import repeat_tensor, share_buffer
+    from benchmarks.fuzz_mutations import shared_external
+
+    outcomes = []
+    for i in range(6):
+        rng = random.Random(i)
+        if fmt == "onnx":
+            proto = onnx.ModelProto.FromString(seed_protos(("seed_block",))["seed_block"])
+            what = shared_external(proto, rng)
+            data = proto.SerializeToString()
+            shared = [t for t in proto.graph.initializer if t.external_data]
+        else:
+            buf = bytearray(builtin_tflite())
+            what = (share_buffer if i % 2 else repeat_tensor)(buf, find_sites(bytes(buf)), rng)
+            data = bytes(buf)
+            graph = tflite.Model.GetRootAsModel(data, 0).Subgraphs(0)
+            shared = [graph.Tensors(k).Buffer() for k in range(graph.TensorsLength())]
+            shared = [b for b in shared if b > 0 and shared.count(b) > 1]
+        assert len(shared) > 1, what
+        outcome = run_case(data, tmp_path, timeout=60.0, suffix=f".{fmt}")
+        assert outcome.kind in GOOD, (what, outcome)
+        outcomes.append(outcome.kind)
+    assert "ok" in outcomes or fmt == "tflite", outcomes  # ONNX: the region is valid floats

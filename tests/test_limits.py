@@ -119,6 +119,9 @@ def test_raising_the_constant_limit_lets_a_model_over_the_default_through(run_cl
     assert_clean_error(code, err, "node 'fill'", "257.0 MiB", "--limit constant=")
     code, _, err = run_cli("fusion", str(model), "--limit", "constant=300MiB", "--json",
                            str(tmp_path / "f.json"))
+    assert_clean_error(code, err, "node 'fill'", "expansion limit")  # 257 MiB from 150 bytes
+    code, _, err = run_cli("fusion", str(model), "--limit", "constant=300MiB", "--limit",
+                           "expansion=2000000", "--json", str(tmp_path / "f.json"))
     assert code == 0, err
 
 

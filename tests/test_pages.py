@@ -278,3 +278,60 @@ def test_a_wide_branched_graph_leaves_the_memory_timeline_its_width(browser, run
         graph: document.querySelector('#graph-scroll').scrollWidth})""")
     assert size["page"] <= size["view"], size
     assert size["timeline"] >= 600 and size["graph"] > size["view"], size  # the graph scrolls
+
+
+def _strip_pages(page) -> tuple[list[str], list[list]]:
+    """Every operator name and memory-lane tile of the explorer's strip, paging from the first."""
+    import json
+
+    while not page.locator("#strip-prev").is_disabled():
+        page.click("#strip-prev")
+    names, tiles = [], []
+    while True:
+        names += json.loads(page.get_attribute("#strip", "data-ops"))
+        tiles += json.loads(page.get_attribute("#strip", "data-lane"))
+        if page.locator("#strip-next").is_disabled():
+            return names, tiles
+        page.click("#strip-next")
+
+
+@needs_chromium
+def test_the_explorer_pages_through_every_operator_and_fills_its_memory_lane(browser, run_cli,
+                                                                           tmp_path) -> None:
+    """The strip showed "First 10 of 97 operators" and an empty DRAM lane. Now it pages through
+    all 97, finds an operator by type, and its memory lane holds one tile per output written:
+    unfused, every operator's output (sizes from onnx's shape inference, 4 B at fp32); fused, the
+    kernels' outputs of the partition analyze reports."""
+    import numpy as np
+    import onnx
+
+    import opfuse
+
+    model = _wide_model()
+    onnx.save(model, tmp_path / "wide.onnx")
+    code, _, err = run_cli("explore", str(tmp_path / "wide.onnx"), "--target", "cortex-m7",
+                           "-o", str(tmp_path / "e.html"))
+    assert code == 0, err
+    page, errors, blocked = open_offline(browser, tmp_path / "e.html", width=1400)
+    assert "First" not in page.text_content("#strip-note")
+    page.click('#fusion button[data-fused="0"]')
+    names, tiles = _strip_pages(page)
+    assert len(names) == len(set(names)) == len(model.graph.node) == 97
+    inferred = onnx.shape_inference.infer_shapes(model).graph
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+              for v in (*inferred.value_info, *inferred.output)}
+    assert len(tiles) == 97
+    assert sum(t[1] for t in tiles) == sum(4 * int(np.prod(shapes[n.output[0]])) for n in model.graph.node)
+    page.click('#fusion button[data-fused="1"]')
+    _, fused = _strip_pages(page)
+    result = opfuse.compile(str(tmp_path / "wide.onnx"), target="cortex-m7")
+    values = {v.name: v for n in result.optimized.graph for v in n.outputs}
+    expected = sum(4 * int(np.prod(values[o].shape.numpy())) for k in result.partition.kernels
+                   for o in k.outputs)
+    assert 0 < len(fused) < 97 and sum(t[1] for t in fused) == expected
+    page.fill("#strip-find", "sum")
+    assert page.text_content("#strip-found").startswith("1 match")
+    assert page.text_content("#strip-range") == "operators 91\u201397 of 97"
+    shot(page, "explorer-wide")
+    assert errors == [] and blocked == []
+    page.close()

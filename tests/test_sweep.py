@@ -359,7 +359,7 @@ def test_a_local_ray_cluster_requires_a_token(monkeypatch) -> None:
     user's own auth settings alone."""
     from opfuse.sweep.ray_exec import require_token
 
-    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):
         monkeypatch.delenv(name, raising=False)
     require_token("10.0.0.1:6379")
     assert "RAY_AUTH_MODE" not in os.environ

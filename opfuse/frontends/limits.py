@@ -33,13 +33,23 @@ class Limits:
     # graph outputs of one model: each is live to the end, so the arena planner's overlap lists
     # grow with their square (10,000 outputs: 127 s and 1.1 GB; the shared models have at most 12)
     outputs: int = 4096
+    # constant data a model holds, counted as it is materialized: every ONNX initializer reading
+    # an external region and every .tflite tensor reading a buffer once per reference (N of them
+    # sharing one 1 MiB region are N MiB in memory); summed from the metadata before any is read.
+    # Import holds ~7x its weights at its peak (256 shared 1 MiB regions: 2.0 GB RSS)
+    weights: int = 256 * MiB
+    # the constants folded at import may total this many times the model's own bytes (a model
+    # under EXPANSION_FLOOR counts as that): a 177-byte ConstantOfShape wrote a 400 MB weights.c.
+    # The shared models fold at most 1,284x (light_resnet50: 80 KB of ConstantOfShape fills)
+    expansion: int = 4096
 
     def describe(self, name: str) -> str:
         value = getattr(self, name)
         return str(value) if name in COUNTS else format_size(value)
 
 
-COUNTS = ("extent", "outputs")  # limits that are counts, not bytes
+COUNTS = ("extent", "outputs", "expansion")  # limits that are counts (a ratio), not bytes
+EXPANSION_FLOOR = 1 * KiB  # the smallest model size the expansion ratio is taken of
 
 
 DEFAULT_LIMITS = Limits()
@@ -75,7 +85,8 @@ def format_size(n: int) -> str:
 
 
 def parse_limits(specs: tuple[str, ...] | list[str], base: Limits = DEFAULT_LIMITS) -> Limits:
-    """``NAME=SIZE`` items (``constant=512MiB``, ``activation=8GiB``, ``extent=100000``)."""
+    """``NAME=SIZE`` items (``constant=512MiB``, ``activation=8GiB``, ``extent=100000``,
+    ``expansion=10000``)."""
     names = [f.name for f in fields(Limits)]
     changes: dict[str, int] = {}
     for spec in specs:
@@ -83,8 +94,8 @@ def parse_limits(specs: tuple[str, ...] | list[str], base: Limits = DEFAULT_LIMI
         match = _SIZE.fullmatch(value.strip())
         if not sep or name not in names or not match or (name in COUNTS and match.group(2)):
             raise OpfuseError(f"--limit '{spec}': expected NAME=SIZE with NAME one of "
-                              f"{', '.join(names)} (SIZE such as 512MiB; extent and outputs are "
-                              "counts)")
+                              f"{', '.join(names)} (SIZE such as 512MiB; extent, outputs and "
+                              "expansion are counts)")
         changes[name] = int(match.group(1)) * _UNITS[(match.group(2) or "b").lower()]
     return replace(base, **changes)
 
@@ -97,6 +108,17 @@ def refuse(what: str, size: int, limit: str, unit: str = "bytes") -> None:
         shown = format_size(size) if unit == "bytes" else f"{size:,}"
         raise OpfuseError(f"{what} is {shown}, over the {limit} limit of {limits.describe(limit)} "
                           f"(raise it with --limit {limit}={'SIZE' if unit == 'bytes' else 'N'})")
+
+
+def refuse_expansion(what: str, size: int, model_bytes: int) -> None:
+    """Raise the one line for constants ``what`` of ``size`` bytes folded from a model of
+    ``model_bytes``, if over ``expansion`` times the model (taken as at least EXPANSION_FLOOR)."""
+    ratio = current_limits().expansion
+    if size > ratio * max(model_bytes, EXPANSION_FLOOR):
+        raise OpfuseError(f"{what} is {format_size(size)}, {size / max(model_bytes, 1):,.0f} times "
+                          f"the model's {format_size(model_bytes)}, over the expansion limit of "
+                          f"{ratio}x (a model under {format_size(EXPANSION_FLOOR)} counts as "
+                          f"{format_size(EXPANSION_FLOOR)}; raise it with --limit expansion=N)")
 
 
 def tensor_bytes(dims: list[int] | tuple[int, ...], itemsize: int) -> int:

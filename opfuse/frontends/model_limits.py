@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import onnx
 
+from opfuse.frontends.large_proto import INFERENCE_ERRORS, infer_shapes
 from opfuse.frontends.size_check import check_sizes, value_shapes
 from opfuse.frontends.window_check import check_windows
 
@@ -15,8 +16,8 @@ def check_model_limits(proto: onnx.ModelProto, where: str) -> None:
     the limits. A model inference cannot read is left to the runtime's own error."""
     check_windows(proto, where)
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
-    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError):
+        inferred = infer_shapes(proto, where, data_prop=True)
+    except INFERENCE_ERRORS:
         return
     values = value_shapes(inferred.graph)
     check_windows(inferred, where, values)

@@ -21,11 +21,13 @@ from onnx_ir.passes.common import (
 
 from opfuse.errors import OpfuseError
 from opfuse.frontends.graph_order import sort_or_raise
+from opfuse.frontends.large_proto import INFERENCE_ERRORS, infer_shapes
+from opfuse.frontends.limits import refuse
 from opfuse.frontends.pool_ceil import trim_end_pads
 from opfuse.frontends.proto_check import check_proto
 from opfuse.frontends.qdq import fold_qdq
 from opfuse.frontends.qoperator import has_qoperators, qoperator_to_qdq
-from opfuse.frontends.size_check import check_sizes, guard_fold, value_shapes
+from opfuse.frontends.size_check import FoldGuard, check_sizes, value_shapes
 from opfuse.frontends.static_shapes import settle_shapes
 from opfuse.frontends.value_info import (
     bind_value_shapes,
@@ -74,6 +76,7 @@ def import_proto(
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
     proto = copy
+    model_bytes = proto.ByteSize()  # what folding may expand by a ratio (limits: expansion)
     if not proto.HasField("graph") or not proto.graph.output:
         raise OpfuseError(f"{path}: not an ONNX model (no graph with outputs)")
     check_proto(proto, str(path))  # data sizes, attribute types, names: before any library
@@ -90,15 +93,16 @@ def import_proto(
     proto = inferred
     values = value_shapes(proto.graph)  # against the inferred shapes, then sizes before folding
     check_windows(proto, str(path), values)
-    check_sizes(proto, str(path), values)
+    check_sizes(proto, str(path), values, model_bytes)
     try:
         model = ir.from_proto(proto)
     except Exception as exc:  # onnx_ir raises several types on malformed protos
         raise OpfuseError(f"{path}: cannot read graph: {_first_line(exc)}") from None
     RemoveInitializersFromInputsPass()(model)
     LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
-    _fold(model, str(path))
-    settle_shapes(model, lambda m: _fold(m, str(path)), str(path))  # sizes behind Shape subgraphs
+    guard = FoldGuard(str(path), model_bytes)
+    _fold(model, guard)
+    settle_shapes(model, lambda m: _fold(m, guard), str(path))  # sizes behind Shape subgraphs
     try:
         fold_qdq(model)  # after shape inference: the folded graph (Conv on int8) is not valid ONNX
     except OpfuseError as exc:  # a node's bad quantization parameters: name the file too
@@ -110,7 +114,7 @@ def import_proto(
     return model
 
 
-def _fold(model: ir.Model, where: str) -> None:
+def _fold(model: ir.Model, guard: FoldGuard) -> None:
     onnxscript.optimizer.fold_constants(
         model,
         input_size_limit=_FOLD_LIMIT,
@@ -119,14 +123,14 @@ def _fold(model: ir.Model, where: str) -> None:
         # real initializer for BatchNorm folding and weight accounting, so fold it. (Its folder
         # also forwards Identity and inference Dropout, as every runtime's loader does: no
         # runtime runs them as kernels, so "before" does not count them either.)
-        should_fold=lambda node: _should_fold(node, where),
+        should_fold=lambda node: _should_fold(node, guard),
     )
     _constants_to_initializers(model)
     onnxscript.optimizer.remove_unused_nodes(model)
 
 
-def _should_fold(node: ir.Node, where: str) -> bool | None:
-    guard_fold(node, where)  # a fill over the constant limit ends here, before numpy allocates it
+def _should_fold(node: ir.Node, guard: FoldGuard) -> bool | None:
+    guard(node)  # a fill over the constant limit ends here, before numpy allocates it
     if node.op_type == "ConstantOfShape":
         return True
     if node.op_type in groups.CONVERSIONS:
@@ -171,11 +175,35 @@ def read_onnx(path: Path) -> onnx.ModelProto:
 
 def _load_external_data(proto: onnx.ModelProto, path: Path) -> None:
     external = check_external_locations(proto, path)
+    check_external_bytes(external, path)
     if external:
         try:
             onnx.load_external_data_for_model(proto, str(path.resolve().parent))
         except Exception as exc:
             raise OpfuseError(f"{path}: cannot read external data: {_first_line(exc)}") from None
+
+
+def check_external_bytes(external: list, path: Path) -> None:
+    """What reading the external data will materialize, one copy per tensor (N initializers may
+    name one region of one file: N copies), summed from their offsets and lengths (a tensor
+    without a length reads to the end of its file) and held to the weights limit before any byte
+    is read."""
+    base, total, sizes = path.resolve().parent, 0, {}
+    for count, tensor in enumerate(external, 1):
+        info = {e.key: e.value for e in tensor.external_data}
+        location = info["location"]
+        if location not in sizes:
+            sizes[location] = (base / location).stat().st_size
+        try:
+            offset = int(info.get("offset") or 0)
+            length = int(info["length"]) if info.get("length") else sizes[location] - offset
+        except ValueError:
+            raise OpfuseError(f"{path}: tensor '{tensor.name}': external data offset or length "
+                              "is not a number") from None
+        total += max(length, 0)
+        files = f"{len(sizes)} file{'s' if len(sizes) > 1 else ''}"
+        refuse(f"{path}: the external data of {count} tensors ({files}, one copy per tensor)",
+               total, "weights")
 
 
 def check_external_locations(proto: onnx.ModelProto, path: Path) -> list:
@@ -222,21 +250,19 @@ def _upgrade(proto: onnx.ModelProto, path: Path) -> onnx.ModelProto:
 
 
 def _infer_proto(proto: onnx.ModelProto, path: Path) -> onnx.ModelProto:
-    """Shapes on the proto, before the IR is built: one C++ pass, no extra serialization. When
-    the model's own annotations contradict inference (stale exports), inference wins."""
+    """Shapes on the proto, before the IR is built: one C++ pass, no extra serialization (past
+    2 GiB, without its large weights: large_proto.py). When the model's own annotations
+    contradict inference (stale exports), inference wins."""
+    options = dict(check_type=True, strict_mode=True, data_prop=True)
     try:
-        return onnx.shape_inference.infer_shapes(
-            proto, check_type=True, strict_mode=True, data_prop=True
-        )
-    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as exc:
+        return infer_shapes(proto, str(path), **options)
+    except INFERENCE_ERRORS as exc:
         error = exc
     stripped = without_inferable_annotations(proto)
     if stripped is not None:
         try:
-            return onnx.shape_inference.infer_shapes(
-                stripped, check_type=True, strict_mode=True, data_prop=True
-            )
-        except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as exc:
+            return infer_shapes(stripped, str(path), **options)
+        except INFERENCE_ERRORS as exc:
             error = exc  # with the annotations gone, what is left is the model's own fault
     raise OpfuseError(f"{path}: shape inference failed: {_first_line(error)}") from None
 

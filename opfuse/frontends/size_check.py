@@ -1,7 +1,7 @@
 """Sizes a model asks for, checked against opfuse/frontends/limits.py before anything is allocated
 (docs/architecture.md, "Outputs and limits"): every value with an inferred static shape is either
 a constant the import will fold (its producer reads only constants) or an activation, and each
-kind has its limit. ``guard_fold`` repeats the constant check inside the folder, from the node's
+kind has its limit. ``FoldGuard`` repeats the constant check inside the folder, from the node's
 constant inputs, for the fills whose shape inference could not say (ConstantOfShape, Expand,
 Tile, Range)."""
 
@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from opfuse.frontends.limits import refuse, tensor_bytes
+from opfuse.frontends.limits import refuse, refuse_expansion, tensor_bytes
 from opfuse.ir.values import const
 
 _FOLDED_BY_IMPORT = ("", "ai.onnx")
@@ -64,11 +64,14 @@ def _producers(graph: onnx.GraphProto) -> tuple[dict[str, str], set[str]]:
 
 
 def check_sizes(proto: onnx.ModelProto, where: str,
-                values: dict[str, tuple[tuple[int, ...], int]] | None = None) -> None:
-    """Refuse a folded constant, all folded constants together, or any activation over its limit;
-    the message names the node (or graph input) and the value. ``values``: ``value_shapes`` of
-    the graph, when the caller has it."""
+                values: dict[str, tuple[tuple[int, ...], int]] | None = None,
+                model_bytes: int | None = None) -> None:
+    """Refuse a folded constant, all folded constants together (also against ``expansion``
+    times ``model_bytes``, the model's own size: the proto's by default), or any activation over
+    its limit; the message names the node (or graph input) and the value. ``values``:
+    ``value_shapes`` of the graph, when the caller has it."""
     graph = proto.graph
+    model_bytes = proto.ByteSize() if model_bytes is None else model_bytes
     shapes = value_shapes(graph) if values is None else values
     producer, folded = _producers(graph)
     total = 0
@@ -80,6 +83,8 @@ def check_sizes(proto: onnx.ModelProto, where: str,
         total += size
         refuse(f"{where}: the constants folded at import (up to node '{producer[name]}')", total,
                "constants_total")
+        refuse_expansion(f"{where}: the constants folded at import (up to node "
+                         f"'{producer[name]}')", total, model_bytes)
     inputs = {i.name for i in graph.input}
     for name, (dims, itemsize) in shapes.items():
         if name in folded:
@@ -121,12 +126,21 @@ def _fill_elements(node: ir.Node) -> int | None:
     return None
 
 
-def guard_fold(node: ir.Node, where: str) -> None:
-    """Called by the constant folder before it evaluates ``node``: refuse a fill over the limit."""
-    elements = _fill_elements(node)
-    out = node.outputs[0] if node.outputs else None
-    if elements is None or out is None:
-        return
-    itemsize = out.dtype.itemsize if out.dtype is not None else 4
-    refuse(f"{where}: node '{node.name or node.op_type}' folds into constant '{out.name}', which",
-           math.ceil(elements * itemsize), "constant")
+class FoldGuard:
+    """Called by the constant folder before it evaluates a node: refuse a fill over the constant
+    limit, or fills that together pass ``expansion`` times the model's ``model_bytes``."""
+
+    def __init__(self, where: str, model_bytes: int) -> None:
+        self.where, self.model_bytes, self.total = where, model_bytes, 0
+
+    def __call__(self, node: ir.Node) -> None:
+        elements = _fill_elements(node)
+        out = node.outputs[0] if node.outputs else None
+        if elements is None or out is None:
+            return
+        itemsize = out.dtype.itemsize if out.dtype is not None else 4
+        size = math.ceil(elements * itemsize)
+        what = f"{self.where}: node '{node.name or node.op_type}' folds into constant '{out.name}'"
+        refuse(f"{what}, which", size, "constant")
+        self.total += size
+        refuse_expansion(f"{what}; the fills folded so far", self.total, self.model_bytes)

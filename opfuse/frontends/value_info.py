@@ -14,6 +14,8 @@ from collections.abc import Iterator
 
 import onnx
 
+from opfuse.frontends.large_proto import infer_shapes
+
 STANDARD_DOMAINS = ("", "ai.onnx")
 
 
@@ -106,7 +108,7 @@ def _elem_types(proto: onnx.ModelProto) -> dict[str, int]:
     graph = proto.graph
     types = {t.name: t.data_type for t in graph.initializer}
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=False).graph
+        inferred = infer_shapes(proto, "", data_prop=False).graph
     except Exception:  # a model inference refuses is reported by the real inference later
         inferred = graph
     for vi in (*inferred.input, *inferred.value_info, *inferred.output):

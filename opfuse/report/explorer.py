@@ -21,6 +21,7 @@ from opfuse.ir.provenance import source_map
 from opfuse.models.sized import DEFAULT_SIZE, SIZES, write_sized
 from opfuse.pipeline import compile_model
 from opfuse.report.data import roofs
+from opfuse.report.explorer_lane import lanes, op_elements
 from opfuse.report.page import esc, page
 from opfuse.safe_text import for_terminal
 from opfuse.targets import list_targets, load_target
@@ -28,7 +29,7 @@ from opfuse.targets import list_targets, load_target
 TOY = "seed_pipeline"
 PRECISIONS = ("int8", "fp16", "fp32")
 PLANNER = "greedy-inplace"
-STRIP_MAX = 10  # operators drawn in the pipeline strip
+STRIP_PAGE = 10  # operators drawn in the pipeline strip at a time (the page pages through all)
 _CSS = ["base.css", "explorer.css"]
 _JS = ["common.js", "roofline.js", "explorer_strip.js", "explorer.js"]
 
@@ -135,13 +136,18 @@ def _explorer_data(
 ) -> dict[str, Any]:
     first = next(iter(next(iter(results.values())).values()))
     strip_nodes = list(first.original.graph)
-    strip = [n.name for n in strip_nodes][:STRIP_MAX]
+    strip = [n.name for n in strip_nodes]
+    index = {name: i for i, name in enumerate(strip)}
     targets: dict[str, Any] = {}
     configs: dict[str, Any] = {}
     groups: dict[str, Any] = {}
+    writes: dict[str, Any] = {}
+    elements: dict[int, list[int]] = {}
     for size, by_target in results.items():
+        elements[size] = op_elements(list(next(iter(by_target.values())).original.graph))
         for name, result in by_target.items():
             groups[f"{name}|{size}"] = _groups(result, strip)
+            writes[f"{name}|{size}"] = lanes(result, index)
             ok = []
             for precision in PRECISIONS:
                 if precision not in result.target.precisions:
@@ -167,10 +173,12 @@ def _explorer_data(
         "model": model_source,
         "toy": model_source == TOY,
         "sizes": list(results),
-        "ops": [{"name": n.name, "op": n.op_type} for n in strip_nodes[:STRIP_MAX]],
-        "total_ops": len(strip_nodes),
+        "ops": [{"name": n.name, "op": n.op_type} for n in strip_nodes],
+        "page_ops": STRIP_PAGE,
+        "elements": elements,
         "targets": targets,
         "groups": groups,
+        "writes": writes,
         "configs": configs,
         "default": {
             "target": default_target,
@@ -209,7 +217,12 @@ def _body(data: dict[str, Any]) -> str:
 <section id="ex-verdict-section"><h2>Does it deploy?</h2><ul id="ex-verdict"></ul>
   <p class="dim">For the setting above, fused or not. Sizes in KiB/MiB (1024 B), bandwidth in GB/s
   (10<sup>9</sup> B/s).</p></section>
-<section><h2>Pipeline</h2><canvas id="strip" height="240"></canvas>
+<section><h2>Pipeline</h2>
+  <div class="strip-nav"><button id="strip-prev" title="earlier operators">&#9664;</button>
+  <span id="strip-range"></span><button id="strip-next" title="later operators">&#9654;</button>
+  <label>find <input id="strip-find" type="search" placeholder="operator name or type"
+  autocomplete="off"></label><span class="dim" id="strip-found"></span></div>
+  <canvas id="strip" height="240"></canvas>
   <p class="dim" id="strip-note"></p></section>
 <div class="ex-two">
 <section><h2>Readouts</h2><div id="readouts" class="readouts"></div></section>

@@ -51,6 +51,7 @@ def _connect(ray, address: str, jobs: int) -> bool:  # noqa: ANN001
         root = str(Path(__file__).resolve().parents[2])
         path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH", "")]))
         ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False,
+                 _node_ip_address=LOOPBACK,
                  logging_level=logging.ERROR,  # its start-up notes would bury the progress bar
                  runtime_env={"env_vars": {"PYTHONPATH": path}})
     else:
@@ -63,14 +64,25 @@ def _connect(ray, address: str, jobs: int) -> bool:  # noqa: ANN001
     return True
 
 
+LOOPBACK = "127.0.0.1"
+# Ray's switch for a machine that is not part of a cluster (named for the platforms where it is the
+# default): with it off, Ray's own node address is 127.0.0.1, not the machine's reachable one
+# (``services.get_node_ip_address``), and its GCS, raylet and worker gRPC servers listen on
+# 127.0.0.1 only, which they do when their node address is exactly that (Ray 2.60)
+_CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
 def require_token(address: str) -> None:
-    """A local Ray instance is started with token authentication, a fresh random token in this
-    process's environment (which its GCS, raylet and workers inherit): Ray's servers listen on
-    every interface whatever node address is asked for (Ray 2.60 turns 127.0.0.1 into the
-    machine's reachable address, ``services.resolve_ip_for_localhost``), and without a token
-    anyone who reaches them could run code in its workers. Set before Ray is imported: it reads
-    the mode when it loads. A token the user set already is kept."""
-    if address == "local" and not os.environ.get("RAY_AUTH_MODE"):
+    """A local Ray instance is confined to 127.0.0.1 and started with token authentication, a
+    fresh random token: both set in this process's environment, which its GCS, raylet and workers
+    inherit, before Ray is imported (it reads them when it loads). Ray turns a node address of
+    127.0.0.1 into the machine's reachable one (``services.resolve_ip_for_localhost``) unless its
+    cluster switch is off, and its servers then listen on every interface, where anyone who reached
+    them without a token could run code in its workers. A token or mode the user set is kept."""
+    if address != "local":
+        return
+    os.environ[_CLUSTER_SWITCH] = "0"
+    if not os.environ.get("RAY_AUTH_MODE"):
         os.environ["RAY_AUTH_MODE"] = "token"
         os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 

@@ -51,12 +51,14 @@ class TfliteBuilder:
 
     # --- tensors ---------------------------------------------------------------------------
     def tensor(self, name: str, shape: Sequence[int], dtype, *, data: np.ndarray | None = None,
-               scale=None, zero_point=0, axis: int = 0, sparsity: dict | None = None) -> int:
+               scale=None, zero_point=0, axis: int = 0, sparsity: dict | None = None,
+               shares: int | None = None) -> int:
         """An activation (``data`` None) or constant; ``scale`` given: quantized (per channel
         along ``axis`` when several scales). ``sparsity``: ``data`` holds only the stored values
         of a sparse constant, described by ``traversal_order``, ``block_map`` and ``dim_metadata``
-        (a list of ``("dense", size)`` or ``("csr", segments, indices)``)."""
-        buffer = 0
+        (a list of ``("dense", size)`` or ``("csr", segments, indices)``). ``shares``: a constant
+        reading tensor ``shares``'s buffer (the converter's deduplicated buffers)."""
+        buffer = 0 if shares is None else self._tensors[shares]["buffer"]
         if data is not None:
             buffer = len(self._buffers)
             self._buffers.append(np.ascontiguousarray(data, dtype=dtype).tobytes())

@@ -6,8 +6,11 @@ sparse weights. No runtime executes them per inference, so "before" does not cou
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from opfuse.frontends.limits import refuse, refuse_expansion
 from opfuse.frontends.tflite.graph import Graph
 from opfuse.frontends.tflite.reader import Operator
 from opfuse.frontends.tflite.tables import Sparsity
@@ -151,8 +154,37 @@ def try_fold(g: Graph, op: Operator) -> bool:
     if g.quant(op.outputs[0]) is not None and not moves_data:
         return False
     args = [g.consts[i] for i in op.inputs if i >= 0 and i in g.consts]
+    _guard(g, op, out, _fold_elements(g, op, args))
     result = np.asarray(FOLDERS[op.opcode](g, op, args))
     if out.shape and result.size == int(np.prod(out.shape)):
         result = result.reshape(out.shape)
     g.consts[op.outputs[0]] = result.astype(out.dtype, copy=False)
     return True
+
+
+def _fold_elements(g: Graph, op: Operator, args: list[np.ndarray]) -> int:
+    """Elements folding ``op`` allocates, from its constant inputs, before it is evaluated: a
+    broadcast of two vectors is their product, a concatenation of N references to one tensor N of
+    it, a densified tensor its declared shape; the other folds move or convert their input."""
+    code = op.opcode
+    if code in ("ADD", "SUB", "MUL"):
+        return math.prod(np.broadcast_shapes(*(np.shape(a) for a in args[:2])))
+    if code in ("PACK", "CONCATENATION"):
+        return sum(int(np.size(a)) for a in args)
+    if code == "GATHER":
+        params = args[0]
+        axis = int(op.options.Axis()) % max(params.ndim, 1)
+        return int(np.size(args[1])) * (params.size // max(params.shape[axis], 1) if params.ndim else 1)
+    if code == "DENSIFY":
+        return math.prod(g.shape(op.outputs[0]))
+    return max((int(np.size(a)) for a in args), default=0)
+
+
+def _guard(g: Graph, op: Operator, out, elements: int) -> None:
+    """The constant and expansion limits (opfuse/frontends/limits.py) on one fold and on all the
+    folds of the file so far, against the file's own bytes."""
+    size = elements * max(out.dtype.itemsize, 1)
+    what = f"{g.model.path}: operator {op.index} ({op.opcode}) folds into constant '{out.name}'"
+    refuse(f"{what}, which", size, "constant")
+    g.folded_bytes += size
+    refuse_expansion(f"{what}; the folds so far", g.folded_bytes, g.file_bytes)

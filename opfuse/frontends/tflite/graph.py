@@ -9,6 +9,8 @@ quantized tensor are groups of their own (``DQ -> Transpose -> Q``) so the fold 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
@@ -35,6 +37,9 @@ class Graph:
         self._params: dict[tuple, tuple[str, str]] = {}
         self.op: Operator | None = None  # the op being translated, for messages
         self.pinned: set[int] = set()  # tensors whose layout a TRANSPOSE chose
+        self.folded_bytes = 0  # what fold.py has folded so far, held to the expansion limit
+        source = Path(model.path)
+        self.file_bytes = source.stat().st_size if source.is_file() else 0
 
     # --- names and nodes ------------------------------------------------------------------
     def fresh(self, base: str) -> str:

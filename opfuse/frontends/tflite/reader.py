@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from opfuse.errors import OpfuseError
+from opfuse.frontends.limits import refuse
 from opfuse.frontends.tflite.checks import check_operator, check_shape, check_tensor
 from opfuse.frontends.tflite.tables import Options, Sparsity, decode_options, decode_sparsity
 
@@ -129,6 +130,7 @@ def _decode(data: bytes, path: str) -> TfliteModel:
     if model.SubgraphsLength() < 1:
         raise OpfuseError(f"{path}: TFLite model has no subgraph")
     graph = model.Subgraphs(0)
+    _check_weight_bytes(model, graph, path)
     dtypes = _dtypes()
     type_names = _names(tflite.TensorType)
     tensors = []
@@ -164,6 +166,23 @@ def _decode(data: bytes, path: str) -> TfliteModel:
         outputs=tuple(_indices(graph.OutputsAsNumpy, graph.OutputsLength())),
         description=_text(model.Description()),
     )
+
+
+def _check_weight_bytes(model, graph, path: str) -> None:
+    """The constant bytes the tensors will hold, one buffer per reference (the tensor vector may
+    point N times at one tensor, or N tensors at one buffer: each becomes its own constant), held
+    to the weights limit from the buffers' sizes before any data is read."""
+    sizes: dict[int, int] = {}
+    total = 0
+    for i in range(graph.TensorsLength()):
+        index = int(graph.Tensors(i).Buffer())
+        if index not in sizes:
+            buf = model.Buffers(index) if 0 < index < model.BuffersLength() else None
+            sizes[index] = 0 if buf is None else (
+                int(buf.Size()) if int(buf.Offset()) > 1 else int(buf.DataLength()))
+        total += sizes[index]
+        refuse(f"{path}: the constant data of tensors 0 to {i} ({len(sizes)} distinct buffers, "
+               "one copy per tensor)", total, "weights")
 
 
 def _tensor(model, data: bytes, t, i: int, dtypes: dict, type_names: dict) -> Tensor:

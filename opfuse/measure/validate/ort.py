@@ -244,15 +244,16 @@ def reference_session(model: ModelArg, role: str, notes: list[str],
 def _check_limits(model: ModelArg, label: str) -> None:
     """The import's size and window limits, before onnxruntime allocates anything."""
     from opfuse.frontends.model_limits import check_model_limits
-    from opfuse.frontends.onnx_frontend import check_external_locations
+    from opfuse.frontends.onnx_frontend import check_external_bytes, check_external_locations
 
     try:
         proto = onnx.load(str(model), load_external_data=False) \
             if isinstance(model, str | Path) else model
     except Exception:  # unreadable: onnxruntime's own message says why
         return
-    if isinstance(model, str | Path):  # onnxruntime would read any file the model names
-        check_external_locations(proto, Path(model))
+    if isinstance(model, str | Path):  # onnxruntime would read any file the model names,
+        # and each initializer on a shared region once more
+        check_external_bytes(check_external_locations(proto, Path(model)), Path(model))
     check_model_limits(proto, label)
 
 

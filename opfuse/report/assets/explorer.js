@@ -125,15 +125,53 @@
     document.getElementById("hw-desc").textContent = T.description;
   }
 
+  /* the pipeline strip shows PAGE operators from S.first; "find" jumps to a name or op type */
+  var PAGE = D.page_ops, ITEM = { int8: 1, fp16: 2, fp32: 4 }, found = [];
+  S.first = 0;
+  function written() {  /* operator index -> bytes its output writes to memory in this setting */
+    var key = S.target + "|" + S.size, out = {}, elems = D.elements[S.size], item = ITEM[S.precision];
+    if (!S.fused) { elems.forEach(function (n, i) { if (n) out[i] = n * item; }); return out; }
+    var w = D.writes[key][fusedKey(cfg())] || {};
+    Object.keys(w).forEach(function (i) { out[i] = w[i] * item; });
+    return out;
+  }
+  function stripUpdate(memName) {
+    var last = Math.min(S.first + PAGE, D.ops.length), shown = D.ops.slice(S.first, last);
+    var local = function (i) { return i - S.first; }, inPage = function (i) { return i >= S.first && i < last; };
+    var groups = (D.groups[S.target + "|" + S.size] || []).map(function (g) { return g.filter(inPage).map(local); })
+      .filter(function (g) { return g.length; });
+    var w = written(), lane = shown.map(function (_, k) { return w[S.first + k] || 0; }), total = 0;
+    Object.keys(w).forEach(function (i) { total += w[i]; });
+    strip.set(shown, groups, S.fused, memName, S.precision, lane,
+      found.filter(inPage).map(local));
+    document.getElementById("strip-range").textContent = "operators " + (S.first + 1) + "\u2013" + last +
+      " of " + D.ops.length;
+    document.getElementById("strip-prev").disabled = S.first === 0;
+    document.getElementById("strip-next").disabled = last >= D.ops.length;
+    var pageBytes = lane.reduce(function (a, b) { return a + b; }, 0);
+    document.getElementById("strip-note").textContent =
+      (S.fused ? "Fused: operators inside one kernel (purple outline) pass data on chip; only kernel outputs go to memory."
+        : "Unfused: every operator is its own kernel, so every intermediate is written to memory and read back.") +
+      " The " + memName + " lane shows each output written there: " + OF.bytes(pageBytes) + " on this page, " +
+      OF.bytes(total) + " for all " + D.ops.length + " operators (elements \u00d7 " + ITEM[S.precision] +
+      " B at " + S.precision + "; each is read back by its consumers).";
+  }
+  function find(text) {
+    var q = text.trim().toLowerCase();
+    found = [];
+    if (q) D.ops.forEach(function (op, i) {
+      if (op.name.toLowerCase().indexOf(q) >= 0 || op.op.toLowerCase().indexOf(q) >= 0) found.push(i);
+    });
+    if (found.length) S.first = Math.floor(found[0] / PAGE) * PAGE;
+    document.getElementById("strip-found").textContent = !q ? "" : found.length ?
+      found.length + (found.length === 1 ? " match" : " matches") + " (outlined in yellow)" : "no match";
+    update();
+  }
+
   function update() {
     controls(); verdict(); readouts(); roof();
     var T = D.targets[S.target], levels = T.roofs.levels.filter(function (l) { return l.holds.indexOf("activations") >= 0; });
-    strip.set(D.ops, D.groups[S.target + "|" + S.size] || [], S.fused,
-      levels.length ? levels[levels.length - 1].name : "memory", S.precision);
-    document.getElementById("strip-note").textContent =
-      (D.total_ops > D.ops.length ? "First " + D.ops.length + " of " + D.total_ops + " operators. " : "") +
-      (S.fused ? "Fused: operators inside one kernel (purple outline) pass data on chip; only kernel outputs go to memory."
-        : "Unfused: every operator is its own kernel, so every intermediate is written to memory and read back.");
+    stripUpdate(levels.length ? levels[levels.length - 1].name : "memory");
     document.body.setAttribute("data-config", S.target + "|" + S.precision + "|" + S.size + "|" +
       (S.fused ? fusedKey(cfg()) : "off"));
   }
@@ -148,6 +186,16 @@
     b.addEventListener("click", function () { S.precision = b.getAttribute("data-precision"); update(); });
   });
   document.getElementById("hardware").addEventListener("change", function (ev) { S.target = ev.target.value; update(); });
+  document.getElementById("strip-prev").addEventListener("click", function () { S.first = Math.max(0, S.first - PAGE); update(); });
+  document.getElementById("strip-next").addEventListener("click", function () {
+    if (S.first + PAGE < D.ops.length) S.first += PAGE; update();
+  });
+  document.getElementById("strip-find").addEventListener("input", function (ev) { find(ev.target.value); });
+  document.getElementById("strip-find").addEventListener("keydown", function (ev) {
+    if (ev.key !== "Enter" || !found.length) return;  /* Enter: the next match's page */
+    var next = found.filter(function (i) { return i >= S.first + PAGE; })[0];
+    S.first = Math.floor((next === undefined ? found[0] : next) / PAGE) * PAGE; update();
+  });
   var sizeSel = document.getElementById("size");
   if (sizeSel) sizeSel.addEventListener("change", function (ev) { S.size = Number(ev.target.value); update(); });
   update();

@@ -1,10 +1,12 @@
-/* The explorer's pipeline strip on a canvas: operators on the chip plane, a memory plane below.
+/* The explorer's pipeline strip on a canvas: operators on the chip plane, a memory lane below.
    Data packets flow left to right (requestAnimationFrame); between two kernels a packet dips to the
-   memory plane (written out, read back); inside a fused kernel it stays on chip. */
+   memory lane (written out, read back); inside a fused kernel it stays on chip. The lane holds a
+   tile under each operator whose output is written to memory, with its size; the canvas's
+   data-ops and data-lane attributes say what is drawn (operator names; [name, bytes] tiles). */
 "use strict";
 OF.strip = function (canvas) {
   var ctx = canvas.getContext("2d"), state = { ops: [], groups: [], fused: true, memName: "DRAM",
-    precision: "int8", packets: [], last: 0, spawn: 0 };
+    precision: "int8", lane: [], found: [], packets: [], last: 0, spawn: 0 };
   var SHORT = { BatchNormalization: "BatchNorm", GlobalAveragePool: "GlobalAvgPool",
     HardSwish: "HSwish", LayerNormalization: "LayerNorm" };
   var CHIP_Y = 66, MEM_Y = 200, BOX_H = 56, H = 240;
@@ -64,7 +66,16 @@ OF.strip = function (canvas) {
     ctx.fillStyle = "#fff1e6"; ctx.fillRect(10, MEM_Y - 16, w - 20, 34);
     ctx.font = "12px system-ui, sans-serif"; ctx.fillStyle = "#6b7385";
     ctx.fillText("on chip (registers / local SRAM)", 18, CHIP_Y - 42);
-    ctx.fillText(state.memName + " (off-kernel memory)", 18, MEM_Y + 13);
+    ctx.fillText(state.memName + " (off-kernel memory): outputs written", 18, MEM_Y - 22);
+    g.forEach(function (b, i) {  /* the lane: a tile per output written to memory */
+      if (!state.lane[i]) return;
+      ctx.strokeStyle = "#e0771b"; ctx.setLineDash([3, 3]); ctx.lineWidth = 1;
+      ctx.beginPath(); ctx.moveTo(b.x + b.w / 2, CHIP_Y + BOX_H - 14); ctx.lineTo(b.x + b.w / 2, MEM_Y - 12);
+      ctx.stroke(); ctx.setLineDash([]);
+      ctx.fillStyle = "#f6c9a1"; ctx.fillRect(b.x + 4, MEM_Y - 12, b.w - 8, 26);
+      ctx.fillStyle = "#7a3b06"; ctx.textAlign = "center"; ctx.font = "600 11px system-ui, sans-serif";
+      ctx.fillText(OF.bytes(state.lane[i]), b.x + b.w / 2, MEM_Y + 5); ctx.textAlign = "left";
+    });
     var drawn = {};
     g.forEach(function (b, i) { /* kernel outlines */
       var k = kmap[i];
@@ -89,6 +100,9 @@ OF.strip = function (canvas) {
     });
     state.ops.forEach(function (op, i) {
       var b = g[i];
+      if (state.found.indexOf(i) >= 0) {
+        ctx.strokeStyle = "#f2b705"; ctx.lineWidth = 4; ctx.strokeRect(b.x - 3, CHIP_Y - 17, b.w + 6, BOX_H - 8);
+      }
       ctx.fillStyle = "#1d2330"; ctx.fillRect(b.x, CHIP_Y - 14, b.w, BOX_H - 14);
       ctx.fillStyle = "#fff"; ctx.textAlign = "center";
       var fs = 13, label = SHORT[op.op] || op.op;
@@ -106,9 +120,12 @@ OF.strip = function (canvas) {
   size();
   requestAnimationFrame(draw);
   return {
-    set: function (ops, groups, fused, memName, precision) {
+    set: function (ops, groups, fused, memName, precision, lane, found) {
       state.ops = ops; state.groups = groups; state.fused = fused; state.memName = memName;
-      state.precision = precision;
+      state.precision = precision; state.lane = lane || []; state.found = found || [];
+      canvas.setAttribute("data-ops", JSON.stringify(ops.map(function (op) { return op.name; })));
+      canvas.setAttribute("data-lane", JSON.stringify(ops.map(function (op, i) { return [op.name, state.lane[i]]; })
+        .filter(function (t) { return t[1]; })));
     }
   };
 };
