@@ -17,23 +17,12 @@ import pytest
 
 from tests.helpers.cli import assert_clean_error
 from tests.helpers.shared import REPO, shared_model
+from tests.helpers.sweep import sweep_cli, sweep_env
 
 MODELS = ("seed_block", "ds_cnn", "tiny_transformer", "bad.onnx")
 TARGETS = "cortex-m7,x86-host,mobile-gpu"
 # the kill tests need a sweep that runs for a while: every target, bigger models
 LONG_MODELS = ("seed_block", "ds_cnn", "tiny_transformer", "mobilenet_v2", "resnet18", "bad.onnx")
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
-    return env
-
-
-def sweep_cli(folder: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "opfuse", "sweep", *args, "--quiet"],
-                          cwd=folder, env=_env(), capture_output=True, text=True,
-                          timeout=timeout, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +117,7 @@ def _default_sigint() -> None:
 def _start_long(folder: Path, out: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "opfuse", "sweep", *LONG_MODELS, "--targets",
                              "all", "-o", out, "--jobs", "1", "--quiet", *extra], cwd=folder,
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=sweep_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=_default_sigint)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.cli import assert_clean_error
-from tests.test_sweep import sweep_cli
+from tests.helpers.sweep import sweep_cli
 
 
 @pytest.fixture(scope="module")
