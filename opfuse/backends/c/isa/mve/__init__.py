@@ -25,6 +25,7 @@ from opfuse.backends.c.isa.mve import narrow
 from opfuse.backends.c.isa.mve.depthwise import depthwise_row
 from opfuse.backends.c.isa.mve.eltwise import elementwise_add
 from opfuse.backends.c.isa.mve.fill import fill_gather
+from opfuse.backends.c.isa.mve.floatconv import conv_float
 from opfuse.backends.c.isa.mve.gemm import gemm_core
 from opfuse.backends.c.isa.mve.matrix import emit_core, weight_rows
 from opfuse.backends.c.isa.mve.output import store_tile
@@ -40,6 +41,10 @@ static inline mve_pred16_t opfuse_pred(uint32_t m) {
     __asm__ ("" : "+r" (m));
     return (mve_pred16_t)m;
 }
+/* float convs on MVE's float vectors (bit 1: MVE-F; isa/mve/floatconv.py) */
+#if __ARM_FEATURE_MVE & 2
+#define OPFUSE_MVEF 1
+#endif
 #endif
 """
 
@@ -49,4 +54,4 @@ KERNELS = IsaKernels(name="mve", prelude=PRELUDE, dot=armv7em.dot, saturate8=arm
                      elementwise_add=elementwise_add, fill_gather=fill_gather,
                      narrow=NarrowMatrix(quad=narrow.QUAD8, pad=narrow.pad, core=narrow.emit_core,
                                          fill_gather=narrow.fill_gather),
-                     member_functions=True)
+                     member_functions=True, conv_float=conv_float)

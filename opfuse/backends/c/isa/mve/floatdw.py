@@ -1,0 +1,113 @@
+"""A float depthwise conv's output rows on Helium (isa/mve/floatconv.py): four output columns of
+one channel a vector, each kernel tap one load and one ``vfmaq_n_f32`` by its weight (held in a
+core register for the whole channel). At a horizontal stride above 1 a tap's four columns are a
+gather (``vldrwq_gather_shifted_offset_f32``, offsets 0, s, 2s, 3s).
+
+Padding costs no copy: a row above or below the input reads a row of zeros on the stack, and a
+vector at a row's ends loads its tap under a predicate of the lanes inside the row (a lane off
+reads no memory and is zero), its store under ``vctp32q`` past the row's end; the vectors between,
+every tap inside the row, run one loop with plain loads. Each output is the bias plus the taps in
+(kh, kw) order, as the scalar kernel's sum."""
+
+from __future__ import annotations
+
+from opfuse.backends.c.cgen import CWriter
+from opfuse.backends.c.isa.mve.floatconv import LANES, apply_clamps
+
+MAX_TAPS = 25  # kernels up to 5x5: their weights stay in core registers (or one stack reload)
+
+
+def fits(g) -> bool:  # noqa: ANN001
+    return (g.icg == 1 and g.ocg == 1 and g.k[0] * g.k[1] <= MAX_TAPS and g.s[1] <= 4
+            and (g.ow - 1) * g.s[1] + (g.k[1] - 1) * g.d[1] < 1 << 16)
+
+
+def _masks(g, i0: int) -> tuple[list[int], int]:  # noqa: ANN001
+    """Per kernel column, the lanes of the vector at output column ``i0`` that read inside the
+    row (bit l: lane l), and the lanes inside the output row."""
+    out = sum(1 << lane for lane in range(LANES) if i0 + lane < g.ow)
+    taps = []
+    for kw in range(g.k[1]):
+        cols = [(i0 + lane) * g.s[1] - g.p[1] + kw * g.d[1] for lane in range(LANES)]
+        taps.append(sum(1 << lane for lane, c in enumerate(cols)
+                        if 0 <= c < g.iw and out >> lane & 1))
+    return taps, out
+
+
+def _pred(mask: int) -> str:
+    """An MVE predicate of these 32-bit lanes (four predicate bits a lane), through opfuse_pred
+    (gcc 12.2 miscompiles a constant mve_pred16_t; isa/mve/__init__.py)."""
+    bits = sum(0xF << (4 * lane) for lane in range(LANES) if mask >> lane & 1)
+    return f"opfuse_pred(0x{bits:04x}u)"
+
+
+def _vector(w: CWriter, g, i0: str, taps: list[int], out: int, steps) -> None:  # noqa: ANN001
+    """The output vector at column ``i0`` (a C expression) of row ``oh``."""
+    full = (1 << LANES) - 1
+    sw = g.s[1]
+    w.open("")
+    w("float32x4_t a = vdupq_n_f32(bv);")
+    for kh in range(g.k[0]):
+        for kw in range(g.k[1]):
+            mask = taps[kw]
+            if not mask:
+                continue
+            off = kw * g.d[1] - g.p[1]
+            base = f"r{kh} + {i0}*{sw}" if sw > 1 else f"r{kh} + {i0}"
+            base += f" + {off}" if off > 0 else f" - {-off}" if off < 0 else ""
+            if sw > 1:
+                load = (f"vldrwq_gather_shifted_offset_f32({base}, go)" if mask == full else
+                        f"vldrwq_gather_shifted_offset_z_f32({base}, go, {_pred(mask)})")
+            else:
+                load = f"vld1q_f32({base})" if mask == full else \
+                    f"vldrwq_z_f32({base}, {_pred(mask)})"
+            w(f"a = vfmaq_n_f32(a, {load}, w{kh * g.k[1] + kw});")
+    apply_clamps(w, "a", steps)
+    if out == full:
+        w(f"vst1q_f32(yr + {i0}, a);")
+    else:
+        w(f"vstrwq_p_f32(yr + {i0}, a, vctp32q({bin(out).count('1')}u));")
+    w.close()
+
+
+def depthwise(w: CWriter, g, x: str, wt: str, b: str | None, steps, y: str) -> None:  # noqa: ANN001
+    """Every output row of every channel (module docstring); ``wt`` the weights [C][KH*KW]."""
+    kk = g.k[0] * g.k[1]
+    full = (1 << LANES) - 1
+    vectors = [(i0, *_masks(g, i0)) for i0 in range(0, g.ow, LANES)]
+    inside = [v[2] == full and all(m == full for m in v[1]) for v in vectors]
+    lo = hi = None  # the first run of vectors with every tap inside the row: one loop
+    if any(inside):
+        first = inside.index(True)
+        last = first
+        while last + 1 < len(inside) and inside[last + 1]:
+            last += 1
+        lo, hi = first * LANES, (last + 1) * LANES
+    w(f"float zr[{g.iw}] OPFUSE_ALIGNED;  /* a row above or below the input */")
+    w(f"for (int i = 0; i < {g.iw}; ++i) zr[i] = 0.0f;")
+    if g.s[1] > 1:
+        w(f"const uint32x4_t go = vmulq_n_u32(vidupq_n_u32(0u, 1), {g.s[1]}u);")
+    w.open(f"for (int n = 0; n < {g.n}; ++n)")
+    w.open(f"for (int c = 0; c < {g.c}; ++c)")
+    w(f"const float *xc = {x} + (n*{g.c} + c)*{g.ih * g.iw};")
+    w(f"float *yc = {y} + (n*{g.c} + c)*{g.oh * g.ow};")
+    w(f"const float *wc = {wt} + c*{kk};")
+    for t in range(kk):
+        w(f"const float w{t} = wc[{t}];")
+    w(f"const float bv = {f'{b}[c]' if b is not None else '0.0f'};")
+    w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+    for kh in range(g.k[0]):
+        w(f"const int ih{kh} = oh*{g.s[0]} + {kh * g.d[0] - g.p[0]};")
+        w(f"const float *r{kh} = ih{kh} >= 0 && ih{kh} < {g.ih} ? xc + ih{kh}*{g.iw} : zr;")
+    w(f"float *yr = yc + oh*{g.ow};")
+    for i0, taps, out in vectors:
+        if lo is not None and lo <= i0 < hi:
+            if i0 == lo:
+                w.open(f"for (int i = {lo}; i < {hi}; i += {LANES})")
+                _vector(w, g, "i", [full] * g.k[1], full, steps)
+                w.close()
+            continue
+        _vector(w, g, str(i0), taps, out, steps)
+    w.close()
+    w.close()
+    w.close()
