@@ -108,5 +108,6 @@ def test_the_float_models_validate_on_the_armv8m_boards(model: str, target: str,
         pytest.skip("../shared/models not present")
     emu = emulate_c(compile_model(str(path), target), outdir=tmp_path / "c", timeout_s=900)
     assert emu.report.ok, emu.report
-    if target == "cortex-m55":  # the MVE-F kernels hold the model's pointwise and depthwise convs
-        assert (tmp_path / "c" / "model.c").read_text().count("#ifdef OPFUSE_MVEF") >= 20
+    if target == "cortex-m55":  # the MVE-F kernels hold its pointwise and depthwise convs (a
+        # kernel function of a shape that repeats is written once)
+        assert (tmp_path / "c" / "model.c").read_text().count("#ifdef OPFUSE_MVEF") >= 15

@@ -33,6 +33,7 @@ from opfuse.backends.c.dwconv import emit_depthwise
 from opfuse.backends.c.epilogue import Chain, build_chain, emit_apply
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pools import PoolGeom, emit_pool_row, pads_for, pool_geom, window
+from opfuse.backends.c.rowsource import RowSource
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
@@ -153,7 +154,8 @@ def emit_conv(
     if const(node.inputs[1]) is not None:
         conv_float = kernels(params.store.isa).conv_float  # the ISA's, the C below in its #else
         if conv_float is None or not conv_float(
-                w, node, g, params, x, b, chain, y,
+                w, node, g, pre, params, RowSource(x, g.c, g.ih, g.iw, g.ih),
+                RowSource(y, g.oc, g.oh, g.ow, g.oh), None,
                 lambda w: _constant_weights(w, node, g, x, b, chain, y, params)):
             _constant_weights(w, node, g, x, b, chain, y, params)
         return

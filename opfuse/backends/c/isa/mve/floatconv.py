@@ -18,44 +18,43 @@ v``; any other chain keeps the portable C alone."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
+import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, attr, flit
 from opfuse.backends.c.convdirect import pack_weights
-from opfuse.backends.c.epilogue import ACC
+from opfuse.backends.c.rowsource import RowSource
+from opfuse.ir.values import const
 
 LANES = 4  # float32 lanes of a 128-bit vector
 OCT = 4  # output channels of a pointwise tile
 WB = 8  # output channels of a weight block
 
 
-def clamps(chain) -> list[tuple[str | None, str | None]] | None:  # noqa: ANN001
-    """The chain's steps as (low, high) C literals (None: no bound), or None when a step is not a
-    clamp with constant bounds (an operand, any other op)."""
-    if chain.operands:
-        return None
+def clamps(nodes: list[ir.Node]) -> list[tuple[str | None, str | None]] | None:
+    """The epilogue ``nodes`` (each reading the one before) as (low, high) C literals (None: no
+    bound), or None when one is not a Relu or a Clip with constant bounds."""
     out = []
-    for node, args in chain.steps:
-        if args[0] != ACC:
-            return None
+    for node in nodes:
         if node.op_type == "Relu":
             out.append(("0.0f", None))
-        elif node.op_type == "Clip":
-            bounds = []
-            for i, name in ((1, "min"), (2, "max")):
-                a = args[i] if i < len(args) else None
-                if a is None:
-                    value = attr(node, name)
-                    bounds.append(None if value is None else flit(value))
-                elif isinstance(a, str) and a != ACC:
-                    bounds.append(a)
-                else:
-                    return None
-            out.append((bounds[0], bounds[1]))
-        else:
+            continue
+        if node.op_type != "Clip":
             return None
+        bounds = []
+        for i, name in ((1, "min"), (2, "max")):
+            if i < len(node.inputs) and node.inputs[i] is not None:
+                arr = const(node.inputs[i])
+                if arr is None or np.asarray(arr).size != 1:
+                    return None
+                bounds.append(flit(float(np.asarray(arr).reshape(-1)[0])))
+            else:
+                value = attr(node, name)
+                bounds.append(None if value is None else flit(value))
+        out.append((bounds[0], bounds[1]))
     return out
 
 
@@ -73,40 +72,46 @@ def pointwise_fits(g) -> bool:  # noqa: ANN001
             and g.oc % WB == 0)
 
 
-def pointwise(w: CWriter, g, x: str, arr: np.ndarray, b: str | None,  # noqa: ANN001
-              steps, y: str, weight: Callable[[str, np.ndarray], str], key: str) -> None:
-    """The 1x1 conv's GEMM (module docstring); ``weight(key, array)`` registers the packed
-    weights (the key of the portable 1x1 path's blocks of eight)."""
-    p = g.oh * g.ow
-    blocks = [(j * WB, WB, WB) for j in range(g.oc // WB)]
-    packed, _ = pack_weights(arr.reshape(g.oc, g.c, 1, 1), 1, blocks)
-    wp = weight(f"{key}:ocb{WB}", packed)
+def pointwise(w: CWriter, g, src: RowSource, dst: RowSource, rows: tuple[str, str] | None,  # noqa: ANN001
+              wp: str, b: str | None, steps) -> None:  # noqa: ANN001
+    """The 1x1 conv's GEMM (module docstring) over ``wp``, the weights in blocks of eight: the
+    whole planes (``rows`` None), or rows ``rows[0] .. rows[1]`` of a cascade's rings, a row at
+    a time."""
+    if rows is None:
+        p = g.oh * g.ow
+        w.open(f"for (int n = 0; n < {g.n}; ++n)")
+        w(f"const float *xn = {src.channel('n', '0')};")
+        w(f"float *yn = {dst.channel('n', '0')};")
+    else:
+        p = g.ow
+        w.open(f"for (int r = {rows[0]}; r <= {rows[1]}; ++r)")
+        w(f"const float *xn = {src.channel('0', '0')} + {src.row('r')};")
+        w(f"float *yn = {dst.channel('0', '0')} + {dst.row('r')};")
+    sx, sy = src.plane, dst.plane
     full, rest = divmod(p, LANES)
-    w.open(f"for (int n = 0; n < {g.n}; ++n)")
-    w(f"const float *xn = {x} + n*{g.c * p};")
-    w(f"float *yn = {y} + n*{g.oc * p};")
     w.open(f"for (int ob = 0; ob < {g.oc // OCT}; ++ob)")
     w(f"const float *wb = {wp} + (ob >> 1)*{g.c * WB} + (ob & 1)*{OCT};")
     for j in range(OCT):
         w(f"const float b{j} = {f'{b}[ob*{OCT} + {j}]' if b is not None else '0.0f'};")
-    w(f"float *yo = yn + ob*{OCT * p};")
+    w(f"float *yo = yn + ob*{OCT * sy};")
     if full:
         w.open(f"for (int q = 0; q < {full * LANES}; q += {LANES})")
-        _tile(w, g, p, steps, None)
+        _tile(w, g, sx, sy, steps, None)
         w.close()
     if rest:
         w.open("")
         w(f"const int q = {full * LANES};")
         w(f"const mve_pred16_t tp = vctp32q({rest}u);")
-        _tile(w, g, p, steps, "tp")
+        _tile(w, g, sx, sy, steps, "tp")
         w.close()
     w.close()
     w.close()
 
 
-def _tile(w: CWriter, g, p: int, steps, pred: str | None) -> None:  # noqa: ANN001
-    """Four pixels from ``q`` x the block's four channels: the sums over every input channel,
-    two channels an iteration (the loop's own instructions halved)."""
+def _tile(w: CWriter, g, sx: int, sy: int, steps, pred: str | None) -> None:  # noqa: ANN001
+    """Four pixels from ``q`` x the block's four channels (``sx``, ``sy``: floats between two
+    channels of the input and the output): the sums over every input channel, two channels an
+    iteration (the loop's own instructions halved)."""
     for j in range(OCT):
         w(f"float32x4_t a{j} = vdupq_n_f32(b{j});")
     w("const float *xq = xn + q;")
@@ -115,56 +120,61 @@ def _tile(w: CWriter, g, p: int, steps, pred: str | None) -> None:  # noqa: ANN0
     step = 2 if g.c % 2 == 0 else 1
     w.open(f"for (int ic = 0; ic < {g.c}; ic += {step})")
     for u in range(step):
-        w(f"const float32x4_t x{u} = {load.replace('xq', f'xq + {u * p}' if u else 'xq')};")
+        w(f"const float32x4_t x{u} = {load.replace('xq', f'xq + {u * sx}' if u else 'xq')};")
         for j in range(OCT):
             w(f"a{j} = vfmaq_n_f32(a{j}, x{u}, wk[{u * WB + j}]);")
-    w(f"xq += {step * p};")
+    w(f"xq += {step * sx};")
     w(f"wk += {step * WB};")
     w.close()
     for j in range(OCT):
         apply_clamps(w, f"a{j}", steps)
-        at = f"yo + {j * p} + q" if j else "yo + q"
+        at = f"yo + {j * sy} + q" if j else "yo + q"
         w(f"vstrwq_p_f32({at}, a{j}, {pred});" if pred else f"vstrwq_f32({at}, a{j});")
 
 
-
-def conv_float(w: CWriter, node, g, params, x: str, b: str | None, chain, y: str,  # noqa: ANN001
+def conv_float(w: CWriter, node: ir.Node, g, epilogue: list[ir.Node], params, src: RowSource,  # noqa: ANN001
+               dst: RowSource, rows: tuple[str, str] | None,
                portable: Callable[[CWriter], None]) -> bool:
-    """``IsaKernels.conv_float``: a pointwise or depthwise conv with a clamps-only epilogue under
-    ``OPFUSE_MVEF``, ``portable``'s C in the #else; False for any other conv."""
+    """``IsaKernels.conv_float``: a pointwise or depthwise conv whose ``epilogue`` is clamps
+    only, under ``OPFUSE_MVEF``, ``portable``'s C in the #else; False for any other conv."""
     from opfuse.backends.c.isa.mve import floatdw
-    from opfuse.ir.values import const
 
-    steps = clamps(chain)
+    steps = clamps(epilogue)
     arr = const(node.inputs[1])
     if steps is None or arr is None:
         return False
     if pointwise_fits(g):
-        def body(w: CWriter) -> None:
-            pointwise(w, g, x, arr, b, steps, y, params.weight, node.inputs[1].name)
-    elif floatdw.fits(g):
-        wt = params.inp(node.inputs[1], node)
+        blocks = [(j * WB, WB, WB) for j in range(g.oc // WB)]
+        packed, _ = pack_weights(np.asarray(arr, np.float32).reshape(g.oc, g.c, 1, 1), 1, blocks)
+        key = f"{node.inputs[1].name}:ocb{WB}"  # conv.py's 1x1 path: the same blocks of eight
 
         def body(w: CWriter) -> None:
-            floatdw.depthwise(w, g, x, wt, b, steps, y)
+            pointwise(w, g, src, dst, rows, params.weight(key, packed), b, steps)
+    elif floatdw.fits(g):
+        def body(w: CWriter) -> None:
+            wt = params.weight(node.inputs[1].name, np.asarray(arr, np.float32))
+            floatdw.depthwise(w, g, src, dst, rows, wt, b, steps)
     else:
         return False
+    bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] is not None else None
+    b = None if bias is None else params.weight(bias.name, np.asarray(const(bias), np.float32)
+                                                .ravel())
     # each branch names the parameters only the other reads (their weights' layouts differ)
-    known = set(params.by_key.values())
     mve = CWriter(w.depth + 1)
     body(mve)
-    mine = set(params.by_key.values()) - known
     other = CWriter(w.depth)
     portable(other)
-    theirs = set(params.by_key.values()) - known - mine
+    names = set(params.by_key.values())
+    mine, theirs = ({t for t in re.findall(r"\w+", " ".join(lines)) if t in names}
+                    for lines in (mve.lines, other.lines))
     w("#ifdef OPFUSE_MVEF")
     w.open("")
-    for name in sorted(theirs):
+    for name in sorted(theirs - mine):
         w(f"(void){name};")
     w.lines.extend(mve.lines)
     w.close()
     w("#else")
-    for name in sorted(mine - set(" ".join(other.lines).replace("[", " ").split())):
+    for name in sorted(mine - theirs):
         w(f"(void){name};")
     w.lines.extend(other.lines)
     w("#endif")

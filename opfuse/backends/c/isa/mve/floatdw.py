@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.isa.mve.floatconv import LANES, apply_clamps
+from opfuse.backends.c.rowsource import RowSource
 
 MAX_TAPS = 25  # kernels up to 5x5: their weights stay in core registers (or one stack reload)
 
@@ -46,7 +47,7 @@ def _vector(w: CWriter, g, i0: str, taps: list[int], out: int, steps) -> None:  
     full = (1 << LANES) - 1
     sw = g.s[1]
     w.open("")
-    w("float32x4_t a = vdupq_n_f32(bv);")
+    w("float32x4_t s = vdupq_n_f32(bv);")
     for kh in range(g.k[0]):
         for kw in range(g.k[1]):
             mask = taps[kw]
@@ -61,17 +62,19 @@ def _vector(w: CWriter, g, i0: str, taps: list[int], out: int, steps) -> None:  
             else:
                 load = f"vld1q_f32({base})" if mask == full else \
                     f"vldrwq_z_f32({base}, {_pred(mask)})"
-            w(f"a = vfmaq_n_f32(a, {load}, w{kh * g.k[1] + kw});")
-    apply_clamps(w, "a", steps)
+            w(f"s = vfmaq_n_f32(s, {load}, w{kh * g.k[1] + kw});")
+    apply_clamps(w, "s", steps)
     if out == full:
-        w(f"vst1q_f32(yr + {i0}, a);")
+        w(f"vst1q_f32(yr + {i0}, s);")
     else:
-        w(f"vstrwq_p_f32(yr + {i0}, a, vctp32q({bin(out).count('1')}u));")
+        w(f"vstrwq_p_f32(yr + {i0}, s, vctp32q({bin(out).count('1')}u));")
     w.close()
 
 
-def depthwise(w: CWriter, g, x: str, wt: str, b: str | None, steps, y: str) -> None:  # noqa: ANN001
-    """Every output row of every channel (module docstring); ``wt`` the weights [C][KH*KW]."""
+def depthwise(w: CWriter, g, src: RowSource, dst: RowSource, rows: tuple[str, str] | None,  # noqa: ANN001
+              wt: str, b: str | None, steps) -> None:  # noqa: ANN001
+    """Every output row of every channel (``rows`` None), or rows ``rows[0] .. rows[1]`` of a
+    cascade's rings (module docstring); ``wt`` the weights [C][KH*KW]."""
     kk = g.k[0] * g.k[1]
     full = (1 << LANES) - 1
     vectors = [(i0, *_masks(g, i0)) for i0 in range(0, g.ow, LANES)]
@@ -87,19 +90,23 @@ def depthwise(w: CWriter, g, x: str, wt: str, b: str | None, steps, y: str) -> N
     w(f"for (int i = 0; i < {g.iw}; ++i) zr[i] = 0.0f;")
     if g.s[1] > 1:
         w(f"const uint32x4_t go = vmulq_n_u32(vidupq_n_u32(0u, 1), {g.s[1]}u);")
-    w.open(f"for (int n = 0; n < {g.n}; ++n)")
+    n = "n" if rows is None else "0"
+    if rows is None:
+        w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
-    w(f"const float *xc = {x} + (n*{g.c} + c)*{g.ih * g.iw};")
-    w(f"float *yc = {y} + (n*{g.c} + c)*{g.oh * g.ow};")
+    w(f"const float *xc = {src.channel(n, 'c')};")
+    w(f"float *yc = {dst.channel(n, 'c')};")
     w(f"const float *wc = {wt} + c*{kk};")
     for t in range(kk):
         w(f"const float w{t} = wc[{t}];")
     w(f"const float bv = {f'{b}[c]' if b is not None else '0.0f'};")
-    w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+    w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)" if rows is None else
+           f"for (int oh = {rows[0]}; oh <= {rows[1]}; ++oh)")
     for kh in range(g.k[0]):
         w(f"const int ih{kh} = oh*{g.s[0]} + {kh * g.d[0] - g.p[0]};")
-        w(f"const float *r{kh} = ih{kh} >= 0 && ih{kh} < {g.ih} ? xc + ih{kh}*{g.iw} : zr;")
-    w(f"float *yr = yc + oh*{g.ow};")
+        w(f"const float *r{kh} = ih{kh} >= 0 && ih{kh} < {g.ih} ? xc + {src.row(f'ih{kh}')} "
+          ": zr;")
+    w(f"float *yr = yc + {dst.row('oh')};")
     for i0, taps, out in vectors:
         if lo is not None and lo <= i0 < hi:
             if i0 == lo:
@@ -110,4 +117,5 @@ def depthwise(w: CWriter, g, x: str, wt: str, b: str | None, steps, y: str) -> N
         _vector(w, g, str(i0), taps, out, steps)
     w.close()
     w.close()
-    w.close()
+    if rows is None:
+        w.close()
