@@ -41,9 +41,19 @@ static inline mve_pred16_t opfuse_pred(uint32_t m) {
     __asm__ ("" : "+r" (m));
     return (mve_pred16_t)m;
 }
-/* float convs on MVE's float vectors (bit 1: MVE-F; isa/mve/floatconv.py) */
+/* float convs on MVE's float vectors (bit 1: MVE-F; isa/mve/floatconv.py); OPFUSE_LDRD loads
+   two adjacent floats into core registers in one LDRD (gcc 12.2 splits a 64-bit load it could
+   pair into two LDRs), the scalar operands of VFMA (vector by scalar) */
 #if __ARM_FEATURE_MVE & 2
 #define OPFUSE_MVEF 1
+#define OPFUSE_LDRD(a, b, p, off) __asm__ ("ldrd %0, %1, [%2, #" #off "]" : "=r" (a), "=r" (b) \\
+    : "r" (p), "m" (*(const float (*)[2])((p) + (off) / 4)))
+/* v = v <cmp> bound ? bound : v in four lanes (cmp "lt": a lower bound, "gt": an upper one), so
+   NaN stays as in the scalar chain: one VCMP and one VPSEL (vpselq_f32 on vcmpltq_n_f32's
+   predicate took five: gcc 12.2 moves the predicate through a core register) */
+#define OPFUSE_CLAMPF(v, cmp, bound) do { const float32x4_t opfuse_bv = vdupq_n_f32(bound); \\
+    __asm__ ("vcmp.f32 " cmp ", %q0, %2\\n\\tvpsel %q0, %q1, %q0" : "+w" (v) \\
+             : "w" (opfuse_bv), "r" (bound) : "p0"); } while (0)
 #endif
 #endif
 """

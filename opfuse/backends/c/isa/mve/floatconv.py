@@ -13,7 +13,7 @@ Two kernels, both vectorized over output pixels of one channel (NCHW: contiguous
 * ``depthwise.py``: a depthwise conv's output rows, four columns a vector.
 
 The epilogue: clamps only (Relu, Clip with constant bounds), each a compare and a select
-(``vcmpltq_n_f32`` + ``vpselq_f32``) so NaN passes through as in the scalar C's ``v < lo ? lo :
+(``OPFUSE_CLAMPF``: VCMP + VPSEL) so NaN passes through as in the scalar C's ``v < lo ? lo :
 v``; any other chain keeps the portable C alone."""
 
 from __future__ import annotations
@@ -62,9 +62,9 @@ def apply_clamps(w: CWriter, v: str, steps: list[tuple[str | None, str | None]])
     """``v = clamp(v)`` per step, as the scalar chain's selects (NaN stays)."""
     for lo, hi in steps:
         if lo is not None:
-            w(f"{v} = vpselq_f32(vdupq_n_f32({lo}), {v}, vcmpltq_n_f32({v}, {lo}));")
+            w(f'OPFUSE_CLAMPF({v}, "lt", {lo});')
         if hi is not None:
-            w(f"{v} = vpselq_f32(vdupq_n_f32({hi}), {v}, vcmpgtq_n_f32({v}, {hi}));")
+            w(f'OPFUSE_CLAMPF({v}, "gt", {hi});')
 
 
 def pointwise_fits(g) -> bool:  # noqa: ANN001
@@ -119,10 +119,14 @@ def _tile(w: CWriter, g, sx: int, sy: int, steps, pred: str | None) -> None:  # 
     load = f"vldrwq_z_f32(xq, {pred})" if pred else "vldrwq_f32(xq)"
     step = 2 if g.c % 2 == 0 else 1
     w.open(f"for (int ic = 0; ic < {g.c}; ic += {step})")
+    for u in range(step):  # the weights two a load (OPFUSE_LDRD: isa/mve/__init__.py)
+        for j in range(0, OCT, 2):
+            w(f"float w{u}{j}, w{u}{j + 1};")
+            w(f"OPFUSE_LDRD(w{u}{j}, w{u}{j + 1}, wk, {(u * WB + j) * 4});")
     for u in range(step):
         w(f"const float32x4_t x{u} = {load.replace('xq', f'xq + {u * sx}' if u else 'xq')};")
         for j in range(OCT):
-            w(f"a{j} = vfmaq_n_f32(a{j}, x{u}, wk[{u * WB + j}]);")
+            w(f"a{j} = vfmaq_n_f32(a{j}, x{u}, w{u}{j});")
     w(f"xq += {step * sx};")
     w(f"wk += {step * WB};")
     w.close()
