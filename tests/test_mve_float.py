@@ -1,9 +1,10 @@
-"""The mve module's float convs (MVE-F: opfuse/backends/c/isa/mve/floatconv.py, floatdw.py) on
-cortex-m55 under QEMU mps3-an547, compared with onnxruntime: pointwise tiles over planes whose
-size is not a multiple of four (the ``vctp32q`` tail) and over a plane the portable 1x1 path
-shares its weights with; depthwise rows at strides 1 and 2, 3x3 and 5x5, with their padded ends
-under lane predicates; each built with the MVE-F kernels and without MVE (``+nomve``: the scalar
-FPU path of the same C). The shared float models validate on both Armv8-M boards."""
+"""The mve module's float convs (MVE-F: opfuse/backends/c/isa/mve/floatconv.py, floatdw.py,
+floatdirect.py) on cortex-m55 under QEMU mps3-an547, compared with onnxruntime: a stem conv over
+three input channels at stride 2, pointwise tiles over planes whose size is not a multiple of
+four (the ``vctp32q`` tail) and over a plane the portable 1x1 path shares its weights with,
+depthwise rows at strides 1 and 2, 3x3 and 5x5, with their padded ends under lane predicates;
+each built with the MVE-F kernels and without MVE (``+nomve``: the scalar FPU path of the same
+C). The shared float models validate on both Armv8-M boards."""
 
 from __future__ import annotations
 
@@ -29,12 +30,12 @@ needs_tools = pytest.mark.skipif(
 
 
 def _convs(path: Path) -> None:
-    """pw 8->16 over 19x15 (285 pixels: the shared-weight 1x1 path, Clip 0..6), dw 3x3 s1
+    """stem 3->8 3x3 s2 over 37x29 (Relu), pw 8->16 over 19x15 (285 pixels: the shared-weight 1x1 path, Clip 0..6), dw 3x3 s1
     (Relu), dw 3x3 s2 -> 10x8, pw 16->8 over 80 pixels, dw 5x5 s1 (Clip -1..1), dw 3x3 s2 ->
     5x4, pw 8->16 over 20 pixels (no epilogue)."""
     rng = np.random.default_rng(29)
     nodes, inits = [], []
-    shapes = {"x": (8, 19, 15)}
+    shapes = {"x": (3, 37, 29)}
 
     def conv(name: str, src: str, oc: int, k: int, s: int, group: int, act: str | None) -> str:
         c, h, w = shapes[src]
@@ -61,7 +62,8 @@ def _convs(path: Path) -> None:
             out = name
         return out
 
-    t = conv("pw1", "x", 16, 1, 1, 1, (0.0, 6.0))
+    t = conv("stem", "x", 8, 3, 2, 1, "relu")
+    t = conv("pw1", t, 16, 1, 1, 1, (0.0, 6.0))
     t = conv("dw1", t, 16, 3, 1, 16, "relu")
     t = conv("dw2", t, 16, 3, 2, 16, None)
     t = conv("pw2", t, 8, 1, 1, 1, None)
@@ -91,7 +93,7 @@ def test_mve_float_convs_match_onnxruntime_with_and_without_helium(tmp_path: Pat
         emu = emulate_c(result, extra_cflags=extra, outdir=tmp_path / label, cascades=False)
         assert emu.report.ok, (label, emu.report)
         text = (tmp_path / label / "model.c").read_text()
-        assert text.count("#ifdef OPFUSE_MVEF") == 7  # every conv of the model took the kernels
+        assert text.count("#ifdef OPFUSE_MVEF") == 8  # every conv of the model took the kernels
         dis = _disassembly(tmp_path / label / "opfuse_mcu.elf")
         assert ("vfma.f32\tq" in dis) == (label == "mve"), label  # VFMA of a vector by a scalar
         counts[label] = [k.instructions for k in emu.kernels]

@@ -141,7 +141,7 @@ def conv_float(w: CWriter, node: ir.Node, g, epilogue: list[ir.Node], params, sr
                portable: Callable[[CWriter], None]) -> bool:
     """``IsaKernels.conv_float``: a pointwise or depthwise conv whose ``epilogue`` is clamps
     only, under ``OPFUSE_MVEF``, ``portable``'s C in the #else; False for any other conv."""
-    from opfuse.backends.c.isa.mve import floatdw
+    from opfuse.backends.c.isa.mve import floatdirect, floatdw
 
     steps = clamps(epilogue)
     arr = const(node.inputs[1])
@@ -158,6 +158,13 @@ def conv_float(w: CWriter, node: ir.Node, g, epilogue: list[ir.Node], params, sr
         def body(w: CWriter) -> None:
             wt = params.weight(node.inputs[1].name, np.asarray(arr, np.float32))
             floatdw.depthwise(w, g, src, dst, rows, wt, b, steps)
+    elif floatdirect.fits(g):
+        blocks = [(j * OCT, OCT, OCT) for j in range(g.oc // OCT)]
+        packed, _ = pack_weights(np.asarray(arr, np.float32).reshape(g.oc, g.c, *g.k), 1, blocks)
+
+        def body(w: CWriter) -> None:
+            wp = params.weight(f"{node.inputs[1].name}:ocb{OCT}", packed)
+            floatdirect.direct(w, g, src, dst, rows, wp, b, steps)
     else:
         return False
     bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] is not None else None

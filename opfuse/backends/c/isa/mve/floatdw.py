@@ -42,32 +42,62 @@ def _pred(mask: int) -> str:
     return f"opfuse_pred(0x{bits:04x}u)"
 
 
-def _vector(w: CWriter, g, i0: str, taps: list[int], out: int, steps) -> None:  # noqa: ANN001
-    """The output vector at column ``i0`` (a C expression) of row ``oh``."""
+def tap_load(g, row: str, i0: str, kw: int, mask: int) -> str:  # noqa: ANN001
+    """The four input columns kernel column ``kw`` reads for output columns ``i0``.. of ``row``
+    (a row pointer), lanes outside ``mask`` zero: a load, or at a stride a gather by ``go``."""
     full = (1 << LANES) - 1
     sw = g.s[1]
+    off = kw * g.d[1] - g.p[1]
+    base = f"{row} + {i0}*{sw}" if sw > 1 else f"{row} + {i0}"
+    base += f" + {off}" if off > 0 else f" - {-off}" if off < 0 else ""
+    if sw > 1:
+        return (f"vldrwq_gather_shifted_offset_f32({base}, go)" if mask == full else
+                f"vldrwq_gather_shifted_offset_z_f32({base}, go, {_pred(mask)})")
+    return f"vld1q_f32({base})" if mask == full else f"vldrwq_z_f32({base}, {_pred(mask)})"
+
+
+def store(w: CWriter, at: str, v: str, out: int) -> None:
+    """Store vector ``v`` at ``at``, its lanes past the row's end (``out``) not written."""
+    if out == (1 << LANES) - 1:
+        w(f"vst1q_f32({at}, {v});")
+    else:
+        w(f"vstrwq_p_f32({at}, {v}, vctp32q({bin(out).count('1')}u));")
+
+
+def row_vectors(w: CWriter, g, vector) -> None:  # noqa: ANN001
+    """``vector(i0, taps, out)`` for every output vector of a row: the first run of vectors with
+    every tap inside the row as one loop over ``i``, the others written out with their masks."""
+    full = (1 << LANES) - 1
+    vectors = [(i0, *_masks(g, i0)) for i0 in range(0, g.ow, LANES)]
+    inside = [v[2] == full and all(m == full for m in v[1]) for v in vectors]
+    lo = hi = -1
+    if any(inside):
+        first = inside.index(True)
+        last = first
+        while last + 1 < len(inside) and inside[last + 1]:
+            last += 1
+        lo, hi = first * LANES, (last + 1) * LANES
+    for i0, taps, out in vectors:
+        if lo <= i0 < hi:
+            if i0 == lo:
+                w.open(f"for (int i = {lo}; i < {hi}; i += {LANES})")
+                vector("i", [full] * g.k[1], full)
+                w.close()
+            continue
+        vector(str(i0), taps, out)
+
+
+def _vector(w: CWriter, g, i0: str, taps: list[int], out: int, steps) -> None:  # noqa: ANN001
+    """The output vector at column ``i0`` (a C expression) of row ``oh``."""
     w.open("")
     w("float32x4_t s = vdupq_n_f32(bv);")
     for kh in range(g.k[0]):
         for kw in range(g.k[1]):
-            mask = taps[kw]
-            if not mask:
-                continue
-            off = kw * g.d[1] - g.p[1]
-            base = f"r{kh} + {i0}*{sw}" if sw > 1 else f"r{kh} + {i0}"
-            base += f" + {off}" if off > 0 else f" - {-off}" if off < 0 else ""
-            if sw > 1:
-                load = (f"vldrwq_gather_shifted_offset_f32({base}, go)" if mask == full else
-                        f"vldrwq_gather_shifted_offset_z_f32({base}, go, {_pred(mask)})")
-            else:
-                load = f"vld1q_f32({base})" if mask == full else \
-                    f"vldrwq_z_f32({base}, {_pred(mask)})"
-            w(f"s = vfmaq_n_f32(s, {load}, w{kh * g.k[1] + kw});")
+            if taps[kw]:
+                w(f"s = vfmaq_n_f32(s, {tap_load(g, f'r{kh}', i0, kw, taps[kw])}, "
+                  f"w{kh * g.k[1] + kw});")
     apply_clamps(w, "s", steps)
-    if out == full:
-        w(f"vst1q_f32(yr + {i0}, s);")
-    else:
-        w(f"vstrwq_p_f32(yr + {i0}, s, vctp32q({bin(out).count('1')}u));")
+    store(w, f"yr + {i0}", "s", out)
     w.close()
 
 
@@ -76,16 +106,6 @@ def depthwise(w: CWriter, g, src: RowSource, dst: RowSource, rows: tuple[str, st
     """Every output row of every channel (``rows`` None), or rows ``rows[0] .. rows[1]`` of a
     cascade's rings (module docstring); ``wt`` the weights [C][KH*KW]."""
     kk = g.k[0] * g.k[1]
-    full = (1 << LANES) - 1
-    vectors = [(i0, *_masks(g, i0)) for i0 in range(0, g.ow, LANES)]
-    inside = [v[2] == full and all(m == full for m in v[1]) for v in vectors]
-    lo = hi = None  # the first run of vectors with every tap inside the row: one loop
-    if any(inside):
-        first = inside.index(True)
-        last = first
-        while last + 1 < len(inside) and inside[last + 1]:
-            last += 1
-        lo, hi = first * LANES, (last + 1) * LANES
     w(f"float zr[{g.iw}] OPFUSE_ALIGNED;  /* a row above or below the input */")
     w(f"for (int i = 0; i < {g.iw}; ++i) zr[i] = 0.0f;")
     if g.s[1] > 1:
@@ -107,14 +127,7 @@ def depthwise(w: CWriter, g, src: RowSource, dst: RowSource, rows: tuple[str, st
         w(f"const float *r{kh} = ih{kh} >= 0 && ih{kh} < {g.ih} ? xc + {src.row(f'ih{kh}')} "
           ": zr;")
     w(f"float *yr = yc + {dst.row('oh')};")
-    for i0, taps, out in vectors:
-        if lo is not None and lo <= i0 < hi:
-            if i0 == lo:
-                w.open(f"for (int i = {lo}; i < {hi}; i += {LANES})")
-                _vector(w, g, "i", [full] * g.k[1], full, steps)
-                w.close()
-            continue
-        _vector(w, g, str(i0), taps, out, steps)
+    row_vectors(w, g, lambda i0, taps, out: _vector(w, g, i0, taps, out, steps))
     w.close()
     w.close()
     if rows is None:
