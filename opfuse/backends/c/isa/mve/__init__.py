@@ -52,8 +52,8 @@ static inline mve_pred16_t opfuse_pred(uint32_t m) {
    NaN stays as in the scalar chain: one VCMP and one VPSEL (vpselq_f32 on vcmpltq_n_f32's
    predicate took five: gcc 12.2 moves the predicate through a core register) */
 #define OPFUSE_CLAMPF(v, cmp, bound) do { const float32x4_t opfuse_bv = vdupq_n_f32(bound); \\
-    __asm__ ("vcmp.f32 " cmp ", %q0, %2\\n\\tvpsel %q0, %q1, %q0" : "+w" (v) \\
-             : "w" (opfuse_bv), "r" (bound) : "p0"); } while (0)
+    __asm__ ("vcmp.f32 " cmp ", %q0, %q1\\n\\tvpsel %q0, %q1, %q0" : "+w" (v) \\
+             : "w" (opfuse_bv) : "p0"); } while (0)
 #endif
 #endif
 """
