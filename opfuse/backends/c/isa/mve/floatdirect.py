@@ -27,8 +27,7 @@ def direct(w: CWriter, g, src: RowSource, dst: RowSource, rows: tuple[str, str] 
     ``wp`` the weights in blocks of four output channels."""
     kh_n, kw_n = g.k
     taps = g.c * kh_n * kw_n
-    w(f"float zr[{g.iw}] OPFUSE_ALIGNED;  /* a row above or below the input */")
-    w(f"for (int i = 0; i < {g.iw}; ++i) zr[i] = 0.0f;")
+    w(f"static const float zr[{g.iw}] = {{0.0f}};  /* a row above or below the input */")
     if g.s[1] > 1:
         w(f"const uint32x4_t go = vmulq_n_u32(vidupq_n_u32(0u, 1), {g.s[1]}u);")
     n = "n" if rows is None else "0"

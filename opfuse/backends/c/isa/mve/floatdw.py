@@ -106,8 +106,7 @@ def depthwise(w: CWriter, g, src: RowSource, dst: RowSource, rows: tuple[str, st
     """Every output row of every channel (``rows`` None), or rows ``rows[0] .. rows[1]`` of a
     cascade's rings (module docstring); ``wt`` the weights [C][KH*KW]."""
     kk = g.k[0] * g.k[1]
-    w(f"float zr[{g.iw}] OPFUSE_ALIGNED;  /* a row above or below the input */")
-    w(f"for (int i = 0; i < {g.iw}; ++i) zr[i] = 0.0f;")
+    w(f"static const float zr[{g.iw}] = {{0.0f}};  /* a row above or below the input */")
     if g.s[1] > 1:
         w(f"const uint32x4_t go = vmulq_n_u32(vidupq_n_u32(0u, 1), {g.s[1]}u);")
     n = "n" if rows is None else "0"
