@@ -2,9 +2,9 @@
 floatdirect.py) on cortex-m55 under QEMU mps3-an547, compared with onnxruntime: a stem conv over
 three input channels at stride 2, pointwise tiles over planes whose size is not a multiple of
 four (the ``vctp32q`` tail) and over a plane the portable 1x1 path shares its weights with,
-depthwise rows at strides 1 and 2, 3x3 and 5x5, with their padded ends under lane predicates;
-each built with the MVE-F kernels and without MVE (``+nomve``: the scalar FPU path of the same
-C). The shared float models validate on both Armv8-M boards."""
+depthwise rows at strides 1 and 2, 3x3 (also dilated) and 5x5, their padded ends under lane
+predicates; each built with the MVE-F kernels and without MVE (``+nomve``: the scalar FPU path
+of the same C). The shared float models validate on both Armv8-M boards."""
 
 from __future__ import annotations
 
@@ -30,25 +30,27 @@ needs_tools = pytest.mark.skipif(
 
 
 def _convs(path: Path) -> None:
-    """stem 3->8 3x3 s2 over 37x29 (Relu), pw 8->16 over 19x15 (285 pixels: the shared-weight 1x1 path, Clip 0..6), dw 3x3 s1
-    (Relu), dw 3x3 s2 -> 10x8, pw 16->8 over 80 pixels, dw 5x5 s1 (Clip -1..1), dw 3x3 s2 ->
-    5x4, pw 8->16 over 20 pixels (no epilogue)."""
+    """stem 3->8 3x3 s2 over 37x29 (Relu), pw 8->16 over 19x15 (285 pixels: the shared-weight 1x1
+    path, Clip 0..6), dw 3x3 s1 (Relu), dw 3x3 s2 -> 10x8, pw 16->8 over 80 pixels, dw 5x5 s1
+    (Clip -1..1), dw 3x3 s1 dilated 2 (Relu), dw 3x3 s2 -> 5x4, pw 8->16 over 20 pixels (no
+    epilogue)."""
     rng = np.random.default_rng(29)
     nodes, inits = [], []
     shapes = {"x": (3, 37, 29)}
 
-    def conv(name: str, src: str, oc: int, k: int, s: int, group: int, act: str | None) -> str:
+    def conv(name: str, src: str, oc: int, k: int, s: int, group: int, act: str | None,
+             d: int = 1) -> str:
         c, h, w = shapes[src]
         icg = c // group
         inits.append(numpy_helper.from_array(
             rng.standard_normal((oc, icg, k, k)).astype(np.float32) * 0.4, f"{name}_w"))
         inits.append(numpy_helper.from_array(
             rng.standard_normal(oc).astype(np.float32) * 0.1, f"{name}_b"))
-        p = k // 2
+        p, reach = k // 2 * d, (k - 1) * d + 1
         nodes.append(helper.make_node("Conv", [src, f"{name}_w", f"{name}_b"], [f"{name}_c"],
                                       kernel_shape=[k, k], strides=[s, s], pads=[p] * 4,
-                                      group=group))
-        shapes[f"{name}_c"] = (oc, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1)
+                                      dilations=[d, d], group=group))
+        shapes[f"{name}_c"] = (oc, (h + 2 * p - reach) // s + 1, (w + 2 * p - reach) // s + 1)
         out = f"{name}_c"
         if act == "relu":
             nodes.append(helper.make_node("Relu", [out], [name]))
@@ -68,7 +70,8 @@ def _convs(path: Path) -> None:
     t = conv("dw2", t, 16, 3, 2, 16, None)
     t = conv("pw2", t, 8, 1, 1, 1, None)
     t = conv("dw3", t, 8, 5, 1, 8, (-1.0, 1.0))
-    t = conv("dw4", t, 8, 3, 2, 8, None)
+    t = conv("dw4", t, 8, 3, 1, 8, "relu", d=2)
+    t = conv("dw5", t, 8, 3, 2, 8, None)
     t = conv("pw3", t, 16, 1, 1, 1, None)
     graph = helper.make_graph(
         nodes, "mve_float_convs",
@@ -93,7 +96,7 @@ def test_mve_float_convs_match_onnxruntime_with_and_without_helium(tmp_path: Pat
         emu = emulate_c(result, extra_cflags=extra, outdir=tmp_path / label, cascades=False)
         assert emu.report.ok, (label, emu.report)
         text = (tmp_path / label / "model.c").read_text()
-        assert text.count("#ifdef OPFUSE_MVEF") == 8  # every conv of the model took the kernels
+        assert text.count("#ifdef OPFUSE_MVEF") == 9  # every conv of the model took the kernels
         dis = _disassembly(tmp_path / label / "opfuse_mcu.elf")
         assert ("vfma.f32\tq" in dis) == (label == "mve"), label  # VFMA of a vector by a scalar
         counts[label] = [k.instructions for k in emu.kernels]

@@ -4,13 +4,17 @@ an instruction), ``vctp32q`` predicating a row's or a plane's last partial vecto
 scalar tail. The whole conv under ``#ifdef OPFUSE_MVEF`` (the core has MVE's float instructions),
 the C the other cores run in its ``#else`` (``portable``).
 
-Two kernels, both vectorized over output pixels of one channel (NCHW: contiguous stores):
+Three kernels, each vectorized over output pixels of one channel (NCHW: contiguous stores), each
+over whole tensors or a cascade member's rows (``RowSource`` in and out):
 
-* ``pointwise``: a 1x1 conv (stride 1, no padding) is a GEMM over the H*W plane: a tile of four
-  pixels x four output channels (four accumulators, the input vector loaded once a channel and
-  multiplied by four weights in core registers), the weights in blocks of eight output channels
-  ``[OC/8][IC][8]`` (the layout the portable 1x1 path reads: one copy in flash where both use it).
-* ``depthwise.py``: a depthwise conv's output rows, four columns a vector.
+* ``pointwise``: a 1x1 conv (stride 1, no padding) is a GEMM over the H*W plane (or a row): a
+  tile of four pixels x four output channels (four accumulators, the input vector loaded once a
+  channel and multiplied by four weights in core registers), the weights in blocks of eight
+  output channels ``[OC/8][IC][8]`` (the layout the portable 1x1 path reads: one copy in flash
+  where both use it).
+* ``floatdw.py``: a depthwise conv's output rows, four columns a vector.
+* ``floatdirect.py``: a conv over few input channels x taps (a stem), four columns x four
+  output channels a tile.
 
 The epilogue: clamps only (Relu, Clip with constant bounds), each a compare and a select
 (``OPFUSE_CLAMPF``: VCMP + VPSEL) so NaN passes through as in the scalar C's ``v < lo ? lo :
