@@ -43,11 +43,12 @@ static inline mve_pred16_t opfuse_pred(uint32_t m) {
 }
 /* float convs on MVE's float vectors (bit 1: MVE-F; isa/mve/floatconv.py); OPFUSE_LDRD loads
    two adjacent floats into core registers in one LDRD (gcc 12.2 splits a 64-bit load it could
-   pair into two LDRs), the scalar operands of VFMA (vector by scalar) */
+   pair into two LDRs), the scalar operands of VFMA (vector by scalar); its memory operand is
+   the 1020 bytes LDRD's offset reaches from p, so gcc forms no address per load */
 #if __ARM_FEATURE_MVE & 2
 #define OPFUSE_MVEF 1
-#define OPFUSE_LDRD(a, b, p, off) __asm__ ("ldrd %0, %1, [%2, #" #off "]" : "=r" (a), "=r" (b) \\
-    : "r" (p), "m" (*(const float (*)[2])((p) + (off) / 4)))
+#define OPFUSE_LDRD(a, b, p, off) __asm__ volatile ("ldrd %0, %1, [%2, #" #off "]" : "=r" (a), "=r" (b) \\
+    : "r" (p), "m" (*(const float (*)[256])(p)))
 /* v = v <cmp> bound ? bound : v in four lanes (cmp "lt": a lower bound, "gt": an upper one), so
    NaN stays as in the scalar chain: one VCMP and one VPSEL (vpselq_f32 on vcmpltq_n_f32's
    predicate took five: gcc 12.2 moves the predicate through a core register) */
