@@ -44,6 +44,7 @@ from opfuse.backends.c.convdirect import emit_direct_rows, pack_weights
 from opfuse.backends.c.dwconv import emit_depthwise_rows, in_place
 from opfuse.backends.c.epilogue import scalar_expr
 from opfuse.backends.c.int8.cascade import emit_member8, is_int8_member, why_not_member8
+from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.rowsource import RowSink, RowSource, ring_offset
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.rings import Window, band_schedule
@@ -314,6 +315,16 @@ def _conv(w: CWriter, ms: list[ir.Node], src: RowSource, dst: RowSource, stores:
     reading rows from ``src`` and storing through the member's epilogue into ``dst``."""
     head, params = ms[0], stores.params
     g = conv_geom(head)
+    conv_float = kernels(params.store.isa).conv_float  # the ISA's, the C below in its #else
+    if conv_float is None or not conv_float(
+            w, head, g, ms[1:], params, src, dst, ("a", "b"),
+            lambda w: _conv_rows(w, ms, g, src, dst, stores, most)):
+        _conv_rows(w, ms, g, src, dst, stores, most)
+
+
+def _conv_rows(w: CWriter, ms: list[ir.Node], g, src: RowSource, dst: RowSource,  # noqa: ANN001
+               stores: _Stores, most: int) -> None:
+    head, params = ms[0], stores.params
     sink = RowSink(dst, tuple(scalar_epilogue(ms[1:], head.outputs[0], stores)))
     if not (g.icg == 1 and g.ocg == 1) and rows.line_floats(head) <= rows.LINE_FLOATS:
         # column / channel tiles over the ring (measured faster here than the direct core)

@@ -31,6 +31,7 @@ from opfuse.backends.c.dwconv import emit_depthwise
 from opfuse.backends.c.epilogue import Chain, build_chain, emit_apply
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pools import PoolGeom, emit_pool_row, pads_for, pool_geom, window
+from opfuse.backends.c.rowsource import RowSource
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
@@ -125,24 +126,13 @@ def emit_conv(
         _conv_pool(w, g, x, wts, b, chain, pool_geom(pool, shape, pshape), post_chain, y)
         return
     y = params.out((pre or [node])[-1].outputs[0], node)
-    arr = const(node.inputs[1])
-    if arr is not None and g.icg == 1 and g.ocg == 1:
-        emit_depthwise(w, g, x, params.inp(node.inputs[1], node), b, chain, y)
-        return
-    flat = chain.view([[0], [1], [2, 3]])
-    if (arr is not None and g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and g.group == 1
-            and flat is not None and g.oh * g.ow >= PIXELS_1X1 and g.oc % 8 == 0):
-        wts = _Weights(node, g, 8, params)
-        _conv1x1(w, g, x, wts, b, chain, flat, y)
-        return
-    if fits_pixels(g, arr):
-        wt = params.weight(f"{node.inputs[1].name}:pix", arr.astype(np.float32).ravel())
-        emit_pixels(w, g, x, wt, b, chain, y)
-        return
-    if arr is not None:
-        packed, meta = pack_weights(arr.reshape(g.oc, g.icg, g.k[0], g.k[1]), g.group)
-        wp = params.weight(f"{node.inputs[1].name}:direct", packed)
-        emit_direct(w, g, x, wp, meta, b, chain, y, kernels(params.store.isa).tile_transpose)
+    if const(node.inputs[1]) is not None:
+        conv_float = kernels(params.store.isa).conv_float  # the ISA's, the C below in its #else
+        if conv_float is None or not conv_float(
+                w, node, g, pre, params, RowSource.of(x, g.c, g.ih, g.iw),
+                RowSource.of(y, g.oc, g.oh, g.ow), None,
+                lambda w: _constant_weights(w, node, g, x, b, chain, y, params)):
+            _constant_weights(w, node, g, x, b, chain, y, params)
         return
     wts = _Weights(node, g, ocb, params)
     flat = chain.view([[0], [1], [2, 3]])
@@ -166,6 +156,29 @@ def emit_conv(
     w.close()
     w.close()
     _close_row_loops(w)
+
+
+def _constant_weights(w: CWriter, node: ir.Node, g: ConvGeom, x: str, b: str | None,
+                      chain: Chain, y: str, params: Params) -> None:
+    """A conv with constant weights: depthwise, the pixel-vectorized 1x1 GEMM, the stem's pixel
+    rows or the register-tiled direct conv."""
+    arr = const(node.inputs[1])
+    if g.icg == 1 and g.ocg == 1:
+        emit_depthwise(w, g, x, params.inp(node.inputs[1], node), b, chain, y)
+        return
+    flat = chain.view([[0], [1], [2, 3]])
+    if (g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and g.group == 1
+            and flat is not None and g.oh * g.ow >= PIXELS_1X1 and g.oc % 8 == 0):
+        wts = _Weights(node, g, 8, params)
+        _conv1x1(w, g, x, wts, b, chain, flat, y)
+        return
+    if fits_pixels(g, arr):
+        wt = params.weight(f"{node.inputs[1].name}:pix", arr.astype(np.float32).ravel())
+        emit_pixels(w, g, x, wt, b, chain, y)
+        return
+    packed, meta = pack_weights(arr.reshape(g.oc, g.icg, g.k[0], g.k[1]), g.group)
+    wp = params.weight(f"{node.inputs[1].name}:direct", packed)
+    emit_direct(w, g, x, wp, meta, b, chain, y, kernels(params.store.isa).tile_transpose)
 
 
 def _row_blocks(w, g: ConvGeom, x, wts: _Weights, b, chain: Chain, flat, y) -> None:

@@ -132,6 +132,12 @@ class IsaKernels:
     # conv's register tile ``acc[pt][ocv]`` stored channel-major (``dst[o*stride + p]``) in
     # vectors, the C statement ``portable`` in its #else; False: ``portable`` alone
     tile_transpose: Callable[..., bool] | None = None
+    # conv_float(w, node, g, epilogue, params, src, dst, rows, portable) -> bool: a float Conv
+    # with constant weights (conv.py's geometry ``g``; ``epilogue`` its fused nodes) from ``src``
+    # into ``dst`` (rowsource.py: whole tensors, ``rows`` None, or a cascade member's rings,
+    # ``rows`` its first and last C row), ``portable(w)``'s C in its #else; False when the ISA
+    # does not take that conv (the caller writes the portable C alone)
+    conv_float: Callable[..., bool] | None = None
     # narrow: the matrix family over an int8 scratch for int8 inputs (None: the int16 one only)
     narrow: NarrowMatrix | None = None
     # member_functions: every int8 depthwise / matrix-core pointwise member of a cascade that

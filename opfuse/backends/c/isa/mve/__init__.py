@@ -27,6 +27,7 @@ from opfuse.backends.c.isa.mve import narrow
 from opfuse.backends.c.isa.mve.depthwise import depthwise_row
 from opfuse.backends.c.isa.mve.eltwise import elementwise_add
 from opfuse.backends.c.isa.mve.fill import fill_gather
+from opfuse.backends.c.isa.mve.floatconv import conv_float
 from opfuse.backends.c.isa.mve.gemm import gemm_core
 from opfuse.backends.c.isa.mve.matrix import emit_core, weight_rows
 from opfuse.backends.c.isa.mve.output import store_tile
@@ -42,6 +43,21 @@ static inline mve_pred16_t opfuse_pred(uint32_t m) {
     __asm__ ("" : "+r" (m));
     return (mve_pred16_t)m;
 }
+/* float convs on MVE's float vectors (bit 1: MVE-F; isa/mve/floatconv.py); OPFUSE_LDRD loads
+   two adjacent floats into core registers in one LDRD (gcc 12.2 splits a 64-bit load it could
+   pair into two LDRs), the scalar operands of VFMA (vector by scalar); its memory operand is
+   the 1020 bytes LDRD's offset reaches from p, so gcc forms no address per load */
+#if __ARM_FEATURE_MVE & 2
+#define OPFUSE_MVEF 1
+#define OPFUSE_LDRD(a, b, p, off) __asm__ volatile ("ldrd %0, %1, [%2, #" #off "]" : "=r" (a), "=r" (b) \\
+    : "r" (p), "m" (*(const float (*)[256])(p)))
+/* v = v <cmp> bound ? bound : v in four lanes (cmp "lt": a lower bound, "gt": an upper one), so
+   NaN stays as in the scalar chain: one VCMP and one VPSEL (vpselq_f32 on vcmpltq_n_f32's
+   predicate took five: gcc 12.2 moves the predicate through a core register) */
+#define OPFUSE_CLAMPF(v, cmp, bound) do { const float32x4_t opfuse_bv = vdupq_n_f32(bound); \\
+    __asm__ ("vcmp.f32 " cmp ", %q0, %q1\\n\\tvpsel %q0, %q1, %q0" : "+w" (v) \\
+             : "w" (opfuse_bv) : "p0"); } while (0)
+#endif
 #endif
 """
 
@@ -56,4 +72,4 @@ KERNELS = IsaKernels(name="mve", prelude=PRELUDE, dot=armv7em.dot, saturate8=arm
                      # where the MVE row replaces them
                      depthwise_pairs=replace(armv7em.PAIRS, weights_guard=(
                          "#if defined(OPFUSE_DSP) && !defined(OPFUSE_MVE)")),
-                     fast_requant=armv7em.FAST_REQUANT)
+                     fast_requant=armv7em.FAST_REQUANT, conv_float=conv_float)
