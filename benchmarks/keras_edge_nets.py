@@ -131,9 +131,11 @@ def quantize_tflite(float_tfl: bytes, cal: np.ndarray) -> bytes:
 
 def run_tflite(flatbuffer: bytes, inputs: np.ndarray) -> list[np.ndarray]:
     """The first output of ``flatbuffer`` in LiteRT for each of ``inputs`` (N x input shape)."""
-    from ai_edge_litert.interpreter import Interpreter
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    interp = Interpreter(model_content=flatbuffer, num_threads=1)
+    # the reference kernels (TFLite Micro's arithmetic), not XNNPACK's
+    interp = Interpreter(model_content=flatbuffer, num_threads=1,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
     interp.allocate_tensors()
     inp = interp.get_input_details()[0]
     out = interp.get_output_details()[0]
