@@ -75,7 +75,8 @@ def test_placement_follows_the_kernels_and_tflite_conventions(ops_quantized) -> 
     by_type = {n.op_type: n for n in nodes.values()}
     # the conv's output feeds only LeakyRelu here: quantized; a Conv -> Relu pair is tested below
     softmax, sigmoid = by_type["Softmax"].output[0], by_type["Sigmoid"].output[0]
-    assert done.params[softmax] == (1 / 256, -128) and done.params[sigmoid] == (1 / 256, -128)
+    assert done.params[sigmoid] == (1 / 256, -128) and sigmoid in plan.fixed  # TFLite's, inside
+    assert softmax not in plan.fixed and softmax in plan.calibrated  # a graph output: calibrated
     maxpool = by_type["MaxPool"].output[0]
     assert plan.shared[maxpool] == by_type["LeakyRelu"].output[0]  # moves data: same params
     inits = _init(proto)
@@ -259,3 +260,57 @@ def test_a_float_tflite_quantizes_into_its_own_kernels(tmp_path, run_cli) -> Non
     float_kernels = [k.name for k in api.compile(str(src), "x86-host").partition.kernels]
     kernels = [k.name for k in api.compile(str(out), "x86-host").partition.kernels]
     assert kernels == ["quantizelinear", *float_kernels, "dequantizelinear"]
+
+
+def test_an_output_softmax_is_calibrated_finer_than_tflites_fixed_step(ops_quantized) -> None:
+    """The graph output's Softmax gets its calibrated range (zero point -128, scale max/255), not
+    TFLite's fixed 1/256: on this unsure classifier the output is closer to the float model's
+    (both QDQ models run in onnxruntime) than with the fixed parameters."""
+    from opfuse.quantize.placement import insert_qdq
+    from opfuse.quantize.ranges import run_all, session
+
+    _, done = ops_quantized
+    y = done.float_proto.graph.output[0].name
+    scale, zp = done.params[y]
+    assert zp == -128 and scale == pytest.approx(done.ranges[y].hi / 255, rel=1e-6)
+    assert scale < 1 / 256
+    fixed, _ = insert_qdq(done.float_proto, done.placement, {**done.params, y: (1 / 256, -128)})
+
+    def noise(proto: onnx.ModelProto) -> float:
+        ref = run_all(session(done.float_proto), done.evaluation, [y])
+        got = run_all(session(proto), done.evaluation, [y])
+        return sum(float(np.sum((r[y].astype(np.float64) - g[y]) ** 2))
+                   for r, g in zip(ref, got, strict=True))
+
+    assert noise(done.proto) < noise(fixed)
+
+
+def test_a_bias_too_large_for_its_scale_raises_the_weight_scale_not_saturates(tmp_path) -> None:
+    """A channel whose weights BN folding left at ~1e-7 with a bias of 0.3 (as in
+    mobilenet_v2_128_0.5.onnx) would need an int32 bias of ~1e10: its weight scale is raised
+    until the bias fits, so the QDQ output (onnxruntime) keeps the bias, within 2 output steps
+    of the float model."""
+    from opfuse import api
+    from opfuse.quantize.ranges import run_all, session
+
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    w[1] *= 1e-7
+    bias = np.array([0.1, 0.3, -0.2, 0.05], np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", pads=[1, 1, 1, 1])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "b")])
+    src = tmp_path / "tiny.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                ir_version=8), src)
+    cal = _samples("x", (1, 2, 6, 6), 8)
+    done = api.quantize(api.compile(str(src), "x86-host"), cal, evaluation=cal)
+    step = done.params["y"][0]
+    for ref, got in zip(run_all(session(done.float_proto), cal, ["y"]),
+                        run_all(session(done.proto), cal, ["y"]), strict=True):
+        assert np.abs(ref["y"][0, 1] - got["y"][0, 1]).max() <= 2 * step
+    b_dq = next(n for n in done.proto.graph.node if n.op_type == "DequantizeLinear"
+                and "b_quantized" in n.input[0])
+    assert np.abs(_init(done.proto)[b_dq.input[0]]).max() <= 2**30

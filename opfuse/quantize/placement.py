@@ -12,7 +12,10 @@ import folds back into one int8 node, opfuse/frontends/qdq.py):
 * ops that only move data (opfuse.ops.groups QUANT_PASS: MaxPool, Reshape, Flatten, Transpose...)
   take their input's parameters, so their int8 kernel is exact;
 * Softmax and Sigmoid outputs are fixed at scale 1/256, zero point -128, Tanh at 1/128, 0
-  (TFLite's int8 conventions);
+  (TFLite's int8 conventions), except where that output is a graph output: there nothing int8
+  reads it and opfuse's int8 C (rounding ``onnx``) takes any output scale, so it is calibrated
+  like any other activation (its range lies within [0, 1], so its step is never coarser than
+  1/255; a classifier unsure on the calibration data gets a finer one: docs/quantize.md);
 * weights of Conv/ConvTranspose/Gemm/MatMul: int8 symmetric, per output channel unless
   ``--per-tensor``; their bias int32 at scale s_x * s_w[c]; any other float constant an op
   reads as data (an Add's constant operand): int8 per tensor on its own range.
@@ -37,6 +40,7 @@ FIXED = {"Softmax": (1.0 / 256.0, -128), "Sigmoid": (1.0 / 256.0, -128), "Tanh":
 # params (Clip bounds, Pad value) or keeps them float (Resize's roi and scales)
 PARAM_INPUTS = {"Clip": (1, 2), "Pad": (2,), "Resize": (1, 2, 3)}
 QMIN, QMAX = -128, 127
+BIAS_LIMIT = 2**30  # |int32 bias| at most this: room left for the accumulated products
 
 
 @dataclass
@@ -97,7 +101,7 @@ def place(graph: onnx.GraphProto) -> Placement:
                 continue
             plan.tensors.append(out)
             plan.producer[out] = node.name
-            if node.op_type in FIXED:
+            if node.op_type in FIXED and out not in outputs:
                 plan.fixed[out] = FIXED[node.op_type]
             elif node.op_type in PASS and node.input and node.input[0] in plan.producer:
                 plan.shared[out] = node.input[0]
@@ -114,9 +118,11 @@ def root(plan: Placement, name: str) -> str:
 # --- rewriting the graph ---
 
 
-def symmetric_weight(w: np.ndarray, axis: int | None) -> tuple[np.ndarray, np.ndarray]:
+def symmetric_weight(w: np.ndarray, axis: int | None, floor: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """(int8 weights, float32 scales): symmetric, [-127, 127], per ``axis`` (None: per tensor).
-    A channel of zeros gets scale 1 (its weights stay 0), never a zero scale."""
+    A channel of zeros gets scale 1 (its weights stay 0), never a zero scale; no scale is below
+    ``floor`` (per channel, or one value)."""
     if axis is None:
         amax = np.array([np.abs(w).max(initial=0.0)], np.float64)
         shape = (1,) * w.ndim
@@ -125,7 +131,10 @@ def symmetric_weight(w: np.ndarray, axis: int | None) -> tuple[np.ndarray, np.nd
         amax = np.abs(moved).max(axis=1, initial=0.0).astype(np.float64)
         shape = [1] * w.ndim
         shape[axis] = -1
-    scale = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
+    scale = np.where(amax > 0, amax / 127.0, 1.0)
+    if floor is not None:
+        scale = np.maximum(scale, floor)
+    scale = scale.astype(np.float32)
     q = np.clip(np.rint(w / scale.reshape(shape)), -127, 127).astype(np.int8)
     return q, scale
 
@@ -239,7 +248,8 @@ def _quantize_constants(graph, rw: _Rewriter, plan: Placement, params, dq_of: di
             array = numpy_helper.to_array(init)
             if node.op_type in WEIGHTED and i == 1 and array.ndim >= 2:
                 axis = _weight_axis(node, array)
-                q, scale = symmetric_weight(array, None if per_tensor else axis)
+                floor = _bias_floor(node, rw, plan, params, float_of, per_tensor)
+                q, scale = symmetric_weight(array, None if per_tensor else axis, floor)
                 w_scale = scale
                 node.input[i] = rw.dequantized_const(name, q, scale, np.zeros(scale.shape, np.int8),
                                                      axis)
@@ -248,7 +258,8 @@ def _quantize_constants(graph, rw: _Rewriter, plan: Placement, params, dq_of: di
                 s_x = params[x][0] if x in params else 1.0
                 bscale = (np.float64(s_x) * w_scale.astype(np.float64)).astype(np.float32)
                 bscale = np.broadcast_to(bscale, array.shape).copy() if bscale.size == 1 else bscale
-                q = np.clip(np.rint(array / bscale), -(2**31), 2**31 - 1).astype(np.int32)
+                q = np.clip(np.rint(array.astype(np.float64) / bscale), -BIAS_LIMIT,
+                            BIAS_LIMIT).astype(np.int32)
                 node.input[i] = rw.dequantized_const(name, q, bscale, np.zeros(q.shape, np.int32),
                                                      0 if bscale.size > 1 else None)
             else:
@@ -256,6 +267,24 @@ def _quantize_constants(graph, rw: _Rewriter, plan: Placement, params, dq_of: di
                 q = np.clip(np.rint(array / scale) + zp, QMIN, QMAX).astype(np.int8)
                 node.input[i] = rw.dequantized_const(name, q, np.array([scale], np.float32),
                                                      np.array([zp], np.int8), None)
+
+
+def _bias_floor(node: onnx.NodeProto, rw: _Rewriter, plan: Placement, params,
+                float_of: dict[str, str], per_tensor: bool) -> np.ndarray | None:
+    """Per output channel, the least weight scale at which the op's float bias fits in
+    +-BIAS_LIMIT at scale s_x * s_w. A channel whose weights BN folding shrank to ~1e-7 but whose
+    bias is ~0.3 (three in mobilenet_v2_128_0.5.onnx) would need 4e9: its weight scale is raised
+    instead (its weights round to 0 or near; they were 0 within float noise) rather than the bias
+    saturated: TFLite's quantizer keeps the bias in the middle half of int32 the same way."""
+    init = rw.inits.get(node.input[2]) if len(node.input) > 2 else None
+    if init is None or init.data_type != TensorProto.FLOAT:
+        return None
+    bias = np.abs(numpy_helper.to_array(init).astype(np.float64))
+    if bias.ndim != 1:
+        return None
+    x = root(plan, float_of.get(node.input[0], node.input[0]))
+    floor = bias / ((params[x][0] if x in params else 1.0) * BIAS_LIMIT)
+    return np.array([floor.max(initial=0.0)]) if per_tensor else floor
 
 
 def _weight_axis(node: onnx.NodeProto, w: np.ndarray) -> int:
