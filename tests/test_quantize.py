@@ -76,7 +76,7 @@ def test_placement_follows_the_kernels_and_tflite_conventions(ops_quantized) -> 
     # the conv's output feeds only LeakyRelu here: quantized; a Conv -> Relu pair is tested below
     softmax, sigmoid = by_type["Softmax"].output[0], by_type["Sigmoid"].output[0]
     assert done.params[sigmoid] == (1 / 256, -128) and sigmoid in plan.fixed  # TFLite's, inside
-    assert softmax not in plan.fixed and softmax in plan.calibrated  # a graph output: calibrated
+    assert softmax not in plan.fixed and softmax in plan.bounded  # a graph output (below)
     maxpool = by_type["MaxPool"].output[0]
     assert plan.shared[maxpool] == by_type["LeakyRelu"].output[0]  # moves data: same params
     inits = _init(proto)
@@ -262,27 +262,37 @@ def test_a_float_tflite_quantizes_into_its_own_kernels(tmp_path, run_cli) -> Non
     assert kernels == ["quantizelinear", *float_kernels, "dequantizelinear"]
 
 
-def test_an_output_softmax_is_calibrated_finer_than_tflites_fixed_step(ops_quantized) -> None:
-    """The graph output's Softmax gets its calibrated range (zero point -128, scale max/255), not
-    TFLite's fixed 1/256: on this unsure classifier the output is closer to the float model's
-    (both QDQ models run in onnxruntime) than with the fixed parameters."""
-    from opfuse.quantize.placement import insert_qdq
-    from opfuse.quantize.ranges import run_all, session
+def test_an_output_softmax_is_bounded_by_its_input_not_tflites_fixed_step(ops_quantized) -> None:
+    """The graph output's Softmax gets the range its int8 input allows (zero point -128, top
+    1 / (1 + (n-1) e^(lo-hi))), not TFLite's fixed 1/256 nor its calibrated max: on inputs twice
+    as wide as the calibration data (so a calibrated max would clip) the output is closer to the
+    float model's than with either (all three QDQ models run in onnxruntime)."""
+    from opfuse.quantize.data import Samples
+    from opfuse.quantize.placement import insert_qdq, root
+    from opfuse.quantize.ranges import Range, asymmetric, run_all, session
 
     _, done = ops_quantized
+    plan = done.placement
     y = done.float_proto.graph.output[0].name
-    scale, zp = done.params[y]
-    assert zp == -128 and scale == pytest.approx(done.ranges[y].hi / 255, rel=1e-6)
-    assert scale < 1 / 256
-    fixed, _ = insert_qdq(done.float_proto, done.placement, {**done.params, y: (1 / 256, -128)})
+    op, src, n = plan.bounded[y]
+    assert (op, n) == ("Softmax", 10) and y not in plan.calibrated and y not in plan.fixed
+    s_in, z_in = done.params[root(plan, src)]
+    top = 1 / (1 + (n - 1) * np.exp((-128 - z_in) * s_in - (127 - z_in) * s_in))
+    assert done.params[y] == asymmetric(Range(0.0, top, False)) and done.params[y][0] < 1 / 256
+    wide = Samples("x2", {k: 2 * v for k, v in done.evaluation.arrays.items()},
+                   done.evaluation.count)
+    ref = [r[y] for r in run_all(session(done.float_proto), wide, [y])]
+    calibrated_top = max(float(r[y].max()) for r in
+                         run_all(session(done.float_proto), done.calibration, [y]))
 
-    def noise(proto: onnx.ModelProto) -> float:
-        ref = run_all(session(done.float_proto), done.evaluation, [y])
-        got = run_all(session(proto), done.evaluation, [y])
-        return sum(float(np.sum((r[y].astype(np.float64) - g[y]) ** 2))
-                   for r, g in zip(ref, got, strict=True))
+    def noise(params: tuple[float, int] | None) -> float:
+        proto = done.proto if params is None else insert_qdq(
+            done.float_proto, plan, {**done.params, y: params})[0]
+        got = [g[y] for g in run_all(session(proto), wide, [y])]
+        return sum(float(np.sum((r.astype(np.float64) - g) ** 2)) for r, g in zip(ref, got, strict=True))
 
-    assert noise(done.proto) < noise(fixed)
+    assert noise(None) < noise((1 / 256, -128))
+    assert noise(None) < noise(asymmetric(Range(0.0, calibrated_top, False)))
 
 
 def test_a_bias_too_large_for_its_scale_raises_the_weight_scale_not_saturates(tmp_path) -> None:

@@ -13,9 +13,9 @@ import folds back into one int8 node, opfuse/frontends/qdq.py):
   take their input's parameters, so their int8 kernel is exact;
 * Softmax and Sigmoid outputs are fixed at scale 1/256, zero point -128, Tanh at 1/128, 0
   (TFLite's int8 conventions), except where that output is a graph output: there nothing int8
-  reads it and opfuse's int8 C (rounding ``onnx``) takes any output scale, so it is calibrated
-  like any other activation (its range lies within [0, 1], so its step is never coarser than
-  1/255; a classifier unsure on the calibration data gets a finer one: docs/quantize.md);
+  reads it and opfuse's int8 C (rounding ``onnx``) takes any output scale, so its range is the
+  one its int8 input's range allows (``bounded_params``: never clipped, never coarser than
+  1/255; finer for a classifier whose logits span little: docs/quantize.md);
 * weights of Conv/ConvTranspose/Gemm/MatMul: int8 symmetric, per output channel unless
   ``--per-tensor``; their bias int32 at scale s_x * s_w[c]; any other float constant an op
   reads as data (an Add's constant operand): int8 per tensor on its own range.
@@ -49,6 +49,8 @@ class Placement:
 
     tensors: list[str] = field(default_factory=list)
     fixed: dict[str, tuple[float, int]] = field(default_factory=dict)  # Softmax/Sigmoid/Tanh
+    # a graph output's Softmax/Sigmoid/Tanh -> (op type, its input, the Softmax axis' size)
+    bounded: dict[str, tuple[str, str, int]] = field(default_factory=dict)
     shared: dict[str, str] = field(default_factory=dict)  # pass-through output -> input tensor
     producer: dict[str, str] = field(default_factory=dict)  # tensor -> node name ("" for inputs)
     folded: dict[str, str] = field(default_factory=dict)  # clamp output -> the op it folds into
@@ -57,7 +59,8 @@ class Placement:
     @property
     def calibrated(self) -> list[str]:
         """Tensors whose range calibration decides."""
-        return [t for t in self.tensors if t not in self.fixed and t not in self.shared]
+        return [t for t in self.tensors
+                if t not in self.fixed and t not in self.shared and t not in self.bounded]
 
 
 def _float_values(graph: onnx.GraphProto) -> set[str]:
@@ -101,11 +104,40 @@ def place(graph: onnx.GraphProto) -> Placement:
                 continue
             plan.tensors.append(out)
             plan.producer[out] = node.name
-            if node.op_type in FIXED and out not in outputs:
+            if node.op_type in FIXED and out in outputs and node.input[0] in plan.producer:
+                plan.bounded[out] = (node.op_type, node.input[0], _axis_size(graph, node, out))
+            elif node.op_type in FIXED:
                 plan.fixed[out] = FIXED[node.op_type]
             elif node.op_type in PASS and node.input and node.input[0] in plan.producer:
                 plan.shared[out] = node.input[0]
     return plan
+
+
+def _axis_size(graph: onnx.GraphProto, node: onnx.NodeProto, out: str) -> int:
+    """The size of a Softmax's axis from the graph output's shape (0 if unknown)."""
+    if node.op_type != "Softmax":
+        return 1
+    dims = next((list(o.type.tensor_type.shape.dim) for o in graph.output if o.name == out), [])
+    axis = next((a.i for a in node.attribute if a.name == "axis"), -1)
+    return dims[axis].dim_value if dims and -len(dims) <= axis < len(dims) else 0
+
+
+def bounded_params(plan: Placement, name: str, params: dict) -> tuple[float, int]:
+    """int8 parameters of a graph output's Softmax/Sigmoid/Tanh from what its int8 input can
+    hold, [lo, hi]: Sigmoid and Tanh map it monotonically; a Softmax over n classes is at most
+    1 / (1 + (n - 1) e^(lo - hi)). So the int8 model's output is never clipped, while logits that
+    span little (an unsure classifier) get a finer step than TFLite's fixed 1/256."""
+    from opfuse.quantize.ranges import Range, asymmetric
+
+    op, src, n = plan.bounded[name]
+    if root(plan, src) not in params or (op == "Softmax" and n < 1):
+        return FIXED[op]
+    scale, zp = params[root(plan, src)]
+    lo, hi = (QMIN - zp) * scale, (QMAX - zp) * scale
+    if op == "Softmax":
+        return asymmetric(Range(0.0, 1.0 / (1.0 + (n - 1) * float(np.exp(lo - hi))), False))
+    f = np.tanh if op == "Tanh" else (lambda v: 1.0 / (1.0 + np.exp(-v)))
+    return asymmetric(Range(float(f(lo)), float(f(hi)), False))
 
 
 def root(plan: Placement, name: str) -> str:
