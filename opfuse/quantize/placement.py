@@ -13,9 +13,9 @@ import folds back into one int8 node, opfuse/frontends/qdq.py):
   take their input's parameters, so their int8 kernel is exact;
 * Softmax and Sigmoid outputs are fixed at scale 1/256, zero point -128, Tanh at 1/128, 0
   (TFLite's int8 conventions), except where that output is a graph output: there nothing int8
-  reads it and opfuse's int8 C (rounding ``onnx``) takes any output scale, so its range is the
-  one its int8 input's range allows (``bounded_params``: never clipped, never coarser than
-  1/255; finer for a classifier whose logits span little: docs/quantize.md);
+  reads it and opfuse's int8 C (rounding ``onnx``) takes any output scale, so the fixed step is
+  halved while the range its int8 input allows still fits (``bounded_params``: never clipped,
+  never worse than 1/256; finer for a classifier whose logits span little: docs/quantize.md);
 * weights of Conv/ConvTranspose/Gemm/MatMul: int8 symmetric, per output channel unless
   ``--per-tensor``; their bias int32 at scale s_x * s_w[c]; any other float constant an op
   reads as data (an Add's constant operand): int8 per tensor on its own range.
@@ -123,21 +123,29 @@ def _axis_size(graph: onnx.GraphProto, node: onnx.NodeProto, out: str) -> int:
 
 
 def bounded_params(plan: Placement, name: str, params: dict) -> tuple[float, int]:
-    """int8 parameters of a graph output's Softmax/Sigmoid/Tanh from what its int8 input can
-    hold, [lo, hi]: Sigmoid and Tanh map it monotonically; a Softmax over n classes is at most
-    1 / (1 + (n - 1) e^(lo - hi)). So the int8 model's output is never clipped, while logits that
-    span little (an unsure classifier) get a finer step than TFLite's fixed 1/256."""
-    from opfuse.quantize.ranges import Range, asymmetric
-
+    """int8 parameters of a graph output's Softmax/Sigmoid/Tanh: TFLite's fixed ones with the
+    step halved while the range its int8 input can produce, [lo, hi], still fits (Sigmoid and
+    Tanh map it monotonically; a Softmax over n classes is at most 1 / (1 + (n - 1) e^(lo - hi))).
+    Each halving keeps every point of TFLite's grid that covers the output, so no output is
+    further from its float value than with 1/256, none is clipped, and logits that span little (an
+    unsure classifier) get a finer step."""
     op, src, n = plan.bounded[name]
+    scale, zp = FIXED[op]
     if root(plan, src) not in params or (op == "Softmax" and n < 1):
-        return FIXED[op]
-    scale, zp = params[root(plan, src)]
-    lo, hi = (QMIN - zp) * scale, (QMAX - zp) * scale
+        return scale, zp
+    s_in, z_in = params[root(plan, src)]
+    lo, hi = (QMIN - z_in) * s_in, (QMAX - z_in) * s_in
     if op == "Softmax":
-        return asymmetric(Range(0.0, 1.0 / (1.0 + (n - 1) * float(np.exp(lo - hi))), False))
-    f = np.tanh if op == "Tanh" else (lambda v: 1.0 / (1.0 + np.exp(-v)))
-    return asymmetric(Range(float(f(lo)), float(f(hi)), False))
+        out_lo, out_hi = 0.0, 1.0 / (1.0 + (n - 1) * float(np.exp(lo - hi)))
+    else:
+        f = np.tanh if op == "Tanh" else (lambda v: 1.0 / (1.0 + np.exp(-v)))
+        out_lo, out_hi = float(f(lo)), float(f(hi))
+    for _ in range(24):
+        half = scale / 2
+        if not ((QMIN - zp) * half <= out_lo and out_hi <= (QMAX - zp) * half):
+            break
+        scale = half
+    return scale, zp
 
 
 def root(plan: Placement, name: str) -> str:
