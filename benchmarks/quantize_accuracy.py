@@ -1,4 +1,4 @@
-"""SQNR of `opfuse quantize` against onnxruntime's quantize_static, on float models.
+"""SQNR of `opfuse quantize` against the TFLite converter and onnxruntime's quantize_static.
 
 For every model: 32 normal(0,1) calibration samples (seed 0) and 20 held-out normal(0,1) inputs
 (seed 1). opfuse quantizes the model at its kernels' boundaries for the target (minmax, per
@@ -13,8 +13,8 @@ With TensorFlow importable (its own venv: docs/quantize.md), two more things: th
 networks of benchmarks/keras_edge_nets.py (random weights, random BN statistics) are built and
 converted to a float .tflite, which is the model opfuse and quantize_static quantize, and a
 "converter" column gives the TFLite converter's full-int8 model of every float .tflite (the same
-32 calibration samples as its representative dataset; per channel, its default), run in LiteRT
-on the same 20 inputs. Without TensorFlow the script says so and prints the other columns.
+32 calibration samples as its representative dataset; per channel, its default), run in LiteRT's
+reference kernels on the same 20 inputs. Without TensorFlow the script says so and prints the other columns.
 
     PYTHONPATH=. python benchmarks/quantize_accuracy.py [--models NAME...] [--keras NAME...]
         [--method percentile|entropy|mse] [--target x86-host]
