@@ -190,7 +190,7 @@ def compile_cmd(
               "report (default: the last quarter of --calibration, not calibrated on).")
 @click.option("--target", default=api.DEFAULT_TARGET, show_default=True,
               help="Target whose kernels' boundaries are quantized.")
-@click.option("--method", type=click.Choice(["minmax", "percentile", "entropy"]),
+@click.option("--method", type=click.Choice(["minmax", "percentile", "entropy", "mse"]),
               default="minmax", show_default=True, help="How an activation's range is calibrated.")
 @click.option("--per-tensor", is_flag=True, help="One weight scale per tensor, not per channel.")
 @click.option("--keep-float", "keep_float", multiple=True, metavar="NODE", help="Leave this kernel "

@@ -75,7 +75,8 @@ def test_placement_follows_the_kernels_and_tflite_conventions(ops_quantized) -> 
     by_type = {n.op_type: n for n in nodes.values()}
     # the conv's output feeds only LeakyRelu here: quantized; a Conv -> Relu pair is tested below
     softmax, sigmoid = by_type["Softmax"].output[0], by_type["Sigmoid"].output[0]
-    assert done.params[softmax] == (1 / 256, -128) and done.params[sigmoid] == (1 / 256, -128)
+    assert done.params[sigmoid] == (1 / 256, -128) and sigmoid in plan.fixed  # TFLite's, inside
+    assert softmax not in plan.fixed and softmax in plan.bounded  # a graph output (below)
     maxpool = by_type["MaxPool"].output[0]
     assert plan.shared[maxpool] == by_type["LeakyRelu"].output[0]  # moves data: same params
     inits = _init(proto)
@@ -259,3 +260,80 @@ def test_a_float_tflite_quantizes_into_its_own_kernels(tmp_path, run_cli) -> Non
     float_kernels = [k.name for k in api.compile(str(src), "x86-host").partition.kernels]
     kernels = [k.name for k in api.compile(str(out), "x86-host").partition.kernels]
     assert kernels == ["quantizelinear", *float_kernels, "dequantizelinear"]
+
+
+def test_an_output_softmax_is_bounded_by_its_input_not_tflites_fixed_step(ops_quantized) -> None:
+    """The graph output's Softmax gets TFLite's 1/256 halved while the range its int8 input allows
+    (top 1 / (1 + (n-1) e^(lo-hi))) still fits, not its calibrated max: on inputs twice as wide
+    as the calibration data (so a calibrated max would clip) every output element is at least as
+    close to the float model's as with 1/256, and the total error below both (QDQ models run in
+    onnxruntime)."""
+    from opfuse.quantize.data import Samples
+    from opfuse.quantize.placement import insert_qdq, root
+    from opfuse.quantize.ranges import Range, asymmetric, run_all, session
+
+    _, done = ops_quantized
+    plan = done.placement
+    y = done.float_proto.graph.output[0].name
+    op, src, n = plan.bounded[y]
+    assert (op, n) == ("Softmax", 10) and y not in plan.calibrated and y not in plan.fixed
+    s_in, z_in = done.params[root(plan, src)]
+    top = 1 / (1 + (n - 1) * np.exp((-128 - z_in) * s_in - (127 - z_in) * s_in))
+    scale, zp = done.params[y]  # 1/256 halved while 255 steps still reach the top
+    assert zp == -128 and scale < 1 / 256 and 255 * scale >= top > 255 * scale / 2
+    assert (256 * scale) in {0.5**j for j in range(1, 25)}
+    wide = Samples("x2", {k: 2 * v for k, v in done.evaluation.arrays.items()},
+                   done.evaluation.count)
+    ref = [r[y] for r in run_all(session(done.float_proto), wide, [y])]
+    calibrated_top = max(float(r[y].max()) for r in
+                         run_all(session(done.float_proto), done.calibration, [y]))
+
+    def errors(params: tuple[float, int] | None, rounding: bool = False) -> np.ndarray:
+        """Per element, |float model - QDQ model| (or, with ``rounding``, |the QDQ model's own
+        Softmax before its QuantizeLinear - after its DequantizeLinear|)."""
+        proto = done.proto if params is None else insert_qdq(
+            done.float_proto, plan, {**done.params, y: params})[0]
+        pre = next(n.input[0] for n in proto.graph.node if n.op_type == "QuantizeLinear"
+                   and any(d.output[0] == y and d.input[0] == n.output[0]
+                           for d in proto.graph.node))
+        runs = list(run_all(session(proto, [pre]), wide, [y, pre]))
+        base = [r[pre] for r in runs] if rounding else ref
+        return np.abs(np.concatenate([(b.astype(np.float64) - r[y]).ravel()
+                                      for b, r in zip(base, runs, strict=True)]))
+
+    ours, tflite = errors(None, rounding=True), errors((1 / 256, -128), rounding=True)
+    assert np.all(ours <= tflite + 1e-7)  # never rounded further than on TFLite's grid
+    assert np.sum(errors(None) ** 2) < np.sum(errors((1 / 256, -128)) ** 2)
+    assert np.sum(errors(None) ** 2) < np.sum(
+        errors(asymmetric(Range(0.0, calibrated_top, False))) ** 2)
+
+
+def test_a_bias_too_large_for_its_scale_raises_the_weight_scale_not_saturates(tmp_path) -> None:
+    """A channel whose weights BN folding left at ~1e-7 with a bias of 0.3 (as in
+    mobilenet_v2_128_0.5.onnx) would need an int32 bias of ~1e10: its weight scale is raised
+    until the bias fits, so the QDQ output (onnxruntime) keeps the bias, within 2 output steps
+    of the float model."""
+    from opfuse import api
+    from opfuse.quantize.ranges import run_all, session
+
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    w[1] *= 1e-7
+    bias = np.array([0.1, 0.3, -0.2, 0.05], np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", pads=[1, 1, 1, 1])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "b")])
+    src = tmp_path / "tiny.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                ir_version=8), src)
+    cal = _samples("x", (1, 2, 6, 6), 8)
+    done = api.quantize(api.compile(str(src), "x86-host"), cal, evaluation=cal)
+    step = done.params["y"][0]
+    for ref, got in zip(run_all(session(done.float_proto), cal, ["y"]),
+                        run_all(session(done.proto), cal, ["y"]), strict=True):
+        assert np.abs(ref["y"][0, 1] - got["y"][0, 1]).max() <= 2 * step
+    b_dq = next(n for n in done.proto.graph.node if n.op_type == "DequantizeLinear"
+                and "b_quantized" in n.input[0])
+    assert np.abs(_init(done.proto)[b_dq.input[0]]).max() <= 2**30

@@ -19,7 +19,7 @@ from opfuse.errors import OpfuseError
 from opfuse.quant import ONNX, ROUNDING
 from opfuse.quantize.accuracy import AccuracyReport, evaluate
 from opfuse.quantize.data import InputShape, Samples, load_samples
-from opfuse.quantize.placement import Placement, insert_qdq, place
+from opfuse.quantize.placement import Placement, bounded_params, insert_qdq, place
 from opfuse.quantize.ranges import Range, asymmetric, collect_ranges, session
 
 QDQ_OPSET = 13  # per-axis DequantizeLinear
@@ -123,6 +123,7 @@ def quantize(result: CompileResult, calibration: str | Path | Samples, *, method
     ranges = collect_ranges(proto, plan.calibrated, cal, method)
     params = {t: asymmetric(r) for t, r in ranges.items()}
     params.update(plan.fixed)
+    params.update({t: bounded_params(plan, t, params) for t in plan.bounded})
     qdq, dq_of = insert_qdq(proto, plan, params, per_tensor=not per_channel, keep=keep)
     _stamp(qdq, result, method, per_channel, kept)
     session(qdq)  # onnxruntime loads what is written, or this is an opfuse bug shown as one line

@@ -12,7 +12,10 @@ import folds back into one int8 node, opfuse/frontends/qdq.py):
 * ops that only move data (opfuse.ops.groups QUANT_PASS: MaxPool, Reshape, Flatten, Transpose...)
   take their input's parameters, so their int8 kernel is exact;
 * Softmax and Sigmoid outputs are fixed at scale 1/256, zero point -128, Tanh at 1/128, 0
-  (TFLite's int8 conventions);
+  (TFLite's int8 conventions), except where that output is a graph output: there nothing int8
+  reads it and opfuse's int8 C (rounding ``onnx``) takes any output scale, so the fixed step is
+  halved while the range its int8 input allows still fits (``bounded_params``: never clipped,
+  never worse than 1/256; finer for a classifier whose logits span little: docs/quantize.md);
 * weights of Conv/ConvTranspose/Gemm/MatMul: int8 symmetric, per output channel unless
   ``--per-tensor``; their bias int32 at scale s_x * s_w[c]; any other float constant an op
   reads as data (an Add's constant operand): int8 per tensor on its own range;
@@ -40,6 +43,7 @@ FIXED = {"Softmax": (1.0 / 256.0, -128), "Sigmoid": (1.0 / 256.0, -128), "Tanh":
 # params (Clip bounds, Pad value) or keeps them float (Resize's roi and scales)
 PARAM_INPUTS = {"Clip": (1, 2), "Pad": (2,), "Resize": (1, 2, 3)}
 QMIN, QMAX = -128, 127
+BIAS_LIMIT = 2**30  # |int32 bias| at most this: room left for the accumulated products
 
 
 @dataclass
@@ -48,6 +52,8 @@ class Placement:
 
     tensors: list[str] = field(default_factory=list)
     fixed: dict[str, tuple[float, int]] = field(default_factory=dict)  # Softmax/Sigmoid/Tanh
+    # a graph output's Softmax/Sigmoid/Tanh -> (op type, its input, the Softmax axis' size)
+    bounded: dict[str, tuple[str, str, int]] = field(default_factory=dict)
     shared: dict[str, str] = field(default_factory=dict)  # pass-through output -> input tensor
     producer: dict[str, str] = field(default_factory=dict)  # tensor -> node name ("" for inputs)
     folded: dict[str, str] = field(default_factory=dict)  # clamp output -> the op it folds into
@@ -56,7 +62,8 @@ class Placement:
     @property
     def calibrated(self) -> list[str]:
         """Tensors whose range calibration decides."""
-        return [t for t in self.tensors if t not in self.fixed and t not in self.shared]
+        return [t for t in self.tensors
+                if t not in self.fixed and t not in self.shared and t not in self.bounded]
 
 
 def _float_values(graph: onnx.GraphProto) -> set[str]:
@@ -104,11 +111,48 @@ def place(graph: onnx.GraphProto, keep: frozenset[str] = frozenset()) -> Placeme
                 continue
             plan.tensors.append(out)
             plan.producer[out] = node.name
-            if node.op_type in FIXED:
+            if node.op_type in FIXED and out in outputs and node.input[0] in plan.producer:
+                plan.bounded[out] = (node.op_type, node.input[0], _axis_size(graph, node, out))
+            elif node.op_type in FIXED:
                 plan.fixed[out] = FIXED[node.op_type]
             elif node.op_type in PASS and node.input and node.input[0] in plan.producer:
                 plan.shared[out] = node.input[0]
     return plan
+
+
+def _axis_size(graph: onnx.GraphProto, node: onnx.NodeProto, out: str) -> int:
+    """The size of a Softmax's axis from the graph output's shape (0 if unknown)."""
+    if node.op_type != "Softmax":
+        return 1
+    dims = next((list(o.type.tensor_type.shape.dim) for o in graph.output if o.name == out), [])
+    axis = next((a.i for a in node.attribute if a.name == "axis"), -1)
+    return dims[axis].dim_value if dims and -len(dims) <= axis < len(dims) else 0
+
+
+def bounded_params(plan: Placement, name: str, params: dict) -> tuple[float, int]:
+    """int8 parameters of a graph output's Softmax/Sigmoid/Tanh: TFLite's fixed ones with the
+    step halved while the range its int8 input can produce, [lo, hi], still fits (Sigmoid and
+    Tanh map it monotonically; a Softmax over n classes is at most 1 / (1 + (n - 1) e^(lo - hi))).
+    Each halving keeps every point of TFLite's grid that covers the output, so no output is
+    further from its float value than with 1/256, none is clipped, and logits that span little (an
+    unsure classifier) get a finer step."""
+    op, src, n = plan.bounded[name]
+    scale, zp = FIXED[op]
+    if root(plan, src) not in params or (op == "Softmax" and n < 1):
+        return scale, zp
+    s_in, z_in = params[root(plan, src)]
+    lo, hi = (QMIN - z_in) * s_in, (QMAX - z_in) * s_in
+    if op == "Softmax":
+        out_lo, out_hi = 0.0, 1.0 / (1.0 + (n - 1) * float(np.exp(lo - hi)))
+    else:
+        f = np.tanh if op == "Tanh" else (lambda v: 1.0 / (1.0 + np.exp(-v)))
+        out_lo, out_hi = float(f(lo)), float(f(hi))
+    for _ in range(24):
+        half = scale / 2
+        if not ((QMIN - zp) * half <= out_lo and out_hi <= (QMAX - zp) * half):
+            break
+        scale = half
+    return scale, zp
 
 
 def root(plan: Placement, name: str) -> str:
@@ -143,11 +187,12 @@ def symmetric_weight(w: np.ndarray, axis: int | None, floor: np.ndarray | None =
 
 
 def bias_floor(bias: np.ndarray, s_x: float) -> np.ndarray:
-    """Per channel, the smallest weight scale at which ``bias`` fits int32 at scale s_x * s_w. A
+    """Per channel, the smallest weight scale at which ``bias`` fits +-BIAS_LIMIT at scale
+    s_x * s_w (TFLite's quantizer keeps a bias in the middle half of int32 the same way). A
     channel whose weights all but vanish (1e-31 after BN folding) beside a live bias would
     otherwise overflow it; its weight scale is raised instead, as TFLite's converter does, so its
     weights round to 0 and the bias holds."""
-    return np.abs(bias.astype(np.float64)) / (float(s_x) * (2**31 - 1)) * (1 + 1e-6)
+    return np.abs(bias.astype(np.float64)) / (float(s_x) * BIAS_LIMIT) * (1 + 1e-6)
 
 
 def own_range_params(c: np.ndarray) -> tuple[float, int]:
@@ -276,7 +321,7 @@ def _quantize_constants(graph, rw: _Rewriter, plan: Placement, params, dq_of: di
                 bscale = (np.float64(s_x) * w_scale.astype(np.float64)).astype(np.float32)
                 bscale = np.broadcast_to(bscale, array.shape).copy() if bscale.size == 1 else bscale
                 exact = array.astype(np.float64) / bscale.astype(np.float64)  # no float32 overflow
-                q = np.clip(np.rint(exact), -(2**31), 2**31 - 1).astype(np.int32)
+                q = np.clip(np.rint(exact), -BIAS_LIMIT, BIAS_LIMIT).astype(np.int32)
                 node.input[i] = rw.dequantized_const(name, q, bscale, np.zeros(q.shape, np.int32),
                                                      0 if bscale.size > 1 else None)
             else:

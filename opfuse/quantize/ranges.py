@@ -5,7 +5,9 @@ output, once per calibration sample. ``minmax`` keeps the running min and max (w
 onnxruntime's MinMaxCalibrater computes, without its graph augmentation: the tensors are ours to
 choose). ``entropy`` and ``percentile`` feed the same arrays to onnxruntime.quantization's
 HistogramCollector, with quantize_static's defaults (entropy: 128 bins, 128 quantized bins;
-percentile: 2048 bins, 99.999 %), and take its thresholds.
+percentile: 2048 bins, 99.999 %), and take its thresholds. ``mse`` runs the samples a second
+time into histograms over those min/max ranges and searches each tensor's clipping range of least
+int8 quantization error (mse.py; no onnxruntime calibrator does that).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import onnxruntime as ort
 from opfuse.errors import OpfuseError
 from opfuse.quantize.data import Samples
 
-METHODS = ("minmax", "percentile", "entropy")
+METHODS = ("minmax", "percentile", "entropy", "mse")
 QMIN, QMAX = -128, 127
 
 
@@ -69,7 +71,7 @@ def collect_ranges(proto: onnx.ModelProto, tensors: list[str], samples: Samples,
     sess = session(proto, tensors)
     lo = {t: np.inf for t in tensors}
     hi = {t: -np.inf for t in tensors}
-    collector = _histogram(method) if method != "minmax" else None
+    collector = _histogram(method) if method in ("entropy", "percentile") else None
     for values in run_all(sess, samples, tensors):
         for t, a in values.items():
             lo[t] = min(lo[t], float(a.min(initial=np.inf)))
@@ -81,6 +83,8 @@ def collect_ranges(proto: onnx.ModelProto, tensors: list[str], samples: Samples,
     if collector is not None:
         with contextlib.redirect_stdout(io.StringIO()):
             thresholds = collector.compute_collection_result()
+    if method == "mse":
+        thresholds = _mse_ranges(sess, samples, tensors, lo, hi)
     ranges = {}
     for t in tensors:
         constant = lo[t] == hi[t]
@@ -89,6 +93,19 @@ def collect_ranges(proto: onnx.ModelProto, tensors: list[str], samples: Samples,
             a, b = float(np.asarray(thresholds[t][0])), float(np.asarray(thresholds[t][1]))
         ranges[t] = Range(a, b, constant)
     return ranges
+
+
+def _mse_ranges(sess, samples: Samples, tensors: list[str], lo: dict, hi: dict) -> dict:
+    """Per tensor whose range did not collapse, the (lo, hi) of least quantization MSE."""
+    from opfuse.quantize.mse import Histogram, best_range
+
+    hists = {t: Histogram(lo[t], hi[t]) for t in tensors if hi[t] > lo[t]}
+    if not hists:
+        return {}
+    for values in run_all(sess, samples, list(hists)):
+        for t, a in values.items():
+            hists[t].add(a)
+    return {t: best_range(h) for t, h in hists.items()}
 
 
 def _histogram(method: str):
