@@ -29,6 +29,7 @@ class SweepArgs:
     quiet: bool = False
     timeout_s: float = 300.0
     input_shape: tuple[str, ...] = ()
+    input_value: tuple[str, ...] = ()
 
 
 def _check(args: SweepArgs) -> None:
@@ -65,8 +66,12 @@ def sweep_command(args: SweepArgs) -> int:
         from opfuse.frontends import parse_input_shapes
 
         parse_input_shapes(list(args.input_shape))  # a malformed binding is said before anything runs
+    if args.input_value:
+        from opfuse.frontends.input_values import parse_input_value_specs
+
+        parse_input_value_specs(args.input_value)  # as --input-shape: malformed is said up front
     tasks = plan(models, targets, precisions, args.emulate, args.timeout_s, set(previous),
-                 args.input_shape)
+                 args.input_shape, args.input_value)
     total = sum(len(t.precisions) for t in tasks)
     partial = PartialWriter(args.output, args.resume) if args.output is not None else None
     with SweepProgress(total, args.quiet) as bar:

@@ -31,7 +31,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("target", "string", "target name"),
     Column("target_sha256", "string", "SHA-256 of the target's TOML file"),
     Column("precision", "string", "the precision asked: fp32, fp16 or int8"),
-    Column("options", "string", "the options that change figures (emulate=0|1, then ;input_shape=NAME=DIMS per binding)"),
+    Column("options", "string", "the options that change figures (emulate=0|1, then ;input_shape=NAME=DIMS and ;input_value=NAME=VALUE per binding)"),
     Column("opfuse_version", "string", "the opfuse that computed the row"),
     Column("status", "string", "ok, skipped (precision not applicable: see precision_note) or "
            "error"),

@@ -35,11 +35,13 @@ class Task:
     emulate: bool = False
     timeout_s: float = 300.0
     input_shape: tuple[str, ...] = ()  # --input-shape NAME=DIMS, bound in every model
+    input_value: tuple[str, ...] = ()  # --input-value NAME=VALUE, bound in every model
 
     @property
     def options(self) -> str:
         """What else the row depends on (a --resume key): a row bound to other shapes is another."""
         shapes = "".join(f";input_shape={s}" for s in self.input_shape)
+        shapes += "".join(f";input_value={s}" for s in self.input_value)
         return f"emulate={int(self.emulate)}{shapes}"
 
 
@@ -89,7 +91,8 @@ def _run_in(task: Task, tmp: Path) -> tuple[dict, ...]:
     replace = {source: model.name, str(target_path): tref.name, str(tmp): "<sweep>"}
     try:
         target = api.get_target(str(target_path))
-        result = api.compile(source, target=target, input_shape=task.input_shape or None)
+        result = api.compile(source, target=target, input_shape=task.input_shape or None,
+                             input_value=task.input_value or None)
     except Exception as exc:  # noqa: BLE001 (any failure is this model's row, not the sweep's)
         return failed(_message(exc, replace))
     from opfuse.sweep.figures import emulation_figures, precision_row
@@ -103,5 +106,6 @@ def _run_in(task: Task, tmp: Path) -> tuple[dict, ...]:
         rows.append(row)
     if task.emulate:
         rows = emulation_figures(source, target, result, rows, task.timeout_s,
-                                 lambda exc: _message(exc, replace), task.input_shape)
+                                 lambda exc: _message(exc, replace), task.input_shape,
+                                 task.input_value)
     return tuple(rows)

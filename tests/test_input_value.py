@@ -1,0 +1,139 @@
+"""``--input-value`` and If at import (issue 31): a silero-VAD-like model (tests/helpers/
+silero_like.py) whose If on the sample rate fails shape inference in the branch not taken; bound,
+it folds, compiles to ONNX onnxruntime runs and to C (the LSTM included) that matches onnxruntime;
+unbound, the import names the input to bind; an If whose branches agree stays as an opaque op."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from opfuse import api
+from tests.helpers.silero_like import silero_like
+
+AUDIO = ("--input-shape", "x=1x256")
+
+
+@pytest.fixture
+def vad(tmp_path: Path) -> Path:
+    path = tmp_path / "vad.onnx"
+    onnx.save(silero_like(), path)
+    return path
+
+
+def test_onnxruntime_runs_the_model_as_built(vad: Path) -> None:
+    """The premise: the model is valid ONNX that onnxruntime runs at 16 kHz (the failing branch
+    is only inferred once the audio length is bound)."""
+    sess = ort.InferenceSession(str(vad), providers=["CPUExecutionProvider"])
+    out = sess.run(None, {"x": np.zeros((1, 256), np.float32), "h": np.zeros((1, 1, 8), np.float32),
+                          "c": np.zeros((1, 1, 8), np.float32), "sr": np.array(16000)})
+    assert out[0].shape == (1, 1)
+
+
+def test_an_if_on_an_unbound_input_names_the_input_to_bind(vad: Path, run_cli) -> None:
+    code, out, err = run_cli("analyze", str(vad), *AUDIO)
+    assert code == 2, err
+    line = err.strip()
+    assert "\n" not in line and "Traceback" not in err
+    assert str(vad) in line and "rate_switch" in line and "--input-value sr=" in line
+
+
+def test_bound_sample_rate_folds_the_if_and_the_onnx_matches(vad: Path, tmp_path: Path,
+                                                              run_cli) -> None:
+    out_path = tmp_path / "out.onnx"
+    code, out, err = run_cli("compile", str(vad), "-o", str(out_path), *AUDIO,
+                             "--input-value", "sr=16000", "--check")
+    assert code == 0, err
+    assert "result: match" in out
+    written = onnx.load(out_path)
+    assert "If" not in {n.op_type for n in written.graph.node}
+    assert [i.name for i in written.graph.input] == ["x", "h", "c"]
+    code, out, err = run_cli("analyze", str(vad), *AUDIO, "--input-value", "sr=16000")
+    assert code == 0, err
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+@pytest.mark.parametrize(("rate", "samples"), [("16000", 256), ("8000", 128)])
+def test_the_branch_taken_compiles_to_c_that_matches_onnxruntime(vad: Path, rate: str,
+                                                                 samples: int, run_cli) -> None:
+    """Either rate folds to its own branch (8 kHz: the window fits 128 samples), and the C,
+    LSTM included, matches onnxruntime fed the same sr."""
+    code, out, err = run_cli("validate", str(vad), "--backend", "c", "--target", "x86-host",
+                             "--input-shape", f"x=1x{samples}", "--input-value", f"sr={rate}")
+    assert code == 0, err + out
+    assert "result: match" in out
+
+
+def test_the_reference_is_fed_the_bound_value(vad: Path) -> None:
+    """A different sr fed to the reference would take the other branch: the C would not match."""
+    from opfuse.measure.validate.c_float import reference
+
+    result = api.compile(vad, "x86-host", ["x=1x256"], input_value=["sr=16000"])
+    feeds, _, _ = reference(result.source, None, 0, result.input_shapes, result.input_values)
+    assert feeds["sr"] == 16000 and feeds["sr"].dtype == np.int64
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("rate=16000", "'rate', which is not a graph input"),
+    ("sr=16k", "'16k' is not a valid int64 value"),
+    ("sr=8000,16000", "2 value(s) given, the input is a scalar"),
+    ("sr=99999999999999999999", "does not fit int64"),
+    ("sr", "expected NAME=VALUE"),
+    ("h=1,2", "2 value(s) given, the input is shape [1, 1, 8]"),
+    ("h=nan,0,0,0,0,0,0,0", "'nan' is not a finite number"),
+])
+@pytest.mark.parametrize("command", ["analyze", "compile", "validate", "fusion"])
+def test_a_bad_input_value_is_one_line_naming_it(vad: Path, tmp_path: Path, run_cli, command: str,
+                                                 value: str, says: str) -> None:
+    out_path = tmp_path / "never.onnx"
+    extra = {"compile": ["-o", str(out_path)], "validate": ["--backend", "c"]}.get(command, [])
+    code, out, err = run_cli(command, str(vad), *extra, *AUDIO, "--input-value", value)
+    assert code == 2, err
+    assert says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not out_path.exists()
+
+
+def test_sweep_binds_the_value_in_every_model(vad: Path, tmp_path: Path, run_cli) -> None:
+    rows = tmp_path / "rows.json"
+    code, out, err = run_cli("sweep", str(vad), "--targets", "x86-host", "--precisions", "fp32",
+                             "-o", str(rows), "--quiet", *AUDIO, "--input-value", "sr=16000")
+    assert code == 0, err
+    import json
+
+    [row] = json.loads(rows.read_text())
+    assert row["status"] == "ok", row
+    assert "input_value=sr=16000" in row["options"]
+    code, out, err = run_cli("sweep", str(vad), "--targets", "x86-host", "-o", str(rows),
+                             "--input-value", "sr")
+    assert code == 2 and "expected NAME=VALUE" in err
+
+
+def test_an_if_whose_branches_agree_stays_an_opaque_op(tmp_path: Path, run_cli) -> None:
+    """Branches with the same output shapes: the If imports as an opaque op with those shapes,
+    blocks fusion with the opaque_op reason, and the written ONNX still runs in onnxruntime."""
+    path = tmp_path / "agree.onnx"
+    onnx.save(silero_like(samples_8k=None, conv_8k=(32, 16)), path)
+    result = api.compile(path, "x86-host", ["x=1x256"])
+    [node] = [n for n in result.optimized.graph if n.op_type == "If"]
+    assert tuple(node.outputs[0].shape) == (1, 8, 15)
+    reasons = {d.reason for d in result.partition.decisions if "rate_switch" in
+               (d.producer, d.consumer)}
+    assert reasons == {"opaque_op"}
+    code, out, err = run_cli("compile", str(path), "-o", str(tmp_path / "o.onnx"), *AUDIO,
+                             "--check")
+    assert code == 0 and "result: match" in out, err + out
+    code, out, err = run_cli("analyze", str(path), *AUDIO)
+    assert code == 0, err
+
+
+def test_an_if_whose_branches_disagree_names_the_input(tmp_path: Path, run_cli) -> None:
+    path = tmp_path / "disagree.onnx"
+    onnx.save(silero_like(samples_8k=None), path)  # 16 kHz: 15 frames, 8 kHz: 31
+    code, _, err = run_cli("analyze", str(path), *AUDIO)
+    assert code == 2
+    assert "different output shapes" in err and "--input-value sr=" in err
