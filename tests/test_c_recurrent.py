@@ -134,3 +134,23 @@ def test_gate_sums_are_counted_as_stack_scratch(tmp_path: Path) -> None:
     emitted = emit_c(compile_model(tmp_path / "m.onnx"), tmp_path / "c")
     # 4 gates x 16 units of sums, and h and c on the stack (no Y_h, Y_c to keep them in)
     assert emitted.stack_scratch_bytes >= (64 + 16 + 16) * 4
+
+
+TOOLS = ("arm-none-eabi-gcc", "qemu-system-arm")
+
+
+@pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
+                    reason="needs gcc-arm-none-eabi and qemu-system-arm")
+@pytest.mark.parametrize("case", [
+    {"op": "LSTM", "direction": "bidirectional"},
+    {"op": "GRU", "linear_before_reset": 1},
+])
+def test_recurrent_kernel_on_cortex_m7_under_qemu(case: dict, tmp_path: Path) -> None:
+    from opfuse.measure.run.qemu import emulate_c
+
+    onnx.save(recurrent_model(steps=6, batch=1, size=5, hidden=8, **case), tmp_path / "m.onnx")
+    emu = emulate_c(compile_model(tmp_path / "m.onnx", "cortex-m7"), outdir=tmp_path / "c",
+                    cascades=False)
+    assert emu.report.ok, emu.report
+    for out in emu.report.outputs:
+        assert out.max_abs_err <= 1e-5 * max(out.max_ref, 1.0), out

@@ -124,6 +124,13 @@ def test_an_if_whose_branches_agree_stays_an_opaque_op(tmp_path: Path, run_cli) 
     reasons = {d.reason for d in result.partition.decisions if "rate_switch" in
                (d.producer, d.consumer)}
     assert reasons == {"opaque_op"}
+    # the audio is read inside the branches only: still an input of the If's kernel, so the
+    # arena keeps it until the If runs
+    [kernel] = [k for k in result.partition.kernels if "rate_switch" in k.nodes]
+    assert "x" in kernel.inputs
+    plan = result.schedule().plan
+    step = result.partition.kernels.index(kernel)
+    assert any(t.name == "x" and t.live_at(step) for t in plan.tensors)
     code, out, err = run_cli("compile", str(path), "-o", str(tmp_path / "o.onnx"), *AUDIO,
                              "--check")
     assert code == 0 and "result: match" in out, err + out

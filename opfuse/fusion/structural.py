@@ -16,6 +16,9 @@ def constraint_known_ops(e: Edge) -> Fields | None:
         return None
     known = node.domain in ("", "ai.onnx") and node.op_type in OPS
     what = "a recurrence over its whole sequence" if known else "an op opfuse does not know"
+    if node.op_type == "If" and node.domain in ("", "ai.onnx"):
+        what = ("control flow whose branch is chosen at run time (--input-value on the inputs "
+                "its condition reads folds it)")
     return {"node": who(node), "what": what}
 
 
