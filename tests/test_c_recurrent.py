@@ -74,6 +74,8 @@ CASES = {
     "lstm_bidirectional": {"direction": "bidirectional", "steps": 4, "hidden": 6},
     "lstm_peepholes_clip": {"peepholes": True, "clip": 0.75},
     "lstm_short_sequences": {"lens": [5, 2], "direction": "bidirectional"},
+    "lstm_empty_sequence": {"lens": [0, 3]},
+    "gru_empty_sequence": {"op": "GRU", "lens": [0, 2], "direction": "bidirectional"},
     "lstm_state_on_stack": {"outputs": ("y",), "states": False},
     "lstm_final_state_only": {"outputs": ("yh",), "hidden": 16, "size": 10, "steps": 9},
     "lstm_relu_cell": {"activations": ["Sigmoid", "Relu", "Tanh"]},

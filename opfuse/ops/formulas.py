@@ -95,9 +95,10 @@ def recurrent_macs(node: ir.Node) -> int:
     return runs * rows * (size + hidden)
 
 
-# FLOPs per unit and step besides the products: the bias add of each gate, each activation
-# counted as 4 (as Sigmoid and Tanh are in the table), the state's products and sums
-_UNIT_FLOPS = {"LSTM": 4 + 5 * 4 + 5, "GRU": 3 + 3 * 4 + 5}
+# FLOPs per unit and step besides the products (ONNX's equations): one bias add per gate (Wb + Rb
+# summed once), each activation counted as 4 (as Sigmoid and Tanh are in the table), and the state:
+# LSTM C = f*C + i*c, H = o*h(C) (4); GRU r*H, (1 - z)*h + z*H (5)
+_UNIT_FLOPS = {"LSTM": 4 + 5 * 4 + 4, "GRU": 3 + 3 * 4 + 5}
 
 
 def recurrent_flops(node: ir.Node) -> int:

@@ -15,9 +15,9 @@ is copied into ``Y`` when the node has it.
 
 Covered: forward, reverse and bidirectional; layout 0 and 1; B, initial_h, initial_c and
 peepholes (P) optional; ``sequence_lens`` as a constant (steps past a batch entry's length write
-zeros, as onnxruntime does); ``clip``; the activations Sigmoid, Tanh and Relu in any of the
-attribute's slots. Refused with one line: ``input_forget``, a run-time ``sequence_lens``, other
-activations.
+zeros and an empty sequence returns zero states, as onnxruntime does); ``clip``; the activations
+Sigmoid, Tanh and Relu in any of the attribute's slots. Refused with one line: ``input_forget``,
+a run-time ``sequence_lens``, other activations.
 """
 
 from __future__ import annotations
@@ -190,6 +190,9 @@ def emit_recurrent(w: CWriter, node: ir.Node, params: Params) -> None:
     if y is not None:
         w(f"for (int k = 0; k < {hidden}; ++k) {y}[t*{yt} + d*{yd} + n*{yb} + k] = h[k];")
     w.close()
+    if 0 in lens:  # an empty sequence returns zeros, not its initial state (as onnxruntime)
+        states = "h[k] = 0.0f; c[k] = 0.0f;" if op == "LSTM" else "h[k] = 0.0f;"
+        w(f"if (lens[n] == 0) for (int k = 0; k < {hidden}; ++k) {{ {states} }}")
     w.close()
     w.close()
 
