@@ -18,6 +18,7 @@ from opfuse.errors import Unsupported
 from opfuse.measure.run.host import CModel, build_shared
 from opfuse.measure.validate.c_float import validate_c
 from opfuse.pipeline import compile_model
+from opfuse.safe_text import assert_inert
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -156,3 +157,41 @@ def test_recurrent_kernel_on_cortex_m7_under_qemu(case: dict, tmp_path: Path) ->
     assert emu.report.ok, emu.report
     for out in emu.report.outputs:
         assert out.max_abs_err <= 1e-5 * max(out.max_ref, 1.0), out
+
+
+def _renamed(model: onnx.ModelProto, rename: dict[str, str]) -> onnx.ModelProto:
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    for v in (*graph.input, *graph.output, *graph.initializer):
+        v.name = rename.get(v.name, v.name)
+    for node in graph.node:
+        node.name = rename.get("node", node.name)
+        node.input[:] = [rename.get(n, n) for n in node.input]
+        node.output[:] = [rename.get(n, n) for n in node.output]
+    return out
+
+
+def _kernel_text(folder: Path) -> str:
+    text = (folder / "model.c").read_text()
+    start = text.index("static void k0_")
+    return text[start:text.index("\n}\n", start)]
+
+
+def test_names_from_the_model_do_not_reach_the_kernel(tmp_path: Path) -> None:
+    """A node and values named to break out of a C comment or a shell give the same kernel and
+    weights as plain names (the weights are keyed by the node's name only inside opfuse)."""
+    model = recurrent_model(peepholes=True)
+    hostile = {"node": "*/ int evil; /*\n??=", "W": "W */", "R": "$(id)", "B": "B\\",
+               "P": "P\"", "x": "x\n#define", "h0": "h0 ??/", "y": "y */ }"}
+    plain = {"node": "lstm_node"}
+    folders = []
+    for label, names in (("hostile", hostile), ("plain", plain)):
+        onnx.save(_renamed(model, names), tmp_path / f"{label}.onnx")
+        folders.append(tmp_path / label)
+        emit_c(compile_model(tmp_path / f"{label}.onnx"), folders[-1])
+    assert _kernel_text(folders[0]) == _kernel_text(folders[1])
+    assert (folders[0] / "weights.c").read_text() == (folders[1] / "weights.c").read_text()
+    # elsewhere the names appear only escaped inside comments (safe_text.for_comment)
+    assert_inert({s: (folders[0] / s).read_text() for s in ("model.c", "weights.c", "model.h")})
+    assert "*/ int evil" not in (folders[0] / "model.c").read_text()
