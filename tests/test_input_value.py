@@ -144,3 +144,14 @@ def test_an_if_whose_branches_disagree_names_the_input(tmp_path: Path, run_cli) 
     code, _, err = run_cli("analyze", str(path), *AUDIO)
     assert code == 2
     assert "different output shapes" in err and "--input-value sr=" in err
+
+
+def test_validate_two_models_feeds_the_bound_value_to_the_original(vad: Path, tmp_path: Path,
+                                                                   run_cli) -> None:
+    optimized = tmp_path / "opt.onnx"
+    code, _, err = run_cli("compile", str(vad), "-o", str(optimized), *AUDIO,
+                           "--input-value", "sr=16000")
+    assert code == 0, err
+    code, out, err = run_cli("validate", str(vad), str(optimized), *AUDIO,
+                             "--input-value", "sr=16000")
+    assert code == 0 and "result: match" in out, err + out
