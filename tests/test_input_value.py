@@ -155,3 +155,4 @@ def test_validate_two_models_feeds_the_bound_value_to_the_original(vad: Path, tm
     code, out, err = run_cli("validate", str(vad), str(optimized), *AUDIO,
                              "--input-value", "sr=16000")
     assert code == 0 and "result: match" in out, err + out
+

@@ -126,9 +126,7 @@ def _inlined(branch: onnx.GraphProto, node: onnx.NodeProto,
     producers = {o for n in branch.node for o in n.output if o}
     extra: list[onnx.NodeProto] = []
     for out, target in zip(branch.output, node.output, strict=True):
-        if out.name in producers and out.name not in rename.values() and \
-                list(o.name for o in branch.output).count(out.name) == 1 and \
-                not any(out.name == o.name for o in branch.input):
+        if out.name in producers and [o.name for o in branch.output].count(out.name) == 1:
             rename[out.name] = target  # the producer writes the If's output directly
         else:
             extra.append(onnx.helper.make_node("Identity", [rename.get(out.name, out.name)],
