@@ -156,3 +156,37 @@ def test_validate_two_models_feeds_the_bound_value_to_the_original(vad: Path, tm
                              "--input-value", "sr=16000")
     assert code == 0 and "result: match" in out, err + out
 
+
+
+def _two_ifs() -> onnx.ModelProto:
+    """Two Ifs on sr whose branches each define a value 'tmp' (legal: sibling scopes)."""
+    from onnx import TensorProto, helper
+
+    def branch(op: str, out: str) -> onnx.GraphProto:
+        nodes = [helper.make_node(op, ["x"], ["tmp"]), helper.make_node("Neg", ["tmp"], [out])]
+        return helper.make_graph(nodes, f"{op}_{out}", [],
+                                 [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 4])])
+
+    nodes = [helper.make_node("Constant", [], ["k"], value=helper.make_tensor(
+                 "k", TensorProto.INT64, [], [16000])),
+             helper.make_node("Equal", ["sr", "k"], ["c"])]
+    for i in (1, 2):
+        nodes.append(helper.make_node("If", ["c"], [f"y{i}"],
+                                      then_branch=branch("Relu", f"t{i}"),
+                                      else_branch=branch("Abs", f"e{i}")))
+    graph = helper.make_graph(
+        nodes, "two_ifs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
+                           helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, 4]) for i in (1, 2)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)], ir_version=8)
+
+
+@pytest.mark.parametrize("bind", [("--input-value", "sr=16000"), ("--input-value", "sr=8000"), ()])
+def test_two_inlined_branches_keep_their_values_apart(tmp_path: Path, run_cli, bind) -> None:
+    path = tmp_path / "two.onnx"
+    onnx.save(_two_ifs(), path)
+    code, out, err = run_cli("compile", str(path), "-o", str(tmp_path / "o.onnx"), *bind,
+                             "--check")
+    assert code == 0 and "result: match" in out, err + out
+    ops = [n.op_type for n in onnx.load(tmp_path / "o.onnx").graph.node]
+    assert ("If" in ops) == (not bind)
