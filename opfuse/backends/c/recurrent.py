@@ -1,12 +1,13 @@
 """LSTM and GRU kernels (ONNX, float32): the whole sequence in one kernel function, one time step
 a gate-major matrix-vector product (docs/architecture.md, "Recurrent kernels in C").
 
-At generation time the weights of each direction are arranged as one matrix ``M`` of ``G*H`` rows
-(G gates of H units, in ONNX's gate order: LSTM i, o, f, c; GRU z, r, h), each row the unit's
-input weights (I floats) followed by its recurrent weights (H floats), and one bias per row (the
+At generation time the weights of each direction are arranged as one matrix ``M`` of ``G*H`` gate
+rows (G gates of H units, in ONNX's gate order: LSTM i, o, f, c; GRU z, r, h) over I input then H
+recurrent columns, stored column by column (gate-major within a column), and one bias per row (the
 input and recurrent biases summed; a GRU with ``linear_before_reset`` keeps its recurrent h-gate
-bias apart, inside the reset product). A step is then ``g = b + M [x_t; h_{t-1}]``, row by row,
-followed by the gate arithmetic on H units.
+bias apart, inside the reset product). A step is then ``g = b + M [x_t; h_{t-1}]``, four columns
+at a time over all gate rows (``_accumulate``: contiguous rows gcc vectorizes), followed by the
+gate arithmetic on H units.
 
 The state (h, and an LSTM's c) lives where its final value is returned: in ``Y_h`` / ``Y_c`` in
 the arena when the node has those outputs, else in a stack array of H floats; the gate sums
@@ -34,9 +35,10 @@ from opfuse.ops.table import RECURRENT
 
 GATES = {"LSTM": 4, "GRU": 3}
 _DEFAULT_ACTS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]}
+# fastmath.py's branch-free functions: the unit loops vectorize (libm on a Cortex-M without MVE)
 _ACT_C = {
-    "Sigmoid": "1.0f / (1.0f + expf(-({v})))",
-    "Tanh": "tanhf({v})",
+    "Sigmoid": "opfuse_sigmoidf({v})",
+    "Tanh": "opfuse_tanhf({v})",
     "Relu": "({v} > 0.0f ? {v} : 0.0f)",
 }
 RECURRENT_OPS = groups.c_float(RECURRENT)
@@ -105,7 +107,7 @@ def _lengths(node: ir.Node, steps: int, batch: int) -> list[int]:
 
 
 def _arranged(node: ir.Node, directions: int, gates: int, size: int, hidden: int):
-    """(M, bias, recurrent h-gate bias or None), M of (D, G*H, I+H) as the module docstring says."""
+    """(M, bias, recurrent h-gate bias or None), M of (D, I+H, G*H) as the module docstring says."""
     w = need_const(node, 1, "W").astype(np.float32)
     r = need_const(node, 2, "R").astype(np.float32)
     rows = gates * hidden
@@ -113,7 +115,7 @@ def _arranged(node: ir.Node, directions: int, gates: int, size: int, hidden: int
         raise OpfuseError(f"{who(node)}: W {list(w.shape)} / R {list(r.shape)} do not match "
                           f"{directions} direction(s) of {gates} gates x {hidden} units over "
                           f"{size} inputs")
-    matrix = np.concatenate([w, r], axis=2)
+    matrix = np.ascontiguousarray(np.concatenate([w, r], axis=2).transpose(0, 2, 1))
     b = _optional(node, 3)
     both = (need_const(node, 3, "B").astype(np.float32).reshape(directions, 2 * rows)
             if b is not None else np.zeros((directions, 2 * rows), np.float32))
@@ -171,8 +173,8 @@ def emit_recurrent(w: CWriter, node: ir.Node, params: Params) -> None:
     _state(w, "h", yh, h0, hidden, sd, sb)
     if op == "LSTM":
         _state(w, "c", yc, c0, hidden, sd, sb)
-    if op == "GRU" and rbh is None:
-        w(f"float rh[{hidden}];")
+    if op == "GRU":
+        w(f"float {'rh' if rbh is None else 'hr'}[{hidden}];")
     w(f"const float *md = {m} + d*{rows * cols};")
     w(f"const float *bd = {b} + d*{rows};")
     if rb is not None:
@@ -181,12 +183,14 @@ def emit_recurrent(w: CWriter, node: ir.Node, params: Params) -> None:
     w.open("for (int s = 0; s < lens[n]; ++s)")
     w(f"const int t = ({reverse}) ? lens[n] - 1 - s : s;")
     w(f"const float *xt = {x} + t*{xt} + n*{xb};")
+    w(f"for (int r = 0; r < {rows}; ++r) g[r] = bd[r];")
+    _accumulate(w, "g[r]", 0, rows, 0, size, "xt", rows)
     hgate = 2 * hidden if op == "GRU" else rows  # GRU: z and r first, the h gate after them
-    _matvec(w, "0", str(hgate), cols, size, "h", clip if op == "GRU" else None)
+    _accumulate(w, "g[r]", 0, hgate, size, hidden, "h", rows)
     if op == "LSTM":
         _lstm_update(w, hidden, acts, p, clip)
     else:
-        _gru_update(w, hidden, size, cols, acts, rb, clip)
+        _gru_update(w, hidden, size, rows, acts, rb, clip)
     if y is not None:
         w(f"for (int k = 0; k < {hidden}; ++k) {y}[t*{yt} + d*{yd} + n*{yb} + k] = h[k];")
     w.close()
@@ -209,16 +213,28 @@ def _state(w: CWriter, name: str, out: str | None, init: str | None, hidden: int
     w(f"for (int k = 0; k < {hidden}; ++k) {name}[k] = {value};")
 
 
-def _matvec(w: CWriter, first: str, last: str, cols: int, size: int, state: str,
-            clip: float | None) -> None:
-    """g[r] = bd[r] + M[r] . [x_t; state] for rows first..last (clipped when ``clip``)."""
-    w.open(f"for (int r = {first}; r < {last}; ++r)")
-    w(f"const float *mr = md + r*{cols};")
-    w("float a0 = bd[r], a1 = 0.0f;")
-    w(f"for (int k = 0; k < {size}; ++k) a0 += mr[k] * xt[k];")
-    w(f"for (int k = 0; k < {cols - size}; ++k) a1 += mr[{size} + k] * {state}[k];")
-    w(f"g[r] = {_clipped('a0 + a1', clip)};")
-    w.close()
+def _accumulate(w: CWriter, target: str, first: int, last: int, k0: int, count: int,
+                vector: str, rows: int) -> None:
+    """``target`` (an expression of gate row r) += M[k0 + k][r] * vector[k] for rows first..last:
+    four columns at a time, so the row loop is independent lanes gcc vectorizes without
+    reassociating a sum, and each row's sum is loaded and stored once per four products."""
+    quads = count // _COLUMNS * _COLUMNS
+    if quads:
+        w.open(f"for (int k = 0; k < {quads}; k += {_COLUMNS})")
+        w(f"const float *mk = md + ({k0} + k)*{rows};")
+        w(f"const float {', '.join(f'v{j} = {vector}[k + {j}]' for j in range(_COLUMNS))};")
+        terms = " + ".join(f"mk[{j * rows} + r] * v{j}" for j in range(_COLUMNS))
+        w(f"for (int r = {first}; r < {last}; ++r) {target} += {terms};")
+        w.close()
+    if count > quads:
+        w.open(f"for (int k = {quads}; k < {count}; ++k)")
+        w(f"const float v = {vector}[k];")
+        w(f"const float *mk = md + ({k0} + k)*{rows};")
+        w(f"for (int r = {first}; r < {last}; ++r) {target} += mk[r] * v;")
+        w.close()
+
+
+_COLUMNS = 4  # matrix columns per pass over the gate sums
 
 
 def _clipped(value: str, clip: float | None) -> str:
@@ -248,33 +264,27 @@ def _lstm_update(w: CWriter, hidden: int, acts: list[list[str]], p: str | None,
     w.close()
 
 
-def _gru_update(w: CWriter, hidden: int, size: int, cols: int, acts: list[list[str]],
+def _gru_update(w: CWriter, hidden: int, size: int, rows: int, acts: list[list[str]],
                 rb: str | None, clip: float | None) -> None:
-    """ONNX's GRU equations: z and r from the first 2H sums, then the h gate."""
+    """ONNX's GRU equations: z and r from the first 2H sums (clipped before their activation),
+    then the h gate."""
     h2 = 2 * hidden
+    w.open(f"for (int k = 0; k < {hidden}; ++k)")
+    _per_direction(w, "g[k]", acts, 0, _clipped("g[k]", clip))
+    _per_direction(w, f"g[{hidden} + k]", acts, 0, _clipped(f"g[{hidden} + k]", clip))
     if rb is None:  # linear_before_reset = 0: the h gate reads r (.) h
-        w.open(f"for (int k = 0; k < {hidden}; ++k)")
-        _per_direction(w, "g[k]", acts, 0, "g[k]")
-        _per_direction(w, f"g[{hidden} + k]", acts, 0, f"g[{hidden} + k]")
         w(f"rh[k] = g[{hidden} + k] * h[k];")
         w.close()
-        _matvec(w, str(h2), str(3 * hidden), cols, size, "rh", clip)
+        _accumulate(w, "g[r]", h2, rows, size, hidden, "rh", rows)
         w.open(f"for (int k = 0; k < {hidden}; ++k)")
-        _per_direction(w, "const float n", acts, 1, f"g[{h2} + k]")
+        _per_direction(w, "const float n", acts, 1, _clipped(f"g[{h2} + k]", clip))
     else:  # linear_before_reset = 1: h gate = g(Wx + Wb + r (.) (R h + Rb))
-        w.open(f"for (int k = 0; k < {hidden}; ++k)")
-        _per_direction(w, "g[k]", acts, 0, "g[k]")
-        _per_direction(w, f"g[{hidden} + k]", acts, 0, f"g[{hidden} + k]")
+        w("hr[k] = rbd[k];")
         w.close()
-        w.open(f"for (int r = {h2}; r < {3 * hidden}; ++r)")
-        w(f"const float *mr = md + r*{cols};")
-        w("float a0 = bd[r], a1 = rbd[r - " + str(h2) + "];")
-        w(f"for (int k = 0; k < {size}; ++k) a0 += mr[k] * xt[k];")
-        w(f"for (int k = 0; k < {hidden}; ++k) a1 += mr[{size} + k] * h[k];")
-        w(f"g[r] = {_clipped(f'a0 + g[r - {h2 - hidden}] * a1', clip)};")
-        w.close()
+        _accumulate(w, f"hr[r - {h2}]", h2, rows, size, hidden, "h", rows)
         w.open(f"for (int k = 0; k < {hidden}; ++k)")
-        _per_direction(w, "const float n", acts, 1, f"g[{h2} + k]")
+        pre = _clipped(f"g[{h2} + k] + g[{hidden} + k] * hr[k]", clip)
+        _per_direction(w, "const float n", acts, 1, pre)
     w("h[k] = (1.0f - g[k]) * n + g[k] * h[k];")
     w.close()
 
