@@ -190,3 +190,11 @@ def test_two_inlined_branches_keep_their_values_apart(tmp_path: Path, run_cli, b
     assert code == 0 and "result: match" in out, err + out
     ops = [n.op_type for n in onnx.load(tmp_path / "o.onnx").graph.node]
     assert ("If" in ops) == (not bind)
+
+
+@pytest.mark.skipif(any(shutil.which(t) is None for t in ("arm-none-eabi-gcc", "qemu-system-arm")),
+                    reason="needs gcc-arm-none-eabi and qemu-system-arm")
+def test_the_vad_runs_on_cortex_m7_under_qemu(vad: Path, run_cli) -> None:
+    code, out, err = run_cli("validate", str(vad), "--backend", "c", "--target", "cortex-m7",
+                             "--emulate", *AUDIO, "--input-value", "sr=16000")
+    assert code == 0 and "result: match" in out, err + out
