@@ -198,3 +198,32 @@ def test_the_vad_runs_on_cortex_m7_under_qemu(vad: Path, run_cli) -> None:
     code, out, err = run_cli("validate", str(vad), "--backend", "c", "--target", "cortex-m7",
                              "--emulate", *AUDIO, "--input-value", "sr=16000")
     assert code == 0 and "result: match" in out, err + out
+
+
+
+def test_a_condition_built_large_is_not_evaluated_at_import() -> None:
+    """Constants that would grow past the small limit (a 2^28-element fill, a broadcast of two
+    4096 vectors to 16M) are left to the runtime: nothing of that size is built at import, while
+    a small comparison is evaluated."""
+    from onnx import TensorProto, helper
+
+    from opfuse.frontends.if_fold import evaluate_small
+
+    known = {"shape": np.array([1 << 28], np.int64), "a": np.zeros(4096, np.float32),
+             "b": np.zeros((4096, 1), np.float32), "sr": np.array(16000), "k": np.array(16000)}
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["fill"], value=helper.make_tensor(
+                 "one", TensorProto.BOOL, [1], [True])),
+             helper.make_node("Equal", ["a", "b"], ["outer"]),
+             helper.make_node("Equal", ["sr", "k"], ["small"])]
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        for node in nodes:
+            evaluate_small(node, known, 16)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, peak  # the fill alone is 256 MiB, the broadcast 16 MiB
+    assert "fill" not in known and "outer" not in known
+    assert known["small"] == np.array(True)

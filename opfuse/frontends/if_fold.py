@@ -27,6 +27,14 @@ from opfuse.safe_text import for_terminal
 
 _SMALL = 4096  # elements: a constant subgraph evaluated at import reads and writes at most this
 _IF = "If"
+# what an If's condition is computed with; none writes more elements than its inputs broadcast
+# to, which is checked before it runs (an Expand or ConstantOfShape could build gigabytes)
+_CONDITION_OPS = frozenset({
+    "Constant", "Identity", "Cast", "Not", "Neg", "Abs", "Equal", "Greater", "Less",
+    "GreaterOrEqual", "LessOrEqual", "And", "Or", "Xor", "Add", "Sub", "Mul", "Div", "Min", "Max",
+    "Where", "Squeeze", "Unsqueeze", "Reshape",
+})
+_SHAPE_INPUT = frozenset({"Squeeze", "Unsqueeze", "Reshape"})  # the second input is not data
 
 
 def _default(node: onnx.NodeProto) -> bool:
@@ -70,7 +78,7 @@ def fold_constant_ifs(proto: onnx.ModelProto) -> int:
             folded += 1
             continue
         if _default(node) and not _has_subgraph(node) and all(n in known for n in node.input if n):
-            _evaluate(node, known, opset)
+            evaluate_small(node, known, opset)
         i += 1
     if folded:
         del graph.node[:]
@@ -78,10 +86,16 @@ def fold_constant_ifs(proto: onnx.ModelProto) -> int:
     return folded
 
 
-def _evaluate(node: onnx.NodeProto, known: dict[str, np.ndarray], opset: int) -> None:
+def evaluate_small(node: onnx.NodeProto, known: dict[str, np.ndarray], opset: int) -> None:
     """The node's outputs into ``known`` when they are small (else, or on any error, nothing:
     the node stays for the optimizer and the runtime)."""
-    if sum(known[n].size for n in node.input if n) > _SMALL:
+    if node.op_type not in _CONDITION_OPS or sum(known[n].size for n in node.input if n) > _SMALL:
+        return
+    data = node.input[:1] if node.op_type in _SHAPE_INPUT else node.input
+    try:
+        if math.prod(np.broadcast_shapes(*(known[n].shape for n in data if n))) > _SMALL:
+            return
+    except ValueError:  # shapes that do not broadcast: the runtime's to report
         return
     try:
         model = onnx.helper.make_model(
