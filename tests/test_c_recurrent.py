@@ -122,12 +122,26 @@ def test_batch_major_layout_matches_the_sequence_major_model(op: str, tmp_path: 
     np.testing.assert_allclose(got["yh"], ref["yh"].transpose(1, 0, 2), atol=1e-5)
 
 
-def test_run_time_sequence_lengths_are_refused_in_one_line(tmp_path: Path) -> None:
-    model = recurrent_model()
-    model.graph.input.append(helper.make_tensor_value_info("lens", TensorProto.INT32, [2]))
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+@pytest.mark.parametrize("lens", [[5, 2, 0], [1, 5, 3]])
+def test_run_time_sequence_lengths_match_onnxruntime(op: str, lens: list[int],
+                                                     tmp_path: Path) -> None:
+    model = recurrent_model(op=op, batch=3, direction="bidirectional")
+    model.graph.input.append(helper.make_tensor_value_info("lens", TensorProto.INT32, [3]))
     model.graph.node[0].input[4] = "lens"
     onnx.save(model, tmp_path / "m.onnx")
-    with pytest.raises(Unsupported, match="run-time sequence_lens") as info:
+    rng = np.random.default_rng(1)
+    feeds = {"x": rng.standard_normal((5, 3, 3)).astype(np.float32),
+             "lens": np.array(lens, np.int32),
+             **{s: rng.standard_normal((2, 3, 4)).astype(np.float32)
+                for s in (("h0", "c0") if op == "LSTM" else ("h0",))}}
+    report = validate_c(tmp_path / "m.onnx", inputs=feeds, outdir=tmp_path / "c")
+    assert report.ok, report
+
+
+def test_an_unsupported_activation_is_refused_in_one_line(tmp_path: Path) -> None:
+    onnx.save(recurrent_model(activations=["HardSigmoid", "Tanh", "Tanh"]), tmp_path / "m.onnx")
+    with pytest.raises(Unsupported, match="activation HardSigmoid") as info:
         emit_c(compile_model(tmp_path / "m.onnx"), tmp_path / "c")
     assert "\n" not in str(info.value)
 

@@ -15,10 +15,10 @@ the arena when the node has those outputs, else in a stack array of H floats; th
 is copied into ``Y`` when the node has it.
 
 Covered: forward, reverse and bidirectional; layout 0 and 1; B, initial_h, initial_c and
-peepholes (P) optional; ``sequence_lens`` as a constant (steps past a batch entry's length write
-zeros and an empty sequence returns zero states, as onnxruntime does); ``clip``; the activations
-Sigmoid, Tanh and Relu in any of the attribute's slots. Refused with one line: ``input_forget``,
-a run-time ``sequence_lens``, other activations.
+peepholes (P) optional; ``sequence_lens`` (steps past a batch entry's length write zeros and an
+empty sequence returns zero states, as onnxruntime does; a run-time one is clamped to [0, steps]);
+``clip``; the activations Sigmoid, Tanh and Relu in any of the attribute's slots. Refused with one
+line: ``input_forget`` and other activations.
 """
 
 from __future__ import annotations
@@ -91,14 +91,14 @@ def _output(node: ir.Node, index: int, params: Params) -> str | None:
     return params.out(value, node)
 
 
-def _lengths(node: ir.Node, steps: int, batch: int) -> list[int]:
+def _lengths(node: ir.Node, steps: int, batch: int) -> list[int] | None:
+    """The constant sequence lengths, or None when they arrive at run time."""
     value = _optional(node, 4)
     if value is None:
         return [steps] * batch
     arr = const(value)
     if arr is None:
-        raise Unsupported(f"C backend: {who(node)}: a run-time sequence_lens has no C kernel "
-                          "(a constant one has)")
+        return None
     lens = [int(v) for v in np.asarray(arr).reshape(-1)]
     if len(lens) != batch or any(n < 0 or n > steps for n in lens):
         raise OpfuseError(f"{who(node)}: sequence_lens {lens} does not fit {batch} batch entries "
@@ -164,8 +164,14 @@ def emit_recurrent(w: CWriter, node: ir.Node, params: Params) -> None:
                   else (directions * batch * hidden, batch * hidden, hidden))
     w(f"/* {op}: {steps} steps x {batch} batch, {size} inputs -> {hidden} units, "
       f"{direction}, layout {layout} */")
-    w(f"static const int lens[{batch}] = {{{', '.join(map(str, lens))}}};")
-    if y is not None and any(n < steps for n in lens):
+    if lens is None:  # run-time lengths, clamped to the steps the arrays hold
+        seq = params.inp(node.inputs[4], node)
+        w(f"int lens[{batch}];")
+        w(f"for (int n = 0; n < {batch}; ++n) lens[n] = {seq}[n] < 0 ? 0 : "
+          f"{seq}[n] > {steps} ? {steps} : (int){seq}[n];")
+    else:
+        w(f"static const int lens[{batch}] = {{{', '.join(map(str, lens))}}};")
+    if y is not None and (lens is None or any(n < steps for n in lens)):
         w(f"for (int i = 0; i < {steps * directions * batch * hidden}; ++i) {y}[i] = 0.0f;")
     w.open(f"for (int d = 0; d < {directions}; ++d)")
     w.open(f"for (int n = 0; n < {batch}; ++n)")
@@ -194,7 +200,7 @@ def emit_recurrent(w: CWriter, node: ir.Node, params: Params) -> None:
     if y is not None:
         w(f"for (int k = 0; k < {hidden}; ++k) {y}[t*{yt} + d*{yd} + n*{yb} + k] = h[k];")
     w.close()
-    if 0 in lens:  # an empty sequence returns zeros, not its initial state (as onnxruntime)
+    if lens is None or 0 in lens:  # an empty sequence returns zeros, not its initial state
         states = "h[k] = 0.0f; c[k] = 0.0f;" if op == "LSTM" else "h[k] = 0.0f;"
         w(f"if (lens[n] == 0) for (int k = 0; k < {hidden}; ++k) {{ {states} }}")
     w.close()
