@@ -59,6 +59,8 @@ __all__ = [
 ]
 
 ShapeArg = Mapping[str, Iterable[int]] | Iterable[str] | None
+# --input-value: NAME=VALUE items, or {name: value} (a number, a list, an array)
+ValueArg = Mapping[str, object] | Iterable[str] | None
 
 
 def _shapes(input_shape: ShapeArg) -> dict[str, tuple[int, ...]]:
@@ -69,26 +71,29 @@ def _shapes(input_shape: ShapeArg) -> dict[str, tuple[int, ...]]:
     return parse_input_shapes(list(input_shape))
 
 
-def load(source: str | Path, input_shape: ShapeArg = None) -> ir.Model:
+def load(source: str | Path, input_shape: ShapeArg = None,
+         input_value: ValueArg = None) -> ir.Model:
     """Import a model file or built-in name: static shapes, unique node names, constants folded."""
-    return _load(source, _shapes(input_shape))
+    return _load(source, _shapes(input_shape), input_value)
 
 
 def compile(
     source: str | Path, target: str | Target = DEFAULT_TARGET, input_shape: ShapeArg = None,
-    limits: Limits | None = None,
+    limits: Limits | None = None, input_value: ValueArg = None,
 ) -> CompileResult:
     """Import, canonicalize and partition for a target; ``limits`` raises (or lowers) the sizes
-    a model may ask for (opfuse/frontends/limits.py; default: the current ones)."""
+    a model may ask for (opfuse/frontends/limits.py; default: the current ones); ``input_value``
+    binds graph inputs to constants so the Ifs they decide fold."""
     with using_limits(limits):
-        return compile_model(source, target, _shapes(input_shape))
+        return compile_model(source, target, _shapes(input_shape), input_value)
 
 
 def fuse(
-    source: str | Path, target: str | Target = DEFAULT_TARGET, input_shape: ShapeArg = None
+    source: str | Path, target: str | Target = DEFAULT_TARGET, input_shape: ShapeArg = None,
+    input_value: ValueArg = None,
 ) -> Partition:
     """The kernels and refusal decisions for a target (what `opfuse fusion` shows)."""
-    return compile(source, target, input_shape).partition
+    return compile(source, target, input_shape, input_value=input_value).partition
 
 
 def without_cascades(result: CompileResult) -> CompileResult:
@@ -152,12 +157,13 @@ def validate_c(
     atol: float = 1e-4,
     input_shape: ShapeArg = None,
     cascades: bool = True,
+    input_value: ValueArg = None,
 ) -> ValidationReport:
     """Compile to C, build with the system compiler, run, and compare with onnxruntime."""
     from opfuse.backends.c.int8.requant import is_quantized
     from opfuse.measure.validate.c_float import validate_c as _validate_c
 
-    result = compile(source, target, input_shape)
+    result = compile(source, target, input_shape, input_value=input_value)
     # int8, and any .tflite: against the source's own reference (TFLite Micro / LiteRT / ORT)
     if is_quantized(result.optimized) or str(source).lower().endswith(".tflite"):
         from opfuse.measure.validate.c_int8 import validate_c_int8
@@ -179,13 +185,14 @@ def per_kernel_c(
     rtol: float = 1e-4,
     atol: float = 1e-4,
     input_shape: ShapeArg = None,
+    input_value: ValueArg = None,
 ):
     """Every kernel output of the generated C against a reference (opfuse/measure/validate/per_kernel.py)."""
     import tempfile
 
     from opfuse.measure.validate.per_kernel import per_kernel
 
-    result = compile(source, target, input_shape)
+    result = compile(source, target, input_shape, input_value=input_value)
     feeds = read_inputs(inputs, result)
     with tempfile.TemporaryDirectory(prefix="opfuse-kernels-") as tmp:
         return per_kernel(result, Path(tmp) / "model", feeds, rtol=rtol, atol=atol)
@@ -200,13 +207,14 @@ def emulate_c(
     input_shape: ShapeArg = None,
     timeout_s: float = 300.0,
     cascades: bool = True,
+    input_value: ValueArg = None,
 ):  # -> opfuse.measure.run.qemu.Emulation
     """Compile to C, cross-compile for the target's board, run in QEMU and compare with
     onnxruntime; with the ELF's footprint and per-kernel instruction counts (``cascades`` false:
     the C runs layer by layer instead of streaming the partition's cascades)."""
     from opfuse.measure.run.qemu import emulate_c as _emulate_c
 
-    result = compile(source, target, input_shape)
+    result = compile(source, target, input_shape, input_value=input_value)
     feeds = read_inputs(inputs, result)
     return _emulate_c(result, inputs=feeds, rtol=rtol, atol=atol, timeout_s=timeout_s,
                       cascades=cascades)
@@ -253,9 +261,11 @@ def validate(
     rtol: float = 1e-4,
     atol: float = 1e-4,
     input_shape: ShapeArg = None,
+    input_value: ValueArg = None,
 ) -> ValidationReport:
     """Run both models in onnxruntime on the same seeded (or given) inputs and compare outputs.
-    A .tflite ``original`` runs in its own reference (TFLite Micro or LiteRT) instead."""
+    A .tflite ``original`` runs in its own reference (TFLite Micro or LiteRT) instead.
+    ``input_value``: inputs of the original bound to constants in ``optimized``."""
     if isinstance(original, str | Path) and frontend_for(original).name != "onnx":
         from opfuse.frontends.arrays import read_npz
         from opfuse.measure.validate.source import validate_onnx_against_source
@@ -271,7 +281,18 @@ def validate(
         rtol=rtol,
         atol=atol,
         input_shapes=_shapes(input_shape),
+        input_values=_values(original, input_value),
     )
+
+
+def _values(original: str | Path | onnx.ModelProto, input_value: ValueArg) -> dict:
+    from opfuse.pipeline import bound_values, read
+
+    if not input_value:
+        return {}
+    proto = original if isinstance(original, onnx.ModelProto) else read(original)
+    return bound_values(proto, "model" if isinstance(original, onnx.ModelProto) else original,
+                        input_value)
 
 
 def get_target(name: str) -> Target:

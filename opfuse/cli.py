@@ -36,6 +36,10 @@ api = _LazyApi()
 
 _SHAPE_HELP = ("Bind a dynamic input: NAME=1x3x224x224 (repeatable). A leading symbolic dim is 1. "
                "Also gives the shape of any value inference cannot know (a custom op's output).")
+_VALUE_HELP = ("Bind a graph input to a constant: NAME=VALUE, a scalar or comma-separated values "
+               "(repeatable), e.g. sr=16000; an If on it folds to the branch it takes, and the "
+               "reference run is fed the same value.")
+_value_option = click.option("--input-value", "input_value", multiple=True, help=_VALUE_HELP)
 
 
 def _apply_limits(ctx: click.Context, param: click.Parameter, specs: tuple[str, ...]) -> None:
@@ -75,6 +79,7 @@ def cli() -> None:
               help="The optimized ONNX file, or with --emit c the folder for the C project.")
 @click.option("--target", default=api.DEFAULT_TARGET, show_default=True, help="Target profile.")
 @click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
+@_value_option
 @click.option("--emit", "emit_kind", type=click.Choice(["onnx", "c"]), default="onnx",
               show_default=True, help="Portable ONNX, or C99 with fused kernels and a static arena.")
 @click.option("--no-fuse", is_flag=True, help="With --emit c: one kernel per node (for comparison).")
@@ -115,6 +120,7 @@ def compile_cmd(
     method: str = "minmax",
     per_tensor: bool = False,
     keep_float: tuple[str, ...] = (),
+    input_value: tuple[str, ...] = (),
 ) -> None:
     """Canonicalize and fuse MODEL (a path or a built-in name) for a target; write ONNX or C."""
     from opfuse.quantize.command import Int8Args, compile_int8
@@ -150,7 +156,8 @@ def compile_cmd(
             sys.exit(code)
         return
     with console.progress(f"compiling {model} for {target}"):
-        result = api.compile(model, target=target, input_shape=input_shape)
+        result = api.compile(model, target=target, input_shape=input_shape,
+                             input_value=input_value)
         feeds = api.read_inputs(inputs, result)  # a bad file fails before anything is written
         if emit_kind == "c":
             emitted = api.emit_c(result, output, fuse=not no_fuse, cascades=not no_cascades,
@@ -171,9 +178,11 @@ def compile_cmd(
                               else "building the C and running it beside onnxruntime"):
             if emit_kind == "c":
                 report = api.validate_c(model, target, fuse=not no_fuse, input_shape=input_shape,
-                                        cascades=not no_cascades, inputs=feeds)
+                                        cascades=not no_cascades, inputs=feeds,
+                                        input_value=input_value)
             else:
-                report = api.validate(model, proto, input_shape=input_shape, inputs=feeds)
+                report = api.validate(model, proto, input_shape=input_shape, inputs=feeds,
+                                      input_value=input_value)
         _print_validation(report)
         if not report.ok:
             sys.exit(1)
@@ -248,6 +257,7 @@ def quantize_cmd(model: str, output: str, calibration: str, eval_data: str | Non
 @click.option("--rtol", type=float, default=1e-4, show_default=True)
 @click.option("--atol", type=float, default=1e-4, show_default=True)
 @click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
+@_value_option
 @click.option("--emulate", is_flag=True, help="With --backend c: cross-compile for the target's "
               "board (cortex-m4, cortex-m7, cortex-m33, cortex-m55) and run it in QEMU; print footprint and counts.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300,
@@ -272,6 +282,7 @@ def validate_cmd(
     per_kernel: bool = False,
     cascades: bool = False,
     no_cascades: bool = False,
+    input_value: tuple[str, ...] = (),
 ) -> None:
     """Run ORIGINAL and OPTIMIZED (or ORIGINAL's generated C) on the same inputs; exit 1 beyond
     tolerance."""
@@ -292,17 +303,20 @@ def validate_cmd(
     if backend == "c" and optimized is not None:
         raise OpfuseError("--backend c takes one model: it compiles ORIGINAL to C itself")
     if emulate:
-        _validate_emulated(original, target, inputs, rtol, atol, input_shape, timeout_s, cascades)
+        _validate_emulated(original, target, inputs, rtol, atol, input_shape, timeout_s, cascades,
+                           input_value)
         return
     with console.progress("running the models"):
         if backend == "c":
             report = api.validate_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
-                                    input_shape=input_shape, cascades=cascades and not per_kernel)
+                                    input_shape=input_shape, cascades=cascades and not per_kernel,
+                                    input_value=input_value)
         else:
             report = api.validate(original, optimized, inputs=inputs, rtol=rtol, atol=atol,
-                                  input_shape=input_shape)
+                                  input_shape=input_shape, input_value=input_value)
     _print_validation(report)
-    kernels = _per_kernel(original, target, inputs, rtol, atol, input_shape) if per_kernel else None
+    kernels = (_per_kernel(original, target, inputs, rtol, atol, input_shape, input_value)
+               if per_kernel else None)
     if kernels is not None and not kernels.ok:
         sys.exit(1)
     if kernels is not None and kernels.isolated and not report.ok:
@@ -316,24 +330,25 @@ def validate_cmd(
 
 
 def _per_kernel(original: str, target: str, inputs: str | None, rtol: float, atol: float,
-                input_shape: tuple[str, ...]):
+                input_shape: tuple[str, ...], input_value: tuple[str, ...] = ()):
     from opfuse.measure.validate.per_kernel import format_per_kernel
 
     with console.progress("running every kernel against the reference"):
         kernels = api.per_kernel_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
-                                   input_shape=input_shape)
+                                   input_shape=input_shape, input_value=input_value)
     click.echo(format_per_kernel(kernels))
     return kernels
 
 
 def _validate_emulated(original: str, target: str, inputs: str | None, rtol: float,
                        atol: float, input_shape: tuple[str, ...], timeout_s: float,
-                       cascades: bool = False) -> None:
+                       cascades: bool = False, input_value: tuple[str, ...] = ()) -> None:
     from opfuse.measure.run.qemu import format_emulation
 
     with console.progress(f"cross-compiling for {target} and running it in QEMU"):
         emu = api.emulate_c(original, target, inputs=inputs, rtol=rtol, atol=atol,
-                            input_shape=input_shape, timeout_s=timeout_s, cascades=cascades)
+                            input_shape=input_shape, timeout_s=timeout_s, cascades=cascades,
+                            input_value=input_value)
     _print_validation(emu.report)
     click.echo(format_emulation(emu))
     if not emu.report.ok:
@@ -367,14 +382,16 @@ def bench_cmd(model: str, target: str, repeats: int, json_dest: str | None) -> N
 @click.argument("model")
 @click.option("--target", default=api.DEFAULT_TARGET, show_default=True, help="Target profile.")
 @click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
+@_value_option
 @click.option("--json", "json_dest", metavar="PATH|-", help="Write the decisions as JSON.")
 @click.option("--no-cascades", is_flag=True, help="The layer-by-layer kernels, no cascades.")
 def fusion_cmd(model: str, target: str, input_shape: tuple[str, ...], json_dest: str | None,
-               no_cascades: bool = False) -> None:
+               no_cascades: bool = False, input_value: tuple[str, ...] = ()) -> None:
     """Show the kernels MODEL fuses into on a target, and why every other edge was not fused."""
     _refuse_input(model, json_dest)
     with console.progress(f"compiling {model} for {target}"):
-        result = api.compile(model, target=target, input_shape=input_shape)
+        result = api.compile(model, target=target, input_shape=input_shape,
+                             input_value=input_value)
     if no_cascades:
         result = api.without_cascades(result)
     if json_dest:
@@ -393,6 +410,7 @@ def fusion_cmd(model: str, target: str, input_shape: tuple[str, ...], json_dest:
               help="Arena planner: naive, greedy or greedy-inplace.")
 @click.option("--activations-only", is_flag=True, help="Count activation traffic only.")
 @click.option("--input-shape", "input_shape", multiple=True, help=_SHAPE_HELP)
+@_value_option
 @click.option("--json", "json_dest", metavar="PATH|-", help="Write the figures as JSON.")
 @click.option("--html", "html_dest", metavar="PATH", help="Write the offline HTML report.")
 @click.option("--compare", "compare_with", type=click.Choice(["vela"]),
@@ -410,6 +428,7 @@ def analyze_cmd(
     html_dest: str | None,
     compare_with: str | None = None,
     no_cascades: bool = False,
+    input_value: tuple[str, ...] = (),
 ) -> None:
     """Before vs after fusion: kernels, traffic, arena, roofline latency and energy."""
     from opfuse.report.analysis_console import print_analysis
@@ -422,7 +441,8 @@ def analyze_cmd(
             raise VelaMissing(INSTALL_HINT)
     comparison = None
     with console.progress(f"compiling {model}"):
-        result = api.compile(model, target=target, input_shape=input_shape)
+        result = api.compile(model, target=target, input_shape=input_shape,
+                             input_value=input_value)
         analysis = api.analyze(result, precision=precision, planner=planner,
                                activations_only=activations_only, cascades=not no_cascades)
     if compare_with == "vela":
@@ -479,17 +499,20 @@ def analyze_cmd(
               "error row that names it.")
 @click.option("--calibration", metavar="DATA", help="Quantize each float model with DATA (as "
               "opfuse quantize) so its int8 row is a real int8 build, not a what-if.")
+@click.option("--input-value", "input_value", multiple=True,
+              help=_VALUE_HELP + " Bound in every model swept, as --input-shape is.")
 def sweep_cmd(models: tuple[str, ...], targets: str, precisions: str, emulate: bool,
               output: str | None, html_dest: str | None, jobs: int | None,
               ray_address: str | None, resume: bool, quiet: bool, timeout_s: float,
-              input_shape: tuple[str, ...], calibration: str | None = None) -> None:
+              input_shape: tuple[str, ...], calibration: str | None = None,
+              input_value: tuple[str, ...] = ()) -> None:
     """One row per MODEL (files, folders, built-in names) x target x precision: fit, predicted
     latency and energy, what blocks fusion, and with --emulate the measured figures."""
     from opfuse.sweep.command import SweepArgs, sweep_command
 
     code = sweep_command(SweepArgs(models, targets, precisions, emulate, output, html_dest, jobs,
                                    ray_address, resume, quiet, timeout_s, input_shape,
-                                   calibration))
+                                   calibration, input_value))
     if code:
         sys.exit(code)
 

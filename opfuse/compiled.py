@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 
@@ -39,6 +40,8 @@ class CompileResult:
     passes: dict[str, int]  # pass name -> times fired
     target: Target
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # --input-value: graph inputs bound to constants (typed), fed to the reference runs too
+    input_values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     proto: onnx.ModelProto | None = field(default=None, repr=False)  # the model as read
     limits: Limits = field(default_factory=current_limits, repr=False)  # those it was read under
     # made by ``schedule``; not an init field, so dataclasses.replace starts a copy afresh
@@ -70,7 +73,7 @@ class CompileResult:
         """The model as imported, every node its own kernel. Imported again from the proto on
         first use: that costs what a clone costs, and compile alone never needs it."""
         with using_limits(self.limits):
-            return import_proto(self.proto, self.source, self.input_shapes)
+            return import_proto(self.proto, self.source, self.input_shapes, self.input_values)
 
     def fusion_json(self) -> dict:
         """What `opfuse fusion --json` prints: target, kernels, decisions, passes."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from opfuse import models
 from opfuse.compiled import CompileResult
 from opfuse.errors import OpfuseError
 from opfuse.frontends import import_proto
+from opfuse.frontends.input_values import parse_input_value_specs, typed_input_values
 from opfuse.frontends.registry import frontend_for
 from opfuse.fusion import partition
 from opfuse.fusion.cascade_check import keep_if_lower
@@ -56,9 +57,20 @@ def read(source: str | Path) -> onnx.ModelProto:
     return frontend_for(source).read(path)  # by extension: .onnx, .tflite
 
 
-def load(source: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> ir.Model:
+def load(source: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None,
+         input_values: Mapping[str, object] | Iterable[str] | None = None) -> ir.Model:
     """Import a model file or a built-in model name into the IR (static shapes, unique names)."""
-    return import_proto(read(source), str(source), input_shapes)
+    proto = read(source)
+    values = bound_values(proto, source, input_values, input_shapes)
+    return import_proto(proto, str(source), input_shapes, values)
+
+
+def bound_values(proto: onnx.ModelProto, source: str | Path,
+                 input_values: Mapping[str, object] | Iterable[str] | None,
+                 input_shapes: dict[str, tuple[int, ...]] | None = None) -> dict:
+    """``--input-value`` items typed against ``proto``'s inputs (frontends/input_values.py)."""
+    specs = parse_input_value_specs(input_values)
+    return typed_input_values(proto, specs, str(source), input_shapes) if specs else {}
 
 
 @contextmanager
@@ -90,11 +102,14 @@ def compile_model(
     source: str | Path,
     target: str | Target = DEFAULT_TARGET,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
+    input_values: Mapping[str, object] | Iterable[str] | None = None,
 ) -> CompileResult:
-    """Import, canonicalize and partition ``source`` for ``target``."""
+    """Import, canonicalize and partition ``source`` for ``target``; ``input_values`` binds graph
+    inputs to constants (``--input-value``)."""
     tgt = target if isinstance(target, Target) else load_target(target)
     proto = read(source)
-    optimized = import_proto(proto, str(source), input_shapes)
+    values = bound_values(proto, source, input_values, input_shapes)
+    optimized = import_proto(proto, str(source), input_shapes, values)
     counts = canonicalize(optimized)
     # rewrites set the shapes of what they create; infer only where one did not (values after an
     # opaque op of unknown size stay unknown, and analysis reports them as such)
@@ -108,6 +123,7 @@ def compile_model(
         passes=counts,
         target=tgt,
         input_shapes=dict(input_shapes or {}),
+        input_values=values,
         proto=proto,
     )
     return _cascades_that_lower_the_peak(result)

@@ -122,3 +122,23 @@ def test_range_costs_a_multiply_and_an_add_per_element() -> None:
                                 "Expand", "Gather"])
 def test_known_to_fusion(op: str) -> None:
     assert ops.OPS[op].kind != ops.OpKind.OPAQUE
+
+
+def test_lstm_and_gru_cost_their_gate_products_and_unit_arithmetic() -> None:
+    """Per step, batch entry and direction: every gate row reads x (I) and h (H), 2 FLOPs a
+    product; per unit, one bias add per gate, 4 per activation (LSTM: 3 sigmoids, 2 tanh; GRU: 2
+    sigmoids, 1 tanh) and the state update (LSTM f*C + i*c, o*h(C): 4; GRU r*H, (1-z)*h + z*H: 5)."""
+    steps, batch, size, hidden = 5, 2, 3, 4
+    got = _flops(f"""g (float[{steps},{batch},{size}] x) => (float[{steps},2,{batch},{hidden}] y,
+        float[{steps},1,{batch},{hidden}] z) {{
+        w = RandomNormal<shape = [2, {4 * hidden}, {size}]>()
+        r = RandomNormal<shape = [2, {4 * hidden}, {hidden}]>()
+        y = LSTM<hidden_size = {hidden}, direction = "bidirectional">(x, w, r)
+        gw = RandomNormal<shape = [1, {3 * hidden}, {size}]>()
+        gr = RandomNormal<shape = [1, {3 * hidden}, {hidden}]>()
+        z = GRU<hidden_size = {hidden}>(x, gw, gr)
+    }}""")
+    runs = steps * batch
+    lstm = 2 * runs * (2 * 4 * hidden * (size + hidden) + hidden * (4 + 5 * 4 + 4))
+    gru = runs * (2 * 3 * hidden * (size + hidden) + hidden * (3 + 3 * 4 + 5))
+    assert got["LSTM"] == lstm and got["GRU"] == gru

@@ -76,6 +76,11 @@ ALLOWED = {
                                      "ADD and SUB with their scales)",
     ("chain.py", ("Add", "Sub")): "the ISA's vector elementwise_add kernel takes exactly TFLite's "
                                   "ADD and SUB",
+    ("recurrent.py", ("Sigmoid", "Tanh")): "the LSTM/GRU activations attribute's default values "
+                                           "(ONNX's RNN spec), not ops of the graph",
+    ("if_fold.py", "_CONDITION_OPS"): "ops an If's condition is evaluated with at import, over "
+                                      "small constants (frontends/if_fold.py)",
+    ("if_fold.py", "_SHAPE_INPUT"): "ONNX schemas whose second input is a shape, not data",
     # onnxruntime's fusions, which the ONNX backend asks for: ORT's lists, not opfuse's
     ("ort_fusion.py", ("Clip", "HardSigmoid", "LeakyRelu", "Relu", "Sigmoid", "Tanh")):
         "onnxruntime's FusedConv activations",
@@ -217,8 +222,8 @@ def test_the_c_dispatch_tables_cover_what_the_registry_claims() -> None:
     _same(int8_heads, {op for op, i in ops.OPS.items() if i.c8}, "int8 C kernels")
     _same(set(INT8_KERNELS), int8_heads, "int8/__init__.py INT8_KERNELS")
     _same(set(kernels.SINGLE),
-          set(groups.c_float("view", "layout", "reduce", "norm", "gather", "typed")),
-          "kernels.SINGLE (view, layout, reduce, norm, gather and typed kernels)")
+          set(groups.c_float("view", "layout", "reduce", "norm", "gather", "typed", "recurrent")),
+          "kernels.SINGLE (view, layout, reduce, norm, gather, typed and recurrent kernels)")
     _same(set(cascade._BINARY) | set(cascade._UNARY) | set(groups.CLAMPS),
           set(groups.C_CASCADE), "cascaded float C (cascade._BINARY, _UNARY and the clamps)")
     assert chain.CHAIN_OPS == groups.C_INT8_CHAIN

@@ -7,8 +7,10 @@ constants (ConstantOfShape fills, Constant nodes, shape arithmetic), which no ru
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 import onnxscript.optimizer
@@ -21,6 +23,8 @@ from onnx_ir.passes.common import (
 
 from opfuse.errors import OpfuseError
 from opfuse.frontends.graph_order import sort_or_raise
+from opfuse.frontends.if_fold import fold_constant_ifs, opaque_if_shapes
+from opfuse.frontends.input_values import bind_input_values
 from opfuse.frontends.large_proto import INFERENCE_ERRORS, infer_shapes
 from opfuse.frontends.limits import refuse
 from opfuse.frontends.pool_ceil import trim_end_pads
@@ -70,8 +74,11 @@ def import_proto(
     proto: onnx.ModelProto,
     path: str | Path,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
+    input_values: Mapping[str, np.ndarray] | None = None,
 ) -> ir.Model:
-    """Import an in-memory ModelProto; ``path`` names it in messages. The proto is not modified."""
+    """Import an in-memory ModelProto; ``path`` names it in messages. The proto is not modified.
+    ``input_values``: graph inputs bound to constants (``--input-value``, typed by
+    ``input_values.typed_input_values``), so the Ifs they decide fold before inference."""
     path = Path(path)
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
@@ -85,7 +92,10 @@ def import_proto(
         qoperator_to_qdq(proto, str(path))
     proto = _upgrade(proto, path)
     clear_nonpositive_dims(proto)  # exporters' -1 dims are unknown dims
-    _bind_proto_inputs(proto, bind_value_shapes(proto, dict(input_shapes or {})), path)
+    bind_input_values(proto, input_values or {})  # a bound input is an initializer from here on
+    shapes = {k: v for k, v in (input_shapes or {}).items() if k not in (input_values or {})}
+    _bind_proto_inputs(proto, bind_value_shapes(proto, shapes), path)
+    fold_constant_ifs(proto)  # the branch not taken is never inferred
     check_windows(proto, str(path))  # attributes first: inference multiplies by them
     inferred = _infer_proto(proto, path)
     if trim_end_pads(proto, value_shapes(inferred.graph), str(path)):
@@ -252,10 +262,15 @@ def _upgrade(proto: onnx.ModelProto, path: Path) -> onnx.ModelProto:
 def _infer_proto(proto: onnx.ModelProto, path: Path) -> onnx.ModelProto:
     """Shapes on the proto, before the IR is built: one C++ pass, no extra serialization (past
     2 GiB, without its large weights: large_proto.py). When the model's own annotations
-    contradict inference (stale exports), inference wins."""
+    contradict inference (stale exports), inference wins. An If whose outputs inference leaves
+    unknown (its branches disagree) goes through ``_opaque_ifs`` too: its shapes, or one line
+    naming the input to bind."""
     options = dict(check_type=True, strict_mode=True, data_prop=True)
     try:
-        return infer_shapes(proto, str(path), **options)
+        inferred = infer_shapes(proto, str(path), **options)
+        if not _unknown_if_outputs(inferred) or not _opaque_ifs(proto, path):
+            return inferred
+        return infer_shapes(proto, str(path), check_type=True, data_prop=True)
     except INFERENCE_ERRORS as exc:
         error = exc
     stripped = without_inferable_annotations(proto)
@@ -264,7 +279,30 @@ def _infer_proto(proto: onnx.ModelProto, path: Path) -> onnx.ModelProto:
             return infer_shapes(stripped, str(path), **options)
         except INFERENCE_ERRORS as exc:
             error = exc  # with the annotations gone, what is left is the model's own fault
+    if _opaque_ifs(proto, path):
+        # an If left in place (its condition known at run time only): its outputs carry the shapes
+        # both branches agree on, and inference inside its branches is the runtime's
+        return infer_shapes(proto, str(path), check_type=True, data_prop=True)
     raise OpfuseError(f"{path}: shape inference failed: {_first_line(error)}") from None
+
+
+def _unknown_if_outputs(proto: onnx.ModelProto) -> bool:
+    """Whether a top-level If has an output without a static shape."""
+    outs = {o for n in proto.graph.node if n.op_type == "If" for o in n.output}
+    if not outs:
+        return False
+    known = value_shapes(proto.graph)
+    return any(o not in known for o in outs)
+
+
+def _opaque_ifs(proto: onnx.ModelProto, path: Path) -> bool:
+    """Annotate the outputs of the graph's Ifs from their branches (if_fold.opaque_if_shapes);
+    False when there is no If to blame."""
+    try:
+        loose = onnx.shape_inference.infer_shapes(proto, check_type=False, data_prop=True)
+    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError):
+        return False
+    return opaque_if_shapes(proto, loose, path)
 
 
 def _bind_proto_inputs(

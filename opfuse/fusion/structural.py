@@ -5,14 +5,21 @@ from __future__ import annotations
 
 from opfuse.fusion.constraints import DTYPE, STRUCTURAL, Edge, Fields, constraint
 from opfuse.fusion.rules import CONVERSIONS, dims_of, int_name, who
-from opfuse.ops import OpKind, kind
+from opfuse.ops import OPS, OpKind, kind
 
 
 @constraint(STRUCTURAL, "opaque_op",
-            "{node} is an op opfuse does not know, so it runs as its own kernel")
+            "{node} is {what}, so it runs as its own kernel")
 def constraint_known_ops(e: Edge) -> Fields | None:
     node = next((n for n in (e.p, e.v) if kind(n) == OpKind.OPAQUE), None)
-    return None if node is None else {"node": who(node)}
+    if node is None:
+        return None
+    known = node.domain in ("", "ai.onnx") and node.op_type in OPS
+    what = "a recurrence over its whole sequence" if known else "an op opfuse does not know"
+    if node.op_type == "If" and node.domain in ("", "ai.onnx"):
+        what = ("control flow whose branch is chosen at run time (--input-value on the inputs "
+                "its condition reads folds it)")
+    return {"node": who(node), "what": what}
 
 
 @constraint(STRUCTURAL, "graph_output", "'{value}' is a graph output and must be stored")

@@ -7,7 +7,7 @@ REASONS: dict[str, str] = {
     "multiple_consumers": "the value is read by several nodes, so it must be stored",
     "graph_output": "the value is a graph output, so it must be stored",
     "not_supported_by_target": "the target has no kernel that runs both ops as one",
-    "opaque_op": "an op opfuse does not know (custom or unsupported) blocks fusion",
+    "opaque_op": "an op opfuse does not know (custom or unsupported), or a recurrence (LSTM, GRU), blocks fusion",
     "non_constant_weights": "weights are not constants, so they cannot be folded at compile time",
     "dynamic_shape": "a dimension is not known at compile time",
     "dtype_mismatch": "producer and consumer work in different element types",

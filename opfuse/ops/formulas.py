@@ -72,3 +72,35 @@ def window(node: ir.Node) -> int:
 
 def zero(node: ir.Node) -> int:
     return 0
+
+
+def _recurrent_units(node: ir.Node) -> tuple[int, int, int]:
+    """(steps x batch x directions, gate rows G*H, hidden H) of an LSTM or GRU: W is (D, G*H, I),
+    R is (D, G*H, H)."""
+    x = node.inputs[0]
+    r = node.inputs[2] if len(node.inputs) > 2 else None
+    if x is None or x.shape is None or len(x.shape) != 3 or r is None or r.shape is None \
+            or len(r.shape) != 3:
+        return 0, 0, 0
+    runs = static(x.shape[0]) * static(x.shape[1]) * static(r.shape[0])
+    return runs, static(r.shape[1]), static(r.shape[2])
+
+
+def recurrent_macs(node: ir.Node) -> int:
+    """Per step and direction, every gate row reads the input and the previous state:
+    ``G*H * (I + H)`` products."""
+    x = node.inputs[0]
+    runs, rows, hidden = _recurrent_units(node)
+    size = static(x.shape[-1]) if runs else 0
+    return runs * rows * (size + hidden)
+
+
+# FLOPs per unit and step besides the products (ONNX's equations): one bias add per gate (Wb + Rb
+# summed once), each activation counted as 4 (as Sigmoid and Tanh are in the table), and the state:
+# LSTM C = f*C + i*c, H = o*h(C) (4); GRU r*H, (1 - z)*h + z*H (5)
+_UNIT_FLOPS = {"LSTM": 4 + 5 * 4 + 4, "GRU": 3 + 3 * 4 + 5}
+
+
+def recurrent_flops(node: ir.Node) -> int:
+    runs, _, hidden = _recurrent_units(node)
+    return runs * hidden * _UNIT_FLOPS.get(node.op_type, 0)

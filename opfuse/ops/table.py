@@ -20,6 +20,8 @@ from opfuse.ops.formulas import (
     in_elems,
     matmul_macs,
     out_elems,
+    recurrent_flops,
+    recurrent_macs,
     window,
     zero,
 )
@@ -81,7 +83,9 @@ LUT = "lut"  # int8: a 256-entry table computed at generation time
 MEAN = "mean"  # int8: ReduceMean
 GATHER = "gather"  # float: embedding lookup and index select (gather.py)
 TYPED = "typed"  # masks, casts, Range: own kernels, every operand in its own C type (typed.py)
-FLOAT_FAMILIES = (ANCHOR_K, EXPR, POOL_K, VIEW_K, LAYOUT, REDUCE_K, NORM, SOFTMAX, GATHER, TYPED)
+RECURRENT = "recurrent"  # LSTM, GRU: the whole sequence in one kernel (recurrent.py)
+FLOAT_FAMILIES = (ANCHOR_K, EXPR, POOL_K, VIEW_K, LAYOUT, REDUCE_K, NORM, SOFTMAX, GATHER, TYPED,
+                  RECURRENT)
 INT8_FAMILIES = (ANCHOR_K, POOL_K, MEAN, SOFTMAX, CONVERT, LAYOUT, VIEW_K, CLAMP_K, BINARY_K, LUT)
 
 
@@ -230,6 +234,9 @@ OPS: dict[str, OpInfo] = {
     "Expand": _inj(c=LAYOUT, c8=LAYOUT),
     "Range": _with(OpInfo(OpKind.INJECTIVE, flops_per_elem=2), c=TYPED),  # start + i * delta
     "Shape": _inj(),
+    # recurrences over time steps: never fused (opaque to fusion), each its own C kernel
+    "LSTM": OpInfo(OpKind.OPAQUE, macs=recurrent_macs, extra_flops=recurrent_flops, c=RECURRENT),
+    "GRU": OpInfo(OpKind.OPAQUE, macs=recurrent_macs, extra_flops=recurrent_flops, c=RECURRENT),
     # float <-> int8 conversions kept at a quantized graph's boundaries (docs/architecture.md)
     "QuantizeLinear": _with(OpInfo(OpKind.ELEMWISE, flops_per_elem=2), "conversion", c8=CONVERT),
     "DequantizeLinear": _with(OpInfo(OpKind.ELEMWISE, flops_per_elem=2), "conversion", c8=CONVERT),

@@ -30,6 +30,7 @@ class SweepArgs:
     timeout_s: float = 300.0
     input_shape: tuple[str, ...] = ()
     calibration: str | None = None  # DATA: int8 rows of float models are real int8 builds
+    input_value: tuple[str, ...] = ()
 
 
 def _check(args: SweepArgs) -> None:
@@ -78,8 +79,12 @@ def sweep_command(args: SweepArgs) -> int:
         from opfuse.frontends import parse_input_shapes
 
         parse_input_shapes(list(args.input_shape))  # a malformed binding is said before anything runs
+    if args.input_value:
+        from opfuse.frontends.input_values import parse_input_value_specs
+
+        parse_input_value_specs(args.input_value)  # as --input-shape: malformed is said up front
     tasks = plan(models, targets, precisions, args.emulate, args.timeout_s, set(previous),
-                 args.input_shape, calibration)
+                 args.input_shape, calibration, args.input_value)
     total = sum(len(t.precisions) for t in tasks)
     partial = PartialWriter(args.output, args.resume) if args.output is not None else None
     with SweepProgress(total, args.quiet) as bar:

@@ -92,7 +92,8 @@ def _boarded() -> list[str]:
 
 def emulation_figures(source: str, target, result, rows: list[dict], timeout_s: float,  # noqa: ANN001
                       message: Callable[[BaseException], str],
-                      input_shape: tuple[str, ...] = (), int8_source: str | None = None
+                      input_shape: tuple[str, ...] = (),
+                      input_value: tuple[str, ...] = (), int8_source: str | None = None
                       ) -> list[dict]:
     """``rows`` with the emulation columns: measured on the row the C backend builds (and on the
     int8 row of ``int8_source``, the model quantized by ``--calibration``), "not run" with the
@@ -112,16 +113,18 @@ def emulation_figures(source: str, target, result, rows: list[dict], timeout_s: 
             out.append(row | {"emu_verdict": "not run", "emu_note": f"the C backend builds this "
                               f"model in {built}: see its {built} row"})
         else:
-            out.append(row | _emulate(source, target, timeout_s, message, input_shape))
+            out.append(row | _emulate(source, target, timeout_s, message, input_shape, input_value))
     return out
 
 
 def _emulate(source: str, target, timeout_s: float,  # noqa: ANN001
-             message: Callable[[BaseException], str], input_shape: tuple[str, ...] = ()) -> dict:
+             message: Callable[[BaseException], str], input_shape: tuple[str, ...] = (),
+             input_value: tuple[str, ...] = ()) -> dict:
     from opfuse import api
 
     try:
-        emu = api.emulate_c(source, target, timeout_s=timeout_s, input_shape=input_shape or None)
+        emu = api.emulate_c(source, target, timeout_s=timeout_s, input_shape=input_shape or None,
+                            input_value=input_value or None)
     except Exception as exc:  # noqa: BLE001 (the row keeps its predicted figures)
         return {"emu_verdict": "error", "emu_note": message(exc)}
     worst = max((o.max_abs_err for o in emu.report.outputs), default=0.0)

@@ -29,18 +29,19 @@ def default_jobs() -> int:
 
 def plan(models: list[ModelRef], targets: list[TargetRef], precisions: tuple[str, ...],
          emulate: bool, timeout_s: float, done: set[tuple[str, ...]] = frozenset(),
-         input_shape: tuple[str, ...] = (), calibration: CalibrationRef | None = None
-         ) -> list[Task]:
+         input_shape: tuple[str, ...] = (), calibration: CalibrationRef | None = None,
+         input_value: tuple[str, ...] = ()) -> list[Task]:
     """One task per (model, target) with the precisions whose rows are not in ``done``."""
     tasks = []
     for model in models:
         for target in targets:
-            probe = Task(model, target, precisions, emulate, timeout_s, input_shape, calibration)
+            probe = Task(model, target, precisions, emulate, timeout_s, input_shape, calibration,
+                         input_value)
             todo = tuple(p for p in precisions if (model.name, model.sha256, target.name, p,
                                                    probe.options(p)) not in done)
             if todo:
                 tasks.append(Task(model, target, todo, emulate, timeout_s, input_shape,
-                                  calibration))
+                                  calibration, input_value))
     return tasks
 
 

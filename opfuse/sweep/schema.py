@@ -32,8 +32,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("target_sha256", "string", "SHA-256 of the target's TOML file"),
     Column("precision", "string", "the precision asked: fp32, fp16 or int8"),
     Column("options", "string", "the options that change figures (emulate=0|1, then "
-           ";input_shape=NAME=DIMS per binding, and on an int8 row ;calibration=SHA256 of the "
-           "data's arrays, first 16 hex digits)"),
+           ";input_shape=NAME=DIMS and ;input_value=NAME=VALUE per binding, and on an int8 row "
+           ";calibration=SHA256 of the data's arrays, first 16 hex digits)"),
     Column("opfuse_version", "string", "the opfuse that computed the row"),
     Column("status", "string", "ok, skipped (precision not applicable: see precision_note) or "
            "error"),

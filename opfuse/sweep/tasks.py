@@ -41,11 +41,13 @@ class Task:
     timeout_s: float = 300.0
     input_shape: tuple[str, ...] = ()  # --input-shape NAME=DIMS, bound in every model
     calibration: CalibrationRef | None = None  # --calibration: int8 rows are real int8 builds
+    input_value: tuple[str, ...] = ()  # --input-value NAME=VALUE, bound in every model
 
     def options(self, precision: str) -> str:
         """What else the row depends on (a --resume key): a row bound to other shapes is another,
         and an int8 row quantized with some data is not the what-if."""
         shapes = "".join(f";input_shape={s}" for s in self.input_shape)
+        shapes += "".join(f";input_value={s}" for s in self.input_value)
         data = self.calibration.option if self.calibration and precision == "int8" else ""
         return f"emulate={int(self.emulate)}{shapes}{data}"
 
@@ -104,7 +106,8 @@ def _run_in(task: Task, tmp: Path) -> tuple[dict, ...]:
     replace[str(tmp)] = "<sweep>"
     try:
         target = api.get_target(str(target_path))
-        result = api.compile(source, target=target, input_shape=task.input_shape or None)
+        result = api.compile(source, target=target, input_shape=task.input_shape or None,
+                             input_value=task.input_value or None)
     except Exception as exc:  # noqa: BLE001 (any failure is this model's row, not the sweep's)
         return failed(_message(exc, replace))
     from opfuse.sweep.figures import emulation_figures, precision_row
@@ -125,5 +128,6 @@ def _run_in(task: Task, tmp: Path) -> tuple[dict, ...]:
     if task.emulate:
         rows = emulation_figures(source, target, result, rows, task.timeout_s,
                                  lambda exc: _message(exc, replace), task.input_shape,
+                                 task.input_value,
                                  int8_source=None if built is None else str(built.path))
     return tuple(rows)

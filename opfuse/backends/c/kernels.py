@@ -27,6 +27,7 @@ from opfuse.backends.c.float_form import ANCHOR_OPS, LOCAL_LIMIT, float_form
 from opfuse.backends.c.int8 import INT8_KERNELS, is_int8_kernel
 from opfuse.backends.c.matmul import emit_gemm, emit_matmul
 from opfuse.backends.c.pools import POOL_OPS, emit_pool_kernel
+from opfuse.backends.c.recurrent import RECURRENT_OPS, emit_recurrent
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError, Unsupported
 from opfuse.fusion.attention import core_of
@@ -50,6 +51,7 @@ SINGLE: dict[str, Single] = {
     "InstanceNormalization": groupnorm.emit_instance_norm,
     "GroupNormalization": groupnorm.emit_group_norm,
     **{op: typed.emit_typed for op in (*typed.MASK_OPS, "Range")},
+    **{op: emit_recurrent for op in RECURRENT_OPS},
 }
 
 FLOAT_COVERED = frozenset(

@@ -225,7 +225,8 @@ def emulate_c(
     if is_quantized(result.optimized) or str(result.source).lower().endswith(".tflite"):
         return _emulate_quantized(result, files, info, board, inputs, seed, trials, timeout_s,
                                   outdir, extra_cflags, cascades)
-    feeds, ref, notes = reference(result.source, inputs, seed)
+    feeds, ref, notes = reference(result.source, inputs, seed, result.input_shapes,
+                                  result.input_values)
     arrays = [np.asarray(feeds[x.name], np.float32) for x in info.inputs]
     what = "given arrays" if inputs is not None else f"random, seed {seed}: the reference's"
     files["inputs.c"] = board_files(board, info, arrays, what)["inputs.c"]

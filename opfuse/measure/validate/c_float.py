@@ -42,7 +42,8 @@ def _compiled(source, target) -> CompileResult:
 
 
 def reference(source: str | Path, inputs: Mapping[str, np.ndarray] | None = None, seed: int = 0,
-              input_shapes: Mapping[str, tuple[int, ...]] | None = None):
+              input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+              input_values: Mapping[str, np.ndarray] | None = None):
     """(inputs, outputs by name) of onnxruntime on the original model, optimizations disabled."""
     notes: list[str] = []
     original = _original(source)
@@ -53,6 +54,7 @@ def reference(source: str | Path, inputs: Mapping[str, np.ndarray] | None = None
         notes.extend(filter(None, [describe(spans)]))
     else:
         feeds = dict(inputs)
+    feeds.update(input_values or {})  # --input-value: the original reads what the C has as constant
     names = [o.name for o in sess.get_outputs()]
     outputs = run_session(sess, feeds, f"{source}")
     return feeds, dict(zip(names, outputs, strict=True)), notes
@@ -73,7 +75,8 @@ def validate_c(
 ) -> ValidationReport:
     """Emit C for the model, build it, run it and compare every output with onnxruntime."""
     result = _compiled(model_source, target)
-    feeds, ref, notes = reference(result.source, inputs, seed, result.input_shapes)
+    feeds, ref, notes = reference(result.source, inputs, seed, result.input_shapes,
+                                  result.input_values)
     with tempfile.TemporaryDirectory(prefix="opfuse-c-") as tmp:
         folder = Path(outdir) if outdir is not None else Path(tmp) / "model"
         emitted = emit_c(result, folder, fuse=fuse, planner=planner, cascades=cascades)

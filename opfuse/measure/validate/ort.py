@@ -75,8 +75,10 @@ def validate(
     atol: float = 1e-4,
     seed: int = 0,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_values: Mapping[str, np.ndarray] | None = None,
 ) -> ValidationReport:
-    """Compare ``optimized`` against ``original`` (see the module docstring for the rule)."""
+    """Compare ``optimized`` against ``original`` (see the module docstring for the rule);
+    ``input_values`` (``--input-value``) are fed to the original whatever the inputs."""
     notes: list[str] = []
     ref_sess = reference_session(original, "original", notes)
     opt_sess = reference_session(optimized, "optimized", notes)
@@ -91,6 +93,7 @@ def validate(
     else:
         feeds = _given_inputs(dict(inputs), ref_sess, "inputs")
         source = "given arrays"
+    feeds.update(input_values or {})
     ref_names = [o.name for o in ref_sess.get_outputs()]
     opt_names = [o.name for o in opt_sess.get_outputs()]
     if sorted(ref_names) != sorted(opt_names):
