@@ -5,7 +5,7 @@
 Per case (keyword-spotting and VAD sizes, random weights, seed 0): the generated C
 (``opfuse.api.bench``: warm medians of alternating blocks, first run of each dropped) beside
 onnxruntime at ORT_ENABLE_ALL and ORT_DISABLE_ALL, and C / ORT_ENABLE_ALL (< 1: the C is faster).
-The models are written by the tests' builder (tests/test_c_recurrent.py), so run from the repo.
+The models are written by the tests' builder (tests/helpers/recurrent.py), so run from the repo.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import onnx
 
 from opfuse import api
 from opfuse.measure.calibrate.host import cpu_name
-from tests.test_c_recurrent import recurrent_model
+from tests.helpers.recurrent import recurrent_model
 
 CASES = {  # steps x input -> hidden
     "lstm 100x40->64 (KWS)": {"op": "LSTM", "steps": 100, "size": 40, "hidden": 64},

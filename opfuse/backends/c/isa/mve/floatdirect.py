@@ -9,8 +9,8 @@ row."""
 from __future__ import annotations
 
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.isa.mve.floatconv import OCT, apply_clamps
 from opfuse.backends.c.isa.mve.floatdw import row_vectors, store, tap_load
+from opfuse.backends.c.isa.mve.floatepilogue import OCT, apply_clamps
 from opfuse.backends.c.rowsource import RowSource
 
 MAX_TAPS = 32  # input channels x kernel taps: the tile's weights at LDRD's immediate offsets

@@ -12,7 +12,7 @@ every tap inside the row, run one loop with plain loads. Each output is the bias
 from __future__ import annotations
 
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.isa.mve.floatconv import LANES, apply_clamps
+from opfuse.backends.c.isa.mve.floatepilogue import LANES, apply_clamps
 from opfuse.backends.c.rowsource import RowSource
 
 MAX_TAPS = 25  # kernels up to 5x5: their weights stay in core registers (or one stack reload)

@@ -1,6 +1,5 @@
-"""What ``opfuse quantize`` and ``opfuse compile --precision int8`` do once their options are
-parsed (``opfuse.cli`` only declares them): quantize, write, print the accuracy report
-(docs/quantize.md)."""
+"""`opfuse quantize`, and what `opfuse compile --precision int8` does once its options are
+parsed: quantize, write, print the accuracy report (docs/quantize.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from opfuse.cli.common import SHAPE_HELP, api, cli, limit_option, refuse_input, write_json
 from opfuse.errors import OpfuseError
 from opfuse.report import console
 from opfuse.safe_text import for_terminal
@@ -118,3 +118,77 @@ def compile_int8(model: str, output: str, target: str, input_shape: tuple[str, .
         measured = c_accuracy(done, qdq, fuse=fuse, cascades=cascades)
     console.say(format_c_accuracy(measured, eval_phrase(done, args.calibration, args.eval_data)))
     return 0 if measured.ok else 1
+
+
+def quantize_options(fn):  # noqa: ANN001, ANN202 (a click decorator)
+    """compile --precision int8's quantization options (as opfuse quantize's)."""
+    for opt in reversed([
+        click.option("--calibration", metavar="DATA", help="With --precision int8: .npz with one "
+                     "array per graph input (leading sample axis), or a folder of NAME.npy."),
+        click.option("--eval", "eval_data", metavar="DATA", help="With --precision int8: samples "
+                     "for the accuracy report and --check (default: the last quarter of "
+                     "--calibration, not calibrated on)."),
+        click.option("--method", default="minmax", show_default=True, metavar="METHOD",
+                     help="With --precision int8: as opfuse quantize --method."),
+        click.option("--per-tensor", is_flag=True, help="With --precision int8: one weight "
+                     "scale per tensor."),
+        click.option("--keep-float", "keep_float", multiple=True, metavar="NODE", help="With "
+                     "--precision int8: leave this kernel float (repeatable)."),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+@cli.command("quantize")
+@limit_option
+@click.argument("model")
+@click.option("-o", "--output", required=True, help="The QDQ ONNX file to write.")
+@click.option("--calibration", "calibration", required=True, metavar="DATA",
+              help=".npz with one array per graph input (leading sample axis), or a folder of "
+              "NAME.npy files.")
+@click.option("--eval", "eval_data", metavar="DATA", help="Held-out samples for the accuracy "
+              "report (default: the last quarter of --calibration, not calibrated on).")
+@click.option("--target", default=api.DEFAULT_TARGET, show_default=True,
+              help="Target whose kernels' boundaries are quantized.")
+@click.option("--method", type=click.Choice(["minmax", "percentile", "entropy", "mse"]),
+              default="minmax", show_default=True, help="How an activation's range is calibrated.")
+@click.option("--per-tensor", is_flag=True, help="One weight scale per tensor, not per channel.")
+@click.option("--keep-float", "keep_float", multiple=True, metavar="NODE", help="Leave this kernel "
+              "(as the report names it, or one of its nodes) float between DQ and Q (repeatable).")
+@click.option("--input-shape", "input_shape", multiple=True, help=SHAPE_HELP)
+@click.option("--json", "json_dest", metavar="PATH|-", help="Write the accuracy report as JSON.")
+@click.option("--html", "html_dest", metavar="PATH", help="Write the accuracy report as a page.")
+def quantize_cmd(model: str, output: str, calibration: str, eval_data: str | None, target: str,
+                 method: str, per_tensor: bool, input_shape: tuple[str, ...],
+                 json_dest: str | None, keep_float: tuple[str, ...] = (),
+                 html_dest: str | None = None) -> None:
+    """Quantize a float MODEL to int8 QDQ ONNX at the boundaries of the kernels opfuse fuses for
+    the target; print its accuracy against the float model."""
+    refuse_input(model, output, json_dest, html_dest)
+    for data in (calibration, eval_data):
+        if data is not None:
+            refuse_input(data, output, json_dest, html_dest)
+    if html_dest is not None and not html_dest.lower().endswith((".html", ".htm")):
+        raise OpfuseError(f"{html_dest}: --html writes a page: name it .html")
+    from pathlib import Path
+
+    for dest in (output, json_dest, html_dest):  # one missing folder must not leave the others
+        if dest not in (None, "-") and not (Path(dest).parent if str(Path(dest).parent)
+                                            else Path(".")).is_dir():
+            raise OpfuseError(f"{dest}: folder '{Path(dest).parent}' does not exist")
+    with console.progress(f"quantizing {model} for {target}"):
+        result = api.compile(model, target=target, input_shape=input_shape)
+        done = api.quantize(result, calibration, method=method, per_channel=not per_tensor,
+                            evaluation=eval_data, keep_float=keep_float)
+        api.save(done.proto, output, protect=model)  # only once everything has succeeded
+    if html_dest:
+        from opfuse.report.quantize_page import write_quantize_page
+
+        write_quantize_page(done.to_json(), html_dest, protect=(model, calibration, eval_data))
+    if json_dest:
+        write_json(done.to_json(), json_dest, model)
+        if json_dest == "-":
+            return
+    print_quantized(done, model, target, calibration, eval_data)
+    console.say(f"wrote {for_terminal(output)}" + (f" and {for_terminal(html_dest)}"
+                                                   if html_dest else ""))
