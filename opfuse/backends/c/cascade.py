@@ -44,6 +44,7 @@ from opfuse.backends.c.convdirect import emit_direct_rows, pack_weights
 from opfuse.backends.c.dwconv import emit_depthwise_rows, in_place
 from opfuse.backends.c.epilogue import scalar_expr
 from opfuse.backends.c.int8.cascade import emit_member8, is_int8_member, why_not_member8
+from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.rowsource import RowSink, RowSource
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.rings import Window, band_schedule
@@ -332,7 +333,7 @@ def _conv(w: CWriter, ms: list[ir.Node], src: RowSource, dst: RowSource, stores:
         return
     packed, meta = pack_weights(weight.reshape(g.oc, g.icg, g.k[0], g.k[1]), g.group)
     emit_direct_rows(w, g, src, params.weight(f"{head.inputs[1].name}:direct", packed), meta, b,
-                     sink)
+                     sink, kernels(params.store.isa).fma_tile)
 
 
 def scalar_epilogue(nodes: list[ir.Node], current: ir.Value, stores: _Stores) -> list[str]:

@@ -158,7 +158,7 @@ def emit_conv(
     if (arr is not None and g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and g.group == 1
             and flat is not None and g.oh * g.ow >= PIXELS_1X1 and g.oc % 8 == 0):
         wts = _Weights(node, g, 8, params)
-        _conv1x1(w, g, x, wts, b, chain, flat, y)
+        _conv1x1(w, g, x, wts, b, chain, flat, y, kernels(params.store.isa).fma_tile)
         return
     if fits_pixels(g, arr):
         wt = params.weight(f"{node.inputs[1].name}:pix", arr.astype(np.float32).ravel())
@@ -167,7 +167,8 @@ def emit_conv(
     if arr is not None:
         packed, meta = pack_weights(arr.reshape(g.oc, g.icg, g.k[0], g.k[1]), g.group)
         wp = params.weight(f"{node.inputs[1].name}:direct", packed)
-        emit_direct(w, g, x, wp, meta, b, chain, y, kernels(params.store.isa).tile_transpose)
+        isa = kernels(params.store.isa)
+        emit_direct(w, g, x, wp, meta, b, chain, y, isa.tile_transpose, isa.fma_tile)
         return
     wts = _Weights(node, g, ocb, params)
     flat = chain.view([[0], [1], [2, 3]])
@@ -273,7 +274,8 @@ def _accumulate(w: CWriter, g: ConvGeom, x: str, wts: _Weights, ocb: int, oh: st
     w.close()
 
 
-def _conv1x1(w, g: ConvGeom, x, wts: _Weights, b, chain: Chain, flat, y) -> None:
+def _conv1x1(w, g: ConvGeom, x, wts: _Weights, b, chain: Chain, flat, y,
+             fma=None) -> None:  # noqa: ANN001
     p = g.oh * g.ow
     ocb = wts.ocb
     tile = min(PB, p)
@@ -288,26 +290,36 @@ def _conv1x1(w, g: ConvGeom, x, wts: _Weights, b, chain: Chain, flat, y) -> None
         w(f"const int p0 = {start} + t*{tile};")
         w.open(f"for (int ob = 0; ob < {g.oc // ocb}; ++ob)")
         w(f"const int oc0 = ob*{ocb};")
-        _tile1x1(w, g, x, wts, b, chain, flat, y, width)
+        _tile1x1(w, g, x, wts, b, chain, flat, y, width, fma)
         w.close()
         w.close()
     w.close()
 
 
-def _tile1x1(w, g: ConvGeom, x, wts: _Weights, b, chain: Chain, flat, y, width: int) -> None:
+def _tile1x1(w, g: ConvGeom, x, wts: _Weights, b, chain: Chain, flat, y, width: int,
+             fma=None) -> None:  # noqa: ANN001
     ocb = wts.ocb
     p = g.oh * g.ow
     _init_acc(w, ocb, width, b)
-    w.open(f"for (int ic = 0; ic < {g.c}; ++ic)")
-    w(f"const float *xr = {x} + (n*{g.c} + ic)*{p} + p0;")
-    for j in range(ocb):
-        w(f"const float w{j} = {wts.at('oc0', str(j), 'ic', '0', '0')};")
-    w.open(f"for (int i = 0; i < {width}; ++i)")
-    w("const float xv = xr[i];")
-    for j in range(ocb):
-        w(f"acc[{j}][i] += w{j} * xv;")
-    w.close()
-    w.close()
+
+    def loops(body) -> None:  # noqa: ANN001
+        w.open(f"for (int ic = 0; ic < {g.c}; ++ic)")
+        w(f"const float *xr = {x} + (n*{g.c} + ic)*{p} + p0;")
+        body()
+        w.close()
+
+    def portable() -> None:
+        for j in range(ocb):
+            w(f"const float w{j} = {wts.at('oc0', str(j), 'ic', '0', '0')};")
+        w.open(f"for (int i = 0; i < {width}; ++i)")
+        w("const float xv = xr[i];")
+        for j in range(ocb):
+            w(f"acc[{j}][i] += w{j} * xv;")
+        w.close()
+
+    terms = [(j, wts.at("oc0", str(j), "ic", "0", "0"), "xr") for j in range(ocb)]
+    if fma is None or not wts.packed or not fma(w, "acc", ocb, width, loops, terms, portable):
+        loops(portable)
     w.open(f"for (int j = 0; j < {ocb}; ++j)")
     emit_apply(w, chain, flat, ["n", "oc0 + j", "p0"], width, lambda i: f"acc[j][{i}]",
                lambda i: f"{y}[n*{g.oc * p} + (oc0 + j)*{p} + p0 + {i}]")
