@@ -41,6 +41,7 @@ PB = 32  # columns per tile of the 1x1 path
 PIXELS_1X1 = 256  # 1x1 convs over at least this many pixels vectorize over pixels
 ROW_MIN = 128  # short rows are accumulated several at a time, up to this many columns
 SHORT_ROW = 32  # rows narrower than this count as short
+X_BLOCK = 32768  # floats of input a block of pointwise tiles reads (with the ISA's register tile)
 
 
 @dataclass(frozen=True)
@@ -286,13 +287,23 @@ def _conv1x1(w, g: ConvGeom, x, wts: _Weights, b, chain: Chain, flat, y,
     for count, start, width in ((full, 0, tile), (1 if p % tile else 0, full * tile, p % tile)):
         if count == 0:
             continue
-        w.open(f"for (int t = 0; t < {count}; ++t)")
-        w(f"const int p0 = {start} + t*{tile};")
-        w.open(f"for (int ob = 0; ob < {g.oc // ocb}; ++ob)")
-        w(f"const int oc0 = ob*{ocb};")
+        tb = max(1, min(count, X_BLOCK // (g.c * tile))) if fma is not None else 1
+        if tb > 1:  # a block of tiles per channel block: its input stays in cache across them
+            w.open(f"for (int tb = 0; tb < {count}; tb += {tb})")
+            w.open(f"for (int ob = 0; ob < {g.oc // ocb}; ++ob)")
+            w(f"const int oc0 = ob*{ocb};")
+            w.open(f"for (int t = tb; t < (tb + {tb} < {count} ? tb + {tb} : {count}); ++t)")
+            w(f"const int p0 = {start} + t*{tile};")
+        else:
+            w.open(f"for (int t = 0; t < {count}; ++t)")
+            w(f"const int p0 = {start} + t*{tile};")
+            w.open(f"for (int ob = 0; ob < {g.oc // ocb}; ++ob)")
+            w(f"const int oc0 = ob*{ocb};")
         _tile1x1(w, g, x, wts, b, chain, flat, y, width, fma)
         w.close()
         w.close()
+        if tb > 1:
+            w.close()
     w.close()
 
 
