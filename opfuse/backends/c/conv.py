@@ -20,7 +20,7 @@ below remain for runtime (non-constant) weights and for a conv that ends in a fu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import onnx_ir as ir
@@ -30,7 +30,7 @@ from opfuse.backends.c.convdirect import emit_direct, pack_weights
 from opfuse.backends.c.convpix import emit_pixels
 from opfuse.backends.c.convpix import fits as fits_pixels
 from opfuse.backends.c.dwconv import emit_depthwise
-from opfuse.backends.c.epilogue import Chain, build_chain, emit_apply
+from opfuse.backends.c.epilogue import Chain, Operand, build_chain, emit_apply
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pools import PoolGeom, emit_pool_row, pads_for, pool_geom, window
 from opfuse.backends.c.tensors import Params
@@ -169,6 +169,14 @@ def emit_conv(
         packed, meta = pack_weights(arr.reshape(g.oc, g.icg, g.k[0], g.k[1]), g.group)
         wp = params.weight(f"{node.inputs[1].name}:direct", packed)
         isa = kernels(params.store.isa)
+        if (isa.fma_tile is not None and g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0)
+                and flat is not None and g.ow < 16):
+            # one flat row of H*W pixels: the register tiles span output rows (a 3x3 plane is
+            # tiles of 8 + 1 pixels, not three of 3)
+            g = replace(g, ih=1, iw=g.ih * g.iw, oh=1, ow=g.oh * g.ow)
+            chain = Chain((g.n, g.oc, 1, g.ow), chain.steps,
+                          [Operand(o.ptr, (f[0], f[1], 0, f[2]))
+                           for o, f in zip(chain.operands, flat, strict=True)])
         emit_direct(w, g, x, wp, meta, b, chain, y, isa.tile_transpose, isa.fma_tile)
         return
     wts = _Weights(node, g, ocb, params)
