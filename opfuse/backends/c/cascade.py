@@ -343,7 +343,7 @@ def _conv_rows(w: CWriter, ms: list[ir.Node], g, src: RowSource, dst: RowSource,
         return
     packed, meta = pack_weights(weight.reshape(g.oc, g.icg, g.k[0], g.k[1]), g.group)
     emit_direct_rows(w, g, src, params.weight(f"{head.inputs[1].name}:direct", packed), meta, b,
-                     sink)
+                     sink, kernels(params.store.isa).fma_tile)
 
 
 def scalar_epilogue(nodes: list[ir.Node], current: ir.Value, stores: _Stores) -> list[str]:

@@ -20,6 +20,8 @@ below remain for runtime (non-constant) weights and for a conv that ends in a fu
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import onnx_ir as ir
 
@@ -28,7 +30,7 @@ from opfuse.backends.c.convdirect import emit_direct, pack_weights
 from opfuse.backends.c.convpix import emit_pixels
 from opfuse.backends.c.convpix import fits as fits_pixels
 from opfuse.backends.c.dwconv import emit_depthwise
-from opfuse.backends.c.epilogue import Chain, build_chain, emit_apply
+from opfuse.backends.c.epilogue import Chain, Operand, build_chain, emit_apply
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pools import PoolGeom, emit_pool_row, pads_for, pool_geom, window
 from opfuse.backends.c.rowsource import RowSource
@@ -41,6 +43,7 @@ PB = 32  # columns per tile of the 1x1 path
 PIXELS_1X1 = 256  # 1x1 convs over at least this many pixels vectorize over pixels
 ROW_MIN = 128  # short rows are accumulated several at a time, up to this many columns
 SHORT_ROW = 32  # rows narrower than this count as short
+X_BLOCK = 32768  # floats of input a block of pointwise tiles reads (with the ISA's register tile)
 
 
 def conv_geom(node: ir.Node) -> ConvGeom:
@@ -161,8 +164,9 @@ def emit_conv(
 def _constant_weights(w: CWriter, node: ir.Node, g: ConvGeom, x: str, b: str | None,
                       chain: Chain, y: str, params: Params) -> None:
     """A conv with constant weights: depthwise, the pixel-vectorized 1x1 GEMM, the stem's pixel
-    rows or the register-tiled direct conv."""
+    rows or the register-tiled direct conv (the ISA's FMA tile where it has one)."""
     arr = const(node.inputs[1])
+    isa = kernels(params.store.isa)
     if g.icg == 1 and g.ocg == 1:
         emit_depthwise(w, g, x, params.inp(node.inputs[1], node), b, chain, y)
         return
@@ -170,7 +174,7 @@ def _constant_weights(w: CWriter, node: ir.Node, g: ConvGeom, x: str, b: str | N
     if (g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and g.group == 1
             and flat is not None and g.oh * g.ow >= PIXELS_1X1 and g.oc % 8 == 0):
         wts = _Weights(node, g, 8, params)
-        _conv1x1(w, g, x, wts, b, chain, flat, y)
+        _conv1x1(w, g, x, wts, b, chain, flat, y, isa.fma_tile)
         return
     if fits_pixels(g, arr):
         wt = params.weight(f"{node.inputs[1].name}:pix", arr.astype(np.float32).ravel())
@@ -178,7 +182,15 @@ def _constant_weights(w: CWriter, node: ir.Node, g: ConvGeom, x: str, b: str | N
         return
     packed, meta = pack_weights(arr.reshape(g.oc, g.icg, g.k[0], g.k[1]), g.group)
     wp = params.weight(f"{node.inputs[1].name}:direct", packed)
-    emit_direct(w, g, x, wp, meta, b, chain, y, kernels(params.store.isa).tile_transpose)
+    if (isa.fma_tile is not None and g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0)
+            and flat is not None and g.ow < 16):
+        # one flat row of H*W pixels: the register tiles span output rows (a 3x3 plane is
+        # tiles of 8 + 1 pixels, not three of 3)
+        g = replace(g, ih=1, iw=g.ih * g.iw, oh=1, ow=g.oh * g.ow)
+        chain = Chain((g.n, g.oc, 1, g.ow), chain.steps,
+                      [Operand(o.ptr, (f[0], f[1], 0, f[2]))
+                       for o, f in zip(chain.operands, flat, strict=True)])
+    emit_direct(w, g, x, wp, meta, b, chain, y, isa.tile_transpose, isa.fma_tile)
 
 
 def _row_blocks(w, g: ConvGeom, x, wts: _Weights, b, chain: Chain, flat, y) -> None:
@@ -261,7 +273,8 @@ def _accumulate(w: CWriter, g: ConvGeom, x: str, wts: _Weights, ocb: int, oh: st
     w.close()
 
 
-def _conv1x1(w, g: ConvGeom, x, wts: _Weights, b, chain: Chain, flat, y) -> None:
+def _conv1x1(w, g: ConvGeom, x, wts: _Weights, b, chain: Chain, flat, y,
+             fma=None) -> None:  # noqa: ANN001
     p = g.oh * g.ow
     ocb = wts.ocb
     tile = min(PB, p)
@@ -272,30 +285,50 @@ def _conv1x1(w, g: ConvGeom, x, wts: _Weights, b, chain: Chain, flat, y) -> None
     for count, start, width in ((full, 0, tile), (1 if p % tile else 0, full * tile, p % tile)):
         if count == 0:
             continue
-        w.open(f"for (int t = 0; t < {count}; ++t)")
-        w(f"const int p0 = {start} + t*{tile};")
-        w.open(f"for (int ob = 0; ob < {g.oc // ocb}; ++ob)")
-        w(f"const int oc0 = ob*{ocb};")
-        _tile1x1(w, g, x, wts, b, chain, flat, y, width)
+        tb = max(1, min(count, X_BLOCK // (g.c * tile))) if fma is not None else 1
+        if tb > 1:  # a block of tiles per channel block: its input stays in cache across them
+            w.open(f"for (int tb = 0; tb < {count}; tb += {tb})")
+            w.open(f"for (int ob = 0; ob < {g.oc // ocb}; ++ob)")
+            w(f"const int oc0 = ob*{ocb};")
+            w.open(f"for (int t = tb; t < (tb + {tb} < {count} ? tb + {tb} : {count}); ++t)")
+            w(f"const int p0 = {start} + t*{tile};")
+        else:
+            w.open(f"for (int t = 0; t < {count}; ++t)")
+            w(f"const int p0 = {start} + t*{tile};")
+            w.open(f"for (int ob = 0; ob < {g.oc // ocb}; ++ob)")
+            w(f"const int oc0 = ob*{ocb};")
+        _tile1x1(w, g, x, wts, b, chain, flat, y, width, fma)
         w.close()
         w.close()
+        if tb > 1:
+            w.close()
     w.close()
 
 
-def _tile1x1(w, g: ConvGeom, x, wts: _Weights, b, chain: Chain, flat, y, width: int) -> None:
+def _tile1x1(w, g: ConvGeom, x, wts: _Weights, b, chain: Chain, flat, y, width: int,
+             fma=None) -> None:  # noqa: ANN001
     ocb = wts.ocb
     p = g.oh * g.ow
     _init_acc(w, ocb, width, b)
-    w.open(f"for (int ic = 0; ic < {g.c}; ++ic)")
-    w(f"const float *xr = {x} + (n*{g.c} + ic)*{p} + p0;")
-    for j in range(ocb):
-        w(f"const float w{j} = {wts.at('oc0', str(j), 'ic', '0', '0')};")
-    w.open(f"for (int i = 0; i < {width}; ++i)")
-    w("const float xv = xr[i];")
-    for j in range(ocb):
-        w(f"acc[{j}][i] += w{j} * xv;")
-    w.close()
-    w.close()
+
+    def loops(body) -> None:  # noqa: ANN001
+        w.open(f"for (int ic = 0; ic < {g.c}; ++ic)")
+        w(f"const float *xr = {x} + (n*{g.c} + ic)*{p} + p0;")
+        body()
+        w.close()
+
+    def portable() -> None:
+        for j in range(ocb):
+            w(f"const float w{j} = {wts.at('oc0', str(j), 'ic', '0', '0')};")
+        w.open(f"for (int i = 0; i < {width}; ++i)")
+        w("const float xv = xr[i];")
+        for j in range(ocb):
+            w(f"acc[{j}][i] += w{j} * xv;")
+        w.close()
+
+    terms = [(j, wts.at("oc0", str(j), "ic", "0", "0"), "xr") for j in range(ocb)]
+    if fma is None or not wts.packed or not fma(w, "acc", ocb, width, loops, terms, portable):
+        loops(portable)
     w.open(f"for (int j = 0; j < {ocb}; ++j)")
     emit_apply(w, chain, flat, ["n", "oc0 + j", "p0"], width, lambda i: f"acc[j][{i}]",
                lambda i: f"{y}[n*{g.oc * p} + (oc0 + j)*{p} + p0 + {i}]")

@@ -107,9 +107,10 @@ def _kh_always_valid(g) -> bool:
 
 
 def emit_direct(w: CWriter, g, x: str, wp: str, meta, b: str | None, chain: Chain, y: str,  # noqa: ANN001
-                transpose=None) -> None:  # noqa: ANN001
+                transpose=None, fma=None) -> None:  # noqa: ANN001
     """The layer-by-layer kernel (see the module docstring); ``wp`` the packed weights from
-    pack_weights; ``transpose`` the ISA's tile store (``IsaKernels.tile_transpose``) or None."""
+    pack_weights; ``transpose`` the ISA's tile store (``IsaKernels.tile_transpose``) or None;
+    ``fma`` the ISA's register tile reduction (``IsaKernels.fma_tile``) or None."""
     vs = [(o.strides[0], o.strides[2], o.strides[3], o.strides[1]) for o in chain.operands]
     bias = f" + {b}[oc0 + o]" if b is not None else ""
 
@@ -125,12 +126,12 @@ def emit_direct(w: CWriter, g, x: str, wp: str, meta, b: str | None, chain: Chai
             w(store)
 
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
-    _blocks(w, g, RowSource.of(x, g.c, g.ih, g.iw), "n", wp, meta, finish, None)
+    _blocks(w, g, RowSource.of(x, g.c, g.ih, g.iw), "n", wp, meta, finish, None, fma)
     w.close()
 
 
 def emit_direct_rows(w: CWriter, g, src: RowSource, wp: str, meta, b: str | None,  # noqa: ANN001
-                     sink: RowSink) -> None:
+                     sink: RowSink, fma=None) -> None:  # noqa: ANN001
     """Rows ``a .. b`` (C variables of a cascade step) from ``src``, stored through ``sink``: the
     same blocks and tiles; the ring's row slots are formed once per output row (``ro``)."""
     bias = f" + {b}[c]" if b is not None else ""
@@ -150,10 +151,11 @@ def emit_direct_rows(w: CWriter, g, src: RowSource, wp: str, meta, b: str | None
         w.close()
         w.close()
 
-    _blocks(w, g, src, "0", wp, meta, finish, dst)
+    _blocks(w, g, src, "0", wp, meta, finish, dst, fma)
 
 
-def _blocks(w: CWriter, g, src: RowSource, n: str, wp: str, meta, finish, dst) -> None:  # noqa: ANN001
+def _blocks(w: CWriter, g, src: RowSource, n: str, wp: str, meta, finish, dst,  # noqa: ANN001
+            fma=None) -> None:  # noqa: ANN001
     """Per group and weight block, every output row (``dst`` None: the whole output, else the
     cascade step's rows into the ring ``dst``) as runs of tiles."""
     group_size = sum(g.icg * g.k[0] * g.k[1] * ocv for _, _, ocv, _ in meta)
@@ -190,7 +192,7 @@ def _blocks(w: CWriter, g, src: RowSource, n: str, wp: str, meta, finish, dst) -
         if lb:
             _fill(w, g, lb)
         for c0, pt, count, taps in tile_runs(g, ocv):
-            _tile(w, g, c0, pt, count, taps, ocv, width, finish, src, lb, ring=dst is not None)
+            _tile(w, g, c0, pt, count, taps, ocv, width, finish, src, lb, dst is not None, fma)
         w.close()
         if looped:
             w.close()
@@ -240,7 +242,7 @@ def _fill(w: CWriter, g, iwp: int) -> None:
 
 
 def _tile(w: CWriter, g, c0: int, pt: int, count: int, taps, ocv: int, width: int, finish,  # noqa: ANN001
-          src: RowSource, lb: int = 0, ring: bool = False) -> None:
+          src: RowSource, lb: int = 0, ring: bool = False, fma=None) -> None:  # noqa: ANN001
     kk = g.k[0] * g.k[1]
     if count > 1:
         w.open(f"for (int t = 0; t < {count}; ++t)")
@@ -250,32 +252,40 @@ def _tile(w: CWriter, g, c0: int, pt: int, count: int, taps, ocv: int, width: in
         w(f"const int c0 = {c0};")
     w(f"float acc[{pt}][{ocv}];")
     w(f"for (int p = 0; p < {pt}; ++p) for (int o = 0; o < {ocv}; ++o) acc[p][o] = 0.0f;")
-    w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
-    if lb:
-        w(f"const float *xc = lb + ic*{g.k[0] * lb} + c0*{g.s[1]};")
-    else:
-        w(f"const float *xc = xg + ic*{src.stride} + c0*{g.s[1]};")
-    w(f"const float *wc = wb + ic*{kk * ocv};")
-    w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
     valid = _kh_always_valid(g)
-    if ring:
-        if not valid:
-            w("if (ro[kh] < 0) continue;")
-    else:
-        if not (lb and valid):
-            w(f"const int ih = oh*{g.s[0]} - {g.p[0]} + kh*{g.d[0]};")
-        if not valid:
-            w(f"if (ih < 0 || ih >= {g.ih}) continue;")
-    w(f"const float *xr = xc + {'ro[kh]' if lb or ring else f'ih*{g.iw}'};")
-    w(f"const float *wk = wc + kh*{g.k[1] * ocv};")
-    w.open(f"for (int o = 0; o < {ocv}; ++o)")
-    used = sorted({kw for _, kw, _ in taps})
-    for kw in used:
-        w(f"const float w{kw} = wk[{kw * ocv} + o];")
-    for p, kw, off in taps:
-        w(f"acc[{p}][o] += xr[{off}] * w{kw};")
-    w.close()
-    w.close()
-    w.close()
+
+    def loops(body) -> None:  # noqa: ANN001
+        w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
+        if lb:
+            w(f"const float *xc = lb + ic*{g.k[0] * lb} + c0*{g.s[1]};")
+        else:
+            w(f"const float *xc = xg + ic*{src.stride} + c0*{g.s[1]};")
+        w(f"const float *wc = wb + ic*{kk * ocv};")
+        w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
+        if ring:
+            if not valid:
+                w("if (ro[kh] < 0) continue;")
+        else:
+            if not (lb and valid):
+                w(f"const int ih = oh*{g.s[0]} - {g.p[0]} + kh*{g.d[0]};")
+            if not valid:
+                w(f"if (ih < 0 || ih >= {g.ih}) continue;")
+        w(f"const float *xr = xc + {'ro[kh]' if lb or ring else f'ih*{g.iw}'};")
+        w(f"const float *wk = wc + kh*{g.k[1] * ocv};")
+        body()
+        w.close()
+        w.close()
+
+    def portable() -> None:
+        w.open(f"for (int o = 0; o < {ocv}; ++o)")
+        for kw in sorted({kw for _, kw, _ in taps}):
+            w(f"const float w{kw} = wk[{kw * ocv} + o];")
+        for p, kw, off in taps:
+            w(f"acc[{p}][o] += xr[{off}] * w{kw};")
+        w.close()
+
+    terms = [(p, f"xr[{off}]", f"wk + {kw * ocv}") for p, kw, off in taps]
+    if fma is None or not fma(w, "acc", pt, ocv, loops, terms, portable):
+        loops(portable)
     finish(pt, width, ocv)  # the epilogue on the register tile and the single store
     w.close()

@@ -138,6 +138,10 @@ class IsaKernels:
     # ``rows`` its first and last C row), ``portable(w)``'s C in its #else; False when the ISA
     # does not take that conv (the caller writes the portable C alone)
     conv_float: Callable[..., bool] | None = None
+    # fma_tile(w, acc, rows, lanes, loops, terms, portable) -> bool: a float conv core's register
+    # tile ``acc[rows][lanes]`` += scalar * vector for each (row, scalar, vector) term at each step
+    # of the nest ``loops(body)`` writes, ``loops(portable)`` in its #else; False: that alone
+    fma_tile: Callable[..., bool] | None = None
     # narrow: the matrix family over an int8 scratch for int8 inputs (None: the int16 one only)
     narrow: NarrowMatrix | None = None
     # member_functions: every int8 depthwise / matrix-core pointwise member of a cascade that

@@ -7,7 +7,8 @@ core (vpdpbusd on zmm or ymm, exact vpmaddwd on AVX2) and its input staging, ``c
 kernels that take a Conv or Gemm (``IsaKernels.conv8``/``gemm8``), ``depthwise.py`` and
 ``depthwise_avx2.py`` the depthwise core, ``residual.py`` the vector residual Add, ``helpers.py``
 the intrinsics helpers and vector requantization written once into model.c; ``transpose.py``
-the float direct conv's channel-major tile store (``IsaKernels.tile_transpose``).
+the float direct conv's channel-major tile store (``IsaKernels.tile_transpose``), ``fma_tile.py``
+the float conv cores' register tile in zmm/ymm FMAs (``IsaKernels.fma_tile``).
 
 ``matmul_wide``: the float MatMul core (matmul_tile.py) takes 8 rows per tile where AVX-512 gives
 32 vector registers of 16 floats (one per row of sums), the record's 4 elsewhere: in a standalone
@@ -20,10 +21,11 @@ from __future__ import annotations
 from opfuse.backends.c.isa import portable
 from opfuse.backends.c.isa.base import IsaKernels
 from opfuse.backends.c.isa.x86.conv import emit_conv_x86, emit_gemm_x86
+from opfuse.backends.c.isa.x86.fma_tile import fma_tile
 from opfuse.backends.c.isa.x86.helpers import prelude as helpers
 from opfuse.backends.c.isa.x86.transpose import tile_transpose
 
 KERNELS = IsaKernels(name="x86", prelude="", dot=portable.dot, saturate8=portable.saturate8,
                      conv8=emit_conv_x86, gemm8=emit_gemm_x86, helpers=helpers,
                      roundf_truncf=True, matmul_wide=(8, "defined(__AVX512F__)"),
-                     tile_transpose=tile_transpose)
+                     tile_transpose=tile_transpose, fma_tile=fma_tile)

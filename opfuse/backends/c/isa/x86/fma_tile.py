@@ -1,0 +1,123 @@
+"""The float conv cores' register tile in FMA vectors (``IsaKernels.fma_tile``): a tile
+``acc[rows][lanes]`` of sums that a reduction loop nest updates as ``acc[r][l] += s * v[l]`` (per
+term: row ``r``, a scalar C expression ``s`` broadcast to every lane, a vector operand ``v``
+read as ``lanes`` consecutive floats).
+
+gcc vectorizes the portable nests (convdirect.py's tile, conv.py's pointwise tile) over the
+lanes but keeps half of a 12-16 register tile on the stack: every step of the reduction reloads
+and re-stores those sums (on a Zen 4 host vww_96_float's 128 -> 128 pointwise conv ran at 44% of
+the FMA peak). Here the tile lives in named vector variables for the whole nest, loaded from
+``acc`` before it (the caller's initial values: zeros or the bias) and stored back after it, so
+the caller's epilogue and store are unchanged:
+
+* ``__AVX512F__``: zmm, 16 lanes a vector (a masked load and store for a last partial vector),
+  at most ZMM_SUMS sums a pass;
+* ``__AVX2__`` and ``__FMA__``: ymm, 8 lanes (``maskload``/``maskstore`` for a partial one), at
+  most YMM_SUMS sums a pass (16 registers: the rest hold the vector operands and a broadcast);
+* ``#else``: the caller's portable body.
+
+A tile wider than a pass is reduced in several passes over the same nest, each over a band of
+rows. Within a step the terms are grouped by vector operand: each operand's vectors are loaded
+once and every row that reads it broadcasts its scalar and adds. Only the order of the sums'
+roundings differs from the portable C (a fused multiply-add per term, as ``-ffp-contract=fast``
+gives the portable C too)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from opfuse.backends.c.cgen import CWriter
+from opfuse.backends.c.isa.x86.helpers import NO
+
+ZMM_SUMS = 24  # of 32 zmm: the rest for the operands' vectors and the broadcast
+YMM_SUMS = 12  # of 16 ymm
+Term = tuple[int, str, str]  # (row, scalar C expression, C pointer to the vector operand)
+
+
+class _Vec:
+    """One vector width's spelling."""
+
+    def __init__(self, bits: int, lanes: int) -> None:
+        self.width = bits // 32
+        self.t = f"__m{bits}"
+        self.p = f"_mm{bits}_"
+        self.lanes = lanes
+        self.count = -(-lanes // self.width)
+        self.tail = lanes - (self.count - 1) * self.width  # lanes of the last vector
+
+    def mask(self) -> str:
+        if self.width == 16:
+            return f"(__mmask16){(1 << self.tail) - 1:#x}"
+        return "opfuse_fm"
+
+    def load(self, ptr: str, k: int) -> str:
+        at = f"{ptr} + {k * self.width}" if k else ptr
+        if k < self.count - 1 or self.tail == self.width:
+            return f"{self.p}loadu_ps({at})"
+        if self.width == 16:
+            return f"_mm512_maskz_loadu_ps({self.mask()}, {at})"
+        return f"_mm256_maskload_ps({at}, {self.mask()})"
+
+    def store(self, ptr: str, k: int, value: str) -> str:
+        at = f"{ptr} + {k * self.width}" if k else ptr
+        if k < self.count - 1 or self.tail == self.width:
+            return f"{self.p}storeu_ps({at}, {value});"
+        if self.width == 16:
+            return f"_mm512_mask_storeu_ps({at}, {self.mask()}, {value});"
+        return f"_mm256_maskstore_ps({at}, {self.mask()}, {value});"
+
+
+def _pass(w: CWriter, vec: _Vec, acc: str, rows: Sequence[int], loops: Callable,
+          terms: Sequence[Term]) -> None:
+    """One pass: the sums of ``rows`` in registers across the nest ``loops`` writes."""
+    w.open("")
+    if vec.width == 8 and vec.tail != 8:
+        lanes = ", ".join("-1" if i < vec.tail else "0" for i in range(8))
+        w(f"const __m256i opfuse_fm = _mm256_setr_epi32({lanes});")
+    for r in rows:
+        for k in range(vec.count):
+            w(f"{vec.t} va{r}_{k} = {vec.load(f'&{acc}[{r}][0]', k)};")
+    groups: dict[str, list[tuple[int, str]]] = {}
+    for r, scalar, ptr in terms:
+        if r in rows:
+            groups.setdefault(ptr, []).append((r, scalar))
+
+    def body() -> None:
+        for g, (ptr, uses) in enumerate(groups.items()):
+            for k in range(vec.count):
+                w(f"const {vec.t} vw{g}_{k} = {vec.load(ptr, k)};")
+            for r, scalar in uses:
+                w(f"const {vec.t} vs{g}_{r} = {vec.p}set1_ps({scalar});")
+                for k in range(vec.count):
+                    w(f"va{r}_{k} = {vec.p}fmadd_ps(vs{g}_{r}, vw{g}_{k}, va{r}_{k});")
+
+    loops(body)
+    for r in rows:
+        for k in range(vec.count):
+            w(vec.store(f"&{acc}[{r}][0]", k, f"va{r}_{k}"))
+    w.close()
+
+
+def _passes(w: CWriter, vec: _Vec, acc: str, rows: int, sums: int, loops: Callable,
+            terms: Sequence[Term]) -> None:
+    band = max(1, sums // vec.count)
+    for r0 in range(0, rows, band):
+        _pass(w, vec, acc, range(r0, min(rows, r0 + band)), loops, terms)
+
+
+def fma_tile(w: CWriter, acc: str, rows: int, lanes: int, loops: Callable[[Callable], None],
+             terms: Sequence[Term], portable: Callable[[], None]) -> bool:
+    """``acc[r][l] += s * v[l]`` for every term (r, s, v) and lane l < ``lanes`` at each step of
+    the loop nest ``loops(body)`` writes (it calls ``body()`` where a step goes): AVX-512 and
+    AVX2 in registers, ``loops(portable)`` in the ``#else``. False (nothing written) for a tile
+    of more than 4 vectors of 16 lanes a row or with no terms."""
+    if not terms or lanes > 64 or rows < 1:
+        return False
+    w.lines.append(f"#if {NO} && defined(__AVX512F__)")
+    _passes(w, _Vec(512, lanes), acc, rows, ZMM_SUMS, loops, terms)
+    w.lines.append(f"#elif {NO} && defined(__AVX2__) && defined(__FMA__)")
+    _passes(w, _Vec(256, lanes), acc, rows, YMM_SUMS, loops, terms)
+    w.lines.append("#else")
+    loops(portable)
+    w.lines.append("#endif")
+    return True

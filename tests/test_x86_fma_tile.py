@@ -1,0 +1,107 @@
+"""The x86 float register tile (opfuse/backends/c/isa/x86/fma_tile.py, ``IsaKernels.fma_tile``) in
+the float conv cores it serves, against onnxruntime: each model's generated C built with
+-march=native (the zmm branch, on an AVX-512 host), -march=x86-64-v3 (the ymm branch) and
+-march=x86-64-v2 (the portable #else), layer by layer and cascaded. The shapes reach the tile's
+edges: a last partial vector (masked zmm, maskload ymm), 8-lane channel blocks, several passes of
+ymm bands, padded and strided taps, groups, a pointwise tile of one pixel, and the fused epilogue
+(bias, Relu, a residual Add) after the tile."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opfuse.backends.c import emit_c
+from opfuse.measure.run.host import CModel, build_shared
+from opfuse.measure.validate.c_float import reference
+from opfuse.pipeline import compile_model
+from tests.helpers.parsed import normal, parsed_model
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+CASES = {
+    # conv.py's pointwise path (>= 256 pixels): 289 pixels = 9 tiles of 32 + 1, 40 channels in
+    # 5 tiles of 8, bias, a residual Add and Relu after the tile
+    "pointwise_tail": parsed_model("""g (float[1,24,17,17] x, float[1,40,17,17] r) => (float[1,40,17,17] y) {
+        c = Conv(x, w, b)
+        s = Add(c, r)
+        y = Relu(s)
+    }""", w=normal(40, 24, 1, 1), b=normal(40, seed=1)),
+    # convdirect.py: 3x3 padded, 48 channels (a block of 32 and one of 16), 13 columns
+    "direct_3x3": parsed_model("""g (float[1,20,11,13] x) => (float[1,48,11,13] y) {
+        c = Conv<pads=[1,1,1,1]>(x, w, b)
+        y = Relu(c)
+    }""", w=normal(48, 20, 3, 3), b=normal(48, seed=1)),
+    # stride 2, two groups of 20 channels each (blocks 16 + 4, padded to 8 lanes), no bias
+    "direct_strided_groups": parsed_model("""g (float[1,16,15,15] x) => (float[1,40,8,8] y) {
+        y = Conv<pads=[1,1,1,1], strides=[2,2], group=2>(x, w)
+    }""", w=normal(40, 8, 3, 3)),
+    # a pointwise conv on a small plane (convdirect's tile, 6 pixels x 32 channels), 96 outputs
+    "direct_pointwise": parsed_model("""g (float[1,64,6,6] x) => (float[1,96,6,6] y) {
+        c = Conv(x, w, b)
+        y = Relu(c)
+    }""", w=normal(96, 64, 1, 1), b=normal(96, seed=1)),
+    # two 3x3 convs in a row, the second's line buffer over cascade_rows.LINE_FLOATS: a
+    # cascade's direct member on a ring (convdirect.emit_direct_rows)
+    "cascade_pair": parsed_model("""g (float[1,8,24,120] x) => (float[1,16,24,120] y) {
+        a = Conv<pads=[1,1,1,1]>(x, w1, b1)
+        r = Relu(a)
+        c = Conv<pads=[1,1,1,1]>(r, w2, b2)
+        y = Relu(c)
+    }""", w1=normal(64, 8, 3, 3), b1=normal(64, seed=1), w2=normal(16, 64, 3, 3, seed=2),
+        b2=normal(16, seed=3)),
+}
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((x for x in text.splitlines() if x.startswith("flags")), "")
+    return set(line.split(":", 1)[-1].split())
+
+
+def _macros(march: str) -> set[str]:
+    out = subprocess.run(["gcc", f"-march={march}", "-dM", "-E", "-x", "c", "/dev/null"],
+                         check=True, capture_output=True, text=True).stdout
+    return {line.split()[1] for line in out.splitlines() if line.startswith("#define")}
+
+
+# (march, the macro that selects the branch, the CPU flag it needs, a call only that branch has)
+BUILDS = [
+    ("native", "__AVX512F__", "avx512f", "_mm512_fmadd_ps"),
+    ("x86-64-v3", "__FMA__", "fma", "_mm256_fmadd_ps"),
+    ("x86-64-v2", None, None, None),
+]
+
+
+@pytest.mark.parametrize("cascades", [False, True], ids=["layers", "cascades"])
+@pytest.mark.parametrize("march,macro,cpu,call", BUILDS, ids=[b[0] for b in BUILDS])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_fma_tile_builds_match_onnxruntime(case: str, march: str, macro: str | None,
+                                          cpu: str | None, call: str | None, cascades: bool,
+                                          tmp_path: Path) -> None:
+    if cpu is not None and cpu not in _cpu_flags():
+        pytest.skip(f"this CPU has no {cpu}")
+    if macro is not None:
+        assert macro in _macros(march), f"-march={march} does not define {macro}"
+    model = tmp_path / "m.onnx"
+    model.write_bytes(CASES[case].SerializeToString())
+    emit_c(compile_model(str(model), "x86-host"), tmp_path / "c", cascades=cascades)
+    text = (tmp_path / "c" / "model.c").read_text()
+    if call is not None:
+        assert call in text, "the conv did not take the register tile"
+    if case == "cascade_pair" and cascades:
+        assert "for (int oh = a; oh <= b; ++oh)" in text, "no direct member on a ring"
+    feeds, want, _ = reference(model)
+    lib = CModel(build_shared(tmp_path / "c", (f"-march={march}",), name="lib_t.so"))
+    got = lib.run(feeds)
+    for name, ref in want.items():  # sums of up to 576 products: rounding scales with them
+        scale = max(1.0, float(np.abs(ref).max()))
+        np.testing.assert_allclose(got[name].reshape(ref.shape), ref, rtol=1e-4,
+                                   atol=1e-5 * scale, err_msg=f"{case} -march={march}")
