@@ -17,28 +17,14 @@ pytest.importorskip("tflite_micro")
 from tests.helpers import qgraphs as q  # noqa: E402
 from tests.helpers import tflite_builder as tb  # noqa: E402
 from tests.helpers.c_int8 import conv_pair, int8_inputs, nchw, nhwc  # noqa: E402
+from tests.helpers.cpu import cpu_flags, gcc_macros
 from tests.helpers.qgraphs import QGraph, compile_ir  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "tflite"
 RUNS = 6
 
 
-def _macros(flags: list[str]) -> set[str]:
-    out = subprocess.run(["gcc", *flags, "-dM", "-E", "-x", "c", "/dev/null"], check=True,
-                         capture_output=True, text=True).stdout
-    return {line.split()[1] for line in out.splitlines() if line.startswith("#define")}
-
-
-def _cpu_flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    line = next((x for x in text.splitlines() if x.startswith("flags")), "")
-    return set(line.split(":", 1)[-1].split())
-
-
-CPU = _cpu_flags()
+CPU = cpu_flags()
 # (name, gcc flags, the macro that selects its branch, the CPU flag it needs)
 BUILDS = [
     ("portable", ["-march=x86-64-v2"], None, None),
@@ -55,7 +41,7 @@ def _builds() -> list[tuple[str, list[str]]]:
         if cpu is not None and cpu not in CPU:
             continue
         if macro is not None:
-            assert macro in _macros(flags), f"{flags} does not define {macro}"
+            assert macro in gcc_macros(flags), f"{flags} does not define {macro}"
         out.append((name, flags))
     return out
 

@@ -9,7 +9,6 @@ ymm bands, padded and strided taps, groups, a pointwise tile of one pixel, and t
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from opfuse.backends.c import emit_c
 from opfuse.measure.run.host import CModel, build_shared
 from opfuse.measure.validate.c_float import reference
 from opfuse.pipeline import compile_model
+from tests.helpers.cpu import cpu_flags, gcc_macros
 from tests.helpers.parsed import normal, parsed_model
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -57,21 +57,6 @@ CASES = {
 }
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    line = next((x for x in text.splitlines() if x.startswith("flags")), "")
-    return set(line.split(":", 1)[-1].split())
-
-
-def _macros(march: str) -> set[str]:
-    out = subprocess.run(["gcc", f"-march={march}", "-dM", "-E", "-x", "c", "/dev/null"],
-                         check=True, capture_output=True, text=True).stdout
-    return {line.split()[1] for line in out.splitlines() if line.startswith("#define")}
-
-
 # (march, the macro that selects the branch, the CPU flag it needs, a call only that branch has)
 BUILDS = [
     ("native", "__AVX512F__", "avx512f", "_mm512_fmadd_ps"),
@@ -86,10 +71,10 @@ BUILDS = [
 def test_fma_tile_builds_match_onnxruntime(case: str, march: str, macro: str | None,
                                           cpu: str | None, call: str | None, cascades: bool,
                                           tmp_path: Path) -> None:
-    if cpu is not None and cpu not in _cpu_flags():
+    if cpu is not None and cpu not in cpu_flags():
         pytest.skip(f"this CPU has no {cpu}")
     if macro is not None:
-        assert macro in _macros(march), f"-march={march} does not define {macro}"
+        assert macro in gcc_macros([f"-march={march}"]), f"-march={march} does not define {macro}"
     model = tmp_path / "m.onnx"
     model.write_bytes(CASES[case].SerializeToString())
     emit_c(compile_model(str(model), "x86-host"), tmp_path / "c", cascades=cascades)
