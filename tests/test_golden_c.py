@@ -1,6 +1,6 @@
 """The golden gate (tests/helpers/golden.py): the generated C of the built-in and shared models on
-x86-host, cortex-m4 and cortex-m7, cascades on and off, hashes as recorded. A change meant to
-alter the C re-records with ``python -m tests.helpers.golden --write`` and says which builds moved
+x86-host, cortex-m4, cortex-m7 and cortex-m55 (the x86, armv7em and mve ISA modules), cascades on
+and off, hashes as recorded. A change meant to alter the C re-records with ``python -m tests.helpers.golden --write`` and says which builds moved
 in its commit; any other change must leave every hash as it is."""
 
 from __future__ import annotations

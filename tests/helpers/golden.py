@@ -25,7 +25,7 @@ from pathlib import Path
 from tests.helpers.shared import SHARED_MODELS
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden_c.json"
-TARGETS = ("x86-host", "cortex-m4", "cortex-m7")
+TARGETS = ("x86-host", "cortex-m4", "cortex-m7", "cortex-m55")  # every ISA module of the seam
 BUILTIN = ("seed_block", "ds_cnn", "tiny_transformer", "mobilenet_v2", "resnet18")
 # the slowest to generate (weights.c text, 5-40 s each): in the gate with --all only
 LARGE = ("mobilenet_v2", "resnet18", "light_densenet121.onnx", "light_inception_v2.onnx",
