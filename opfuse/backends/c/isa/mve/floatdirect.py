@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.isa.mve.floatdw import row_vectors, store, tap_load
-from opfuse.backends.c.isa.mve.floatepilogue import OCT, apply_clamps
+from opfuse.backends.c.isa.mve.floatepilogue import OCT, apply_clamps, open_images
 from opfuse.backends.c.rowsource import RowSource
 
 MAX_TAPS = 32  # input channels x kernel taps: the tile's weights at LDRD's immediate offsets
@@ -27,12 +27,7 @@ def direct(w: CWriter, g, src: RowSource, dst: RowSource, rows: tuple[str, str] 
     ``wp`` the weights in blocks of four output channels."""
     kh_n, kw_n = g.k
     taps = g.c * kh_n * kw_n
-    w(f"static const float zr[{g.iw}] = {{0.0f}};  /* a row above or below the input */")
-    if g.s[1] > 1:
-        w(f"const uint32x4_t go = vmulq_n_u32(vidupq_n_u32(0u, 1), {g.s[1]}u);")
-    n = "n" if rows is None else "0"
-    if rows is None:
-        w.open(f"for (int n = 0; n < {g.n}; ++n)")
+    n = open_images(w, g, rows)
     w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)" if rows is None else
            f"for (int oh = {rows[0]}; oh <= {rows[1]}; ++oh)")
     w(f"const float *rp[{g.c * kh_n}];")

@@ -12,7 +12,7 @@ every tap inside the row, run one loop with plain loads. Each output is the bias
 from __future__ import annotations
 
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.isa.mve.floatepilogue import LANES, apply_clamps
+from opfuse.backends.c.isa.mve.floatepilogue import LANES, apply_clamps, open_images
 from opfuse.backends.c.rowsource import RowSource
 
 MAX_TAPS = 25  # kernels up to 5x5: their weights stay in core registers (or one stack reload)
@@ -106,12 +106,7 @@ def depthwise(w: CWriter, g, src: RowSource, dst: RowSource, rows: tuple[str, st
     """Every output row of every channel (``rows`` None), or rows ``rows[0] .. rows[1]`` of a
     cascade's rings (module docstring); ``wt`` the weights [C][KH*KW]."""
     kk = g.k[0] * g.k[1]
-    w(f"static const float zr[{g.iw}] = {{0.0f}};  /* a row above or below the input */")
-    if g.s[1] > 1:
-        w(f"const uint32x4_t go = vmulq_n_u32(vidupq_n_u32(0u, 1), {g.s[1]}u);")
-    n = "n" if rows is None else "0"
-    if rows is None:
-        w.open(f"for (int n = 0; n < {g.n}; ++n)")
+    n = open_images(w, g, rows)
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
     w(f"const float *xc = {src.channel(n, 'c')};")
     w(f"float *yc = {dst.channel(n, 'c')};")
