@@ -78,9 +78,8 @@ ALLOWED = {
                                   "ADD and SUB",
     ("recurrent.py", ("Sigmoid", "Tanh")): "the LSTM/GRU activations attribute's default values "
                                            "(ONNX's RNN spec), not ops of the graph",
-    ("if_fold.py", "_CONDITION_OPS"): "ops an If's condition is evaluated with at import, over "
-                                      "small constants (frontends/if_fold.py)",
-    ("if_fold.py", "_SHAPE_INPUT"): "ONNX schemas whose second input is a shape, not data",
+    ("if_fold.py", ("Shape", "Size")): "ONNX ops that read a value's shape, not its data (an "
+                                       "If condition's inputs, frontends/if_fold.py)",
     # onnxruntime's fusions, which the ONNX backend asks for: ORT's lists, not opfuse's
     ("ort_fusion.py", ("Clip", "HardSigmoid", "LeakyRelu", "Relu", "Sigmoid", "Tanh")):
         "onnxruntime's FusedConv activations",

@@ -1,10 +1,14 @@
 """If nodes at import: folded when their condition is a constant, else kept as opaque ops.
 
-``fold_constant_ifs`` runs on the proto before shape inference: small constant subgraphs
-(a bound ``--input-value``, Constant nodes, Equal/Cast/Not... over them) are evaluated with
-onnx's reference evaluator, and an If whose condition is then known is replaced by the nodes of
-the branch it takes, so the branch not taken (silero VAD's 8 kHz one, which fails shape inference
-at 16 kHz input sizes) is never inferred.
+``fold_constant_ifs`` runs before whole-model shape inference, once the bound input shapes and
+``--input-value`` constants are in the proto: onnxscript's constant folder (its own per-node shape
+inference on) evaluates what an If's condition is computed from (Constant, Equal, Cast, Not, and
+``Shape``/``Size`` of a value whose shape is now static), inlines the branch an If takes, and
+goes on into the inlined nodes, so nested Ifs decided by shape arithmetic fold too (silero VAD's
+decoder: ``Shape -> Gather -> Equal``, ``Size -> Equal -> Not -> Cast``), and the branch not
+taken (its 8 kHz one, which fails shape inference at 16 kHz input sizes) is never inferred.
+Nothing large is built there: a node folds only when shape inference says each output has at
+most ``_SMALL`` elements, and the folds of one import together at most ``_BUDGET``.
 
 ``opaque_if_shapes`` serves an If left in place when whole-model inference fails inside one of
 its branches: each branch is inferred on its own over the outer values it reads; when both give
@@ -17,175 +21,115 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import onnx
-from onnx import numpy_helper
-from onnx.reference import ReferenceEvaluator
+import onnx_ir as ir
+import onnxscript.optimizer
+from onnx_ir.passes.common import NameFixPass
 
 from opfuse.errors import OpfuseError
 from opfuse.safe_text import for_terminal
 
-_SMALL = 4096  # elements: a constant subgraph evaluated at import reads and writes at most this
+_SMALL = 4096  # elements: what one fold at this stage may write
+_BUDGET = 1 << 20  # elements: what all of them together may write
+_ROUNDS = 8  # fold, then fold what the inlined branches expose, until nothing changes
 _IF = "If"
-# what an If's condition is computed with; none writes more elements than its inputs broadcast
-# to, which is checked before it runs (an Expand or ConstantOfShape could build gigabytes)
-_CONDITION_OPS = frozenset({
-    "Constant", "Identity", "Cast", "Not", "Neg", "Abs", "Equal", "Greater", "Less",
-    "GreaterOrEqual", "LessOrEqual", "And", "Or", "Xor", "Add", "Sub", "Mul", "Div", "Min", "Max",
-    "Where", "Squeeze", "Unsqueeze", "Reshape",
-})
-_SHAPE_INPUT = frozenset({"Squeeze", "Unsqueeze", "Reshape"})  # the second input is not data
 
 
 def _default(node: onnx.NodeProto) -> bool:
     return node.domain in ("", "ai.onnx")
 
 
-def _numel(t: onnx.TensorProto) -> int:
-    return math.prod(t.dims)
-
-
 def _branch(node: onnx.NodeProto, name: str) -> onnx.GraphProto:
     return next(a.g for a in node.attribute if a.name == name)
 
 
-def _has_subgraph(node: onnx.NodeProto) -> bool:
-    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-               for a in node.attribute)
+def _count_ifs(graph: ir.Graph) -> int:
+    count = 0
+    for node in graph:
+        count += node.op_type == _IF and node.domain in ("", "ai.onnx")
+        for attr in node.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH:
+                count += _count_ifs(attr.as_graph())
+            elif attr.type == ir.AttributeType.GRAPHS:
+                count += sum(_count_ifs(g) for g in attr.as_graphs())
+    return count
 
 
-def fold_constant_ifs(proto: onnx.ModelProto) -> int:
-    """Replace every top-level If whose condition is a constant by its taken branch (module
-    docstring); the number of Ifs folded."""
-    graph = proto.graph
-    if not any(n.op_type == _IF and _default(n) for n in graph.node):
-        return 0
-    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
-    known = {t.name: numpy_helper.to_array(t) for t in graph.initializer if _numel(t) <= _SMALL}
-    names = _all_names(graph)
-    nodes = list(graph.node)
-    folded, i = 0, 0
-    while i < len(nodes):
-        node = nodes[i]
-        if node.op_type == _IF and _default(node) and node.input[0] in known \
-                and known[node.input[0]].size == 1:
-            taken = bool(known[node.input[0]].reshape(-1)[0])
-            body, inits = _inlined(_branch(node, "then_branch" if taken else "else_branch"),
-                                   node, names)
-            graph.initializer.extend(inits)
-            known.update({t.name: numpy_helper.to_array(t) for t in inits if _numel(t) <= _SMALL})
-            nodes[i:i + 1] = body
-            folded += 1
-            continue
-        if _default(node) and not _has_subgraph(node) and all(n in known for n in node.input if n):
-            evaluate_small(node, known, opset)
-        i += 1
-    if folded:
-        del graph.node[:]
-        graph.node.extend(nodes)
-    return folded
+class _SmallFolds:
+    """onnxscript's ``should_fold``: a node folds when its outputs' inferred shapes are static
+    and small, within a budget for the whole pass; anything else is left to the runtime (or to
+    the import's later folding, after the size checks)."""
+
+    def __init__(self) -> None:
+        self.spent = 0
+
+    def __call__(self, node: ir.Node) -> bool | None:
+        sizes = []
+        for out in node.outputs:
+            if out.shape is None or not out.shape.is_static():
+                return False
+            sizes.append(math.prod(int(d) for d in out.shape))
+        if any(s > _SMALL for s in sizes) or self.spent + sum(sizes) > _BUDGET:
+            return False
+        self.spent += sum(sizes)
+        return True if node.op_type == "ConstantOfShape" else None  # onnxscript keeps fills
 
 
-def evaluate_small(node: onnx.NodeProto, known: dict[str, np.ndarray], opset: int) -> None:
-    """The node's outputs into ``known`` when they are small (else, or on any error, nothing:
-    the node stays for the optimizer and the runtime)."""
-    if node.op_type not in _CONDITION_OPS or sum(known[n].size for n in node.input if n) > _SMALL:
-        return
-    data = node.input[:1] if node.op_type in _SHAPE_INPUT else node.input
+def fold_constant_ifs(proto: onnx.ModelProto, path: str) -> tuple[onnx.ModelProto, int]:
+    """``proto`` with every If whose condition is a constant once shapes and values are bound
+    replaced by its taken branch, at any depth (module docstring), and the number of Ifs gone.
+    A model none of whose Ifs folds comes back as it was."""
+    if not any(n.op_type == _IF and _default(n) for n in proto.graph.node):
+        return proto, 0
     try:
-        if math.prod(np.broadcast_shapes(*(known[n].shape for n in data if n))) > _SMALL:
-            return
-    except ValueError:  # shapes that do not broadcast: the runtime's to report
-        return
-    try:
-        model = onnx.helper.make_model(
-            onnx.helper.make_graph([node], "eval", [], []),
-            opset_imports=[onnx.helper.make_opsetid("", opset)])
-        outputs = ReferenceEvaluator(model).run(
-            list(node.output), {n: known[n] for n in node.input if n})
-    except Exception:  # an op the evaluator lacks, or bad data: left for the runtime
-        return
-    for name, value in zip(node.output, outputs, strict=False):
-        arr = np.asarray(value)
-        if name and arr.size <= _SMALL:
-            known[name] = arr
+        model = ir.from_proto(proto)
+    except Exception as exc:  # onnx_ir raises several types on malformed protos
+        raise OpfuseError(f"{path}: cannot read graph: {_first_line(exc)}") from None
+    before = left = _count_ifs(model.graph)
+    budget = _SmallFolds()
+    for _ in range(_ROUNDS):
+        try:
+            result = onnxscript.optimizer.fold_constants(
+                model, onnx_shape_inference=True, input_size_limit=_SMALL,
+                output_size_limit=_SMALL, should_fold=budget)
+        except OpfuseError:
+            raise
+        except Exception:  # an op the folder cannot evaluate: the model as it was, Ifs opaque
+            return proto, 0
+        left = _count_ifs(model.graph)
+        if not result.modified:
+            break
+    if left == before:
+        return proto, 0
+    onnxscript.optimizer.remove_unused_nodes(model)
+    NameFixPass()(model)  # values of two inlined branches may share a name (sibling scopes)
+    return ir.to_proto(model), before - left
 
 
-def _all_names(graph: onnx.GraphProto) -> set[str]:
-    names = {v.name for v in (*graph.input, *graph.output)}
-    names |= {t.name for t in graph.initializer}
-    for node in graph.node:
-        names.update(node.output)
-        names.update(node.input)
-    return names
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _inlined(branch: onnx.GraphProto, node: onnx.NodeProto,
-             names: set[str]) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
-    """The branch's nodes and initializers, ready for the outer graph: names the branch defines
-    renamed where they clash with outer ones, its outputs become the If's outputs."""
-    defined = {t.name for t in branch.initializer}
-    for n in branch.node:
-        defined.update(o for o in n.output if o)
-    rename: dict[str, str] = {}
-    for name in sorted(defined):
-        if name in names:
-            fresh, k = f"{name}_if", 1
-            while fresh in names or fresh in defined:
-                fresh, k = f"{name}_if{k}", k + 1
-            rename[name] = fresh
-            names.add(fresh)
-        else:
-            names.add(name)
-    producers = {o for n in branch.node for o in n.output if o}
-    extra: list[onnx.NodeProto] = []
-    for out, target in zip(branch.output, node.output, strict=True):
-        if out.name in producers and [o.name for o in branch.output].count(out.name) == 1:
-            rename[out.name] = target  # the producer writes the If's output directly
-        else:
-            extra.append(onnx.helper.make_node("Identity", [rename.get(out.name, out.name)],
-                                               [target]))
-    body = []
-    for n in branch.node:
-        copy = onnx.NodeProto()
-        copy.CopyFrom(n)
-        _rename(copy, rename)
-        body.append(copy)
-    inits = []
-    for t in branch.initializer:
-        copy = onnx.TensorProto()
-        copy.CopyFrom(t)
-        copy.name = rename.get(t.name, t.name)
-        inits.append(copy)
-    return body + extra, inits
-
-
-def _rename(node: onnx.NodeProto, rename: dict[str, str]) -> None:
-    for k, name in enumerate(node.input):
-        node.input[k] = rename.get(name, name)
-    for k, name in enumerate(node.output):
-        node.output[k] = rename.get(name, name)
-    for a in node.attribute:  # a nested subgraph reads the branch's values from outer scope
-        for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
-            for inner in g.node:
-                _rename(inner, rename)
-
-
-def condition_inputs(graph: onnx.GraphProto, node: onnx.NodeProto) -> list[str]:
-    """The graph inputs the If's condition is computed from."""
+def condition_inputs(graph: onnx.GraphProto, node: onnx.NodeProto) -> tuple[list[str], list[str]]:
+    """The graph inputs the If's condition is computed from: those whose values it reads, and
+    those it reads only the shape of (through Shape or Size: bound by then, so an If left on
+    them is one the model's own inference could not settle at those shapes)."""
     producer = {o: n for n in graph.node for o in n.output}
     inputs = {i.name for i in graph.input} - {t.name for t in graph.initializer}
-    found, todo, seen = [], [node.input[0]], set()
+    values, shapes, todo, seen = set(), set(), [(node.input[0], False)], set()
     while todo:
-        name = todo.pop()
-        if name in seen:
+        name, via_shape = todo.pop()
+        if (name, via_shape) in seen:
             continue
-        seen.add(name)
+        seen.add((name, via_shape))
         if name in inputs:
-            found.append(name)
+            (shapes if via_shape else values).add(name)
         elif name in producer:
-            todo.extend(n for n in producer[name].input if n)
-    return sorted(found)
+            made = producer[name]
+            shape_only = via_shape or (made.op_type in ("Shape", "Size") and _default(made))
+            todo.extend((n, shape_only) for n in made.input if n)
+    return sorted(values), sorted(shapes - values)
 
 
 def opaque_if_shapes(proto: onnx.ModelProto, inferred: onnx.ModelProto, path: Path) -> bool:
@@ -213,9 +157,15 @@ def opaque_if_shapes(proto: onnx.ModelProto, inferred: onnx.ModelProto, path: Pa
         elif any(d is None for v in shapes[0] for d in (_dims(v) or [None])):
             why = "its output shapes are not static"
         if why is not None:
-            inputs = condition_inputs(proto.graph, node)
-            hint = (f"bind {', '.join(repr(i) for i in inputs)} with --input-value "
-                    f"{inputs[0]}=VALUE" if inputs else "its condition is computed at run time")
+            inputs, shaped = condition_inputs(proto.graph, node)
+            if inputs:
+                hint = (f"bind {', '.join(repr(i) for i in inputs)} with --input-value "
+                        f"{inputs[0]}=VALUE")
+            elif shaped:
+                hint = (f"its condition reads the shapes of {', '.join(repr(i) for i in shaped)}"
+                        ", bound with --input-shape: the model does not take those shapes here")
+            else:
+                hint = "its condition is computed at run time"
             raise OpfuseError(for_terminal(f"{path}: {label}: {why}; {hint}"))
         stale = [v for v in proto.graph.value_info if v.name in set(node.output)]
         for v in stale:  # an exporter's annotation of what inference could not settle

@@ -95,8 +95,10 @@ def import_proto(
     bind_input_values(proto, input_values or {})  # a bound input is an initializer from here on
     shapes = {k: v for k, v in (input_shapes or {}).items() if k not in (input_values or {})}
     _bind_proto_inputs(proto, bind_value_shapes(proto, shapes), path)
-    fold_constant_ifs(proto)  # the branch not taken is never inferred
     check_windows(proto, str(path))  # attributes first: inference multiplies by them
+    proto, folded = fold_constant_ifs(proto, str(path))  # the branch not taken is never inferred
+    if folded:
+        check_windows(proto, str(path))  # the nodes the taken branches brought in
     inferred = _infer_proto(proto, path)
     if trim_end_pads(proto, value_shapes(inferred.graph), str(path)):
         inferred = _infer_proto(proto, path)  # ceil_mode pools now counted as runtimes count
