@@ -17,7 +17,8 @@ def sort_or_raise(graph: onnx.GraphProto, where: str) -> None:
             if out:
                 producer[out] = i
     deps: list[set[int]] = [
-        {producer[name] for name in node.input if name in producer} for node in graph.node
+        {producer[name] for name in _reads(node) if name in producer} - {i}
+        for i, node in enumerate(graph.node)
     ]
     users: list[list[int]] = [[] for _ in graph.node]
     for i, d in enumerate(deps):
@@ -45,3 +46,16 @@ def sort_or_raise(graph: onnx.GraphProto, where: str) -> None:
             c.CopyFrom(n)
         del graph.node[:]
         graph.node.extend(copies)
+
+
+def _reads(node: onnx.NodeProto) -> set[str]:
+    """The names a node reads: its inputs, and those its subgraphs (an If's branches, a Loop's
+    body) read from the outer scope, which must be produced before the node runs too."""
+    names = set(node.input)
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for sub in graphs:
+            for inner in sub.node:
+                names |= _reads(inner)
+            names |= {o.name for o in sub.output}  # a branch may return an outer value as is
+    return names
