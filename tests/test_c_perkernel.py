@@ -53,6 +53,9 @@ def test_injected_fault_is_the_first_divergence(fuse: bool, tmp_path: Path) -> N
     first = report.first_divergent
     assert first is not None and first.index == target and first.function == name
     assert all(k.ok for k in report.kernels[:target])
+    # each kernel is fed the reference's inputs: the fault stays in the broken function's kernels
+    assert report.isolated
+    assert all(k.ok for k in report.kernels if k.function != name)
     text = format_per_kernel(report)
     assert f"first divergence: kernel {target} {name}" in text
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from opfuse.errors import OpfuseError
 from opfuse.measure.validate.ort import ModelArg, OutputCheck, ValidationReport, compare, cosine
+from opfuse.measure.validate.reference_spread import spread_notes
 
 ONNX_STEPS = 32  # default allowance of the emitted ONNX: 1/8 of the int8 range
 
@@ -62,9 +63,11 @@ def validate_against_reference(
         ref.random_inputs(seed + k) for k in range(trials)
     ]
     tallies = {o.name: _Tally() for o in ref.outputs}
+    wanted: list[dict[str, np.ndarray]] = []
     floats: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {o.name: [] for o in ref.outputs}
     for feeds in feeds_list:
         want = ref.run(feeds)
+        wanted.append(want)
         got = run(feeds)
         for spec in ref.outputs:
             if spec.name not in got:
@@ -111,7 +114,13 @@ def validate_against_reference(
     source_text = "given arrays" if inputs is not None else (
         f"random (seeds {seed}..{seed + len(feeds_list) - 1}), source layout and dtype")
     notes.insert(0, f"reference: {ref.name} on {source}; compared: {label}")
-    return ValidationReport(tuple(checks), rtol, atol, source_text, tuple(notes))
+    floats_failed = [c for c, spec in zip(checks, ref.outputs, strict=True)
+                     if not c.ok and spec.dtype.kind == "f" and not spec.scale]
+    spread, within = spread_notes(ref, feeds_list, wanted, floats_failed, label)
+    notes.extend(spread)
+    return ValidationReport(tuple(checks), rtol, atol, source_text, tuple(notes),
+                            tolerance_question=within and len(floats_failed) == sum(
+                                not c.ok for c in checks))
 
 
 def _largest_in_steps(values: np.ndarray, spec) -> float:

@@ -89,7 +89,13 @@ class TfliteReference:
 
     @property
     def name(self) -> str:
-        return "TFLite Micro" if self.kind == "tflite-micro" else "LiteRT (1 thread)"
+        return {"tflite-micro": "TFLite Micro", "litert-ref": "LiteRT's reference kernels"}.get(
+            self.kind, "LiteRT (1 thread)")
+
+    def reference_kernels(self) -> TfliteReference | None:
+        """The same file on LiteRT's reference kernels (no XNNPACK): a second float opinion
+        (measure/validate/reference_spread.py); None for TFLite Micro."""
+        return TfliteReference(self.path, "litert-ref") if self.kind == "litert" else None
 
     def _spec(self, index: int) -> TensorSpec:
         t = self.model.tensors[index]
@@ -118,10 +124,12 @@ class TfliteReference:
                 _probe_in_child(self.path, self.name, self.inputs)
                 self._interp = runtime.Interpreter.from_file(str(self.path))
             else:
-                from ai_edge_litert.interpreter import Interpreter
+                from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
+                options = ({"experimental_op_resolver_type": OpResolverType.BUILTIN_REF}
+                           if self.kind == "litert-ref" else {})
                 with native_stderr_silenced():  # its XNNPACK delegate's INFO line
-                    interp = Interpreter(model_path=str(self.path), num_threads=1)
+                    interp = Interpreter(model_path=str(self.path), num_threads=1, **options)
                     interp.allocate_tensors()
                 self._interp = interp
         except ImportError as exc:
