@@ -274,3 +274,4 @@ def test_an_if_on_shapes_the_model_cannot_take_is_one_line(vad: Path, run_cli) -
     code, out, err = run_cli("analyze", str(vad), *AUDIO, "--input-value", "sr=8000")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert "reads the shapes of 'x'" in err and "--input-value" not in err
+    assert "If node 'stft8k_sw/squeeze_if'" in err  # its own name, not prefixed by the folder

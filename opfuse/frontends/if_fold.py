@@ -55,6 +55,33 @@ def _count_ifs(graph: ir.Graph) -> int:
     return count
 
 
+def _node_names(graph: ir.Graph) -> dict[int, str]:
+    """Every node's name by identity, subgraphs included: the folder prefixes an inlined node's
+    name with its If's, once per level (silero: 'If_0_If_0_else.../decoder/If_1_If_0_else...')."""
+    names: dict[int, str] = {}
+    for node in graph:
+        if node.name:
+            names[id(node)] = node.name
+        for attr in node.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH:
+                names.update(_node_names(attr.as_graph()))
+            elif attr.type == ir.AttributeType.GRAPHS:
+                for sub in attr.as_graphs():
+                    names.update(_node_names(sub))
+    return names
+
+
+def _restore_names(graph: ir.Graph, names: dict[int, str]) -> None:
+    """Inlined nodes take back the name the model gave them, where no other node has it."""
+    taken = {n.name for n in graph}
+    for node in graph:
+        old = names.get(id(node))
+        if old and old != node.name and old not in taken:
+            taken.discard(node.name)
+            node.name = old
+            taken.add(old)
+
+
 class _SmallFolds:
     """onnxscript's ``should_fold``: a node folds when its outputs' inferred shapes are static
     and small, within a budget for the whole pass; anything else is left to the runtime (or to
@@ -86,6 +113,7 @@ def fold_constant_ifs(proto: onnx.ModelProto, path: str) -> tuple[onnx.ModelProt
     except Exception as exc:  # onnx_ir raises several types on malformed protos
         raise OpfuseError(f"{path}: cannot read graph: {_first_line(exc)}") from None
     before = left = _count_ifs(model.graph)
+    names = _node_names(model.graph)
     budget = _SmallFolds()
     for _ in range(_ROUNDS):
         try:
@@ -102,6 +130,7 @@ def fold_constant_ifs(proto: onnx.ModelProto, path: str) -> tuple[onnx.ModelProt
     if left == before:
         return proto, 0
     onnxscript.optimizer.remove_unused_nodes(model)
+    _restore_names(model.graph, names)
     NameFixPass()(model)  # values of two inlined branches may share a name (sibling scopes)
     return ir.to_proto(model), before - left
 
