@@ -84,8 +84,9 @@ MEAN = "mean"  # int8: ReduceMean
 GATHER = "gather"  # float: embedding lookup and index select (gather.py)
 TYPED = "typed"  # masks, casts, Range: own kernels, every operand in its own C type (typed.py)
 RECURRENT = "recurrent"  # LSTM, GRU: the whole sequence in one kernel (recurrent.py)
+FOLD = "fold"  # Col2Im: overlapping blocks summed into an image (col2im.py)
 FLOAT_FAMILIES = (ANCHOR_K, EXPR, POOL_K, VIEW_K, LAYOUT, REDUCE_K, NORM, SOFTMAX, GATHER, TYPED,
-                  RECURRENT)
+                  RECURRENT, FOLD)
 INT8_FAMILIES = (ANCHOR_K, POOL_K, MEAN, SOFTMAX, CONVERT, LAYOUT, VIEW_K, CLAMP_K, BINARY_K, LUT)
 
 
@@ -234,6 +235,8 @@ OPS: dict[str, OpInfo] = {
     "Expand": _inj(c=LAYOUT, c8=LAYOUT),
     "Range": _with(OpInfo(OpKind.INJECTIVE, flops_per_elem=2), c=TYPED),  # start + i * delta
     "Shape": _inj(),
+    # torch's nn.Fold: one add per column entry (those landing in the padding included)
+    "Col2Im": _with(OpInfo(OpKind.INJECTIVE, extra_flops=in_elems), c=FOLD),
     # recurrences over time steps: never fused (opaque to fusion), each its own C kernel
     "LSTM": OpInfo(OpKind.OPAQUE, macs=recurrent_macs, extra_flops=recurrent_flops, c=RECURRENT),
     "GRU": OpInfo(OpKind.OPAQUE, macs=recurrent_macs, extra_flops=recurrent_flops, c=RECURRENT),
