@@ -87,7 +87,8 @@ RECURRENT = "recurrent"  # LSTM, GRU: the whole sequence in one kernel (recurren
 FOLD = "fold"  # Col2Im: overlapping blocks summed into an image (col2im.py)
 FLOAT_FAMILIES = (ANCHOR_K, EXPR, POOL_K, VIEW_K, LAYOUT, REDUCE_K, NORM, SOFTMAX, GATHER, TYPED,
                   RECURRENT, FOLD)
-INT8_FAMILIES = (ANCHOR_K, POOL_K, MEAN, SOFTMAX, CONVERT, LAYOUT, VIEW_K, CLAMP_K, BINARY_K, LUT)
+INT8_FAMILIES = (ANCHOR_K, POOL_K, MEAN, SOFTMAX, CONVERT, LAYOUT, VIEW_K, CLAMP_K, BINARY_K, LUT,
+                 RECURRENT)
 
 
 @dataclass(frozen=True)
@@ -238,7 +239,9 @@ OPS: dict[str, OpInfo] = {
     # torch's nn.Fold: one add per column entry (those landing in the padding included)
     "Col2Im": _with(OpInfo(OpKind.INJECTIVE, extra_flops=in_elems), c=FOLD),
     # recurrences over time steps: never fused (opaque to fusion), each its own C kernel
-    "LSTM": OpInfo(OpKind.OPAQUE, macs=recurrent_macs, extra_flops=recurrent_flops, c=RECURRENT),
+    # an int8 LSTM is TFLite's UNIDIRECTIONAL_SEQUENCE_LSTM (frontends/tflite/ops_lstm.py)
+    "LSTM": _with(OpInfo(OpKind.OPAQUE, macs=recurrent_macs, extra_flops=recurrent_flops),
+                  "quantizable", c=RECURRENT, c8=RECURRENT),
     "GRU": OpInfo(OpKind.OPAQUE, macs=recurrent_macs, extra_flops=recurrent_flops, c=RECURRENT),
     # float <-> int8 conversions kept at a quantized graph's boundaries (docs/architecture.md)
     "QuantizeLinear": _with(OpInfo(OpKind.ELEMWISE, flops_per_elem=2), "conversion", c8=CONVERT),
