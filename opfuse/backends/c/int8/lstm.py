@@ -21,7 +21,8 @@ gate ``j``:
   its scale 2^p as an input multiplier: 3 << (p + 12) (p >= -12), else 3 and a rounding right
   shift by -(p + 12).
 ``requant`` is TFLite's MultiplyByQuantizedMultiplier (``opfuse_requant``), every multiplier
-computed in double as TFLite's Prepare does.
+computed in double as TFLite's Prepare does. The products are the ISA's int8 row product
+(``IsaKernels.dot``: SMLAD pairs on Cortex-M4/M7, the portable loop elsewhere), exact in int32.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, attr, dims, need_const, who
 from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8.common import quant, rounding
+from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import Unsupported
 from opfuse.quant import LSTM_CELL_SCALE, TFLITE, quantize_multiplier
@@ -136,8 +138,11 @@ def emit_lstm8(w: CWriter, node: ir.Node, params: Params) -> None:
     w(f"const int8_t *wj = {wi} + (g*{hidden} + j)*{size};")
     w(f"const int8_t *rj = {wr} + (g*{hidden} + j)*{hidden};")
     w(f"int32_t a = {si}[g*{hidden} + j], r = {sr}[g*{hidden} + j];")
-    w(f"for (int k = 0; k < {size}; ++k) a += (int32_t)wj[k] * xt[k];")
-    w(f"for (int k = 0; k < {hidden}; ++k) r += (int32_t)rj[k] * hid[k];")
+    dot = kernels(params.store.isa).dot  # the ISA's int8 row product (SMLAD pairs on Arm)
+    for acc, row, wrow, k in (("a", "xt", "wj", size), ("r", "hid", "rj", hidden)):
+        w.open("")
+        dot(w, acc, row, "int8_t", 0, wrow, k)
+        w.close()
     w("a = opfuse_clamp(opfuse_requant(a, mul_in[g][0], mul_in[g][1]), -32768, 32767);")
     w("r = opfuse_clamp(opfuse_requant(r, mul_rec[g][0], mul_rec[g][1]), -32768, 32767);")
     w("const int32_t s = opfuse_clamp(a + r, -32768, 32767);")
