@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from opfuse.errors import OpfuseError
+from opfuse.measure.run.host import CModel
 from opfuse.measure.validate.c_int8 import validate_c_int8
 from opfuse.pipeline import compile_model
 from tests.helpers.lstm_int8 import lstm_int8_model
@@ -109,3 +110,20 @@ def test_an_onnx_lstm_between_qdq_pairs_stays_float(tmp_path: Path) -> None:
     result = compile_model(tmp_path / "m.onnx")
     (node,) = [n for n in result.optimized.graph if n.op_type == "LSTM"]
     assert node.inputs[0].dtype.name == "FLOAT" and node.inputs[1].dtype.name == "FLOAT"
+
+
+@pytest.mark.parametrize("time_major", [False, True])
+def test_a_float_tflite_lstm_runs_as_the_float_lstm_kernel(time_major: bool,
+                                                            tmp_path: Path) -> None:
+    """The float UNIDIRECTIONAL_SEQUENCE_LSTM: no Q/DQ, float C, against LiteRT on 20 seeded
+    inputs (LiteRT keeps the state variables between runs: the reference resets them)."""
+    from opfuse.measure.validate.c_float import validate_c
+    from opfuse.measure.validate.source import validate_against_reference
+
+    path = lstm_int8_model(tmp_path / "lstm.tflite", batch=2, time_major=time_major,
+                           float_model=True)
+    assert validate_c(path, outdir=tmp_path / "c").ok  # and against LiteRT itself:
+    model = CModel(tmp_path / "c")
+    report = validate_against_reference(path, model.run, label="float C", trials=20)
+    assert report.ok, report
+    assert all(out.max_abs_err <= 1e-5 for out in report.outputs), report

@@ -15,9 +15,11 @@ node; the int16 cell state's scale, which no ONNX input carries, rides on the no
 (``quant.LSTM_CELL_SCALE``), and the int8 C reads it there (backends/c/int8/lstm.py). onnxruntime runs the
 float LSTM: within a few steps of TFLite's integer arithmetic, not bit-exact.
 
-Refused in one line: peepholes, projection, layer norm, a coupled input gate (no input-gate
-weights), a cell activation other than tanh, a cell or projection clip, float or hybrid models,
-an output quantized unlike the hidden state (TFLite copies the hidden state into it).
+A float LSTM (every tensor float32) is the same LSTM without the Q/DQ pairs (float C,
+backends/c/recurrent.py; LiteRT its reference). Refused in one line: peepholes, projection,
+layer norm, a coupled input gate (no input-gate weights), a cell activation other than tanh, a
+cell or projection clip, hybrid models (float activations, int8 weights), an output quantized
+unlike the hidden state (TFLite copies the hidden state into it).
 """
 
 from __future__ import annotations
@@ -51,9 +53,13 @@ def _check(g: Graph, op: Operator) -> None:
     if o.CellClip() != 0.0 or o.ProjClip() != 0.0:
         g.fail("an LSTM with a cell or projection clip is not supported")
     x, h, c, y = ins[0], ins[18], ins[19], op.outputs[0]
+    kinds = {g.tensor(i).dtype for i in (x, h, y, c, *ins[1:9], *ins[12:16])}
+    if kinds == {np.dtype(np.float32)}:
+        return  # the float LSTM
     if g.quant(x) is None or g.tensor(x).dtype != np.int8 or g.tensor(c).dtype != np.int16 \
             or g.tensor(c).quant is None:
-        g.fail("only the int8 LSTM (int8 input and weights, int16 cell state) is imported")
+        g.fail("only the float and the int8 LSTM (int8 input and weights, int16 cell state) "
+               "are imported")
     hq, yq = g.quant(h), g.quant(y)
     if hq is None or yq is None or float(hq.scale[0]) != float(yq.scale[0]) \
             or int(hq.zero_point[0]) != int(yq.zero_point[0]):
@@ -64,6 +70,11 @@ def _stacked(g: Graph, indices: list[int], hint: str, zeros: int = 0) -> str:
     """The gate tensors ``indices`` (TFLite order) stacked in ONNX's order along a new axis 1
     of size 4H (+ ``zeros`` rows of zeros), dequantized per row."""
     arrays, scales = [], []
+    if g.tensor(indices[0]).dtype == np.float32:  # the float LSTM: no DQ
+        arrays = [g.need_const(indices[k], "gate weight") for k in ONNX_ORDER]
+        if zeros:
+            arrays.append(np.zeros(zeros, np.float32))
+        return g.initializer(np.concatenate(arrays)[None], hint)
     for k in ONNX_ORDER:
         data = g.need_const(indices[k], "gate weight")
         arrays.append(data)
@@ -98,6 +109,10 @@ def unidirectional_sequence_lstm(g: Graph, op: Operator) -> None:
     b = _stacked(g, list(ins[12:16]), f"{name}_B", zeros=4 * hidden)  # [1, 8H]
     y = g.node("LSTM", [x, w, r, b], f"{name}_lstm", hidden_size=hidden)
     cell = g.tensor(ins[19]).quant
+    if cell is None:  # the float LSTM: float C (backends/c/recurrent.py)
+        rows = g.node("Reshape", [y, g.ints([steps, batch, hidden], f"{name}_seq_shape")], name)
+        g.alias(out, rows, seq_layout)
+        return
     g.nodes[-1].metadata_props.add(key=LSTM_CELL_SCALE, value=repr(float(cell.scale[0])))
     yq = g.quantize(y, out, f"{name}_seq")  # [T, 1, B, H] on the hidden state's params
     rows = g.node("Reshape", [g.dequantize(yq, out), g.ints([steps, batch, hidden],
