@@ -127,3 +127,19 @@ def test_a_float_tflite_lstm_runs_as_the_float_lstm_kernel(time_major: bool,
     report = validate_against_reference(path, model.run, label="float C", trials=20)
     assert report.ok, report
     assert all(out.max_abs_err <= 1e-5 for out in report.outputs), report
+
+
+def test_a_weight_of_the_wrong_shape_is_one_line(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.helpers.tflite_builder import TfliteBuilder
+
+    const = TfliteBuilder.const
+
+    def narrowed(self, name, data, **quant):  # noqa: ANN001, ANN202
+        return const(self, name, data[:, :-1] if name == "forget_r" else data, **quant)
+
+    monkeypatch.setattr(TfliteBuilder, "const", narrowed)
+    path = lstm_int8_model(tmp_path / "lstm.tflite")
+    with pytest.raises(OpfuseError, match=r"tensor \d+ has shape \[8, 7\], not \[8, 8\]") as info:
+        compile_model(path)
+    assert "\n" not in str(info.value)

@@ -53,6 +53,7 @@ def _check(g: Graph, op: Operator) -> None:
     if o.CellClip() != 0.0 or o.ProjClip() != 0.0:
         g.fail("an LSTM with a cell or projection clip is not supported")
     x, h, c, y = ins[0], ins[18], ins[19], op.outputs[0]
+    _check_shapes(g, op)
     kinds = {g.tensor(i).dtype for i in (x, h, y, c, *ins[1:9], *ins[12:16])}
     if kinds == {np.dtype(np.float32)}:
         return  # the float LSTM
@@ -64,6 +65,26 @@ def _check(g: Graph, op: Operator) -> None:
     if hq is None or yq is None or float(hq.scale[0]) != float(yq.scale[0]) \
             or int(hq.zero_point[0]) != int(yq.zero_point[0]):
         g.fail("its output is quantized unlike its hidden state")
+
+
+def _check_shapes(g: Graph, op: Operator) -> None:
+    """TFLite Micro's ValidateTensorSize: x ``[B, T, I]`` (``[T, B, I]`` time-major), input
+    weights ``[H, I]``, recurrent ``[H, H]``, biases ``[H]``, each state B x H elements."""
+    ins = op.inputs
+    x = g.shape(ins[0])
+    if len(x) != 3 or len(g.shape(ins[1])) != 2:
+        g.fail(f"input {list(x)} is not [batch, steps, features]")
+    hidden, size = g.shape(ins[1])[0], x[2]
+    batch = x[1] if op.options.TimeMajor() else x[0]
+    want = {**{i: (hidden, size) for i in range(1, 5)}, **{i: (hidden, hidden) for i in range(5, 9)},
+            **{i: (hidden,) for i in range(12, 16)}}
+    for i, shape in want.items():
+        if tuple(g.shape(ins[i])) != shape:
+            g.fail(f"tensor {ins[i]} has shape {list(g.shape(ins[i]))}, not {list(shape)}")
+    for i in (18, 19):
+        if int(np.prod(g.shape(ins[i]))) != batch * hidden:
+            g.fail(f"state tensor {ins[i]} {list(g.shape(ins[i]))} does not hold {batch} x "
+                   f"{hidden} values")
 
 
 def _stacked(g: Graph, indices: list[int], hint: str, zeros: int = 0) -> str:
