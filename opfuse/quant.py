@@ -29,6 +29,9 @@ import numpy as np
 
 QUANT = "opfuse.quant"  # key in onnx_ir Value.meta
 ROUNDING = "opfuse.rounding"  # key in Model.meta and in the proto's metadata_props
+# key in an LSTM node's metadata_props: the int16 cell state's scale of TFLite's int8
+# UNIDIRECTIONAL_SEQUENCE_LSTM, which no ONNX input carries (frontends/tflite/ops_lstm.py)
+LSTM_CELL_SCALE = "opfuse.lstm_cell_scale"
 TFLITE = "tflite"
 ONNX = "onnx"
 

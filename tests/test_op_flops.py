@@ -142,3 +142,14 @@ def test_lstm_and_gru_cost_their_gate_products_and_unit_arithmetic() -> None:
     lstm = 2 * runs * (2 * 4 * hidden * (size + hidden) + hidden * (4 + 5 * 4 + 4))
     gru = runs * (2 * 3 * hidden * (size + hidden) + hidden * (3 + 3 * 4 + 5))
     assert got["LSTM"] == lstm and got["GRU"] == gru
+
+
+def test_col2im_adds_each_column_entry_once() -> None:
+    """torch's nn.Fold: 2 channels of 2x3 blocks at 4x4 positions of a 5x6 image, every entry of
+    the [1, 12, 16] columns one add (those in the padding too: the count does not look)."""
+    got = _flops("""g (float[1,12,16] x) => (float[1,2,5,6] y) {
+        image = Constant<value = int64[2] {5, 6}>()
+        block = Constant<value = int64[2] {2, 3}>()
+        y = Col2Im(x, image, block)
+    }""", opset=18)
+    assert got["Col2Im"] == 12 * 16

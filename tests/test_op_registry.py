@@ -221,8 +221,9 @@ def test_the_c_dispatch_tables_cover_what_the_registry_claims() -> None:
     _same(int8_heads, {op for op, i in ops.OPS.items() if i.c8}, "int8 C kernels")
     _same(set(INT8_KERNELS), int8_heads, "int8/__init__.py INT8_KERNELS")
     _same(set(kernels.SINGLE),
-          set(groups.c_float("view", "layout", "reduce", "norm", "gather", "typed", "recurrent")),
-          "kernels.SINGLE (view, layout, reduce, norm, gather, typed and recurrent kernels)")
+          set(groups.c_float("view", "layout", "reduce", "norm", "gather", "typed", "recurrent",
+                             "fold")),
+          "kernels.SINGLE (view, layout, reduce, norm, gather, typed, recurrent and fold kernels)")
     _same(set(cascade._BINARY) | set(cascade._UNARY) | set(groups.CLAMPS),
           set(groups.C_CASCADE), "cascaded float C (cascade._BINARY, _UNARY and the clamps)")
     assert chain.CHAIN_OPS == groups.C_INT8_CHAIN

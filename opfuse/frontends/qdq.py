@@ -27,7 +27,15 @@ from opfuse.frontends.qdq_constants import fold_wide_constant_dequantize
 from opfuse.frontends.qdq_params import DQ, fresh_initializer_name, node_params
 from opfuse.ir.values import const
 from opfuse.ops import groups
-from opfuse.quant import ONNX, QUANT, ROUNDING, QuantParams, get_quant, set_quant
+from opfuse.quant import (
+    LSTM_CELL_SCALE,
+    ONNX,
+    QUANT,
+    ROUNDING,
+    QuantParams,
+    get_quant,
+    set_quant,
+)
 
 Q = "QuantizeLinear"
 CLAMPS = groups.CLAMPS
@@ -63,7 +71,7 @@ def fold_qdq(model: ir.Model) -> int:
     for node in list(graph):
         if id(node) in done or node.graph is None or node.domain not in ("", "ai.onnx"):
             continue
-        if node.op_type in QUANTIZABLE:
+        if node.op_type in QUANTIZABLE and not _float_lstm(node):
             chain = _foldable(node)
             if chain is not None:
                 _fold(graph, node, chain)
@@ -76,6 +84,12 @@ def fold_qdq(model: ir.Model) -> int:
     fold_wide_constant_dequantize(graph)
     onnxscript.optimizer.remove_unused_nodes(model)
     return folded
+
+
+def _float_lstm(node: ir.Node) -> bool:
+    """An LSTM is read as one int8 op only as TFLite's int8 LSTM, whose cell state scale the
+    TFLite frontend puts on it; between other Q/DQ pairs it stays a float LSTM (float C)."""
+    return node.op_type == "LSTM" and LSTM_CELL_SCALE not in node.metadata_props
 
 
 def _is(node: ir.Node | None, op_type: str) -> bool:

@@ -84,9 +84,11 @@ MEAN = "mean"  # int8: ReduceMean
 GATHER = "gather"  # float: embedding lookup and index select (gather.py)
 TYPED = "typed"  # masks, casts, Range: own kernels, every operand in its own C type (typed.py)
 RECURRENT = "recurrent"  # LSTM, GRU: the whole sequence in one kernel (recurrent.py)
+FOLD = "fold"  # Col2Im: overlapping blocks summed into an image (col2im.py)
 FLOAT_FAMILIES = (ANCHOR_K, EXPR, POOL_K, VIEW_K, LAYOUT, REDUCE_K, NORM, SOFTMAX, GATHER, TYPED,
-                  RECURRENT)
-INT8_FAMILIES = (ANCHOR_K, POOL_K, MEAN, SOFTMAX, CONVERT, LAYOUT, VIEW_K, CLAMP_K, BINARY_K, LUT)
+                  RECURRENT, FOLD)
+INT8_FAMILIES = (ANCHOR_K, POOL_K, MEAN, SOFTMAX, CONVERT, LAYOUT, VIEW_K, CLAMP_K, BINARY_K, LUT,
+                 RECURRENT)
 
 
 @dataclass(frozen=True)
@@ -234,8 +236,12 @@ OPS: dict[str, OpInfo] = {
     "Expand": _inj(c=LAYOUT, c8=LAYOUT),
     "Range": _with(OpInfo(OpKind.INJECTIVE, flops_per_elem=2), c=TYPED),  # start + i * delta
     "Shape": _inj(),
+    # torch's nn.Fold: one add per column entry (those landing in the padding included)
+    "Col2Im": _with(OpInfo(OpKind.INJECTIVE, extra_flops=in_elems), c=FOLD),
     # recurrences over time steps: never fused (opaque to fusion), each its own C kernel
-    "LSTM": OpInfo(OpKind.OPAQUE, macs=recurrent_macs, extra_flops=recurrent_flops, c=RECURRENT),
+    # an int8 LSTM is TFLite's UNIDIRECTIONAL_SEQUENCE_LSTM (frontends/tflite/ops_lstm.py)
+    "LSTM": _with(OpInfo(OpKind.OPAQUE, macs=recurrent_macs, extra_flops=recurrent_flops),
+                  "quantizable", c=RECURRENT, c8=RECURRENT),
     "GRU": OpInfo(OpKind.OPAQUE, macs=recurrent_macs, extra_flops=recurrent_flops, c=RECURRENT),
     # float <-> int8 conversions kept at a quantized graph's boundaries (docs/architecture.md)
     "QuantizeLinear": _with(OpInfo(OpKind.ELEMWISE, flops_per_elem=2), "conversion", c8=CONVERT),

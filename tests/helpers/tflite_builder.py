@@ -52,12 +52,13 @@ class TfliteBuilder:
     # --- tensors ---------------------------------------------------------------------------
     def tensor(self, name: str, shape: Sequence[int], dtype, *, data: np.ndarray | None = None,
                scale=None, zero_point=0, axis: int = 0, sparsity: dict | None = None,
-               shares: int | None = None) -> int:
+               shares: int | None = None, variable: bool = False) -> int:
         """An activation (``data`` None) or constant; ``scale`` given: quantized (per channel
         along ``axis`` when several scales). ``sparsity``: ``data`` holds only the stored values
         of a sparse constant, described by ``traversal_order``, ``block_map`` and ``dim_metadata``
         (a list of ``("dense", size)`` or ``("csr", segments, indices)``). ``shares``: a constant
-        reading tensor ``shares``'s buffer (the converter's deduplicated buffers)."""
+        reading tensor ``shares``'s buffer (the converter's deduplicated buffers). ``variable``:
+        a state the interpreter keeps between invocations (an LSTM's hidden and cell state)."""
         buffer = 0 if shares is None else self._tensors[shares]["buffer"]
         if data is not None:
             buffer = len(self._buffers)
@@ -71,7 +72,7 @@ class TfliteBuilder:
             quant = (s, z, axis)
         self._tensors.append({"name": name, "shape": [int(d) for d in shape],
                               "type": _TYPES[np.dtype(dtype)], "buffer": buffer, "quant": quant,
-                              "sparsity": sparsity})
+                              "sparsity": sparsity, "variable": variable})
         return len(self._tensors) - 1
 
     def const(self, name: str, data: np.ndarray, **quant) -> int:
@@ -175,6 +176,8 @@ class TfliteBuilder:
             tflite.TensorAddQuantization(b, quant)
         if sparsity is not None:
             tflite.TensorAddSparsity(b, sparsity)
+        if t["variable"]:
+            tflite.TensorAddIsVariable(b, True)
         return tflite.TensorEnd(b)
 
     @staticmethod

@@ -20,6 +20,7 @@ import onnx_ir as ir
 from opfuse.backends.c import gather, groupnorm, layout, norms, norms_add, typed
 from opfuse.backends.c.attention import emit_attention
 from opfuse.backends.c.cgen import CWriter, collapse, contiguous, dims, offset_expr, who
+from opfuse.backends.c.col2im import emit_col2im
 from opfuse.backends.c.conv import emit_conv
 from opfuse.backends.c.convt import emit_conv_transpose
 from opfuse.backends.c.epilogue import EPILOGUE_OPS, build_chain, emit_apply
@@ -52,6 +53,7 @@ SINGLE: dict[str, Single] = {
     "GroupNormalization": groupnorm.emit_group_norm,
     **{op: typed.emit_typed for op in (*typed.MASK_OPS, "Range")},
     **{op: emit_recurrent for op in RECURRENT_OPS},
+    "Col2Im": emit_col2im,
 }
 
 FLOAT_COVERED = frozenset(

@@ -35,8 +35,13 @@ def is_quantized(model: TfliteModel) -> bool:
 
 
 def _refuse_int16(model: TfliteModel) -> None:
+    """int16 activations are refused, but an int8 LSTM's int16 cell state (input 19 of
+    UNIDIRECTIONAL_SEQUENCE_LSTM, a state inside the op: ops_lstm.py)."""
+    cells = {op.inputs[19] for op in model.operators
+             if op.opcode == "UNIDIRECTIONAL_SEQUENCE_LSTM" and len(op.inputs) > 19}
     for t in model.tensors:
-        if t.data is None and t.dtype == np.int16 and t.quant is not None:
+        if t.data is None and t.dtype == np.int16 and t.quant is not None \
+                and t.index not in cells:
             raise OpfuseError(
                 f"{model.path}: tensor {t.index} '{t.name}' is an int16 activation "
                 "(16x8 quantization), which opfuse does not support; use an int8 model"

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from opfuse.frontends.tflite import ops_basic as B
 from opfuse.frontends.tflite import ops_conv as C
+from opfuse.frontends.tflite import ops_lstm
 from opfuse.frontends.tflite import ops_shape as S
 from opfuse.frontends.tflite.graph import Graph
 from opfuse.frontends.tflite.reader import Operator
@@ -45,5 +46,6 @@ IMPORTERS: dict[str, Importer] = {
     "STRIDED_SLICE": S.strided_slice,  # computed bounds (constant ones fold, fold.py)
     "QUANTIZE": B.quantize,
     "DEQUANTIZE": B.dequantize,
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": ops_lstm.unidirectional_sequence_lstm,
     "CUSTOM": S.custom,
 }

@@ -163,6 +163,7 @@ class TfliteReference:
                 interp.invoke()
                 outs = [np.array(interp.get_tensor(d["index"]))
                         for d in interp.get_output_details()]
+                interp.reset_all_variables()  # an LSTM's state: each run starts from zero
         except Exception as exc:
             raise OpfuseError(f"{self.path}: {self.name} failed to run it: {exc}") from None
         return {spec.name: out for spec, out in zip(self.outputs, outs, strict=True)}

@@ -13,6 +13,7 @@ from opfuse.backends.c.cgen import CWriter, attr, who
 from opfuse.backends.c.ctype import BOOL, ctype_of
 from opfuse.backends.c.int8.chain import CHAIN_OPS, emit_elementwise8
 from opfuse.backends.c.int8.conv import emit_conv8, emit_gemm8
+from opfuse.backends.c.int8.lstm import emit_lstm8
 from opfuse.backends.c.int8.move import (
     emit_concat8,
     emit_dequantize,
@@ -95,6 +96,7 @@ INT8_KERNELS: dict[str, Emitter] = {
     "Expand": _single(layout.emit_expand),
     "Pad": _single(layout.emit_pad),
     "Resize": _single(_resize),
+    "LSTM": _single(emit_lstm8),
     **{op: _single(layout.emit_view) for op in layout.VIEW_OPS},
     **{op: _elementwise for op in CHAIN_OPS},
 }
