@@ -6,8 +6,9 @@ calibration data). Against the float model (the canonicalized one, in onnxruntim
 accuracy report's figures per output: SQNR, the largest absolute error, top-1 agreement. That is
 no pass/fail: what a model may lose is its user's call. What is judged, as every ``--check``
 judges the C against what it claims to compute, is the C against its own QDQ model in
-onnxruntime (ORT_DISABLE_ALL) on the same samples: within ``STEPS`` quantization step of each
-output (docs/architecture.md, "int8 in the IR"), or exit status 1. A model with int8 inputs and
+onnxruntime (ORT_DISABLE_ALL, its Conv/Gemm/MatMul groups in integers as QLinearConv defines
+them: the reference ``validate`` judges, integer_reference.py) on the same samples: within
+``STEPS`` quantization step of each output (docs/architecture.md, "int8 in the IR"), or exit status 1. A model with int8 inputs and
 outputs (``--io int8``) is fed each sample quantized with its input's scale and zero point, and its
 int8 outputs are dequantized with theirs for the comparison with the float model.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from opfuse.measure.validate.integer_reference import integer_reference
 from opfuse.quantize.accuracy import (
     AccuracyReport,
     ErrorSum,
@@ -60,7 +62,8 @@ def c_accuracy(done, qdq_result, *, fuse: bool = True,  # noqa: ANN001 (Quantize
     outs = [o.name for o in done.float_proto.graph.output]
     scales = {t: done.params[root(done.placement, t)][0] for t in outs
               if root(done.placement, t) in done.params}
-    f_sess, q_sess = session(done.float_proto), session(done.proto)
+    f_sess = session(done.float_proto)
+    q_sess = session(integer_reference(done.proto).proto)
     io = {t.name: t for t in done.io}
     errors = {t: ErrorSum() for t in outs}
     steps = dict.fromkeys(outs, 0.0)
@@ -103,6 +106,8 @@ def format_c_accuracy(measured: CAccuracy, on: str) -> str:
     lines.append(f"check: the int8 C against its QDQ model in onnxruntime (ORT_DISABLE_ALL) on the "
                  f"same samples: largest difference {worst:g} quantization steps, {judged} the "
                  f"{STEPS} allowed")
+    lines.append("  (its Conv/Gemm/MatMul groups summed in integers, as QLinearConv defines them "
+                 "and the C computes: the reference validate judges)")
     for t, s in measured.steps.items():
         if s > STEPS:
             lines.append(f"  {for_terminal(t)}: {s:g} steps")

@@ -1,0 +1,99 @@
+"""`opfuse quantize --io int8` (docs/quantize.md, "int8 inputs and outputs"): the graph input and
+output become int8 with the boundary QuantizeLinear/DequantizeLinear's scale and zero point, the
+model computes what the float-I/O one does between them (onnxruntime runs both), its C holds no
+float input, and the parameters are printed and in the JSON."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto
+
+from opfuse import api
+from opfuse.quantize.data import Samples
+from opfuse.quantize.int8_io import IO_CHOICES, dequantize_output, quantize_feed
+from opfuse.quantize.ranges import session
+
+
+def _samples(count: int, seed: int) -> Samples:
+    rng = np.random.default_rng(seed)
+    return Samples(f"seed {seed}", {"input": rng.standard_normal((count, 1, 1, 49, 10))
+                                    .astype(np.float32)}, count)
+
+
+@pytest.fixture(scope="module")
+def both():
+    result = api.compile("ds_cnn", "x86-host")
+    return tuple(api.quantize(result, _samples(16, 0), evaluation=_samples(4, 1), io=io)
+                 for io in ("float", "int8"))
+
+
+def test_int8_io_computes_the_float_io_model_between_its_boundary_q_and_dq(both) -> None:
+    plain, int8 = both
+    graph = int8.proto.graph
+    assert [i.type.tensor_type.elem_type for i in graph.input] == [TensorProto.INT8]
+    assert [o.type.tensor_type.elem_type for o in graph.output] == [TensorProto.INT8]
+    io = {t.name: t for t in int8.io}
+    # the reported parameters are those of the float-I/O model's boundary Q and DQ
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in plain.proto.graph.initializer}
+    q_in = next(n for n in plain.proto.graph.node if n.input[0] == "input")
+    dq_out = next(n for n in plain.proto.graph.node if n.output[0] == "fc")
+    assert (io["input"].scale, io["input"].zero_point) == (float(inits[q_in.input[1]]),
+                                                           int(inits[q_in.input[2]]))
+    assert (io["fc"].scale, io["fc"].zero_point) == (float(inits[dq_out.input[1]]),
+                                                     int(inits[dq_out.input[2]]))
+    f_sess, i_sess = session(plain.proto), session(int8.proto)
+    for k in range(4):
+        x = np.random.default_rng(10 + k).standard_normal((1, 1, 49, 10)).astype(np.float32) * 3
+        want = f_sess.run(None, {"input": x})[0]
+        q = i_sess.run(None, {"input": quantize_feed(x, io["input"])})[0]
+        assert q.dtype == np.int8
+        np.testing.assert_array_equal(dequantize_output(q, io["fc"]), want)
+    assert plain.accuracy.to_json() == int8.accuracy.to_json()
+
+
+def test_the_int8_io_c_is_bit_exact_and_holds_no_float_input(both, tmp_path) -> None:
+    plain, int8 = both
+    sizes = {}
+    for done in both:
+        path = tmp_path / f"{len(sizes)}.onnx"
+        onnx.save(done.proto, path)
+        report = api.validate_c(str(path), "x86-host")
+        assert report.ok and max(o.max_abs_err for o in report.outputs) == 0, report.notes
+        emitted = api.emit_c(api.compile(str(path), "x86-host"), tmp_path / f"c{len(sizes)}")
+        sizes[done is int8] = emitted
+    assert sizes[True].kernels == sizes[False].kernels - 2  # no input Q, no output DQ kernel
+    assert sizes[True].arena_bytes <= sizes[False].arena_bytes
+
+
+def test_the_cli_prints_and_writes_each_io_parameters(tmp_path, run_cli) -> None:
+    np.savez(tmp_path / "cal.npz", input=_samples(8, 0).arrays["input"])
+    out = tmp_path / "q.onnx"
+    code, text, err = run_cli("quantize", "ds_cnn", "-o", str(out), "--calibration",
+                              str(tmp_path / "cal.npz"), "--io", "int8", "--json", "-")
+    assert code == 0, err
+    entries = {e["name"]: e for e in json.loads(text)["io"]}
+    model = onnx.load(out)
+    assert entries["input"]["dtype"] == entries["fc"]["dtype"] == "int8"
+    assert model.graph.input[0].type.tensor_type.elem_type == TensorProto.INT8
+    dq = next(n for n in model.graph.node if n.input[0] == "input")
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+    assert entries["input"]["scale"] == float(inits[dq.input[1]])
+    assert entries["input"]["zero_point"] == int(inits[dq.input[2]])
+    code, text, err = run_cli("quantize", "ds_cnn", "-o", str(tmp_path / "r.onnx"),
+                              "--calibration", str(tmp_path / "cal.npz"), "--io", "int8")
+    assert code == 0, err
+    assert f"input input: int8, scale {entries['input']['scale']!r}, zero point " in text
+    assert f"output fc: int8, scale {entries['fc']['scale']!r}" in text
+    code, _, err = run_cli("compile", "ds_cnn", "--emit", "c", "-o", str(tmp_path / "c"),
+                           "--io", "int8")
+    assert code == 2 and err.count("\n") == 1 and "--io quantizes the model" in err
+
+
+def test_the_cli_choices_are_the_stage_s() -> None:
+    from opfuse.cli.quantize import IO_CHOICES as CLI_CHOICES
+
+    assert CLI_CHOICES == IO_CHOICES
