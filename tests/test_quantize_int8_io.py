@@ -97,3 +97,34 @@ def test_the_cli_choices_are_the_stage_s() -> None:
     from opfuse.cli.quantize import IO_CHOICES as CLI_CHOICES
 
     assert CLI_CHOICES == IO_CHOICES
+
+
+def test_compile_int8_io_checks_the_c_on_quantized_samples(tmp_path, run_cli) -> None:
+    """compile --precision int8 --io int8 --check: the C is fed each held-out sample quantized with
+    the input's parameters and its int8 output dequantized; the SQNR it prints is onnxruntime's
+    float-I/O QDQ model's against the float model on the same samples (the same arithmetic)."""
+    import re
+
+    import onnxruntime as ort
+
+    data = _samples(16, 0).arrays["input"]
+    np.savez(tmp_path / "cal.npz", input=data)
+    out = tmp_path / "c"
+    code, text, err = run_cli("compile", "ds_cnn", "--emit", "c", "-o", str(out), "--precision",
+                              "int8", "--calibration", str(tmp_path / "cal.npz"), "--io", "int8",
+                              "--check")
+    assert code == 0, err
+    assert "largest difference 0 quantization steps" in text.replace("\n", " ").replace("  ", " ")
+    model = onnx.load(out / "model.qdq.onnx")
+    assert model.graph.input[0].type.tensor_type.elem_type == TensorProto.INT8
+    plain = api.quantize(api.compile("ds_cnn", "x86-host"), str(tmp_path / "cal.npz"))
+    f = ort.InferenceSession(api.emit(api.compile("ds_cnn", "x86-host")).SerializeToString(),
+                             providers=["CPUExecutionProvider"])
+    q = session(plain.proto)
+    held = data[12:].reshape(4, 1, 1, 49, 10)
+    ref = np.concatenate([f.run(None, {"input": x})[0] for x in held]).astype(np.float64)
+    got = np.concatenate([q.run(None, {"input": x})[0] for x in held]).astype(np.float64)
+    want = 10 * np.log10(np.sum(ref**2) / np.sum((ref - got) ** 2))
+    checked = text.split("check: the int8 C against the float model", 1)[1]
+    row = next(line for line in checked.splitlines() if line.startswith("fc "))
+    assert float(re.split(r"\s+", row)[1]) == pytest.approx(want, abs=0.01)
