@@ -128,3 +128,26 @@ def test_compile_int8_io_checks_the_c_on_quantized_samples(tmp_path, run_cli) ->
     checked = text.split("check: the int8 C against the float model", 1)[1]
     row = next(line for line in checked.splitlines() if line.startswith("fc "))
     assert float(re.split(r"\s+", row)[1]) == pytest.approx(want, abs=0.01)
+
+
+@pytest.mark.skipif(any(__import__("shutil").which(t) is None
+                        for t in ("arm-none-eabi-gcc", "qemu-system-arm")),
+                    reason="needs gcc-arm-none-eabi, libnewlib-arm-none-eabi and qemu-system-arm")
+def test_the_int8_io_build_is_bit_exact_on_the_cortex_m7_board(tmp_path, run_cli) -> None:
+    """ds_cnn through compile --precision int8 --io int8 for cortex-m7: its QDQ model run as
+    `validate --backend c --emulate` does is 0 steps from the integer-sum reference, which the
+    report names, in no more arena and fewer instructions than the float-I/O build."""
+    np.savez(tmp_path / "cal.npz", input=_samples(16, 0).arrays["input"])
+    runs = {}
+    for io in ("float", "int8"):
+        out = tmp_path / io
+        code, _, err = run_cli("compile", "ds_cnn", "--emit", "c", "-o", str(out), "--target",
+                               "cortex-m7", "--precision", "int8", "--calibration",
+                               str(tmp_path / "cal.npz"), "--io", io)
+        assert code == 0, err
+        runs[io] = api.emulate_c(str(out / "model.qdq.onnx"), "cortex-m7")
+    report = runs["int8"].report
+    assert report.ok and report.outputs[0].max_abs_err == 0, report.notes
+    assert "integer sums" in report.notes[0]
+    assert runs["int8"].footprint.arena <= runs["float"].footprint.arena
+    assert runs["int8"].instructions < runs["float"].instructions
