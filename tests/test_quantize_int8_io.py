@@ -151,3 +151,35 @@ def test_the_int8_io_build_is_bit_exact_on_the_cortex_m7_board(tmp_path, run_cli
     assert "integer sums" in report.notes[0]
     assert runs["int8"].footprint.arena <= runs["float"].footprint.arena
     assert runs["int8"].instructions < runs["float"].instructions
+
+
+def test_an_output_also_read_inside_the_graph_keeps_a_dequantized_copy(tmp_path) -> None:
+    """x -> Conv -> y (a graph output) -> Relu -> Conv -> z: with --io int8 both outputs are
+    int8, the Relu reads y through a DequantizeLinear of its own, and onnxruntime's run of the
+    int8 model, dequantized, is the float-I/O model's."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w0"),
+             numpy_helper.from_array(rng.standard_normal((2, 4, 1, 1)).astype(np.float32), "w1")]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["y"], name="c0", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["y"], ["r"], name="r0"),
+             helper.make_node("Conv", ["r", "w1"], ["z"], name="c1")]
+    graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 3, 6, 6])], [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 2, 6, 6])], inits)
+    path = tmp_path / "two.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    result = api.compile(str(path), "x86-host")
+    cal = Samples("cal", {"x": rng.standard_normal((12, 1, 3, 6, 6)).astype(np.float32)}, 12)
+    plain, int8 = (api.quantize(result, cal, io=io) for io in ("float", "int8"))
+    io = {t.name: t for t in int8.io}
+    assert [io[n].dtype for n in ("x", "y", "z")] == ["int8"] * 3
+    f_sess, i_sess = session(plain.proto), session(int8.proto)
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    want = dict(zip(["y", "z"], f_sess.run(["y", "z"], {"x": x}), strict=True))
+    got = dict(zip(["y", "z"], i_sess.run(["y", "z"], {"x": quantize_feed(x, io["x"])}),
+                   strict=True))
+    for name in ("y", "z"):
+        np.testing.assert_array_equal(dequantize_output(got[name], io[name]), want[name])

@@ -95,6 +95,10 @@ def int8_io(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[IoTensor]]:
             io.append(IoTensor(o.name, "output", "float32"))
             continue
         q_out = dq.input[0]
+        q = producer.get(q_out)
+        if q is None or q.op_type != "QuantizeLinear":  # a constant output: nothing to feed it
+            io.append(IoTensor(o.name, "output", "float32"))
+            continue
         inner = readers.get(o.name, [])
         if inner:  # read inside the graph too: they keep a float copy through the DQ
             fresh = _fresh({*producer, *inits, *readers}, f"{o.name}_dequantized")
