@@ -183,3 +183,17 @@ def test_an_output_also_read_inside_the_graph_keeps_a_dequantized_copy(tmp_path)
                    strict=True))
     for name in ("y", "z"):
         np.testing.assert_array_equal(dequantize_output(got[name], io[name]), want[name])
+
+
+def test_the_page_lists_each_io_parameters(both) -> None:
+    import re
+
+    from opfuse.report.quantize_page import render_quantize_page
+
+    plain, int8 = both
+    assert 'id="io"' not in render_quantize_page(plain.to_json())
+    html = render_quantize_page(int8.to_json())
+    rows = re.findall(r'<td class="name">([^<]*)</td><td>int8</td><td class="num scale">([^<]*)'
+                      r'</td><td class="num zp">([^<]*)</td>', html)
+    assert {(n, float(s), int(z)) for n, s, z in rows} == {
+        (t.name, t.scale, t.zero_point) for t in int8.io}
