@@ -78,8 +78,10 @@ class _Graph:
         return node if node is not None and node.op_type == "DequantizeLinear" else None
 
 
-def integer_reference(proto: onnx.ModelProto) -> Rewrite:
-    """A copy of the QDQ model ``proto`` with its anchor groups rewritten (module docstring)."""
+def integer_reference(proto: onnx.ModelProto, exposed: frozenset[str] = frozenset()) -> Rewrite:
+    """A copy of the QDQ model ``proto`` with its anchor groups rewritten (module docstring);
+    a group whose float output or clamp output is in ``exposed`` (a value a caller reads, e.g.
+    a float kernel's output in ``--per-kernel``) stays as written."""
     out = onnx.ModelProto()
     out.CopyFrom(proto)
     g = _Graph(out.graph)
@@ -88,7 +90,7 @@ def integer_reference(proto: onnx.ModelProto) -> Rewrite:
     for node in list(out.graph.node):
         if node.op_type not in ANCHORS:
             continue
-        new, why = _group(g, node)
+        new, why = _group(g, node, exposed)
         if new is None:
             done.kept.append(f"{node.name or node.op_type}: {why}")
             continue
@@ -103,7 +105,8 @@ def integer_reference(proto: onnx.ModelProto) -> Rewrite:
     return done
 
 
-def _group(g: _Graph, node: onnx.NodeProto) -> tuple[list[onnx.NodeProto] | None, str]:
+def _group(g: _Graph, node: onnx.NodeProto, exposed: frozenset[str] = frozenset()
+           ) -> tuple[list[onnx.NodeProto] | None, str]:
     """The nodes replacing ``node`` (its clamps and Q are rewired, not removed: their new inputs
     are computed here), or None and why the group stays float."""
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
@@ -124,6 +127,8 @@ def _group(g: _Graph, node: onnx.NodeProto) -> tuple[list[onnx.NodeProto] | None
     chain, q = _clamps_then_q(g, node)
     if q is None:
         return None, "its output is not read by one QuantizeLinear (through Relu/Clip)"
+    if any(v in exposed for v in (node.output[0], *(c.output[0] for c in chain))):
+        return None, "its float output is read"
     s_y, z_y = g.array(q.input[1]), g.array(q.input[2]) if len(q.input) > 2 else None
     if s_y is None or s_y.size != 1 or z_y is None:
         return None, "output parameters not constant per tensor"
