@@ -3,7 +3,8 @@
 compile (import, canonicalize: BN folded; partition for the target) -> emit the canonicalized
 float ONNX -> place Q/DQ (placement.py) -> run the float model over the calibration samples with
 those tensors as outputs (ranges.py) -> int8 parameters -> the QDQ model -> accuracy on the
-evaluation samples (accuracy.py). Nothing is written here: the caller saves ``Quantized.proto``.
+evaluation samples (accuracy.py) -> with ``io="int8"``, int8 graph inputs and outputs
+(int8_io.py). Nothing is written here: the caller saves ``Quantized.proto``.
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ class Quantized:
     collapsed: list[Collapsed] = field(default_factory=list)
     kept_float: list[str] = field(default_factory=list)  # kernels left float (--keep-float)
     io: list[IoTensor] = field(default_factory=list)  # the written model's inputs and outputs
-    qdq_float_io: onnx.ModelProto | None = None  # with --io int8: the model before int8_io
 
     @property
     def int8_io(self) -> bool:
@@ -139,9 +139,8 @@ def quantize(result: CompileResult, calibration: str | Path | Samples, *, method
     qdq, dq_of = insert_qdq(proto, plan, params, per_tensor=not per_channel, keep=keep)
     _stamp(qdq, result, method, per_channel, kept, io)
     session(qdq)  # onnxruntime loads what is written, or this is an opfuse bug shown as one line
-    written, boundary, float_io_qdq = qdq, float_io(qdq), None
+    written, boundary = qdq, float_io(qdq)
     if io == "int8":
-        float_io_qdq = qdq
         written, boundary = int8_io(qdq)
         session(written)
     kernel_of = {n: i for i, k in enumerate(kernels) for n in k.nodes}
@@ -152,7 +151,7 @@ def quantize(result: CompileResult, calibration: str | Path | Samples, *, method
     accuracy = evaluate(proto, qdq, ev, tensors, dq_of, {c.tensor for c in collapsed},
                         {i: k.inputs for i, k in enumerate(kernels)})
     return Quantized(written, proto, result, plan, ranges, params, method, per_channel, cal, ev,
-                     held_out, accuracy, collapsed, kept, boundary, float_io_qdq)
+                     held_out, accuracy, collapsed, kept, boundary)
 
 
 def kept_kernels(kernels, names) -> tuple[list[str], frozenset[str]]:  # noqa: ANN001 (Kernel)
