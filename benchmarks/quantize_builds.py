@@ -7,7 +7,9 @@ beside the C), each validated as `opfuse validate --backend c` does on x86-host 
 cortex-m7 (`--emulate`): verdict and largest difference (float: against onnxruntime; int8: in
 quantization steps against onnxruntime's ORT_DISABLE_ALL run of its own QDQ model), the arena
 bytes, flash bytes and instructions of one inference (QEMU -icount, deterministic), and the int8
-build's SQNR against the float model on 20 held-out inputs.
+build's SQNR against the float model on 20 held-out inputs. Each model is quantized twice, with
+float inputs and outputs (the default) and with `--io int8` (int8 inputs and outputs, as the
+converter's `.tflite`), the same calibration: only the boundary Q/DQ differ.
 
     PYTHONPATH=$PWD python benchmarks/quantize_builds.py [--models ds_cnn,vww]
 """
@@ -74,14 +76,15 @@ def main() -> None:
                 print(f"| {name} | absent ({src}) |")
                 continue
             result = api.compile(src, TARGET)
-            done = api.quantize(result, _samples(result, 32, 0),
-                                evaluation=_samples(result, 20, 1))
-            qdq = Path(tmp) / f"{name}.qdq.onnx"
-            onnx.save(done.proto, qdq)
-            sqnr = done.accuracy.outputs[0]["sqnr_db"]
             print("| " + " | ".join(_row(f"{name} float", src) + ["-"]) + " |", flush=True)
-            print("| " + " | ".join(_row(f"{name} int8 (opfuse quantize)", str(qdq))
-                                    + [f"{sqnr}"]) + " |", flush=True)
+            for io in ("float", "int8"):
+                done = api.quantize(result, _samples(result, 32, 0),
+                                    evaluation=_samples(result, 20, 1), io=io)
+                qdq = Path(tmp) / f"{name}.{io}.qdq.onnx"
+                onnx.save(done.proto, qdq)
+                sqnr = done.accuracy.outputs[0]["sqnr_db"]
+                print("| " + " | ".join(_row(f"{name} int8 (opfuse quantize, --io {io})",
+                                             str(qdq)) + [f"{sqnr}"]) + " |", flush=True)
             if converted is not None and Path(converted).exists():
                 print("| " + " | ".join(_row(f"{name} int8 (TFLite converter's)", converted)
                                         + ["-"]) + " |", flush=True)

@@ -2,8 +2,9 @@
 (``$OPFUSE_TRANSFORMERS``, default ``transformer_models/``, what ``transformer_export.py`` writes;
 or ``--models DIR``) quantized by ``quantize_static`` (QDQ, per channel,
 int8 activations and weights, a few seeded random calibration inputs), compiled to int8 C and
-validated against the hardware-independent reference (onnxruntime ORT_DISABLE_ALL, Q/DQ around
-float ops; docs/architecture.md, "int8 in the IR"). Prints, on ``--trials`` seeded inputs:
+validated against the hardware-independent reference (onnxruntime ORT_DISABLE_ALL with the
+Conv/Gemm/MatMul groups summed in integers as QLinearConv/QLinearMatMul, float islands as written;
+docs/architecture.md, "int8 in the IR"). Prints, on ``--trials`` seeded inputs:
 
 - whole model: the largest difference of each output in output quantization steps;
 - per kernel (host only): every kernel fed onnxruntime's inputs (``validate --per-kernel``), the
@@ -118,7 +119,7 @@ def spread(result, name: str, trials: int) -> None:
     from opfuse.measure.validate.c_int8 import stepped_reference, validate_c_int8
     from opfuse.measure.validate.source import validate_against_reference
 
-    ort_ref = stepped_reference(result)
+    ort_ref = stepped_reference(result, integer=False)  # the float run, as the label says
     evaluator = EvaluatorReference(ort_ref)
     pairs = (("onnxruntime ORT_DISABLE_ALL", lambda: validate_against_reference(
                  result.source, ort_ref.run, label="onnxruntime", trials=trials, steps=1,

@@ -115,15 +115,17 @@ def emit(result: CompileResult, ort: bool = False) -> onnx.ModelProto:
 
 
 def quantize(result: CompileResult, calibration, *, method: str = "minmax",
-             per_channel: bool = True, evaluation=None, keep_float: Iterable[str] = ()):
+             per_channel: bool = True, evaluation=None, keep_float: Iterable[str] = (),
+             io: str = "float"):
     """The compiled float model as QDQ ONNX calibrated at its kernels' boundaries, with its
     accuracy against the float model (opfuse/quantize, docs/quantize.md); the kernels (or nodes)
-    named in ``keep_float`` stay float. Writes nothing."""
+    named in ``keep_float`` stay float; ``io="int8"``: int8 graph inputs and outputs (the
+    converter's inference_input_type/inference_output_type). Writes nothing."""
     from opfuse.quantize import quantize as _quantize
 
     with gc_paused():
         return _quantize(result, calibration, method=method, per_channel=per_channel,
-                         evaluation=evaluation, keep_float=tuple(keep_float))
+                         evaluation=evaluation, keep_float=tuple(keep_float), io=io)
 
 
 def emit_c(

@@ -70,9 +70,10 @@ def compile_cmd(
     per_tensor: bool = False,
     keep_float: tuple[str, ...] = (),
     input_value: tuple[str, ...] = (),
+    io: str = "float",
 ) -> None:
     """Canonicalize and fuse MODEL (a path or a built-in name) for a target; write ONNX or C."""
-    int8 = Int8Args(calibration, eval_data, method, per_tensor, keep_float)
+    int8 = Int8Args(calibration, eval_data, method, per_tensor, keep_float, io)
     int8.refuse_without_calibration(precision)
     if precision == "int8" and emit_kind != "c":
         raise OpfuseError("--precision int8 writes int8 C: use it with --emit c (opfuse quantize "

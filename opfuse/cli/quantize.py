@@ -14,6 +14,10 @@ from opfuse.errors import OpfuseError
 from opfuse.report import console
 from opfuse.safe_text import for_terminal
 
+IO_CHOICES = ("float", "int8")  # as opfuse.quantize.int8_io's (that module imports onnx)
+IO_HELP = ("int8: the model takes and returns int8 (the TFLite converter's inference_input_type/"
+           "inference_output_type=int8): no float input or output in the arena; the scale and "
+           "zero point of each are printed and in --json's \"io\".")
 QDQ_FILE = "model.qdq.onnx"  # the QDQ model written beside the int8 C by compile --precision int8
 
 
@@ -26,6 +30,7 @@ class Int8Args:
     method: str = "minmax"
     per_tensor: bool = False
     keep_float: tuple[str, ...] = ()
+    io: str = "float"
 
     def refuse_without_calibration(self, precision: str | None) -> None:
         """Options that only an int8 build reads, given without one, are one line each."""
@@ -33,7 +38,8 @@ class Int8Args:
             given = [o for o, v in (("--calibration", self.calibration), ("--eval", self.eval_data),
                                     ("--method", self.method != "minmax"),
                                     ("--per-tensor", self.per_tensor),
-                                    ("--keep-float", self.keep_float)) if v]
+                                    ("--keep-float", self.keep_float),
+                                    ("--io", self.io != "float")) if v]
             if given:
                 raise OpfuseError(f"{given[0]} quantizes the model: use it with --precision int8 "
                                   "--calibration DATA")
@@ -71,6 +77,10 @@ def print_quantized(done, model: str, target: str, calibration: str,  # noqa: AN
     if done.placement.float_ops:
         console.say("left float (no int8 form): " + ", ".join(
             sorted({for_terminal(op) for op in done.placement.float_ops})))
+    if done.int8_io:
+        console.say("int8 inputs and outputs (--io int8): feed and read them with these:")
+        for t in done.io:
+            console.say(f"  {t.role} {for_terminal(t.name)}: {t.describe()}")
 
 
 def compile_quantized(done):  # noqa: ANN001, ANN201 (Quantized -> CompileResult)
@@ -99,7 +109,7 @@ def compile_int8(model: str, output: str, target: str, input_shape: tuple[str, .
         result = api.compile(model, target=target, input_shape=input_shape)
         done = api.quantize(result, args.calibration, method=args.method,
                             per_channel=not args.per_tensor, evaluation=args.eval_data,
-                            keep_float=args.keep_float)
+                            keep_float=args.keep_float, io=args.io)
         qdq = compile_quantized(done)
         emitted = api.emit_c(qdq, output, fuse=fuse, cascades=cascades, prefix=prefix,
                              force=force, extra_files={QDQ_FILE: done.proto.SerializeToString()})
@@ -134,6 +144,8 @@ def quantize_options(fn):  # noqa: ANN001, ANN202 (a click decorator)
                      "scale per tensor."),
         click.option("--keep-float", "keep_float", multiple=True, metavar="NODE", help="With "
                      "--precision int8: leave this kernel float (repeatable)."),
+        click.option("--io", "io", type=click.Choice(IO_CHOICES), default="float",
+                     show_default=True, help="With --precision int8: as opfuse quantize --io."),
     ]):
         fn = opt(fn)
     return fn
@@ -155,13 +167,15 @@ def quantize_options(fn):  # noqa: ANN001, ANN202 (a click decorator)
 @click.option("--per-tensor", is_flag=True, help="One weight scale per tensor, not per channel.")
 @click.option("--keep-float", "keep_float", multiple=True, metavar="NODE", help="Leave this kernel "
               "(as the report names it, or one of its nodes) float between DQ and Q (repeatable).")
+@click.option("--io", "io", type=click.Choice(IO_CHOICES), default="float", show_default=True,
+              help=IO_HELP)
 @click.option("--input-shape", "input_shape", multiple=True, help=SHAPE_HELP)
 @click.option("--json", "json_dest", metavar="PATH|-", help="Write the accuracy report as JSON.")
 @click.option("--html", "html_dest", metavar="PATH", help="Write the accuracy report as a page.")
 def quantize_cmd(model: str, output: str, calibration: str, eval_data: str | None, target: str,
                  method: str, per_tensor: bool, input_shape: tuple[str, ...],
                  json_dest: str | None, keep_float: tuple[str, ...] = (),
-                 html_dest: str | None = None) -> None:
+                 html_dest: str | None = None, io: str = "float") -> None:
     """Quantize a float MODEL to int8 QDQ ONNX at the boundaries of the kernels opfuse fuses for
     the target; print its accuracy against the float model."""
     refuse_input(model, output, json_dest, html_dest)
@@ -179,7 +193,7 @@ def quantize_cmd(model: str, output: str, calibration: str, eval_data: str | Non
     with console.progress(f"quantizing {model} for {target}"):
         result = api.compile(model, target=target, input_shape=input_shape)
         done = api.quantize(result, calibration, method=method, per_channel=not per_tensor,
-                            evaluation=eval_data, keep_float=keep_float)
+                            evaluation=eval_data, keep_float=keep_float, io=io)
         api.save(done.proto, output, protect=model)  # only once everything has succeeded
     if html_dest:
         from opfuse.report.quantize_page import write_quantize_page

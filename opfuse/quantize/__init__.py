@@ -1,7 +1,7 @@
 """Post-training int8 quantization calibrated at the fused kernels' boundaries (docs/quantize.md).
 
 data.py (calibration samples), placement.py (where Q/DQ go), ranges.py (calibration),
-accuracy.py (the report), driver.py (the stage), command.py and options.py (the commands).
+accuracy.py (the report), int8_io.py (--io int8), driver.py (the stage), command.py and options.py (the commands).
 ``quantize`` and ``Quantized`` load on first use, so the CLI's option declarations
 (options.py) import no onnx."""
 

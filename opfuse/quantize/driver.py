@@ -3,7 +3,8 @@
 compile (import, canonicalize: BN folded; partition for the target) -> emit the canonicalized
 float ONNX -> place Q/DQ (placement.py) -> run the float model over the calibration samples with
 those tensors as outputs (ranges.py) -> int8 parameters -> the QDQ model -> accuracy on the
-evaluation samples (accuracy.py). Nothing is written here: the caller saves ``Quantized.proto``.
+evaluation samples (accuracy.py) -> with ``io="int8"``, int8 graph inputs and outputs
+(int8_io.py). Nothing is written here: the caller saves ``Quantized.proto``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from opfuse.errors import OpfuseError
 from opfuse.quant import ONNX, ROUNDING
 from opfuse.quantize.accuracy import AccuracyReport, evaluate
 from opfuse.quantize.data import InputShape, Samples, load_samples
+from opfuse.quantize.int8_io import IO_CHOICES, IoTensor, float_io, int8_io
 from opfuse.quantize.placement import Placement, bounded_params, insert_qdq, place
 from opfuse.quantize.ranges import Range, asymmetric, collect_ranges, session
 
@@ -53,6 +55,11 @@ class Quantized:
     accuracy: AccuracyReport
     collapsed: list[Collapsed] = field(default_factory=list)
     kept_float: list[str] = field(default_factory=list)  # kernels left float (--keep-float)
+    io: list[IoTensor] = field(default_factory=list)  # the written model's inputs and outputs
+
+    @property
+    def int8_io(self) -> bool:
+        return any(t.dtype == "int8" for t in self.io)
 
     def to_json(self) -> dict:
         counts: dict[str, int] = {}
@@ -68,6 +75,7 @@ class Quantized:
                            "held_out_split": self.eval_held_out},
             "quantized_tensors": len(self.placement.tensors),
             "kept_float": list(self.kept_float),
+            "io": [t.to_json() for t in self.io],
             "float_ops": counts,
             "constant_ranges": [{"kernel": c.kernel, "index": c.index, "tensor": c.tensor,
                                  "value": c.value} for c in self.collapsed],
@@ -106,9 +114,13 @@ def input_shapes(proto: onnx.ModelProto) -> list[InputShape]:
 
 def quantize(result: CompileResult, calibration: str | Path | Samples, *, method: str = "minmax",
              per_channel: bool = True, evaluation: str | Path | Samples | None = None,
-             keep_float: tuple[str, ...] | list[str] = ()) -> Quantized:
+             keep_float: tuple[str, ...] | list[str] = (), io: str = "float") -> Quantized:
     """Quantize the compiled float model ``result`` (see the module docstring); ``keep_float``
-    names kernels (as the accuracy report does) or their nodes to leave float."""
+    names kernels (as the accuracy report does) or their nodes to leave float; ``io`` "int8":
+    int8 graph inputs and outputs (int8_io.py), the accuracy still measured through the float
+    boundary (the same arithmetic between the boundary Q and DQ)."""
+    if io not in IO_CHOICES:
+        raise OpfuseError(f"--io {io}: one of {', '.join(IO_CHOICES)}")
     proto = float_onnx(result)
     kernels = result.partition.without_cascades().kernels
     kept, keep = kept_kernels(kernels, keep_float)
@@ -125,8 +137,12 @@ def quantize(result: CompileResult, calibration: str | Path | Samples, *, method
     params.update(plan.fixed)
     params.update({t: bounded_params(plan, t, params) for t in plan.bounded})
     qdq, dq_of = insert_qdq(proto, plan, params, per_tensor=not per_channel, keep=keep)
-    _stamp(qdq, result, method, per_channel, kept)
+    _stamp(qdq, result, method, per_channel, kept, io)
     session(qdq)  # onnxruntime loads what is written, or this is an opfuse bug shown as one line
+    written, boundary = qdq, float_io(qdq)
+    if io == "int8":
+        written, boundary = int8_io(qdq)
+        session(written)
     kernel_of = {n: i for i, k in enumerate(kernels) for n in k.nodes}
     collapsed = [Collapsed(kernels[kernel_of[plan.producer[t]]].name if plan.producer[t] else
                            "input", kernel_of.get(plan.producer[t], -1), t, r.lo)
@@ -134,8 +150,8 @@ def quantize(result: CompileResult, calibration: str | Path | Samples, *, method
     tensors = [(i, k.name, t) for i, k in enumerate(kernels) for t in k.outputs if t in dq_of]
     accuracy = evaluate(proto, qdq, ev, tensors, dq_of, {c.tensor for c in collapsed},
                         {i: k.inputs for i, k in enumerate(kernels)})
-    return Quantized(qdq, proto, result, plan, ranges, params, method, per_channel, cal, ev,
-                     held_out, accuracy, collapsed, kept)
+    return Quantized(written, proto, result, plan, ranges, params, method, per_channel, cal, ev,
+                     held_out, accuracy, collapsed, kept, boundary)
 
 
 def kept_kernels(kernels, names) -> tuple[list[str], frozenset[str]]:  # noqa: ANN001 (Kernel)
@@ -157,12 +173,13 @@ def kept_kernels(kernels, names) -> tuple[list[str], frozenset[str]]:  # noqa: A
 
 
 def _stamp(proto: onnx.ModelProto, result: CompileResult, method: str, per_channel: bool,
-           kept: list[str]) -> None:
+           kept: list[str], io: str = "float") -> None:
     props = {p.key: p.value for p in proto.metadata_props if p.key not in _STALE_KEYS}
     props[ROUNDING] = ONNX
     props[QUANTIZE_KEY] = json.dumps({"method": method, "target": result.target.name,
                                       "weights": "per-channel" if per_channel else "per-tensor",
-                                      **({"kept_float": kept} if kept else {})})
+                                      **({"kept_float": kept} if kept else {}),
+                                      **({"io": io} if io != "float" else {})})
     del proto.metadata_props[:]
     onnx.helper.set_model_props(proto, props)
     for node in proto.graph.node:  # the float kernels' stamps; the int8 import partitions anew

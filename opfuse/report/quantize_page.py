@@ -68,6 +68,22 @@ def _kernels(data: dict) -> str:
             f'{BAR_DB:g} dB)</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
 
+def _io(data: dict) -> str:
+    """With --io int8: each graph input and output with what its caller feeds or reads."""
+    entries = data.get("io", [])
+    if not any(e["dtype"] == "int8" for e in entries):
+        return ""
+    rows = "".join(
+        f'<tr><td>{esc(e["role"])}</td><td class="name">{esc(e["name"])}</td>'
+        f'<td>{esc(e["dtype"])}</td><td class="num scale">{e.get("scale", "-")!r}</td>'
+        f'<td class="num zp">{e.get("zero_point", "-")}</td></tr>' for e in entries)
+    return ('<section id="io-section"><h2>int8 inputs and outputs</h2><p class="dim">Feed q = '
+            'clamp(round(x / scale) + zero point, -128, 127) (half to even); read x = scale * '
+            '(q - zero point).</p><table class="acc" id="io"><thead><tr><th>role</th><th>name'
+            '</th><th>type</th><th class="num">scale</th><th class="num">zero point</th></tr>'
+            f'</thead><tbody>{rows}</tbody></table></section>')
+
+
 def render_quantize_page(data: dict) -> str:
     """The page of ``Quantized.to_json()``."""
     ev = data["evaluation"]
@@ -93,6 +109,7 @@ def render_quantize_page(data: dict) -> str:
   Q.
   {("Kept float: " + esc(", ".join(kept)) + ".") if kept else ""}</p>
   {_kernels(data)}</section>
+{_io(data)}
 </main>
 <footer>opfuse {esc(__version__)} &middot; self-contained page, no network</footer>
 """

@@ -6,8 +6,11 @@ calibration data). Against the float model (the canonicalized one, in onnxruntim
 accuracy report's figures per output: SQNR, the largest absolute error, top-1 agreement. That is
 no pass/fail: what a model may lose is its user's call. What is judged, as every ``--check``
 judges the C against what it claims to compute, is the C against its own QDQ model in
-onnxruntime (ORT_DISABLE_ALL) on the same samples: within ``STEPS`` quantization step of each
-output (docs/architecture.md, "int8 in the IR"), or exit status 1.
+onnxruntime (ORT_DISABLE_ALL, its Conv/Gemm/MatMul groups in integers as QLinearConv defines
+them: the reference ``validate`` judges, integer_reference.py) on the same samples: within
+``STEPS`` quantization step of each output (docs/architecture.md, "int8 in the IR"), or exit status 1. A model with int8 inputs and
+outputs (``--io int8``) is fed each sample quantized with its input's scale and zero point, and its
+int8 outputs are dequantized with theirs for the comparison with the float model.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from opfuse.measure.validate.integer_reference import integer_reference
 from opfuse.quantize.accuracy import (
     AccuracyReport,
     ErrorSum,
@@ -25,6 +29,7 @@ from opfuse.quantize.accuracy import (
     is_classifier,
     output_entry,
 )
+from opfuse.quantize.int8_io import dequantize_output, quantize_feed
 from opfuse.quantize.placement import root
 from opfuse.quantize.ranges import session
 
@@ -57,7 +62,9 @@ def c_accuracy(done, qdq_result, *, fuse: bool = True,  # noqa: ANN001 (Quantize
     outs = [o.name for o in done.float_proto.graph.output]
     scales = {t: done.params[root(done.placement, t)][0] for t in outs
               if root(done.placement, t) in done.params}
-    f_sess, q_sess = session(done.float_proto), session(done.proto)
+    f_sess = session(done.float_proto)
+    q_sess = session(integer_reference(done.proto).proto)
+    io = {t.name: t for t in done.io}
     errors = {t: ErrorSum() for t in outs}
     steps = dict.fromkeys(outs, 0.0)
     with tempfile.TemporaryDirectory(prefix="opfuse-int8-check-") as tmp:
@@ -66,11 +73,14 @@ def c_accuracy(done, qdq_result, *, fuse: bool = True,  # noqa: ANN001 (Quantize
         in_names = [i.name for i in model.info.inputs]
         for i in range(samples.count):
             feeds = samples.feeds(i)
+            q_feeds = {k: quantize_feed(v, io[k]) if k in io else v for k, v in feeds.items()}
             # the C's inputs and outputs are the QDQ model's, in its order
-            c_outs = model.run(dict(zip(in_names, feeds.values(), strict=True)))
-            c_vals = [np.asarray(v) for v in c_outs.values()]
+            c_outs = model.run(dict(zip(in_names, q_feeds.values(), strict=True)))
+            c_vals = [_read(np.asarray(v), io.get(t)) for t, v in zip(outs, c_outs.values(),
+                                                                      strict=True)]
             f_vals = f_sess.run(outs, feeds)
-            q_vals = q_sess.run(outs, feeds)
+            q_vals = [_read(v, io.get(t)) for t, v in zip(outs, q_sess.run(outs, q_feeds),
+                                                         strict=True)]
             for t, c, f, q in zip(outs, c_vals, f_vals, q_vals, strict=True):
                 c = c.reshape(f.shape)
                 errors[t].add(f, c, is_classifier(f))
@@ -78,6 +88,11 @@ def c_accuracy(done, qdq_result, *, fuse: bool = True,  # noqa: ANN001 (Quantize
                 steps[t] = max(steps[t], diff / scales[t] if t in scales else diff)
     report = AccuracyReport(outputs=[output_entry(t, errors[t]) for t in outs])
     return CAccuracy(report, {t: round(s, 3) for t, s in steps.items()}, samples.count)
+
+
+def _read(value: np.ndarray, io) -> np.ndarray:  # noqa: ANN001 (IoTensor or None)
+    """An output as the float model returns it (an int8 output dequantized)."""
+    return value if io is None else dequantize_output(value, io)
 
 
 def format_c_accuracy(measured: CAccuracy, on: str) -> str:
@@ -91,6 +106,8 @@ def format_c_accuracy(measured: CAccuracy, on: str) -> str:
     lines.append(f"check: the int8 C against its QDQ model in onnxruntime (ORT_DISABLE_ALL) on the "
                  f"same samples: largest difference {worst:g} quantization steps, {judged} the "
                  f"{STEPS} allowed")
+    lines.append("  (its Conv/Gemm/MatMul groups summed in integers, as QLinearConv defines them "
+                 "and the C computes: the reference validate judges)")
     for t, s in measured.steps.items():
         if s > STEPS:
             lines.append(f"  {for_terminal(t)}: {s:g} steps")

@@ -5,11 +5,15 @@ reference (docs/architecture.md, "int8 in the IR"), through opfuse.measure.valid
 * ``.tflite``: TFLite Micro's interpreter on the same file, fed the same buffers (the C takes and
   returns the source's layout and dtype, and its inputs and outputs keep the source's names).
   Bit-exact is the rule: ``steps`` 0.
-* quantized ONNX: onnxruntime on the original model at ORT_DISABLE_ALL, which runs each
-  QuantizeLinear and DequantizeLinear around the float op as the ONNX definition says, so the
-  reference does not depend on the CPU; within one quantization step passes. ORT_ENABLE_ALL's
-  QLinear int8 kernels do depend on it (on an AVX2 CPU without VNNI they differ from ORT's own
-  ORT_DISABLE_ALL by up to 55 steps): their difference is reported as a note, not judged.
+* quantized ONNX: onnxruntime (ORT_DISABLE_ALL) on the original model with each
+  ``DQ -> Conv/Gemm/MatMul [-> Relu/Clip] -> Q`` group computed as QLinearConv/QLinearMatMul
+  define it, integer accumulation and one float32 requantization (integer_reference.py): the
+  arithmetic the int8 C (rounding ``onnx``) is defined by, exact or one IEEE rounding per step,
+  so the same on every CPU. Within one quantization step passes (a float op left between a DQ
+  and a Q, Softmax or LayerNorm, is float on both sides). The plain QDQ run (float32 sums, so a
+  value near half a step can round either way: 2 steps on vww_96 quantized by opfuse) and
+  ORT_ENABLE_ALL's QLinear int8 kernels (which vary with the CPU: up to 55 steps on an AVX2 CPU
+  without VNNI) are reported as notes, not judged.
 """
 
 from __future__ import annotations
@@ -72,6 +76,8 @@ def validate_c_int8(result: CompileResult, *, fuse: bool = True, trials: int = T
                                             trials=trials, steps=steps, reference=reference)
         if informative:
             report = with_enable_all_note(report, result, run, seed, trials)
+            if getattr(reference, "integer", False):
+                report = with_float_qdq_note(report, result, run, seed, trials)
         if not tflite and not report.ok:
             report = replace(report, notes=report.notes + (COMPOUNDS,))
         return report
@@ -97,10 +103,30 @@ def with_enable_all_note(report: ValidationReport, result: CompileResult, run, s
     return replace(report, notes=report.notes + notes)
 
 
-def stepped_reference(result: CompileResult, enable_all: bool = False):
-    """onnxruntime on the original ONNX (ORT_DISABLE_ALL, or ``enable_all``), with each float
-    output that a DequantizeLinear writes measured in that quantizer's steps (as TFLite's
-    reference does for DEQUANTIZE)."""
+def with_float_qdq_note(report: ValidationReport, result: CompileResult, run, seed: int,
+                        trials: int) -> ValidationReport:
+    """``report`` with one note per output: the largest difference from onnxruntime's plain
+    ORT_DISABLE_ALL run of the QDQ model (float32 sums; informative: ties round either way)."""
+    from opfuse.measure.validate.source import validate_against_reference
+
+    other = validate_against_reference(result.source, run, label="", seed=seed, trials=trials,
+                                       steps=1, reference=stepped_reference(result, integer=False))
+    notes = tuple(f"informative: {o.name}: {o.max_abs_err:g} quantization steps from the QDQ "
+                  "model run as written (Q/DQ around float32 ops: a sum near half a step may "
+                  "round the other way; not judged)" for o in other.outputs)
+    return replace(report, notes=report.notes + notes)
+
+
+INTEGER_NAME = ("onnxruntime (ORT_DISABLE_ALL) on the QDQ model with each DQ->Conv/Gemm/MatMul->Q "
+                "group as QLinearConv/QLinearMatMul define it: integer sums, one float32 "
+                "requantization, half to even (the int8 C's arithmetic; the same on every CPU)")
+
+
+def stepped_reference(result: CompileResult, enable_all: bool = False, integer: bool = True):
+    """onnxruntime on the original ONNX, with each float output that a DequantizeLinear writes
+    measured in that quantizer's steps (as TFLite's reference does for DEQUANTIZE): at
+    ORT_DISABLE_ALL with the anchor groups in integers (``integer``, integer_reference.py: what
+    the int8 C is judged against), as written (not ``integer``), or at ORT_ENABLE_ALL."""
     from dataclasses import replace
 
     import onnxruntime as ort
@@ -115,7 +141,9 @@ def stepped_reference(result: CompileResult, enable_all: bool = False):
                                         ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
         ref.name = "onnxruntime (ORT_ENABLE_ALL: its QLinear int8 kernels)"
     else:  # the reference's own session, optimizations off: Q/DQ around float ops
-        ref.name = "onnxruntime (ORT_DISABLE_ALL: Q/DQ around float ops, the ONNX definition)"
+        ref.name = "onnxruntime (ORT_DISABLE_ALL: Q/DQ around float ops, as written)"
+        if integer:
+            _integer_session(ref)
     steps: dict[str, float] = {}
     for value in result.optimized.graph.outputs:
         node = value.producer()
@@ -125,3 +153,19 @@ def stepped_reference(result: CompileResult, enable_all: bool = False):
                 steps[value.name] = float(q.scale[0])
     ref.outputs = tuple(replace(o, scale=steps.get(o.name, o.scale)) for o in ref.outputs)
     return ref
+
+
+def _integer_session(ref) -> None:  # noqa: ANN001 (OnnxReference)
+    """Point ``ref`` at the integer form of its model (integer_reference.py), if it has an anchor
+    group to rewrite; ``ref.integer`` says it does."""
+    import onnx
+
+    from opfuse.measure.validate.integer_reference import integer_reference
+    from opfuse.measure.validate.ort import reference_session
+
+    rewrite = integer_reference(onnx.load(str(ref.path)))
+    if rewrite.rewritten:
+        ref.session = reference_session(rewrite.proto, "integer reference", [])
+        ref.name = INTEGER_NAME + (f"; {len(rewrite.kept)} group(s) left in float32"
+                                   if rewrite.kept else "")
+        ref.integer = True

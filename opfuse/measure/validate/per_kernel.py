@@ -13,7 +13,8 @@ kernel may reuse its arena bytes, and the hook copies it out. The reference side
   something else is the one that fails; the graph's final outputs are also checked against the
   original by plain ``validate``;
 - quantized ONNX (``onnx`` rounding): onnxruntime (optimizations off) on the canonicalized QDQ
-  model, every kernel output exposed, and each kernel *isolated*: after the comparison the hook
+  model with its Conv/Gemm/MatMul groups summed in integers (integer_reference.py, what
+  ``validate`` judges), every kernel output exposed, and each kernel *isolated*: after the comparison the hook
   writes the reference's values into the kernel's output, so the next kernel reads exactly the
   reference's inputs (the layer-wise mode of TFLite's quantization debugger). Whole-model
   differences compound: one float rounding difference in a LayerNorm flips a tie in the next
@@ -137,6 +138,10 @@ def _ort_intermediates(result: CompileResult, fuse: bool, names: list[str],
     sched = c_schedule(result, fuse, cascades=False)  # the debug dump is per layer-by-layer kernel
     model, part = sched.model, sched.partition
     proto = emit_onnx(model, part)
+    if model.meta.get("opfuse.rounding") == ONNX:  # the reference validate judges (c_int8.py)
+        from opfuse.measure.validate.integer_reference import integer_reference
+
+        proto = integer_reference(proto, frozenset(names)).proto
     have = {o.name for o in proto.graph.output}
     for name in names:
         if name not in have:
@@ -182,7 +187,8 @@ def per_kernel(
         ref = _ort_intermediates(result, fuse, names, feeds)
         got = dump_kernels(folder, feeds, isolate=ref)
         steps = {n for n, v in ref.items() if np.asarray(v).dtype.kind in "iu" and np.asarray(v).itemsize == 1}
-        source = ("onnxruntime (optimizations off) on the canonicalized QDQ model, each kernel fed "
+        source = ("onnxruntime (optimizations off) on the canonicalized QDQ model, its "
+                  "Conv/Gemm/MatMul groups summed in integers as QLinearConv, each kernel fed "
                   "the reference's inputs; int8 outputs pass within 1 quantization step")
     elif is_quantized(result.optimized):
         got = dump_kernels(folder, feeds)

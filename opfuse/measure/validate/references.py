@@ -22,6 +22,7 @@ class OnnxReference:
     """onnxruntime (optimizations off) on an ONNX file: the ONNX frontend's reference."""
 
     name = "onnxruntime"
+    integer = False  # its session runs the anchor groups in integers (c_int8.stepped_reference)
 
     def __init__(self, path: Path):
         self.path = path
