@@ -23,6 +23,7 @@ import onnx
 from onnx import numpy_helper
 
 from opfuse.errors import OpfuseError
+from opfuse.fresh_names import fresh_name
 from opfuse.frontends.qdq import FLOAT_SUFFIX
 
 MS = "com.microsoft"
@@ -53,12 +54,7 @@ class _Rewriter:
         self.nodes: list[onnx.NodeProto] = []
 
     def fresh(self, base: str) -> str:
-        name, i = base, 1
-        while name in self.taken:
-            i += 1
-            name = f"{base}_{i}"
-        self.taken.add(name)
-        return name
+        return fresh_name(self.taken, base)
 
     def array(self, name: str, node: onnx.NodeProto) -> np.ndarray:
         if name not in self.inits:

@@ -22,6 +22,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
+from opfuse.fresh_names import fresh_name
+
 IO_CHOICES = ("float", "int8")
 
 
@@ -101,7 +103,7 @@ def int8_io(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[IoTensor]]:
             continue
         inner = readers.get(o.name, [])
         if inner:  # read inside the graph too: they keep a float copy through the DQ
-            fresh = _fresh({*producer, *inits, *readers}, f"{o.name}_dequantized")
+            fresh = fresh_name({*producer, *inits, *readers}, f"{o.name}_dequantized")
             dq.output[0] = fresh
             dq.input[0] = o.name
             for node in inner:
@@ -137,14 +139,6 @@ def _int8(node: onnx.NodeProto, inits: dict[str, TensorProto]) -> bool:
         return False
     zp, scale = inits[node.input[2]], inits[node.input[1]]
     return zp.data_type == TensorProto.INT8 and int(np.prod(scale.dims, dtype=np.int64)) == 1
-
-
-def _fresh(taken: set[str], base: str) -> str:
-    name, i = base, 1
-    while name in taken:
-        i += 1
-        name = f"{base}_{i}"
-    return name
 
 
 def quantize_feed(x: np.ndarray, io: IoTensor) -> np.ndarray:

@@ -32,6 +32,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from opfuse.fresh_names import fresh_name
 from opfuse.ops import groups
 
 QUANTIZABLE = groups.QUANTIZABLE
@@ -215,12 +216,7 @@ class _Rewriter:
         self.head: list[onnx.NodeProto] = []  # DQs of constants, first in the graph
 
     def fresh(self, base: str) -> str:
-        name, i = base, 1
-        while name in self.taken:
-            i += 1
-            name = f"{base}_{i}"
-        self.taken.add(name)
-        return name
+        return fresh_name(self.taken, base)
 
     def const(self, base: str, array: np.ndarray) -> str:
         name = self.fresh(base)

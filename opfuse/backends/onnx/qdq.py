@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from opfuse.fresh_names import fresh_name
 from opfuse.ops import groups
 from opfuse.quant import QuantParams, get_quant
 
@@ -63,12 +64,7 @@ def expand_qdq(
     after: dict[str, list[onnx.NodeProto]] = {}  # node name -> nodes inserted right after it
 
     def fresh(base: str) -> str:
-        name, i = base, 1
-        while name in taken:
-            i += 1
-            name = f"{base}_{i}"
-        taken.add(name)
-        return name
+        return fresh_name(taken, base)
 
     def params_inputs(name: str) -> list[str]:
         p = quant[name]

@@ -16,6 +16,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from opfuse.errors import OpfuseError
+from opfuse.fresh_names import fresh_name
 from opfuse.frontends.tflite import layout as L
 from opfuse.frontends.tflite.reader import Operator, Tensor, TensorQuant, TfliteModel
 
@@ -43,13 +44,7 @@ class Graph:
 
     # --- names and nodes ------------------------------------------------------------------
     def fresh(self, base: str) -> str:
-        base = base or "v"
-        name, n = base, 1
-        while name in self._used:
-            n += 1
-            name = f"{base}_{n}"
-        self._used.add(name)
-        return name
+        return fresh_name(self._used, base or "v")
 
     def node(self, op_type: str, inputs: list[str], hint: str, domain: str = "",
              outputs: int = 1, **attrs) -> str | list[str]:

@@ -30,6 +30,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from opfuse.fresh_names import fresh_name
+
 ANCHORS = {"Conv", "Gemm", "MatMul"}
 CLAMPS = {"Relu", "Clip"}
 EXACT = float(2**24)  # integers up to this are exact in float32
@@ -57,12 +59,7 @@ class _Graph:
         self.new_inits: list[TensorProto] = []
 
     def fresh(self, base: str) -> str:
-        name, i = base, 1
-        while name in self.taken:
-            i += 1
-            name = f"{base}_{i}"
-        self.taken.add(name)
-        return name
+        return fresh_name(self.taken, base)
 
     def const(self, base: str, array: np.ndarray) -> str:
         name = self.fresh(base)
