@@ -4,7 +4,8 @@ three input channels at stride 2, pointwise tiles over planes whose size is not 
 four (the ``vctp32q`` tail) and over a plane the portable 1x1 path shares its weights with,
 depthwise rows at strides 1 and 2, 3x3 (also dilated) and 5x5, their padded ends under lane
 predicates; each built with the MVE-F kernels and without MVE (``+nomve``: the scalar FPU path
-of the same C). The shared float models validate on both Armv8-M boards."""
+of the same C), layer by layer and streamed in a cascade. The shared float models validate on
+both Armv8-M boards."""
 
 from __future__ import annotations
 
@@ -101,6 +102,25 @@ def test_mve_float_convs_match_onnxruntime_with_and_without_helium(tmp_path: Pat
         assert ("vfma.f32\tq" in dis) == (label == "mve"), label  # VFMA of a vector by a scalar
         counts[label] = [k.instructions for k in emu.kernels]
     assert sum(counts["mve"]) < 0.5 * sum(counts["scalar_fpu"]), counts
+
+
+@needs_tools
+def test_mve_float_cascade_members_match_onnxruntime(tmp_path: Path) -> None:
+    """The convs streamed: pw1 -> dw1 (stride 1) -> dw2 (stride 2) cascade over 15-column rows
+    (a vector's tail under predicates), each member a function of its own and the depthwise
+    members row by row over the channels (floatdw._member_rows), with and without Helium."""
+    path = tmp_path / "convs.onnx"
+    _convs(path)
+    result = compile_model(str(path), "cortex-m55")
+    for label, extra in (("mve", ()), ("scalar_fpu", SCALAR_FPU)):
+        emu = emulate_c(result, extra_cflags=extra, outdir=tmp_path / label)
+        assert emu.report.ok, (label, emu.report)
+        text = (tmp_path / label / "model.c").read_text()
+        assert [k.name for k in emu.kernels].count("cascade") == 1
+        calls = [line for line in text.splitlines() if line.strip().startswith("m")
+                 and "(a, b, " in line]
+        assert len(calls) == 3, calls  # the cascade's three conv members, each its own function
+        assert text.count("for (int c = 0; c < 16; ++c, r0 += d0") == 2  # dw1, dw2 row by row
 
 
 @needs_tools
