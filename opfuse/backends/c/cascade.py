@@ -281,7 +281,7 @@ def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _St
         emit_member8(w, ms, x, y, stores)
         return
     head = ms[0]
-    if head.op_type == "Conv" and _as_function(stores, x, y):
+    if head.op_type == "Conv" and _as_function(stores, head, x, y):
         _conv_function(w, ms, x, y, stores, most)
         return
     _, c_in, h_in, w_in = static_dims(x)
@@ -312,17 +312,19 @@ def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _St
     w.close()
 
 
-def _as_function(stores: _Stores, x: ir.Value, y: ir.Value) -> bool:
-    """Whether a float conv member is a function of its own: where the ISA says its cores keep
-    their taps and vectors in registers only there (``IsaKernels.member_functions``), for a member
-    reading or writing a ring. Inline in the band loop's switch, with every member's pointers
-    live, gcc 12.2 spilled a depthwise member's nine taps to the stack and reloaded them for each
-    vector: mobilenet_v2_128_0.5's cascades on cortex-m55 ran 1.06x their members' layer-by-layer
-    instructions (10,314,043 vs 9,720,610; depthwise members 1.06-1.83x)."""
+def _as_function(stores: _Stores, head: ir.Node, x: ir.Value, y: ir.Value) -> bool:
+    """Whether a float depthwise member is a function of its own: where the ISA says its cores
+    keep their taps and vectors in registers only there (``IsaKernels.member_functions``), for a
+    member reading or writing a ring. Inline in the band loop's switch, with every member's
+    pointers live, gcc 12.2 spilled a depthwise member's taps to the stack (cortex-m55): as
+    functions, mobilenet_v2_128_0.5's seven depthwise members ran 2,774,634 instructions where
+    inline they ran 2,900,304 (both row by row, isa/mve/floatdw.py). Its pointwise members and
+    pretrainedResnet's 3x3 convs ran more instructions as functions (+0.5-0.7%), so they stay inline."""
     return (kernels(stores.params.store.isa).member_functions
             and getattr(stores.params.store, "member_functions", None) is not None
             and getattr(stores, "member", None) is not None
-            and (x.name in stores.rings or y.name in stores.rings))
+            and (x.name in stores.rings or y.name in stores.rings)
+            and conv_geom(head).icg == 1 and conv_geom(head).ocg == 1)
 
 
 class _FunctionStores(_Stores):
@@ -335,7 +337,7 @@ class _FunctionStores(_Stores):
 
 def _conv_function(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _Stores,
                    most: int) -> None:
-    """The conv member as a call of its own function (its rows ``a``, ``b`` and pointers as
+    """The depthwise member as a call of its own function (its rows ``a``, ``b`` and pointers as
     arguments), defined once for every member of the same code (kernel_functions.py)."""
     funcs, defined, _ = stores.params.store.member_functions
     params = Params(stores.params.store, restrict=bool(stores.params.restrict))
