@@ -136,3 +136,21 @@ def test_the_float_models_validate_on_the_armv8m_boards(model: str, target: str,
     if target == "cortex-m55":  # the MVE-F kernels hold its pointwise and depthwise convs (a
         # kernel function of a shape that repeats is written once)
         assert (tmp_path / "c" / "model.c").read_text().count("#ifdef OPFUSE_MVEF") >= 15
+
+
+@needs_tools
+def test_mobilenet_v2_cascades_within_3_percent_of_layer_by_layer() -> None:
+    """Issue 29's cascade must for float on cortex-m55: mobilenet_v2_128_0.5 streamed no slower
+    than 1.03x layer by layer (14,658,101 vs 14,422,398 instructions; 15,015,808 before its
+    depthwise members were functions of their own, row by row: floatdw._member_rows) and in
+    less RAM."""
+    path = SHARED / "onnx" / "mobilenet_v2_128_0.5.onnx"
+    if not path.exists():
+        pytest.skip("../shared/models not present")
+    result = compile_model(str(path), "cortex-m55")
+    whole = emulate_c(result, cascades=False, timeout_s=900)
+    streamed = emulate_c(result, cascades=True, timeout_s=900)
+    assert streamed.report.ok, streamed.report
+    assert streamed.instructions <= 1.03 * whole.instructions, (streamed.instructions,
+                                                                whole.instructions)
+    assert streamed.arena_bytes < 0.5 * whole.arena_bytes  # the cascades still pay in RAM
