@@ -4,7 +4,8 @@ three input channels at stride 2, pointwise tiles over planes whose size is not 
 four (the ``vctp32q`` tail) and over a plane the portable 1x1 path shares its weights with,
 depthwise rows at strides 1 and 2, 3x3 (also dilated) and 5x5, their padded ends under lane
 predicates; each built with the MVE-F kernels and without MVE (``+nomve``: the scalar FPU path
-of the same C). The shared float models validate on both Armv8-M boards."""
+of the same C), layer by layer and streamed in a cascade. The shared float models validate on
+both Armv8-M boards."""
 
 from __future__ import annotations
 
@@ -104,6 +105,25 @@ def test_mve_float_convs_match_onnxruntime_with_and_without_helium(tmp_path: Pat
 
 
 @needs_tools
+def test_mve_float_cascade_members_match_onnxruntime(tmp_path: Path) -> None:
+    """The convs streamed: pw1 -> dw1 (stride 1) -> dw2 (stride 2) cascade over 15-column rows
+    (a vector's tail under predicates), the depthwise members functions of their own, row by row
+    over the channels (floatdw._member_rows), with and without Helium."""
+    path = tmp_path / "convs.onnx"
+    _convs(path)
+    result = compile_model(str(path), "cortex-m55")
+    for label, extra in (("mve", ()), ("scalar_fpu", SCALAR_FPU)):
+        emu = emulate_c(result, extra_cflags=extra, outdir=tmp_path / label)
+        assert emu.report.ok, (label, emu.report)
+        text = (tmp_path / label / "model.c").read_text()
+        assert [k.name for k in emu.kernels].count("cascade") == 1
+        calls = [line for line in text.splitlines() if line.strip().startswith("m")
+                 and "(a, b, " in line]
+        assert len(calls) == 2, calls  # the cascade's depthwise members, each its own function
+        assert text.count("for (int c = 0; c < 16; ++c, r0 += d0") == 2  # dw1, dw2 row by row
+
+
+@needs_tools
 @pytest.mark.parametrize("target", ["cortex-m55", "cortex-m33"])
 @pytest.mark.parametrize("model", ["onnx/mobilenet_v2_128_0.5.onnx", "tflite/vww_96_float.tflite"])
 def test_the_float_models_validate_on_the_armv8m_boards(model: str, target: str,
@@ -116,3 +136,21 @@ def test_the_float_models_validate_on_the_armv8m_boards(model: str, target: str,
     if target == "cortex-m55":  # the MVE-F kernels hold its pointwise and depthwise convs (a
         # kernel function of a shape that repeats is written once)
         assert (tmp_path / "c" / "model.c").read_text().count("#ifdef OPFUSE_MVEF") >= 15
+
+
+@needs_tools
+def test_mobilenet_v2_cascades_within_3_percent_of_layer_by_layer() -> None:
+    """Issue 29's cascade must for float on cortex-m55: mobilenet_v2_128_0.5 streamed no slower
+    than 1.03x layer by layer (14,658,101 vs 14,422,398 instructions; 15,015,808 before its
+    depthwise members were functions of their own, row by row: floatdw._member_rows) and in
+    less RAM."""
+    path = SHARED / "onnx" / "mobilenet_v2_128_0.5.onnx"
+    if not path.exists():
+        pytest.skip("../shared/models not present")
+    result = compile_model(str(path), "cortex-m55")
+    whole = emulate_c(result, cascades=False, timeout_s=900)
+    streamed = emulate_c(result, cascades=True, timeout_s=900)
+    assert streamed.report.ok, streamed.report
+    assert streamed.instructions <= 1.03 * whole.instructions, (streamed.instructions,
+                                                                whole.instructions)
+    assert streamed.arena_bytes < 0.5 * whole.arena_bytes  # the cascades still pay in RAM

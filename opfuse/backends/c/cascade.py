@@ -280,11 +280,14 @@ def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _St
     if is_int8_member(ms):  # opfuse/backends/c/int8/cascade.py
         emit_member8(w, ms, x, y, stores)
         return
+    head = ms[0]
+    if head.op_type == "Conv" and _as_function(stores, head, x, y):
+        _conv_function(w, ms, x, y, stores, most)
+        return
     _, c_in, h_in, w_in = static_dims(x)
     _, c_out, _, w_out = static_dims(y)
     xp, yp = stores.ptr(x, ms[0]), stores.ptr(y, ms[-1], write=True)
     rx, ry = stores.rows(x), stores.rows(y)
-    head = ms[0]
     if head.op_type == "Conv":  # the layer-by-layer conv cores (dwconv.py, convdirect.py)
         _conv(w, ms, RowSource.of(xp, c_in, h_in, w_in, rx),
               RowSource.of(yp, c_out, static_dims(y)[2], w_out, ry), stores, most)
@@ -307,6 +310,48 @@ def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _St
     w.close()
     w.close()
     w.close()
+
+
+def _as_function(stores: _Stores, head: ir.Node, x: ir.Value, y: ir.Value) -> bool:
+    """Whether a float depthwise member is a function of its own: where the ISA says its cores
+    keep their taps and vectors in registers only there (``IsaKernels.member_functions``), for a
+    member reading or writing a ring. Inline in the band loop's switch, with every member's
+    pointers live, gcc 12.2 spilled a depthwise member's taps to the stack (cortex-m55): as
+    functions, mobilenet_v2_128_0.5's seven depthwise members ran 2,774,634 instructions where
+    inline they ran 2,900,304 (both row by row, isa/mve/floatdw.py). Its pointwise members and
+    pretrainedResnet's 3x3 convs ran more instructions as functions (+0.5-0.7%), so they stay inline."""
+    return (kernels(stores.params.store.isa).member_functions
+            and getattr(stores.params.store, "member_functions", None) is not None
+            and getattr(stores, "member", None) is not None
+            and (x.name in stores.rings or y.name in stores.rings)
+            and conv_geom(head).icg == 1 and conv_geom(head).ocg == 1)
+
+
+class _FunctionStores(_Stores):
+    """A cascade's stores seen from a member's own function: its parameters, the same rings."""
+
+    def __init__(self, stores: _Stores, params: Params) -> None:  # noqa: D107
+        self.params, self.plan, self.rings, self.nodes = params, stores.plan, stores.rings, \
+            stores.nodes
+
+
+def _conv_function(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _Stores,
+                   most: int) -> None:
+    """The depthwise member as a call of its own function (its rows ``a``, ``b`` and pointers as
+    arguments), defined once for every member of the same code (kernel_functions.py)."""
+    funcs, defined, _ = stores.params.store.member_functions
+    params = Params(stores.params.store, restrict=bool(stores.params.restrict))
+    inner = _FunctionStores(stores, params)
+    body = CWriter(1)
+    first, last = params._add("row:a", "int {name}", "a"), params._add("row:b", "int {name}", "b")
+    body(f"const int a = {first}, b = {last};")
+    _, c_in, h_in, w_in = static_dims(x)
+    _, c_out, h_out, w_out = static_dims(y)
+    src = RowSource.of(inner.ptr(x, ms[0]), c_in, h_in, w_in, inner.rows(x))
+    dst = RowSource.of(inner.ptr(y, ms[-1], write=True), c_out, h_out, w_out, inner.rows(y))
+    _conv(body, ms, src, dst, inner, most)
+    fname = defined.define(funcs, len(defined.bodies), stores.member, params, body.lines)
+    w(params.call(fname))
 
 
 def _conv(w: CWriter, ms: list[ir.Node], src: RowSource, dst: RowSource, stores: _Stores,

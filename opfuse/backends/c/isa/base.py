@@ -144,10 +144,11 @@ class IsaKernels:
     fma_tile: Callable[..., bool] | None = None
     # narrow: the matrix family over an int8 scratch for int8 inputs (None: the int16 one only)
     narrow: NarrowMatrix | None = None
-    # member_functions: every int8 depthwise / matrix-core pointwise member of a cascade that
-    # reads or writes a ring is a function of its own (int8/cascade.py), not only those of a
-    # shape another member has: the ISA's cores keep their vectors and taps in registers a
-    # band loop's switch of several members does not leave them (False: inline, as before)
+    # member_functions: every int8 depthwise / matrix-core pointwise member and every float
+    # depthwise member of a cascade that reads or writes a ring is a function of its own
+    # (int8/cascade.py, cascade.py), not only those of a shape another member has: the ISA's
+    # cores keep their vectors and taps in registers a band loop's switch of several members
+    # does not leave them (False: inline, as before)
     member_functions: bool = False
     # depthwise_row_guard: the preprocessor line that opens ``depthwise_row``'s branch
     depthwise_row_guard: str = ""
