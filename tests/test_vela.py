@@ -191,3 +191,43 @@ def test_a_zero_vela_total_gives_no_error_figure():
                    opfuse_kernels=1, vela_passes=0)
     assert c.error is None and fmt_error(c.error) == "-"
     assert c.to_json()["total"]["error"] is None
+
+
+def test_a_float_model_vela_leaves_to_the_cpu_is_not_counted_as_npu_ops(run_cli, tmp_path):
+    """Vela 5.2 puts every operator of a float .tflite on the CPU, yet its summary still counts
+    them as passes: the total said "3 NPU ops" (MediaPipe face detection: "164 NPU ops"). Now the
+    NPU count comes from the operators Vela's per-layer CSV puts on the NPU, and the terminal says
+    there is nothing to compare."""
+    import numpy as np
+
+    from opfuse.measure.vela_run import vela_available
+    from opfuse.report.vela_console import NOTHING_ON_NPU
+    from tests.helpers.tflite_builder import RELU, SAME, TfliteBuilder
+
+    if not vela_available():
+        pytest.skip("ethos-u-vela not installed (pip install 'opfuse[vela]')")
+    rng = np.random.default_rng(0)
+    b = TfliteBuilder()
+    x = b.input("image", (1, 16, 16, 8), np.float32)
+    for i in range(3):
+        w = b.const(f"w{i}", (rng.standard_normal((8, 3, 3, 8)) * 0.3).astype(np.float32))
+        bias = b.const(f"b{i}", np.zeros(8, np.float32))
+        y = b.tensor(f"y{i}", (1, 16, 16, 8), np.float32)
+        b.op("CONV_2D", [x, w, bias], [y], "Conv2DOptions", Padding=SAME, StrideH=1, StrideW=1,
+             DilationHFactor=1, DilationWFactor=1, FusedActivationFunction=RELU)
+        x = y
+    b.output(x)
+    model = tmp_path / "float_convs.tflite"
+    model.write_bytes(b.build())
+    args = ("analyze", str(model), "--target", "ethos-u55", "--compare", "vela")
+    code, out, err = run_cli(*args, "--json", "-")
+    assert code == 0, err
+    data = json.loads(out)["compare"]
+    listed = [r for r in data["rows"] if r["vela_layers"]]  # rows of Vela's own per-layer CSV
+    assert listed and all(r["vela_cpu"] for r in listed) and data["total"]["nothing_on_npu"]
+    assert data["total"]["vela_passes"] > 0 and data["total"]["vela_npu_passes"] == 0
+    code, out, err = run_cli(*args)
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert f"{data['total']['vela_passes']} NPU ops" not in flat and "0 NPU ops" in flat
+    assert " ".join(NOTHING_ON_NPU.split()) in flat

@@ -65,10 +65,11 @@ class Comparison:
     opfuse_arena_bytes: int
     vela_sram_bytes: int  # Vela's "Total SRAM used"
     opfuse_kernels: int
-    vela_passes: int  # NPU operations after Vela's fusing
+    vela_passes: int  # Vela's passes after fusing (its summary; CPU operators count too)
     # the same figures over the rows Vela runs on its NPU (what its time and SRAM cover)
     opfuse_npu_s: float = 0.0
     opfuse_npu_arena_bytes: int = 0
+    vela_npu_passes: int = 0  # NPU operations of the operators Vela runs on its NPU
 
     @property
     def error(self) -> float | None:
@@ -77,6 +78,12 @@ class Comparison:
         if not self.vela_summary_s > 0:
             return None
         return (self.opfuse_npu_s - self.vela_summary_s) / self.vela_summary_s
+
+    @property
+    def nothing_on_npu(self) -> bool:
+        """Vela leaves every operator it lists to the CPU (a float model)."""
+        listed = [r for r in self.rows if r.vela_layers]
+        return bool(listed) and all(r.vela_cpu for r in listed)
 
     def to_json(self) -> dict:
         return {"model": self.model, "target": self.target, "vela_config": dict(self.vela_config),
@@ -87,7 +94,9 @@ class Comparison:
                           "vela_sram_bytes": self.vela_sram_bytes,
                           "opfuse_kernels": self.opfuse_kernels, "vela_passes": self.vela_passes,
                           "opfuse_npu_s": self.opfuse_npu_s,
-                          "opfuse_npu_arena_bytes": self.opfuse_npu_arena_bytes}}
+                          "opfuse_npu_arena_bytes": self.opfuse_npu_arena_bytes,
+                          "vela_npu_passes": self.vela_npu_passes,
+                          "nothing_on_npu": self.nothing_on_npu}}
 
 
 def _find(parent: dict, x):  # noqa: ANN001, ANN202 (union-find over hashable keys)
@@ -201,6 +210,7 @@ def compare(analysis, sources: dict[str, list[str]], op_outputs: dict[str, int],
         vela_passes=vela.summary.passes,
         opfuse_npu_s=sum(r.opfuse_s for r in rows if not r.vela_cpu),
         opfuse_npu_arena_bytes=max((r.opfuse_live_bytes for r in rows if not r.vela_cpu), default=0),
+        vela_npu_passes=sum(layer.passes for layer in vela.layers if layer.on_npu),
     )
 
 

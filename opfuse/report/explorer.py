@@ -123,7 +123,8 @@ def _results(model_source: str, folder: Path,
 
 def explorer_data(model_source: str = TOY, target: str | None = None) -> dict[str, Any]:
     """The precomputed table the explorer page looks up; it opens on ``target`` (default: the
-    seeds' npu-generic) at the model's own precision where that target runs it."""
+    seeds' npu-generic; for a model whose precision npu-generic does not run, the first target
+    that runs it) at the model's own precision where that target runs it."""
     # the sized models' files must outlive the analyses: a result re-imports its source lazily
     with tempfile.TemporaryDirectory(prefix="opfuse-explorer-") as tmp:
         results = _results(model_source, Path(tmp), target)
@@ -166,8 +167,8 @@ def _explorer_data(
     if opening is not None and opening not in targets:
         raise OpfuseError(f"--target {opening}: the explorer has no figures for it (no precision "
                           "of the model runs there)")
-    default_target = opening or ("npu-generic" if "npu-generic" in targets else next(iter(targets)))
     own = model_precision(first.original)
+    default_target = opening or _opening_target(targets, None if model_source == TOY else own)
     runs = targets[default_target]["precisions"]
     return {
         "model": model_source,
@@ -189,6 +190,14 @@ def _explorer_data(
         },
         "version": opfuse.__version__,
     }
+
+
+def _opening_target(targets: dict[str, Any], own: str | None) -> str:
+    """npu-generic when it runs the model's own precision (``own``; None: the seeds' toy, which
+    opens there), else the first target that does (a float model would open on npu-generic's
+    int8, a what-if), else npu-generic."""
+    order = sorted(targets, key=lambda name: name != "npu-generic")
+    return next((n for n in order if own is None or own in targets[n]["precisions"]), order[0])
 
 
 def _body(data: dict[str, Any]) -> str:

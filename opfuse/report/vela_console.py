@@ -14,6 +14,11 @@ if TYPE_CHECKING:
     from opfuse.cost.compare import Comparison
 
 
+NOTHING_ON_NPU = ("Vela runs none of this model's operators on its NPU (the NPU takes int8 and int16 "
+                  "tensors; a float model stays on the CPU): there is nothing to compare. Quantize "
+                  "the model first (opfuse quantize).")
+
+
 def fmt_error(error: float | None) -> str:
     return "-" if error is None else f"{error * 100:+.0f}%"
 
@@ -45,15 +50,18 @@ def print_comparison(c: Comparison, max_rows: int = 60) -> None:
     if len(c.rows) > max_rows:
         table.add_row("...", f"{len(c.rows) - max_rows} more rows (--json has all)", *[""] * 7)
     table.add_section()
-    table.add_row("total", f"{c.opfuse_kernels} kernels", f"{c.vela_passes} NPU ops",
+    table.add_row("total", f"{c.opfuse_kernels} kernels", f"{c.vela_passes} Vela passes",
                   str(sum(r.vela_passes for r in c.rows)), fmt_time(c.opfuse_s),
                   fmt_time(c.vela_summary_s), fmt_error(c.error), fmt_bytes(c.opfuse_arena_bytes),
                   fmt_bytes(c.vela_sram_bytes))
     if any(r.vela_cpu for r in c.rows):
-        table.add_row("on NPU", "rows Vela runs", "", "", fmt_time(c.opfuse_npu_s),
+        table.add_row("on NPU", "rows Vela runs", f"{c.vela_npu_passes} NPU ops", "",
+                      fmt_time(c.opfuse_npu_s),
                       fmt_time(c.vela_summary_s), fmt_error(c.error),
                       fmt_bytes(c.opfuse_npu_arena_bytes), fmt_bytes(c.vela_sram_bytes))
     stdout_console.print(table)
     stdout_console.print("arena: opfuse's planned arena; Vela SRAM: 'Total SRAM used' (per row: its "
                "staging usage). error = (opfuse - Vela) / Vela over the rows Vela runs on its NPU "
                "(CPU: an operator Vela leaves to the CPU).")
+    if c.nothing_on_npu:
+        stdout_console.print(NOTHING_ON_NPU)

@@ -185,8 +185,10 @@ def format_report(report: ValidationReport) -> str:
     failed = sum(not o.ok for o in report.outputs)
     verdict = "result: match" if report.ok else f"result: MISMATCH in {failed} output(s)"
     if not report.ok and report.tolerance_question:
-        verdict += (" at this tolerance; each within the reference's own spread (float "
-                    "rounding, not a wrong op): the tolerance is the question")
+        from opfuse.measure.validate.reference_spread import FACTOR  # (it imports this module)
+
+        verdict += (f" at this tolerance; each at most {FACTOR:g}x the reference's own spread "
+                    "(float rounding, not a wrong op): the tolerance is the question")
     lines.append(verdict)
     return "\n".join(lines)
 

@@ -28,9 +28,14 @@
       OF.bytes(r.vela_staging_bytes)]);
   });
   var T = C.total;
-  row(["total", T.opfuse_kernels + " kernels", T.vela_passes + " NPU ops", "", OF.time(T.opfuse_s),
+  row(["total", T.opfuse_kernels + " kernels", T.vela_passes + " Vela passes", "", OF.time(T.opfuse_s),
     OF.time(T.vela_summary_s), err(T.error), OF.bytes(T.opfuse_arena_bytes), OF.bytes(T.vela_sram_bytes)], "total");
   if (C.rows.some(function (r) { return r.vela_cpu; }))
-    row(["on NPU", "rows Vela runs", "", "", OF.time(T.opfuse_npu_s), OF.time(T.vela_summary_s), err(T.error),
-      OF.bytes(T.opfuse_npu_arena_bytes), OF.bytes(T.vela_sram_bytes)], "total");
+    row(["on NPU", "rows Vela runs", T.vela_npu_passes + " NPU ops", "", OF.time(T.opfuse_npu_s),
+      OF.time(T.vela_summary_s), err(T.error), OF.bytes(T.opfuse_npu_arena_bytes),
+      OF.bytes(T.vela_sram_bytes)], "total");
+  if (T.nothing_on_npu)
+    document.getElementById("vela-config").textContent += " Vela runs none of this model\u2019s " +
+      "operators on its NPU (the NPU takes int8 and int16 tensors; a float model stays on the " +
+      "CPU): there is nothing to compare. Quantize the model first (opfuse quantize).";
 })();
