@@ -20,9 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from opfuse.measure.validate.ort import SPREAD_FACTOR as FACTOR
 from opfuse.measure.validate.ort import OutputCheck
-
-FACTOR = 2.0  # an error up to twice the reference's own spread is of its size
 
 
 def spread_notes(reference, feeds_list: Sequence[dict[str, np.ndarray]],
