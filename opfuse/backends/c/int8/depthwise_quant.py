@@ -22,7 +22,7 @@ from opfuse.backends.c.isa import IsaKernels, kernels
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.kernelplan.conv8 import ConvGeom
-from opfuse.quant import TFLITE, conv_scales, multipliers
+from opfuse.quant import ONNX, TFLITE, conv_scales, multipliers
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,9 @@ def dw_quant(params: Params, node: ir.Node, g: ConvGeom) -> DwQuant:
     taps = const(node.inputs[1]).reshape(g.c, g.k[0] * g.k[1])
     bias = common.bias_array(node, 2, g.oc)
     bound = common.acc_bound(taps, bias, xct.lo, xct.hi, int(xq.zero_point[0]))
-    # the arrays a cascade's member registers too (cascade.py): TFLite's (multiplier, shift)
-    rq = requant_arrays(params, node.name, real)
+    # the arrays a cascade's member registers too (cascade.py): TFLite's (multiplier, shift);
+    # ONNX's scales, whose call the bound may spare the clamps (Requant.ranged)
+    rq = requant_arrays(params, node.name, real, bound if rounding(params) == ONNX else None)
     shifts = multipliers(real)[1] if rq.mode == TFLITE else np.zeros(1, np.int32)
     fast = rq.mode == TFLITE and bound < common.FAST_BOUND and bool((shifts <= -1).all())
     left = bool((shifts > 0).any())
