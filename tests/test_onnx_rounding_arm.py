@@ -2,7 +2,8 @@
 one VCVTR (FPSCR's round half to even, rintf's mode) where the generator proved the clamps cannot
 act (common.py ``Requant.ranged``), the same integers as onnxruntime's definition of the QDQ model
 (the integer-sum reference) on the Cortex-M4 board, whose FPv4 has no VRINTX (rintf was a libm
-call per value) and the Cortex-M7's."""
+call per value) and the Cortex-M7's; on the Cortex-M55 the matrix and depthwise kernels'
+vector output stage in MVE-F (isa/mve/output.py ``requant_onnx``: VCVTNQ)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,11 @@ def _samples(count: int, seed: int) -> Samples:
 
 @pytest.mark.skipif(any(shutil.which(t) is None for t in BOARD_TOOLS),
                     reason="needs gcc-arm-none-eabi, libnewlib-arm-none-eabi and qemu-system-arm")
-@pytest.mark.parametrize("target", ["cortex-m4", "cortex-m7"])
-def test_ranged_onnx_requantization_is_bit_exact_on_the_board(target, tmp_path, run_cli) -> None:
+@pytest.mark.parametrize(("target", "rounds"), [("cortex-m4", "vcvtr.s32.f32"),
+                                                ("cortex-m7", "vcvtr.s32.f32"),
+                                                ("cortex-m55", "vcvtnq_s32_f32(")])
+def test_ranged_onnx_requantization_is_bit_exact_on_the_board(target, rounds, tmp_path,
+                                                              run_cli) -> None:
     """ds_cnn (conv, depthwise, pointwise and fully connected kernels) quantized by opfuse: every
     conv and depthwise kernel calls the ranged form, and the board's C is 0 steps from the
     reference."""
@@ -38,7 +42,7 @@ def test_ranged_onnx_requantization_is_bit_exact_on_the_board(target, tmp_path, 
                            "--io", "int8", "--no-cascades")
     assert code == 0, err
     model_c = (out / "model.c").read_text()
-    assert "vcvtr.s32.f32" in model_c
+    assert rounds in model_c
     ranged = len(re.findall(r"opfuse_requant_fr\(", model_c))
     clamped = len(re.findall(r"opfuse_requant_f\(", model_c))
     assert ranged >= 5 and clamped <= 2, (ranged, clamped)  # the two helpers' own definitions

@@ -67,6 +67,10 @@ class Requant:
         i = "0" if self.scalar else ch
         return f"{self.mult}[{i}]", f"{self.shift}[{i}]"
 
+    def scale(self, ch: str = "0") -> str:
+        """The C expression of channel ``ch``'s float scale (onnx)."""
+        return f"{self.mult}[{'0' if self.scalar else ch}]"
+
     def __call__(self, acc: str, ch: str = "0") -> str:
         i = "0" if self.scalar else ch
         if self.mode == ONNX:

@@ -100,15 +100,16 @@ def emit_clamped(w: CWriter, isa: IsaKernels, dq: DwQuant, acc: str, lo: int, hi
 def isa_row(params: Params, dq: DwQuant, pre: list[ir.Node] | None, yct) -> Callable | None:  # noqa: ANN001
     """The ISA's interior row (``IsaKernels.depthwise_row``), with its vector output stage where
     it gives the same integers (``pre`` the layer-by-layer kernel's chain, clamps only; None: a
-    cascade member, stored lane by lane)."""
+    cascade member, stored lane by lane; ONNX's rounding by the channel's ``scale``)."""
     row = kernels(params.store.isa).depthwise_row
     if row is None:
         return None
     span = None
-    if pre is not None and dq.rq.mode == TFLITE and (yct.lo, yct.hi) == (-128, 127):
+    if pre is not None and (yct.lo, yct.hi) == (-128, 127):
         span = clamp_span(pre, params)
     zy = 0 if dq.doubled and dq.zy_folded else dq.zy  # opfuse_requant_d's qr holds it
-    return partial(row, vec=None if span is None else (zy, *span), fast=dq.fast)
+    onnx = {"scale": dq.rq.scale("c"), "ranged": dq.rq.ranged} if dq.rq.mode == ONNX else {}
+    return partial(row, vec=None if span is None else (zy, *span), fast=dq.fast, **onnx)
 
 
 def folded_biases(params: Params, node: ir.Node, g: ConvGeom, zx: int,
