@@ -132,12 +132,13 @@ class IsaKernels:
     gemm_core: Callable[..., None] | None = None
     # gemm_weights(nk, rows) -> (key tag, layout): B as gemm_core reads it; None: [N][K] as is
     gemm_weights: Callable[[np.ndarray, int], tuple[str, np.ndarray]] | None = None
-    # store_tile(w, sums=, bias=, m=, s=, zy=, lo=, hi=, dst=, count=, scalar=): a matrix tile's
-    # values of one channel requantized (Requant.fast) and stored contiguously; None: per value
+    # store_tile(w, sums=, bias=, m=, s=, zy=, lo=, hi=, dst=, count=, scalar=, scale=, ranged=):
+    # a matrix tile's values of one channel requantized (Requant.fast; ``scale``: ONNX's rounding
+    # by that float, ``ranged`` Requant.ranged) and stored contiguously; None: per value
     store_tile: Callable[..., None] | None = None
-    # depthwise_row(w, g, first=, end=, store=, doubled=, vec=): the depthwise kernel's interior
-    # columns of one output row (int8/depthwise_dsp.py) under the ISA's own guard; None: the
-    # kernel's DSP pairs
+    # depthwise_row(w, g, first=, end=, store=, doubled=, vec=, scale=, ranged=): the depthwise
+    # kernel's interior columns of one output row (int8/depthwise_dsp.py) under the ISA's own
+    # guard (``scale``: ONNX's rounding, as store_tile's); None: the kernel's DSP pairs
     depthwise_row: Callable[..., None] | None = None
     # elementwise_add(w, n=, x=, y=, out=, zx=, zy=, p=, sub=, zo=, lo=, hi=, scalar=): int8 Add/
     # Sub of two whole tensors (int8/chain.py), the scalar C in its #else; None: that C alone
