@@ -56,7 +56,9 @@ static inline int32_t opfuse_requant_fr(int32_t x, float scale) {
 }
 /* QLinearAdd/Sub as onnxruntime computes it: each input dequantized in float, summed, divided
    by the output scale, rounded half to even. Kept free of fused multiply-adds, whatever the
-   build flags, so every rounding is the one onnxruntime makes. */
+   build flags, so every rounding is the one onnxruntime makes (an ISA whose rounding helpers
+   define OPFUSE_QADD_F keeps it so inline: FastRequant.onnx). */
+#ifndef OPFUSE_QADD_F
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
@@ -72,6 +74,7 @@ static int32_t opfuse_qadd_f(int32_t a, float sa, int32_t b, float sb, float so)
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
+#endif
 #endif
 
 """

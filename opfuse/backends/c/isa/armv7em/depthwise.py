@@ -140,7 +140,7 @@ static inline int32_t opfuse_requant_d(int32_t x2, int32_t m, int e, int32_t r) 
 # unless a program changes it, and rintf rounds by the same mode, so one VCVTR is rintf and the
 # conversion (rintf is VRINTX + VCVT on FPv5, a libm call on Cortex-M4's FPv4). Where the value
 # leaves int32 VCVTR saturates, and the clamp to +-2^30 after it gives what the float clamps
-# gave; where the generator proved |v| < 2^29 there is no clamp.
+# gave; where the generator proved |v| < 2^29 there is no clamp. The QLinearAdd helper inline.
 ONNX_ROUND = r"""#if defined(__ARM_FP) && (__ARM_FP & 4) && defined(__GNUC__)
 static inline int32_t opfuse_quantize_fr(float v) {
     union { float f; int32_t i; } r;
@@ -149,6 +149,15 @@ static inline int32_t opfuse_quantize_fr(float v) {
 }
 static inline int32_t opfuse_quantize_f(float v) {
     return opfuse_clamp(opfuse_quantize_fr(v), -1073741824, 1073741824);
+}
+/* QLinearAdd/Sub (requant.py's opfuse_qadd_f) inline: each product passes through an empty asm
+   that holds it in an S register, so no build flag contracts it into the sum's VFMA */
+#define OPFUSE_QADD_F 1
+static inline int32_t opfuse_qadd_f(int32_t a, float sa, int32_t b, float sb, float so) {
+    float fa = (float)a * sa, fb = (float)b * sb;
+    __asm__ ("" : "+t" (fa));
+    __asm__ ("" : "+t" (fb));
+    return opfuse_quantize_f((fa + fb) / so);
 }
 #else
 """ + PORTABLE_ROUND_F + "#endif\n"
