@@ -48,7 +48,9 @@ class Requant:
     shift and the accumulator provably stays within 2^30 (``acc_bound``), so the call is
     ``opfuse_requant_r`` (requant.py: SMMULR on Armv7E-M, the general helper elsewhere; the same
     arrays). ``literal``: every channel has the same (multiplier, shift), written into the call
-    instead of read from arrays."""
+    instead of read from arrays. ``ranged`` (onnx): the accumulator bound times the largest
+    scale is below 2^29 (``RANGED_BOUND``), so the call is ``opfuse_requant_fr``, whose clamps
+    are left out (requant.py: one VCVTR on an Arm FPU)."""
 
     mode: str
     mult: str  # C pointer of the multipliers (tflite) or the float scales (onnx)
@@ -56,6 +58,7 @@ class Requant:
     scalar: bool
     fast: bool = False
     literal: tuple[int, int] | None = None
+    ranged: bool = False
 
     def parts(self, ch: str = "0") -> tuple[str, str]:
         """The C expressions of the multiplier and the stored shift of channel ``ch``."""
@@ -64,10 +67,14 @@ class Requant:
         i = "0" if self.scalar else ch
         return f"{self.mult}[{i}]", f"{self.shift}[{i}]"
 
+    def scale(self, ch: str = "0") -> str:
+        """The C expression of channel ``ch``'s float scale (onnx)."""
+        return f"{self.mult}[{'0' if self.scalar else ch}]"
+
     def __call__(self, acc: str, ch: str = "0") -> str:
         i = "0" if self.scalar else ch
         if self.mode == ONNX:
-            return f"opfuse_requant_f({acc}, {self.mult}[{i}])"
+            return f"opfuse_requant_f{'r' if self.ranged else ''}({acc}, {self.mult}[{i}])"
         m, s = self.parts(ch)
         return f"opfuse_requant{'_r' if self.fast else ''}({acc}, {m}, {s})"
 
@@ -82,19 +89,25 @@ def acc_bound(weights: np.ndarray, bias: np.ndarray, x_lo: int, x_hi: int, zx: i
 
 
 FAST_BOUND = 1 << 30  # opfuse_requant_r doubles the accumulator in 32 bits (requant.py)
+# opfuse_requant_fr: |x| <= B and scale <= S give |fl(fl(x) * S)| <= B S (1 + 2^-24)^2, so
+# B S < 2^29 keeps the rounded value inside the +-2^30 clamps of opfuse_requant_f (and int32)
+RANGED_BOUND = float(1 << 29)
 
 
 def requant_arrays(params: Params, key: str, real: np.ndarray,
                    bound: int | None = None) -> Requant:
     """Store the multipliers of ``real`` (float64 for tflite, float32 for onnx) for one kernel.
-    ``bound`` (``acc_bound``) lets a kernel use the fast form where it is exact; then one
-    (multiplier, shift) shared by every channel is written as literals, with no arrays."""
+    ``bound`` (``acc_bound``) lets a kernel use the fast form where it is exact (tflite: then
+    one (multiplier, shift) shared by every channel is written as literals, with no arrays;
+    onnx: ``Requant.ranged``)."""
     mode = rounding(params)
     real = np.atleast_1d(real)
     scalar = real.size == 1
     if mode == ONNX:
-        f = params.weight(f"{key}:rqf", real.astype(np.float32), FLOAT)
-        return Requant(mode, f, None, scalar)
+        scales = real.astype(np.float32)
+        f = params.weight(f"{key}:rqf", scales, FLOAT)
+        ranged = bound is not None and bound * float(np.abs(scales).max()) < RANGED_BOUND
+        return Requant(mode, f, None, scalar, ranged=ranged)
     m, s = multipliers(real)
     # TFLite's shifts lie in [-31, 31]: one byte each in a board's flash (3 bytes fewer per
     # output channel of every layer; LDRSB is one load as LDR is), int32 on the host

@@ -46,7 +46,7 @@ from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
 from opfuse.kernelplan.conv8 import ConvGeom
-from opfuse.quant import TFLITE, conv_scales
+from opfuse.quant import ONNX, conv_scales
 from opfuse.targets.isa import Isa
 
 # The register tile, measured under QEMU on kws_ref_model (docs/architecture.md): 6 pixels x 1
@@ -265,12 +265,15 @@ def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
         if vec is None:
             _values(w, mc, j, cols, ragged, count, out, last)
         else:  # the ISA's vector output stage (where emit_conv_mcu proved it the same integers)
-            m, s = mc.rq.parts("oc")
+            onnx = mc.rq.mode == ONNX
+            m, s = ("", "") if onnx else mc.rq.parts("oc")
+            rounding_kw = {"scale": mc.rq.scale("oc"), "ranged": mc.rq.ranged} if onnx else {}
             kernels(mc.isa).store_tile(
                 w, sums=[f"a{j}_{q}" for q in range(cols)], bias="bj", m=m, s=s, zy=mc.zy,
                 lo=vec[1], hi=vec[2], dst=vec[0], count=count if ragged else None,
                 scalar=lambda j=j: _values(w, mc, j, cols, ragged, count, out, last),
-                fast=mc.rq.fast, **({"add": vec[3]} if len(vec) > 3 and vec[3] else {}))
+                fast=mc.rq.fast, **({"add": vec[3]} if len(vec) > 3 and vec[3] else {}),
+                **rounding_kw)
         w.close()
     w.close()
     w.close()
@@ -296,10 +299,9 @@ def _values(w: CWriter, mc: MatConv, j: int, cols: int, ragged: bool, count: str
 
 def vector_output(mc: MatConv, pre: list[ir.Node], params: Params) -> tuple[int, int] | None:
     """The output range where the ISA's vector output stage (``IsaKernels.store_tile``) gives
-    this conv's integers: TFLite's requantization, int8 out, and a chain of clamps only
+    this conv's integers: TFLite's or ONNX's requantization, int8 out, and a chain of clamps only
     (their ranges intersect); None elsewhere."""
-    if (kernels(mc.isa).store_tile is None or mc.rq.mode != TFLITE
-            or (mc.yct.lo, mc.yct.hi) != (-128, 127)):
+    if kernels(mc.isa).store_tile is None or (mc.yct.lo, mc.yct.hi) != (-128, 127):
         return None
     return clamp_span(pre, params)
 

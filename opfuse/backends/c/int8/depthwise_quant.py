@@ -22,7 +22,7 @@ from opfuse.backends.c.isa import IsaKernels, kernels
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.kernelplan.conv8 import ConvGeom
-from opfuse.quant import TFLITE, conv_scales, multipliers
+from opfuse.quant import ONNX, TFLITE, conv_scales, multipliers
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,9 @@ def dw_quant(params: Params, node: ir.Node, g: ConvGeom) -> DwQuant:
     taps = const(node.inputs[1]).reshape(g.c, g.k[0] * g.k[1])
     bias = common.bias_array(node, 2, g.oc)
     bound = common.acc_bound(taps, bias, xct.lo, xct.hi, int(xq.zero_point[0]))
-    # the arrays a cascade's member registers too (cascade.py): TFLite's (multiplier, shift)
-    rq = requant_arrays(params, node.name, real)
+    # the arrays a cascade's member registers too (cascade.py): TFLite's (multiplier, shift);
+    # ONNX's scales, whose call the bound may spare the clamps (Requant.ranged)
+    rq = requant_arrays(params, node.name, real, bound if rounding(params) == ONNX else None)
     shifts = multipliers(real)[1] if rq.mode == TFLITE else np.zeros(1, np.int32)
     fast = rq.mode == TFLITE and bound < common.FAST_BOUND and bool((shifts <= -1).all())
     left = bool((shifts > 0).any())
@@ -99,15 +100,16 @@ def emit_clamped(w: CWriter, isa: IsaKernels, dq: DwQuant, acc: str, lo: int, hi
 def isa_row(params: Params, dq: DwQuant, pre: list[ir.Node] | None, yct) -> Callable | None:  # noqa: ANN001
     """The ISA's interior row (``IsaKernels.depthwise_row``), with its vector output stage where
     it gives the same integers (``pre`` the layer-by-layer kernel's chain, clamps only; None: a
-    cascade member, stored lane by lane)."""
+    cascade member, stored lane by lane; ONNX's rounding by the channel's ``scale``)."""
     row = kernels(params.store.isa).depthwise_row
     if row is None:
         return None
     span = None
-    if pre is not None and dq.rq.mode == TFLITE and (yct.lo, yct.hi) == (-128, 127):
+    if pre is not None and (yct.lo, yct.hi) == (-128, 127):
         span = clamp_span(pre, params)
     zy = 0 if dq.doubled and dq.zy_folded else dq.zy  # opfuse_requant_d's qr holds it
-    return partial(row, vec=None if span is None else (zy, *span), fast=dq.fast)
+    onnx = {"scale": dq.rq.scale("c"), "ranged": dq.rq.ranged} if dq.rq.mode == ONNX else {}
+    return partial(row, vec=None if span is None else (zy, *span), fast=dq.fast, **onnx)
 
 
 def folded_biases(params: Params, node: ir.Node, g: ConvGeom, zx: int,

@@ -41,23 +41,24 @@ def tflite_helper(isa: IsaKernels) -> str:
     return REQUANT_TFLITE + isa.fast_requant.helpers + CLAMP
 
 
-ONNX_HELPER = r"""/* ONNX requantization: x * scale in float32, rounded half to even. */
+def onnx_helper(isa: IsaKernels) -> str:
+    """ONNX's requantization helpers with the ISA's rounding (``FastRequant.onnx``)."""
+    return CLAMP + isa.fast_requant.onnx + ONNX_HELPER
+
+
+ONNX_HELPER = r"""/* ONNX requantization: x * scale in float32, rounded half to even; _fr where the generator
+   proved |x * scale| < 2^29 (common.py, Requant.ranged), so no clamp can act. */
 static inline int32_t opfuse_requant_f(int32_t x, float scale) {
-    float v = rintf((float)x * scale);
-    v = v < -1073741824.0f ? -1073741824.0f : (v > 1073741824.0f ? 1073741824.0f : v);
-    return (int32_t)v;
+    return opfuse_quantize_f((float)x * scale);
 }
-static inline int32_t opfuse_quantize_f(float v) {
-    v = rintf(v);
-    v = v < -1073741824.0f ? -1073741824.0f : (v > 1073741824.0f ? 1073741824.0f : v);
-    return (int32_t)v;
-}
-static inline int32_t opfuse_clamp(int32_t v, int32_t lo, int32_t hi) {
-    return v < lo ? lo : (v > hi ? hi : v);
+static inline int32_t opfuse_requant_fr(int32_t x, float scale) {
+    return opfuse_quantize_fr((float)x * scale);
 }
 /* QLinearAdd/Sub as onnxruntime computes it: each input dequantized in float, summed, divided
    by the output scale, rounded half to even. Kept free of fused multiply-adds, whatever the
-   build flags, so every rounding is the one onnxruntime makes. */
+   build flags, so every rounding is the one onnxruntime makes (an ISA whose rounding helpers
+   define OPFUSE_QADD_F keeps it so inline: FastRequant.onnx). */
+#ifndef OPFUSE_QADD_F
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
@@ -73,6 +74,7 @@ static int32_t opfuse_qadd_f(int32_t a, float sa, int32_t b, float sb, float so)
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
+#endif
 #endif
 
 """
@@ -99,7 +101,7 @@ def helpers(model: ir.Model, isa: IsaKernels) -> str:
     if not is_quantized(model):
         return ""
     if rounding_of(model) != TFLITE:
-        return ONNX_HELPER
+        return onnx_helper(isa)
     from opfuse.backends.c.int8.softmax import RECIPROCAL
 
     softmax = any(n.op_type == "Softmax" for n in model.graph)

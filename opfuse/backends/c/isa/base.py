@@ -60,6 +60,19 @@ class DepthwisePairs:
     group: Callable[..., None]
 
 
+# ONNX's rounding where no ISA has a faster form: rintf (a libm call where the FPU has no VRINTX,
+# as Cortex-M4's) and the clamps in float
+PORTABLE_ROUND_F = r"""static inline int32_t opfuse_quantize_f(float v) {
+    v = rintf(v);
+    v = v < -1073741824.0f ? -1073741824.0f : (v > 1073741824.0f ? 1073741824.0f : v);
+    return (int32_t)v;
+}
+static inline int32_t opfuse_quantize_fr(float v) {
+    return (int32_t)rintf(v);
+}
+"""
+
+
 @dataclass(frozen=True)
 class FastRequant:
     """TFLite's requantization in fewer instructions where the generator proved the accumulator
@@ -67,11 +80,16 @@ class FastRequant:
     ``opfuse_requant_r`` (every ISA: kernels call it) and whatever the writers call;
     ``constants(w, dq, portable)``: a depthwise channel's requantization constants, ``portable(w)``
     the general ones in its ``#else``; ``clamp(w, dq, acc, lo, hi, doubled, portable)``: ``int32_t
-    v``, the requantized ``acc`` plus z_y clamped to lo .. hi (None: ``portable`` alone)."""
+    v``, the requantized ``acc`` plus z_y clamped to lo .. hi (None: ``portable`` alone).
+    ``onnx``: the C of ONNX's rounding of a float to an int32 (int8/requant.py):
+    ``opfuse_quantize_f(v)`` rounds half to even (rintf's mode) and clamps to +-2^30,
+    ``opfuse_quantize_fr(v)`` the same where the generator proved |v| < 2^29 (``Requant.ranged``:
+    the clamps cannot act); the portable C by default."""
 
     helpers: str
     constants: Callable[..., None] | None = None
     clamp: Callable[..., None] | None = None
+    onnx: str = PORTABLE_ROUND_F
 
 
 # opfuse_requant_r where no ISA has a faster form: the general helper (int8/requant.py)
@@ -114,12 +132,13 @@ class IsaKernels:
     gemm_core: Callable[..., None] | None = None
     # gemm_weights(nk, rows) -> (key tag, layout): B as gemm_core reads it; None: [N][K] as is
     gemm_weights: Callable[[np.ndarray, int], tuple[str, np.ndarray]] | None = None
-    # store_tile(w, sums=, bias=, m=, s=, zy=, lo=, hi=, dst=, count=, scalar=): a matrix tile's
-    # values of one channel requantized (Requant.fast) and stored contiguously; None: per value
+    # store_tile(w, sums=, bias=, m=, s=, zy=, lo=, hi=, dst=, count=, scalar=, scale=, ranged=):
+    # a matrix tile's values of one channel requantized (Requant.fast; ``scale``: ONNX's rounding
+    # by that float, ``ranged`` Requant.ranged) and stored contiguously; None: per value
     store_tile: Callable[..., None] | None = None
-    # depthwise_row(w, g, first=, end=, store=, doubled=, vec=): the depthwise kernel's interior
-    # columns of one output row (int8/depthwise_dsp.py) under the ISA's own guard; None: the
-    # kernel's DSP pairs
+    # depthwise_row(w, g, first=, end=, store=, doubled=, vec=, scale=, ranged=): the depthwise
+    # kernel's interior columns of one output row (int8/depthwise_dsp.py) under the ISA's own
+    # guard (``scale``: ONNX's rounding, as store_tile's); None: the kernel's DSP pairs
     depthwise_row: Callable[..., None] | None = None
     # elementwise_add(w, n=, x=, y=, out=, zx=, zy=, p=, sub=, zo=, lo=, hi=, scalar=): int8 Add/
     # Sub of two whole tensors (int8/chain.py), the scalar C in its #else; None: that C alone

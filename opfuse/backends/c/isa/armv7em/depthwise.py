@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.isa.base import DepthwisePairs, FastRequant
+from opfuse.backends.c.isa.base import PORTABLE_ROUND_F, DepthwisePairs, FastRequant
 from opfuse.kernelplan.conv8 import PAIR, row_schedule, tap_pairs
 
 ON, OFF = "#ifdef OPFUSE_DSP", "#ifndef OPFUSE_DSP"
@@ -136,6 +136,32 @@ static inline int32_t opfuse_requant_d(int32_t x2, int32_t m, int e, int32_t r) 
 #endif
 """
 
+# ONNX's rounding (FastRequant.onnx): VCVTR converts by FPSCR's rounding mode, round half to even
+# unless a program changes it, and rintf rounds by the same mode, so one VCVTR is rintf and the
+# conversion (rintf is VRINTX + VCVT on FPv5, a libm call on Cortex-M4's FPv4). Where the value
+# leaves int32 VCVTR saturates, and the clamp to +-2^30 after it gives what the float clamps
+# gave; where the generator proved |v| < 2^29 there is no clamp. The QLinearAdd helper inline.
+ONNX_ROUND = r"""#if defined(__ARM_FP) && (__ARM_FP & 4) && defined(__GNUC__)
+static inline int32_t opfuse_quantize_fr(float v) {
+    union { float f; int32_t i; } r;
+    __asm__ ("vcvtr.s32.f32 %0, %1" : "=t" (r.f) : "t" (v));
+    return r.i;
+}
+static inline int32_t opfuse_quantize_f(float v) {
+    return opfuse_clamp(opfuse_quantize_fr(v), -1073741824, 1073741824);
+}
+/* QLinearAdd/Sub (requant.py's opfuse_qadd_f) inline: each product passes through an empty asm
+   that holds it in an S register, so no build flag contracts it into the sum's VFMA */
+#define OPFUSE_QADD_F 1
+static inline int32_t opfuse_qadd_f(int32_t a, float sa, int32_t b, float sb, float so) {
+    float fa = (float)a * sa, fb = (float)b * sb;
+    __asm__ ("" : "+t" (fa));
+    __asm__ ("" : "+t" (fb));
+    return opfuse_quantize_f((fa + fb) / so);
+}
+#else
+""" + PORTABLE_ROUND_F + "#endif\n"
+
 PAIRS = DepthwisePairs(on=ON, off=OFF, weights_guard=ON, weights=packed_weights,
                        pointers=row_pointers, group=group)
-FAST_REQUANT = FastRequant(helpers=HELPERS, constants=constants, clamp=clamp)
+FAST_REQUANT = FastRequant(helpers=HELPERS, constants=constants, clamp=clamp, onnx=ONNX_ROUND)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.isa.mve.output import requant
+from opfuse.backends.c.isa.mve.output import requant, requant_onnx
 
 LANES = 4
 
@@ -33,13 +33,15 @@ def _window(g, col: int) -> tuple[int, int]:  # noqa: ANN001
 
 def depthwise_row(w: CWriter, g, *, store: Callable[..., None], doubled: bool,  # noqa: ANN001
                   vec: tuple[int, int, int] | None, zx: int, biases: set,
-                  fast: bool = True) -> None:
+                  fast: bool = True, scale: str | None = None, ranged: bool = False) -> None:
     """Every output column of row ``oh`` of channel ``c`` (the input rows ``r<kh>``, the taps
     ``wc`` and the biases ``bc``, ``bk<k0>_<k1>`` (those in ``biases``) declared by the kernel);
     ``vec``: (z_y, lo, hi) to requantize in vectors (``fast``: ``DwQuant.fast``, isa/mve/output.py)
     with the channel's ``qm``/``qs`` (``doubled``:
-    ``qe``/``qr``, opfuse_requant_d's, whose ``qr`` may hold z_y: then z_y is 0 here) and store
-    to ``yr``."""
+    ``qe``/``qr``, opfuse_requant_d's, whose ``qr`` may hold z_y: then z_y is 0 here), or by
+    ONNX's rounding with the channel's float ``scale`` under MVE-F (``ranged``: without the
+    clamps, ``Requant.ranged``; lane by lane in its #else), and store to ``yr``."""
+    onnx = None if scale is None else (scale, ranged)
     kw_, ow = g.k[1], g.ow
     full = [v for v in range(0, ow, LANES) if v + LANES <= ow
             and all(_window(g, v + lane) == (0, kw_) for lane in range(LANES))]
@@ -57,7 +59,7 @@ def depthwise_row(w: CWriter, g, *, store: Callable[..., None], doubled: bool,  
             w.open(f"for (int v0 = {v}; v0 < {run[-1] + LANES}; v0 += {LANES})")
             whole = f"bk0_{kw_}" if (0, kw_) in biases else _bias(g, 0, kw_, zx)
             _vector(w, g, "v0", [(0, kw_)] * LANES, f"vdupq_n_s32({whole})", store, doubled,
-                    vec, LANES, fast)
+                    vec, LANES, fast, onnx=onnx)
             w.close()
             v = run[-1] + LANES
             continue
@@ -67,11 +69,12 @@ def depthwise_row(w: CWriter, g, *, store: Callable[..., None], doubled: bool,  
         if all(lane in biases for lane in lanes):  # each lane its own bias, the kernel's
             bias = "{" + ", ".join([f"bk{a}_{b}" for a, b in lanes]
                                    + ["0"] * (LANES - len(lanes))) + "}"
-            _vector(w, g, "v0", lanes, bias, store, doubled, vec, len(lanes), fast)
+            _vector(w, g, "v0", lanes, bias, store, doubled, vec, len(lanes), fast,
+                    onnx=onnx)
         else:  # one bias (every tap's zero point folded), a tap outside the row reads z_x
             whole = f"bk0_{kw_}" if (0, kw_) in biases else _bias(g, 0, kw_, zx)
             _vector(w, g, "v0", lanes, f"vdupq_n_s32({whole})", store, doubled, vec,
-                    len(lanes), fast, zx)
+                    len(lanes), fast, zx, onnx)
         w.close()
         v += LANES
 
@@ -85,10 +88,12 @@ def _bias(g, k0: int, k1: int, zx: int) -> str:  # noqa: ANN001
 
 def _vector(w: CWriter, g, at: str, lanes: list[tuple[int, int]], bias: str,  # noqa: ANN001
             store: Callable[..., None], doubled: bool, vec: tuple[int, int, int] | None,
-            count: int, fast: bool, pad: int | None = None) -> None:
+            count: int, fast: bool, pad: int | None = None,
+            onnx: tuple[str, bool] | None = None) -> None:
     """The four columns from ``at``: each lane's taps (k0, k1), their bias (a C initializer of
     the vector), ``count`` lanes stored; ``pad``: the bias folds every tap's zero point, so a
-    tap outside the row reads this (z_x) instead of nothing."""
+    tap outside the row reads this (z_x) instead of nothing; ``onnx``: (scale, ranged) of
+    ONNX's rounding."""
     (kh_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
     whole = all(lane == (0, kw_) for lane in lanes) and count == LANES
     w(f"int32x4_t acc = {bias};")
@@ -113,6 +118,16 @@ def _vector(w: CWriter, g, at: str, lanes: list[tuple[int, int]], bias: str,  # 
                 if pad is not None and len(on) < count:  # the lanes outside read z_x
                     load = f"vpselq_s32({load}, vdupq_n_s32({pad}), {p})"
             w(f"acc = vmlaq_n_s32(acc, {load}, wc[{kh * kw_ + kw}]);")
+    if vec is not None and onnx is not None:
+        w("#ifdef OPFUSE_MVEF")
+        w(f"const float qf = {onnx[0]};")
+        w("int32x4_t v = acc;")
+        requant_onnx(w, "v", onnx[1])
+        _clamp_store(w, vec, at, count)
+        w("#else")
+        _lanes(w, at, count, store, doubled)
+        w("#endif")
+        return
     if vec is not None:
         zy, lo, hi = vec
         if doubled:  # the kernel's opfuse_requant_d constants: (h - (h < 0) + qr) >> qe
@@ -121,11 +136,22 @@ def _vector(w: CWriter, g, at: str, lanes: list[tuple[int, int]], bias: str,  # 
         else:
             w("int32x4_t v = acc;")
             requant(w, "v", fast)
-        add = f"vaddq_n_s32(v, {zy})" if zy else "v"
-        w(f"v = vminq_s32(vmaxq_s32({add}, vdupq_n_s32({lo})), vdupq_n_s32({hi}));")
-        w(f"vstrbq_s32(yr + {at}, v);" if count == LANES else
-          f"vstrbq_p_s32(yr + {at}, v, opfuse_pred(0x{(1 << (4 * count)) - 1:04x}u));")
+        _clamp_store(w, vec, at, count)
         return
+    _lanes(w, at, count, store, doubled)
+
+
+def _clamp_store(w: CWriter, vec: tuple[int, int, int], at: str, count: int) -> None:
+    """``v`` plus z_y, clamped to the chain's range and stored (``count`` lanes) at ``at``."""
+    zy, lo, hi = vec
+    add = f"vaddq_n_s32(v, {zy})" if zy else "v"
+    w(f"v = vminq_s32(vmaxq_s32({add}, vdupq_n_s32({lo})), vdupq_n_s32({hi}));")
+    w(f"vstrbq_s32(yr + {at}, v);" if count == LANES else
+      f"vstrbq_p_s32(yr + {at}, v, opfuse_pred(0x{(1 << (4 * count)) - 1:04x}u));")
+
+
+def _lanes(w: CWriter, at: str, count: int, store: Callable[..., None], doubled: bool) -> None:
+    """The sums of ``acc`` stored lane by lane through the kernel's scalar ``store``."""
     for d in range(count):
         w.open("")
         w(f"const int32_t a{d} = vgetq_lane_s32(acc, {d});")

@@ -35,22 +35,38 @@ def requant(w: CWriter, v: str, fast: bool) -> None:
     w(f"{v} = vrshlq_n_s32({v}, qrs);")
 
 
+def requant_onnx(w: CWriter, v: str, ranged: bool) -> None:
+    """``v`` (int32x4_t) requantized by ONNX's rounding with the channel's scale ``qf``: as the
+    scalar ``opfuse_requant_f`` (requant.py), converted to float, multiplied in float32 (both
+    rounded half to even, as the scalar FPU's), converted back rounding half to even
+    (``vcvtnq``, which saturates as VCVTR does); ``ranged`` (``Requant.ranged``): no clamp to
+    +-2^30, which could not act. MVE-F only (``OPFUSE_MVEF``)."""
+    w(f"{v} = vcvtnq_s32_f32(vmulq_n_f32(vcvtq_f32_s32({v}), qf));")
+    if not ranged:
+        w(f"{v} = vminq_s32(vmaxq_s32({v}, vdupq_n_s32(-1073741824)), vdupq_n_s32(1073741824));")
+
+
 def store_tile(w: CWriter, *, sums: list[str], bias: str, m: str, s: str, zy: int, lo: int,
                hi: int, dst: str, count: str | None, scalar: Callable[[], None],
-               fast: bool = True, add: object = None) -> None:
+               fast: bool = True, add: object = None, scale: str | None = None,
+               ranged: bool = False) -> None:
     """``dst[q]`` = the int8 of ``sums[q] + bias`` for ``q`` < ``count`` (None: all of them);
     ``scalar()`` writes the same stores in plain C for the ``#else``; ``add``: a residual Add
-    after it (int8/residual.py ``ResidualAdd``), as isa/mve/eltwise.py's."""
-    w("#ifdef OPFUSE_MVE")
+    after it (int8/residual.py ``ResidualAdd``), as isa/mve/eltwise.py's; ``scale``: ONNX's
+    rounding by this float (``requant_onnx``; ``m``, ``s`` unused), under MVE-F."""
+    w("#ifdef OPFUSE_MVE" if scale is None else "#ifdef OPFUSE_MVEF")
     w.open("")
-    w(f"const int32_t qm = {m}, qs = {s};")
+    w(f"const int32_t qm = {m}, qs = {s};" if scale is None else f"const float qf = {scale};")
     for c0 in range(0, len(sums), LANES):
         part = sums[c0:c0 + LANES]
         lanes = ", ".join(part + ["0"] * (LANES - len(part)))
         w.open("")
         w(f"int32x4_t v = {{{lanes}}};")
         w(f"v = vaddq_n_s32(v, {bias});")
-        requant(w, "v", fast)
+        if scale is None:
+            requant(w, "v", fast)
+        else:
+            requant_onnx(w, "v", ranged)
         w(f"v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, {zy}), vdupq_n_s32({lo})), "
           f"vdupq_n_s32({hi}));")
         n = None if count is None and len(part) == LANES else (
