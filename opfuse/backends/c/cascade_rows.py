@@ -30,8 +30,10 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from opfuse.backends.c.cascade_pixels import pixel_lanes, pixel_tiles
 from opfuse.backends.c.cgen import CWriter, attr
 from opfuse.backends.c.convdirect import pack_weights
+from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.rowsource import ring_slot
 from opfuse.ir.values import const, static_dims
 
@@ -115,6 +117,9 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
     lanes, cb = (OCB, CB) if kh * kw == 1 else (OCB_K, CB_K)
     if w_out < NARROW and kh * kw == 1:  # spatial kernels: see NARROW
         lanes = OCV
+    pixels = kernels(params.store.isa).pixel_members
+    if pixels:  # a scalar FPU: cascade_pixels.py
+        lanes = pixel_lanes(c_out // g["group"])
     group = g["group"]
     ocg = c_out // group
     blocks = -(-ocg // lanes)
@@ -131,7 +136,7 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
     direct = line_floats(node) == 0
     # a row shorter than a vector through a line buffer: compute VEC columns (the extra ones
     # read the buffer's zero tail), store w_out; a 7-column tile compiled ~10x slower per MAC
-    cols = VEC if lanes != OCV and not direct and w_out < VEC else w_out
+    cols = VEC if lanes != OCV and not pixels and not direct and w_out < VEC else w_out
     lw = line_width(g, cols)
     per_ci = kh * sw * lw
     w.open("for (int r = a; r <= b; ++r)")
@@ -159,7 +164,9 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
         wp=wp, bp=bp, group=group, icg=c_in // group, ocg=ocg, blocks=blocks, lanes=lanes,
         w_out=w_out, cols=cols, cb=cb, overlap=params.restrict != "" and kh * kw > 1,
     )  # fmt: skip
-    if lanes != OCV:
+    if pixels:
+        pixel_tiles(w, tile, epilogue, yp, ry)
+    elif lanes != OCV:
         _column_tiles(w, tile, lambda: store_row(w, yp, ry, w_out, epilogue))
     else:
         _channel_tiles(w, tile, epilogue, yp, ry)
