@@ -31,6 +31,13 @@ CASES = {
         s = Add(c, r)
         y = Relu(s)
     }""", w=normal(40, 24, 1, 1), b=normal(40, seed=1)),
+    # the pointwise path's blocks of conv.X_BLOCK floats of input: 256 channels x 1600 pixels
+    # (50 tiles of 32) run in blocks of 32 tiles and a partial one of 18, residual Add and Relu
+    "pointwise_blocks": parsed_model("""g (float[1,256,40,40] x, float[1,16,40,40] r) => (float[1,16,40,40] y) {
+        c = Conv(x, w, b)
+        s = Add(c, r)
+        y = Relu(s)
+    }""", w=normal(16, 256, 1, 1), b=normal(16, seed=1)),
     # convdirect.py: 3x3 padded, 48 channels (a block of 32 and one of 16), 13 columns
     "direct_3x3": parsed_model("""g (float[1,20,11,13] x) => (float[1,48,11,13] y) {
         c = Conv<pads=[1,1,1,1]>(x, w, b)

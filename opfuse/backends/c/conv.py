@@ -43,7 +43,9 @@ PB = 32  # columns per tile of the 1x1 path
 PIXELS_1X1 = 256  # 1x1 convs over at least this many pixels vectorize over pixels
 ROW_MIN = 128  # short rows are accumulated several at a time, up to this many columns
 SHORT_ROW = 32  # rows narrower than this count as short
-X_BLOCK = 32768  # floats of input a block of pointwise tiles reads (with the ISA's register tile)
+# floats of input a block of pointwise tiles reads (with the ISA's register tile): 1 MB, an L2,
+# so a plane of up to 1 MB of input runs whole per channel block (docs/isa.md)
+X_BLOCK = 262144
 
 
 def conv_geom(node: ir.Node) -> ConvGeom:
