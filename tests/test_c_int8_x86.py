@@ -98,6 +98,10 @@ CASES = {
     "dw_rows_s1_valid": (9, 40, 3, 3, 3, 1, "VALID", 1, None, 1, 12),
     "dw_flat_one_row": (1, 20, 5, 5, 3, 1, "SAME", 1, None, 1, 13),  # tap rows never inside
     "dw_7x7_small": (3, 3, 17, 17, 7, 1, "SAME", 1, "relu", 1, 14),
+    # x86/lanes.py: 4 rows of 14 a block (2 rows left, a partial vector a row, 21 = 4 x 5 + 1
+    # channels); rows of 5 vectors (a chunk of 4, then 1, partial), dilated
+    "lanes_short_rows": (6, 14, 6, 21, 3, 1, "SAME", 1, "relu", None, 16),
+    "lanes_long_rows": (5, 72, 4, 16, 3, 1, "VALID", 2, None, None, 17),
 }
 
 
@@ -129,7 +133,8 @@ def test_conv_builds_match_tflite_micro(case: str) -> None:
 
 
 @pytest.mark.parametrize("case", ["pointwise_odd", "3x3_same_odd", "dw_flat_kws", "dw_rows_s2",
-                                  "pointwise_tiles", "dilated", "1x1_s2"])
+                                  "pointwise_tiles", "dilated", "1x1_s2", "lanes_short_rows",
+                                  "lanes_long_rows"])
 def test_conv_add_chain_builds_match_tflite_micro(case: str) -> None:
     tfl, model, runs, names = _conv_models(case, residual=True)
     _check(tfl, model, runs, names)

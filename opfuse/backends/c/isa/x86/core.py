@@ -213,15 +213,17 @@ def _block(w: CWriter, isa: str, core: Core, a: Arrays, p: int, nb: int, rq: str
 def emit_core(w: CWriter, core: Core, a: Arrays, stage: Callable[[CWriter], None],
               store: Callable[[CWriter, int, str], None], vector_rq: bool, zy: int, lo: int,
               hi: int, batch: int = 1, row: Callable[[CWriter, str], None] | None = None,
-              row_for: Callable[[str], bool] = lambda isa: True) -> None:
+              row_for: Callable[[str], bool] = lambda isa: True, skip: tuple[str, ...] = (),
+              opened: bool = False) -> None:
     """The SIMD branches of one kernel over ``n`` < ``batch`` and ``grp``: ``stage``
     fills ``xs`` for group ``grp``, ``store(w, p, isa)`` writes ``tmp[0..p-1]`` of the block at
     (``oh``, ``ow0``) (module docstring); or, with ``row``, the blocks fill ``rb[OCg][cols]``
     and ``row(w, isa)`` writes output row ``oh`` from it (an epilogue chain then runs along the
     row's pixels, as the portable C's does) on the branches ``row_for(isa)`` admits. Then
-    ``#else`` (the caller writes the portable C and ``#endif``)."""
-    for k, (isa, guard) in enumerate(GUARDS):
-        w.lines.append(f"#{'if' if k == 0 else 'elif'} {guard}")
+    ``#else`` (the caller writes the portable C and ``#endif``). The branches of ``skip`` are
+    not written (``opened``: the caller wrote a branch of its own first)."""
+    for k, (isa, guard) in enumerate((i, g) for i, g in GUARDS if i not in skip):
+        w.lines.append(f"#{'if' if k == 0 and not opened else 'elif'} {guard}")
         p, nb = _blocking(isa, core)
         by_row = row if row_for(isa) else None
         w.open("")

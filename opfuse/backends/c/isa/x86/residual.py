@@ -115,6 +115,14 @@ def _add(w: CWriter, r: Residual, v: str, u: str, out: str) -> None:
       f"_mm512_set1_epi32({p['so']}), {r.zo}, {r.lo}, {r.hi});")
 
 
+def emit_residual_lanes(w: CWriter, r: Residual, v: str, other: str, k: str) -> None:
+    """``v`` (zmm int32, 16 pixels of one channel, requantized) made the Add's final values; the
+    other operand's 16 bytes at ``other``, the lanes ``k`` loaded (x86/lanes.py)."""
+    cvt = "_mm512_cvtepi8_epi32" if r.signed else "_mm512_cvtepu8_epi32"
+    w(f"const __m512i u = {cvt}(_mm_maskz_loadu_epi8({k}, {other}));")
+    _add(w, r, v, "u", v)
+
+
 def emit_residual_row(w: CWriter, r: Residual, acc: str, other: str, out: str, count: int) -> None:
     """``out[0..count)`` (bytes) from the conv's int32 values at ``acc`` and the other operand's
     bytes at ``other``, 16 at a time."""

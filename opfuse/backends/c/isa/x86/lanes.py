@@ -1,0 +1,170 @@
+"""The int8 Conv core with output pixels in the zmm lanes (AVX-512 VNNI), x86/core.py's other
+register block: 16 output pixels of one output channel per vector instead of 16 channels of one
+pixel.
+
+Its input is core.py's staged ``xs`` (``[ICp/4][IHp][IWp][4]`` unsigned bytes), so with a
+column stride of 1 the 16 pixels of a vector at tap (kh, kw) and quad ``c4`` are 64 contiguous
+bytes: one unaligned load. The weights are core.py's packing (``[group][tap][ICp/4][OCp][4]``),
+so a channel's 4 weights of a quad are one dword, read by ``vpdpbusd``'s own broadcast from
+memory (the signed operand): per step ``V`` loads and ``V x C`` ``vpdpbusd`` for ``V`` pixel
+vectors x ``C`` channels, where the channel-major block needs a broadcast per pixel. The
+epilogue runs per channel on a vector of pixels, which is the NCHW output's order: the
+requantization with the channel's multiplier and shift broadcast, the residual Add's other
+operand loaded as it lies (x86/residual.py), one masked 16-byte store; no transposes.
+
+A block is ``V`` vectors along an output row (a short row takes several rows a block), chosen
+when the row's vectors are at least ``MIN_FILL`` full. The int32 sums are the channel-major
+core's, in another order of the same wrapping additions: bit-exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from opfuse.backends.c.cgen import CWriter
+from opfuse.backends.c.isa.x86.core import Arrays, Core
+
+ACC = 16  # accumulators of a block, at most (24 spilled: gcc kept them on the stack)
+V_MAX = 4  # pixel vectors of a block
+MIN_FILL = 0.75  # lanes of a row's vectors that are pixels of the row, at least
+SLACK = 64  # bytes after xs that a row's last, partial vector may read (its lanes are dropped)
+
+
+@dataclass(frozen=True)
+class LanesPlan:
+    per_row: int  # vectors of one output row
+    rows: int  # output rows of a block (rows x per_row vectors when per_row < V_MAX)
+    chans: int  # output channels of a block
+
+
+def plan_lanes(core: Core) -> LanesPlan | None:
+    """The block of ``core``, or None where the channel-major core stays: a quad core, a
+    column stride, rows too short to fill the vectors."""
+    if core.quad or core.sw != 1:
+        return None
+    per_row = -(-core.cols // 16)
+    if core.cols / (16 * per_row) < MIN_FILL:
+        return None
+    rows = max(1, min(V_MAX // per_row, core.rows)) if per_row < V_MAX else 1
+    vecs = min(per_row, V_MAX) * rows
+    chans = next(c for c in (16, 12, 8, 6, 4, 3, 2, 1) if c * vecs <= ACC)
+    return LanesPlan(per_row, rows, min(chans, core.ocg))
+
+
+def emit_lanes(w: CWriter, core: Core, a: Arrays, lp: LanesPlan,
+               stage: Callable[[CWriter], None], out: Callable[[str, str], str], zy: int, lo: int,
+               hi: int, batch: int, epilogue: Callable[[CWriter, str, str, str, str], None] | None
+               ) -> None:
+    """The zmm branch's body over ``n`` < ``batch`` and ``grp``: ``out(oc, pix)`` is the C
+    pointer of output channel ``oc`` (of the whole conv) at pixel ``pix`` of its plane;
+    ``epilogue(w, v, oc, pix, k)``, if given, makes the requantized int32 vector ``v`` final
+    (a residual Add), ``k`` the lanes that are pixels."""
+    w.open("")
+    w(f"uint8_t xs[{core.stage_bytes + SLACK}] __attribute__((aligned(64)));")
+    w.open(f"for (int n = 0; n < {batch}; ++n)")
+    w.open(f"for (int grp = 0; grp < {core.group}; ++grp)")
+    stage(w)
+    full_rows = core.rows - core.rows % lp.rows
+    if full_rows:
+        w.open(f"for (int oh = 0; oh < {full_rows}; oh += {lp.rows})")
+        _row_chunks(w, core, a, lp, lp.rows, out, zy, lo, hi, epilogue)
+        w.close()
+    if core.rows % lp.rows:
+        w.open(f"for (int oh = {full_rows}; oh < {core.rows}; ++oh)")
+        _row_chunks(w, core, a, lp, 1, out, zy, lo, hi, epilogue)
+        w.close()
+    w.close()
+    w.close()
+    w.close()
+
+
+def _row_chunks(w: CWriter, core: Core, a: Arrays, lp: LanesPlan, rows: int, out, zy: int,  # noqa: ANN001
+                lo: int, hi: int, epilogue) -> None:  # noqa: ANN001
+    """Output rows ``oh .. oh+rows-1``: chunks of at most ``V_MAX`` vectors along them, each
+    over every block of channels."""
+    chunk = min(lp.per_row, V_MAX)
+    full, rest = divmod(lp.per_row, chunk)
+    for count, start, nv in ((full, 0, chunk), (1 if rest else 0, full * chunk * 16, rest)):
+        if not count:
+            continue
+        w.open(f"for (int t = 0; t < {count}; ++t)")
+        w(f"const int ow0 = {start} + t*{nv * 16};")
+        vecs = [(r, 16 * j) for r in range(rows) for j in range(nv)]
+        last = start + (count - 1) * nv * 16 + (nv - 1) * 16  # the chunk's last vector's column
+        ragged = last + 16 > core.cols
+        chans = max(1, min(lp.chans, ACC // len(vecs)))
+        _channel_blocks(w, core, a, vecs, chans, ragged, out, zy, lo, hi, epilogue)
+        w.close()
+
+
+def _channel_blocks(w: CWriter, core: Core, a: Arrays, vecs, chans: int, ragged: bool,  # noqa: ANN001
+                    out, zy: int, lo: int, hi: int, epilogue) -> None:  # noqa: ANN001
+    full = core.ocg - core.ocg % chans
+    if full:
+        w.open(f"for (int o0 = 0; o0 < {full}; o0 += {chans})")
+        _block(w, core, a, vecs, chans, ragged, out, zy, lo, hi, epilogue)
+        w.close()
+    if core.ocg % chans:
+        w.open("")
+        w(f"const int o0 = {full};")
+        _block(w, core, a, vecs, core.ocg % chans, ragged, out, zy, lo, hi, epilogue)
+        w.close()
+
+
+def _block(w: CWriter, core: Core, a: Arrays, vecs, chans: int, ragged: bool, out,  # noqa: ANN001
+           zy: int, lo: int, hi: int, epilogue) -> None:  # noqa: ANN001
+    """Channels ``o0 .. o0+chans-1`` of group ``grp`` at the vectors ``vecs`` ((row offset,
+    column offset) from (``oh``, ``ow0``))."""
+    cstride, rowb = core.ihp * core.iwp * 4, core.rowb
+    w.open("")
+    w(f"const int cb = grp*{core.ocp} + o0;")
+    for c in range(chans):
+        w(f"const __m512i b{c} = _mm512_set1_epi32({a.b}[cb + {c}]);")
+        w(" ".join(f"__m512i a{i}_{c} = b{c};" for i in range(len(vecs))))
+    w(f"const uint8_t *xb = xs + oh*{core.sh * rowb} + ow0*4;")
+    w(f"const int8_t *wb = {a.w} + grp*{core.kh * core.kwl * core.icp * core.ocp} + o0*4;")
+    taps = core.kh * core.kw > 1
+    if taps:
+        w.open(f"for (int kh = 0; kh < {core.kh}; ++kh)")
+        w.open(f"for (int kw = 0; kw < {core.kw}; ++kw)")
+        w(f"const uint8_t *xt = xb + kh*{core.dh * rowb} + kw*{core.dw * 4};")
+        w(f"const int8_t *wt = wb + (kh*{core.kw} + kw)*{core.icp * core.ocp};")
+    else:
+        w("const uint8_t *xt = xb;")
+        w("const int8_t *wt = wb;")
+    w.open(f"for (int c4 = 0; c4 < {core.icp // 4}; ++c4)")
+    for i, (r, col) in enumerate(vecs):
+        w(f"const __m512i x{i} = _mm512_loadu_si512((const void *)(xt + c4*{cstride} + "
+          f"{r * core.sh * rowb + col * 4}));")
+    for c in range(chans):
+        w(f"const __m512i w{c} = _mm512_set1_epi32(opfuse_x86_ld32((const uint8_t *)wt + "
+          f"c4*{core.ocp * 4} + {c * 4}));")
+        for i in range(len(vecs)):
+            w(f"a{i}_{c} = opfuse_x86_dot16(a{i}_{c}, x{i}, w{c});")
+    w.close()
+    if taps:
+        w.close()
+        w.close()
+    for c in range(chans):
+        w.open("")
+        w(f"const __m512i m_ = _mm512_set1_epi32({a.m}[cb + {c}]), "
+          f"s_ = _mm512_set1_epi32({a.s}[cb + {c}]);")
+        w(f"const int oc = grp*{core.ocg} + o0 + {c};")
+        for i, (r, col) in enumerate(vecs):
+            pix = f"(oh + {r})*{core.cols} + ow0 + {col}" if core.rows > 1 else f"ow0 + {col}"
+            k = f"k{i}"
+            w.open("")
+            if ragged and col == vecs[-1][1]:
+                w(f"const int left = {core.cols} - (ow0 + {col});")
+                w(f"const __mmask16 {k} = left >= 16 ? (__mmask16)0xFFFF : "
+                  f"(__mmask16)((1u << left) - 1);")
+            else:
+                w(f"const __mmask16 {k} = (__mmask16)0xFFFF;")
+            w(f"__m512i v = opfuse_x86_rq16(a{i}_{c}, m_, s_, {zy}, {lo}, {hi});")
+            if epilogue is not None:
+                epilogue(w, "v", "oc", pix, k)
+            w(f"_mm_mask_storeu_epi8({out('oc', pix)}, {k}, _mm512_cvtepi32_epi8(v));")
+            w.close()
+        w.close()
+    w.close()
