@@ -102,6 +102,9 @@ CASES = {
     # channels); rows of 5 vectors (a chunk of 4, then 1, partial), dilated
     "lanes_short_rows": (6, 14, 6, 21, 3, 1, "SAME", 1, "relu", None, 16),
     "lanes_long_rows": (5, 72, 4, 16, 3, 1, "VALID", 2, None, None, 17),
+    # stride 2: the staged rows split into even and odd columns (x86/lanes.py)
+    "lanes_s2": (12, 30, 5, 12, 3, 2, "SAME", 1, "relu", None, 18),
+    "lanes_1x1_s2": (8, 32, 6, 20, 1, 2, "VALID", 1, None, None, 19),  # 20: not a multiple of 16
 }
 
 
@@ -134,7 +137,7 @@ def test_conv_builds_match_tflite_micro(case: str) -> None:
 
 @pytest.mark.parametrize("case", ["pointwise_odd", "3x3_same_odd", "dw_flat_kws", "dw_rows_s2",
                                   "pointwise_tiles", "dilated", "1x1_s2", "lanes_short_rows",
-                                  "lanes_long_rows"])
+                                  "lanes_long_rows", "lanes_s2"])
 def test_conv_add_chain_builds_match_tflite_micro(case: str) -> None:
     tfl, model, runs, names = _conv_models(case, residual=True)
     _check(tfl, model, runs, names)

@@ -5,9 +5,11 @@ pixel.
 Its input is core.py's staged ``xs`` (``[ICp/4][IHp][IWp][4]`` unsigned bytes), so with a
 column stride of 1 the 16 pixels of a vector at tap (kh, kw) and quad ``c4`` are 64 contiguous
 bytes: one unaligned load. The weights are core.py's packing (``[group][tap][ICp/4][OCp][4]``),
-so a channel's 4 weights of a quad are one dword, read by ``vpdpbusd``'s own broadcast from
-memory (the signed operand): per step ``V`` loads and ``V x C`` ``vpdpbusd`` for ``V`` pixel
-vectors x ``C`` channels, where the channel-major block needs a broadcast per pixel. The
+so a channel's 4 weights of a quad are one dword, broadcast (the signed operand): per step ``V``
+loads, ``C`` broadcasts and ``V x C`` ``vpdpbusd`` for ``V`` pixel vectors x ``C`` channels,
+where the channel-major block needs a broadcast per pixel. With a column stride of 2 the
+staged rows are first split into even and odd columns (``xp``), so a vector's pixels are again
+64 contiguous bytes. The
 epilogue runs per channel on a vector of pixels, which is the NCHW output's order: the
 requantization with the channel's multiplier and shift broadcast, the residual Add's other
 operand loaded as it lies (x86/residual.py), one masked 16-byte store; no transposes.
@@ -41,8 +43,11 @@ class LanesPlan:
 
 def plan_lanes(core: Core) -> LanesPlan | None:
     """The block of ``core``, or None where the channel-major core stays: a quad core, a
-    column stride, rows too short to fill the vectors."""
-    if core.quad or core.sw != 1:
+    column stride over 2, rows too short to fill the vectors; stride 2 only where the
+    channel-major core's vectors of 16 channels are not full (its de-interleave of the staged
+    rows cost pretrainedResnet_quant's 16 -> 32 3x3 stride-2 conv 4%; vww_96_int8's 3 -> 8
+    stem ran 1.61x faster)."""
+    if core.quad or core.sw not in (1, 2) or core.sw == 2 and core.ocg % 16 == 0:
         return None
     per_row = -(-core.cols // 16)
     if core.cols / (16 * per_row) < MIN_FILL:
@@ -62,10 +67,14 @@ def emit_lanes(w: CWriter, core: Core, a: Arrays, lp: LanesPlan,
     ``epilogue(w, v, oc, pix, k)``, if given, makes the requantized int32 vector ``v`` final
     (a residual Add), ``k`` the lanes that are pixels."""
     w.open("")
-    w(f"uint8_t xs[{core.stage_bytes + SLACK}] __attribute__((aligned(64)));")
+    w(f"uint8_t xs[{core.stage_bytes + 2 * SLACK}] __attribute__((aligned(64)));")
+    if core.sw == 2:
+        w(f"uint8_t xp[{core.stage_bytes + 2 * SLACK}] __attribute__((aligned(64)));")
     w.open(f"for (int n = 0; n < {batch}; ++n)")
     w.open(f"for (int grp = 0; grp < {core.group}; ++grp)")
     stage(w)
+    if core.sw == 2:
+        _phases(w, core)
     full_rows = core.rows - core.rows % lp.rows
     if full_rows:
         w.open(f"for (int oh = 0; oh < {full_rows}; oh += {lp.rows})")
@@ -118,18 +127,21 @@ def _block(w: CWriter, core: Core, a: Arrays, vecs, chans: int, ragged: bool, ou
     """Channels ``o0 .. o0+chans-1`` of group ``grp`` at the vectors ``vecs`` ((row offset,
     column offset) from (``oh``, ``ow0``))."""
     cstride, rowb = core.ihp * core.iwp * 4, core.rowb
+    half = -(-core.iwp // 2) * 4  # stride 2: the odd columns' offset in a staged row
     w.open("")
     w(f"const int cb = grp*{core.ocp} + o0;")
     for c in range(chans):
         w(f"const __m512i b{c} = _mm512_set1_epi32({a.b}[cb + {c}]);")
         w(" ".join(f"__m512i a{i}_{c} = b{c};" for i in range(len(vecs))))
-    w(f"const uint8_t *xb = xs + oh*{core.sh * rowb} + ow0*4;")
+    w(f"const uint8_t *xb = {'xs' if core.sw == 1 else 'xp'} + oh*{core.sh * rowb} + ow0*4;")
     w(f"const int8_t *wb = {a.w} + grp*{core.kh * core.kwl * core.icp * core.ocp} + o0*4;")
     taps = core.kh * core.kw > 1
     if taps:
         w.open(f"for (int kh = 0; kh < {core.kh}; ++kh)")
         w.open(f"for (int kw = 0; kw < {core.kw}; ++kw)")
-        w(f"const uint8_t *xt = xb + kh*{core.dh * rowb} + kw*{core.dw * 4};")
+        col = f"kw*{core.dw * 4}" if core.sw == 1 else \
+            f"(kw*{core.dw}) % 2*{half} + (kw*{core.dw}) / 2*4"
+        w(f"const uint8_t *xt = xb + kh*{core.dh * rowb} + {col};")
         w(f"const int8_t *wt = wb + (kh*{core.kw} + kw)*{core.icp * core.ocp};")
     else:
         w("const uint8_t *xt = xb;")
@@ -168,4 +180,27 @@ def _block(w: CWriter, core: Core, a: Arrays, vecs, chans: int, ragged: bool, ou
             w(f"_mm_mask_storeu_epi8({out('oc', pix)}, {k}, _mm512_cvtepi32_epi8(v));")
             w.close()
         w.close()
+    w.close()
+
+
+def _phases(w: CWriter, core: Core) -> None:
+    """Stride 2: ``xp``, each staged row of ``xs`` with its even columns first, then its odd
+    ones, so a vector's 16 pixels read 16 consecutive columns of one phase. 32 columns at a
+    time by two ``vpermt2d``; a row's stores past its even half (or its end) are overwritten by
+    its odd half (or the next row), the last row's land in the slack."""
+    half = -(-core.iwp // 2) * 4
+    w.open("")
+    w("const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, "
+      "2, 0);")
+    w("const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));")
+    w.open(f"for (int r = 0; r < {core.icp // 4 * core.ihp}; ++r)")
+    w(f"const uint8_t *s = xs + r*{core.rowb};")
+    w(f"uint8_t *d = xp + r*{core.rowb};")
+    for idx, at in (("ev", "0"), ("od", str(half))):
+        w.open(f"for (int j = 0; j < {core.iwp}; j += 32)")
+        w("const __m512i a = _mm512_loadu_si512((const void *)(s + j*4)), "
+          "b = _mm512_loadu_si512((const void *)(s + j*4 + 64));")
+        w(f"_mm512_storeu_si512((void *)(d + {at} + j*2), _mm512_permutex2var_epi32(a, {idx}, b));")
+        w.close()
+    w.close()
     w.close()
