@@ -27,8 +27,6 @@ from opfuse.backends.c.isa.x86.core import (
     STAGE_LIMIT,
     Core,
     emit_core,
-    emit_stage_nchw,
-    emit_stage_rows,
     emit_store_t8,
     pack,
 )
@@ -39,6 +37,11 @@ from opfuse.backends.c.isa.x86.residual import (
     emit_residual_lanes,
     emit_residual_row,
     residual,
+)
+from opfuse.backends.c.isa.x86.stage import (
+    emit_stage_nchw,
+    emit_stage_rows,
+    emit_stage_sampled,
 )
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
@@ -99,7 +102,8 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         return False
     xq, wq, yq = qs
     pads = attr(node, "pads")
-    pointwise = g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and not any(
+    # a 1x1 conv with a stride reads only its output's pixels: staged alone, it is pointwise
+    pointwise = g.k == (1, 1) and g.p == (0, 0) and not any(
         pads[len(pads) // 2:] if pads else [])
     (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
     if pointwise:
@@ -126,7 +130,10 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     plane_out = g.oh * g.ow
 
     def stage(w: CWriter) -> None:
-        if pointwise:
+        if pointwise and g.s != (1, 1):
+            emit_stage_sampled(w, core, a, f"{x} + (n*{g.c} + grp*{g.icg})*{g.ih * g.iw}",
+                               xct.name, g.ih, g.iw, g.oh, g.ow, g.s)
+        elif pointwise:
             emit_stage_nchw(w, core, a, f"{x} + (n*{g.c} + grp*{g.icg})*{g.ih * g.iw}", xct.name,
                             1, g.ih * g.iw, 0, 0)
         else:
