@@ -105,6 +105,9 @@ CASES = {
     # stride 2: the staged rows split into even and odd columns (x86/lanes.py)
     "lanes_s2": (12, 30, 5, 12, 3, 2, "SAME", 1, "relu", None, 18),
     "lanes_1x1_s2": (8, 32, 6, 20, 1, 2, "VALID", 1, None, None, 19),  # 20: not a multiple of 16
+    # rows of 8 (4) pixels, 2 (4) a vector; 20 rows of 4: blocks of 16 rows, then 4
+    "lanes_stacked_8": (8, 8, 12, 24, 3, 1, "SAME", 1, "relu", None, 20),
+    "lanes_stacked_4": (20, 4, 5, 7, 3, 1, "SAME", 1, None, None, 21),
 }
 
 
@@ -137,7 +140,7 @@ def test_conv_builds_match_tflite_micro(case: str) -> None:
 
 @pytest.mark.parametrize("case", ["pointwise_odd", "3x3_same_odd", "dw_flat_kws", "dw_rows_s2",
                                   "pointwise_tiles", "dilated", "1x1_s2", "lanes_short_rows",
-                                  "lanes_long_rows", "lanes_s2"])
+                                  "lanes_long_rows", "lanes_s2", "lanes_stacked_8"])
 def test_conv_add_chain_builds_match_tflite_micro(case: str) -> None:
     tfl, model, runs, names = _conv_models(case, residual=True)
     _check(tfl, model, runs, names)

@@ -39,6 +39,7 @@ class LanesPlan:
     per_row: int  # vectors of one output row
     rows: int  # output rows of a block (rows x per_row vectors when per_row < V_MAX)
     chans: int  # output channels of a block
+    stack: int = 1  # output rows of a vector (rows of 4 or 8 pixels: 4 or 2 a vector)
 
 
 def plan_lanes(core: Core) -> LanesPlan | None:
@@ -49,6 +50,11 @@ def plan_lanes(core: Core) -> LanesPlan | None:
     stem ran 1.61x faster)."""
     if core.quad or core.sw not in (1, 2) or core.sw == 2 and core.ocg % 16 == 0:
         return None
+    stack = 16 // core.cols if core.cols in (4, 8) else 1
+    if stack > 1 and core.rows % stack == 0:  # a vector of whole rows: one 16-pixel run
+        vecs = min(V_MAX, core.rows // stack)
+        chans = next(c for c in (16, 12, 8, 6, 4, 3, 2, 1) if c * vecs <= ACC)
+        return LanesPlan(1, vecs * stack, min(chans, core.ocg), stack)
     per_row = -(-core.cols // 16)
     if core.cols / (16 * per_row) < MIN_FILL:
         return None
@@ -80,7 +86,12 @@ def emit_lanes(w: CWriter, core: Core, a: Arrays, lp: LanesPlan,
         w.open(f"for (int oh = 0; oh < {full_rows}; oh += {lp.rows})")
         _row_chunks(w, core, a, lp, lp.rows, out, zy, lo, hi, epilogue)
         w.close()
-    if core.rows % lp.rows:
+    if core.rows % lp.rows and lp.stack > 1:  # the last rows: fewer vectors
+        w.open("")
+        w(f"const int oh = {full_rows};")
+        _row_chunks(w, core, a, lp, core.rows % lp.rows, out, zy, lo, hi, epilogue)
+        w.close()
+    elif core.rows % lp.rows:
         w.open(f"for (int oh = {full_rows}; oh < {core.rows}; ++oh)")
         _row_chunks(w, core, a, lp, 1, out, zy, lo, hi, epilogue)
         w.close()
@@ -92,7 +103,13 @@ def emit_lanes(w: CWriter, core: Core, a: Arrays, lp: LanesPlan,
 def _row_chunks(w: CWriter, core: Core, a: Arrays, lp: LanesPlan, rows: int, out, zy: int,  # noqa: ANN001
                 lo: int, hi: int, epilogue) -> None:  # noqa: ANN001
     """Output rows ``oh .. oh+rows-1``: chunks of at most ``V_MAX`` vectors along them, each
-    over every block of channels."""
+    over every block of channels (stacked: a vector every ``stack`` rows)."""
+    if lp.stack > 1:
+        w("const int ow0 = 0;")
+        vecs = [(lp.stack * i, 0) for i in range(rows // lp.stack)]
+        _channel_blocks(w, core, a, vecs, max(1, min(lp.chans, ACC // len(vecs))), False, out,
+                        zy, lo, hi, epilogue, lp.stack)
+        return
     chunk = min(lp.per_row, V_MAX)
     full, rest = divmod(lp.per_row, chunk)
     for count, start, nv in ((full, 0, chunk), (1 if rest else 0, full * chunk * 16, rest)):
@@ -109,21 +126,21 @@ def _row_chunks(w: CWriter, core: Core, a: Arrays, lp: LanesPlan, rows: int, out
 
 
 def _channel_blocks(w: CWriter, core: Core, a: Arrays, vecs, chans: int, ragged: bool,  # noqa: ANN001
-                    out, zy: int, lo: int, hi: int, epilogue) -> None:  # noqa: ANN001
+                    out, zy: int, lo: int, hi: int, epilogue, stack: int = 1) -> None:  # noqa: ANN001
     full = core.ocg - core.ocg % chans
     if full:
         w.open(f"for (int o0 = 0; o0 < {full}; o0 += {chans})")
-        _block(w, core, a, vecs, chans, ragged, out, zy, lo, hi, epilogue)
+        _block(w, core, a, vecs, chans, ragged, out, zy, lo, hi, epilogue, stack)
         w.close()
     if core.ocg % chans:
         w.open("")
         w(f"const int o0 = {full};")
-        _block(w, core, a, vecs, core.ocg % chans, ragged, out, zy, lo, hi, epilogue)
+        _block(w, core, a, vecs, core.ocg % chans, ragged, out, zy, lo, hi, epilogue, stack)
         w.close()
 
 
 def _block(w: CWriter, core: Core, a: Arrays, vecs, chans: int, ragged: bool, out,  # noqa: ANN001
-           zy: int, lo: int, hi: int, epilogue) -> None:  # noqa: ANN001
+           zy: int, lo: int, hi: int, epilogue, stack: int = 1) -> None:  # noqa: ANN001
     """Channels ``o0 .. o0+chans-1`` of group ``grp`` at the vectors ``vecs`` ((row offset,
     column offset) from (``oh``, ``ow0``))."""
     cstride, rowb = core.ihp * core.iwp * 4, core.rowb
@@ -148,8 +165,8 @@ def _block(w: CWriter, core: Core, a: Arrays, vecs, chans: int, ragged: bool, ou
         w("const int8_t *wt = wb;")
     w.open(f"for (int c4 = 0; c4 < {core.icp // 4}; ++c4)")
     for i, (r, col) in enumerate(vecs):
-        w(f"const __m512i x{i} = _mm512_loadu_si512((const void *)(xt + c4*{cstride} + "
-          f"{r * core.sh * rowb + col * 4}));")
+        at = [f"xt + c4*{cstride} + {(r + k) * core.sh * rowb + col * 4}" for k in range(stack)]
+        w(f"const __m512i x{i} = {_gather_rows(at)};")
     for c in range(chans):
         w(f"const __m512i w{c} = _mm512_set1_epi32(opfuse_x86_ld32((const uint8_t *)wt + "
           f"c4*{core.ocp * 4} + {c * 4}));")
@@ -181,6 +198,19 @@ def _block(w: CWriter, core: Core, a: Arrays, vecs, chans: int, ragged: bool, ou
             w.close()
         w.close()
     w.close()
+
+
+def _gather_rows(at: list[str]) -> str:
+    """A zmm from 1 run of 64 bytes, 2 of 32 or 4 of 16 at the C pointers ``at``."""
+    if len(at) == 1:
+        return f"_mm512_loadu_si512((const void *)({at[0]}))"
+    if len(at) == 2:
+        return (f"_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)"
+                f"({at[0]}))), _mm256_loadu_si256((const __m256i *)({at[1]})), 1)")
+    v = f"_mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)({at[0]})))"
+    for k in range(1, 4):
+        v = f"_mm512_inserti32x4({v}, _mm_loadu_si128((const __m128i *)({at[k]})), {k})"
+    return v
 
 
 def _phases(w: CWriter, core: Core) -> None:

@@ -93,6 +93,17 @@ def _stage_quad(w: CWriter, a: Arrays, x0: str, c4: str, real: int, xct: str, ro
             w(f"_mm_storeu_si128((__m128i *)(d + q*4 + {16 * j}), "
               f"_mm_unpack{fn}_epi16({lo_hi}01, {lo_hi}23));")
         w.close()
+    if sw == 1 and cols % 16 >= 8:  # 8 more columns: 8-byte loads, two stores
+        w.open("")
+        for j in range(4):
+            ld = (f"_mm_loadl_epi64((const __m128i *)(r + {j * plane} + q))" if j < real else
+                  f"_mm_set1_epi8((char){a.pad})")
+            w(f"const __m128i c{j} = {f'_mm_xor_si128({ld}, _mm_set1_epi8((char)0x80))' if a.flip and j < real else ld};")
+        w("const __m128i l01 = _mm_unpacklo_epi8(c0, c1), l23 = _mm_unpacklo_epi8(c2, c3);")
+        w("_mm_storeu_si128((__m128i *)(d + q*4), _mm_unpacklo_epi16(l01, l23));")
+        w("_mm_storeu_si128((__m128i *)(d + q*4 + 16), _mm_unpackhi_epi16(l01, l23));")
+        w("q += 8;")
+        w.close()
     w.open(f"for (; q < {cols}; ++q)")
     for j in range(real):
         w(f"d[q*4 + {j}] = (uint8_t)(r[{j * plane} + q*{sw}]{flip});")
