@@ -231,3 +231,47 @@ def test_residualinput_rescale_equals_the_64_bit_requantization() -> None:
     w = CWriter(0)  # and the split was the code compared, not the fallback
     input_rescale(w, "f", "v", 0, cases[0][0], cases[0][1], 20)
     assert "opfuse_x86_rq16" not in "\n".join(w.lines)
+
+
+def test_round_shift_equals_rounding_divide_by_pot() -> None:
+    """x86/residual.py's ``(h + 2^(e-1) - (h < 0)) >> e`` equals TFLite's RoundingDivideByPOT
+    (mask, remainder, threshold) for |h| < 2^30, every shift 1..31: the edges of each rounding
+    tie and 2^16 seeded values."""
+    from opfuse.backends.c.cgen import CWriter
+    from opfuse.backends.c.isa.x86.helpers import PRELUDE
+    from opfuse.backends.c.isa.x86.residual import round_shift
+
+    if "avx512bw" not in CPU:
+        pytest.skip("this CPU has no AVX-512BW")
+    w = CWriter(0)
+    for e in range(1, 32):
+        w.open(f"static void case{e}(const int32_t *x, int32_t *out)")
+        w("const __m512i h = _mm512_loadu_si512((const void *)x);")
+        round_shift(w, "r", "h", e)
+        w("_mm512_storeu_si512((void *)out, r);")
+        w.close()
+    calls = " ".join(f"case{e}(x, f); for (int i = 0; i < 16; ++i) bad += f[i] != "
+                     f"rdbpot(x[i], {e});" for e in range(1, 32))
+    rng = np.random.default_rng(7)
+    values = {int(v) for v in rng.integers(-(2**30) + 1, 2**30, 2**16)}
+    for e in range(1, 31):  # around each tie: k*2^e + 2^(e-1) + {-1, 0, 1}
+        for k in (-3, -1, 0, 2):
+            values |= {k * 2**e + 2 ** (e - 1) + d for d in (-1, 0, 1)}
+    values = sorted(v for v in values if abs(v) < 2**30)
+    values += [values[-1]] * (-len(values) % 16)
+    table = ", ".join(str(v) for v in values)
+    source = ("#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n" + PRELUDE +
+              "\nstatic int32_t rdbpot(int32_t x, int e) { const int32_t mask = (int32_t)"
+              "(((int64_t)1 << e) - 1); const int32_t thr = (mask >> 1) + (x < 0);"
+              " return (int32_t)(((int64_t)x >> e) + ((x & mask) > thr)); }\n" +
+              "\n".join(w.lines) + f"\nstatic const int32_t vals[{len(values)}] = {{{table}}};\n"
+              "int main(void) { int bad = 0; int32_t f[16];\n"
+              f"for (int j = 0; j < {len(values)}; j += 16) {{ const int32_t *x = vals + j; "
+              + calls + "}\nprintf(\"%d\\n\", bad); return 0; }\n")
+    with tempfile.TemporaryDirectory(prefix="opfuse-round-") as tmp:
+        src, exe = Path(tmp) / "t.c", Path(tmp) / "t"
+        src.write_text(source)
+        subprocess.run(["gcc", "-O2", "-march=native", "-Wall", "-Werror", str(src), "-o",
+                        str(exe)], check=True)
+        assert subprocess.run([str(exe)], capture_output=True, text=True,
+                              check=True).stdout.strip() == "0"
