@@ -107,6 +107,7 @@ class Arrays:
     s: str | None
     pad: int  # the staged byte of the input's zero point
     flip: bool  # int8 input: stage x ^ 0x80
+    short: bool = False  # every sum below 2^30, every shift a right shift: opfuse_x86_rq16r
 
 
 def pack(params, key: str, core: Core, wt: np.ndarray, bias: np.ndarray, zx: int,  # noqa: ANN001
@@ -128,9 +129,11 @@ def pack(params, key: str, core: Core, wt: np.ndarray, bias: np.ndarray, zx: int
     bias_p = np.zeros((g, core.ocp), np.int64)
     bias_p[:, : core.ocg] = bias.reshape(g, core.ocg)
     bias_p -= off * w5.sum(axis=(2, 3))
+    bound = np.abs(bias_p) + 255 * np.abs(w5).sum(axis=(2, 3))  # |sum|: bytes u in [0, 255]
     bias_p = ((bias_p + 2**31) % 2**32 - 2**31).astype(np.int32)  # int32 wraps as TFLite's sums
     packed = w5.reshape(g, core.ocp, core.icp // 4, 4, taps).transpose(0, 4, 2, 1, 3)
     m_arr = s_arr = None
+    short = False
     if real is not None:
         m, s = multipliers(np.broadcast_to(np.atleast_1d(real), (g * core.ocg,)))
         if (m == np.iinfo(np.int32).min).any() or (s < -31).any() or (s > 31).any():
@@ -138,11 +141,12 @@ def pack(params, key: str, core: Core, wt: np.ndarray, bias: np.ndarray, zx: int
         mp = np.zeros((g, core.ocp), np.int32)
         sp = np.zeros((g, core.ocp), np.int32)
         mp[:, : core.ocg], sp[:, : core.ocg] = m.reshape(g, -1), s.reshape(g, -1)
+        short = bool((bound < 2**30).all() and (s < 0).all())
         m_arr = params.weight(f"{key}:x86rqm", mp.ravel(), INT32)
         s_arr = params.weight(f"{key}:x86rqs", sp.ravel(), INT32)
     return Arrays(params.weight(f"{key}:x86w", packed.astype(np.int8).ravel(), INT8),
                   params.weight(f"{key}:x86b", bias_p.ravel(), INT32), m_arr, s_arr,
-                  off & 0xFF, signed)
+                  off & 0xFF, signed, short)
 
 
 def _blocking(isa: str, core: Core) -> tuple[int, int]:

@@ -83,6 +83,9 @@ def emit_depthwise_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Pa
     y = params.out((pre or [node])[-1].outputs[0], node)
     flat = g.s == (1, 1) and g.ow == g.iw
     vbmi = plan_dw(g, kq) if chain is None else None
+    # every sum within 2^30 and every shift a right shift: the short rounding (opfuse_x86_rq16r)
+    bound = np.abs(bias) + 255 * np.abs(arr).sum(axis=1)
+    short = bool((bound < 2**30).all() and (np.broadcast_to(s, (g.oc,)) < 0).all())
     tab = None if vbmi is None else params.weight(f"{node.name}:x86dwt", vbmi.tables.ravel(), UINT8)
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
 
@@ -188,7 +191,8 @@ def emit_depthwise_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Pa
     def emit(w: CWriter) -> None:
         if vbmi is not None:  # every lane's reads decided here (x86/depthwise_vbmi.py)
             w.lines.append(f"#if {hx.Z512} && defined(__AVX512VBMI__)")
-            emit_dw_vbmi(w, g, kq, vbmi, tab, x, y, (wp, bp, pp, mp, sp), zx, zy, lo, hi)
+            emit_dw_vbmi(w, g, kq, vbmi, tab, x, y, (wp, bp, pp, mp, sp), zx, zy, lo, hi,
+                         short)
         w.lines.append(f"#{'elif' if vbmi is not None else 'if'} {hx.Z512}")
         w.open("")
         w("const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, "

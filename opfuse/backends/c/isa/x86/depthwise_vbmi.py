@@ -114,9 +114,10 @@ def plan_dw(g: ConvGeom, kq: int) -> DwPlan | None:
 
 def emit_dw_vbmi(w: CWriter, g: ConvGeom, kq: int, plan: DwPlan, tab: str, x: str, y: str,
                  arrays: tuple[str, str, str, str, str], zx: int, zy: int, lo: int,
-                 hi: int) -> None:
+                 hi: int, short: bool = False) -> None:
     """The branch's body; ``arrays``: the quads of weights, bias, row pad shares, multipliers
-    and shifts of x86/depthwise.py. Per channel: its constants once (the quads' weights
+    and shifts of x86/depthwise.py; ``short``: every sum is below 2^30 and every shift a right
+    shift (``opfuse_x86_rq16r``). Per channel: its constants once (the quads' weights
     broadcast, the multiplier, the shifts), then every vector of the plane (flat) or of each
     row, the tables read from memory by ``vpermt2b``."""
     wp, bp, pp, mp, sp = arrays
@@ -135,17 +136,17 @@ def emit_dw_vbmi(w: CWriter, g: ConvGeom, kq: int, plan: DwPlan, tab: str, x: st
     w(f"const __m512i bias = _mm512_set1_epi32({bp}[c]), mul = _mm512_set1_epi32({mp}[c]);")
     w(f"const int sc = {sp}[c], ls = sc > 0 ? sc : 0, rs = sc < 0 ? -sc : 0;")
     w(f"const int32_t *pc = {pp} + c*{g.k[0]};")
-    w("(void)pc; (void)xc;")
+    w("(void)pc; (void)xc; (void)ls;")
     if plan.flat:
         for v in range(plan.vectors):
-            _vector(w, g, kq, plan, v, plane_out, zy, lo, hi)
+            _vector(w, g, kq, plan, v, plane_out, zy, lo, hi, short)
     else:
         w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
         for kh in range(g.k[0]):
             w(f"const int ih{kh} = oh*{g.s[0]} + {kh * g.d[0] - g.p[0]};")
             w(f"const int in{kh} = ih{kh} >= 0 && ih{kh} < {g.ih};")
         for v in range(plan.vectors):
-            _vector(w, g, kq, plan, v, plane_out, zy, lo, hi)
+            _vector(w, g, kq, plan, v, plane_out, zy, lo, hi, short)
         w.close()
     w.close()
     w.close()
@@ -153,7 +154,7 @@ def emit_dw_vbmi(w: CWriter, g: ConvGeom, kq: int, plan: DwPlan, tab: str, x: st
 
 
 def _vector(w: CWriter, g: ConvGeom, kq: int, plan: DwPlan, v: int, plane_out: int, zy: int,
-            lo: int, hi: int) -> None:
+            lo: int, hi: int, short: bool) -> None:
     """Vector ``v`` of the plane (flat) or of row ``oh``, channel ``c``."""
     w.open("")
     first = 16 * v
@@ -180,8 +181,9 @@ def _vector(w: CWriter, g: ConvGeom, kq: int, plan: DwPlan, v: int, plane_out: i
               f"(tb + {64 * win.table})), padv), {weight});")
         if not plan.flat:
             w.close(f" else {pad}")
-    w("const __m512i r = opfuse_x86_rq16s(_mm512_add_epi32(acc0, _mm512_add_epi32(acc1, acc2)), "
-      f"mul, ls, rs, {zy}, {lo}, {hi});")
+    acc = "_mm512_add_epi32(acc0, _mm512_add_epi32(acc1, acc2))"
+    w(f"const __m512i r = opfuse_x86_rq16r({acc}, mul, rs, {zy}, {lo}, {hi});" if short else
+      f"const __m512i r = opfuse_x86_rq16s({acc}, mul, ls, rs, {zy}, {lo}, {hi});")
     pix = f"{first}" if plan.flat else f"oh*{g.ow} + {first}"
     w(f"_mm_mask_storeu_epi8(yc + {pix}, (__mmask16){(1 << count) - 1}, "
       "_mm512_cvtepi32_epi8(r));")

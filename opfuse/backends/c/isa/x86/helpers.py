@@ -151,6 +151,21 @@ static inline __m512i opfuse_x86_rq16s(__m512i x, __m512i m, int ls, int e, int3
     r = _mm512_add_epi32(r, _mm512_set1_epi32(zy));
     return _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(lo)), _mm512_set1_epi32(hi));
 }}
+/* opfuse_x86_rq16s for |x| < 2^30 with a right shift e >= 1 and no left shift (the generator
+   checks both from the weights): the doubling high product |h| <= |x| cannot wrap in
+   h + 2^(e-1), so the rounding divide is (h + 2^(e-1) - (h < 0)) >> e */
+static inline __m512i opfuse_x86_rq16r(__m512i x, __m512i m, int e, int32_t zy, int32_t lo,
+                                       int32_t hi) {{
+    const __m512i rnd = _mm512_set1_epi64((long long)1 << 30);
+    const __m512i pe = _mm512_add_epi64(_mm512_mul_epi32(x, m), rnd);
+    const __m512i po = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), m), rnd);
+    const __m512i h = _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srli_epi64(pe, 31),
+                                              _mm512_slli_epi64(po, 1));
+    const __m512i t = _mm512_add_epi32(_mm512_srai_epi32(h, 31), _mm512_set1_epi32(1 << (e - 1)));
+    __m512i r = _mm512_sra_epi32(_mm512_add_epi32(h, t), _mm_cvtsi32_si128(e));
+    r = _mm512_add_epi32(r, _mm512_set1_epi32(zy));
+    return _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(lo)), _mm512_set1_epi32(hi));
+}}
 #endif
 
 """

@@ -179,7 +179,7 @@ def _block(w: CWriter, core: Core, a: Arrays, vecs, chans: int, ragged: bool, ou
     for c in range(chans):
         w.open("")
         w(f"const __m512i m_ = _mm512_set1_epi32({a.m}[cb + {c}]), "
-          f"s_ = _mm512_set1_epi32({a.s}[cb + {c}]);")
+          f"s_ = _mm512_set1_epi32({a.s}[cb + {c}]); (void)s_;")
         w(f"const int oc = grp*{core.ocg} + o0 + {c};")
         for i, (r, col) in enumerate(vecs):
             pix = f"(oh + {r})*{core.cols} + ow0 + {col}" if core.rows > 1 else f"ow0 + {col}"
@@ -191,7 +191,8 @@ def _block(w: CWriter, core: Core, a: Arrays, vecs, chans: int, ragged: bool, ou
                   f"(__mmask16)((1u << left) - 1);")
             else:
                 w(f"const __mmask16 {k} = (__mmask16)0xFFFF;")
-            w(f"__m512i v = opfuse_x86_rq16(a{i}_{c}, m_, s_, {zy}, {lo}, {hi});")
+            w(f"__m512i v = opfuse_x86_rq16r(a{i}_{c}, m_, -{a.s}[cb + {c}], {zy}, {lo}, {hi});"
+              if a.short else f"__m512i v = opfuse_x86_rq16(a{i}_{c}, m_, s_, {zy}, {lo}, {hi});")
             if epilogue is not None:
                 epilogue(w, "v", "oc", pix, k)
             w(f"_mm_mask_storeu_epi8({out('oc', pix)}, {k}, _mm512_cvtepi32_epi8(v));")
