@@ -32,8 +32,9 @@ import onnxruntime as ort
 
 from opfuse.backends.c import emit_c
 from opfuse.measure.run.host import CModel, build_shared
+from opfuse.measure.sessions import one_thread_session
 from opfuse.measure.validate.c_float import reference
-from opfuse.pipeline import compile_model
+from opfuse.pipeline import compile_model, read
 from opfuse.safe_text import for_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +52,8 @@ def _built(model: str, tree: Path | None, out: Path, cascades: bool, fuse: bool 
         build_shared(out)
     else:
         env = {**os.environ, "PYTHONPATH": str(tree)}
-        subprocess.run([sys.executable, "-c", EMIT, model, str(out), str(int(cascades))],
+        path = Path(model).resolve() if Path(model).exists() else model  # it runs in ``tree``
+        subprocess.run([sys.executable, "-c", EMIT, str(path), str(out), str(int(cascades))],
                        check=True, env=env, cwd=tree)
     return CModel(out)
 
@@ -61,10 +63,8 @@ def _times(model: str, base: Path | None, tmp: Path, runs: int,
     """Median (CPU s, wall s) per runner (``base``, ``tree`` and ``ort``), and the largest
     difference between the two trees' outputs."""
     feeds, _, _ = reference(model)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    sess = one_thread_session(model if Path(model).suffix != ".tflite" else read(model),
+                              ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
     runners, outs = {}, {}
     for key, tree in (("base", base), ("tree", None)):  # base None: this tree's unfused C
         lib = _built(model, tree, tmp / key, cascades, fuse=key == "tree" or base is not None)
@@ -89,7 +89,8 @@ def _times(model: str, base: Path | None, tmp: Path, runs: int,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("models", nargs="+", help="ONNX model paths")
+    parser.add_argument("models", nargs="+", help="ONNX or TFLite model paths (a .tflite's "
+                        "onnxruntime column runs it as the ONNX opfuse imports)")
     parser.add_argument("--base", help="the git revision to compare with")
     parser.add_argument("--unfused", action="store_true",
                         help="compare with this tree's unfused C (one kernel per node), not REV's")

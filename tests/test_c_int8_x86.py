@@ -98,6 +98,16 @@ CASES = {
     "dw_rows_s1_valid": (9, 40, 3, 3, 3, 1, "VALID", 1, None, 1, 12),
     "dw_flat_one_row": (1, 20, 5, 5, 3, 1, "SAME", 1, None, 1, 13),  # tap rows never inside
     "dw_7x7_small": (3, 3, 17, 17, 7, 1, "SAME", 1, "relu", 1, 14),
+    # x86/lanes.py: 4 rows of 14 a block (2 rows left, a partial vector a row, 21 = 4 x 5 + 1
+    # channels); rows of 5 vectors (a chunk of 4, then 1, partial), dilated
+    "lanes_short_rows": (6, 14, 6, 21, 3, 1, "SAME", 1, "relu", None, 16),
+    "lanes_long_rows": (5, 72, 4, 16, 3, 1, "VALID", 2, None, None, 17),
+    # stride 2: the staged rows split into even and odd columns (x86/lanes.py)
+    "lanes_s2": (12, 30, 5, 12, 3, 2, "SAME", 1, "relu", None, 18),
+    "lanes_1x1_s2": (8, 32, 6, 20, 1, 2, "VALID", 1, None, None, 19),  # 20: not a multiple of 16
+    # rows of 8 (4) pixels, 2 (4) a vector; 20 rows of 4: blocks of 16 rows, then 4
+    "lanes_stacked_8": (8, 8, 12, 24, 3, 1, "SAME", 1, "relu", None, 20),
+    "lanes_stacked_4": (20, 4, 5, 7, 3, 1, "SAME", 1, None, None, 21),
 }
 
 
@@ -129,7 +139,8 @@ def test_conv_builds_match_tflite_micro(case: str) -> None:
 
 
 @pytest.mark.parametrize("case", ["pointwise_odd", "3x3_same_odd", "dw_flat_kws", "dw_rows_s2",
-                                  "pointwise_tiles", "dilated", "1x1_s2"])
+                                  "pointwise_tiles", "dilated", "1x1_s2", "lanes_short_rows",
+                                  "lanes_long_rows", "lanes_s2", "lanes_stacked_8"])
 def test_conv_add_chain_builds_match_tflite_micro(case: str) -> None:
     tfl, model, runs, names = _conv_models(case, residual=True)
     _check(tfl, model, runs, names)
@@ -220,3 +231,47 @@ def test_residualinput_rescale_equals_the_64_bit_requantization() -> None:
     w = CWriter(0)  # and the split was the code compared, not the fallback
     input_rescale(w, "f", "v", 0, cases[0][0], cases[0][1], 20)
     assert "opfuse_x86_rq16" not in "\n".join(w.lines)
+
+
+def test_round_shift_equals_rounding_divide_by_pot() -> None:
+    """x86/residual.py's ``(h + 2^(e-1) - (h < 0)) >> e`` equals TFLite's RoundingDivideByPOT
+    (mask, remainder, threshold) for |h| < 2^30, every shift 1..31: the edges of each rounding
+    tie and 2^16 seeded values."""
+    from opfuse.backends.c.cgen import CWriter
+    from opfuse.backends.c.isa.x86.helpers import PRELUDE
+    from opfuse.backends.c.isa.x86.residual import round_shift
+
+    if "avx512bw" not in CPU:
+        pytest.skip("this CPU has no AVX-512BW")
+    w = CWriter(0)
+    for e in range(1, 32):
+        w.open(f"static void case{e}(const int32_t *x, int32_t *out)")
+        w("const __m512i h = _mm512_loadu_si512((const void *)x);")
+        round_shift(w, "r", "h", e)
+        w("_mm512_storeu_si512((void *)out, r);")
+        w.close()
+    calls = " ".join(f"case{e}(x, f); for (int i = 0; i < 16; ++i) bad += f[i] != "
+                     f"rdbpot(x[i], {e});" for e in range(1, 32))
+    rng = np.random.default_rng(7)
+    values = {int(v) for v in rng.integers(-(2**30) + 1, 2**30, 2**16)}
+    for e in range(1, 31):  # around each tie: k*2^e + 2^(e-1) + {-1, 0, 1}
+        for k in (-3, -1, 0, 2):
+            values |= {k * 2**e + 2 ** (e - 1) + d for d in (-1, 0, 1)}
+    values = sorted(v for v in values if abs(v) < 2**30)
+    values += [values[-1]] * (-len(values) % 16)
+    table = ", ".join(str(v) for v in values)
+    source = ("#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n" + PRELUDE +
+              "\nstatic int32_t rdbpot(int32_t x, int e) { const int32_t mask = (int32_t)"
+              "(((int64_t)1 << e) - 1); const int32_t thr = (mask >> 1) + (x < 0);"
+              " return (int32_t)(((int64_t)x >> e) + ((x & mask) > thr)); }\n" +
+              "\n".join(w.lines) + f"\nstatic const int32_t vals[{len(values)}] = {{{table}}};\n"
+              "int main(void) { int bad = 0; int32_t f[16];\n"
+              f"for (int j = 0; j < {len(values)}; j += 16) {{ const int32_t *x = vals + j; "
+              + calls + "}\nprintf(\"%d\\n\", bad); return 0; }\n")
+    with tempfile.TemporaryDirectory(prefix="opfuse-round-") as tmp:
+        src, exe = Path(tmp) / "t.c", Path(tmp) / "t"
+        src.write_text(source)
+        subprocess.run(["gcc", "-O2", "-march=native", "-Wall", "-Werror", str(src), "-o",
+                        str(exe)], check=True)
+        assert subprocess.run([str(exe)], capture_output=True, text=True,
+                              check=True).stdout.strip() == "0"

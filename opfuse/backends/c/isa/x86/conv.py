@@ -22,20 +22,26 @@ from opfuse.backends.c.int8.common import (
     rounding,
 )
 from opfuse.backends.c.int8.plan import is_depthwise8
+from opfuse.backends.c.isa.x86 import helpers as hx
 from opfuse.backends.c.isa.x86.core import (
     STAGE_LIMIT,
     Core,
     emit_core,
-    emit_stage_nchw,
-    emit_stage_rows,
     emit_store_t8,
     pack,
 )
 from opfuse.backends.c.isa.x86.depthwise import emit_depthwise_x86, fold_chain
+from opfuse.backends.c.isa.x86.lanes import emit_lanes, plan_lanes
 from opfuse.backends.c.isa.x86.residual import (
     emit_residual_block,
+    emit_residual_lanes,
     emit_residual_row,
     residual,
+)
+from opfuse.backends.c.isa.x86.stage import (
+    emit_stage_nchw,
+    emit_stage_rows,
+    emit_stage_sampled,
 )
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
@@ -96,7 +102,8 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         return False
     xq, wq, yq = qs
     pads = attr(node, "pads")
-    pointwise = g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and not any(
+    # a 1x1 conv with a stride reads only its output's pixels: staged alone, it is pointwise
+    pointwise = g.k == (1, 1) and g.p == (0, 0) and not any(
         pads[len(pads) // 2:] if pads else [])
     (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
     if pointwise:
@@ -123,7 +130,10 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     plane_out = g.oh * g.ow
 
     def stage(w: CWriter) -> None:
-        if pointwise:
+        if pointwise and g.s != (1, 1):
+            emit_stage_sampled(w, core, a, f"{x} + (n*{g.c} + grp*{g.icg})*{g.ih * g.iw}",
+                               xct.name, g.ih, g.iw, g.oh, g.ow, g.s)
+        elif pointwise:
             emit_stage_nchw(w, core, a, f"{x} + (n*{g.c} + grp*{g.icg})*{g.ih * g.iw}", xct.name,
                             1, g.ih * g.iw, 0, 0)
         else:
@@ -179,8 +189,19 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
 
     rowwise = (chain is not None or not vector) and core.ocg * core.cols * 4 <= ROW_LIMIT
     simd = CWriter(w.depth)
+    lp = plan_lanes(core) if vector and (chain is None or res is not None) else None
+    if lp is not None:  # the zmm branch with pixels in the lanes (x86/lanes.py)
+        def res_lanes(w: CWriter, v: str, oc: str, pix: str, k: str) -> None:
+            emit_residual_lanes(w, res, v, f"{res.ptr} + (n*{g.oc} + {oc})*{plane_out} + {pix}",
+                                k)
+
+        simd.lines.append(f"#if {hx.ZMM}")
+        emit_lanes(simd, core, a, lp, stage,
+                   lambda oc, pix: f"{y} + (n*{g.oc} + {oc})*{plane_out} + {pix}", zy, *bounds,
+                   g.n, res_lanes if res is not None else None)
     emit_core(simd, core, a, stage, store, vector, zy, *bounds, g.n,
-              row if rowwise else None, lambda isa: not add_in_block(isa))
+              row if rowwise else None, lambda isa: not add_in_block(isa),
+              ("zmm",) if lp is not None else (), lp is not None)
     _assemble(w, params, simd, portable)
     return True
 

@@ -107,6 +107,7 @@ class Arrays:
     s: str | None
     pad: int  # the staged byte of the input's zero point
     flip: bool  # int8 input: stage x ^ 0x80
+    short: bool = False  # every sum below 2^30, every shift a right shift: opfuse_x86_rq16r
 
 
 def pack(params, key: str, core: Core, wt: np.ndarray, bias: np.ndarray, zx: int,  # noqa: ANN001
@@ -128,9 +129,11 @@ def pack(params, key: str, core: Core, wt: np.ndarray, bias: np.ndarray, zx: int
     bias_p = np.zeros((g, core.ocp), np.int64)
     bias_p[:, : core.ocg] = bias.reshape(g, core.ocg)
     bias_p -= off * w5.sum(axis=(2, 3))
+    bound = np.abs(bias_p) + 255 * np.abs(w5).sum(axis=(2, 3))  # |sum|: bytes u in [0, 255]
     bias_p = ((bias_p + 2**31) % 2**32 - 2**31).astype(np.int32)  # int32 wraps as TFLite's sums
     packed = w5.reshape(g, core.ocp, core.icp // 4, 4, taps).transpose(0, 4, 2, 1, 3)
     m_arr = s_arr = None
+    short = False
     if real is not None:
         m, s = multipliers(np.broadcast_to(np.atleast_1d(real), (g * core.ocg,)))
         if (m == np.iinfo(np.int32).min).any() or (s < -31).any() or (s > 31).any():
@@ -138,11 +141,12 @@ def pack(params, key: str, core: Core, wt: np.ndarray, bias: np.ndarray, zx: int
         mp = np.zeros((g, core.ocp), np.int32)
         sp = np.zeros((g, core.ocp), np.int32)
         mp[:, : core.ocg], sp[:, : core.ocg] = m.reshape(g, -1), s.reshape(g, -1)
+        short = bool((bound < 2**30).all() and (s < 0).all())
         m_arr = params.weight(f"{key}:x86rqm", mp.ravel(), INT32)
         s_arr = params.weight(f"{key}:x86rqs", sp.ravel(), INT32)
     return Arrays(params.weight(f"{key}:x86w", packed.astype(np.int8).ravel(), INT8),
                   params.weight(f"{key}:x86b", bias_p.ravel(), INT32), m_arr, s_arr,
-                  off & 0xFF, signed)
+                  off & 0xFF, signed, short)
 
 
 def _blocking(isa: str, core: Core) -> tuple[int, int]:
@@ -213,15 +217,17 @@ def _block(w: CWriter, isa: str, core: Core, a: Arrays, p: int, nb: int, rq: str
 def emit_core(w: CWriter, core: Core, a: Arrays, stage: Callable[[CWriter], None],
               store: Callable[[CWriter, int, str], None], vector_rq: bool, zy: int, lo: int,
               hi: int, batch: int = 1, row: Callable[[CWriter, str], None] | None = None,
-              row_for: Callable[[str], bool] = lambda isa: True) -> None:
+              row_for: Callable[[str], bool] = lambda isa: True, skip: tuple[str, ...] = (),
+              opened: bool = False) -> None:
     """The SIMD branches of one kernel over ``n`` < ``batch`` and ``grp``: ``stage``
     fills ``xs`` for group ``grp``, ``store(w, p, isa)`` writes ``tmp[0..p-1]`` of the block at
     (``oh``, ``ow0``) (module docstring); or, with ``row``, the blocks fill ``rb[OCg][cols]``
     and ``row(w, isa)`` writes output row ``oh`` from it (an epilogue chain then runs along the
     row's pixels, as the portable C's does) on the branches ``row_for(isa)`` admits. Then
-    ``#else`` (the caller writes the portable C and ``#endif``)."""
-    for k, (isa, guard) in enumerate(GUARDS):
-        w.lines.append(f"#{'if' if k == 0 else 'elif'} {guard}")
+    ``#else`` (the caller writes the portable C and ``#endif``). The branches of ``skip`` are
+    not written (``opened``: the caller wrote a branch of its own first)."""
+    for k, (isa, guard) in enumerate((i, g) for i, g in GUARDS if i not in skip):
+        w.lines.append(f"#{'if' if k == 0 and not opened else 'elif'} {guard}")
         p, nb = _blocking(isa, core)
         by_row = row if row_for(isa) else None
         w.open("")
@@ -300,78 +306,3 @@ def _narrow(core: Core, cols: int) -> Core:
     from dataclasses import replace
 
     return replace(core, cols=cols)
-
-
-def emit_stage_nchw(w: CWriter, core: Core, a: Arrays, xg: str, xct: str, ih: int, iw: int,
-                    ph: int, pw: int) -> None:
-    """``xs`` from the NCHW input of group ``grp`` at ``xg`` (its ``ih`` x ``iw`` planes): 4
-    channel rows at a time, 16 columns interleaved by SSE2 unpacks into 64 bytes."""
-    rows, cols = min(ih, core.ihp - ph), min(iw, core.iwp - pw)
-    if ph or pw or rows < core.ihp or cols < core.iwp or core.icp != core.icg:
-        w(f"memset(xs, {a.pad}, sizeof xs);")
-    plane, cstride = ih * iw, core.ihp * core.iwp * 4
-    flip = " ^ 0x80" if a.flip else ""
-    if core.quad:  # one channel, its rows as they are
-        w.open(f"for (int h = 0; h < {rows}; ++h)")
-        w(f"uint8_t *d = xs + (h + {ph})*{core.rowb} + {pw};")
-        w(f"const {xct} *r = {xg} + h*{iw};")
-        w(f"for (int q = 0; q < {cols}; ++q) d[q] = (uint8_t)(r[q]{flip});")
-        w.close()
-        return
-    if core.icg >= 4:
-        w.open(f"for (int c4 = 0; c4 < {core.icg // 4}; ++c4)")
-        _stage_quad(w, a, f"{xg} + c4*{4 * plane}", "c4", 4, xct, rows, cols, iw, plane, cstride,
-                    ph, pw, core.iwp)
-        w.close()
-    if core.icg % 4:  # the last channels; the quad's others keep the pad byte of the memset
-        c0 = core.icg - core.icg % 4
-        _stage_quad(w, a, f"{xg} + {c0 * plane}", str(c0 // 4), core.icg % 4, xct, rows, cols,
-                    iw, plane, cstride, ph, pw, core.iwp)
-
-
-def _stage_quad(w: CWriter, a: Arrays, x0: str, c4: str, real: int, xct: str, rows: int,
-                cols: int, iw: int, plane: int, cstride: int, ph: int, pw: int, iwp: int) -> None:
-    """One quad of staged channels from ``real`` <= 4 NCHW channel planes at ``x0``: 16 columns
-    at a time interleaved by SSE2 unpacks (a missing channel is the pad byte), the rest byte by
-    byte."""
-    flip = " ^ 0x80" if a.flip else ""
-    w.open("")
-    w(f"const {xct} *x0 = {x0};")
-    w.open(f"for (int h = 0; h < {rows}; ++h)")
-    w(f"uint8_t *d = xs + {c4}*{cstride} + ((h + {ph})*{iwp} + {pw})*4;")
-    w(f"const {xct} *r = x0 + h*{iw};")
-    w("int q = 0;")
-    if cols >= 16:
-        w.open(f"for (; q + 16 <= {cols}; q += 16)")
-        if a.flip:
-            w("const __m128i f = _mm_set1_epi8((char)0x80);")
-        for j in range(4):
-            if j >= real:
-                w(f"const __m128i c{j} = _mm_set1_epi8((char){a.pad});")
-                continue
-            ld = f"_mm_loadu_si128((const __m128i *)(r + {j * plane} + q))"
-            w(f"const __m128i c{j} = {f'_mm_xor_si128({ld}, f)' if a.flip else ld};")
-        w("const __m128i l01 = _mm_unpacklo_epi8(c0, c1), h01 = _mm_unpackhi_epi8(c0, c1);")
-        w("const __m128i l23 = _mm_unpacklo_epi8(c2, c3), h23 = _mm_unpackhi_epi8(c2, c3);")
-        for j, (fn, lo_hi) in enumerate((("lo", "l"), ("hi", "l"), ("lo", "h"), ("hi", "h"))):
-            w(f"_mm_storeu_si128((__m128i *)(d + q*4 + {16 * j}), "
-              f"_mm_unpack{fn}_epi16({lo_hi}01, {lo_hi}23));")
-        w.close()
-    w.open(f"for (; q < {cols}; ++q)")
-    for j in range(real):
-        w(f"d[q*4 + {j}] = (uint8_t)(r[{j * plane} + q]{flip});")
-    w.close()
-    w.close()
-    w.close()
-
-
-def emit_stage_rows(w: CWriter, core: Core, a: Arrays, src: str, xct: str) -> None:
-    """``xs`` from row-major ``[cols][ICg]`` input at ``src`` (a Gemm's A)."""
-    if core.icp != core.icg:
-        w("memset(xs, 0, sizeof xs);")
-    flip = " ^ 0x80" if a.flip else ""
-    w.open(f"for (int q = 0; q < {core.cols}; ++q)")
-    w(f"const {xct} *s = {src} + q*{core.icg};")
-    w(f"for (int c = 0; c < {core.icg}; ++c) xs[(c/4)*{core.cols * 4} + q*4 + c%4] = "
-      f"(uint8_t)(s[c]{flip});")
-    w.close()

@@ -31,12 +31,13 @@ import numpy as np
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, dims
-from opfuse.backends.c.ctype import INT8, INT32
+from opfuse.backends.c.ctype import INT8, INT32, UINT8
 from opfuse.backends.c.int8.chain import CLAMP_OPS, Chain8
 from opfuse.backends.c.int8.common import bias_array, clamp_bounds, int_ctype, quant, rounding
 from opfuse.backends.c.isa.x86 import helpers as hx
 from opfuse.backends.c.isa.x86.depthwise_avx2 import STAGE_LIMIT as AVX2_STAGE
 from opfuse.backends.c.isa.x86.depthwise_avx2 import emit_avx2, staged
+from opfuse.backends.c.isa.x86.depthwise_vbmi import emit_dw_vbmi, plan_dw
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.kernelplan.conv8 import ConvGeom
@@ -81,6 +82,11 @@ def emit_depthwise_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Pa
     x = params.inp(node.inputs[0], node)
     y = params.out((pre or [node])[-1].outputs[0], node)
     flat = g.s == (1, 1) and g.ow == g.iw
+    vbmi = plan_dw(g, kq) if chain is None else None
+    # every sum within 2^30 and every shift a right shift: the short rounding (opfuse_x86_rq16r)
+    bound = np.abs(bias) + 255 * np.abs(arr).sum(axis=1)
+    short = bool((bound < 2**30).all() and (np.broadcast_to(s, (g.oc,)) < 0).all())
+    tab = None if vbmi is None else params.weight(f"{node.name}:x86dwt", vbmi.tables.ravel(), UINT8)
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
 
     def channel(w: CWriter, i: int) -> None:
@@ -183,7 +189,11 @@ def emit_depthwise_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Pa
         w.close()
 
     def emit(w: CWriter) -> None:
-        w.lines.append(f"#if {hx.Z512}")
+        if vbmi is not None:  # every lane's reads decided here (x86/depthwise_vbmi.py)
+            w.lines.append(f"#if {hx.Z512} && defined(__AVX512VBMI__)")
+            emit_dw_vbmi(w, g, kq, vbmi, tab, x, y, (wp, bp, pp, mp, sp), zx, zy, lo, hi,
+                         short)
+        w.lines.append(f"#{'elif' if vbmi is not None else 'if'} {hx.Z512}")
         w.open("")
         w("const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, "
           "2, 1, 0);")

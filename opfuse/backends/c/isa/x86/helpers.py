@@ -133,6 +133,39 @@ static inline __m512i opfuse_x86_rq16(__m512i x, __m512i m, __m512i s, int32_t z
     r = _mm512_add_epi32(r, _mm512_set1_epi32(zy));
     return _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(lo)), _mm512_set1_epi32(hi));
 }}
+/* opfuse_x86_rq16 with one multiplier (broadcast in m) and its shift split into the left shift
+   ls and the right shift e (>= 0): the shifts by a count register, the rounding mask a scalar */
+static inline __m512i opfuse_x86_rq16s(__m512i x, __m512i m, int ls, int e, int32_t zy,
+                                       int32_t lo, int32_t hi) {{
+    const __m512i xl = _mm512_sll_epi32(x, _mm_cvtsi32_si128(ls));
+    const __m512i rnd = _mm512_set1_epi64((long long)1 << 30);
+    const __m512i pe = _mm512_add_epi64(_mm512_mul_epi32(xl, m), rnd);
+    const __m512i po = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(xl, 32), m), rnd);
+    const __m512i h = _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srli_epi64(pe, 31),
+                                              _mm512_slli_epi64(po, 1));
+    const int32_t mask = (int32_t)((1u << e) - 1u);
+    const __m512i rem = _mm512_and_si512(h, _mm512_set1_epi32(mask));
+    const __m512i thr = _mm512_sub_epi32(_mm512_set1_epi32(mask >> 1), _mm512_srai_epi32(h, 31));
+    __m512i r = _mm512_sra_epi32(h, _mm_cvtsi32_si128(e));
+    r = _mm512_mask_add_epi32(r, _mm512_cmpgt_epi32_mask(rem, thr), r, _mm512_set1_epi32(1));
+    r = _mm512_add_epi32(r, _mm512_set1_epi32(zy));
+    return _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(lo)), _mm512_set1_epi32(hi));
+}}
+/* opfuse_x86_rq16s for |x| < 2^30 with a right shift e >= 1 and no left shift (the generator
+   checks both from the weights): the doubling high product |h| <= |x| cannot wrap in
+   h + 2^(e-1), so the rounding divide is (h + 2^(e-1) - (h < 0)) >> e */
+static inline __m512i opfuse_x86_rq16r(__m512i x, __m512i m, int e, int32_t zy, int32_t lo,
+                                       int32_t hi) {{
+    const __m512i rnd = _mm512_set1_epi64((long long)1 << 30);
+    const __m512i pe = _mm512_add_epi64(_mm512_mul_epi32(x, m), rnd);
+    const __m512i po = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), m), rnd);
+    const __m512i h = _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srli_epi64(pe, 31),
+                                              _mm512_slli_epi64(po, 1));
+    const __m512i t = _mm512_add_epi32(_mm512_srai_epi32(h, 31), _mm512_set1_epi32(1 << (e - 1)));
+    __m512i r = _mm512_sra_epi32(_mm512_add_epi32(h, t), _mm_cvtsi32_si128(e));
+    r = _mm512_add_epi32(r, _mm512_set1_epi32(zy));
+    return _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(lo)), _mm512_set1_epi32(hi));
+}}
 #endif
 
 """

@@ -92,12 +92,17 @@ def input_rescale(w: CWriter, name: str, src: str, z: int, m: int, s: int, left:
     if e == 0:
         w(f"const __m512i {name} = {name}h;")
         return
-    mask = (1 << e) - 1
-    w(f"const __m512i {name}t = _mm512_sub_epi32(_mm512_set1_epi32({mask >> 1}), "
-      f"_mm512_srai_epi32({name}h, 31));")
-    w(f"const __m512i {name} = _mm512_mask_add_epi32(_mm512_srai_epi32({name}h, {e}), "
-      f"_mm512_cmpgt_epi32_mask(_mm512_and_si512({name}h, _mm512_set1_epi32({mask})), {name}t), "
-      f"_mm512_srai_epi32({name}h, {e}), _mm512_set1_epi32(1));")
+    round_shift(w, name, f"{name}h", e)
+
+
+def round_shift(w: CWriter, name: str, h: str, e: int) -> None:
+    """``name`` = TFLite's RoundingDivideByPOT(``h``, ``e``) (ties away from zero) for ``e`` > 0
+    as ``(h + 2^(e-1) - (h < 0)) >> e``: for h >= 0 that is floor((h + 2^(e-1)) / 2^e), +1 when
+    the remainder is at least half; for h < 0 floor((h + 2^(e-1) - 1) / 2^e), +1 only above
+    half. Exact while the sum cannot wrap: |h| < 2^30, which every caller's bound keeps (an
+    input rescale |h| < 2^28, their sum's high product < 2^29)."""
+    w(f"const __m512i {name} = _mm512_srai_epi32(_mm512_add_epi32({h}, _mm512_add_epi32("
+      f"_mm512_srai_epi32({h}, 31), _mm512_set1_epi32({1 << (e - 1)}))), {e});")
 
 
 def _add(w: CWriter, r: Residual, v: str, u: str, out: str) -> None:
@@ -111,8 +116,32 @@ def _add(w: CWriter, r: Residual, v: str, u: str, out: str) -> None:
     for name, src, z, m, s in (("a_", x, r.z1, p["m1"], p["s1"]), ("b_", y, r.z2, p["m2"], p["s2"])):
         input_rescale(w, name, src, z, int(m), int(s), int(p["left_shift"]))
     op = "_mm512_sub_epi32" if r.sub else "_mm512_add_epi32"
-    w(f"{out} = {rq}({op}(a_, b_), _mm512_set1_epi32({p['mo']}), "
-      f"_mm512_set1_epi32({p['so']}), {r.zo}, {r.lo}, {r.hi});")
+    so, mo = int(p["so"]), int(p["mo"])
+    if so > 0 or not 0 < mo < 2**31:
+        w(f"{out} = {rq}({op}(a_, b_), _mm512_set1_epi32({mo}), _mm512_set1_epi32({so}), "
+          f"{r.zo}, {r.lo}, {r.hi});")
+        return
+    # the output's requantization of a sum |x| < 2^29 with no left shift: the doubling high
+    # product in 64 bits (as opfuse_x86_rq16), then round_shift
+    w(f"const __m512i o_x = {op}(a_, b_), o_m = _mm512_set1_epi32({mo}), "
+      "o_r = _mm512_set1_epi64((long long)1 << 30);")
+    w("const __m512i o_h = _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srli_epi64("
+      "_mm512_add_epi64(_mm512_mul_epi32(o_x, o_m), o_r), 31), _mm512_slli_epi64(_mm512_add_epi64("
+      "_mm512_mul_epi32(_mm512_srli_epi64(o_x, 32), o_m), o_r), 1));")
+    if -so:
+        round_shift(w, "o_q", "o_h", -so)
+    else:
+        w("const __m512i o_q = o_h;")
+    w(f"{out} = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(o_q, _mm512_set1_epi32({r.zo})), "
+      f"_mm512_set1_epi32({r.lo})), _mm512_set1_epi32({r.hi}));")
+
+
+def emit_residual_lanes(w: CWriter, r: Residual, v: str, other: str, k: str) -> None:
+    """``v`` (zmm int32, 16 pixels of one channel, requantized) made the Add's final values; the
+    other operand's 16 bytes at ``other``, the lanes ``k`` loaded (x86/lanes.py)."""
+    cvt = "_mm512_cvtepi8_epi32" if r.signed else "_mm512_cvtepu8_epi32"
+    w(f"const __m512i u = {cvt}(_mm_maskz_loadu_epi8({k}, {other}));")
+    _add(w, r, v, "u", v)
 
 
 def emit_residual_row(w: CWriter, r: Residual, acc: str, other: str, out: str, count: int) -> None:
