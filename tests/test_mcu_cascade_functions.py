@@ -1,7 +1,7 @@
 """What keeps a cascaded Cortex-M build's flash at the layer-by-layer one's (issue 20, part 2;
 docs/architecture.md, "Cascades"): int8 members of one shape are one C function, their ring rows
 arguments (``int8/cascade.py``, ``kernel_functions.py``); the band loop computes its steps from
-the members' windows instead of storing a table (``cascade.pulled_schedule``). Each must leave
+the members' windows instead of storing a table (``cascade_bands.pulled_schedule``). Each must leave
 the integers alone: the C of both
 boards is checked against TFLite Micro on 20 seeded inputs. Flash itself is measured in
 benchmarks/mcu.py, not asserted here."""
@@ -13,7 +13,7 @@ from itertools import product
 
 import pytest
 
-from opfuse.backends.c.cascade import pulled_schedule
+from opfuse.backends.c.cascade_bands import pulled_schedule
 from opfuse.backends.c.emit import c_schedule, generate
 from opfuse.fusion.rings import Window, band_schedule
 from opfuse.pipeline import compile_model

@@ -37,6 +37,7 @@ import numpy as np
 import onnx_ir as ir
 
 from opfuse.backends.c import cascade_rows as rows
+from opfuse.backends.c.cascade_bands import open_pulled, open_table, pulled_schedule
 from opfuse.backends.c.cascade_pool import POOLS, pool_row, why_not_pool
 from opfuse.backends.c.cgen import CWriter, attr, flit
 from opfuse.backends.c.conv import conv_geom
@@ -160,9 +161,9 @@ def emit_cascade(w: CWriter, kernel: Kernel, nodes: dict[str, ir.Node], params: 
     heights = [static_dims(v)[2] for v in values]
     steps = band_schedule(windows, heights, kernel.band_rows)
     if pulled_schedule(windows, heights, kernel.band_rows) == steps:
-        _open_pulled(w, windows, heights, kernel.band_rows)
+        open_pulled(w, windows, heights, kernel.band_rows)
     else:  # no shape we know of comes here: the table is right by construction
-        _open_table(w, steps)
+        open_table(w, steps)
     for index, ms in enumerate(members):
         w.open(f"case {index}:")
         stores.member = owners[index]  # names a member written as its own function
@@ -192,85 +193,6 @@ def _joined(members: list[list[ir.Node]], kernel: Kernel) -> tuple[list[list[ir.
         out.append(ms)
         owners.append(owner)
     return out, owners
-
-
-def pulled_schedule(windows: list[Window], heights: list[int],
-                    band: int) -> list[tuple[int, int, int]]:
-    """The steps ``_open_pulled``'s C runs, in Python: per band of the last member, walk back
-    while a member lacks input rows, then run those members forward. ``emit_cascade`` writes
-    that C only where it equals ``band_schedule``'s table, which then stays out of flash."""
-    n = len(windows)
-    done = [heights[0]] + [0] * n
-    steps = []
-    for y0 in range(0, heights[n], band):
-        need = [0] * n
-        need[n - 1] = min(y0 + band, heights[n]) - 1
-        lo = n - 1
-        while lo > 0:
-            win = windows[lo]
-            need[lo - 1] = min(need[lo] * win.stride + win.extent - 1 - win.pad_top,
-                               heights[lo] - 1)
-            if need[lo - 1] < done[lo]:
-                break
-            lo -= 1
-        for m in range(lo, n):
-            steps.append((m, done[m + 1], need[m]))
-            done[m + 1] = need[m] + 1
-    return steps
-
-
-def _open_pulled(w: CWriter, windows: list[Window], heights: list[int], band: int) -> None:
-    """The band loop computing its steps (``pulled_schedule``) from each member's window (stride,
-    reach, last row: 3 numbers a member) instead of reading a table of 3 a step (ResNet-8's three
-    cascades kept 520 bytes of steps in flash, person_detect's six 650), for a few instructions a
-    band. Leaves ``switch (m)`` open, the member's rows in ``a`` .. ``b``."""
-    n, last = len(windows), heights[-1]
-    wins = [(win.stride, win.extent - 1 - win.pad_top, heights[i] - 1)
-            for i, win in enumerate(windows)]
-    ctype = next((name for name, bits in (("int8_t", 7), ("int16_t", 15))
-                  if all(-(2**bits) <= v < 2**bits for t in wins for v in t)), "int")
-    table = ", ".join(f"{{{s}, {o}, {h}}}" for s, o, h in wins)
-    w(f"static const {ctype} cas_win[{n}][3] = {{{table}}};")
-    # rows as uint16_t: gcc then knows a member's rows are not negative, so each ``r % R`` of
-    # its ring addressing stays an unsigned modulo (int rows cost ResNet-8 200 bytes a cascade)
-    rows = "uint16_t" if max(heights) < 2**16 else "int"
-    w(f"{rows} cas_done[{n + 1}] = {{{', '.join([str(heights[0])] + ['0'] * n)}}};")
-    w.open(f"for (int cas_y = 0; cas_y < {last}; cas_y += {band})")
-    w(f"{rows} cas_need[{n}];")
-    w(f"int cas_lo = {n - 1};")
-    w(f"cas_need[{n - 1}] = cas_y + {band - 1};" if last % band == 0 else
-      f"cas_need[{n - 1}] = (cas_y + {band} < {last} ? cas_y + {band} : {last}) - 1;")
-    w.open("for (; cas_lo > 0; --cas_lo)")  # back while member cas_lo lacks rows of its input
-    w("const int top = cas_need[cas_lo]*cas_win[cas_lo][0] + cas_win[cas_lo][1];")
-    w(f"cas_need[cas_lo - 1] = ({rows})(top < cas_win[cas_lo][2] ? top : cas_win[cas_lo][2]);")
-    w("if (cas_need[cas_lo - 1] < cas_done[cas_lo]) break;")
-    w.close()
-    w.open(f"for (int cas_m = cas_lo; cas_m < {n}; ++cas_m)")
-    # the member index opaque to gcc: knowing it, gcc copied the loop's head into the end of
-    # every member (jump threading), 100-200 bytes a cascade, more than the table it replaces
-    w("int m = cas_m;")
-    w("#if defined(__GNUC__)")
-    w('__asm__ ("" : "+r" (m));')
-    w("#endif")
-    w("const int a = cas_done[m + 1], b = cas_need[m];")
-    w(f"cas_done[m + 1] = ({rows})(b + 1);")
-    w.open("switch (m)")
-
-
-def _open_table(w: CWriter, steps: list[tuple[int, int, int]]) -> None:
-    """The steps as a table (``_open_pulled``'s fallback), ``switch`` left open likewise."""
-    # the narrowest type that holds the table: in flash it is 12 bytes a step as int (ResNet-8's
-    # three cascades: 1,980 bytes, 1.6% of its flash), 3 as uint8_t; the loads are as many
-    top = max((max(step) for step in steps), default=0)
-    ctype = "uint8_t" if top <= 0xFF else "uint16_t" if top <= 0xFFFF else "int"
-    w(f"static const {ctype} steps[{len(steps)}][3] = {{")
-    for i in range(0, len(steps), 8):
-        w("    " + " ".join(f"{{{s}, {a}, {b}}}," for s, a, b in steps[i : i + 8]))
-    w("};")
-    w.open("")  # the band loop's scope, as _open_pulled has
-    w.open(f"for (int t = 0; t < {len(steps)}; ++t)")
-    w("const int a = steps[t][1], b = steps[t][2];")
-    w.open("switch (steps[t][0])")
 
 
 def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _Stores,
