@@ -68,6 +68,8 @@ DERIVED = {
 ALLOWED = {
     # patterns: the ops a recognised subgraph may contain, not a capability of an op
     ("attention.py", "SCORE_OPS"): "the score ops (scale, mask) the attention pattern accepts",
+    ("integer_reference.py", "ANCHORS"): "the ops ONNX defines an integer form of (QLinearConv, "
+                                         "QLinearMatMul, Gemm as MatMul + bias): the spec's",
     ("mcu_probe.py", "FLOAT_LEFT"): "the ops onnxruntime's quantizer leaves in float: its choice",
     # the C expression writer's own branches: one expression for two ops of one formula
     ("epilogue.py", ("HardSigmoid", "HardSwish")): "one C formula with two defaults",

@@ -31,9 +31,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from opfuse.fresh_names import fresh_name
+from opfuse.ops import groups
 
 ANCHORS = {"Conv", "Gemm", "MatMul"}
-CLAMPS = {"Relu", "Clip"}
 EXACT = float(2**24)  # integers up to this are exact in float32
 RANGE = {TensorProto.INT8: (-128, 127), TensorProto.UINT8: (0, 255)}
 
@@ -142,7 +142,7 @@ def _group(g: _Graph, node: onnx.NodeProto, exposed: frozenset[str] = frozenset(
     if float(np.abs(w_int).sum(axis=reduce_axes).max(initial=0)) * x_max >= EXACT:
         return None, "a partial sum could pass 2^24 (not exact in float32)"
     bias = None
-    if node.op_type in ("Conv", "Gemm") and len(node.input) > 2 and node.input[2]:
+    if node.op_type != "MatMul" and len(node.input) > 2 and node.input[2]:
         b_dq = g.dq(node.input[2])
         bias = None if b_dq is None else g.array(b_dq.input[0])
         if bias is None or bias.dtype != np.int32:
@@ -201,7 +201,7 @@ def _clamps_then_q(g: _Graph, node: onnx.NodeProto):  # noqa: ANN202
         user = users[0]
         if user.op_type == "QuantizeLinear":
             return chain, user
-        if user.op_type not in CLAMPS or user.input[0] != value:
+        if user.op_type not in groups.CLAMPS or user.input[0] != value:
             return [], None
         chain.append(user)
         value = user.output[0]
