@@ -32,7 +32,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from opfuse.fresh_names import fresh_name
+from opfuse.fresh_names import GraphAdditions
 from opfuse.ops import groups
 
 QUANTIZABLE = groups.QUANTIZABLE
@@ -204,24 +204,13 @@ def own_range_params(c: np.ndarray) -> tuple[float, int]:
     return scale, zp
 
 
-class _Rewriter:
+class _Rewriter(GraphAdditions):
     def __init__(self, graph: onnx.GraphProto) -> None:
         self.graph = graph
         self.inits = {i.name: i for i in graph.initializer}
-        self.taken = {*self.inits, *(i.name for i in graph.input)}
-        for node in graph.node:
-            self.taken.add(node.name)
-            self.taken.update(node.output)
-        self.new_inits: list[TensorProto] = []
+        super().__init__({*self.inits, *(i.name for i in graph.input),
+                          *(n.name for n in graph.node), *(o for n in graph.node for o in n.output)})
         self.head: list[onnx.NodeProto] = []  # DQs of constants, first in the graph
-
-    def fresh(self, base: str) -> str:
-        return fresh_name(self.taken, base)
-
-    def const(self, base: str, array: np.ndarray) -> str:
-        name = self.fresh(base)
-        self.new_inits.append(numpy_helper.from_array(array, name))
-        return name
 
     def dequantized_const(self, base: str, q: np.ndarray, scale: np.ndarray, zp: np.ndarray,
                           axis: int | None) -> str:

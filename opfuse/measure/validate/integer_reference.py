@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from opfuse.fresh_names import fresh_name
+from opfuse.fresh_names import GraphAdditions
 from opfuse.ops import groups
 
 ANCHORS = {"Conv", "Gemm", "MatMul"}
@@ -45,7 +45,7 @@ class Rewrite:
     kept: list[str] = field(default_factory=list)  # anchors left in float32, and why
 
 
-class _Graph:
+class _Graph(GraphAdditions):
     def __init__(self, graph: onnx.GraphProto) -> None:
         self.graph = graph
         self.inits = {i.name: i for i in graph.initializer}
@@ -54,17 +54,8 @@ class _Graph:
         for n in graph.node:
             for i in n.input:
                 self.readers.setdefault(i, []).append(n)
-        self.taken = {*self.inits, *self.producer, *(i.name for i in graph.input)}
-        self.taken.update(n.name for n in graph.node)
-        self.new_inits: list[TensorProto] = []
-
-    def fresh(self, base: str) -> str:
-        return fresh_name(self.taken, base)
-
-    def const(self, base: str, array: np.ndarray) -> str:
-        name = self.fresh(base)
-        self.new_inits.append(numpy_helper.from_array(array, name))
-        return name
+        super().__init__({*self.inits, *self.producer, *(i.name for i in graph.input),
+                          *(n.name for n in graph.node)})
 
     def array(self, name: str) -> np.ndarray | None:
         init = self.inits.get(name)
