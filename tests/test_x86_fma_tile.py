@@ -4,7 +4,7 @@ the float conv cores it serves, against onnxruntime: each model's generated C bu
 -march=x86-64-v2 (the portable #else), layer by layer and cascaded. The shapes reach the tile's
 edges: a last partial vector (masked zmm, maskload ymm), 8-lane channel blocks, several passes of
 ymm bands, padded and strided taps, groups, a pointwise tile of one pixel, and the fused epilogue
-(bias, Relu, a residual Add) after the tile."""
+(bias, Relu, a residual Add) after the tile or in the transposed registers."""
 
 from __future__ import annotations
 
@@ -52,6 +52,19 @@ CASES = {
         c = Conv(x, w, b)
         y = Relu(c)
     }""", w=normal(96, 64, 1, 1), b=normal(96, seed=1)),
+    # convdirect's tile with a residual Add and Relu: under AVX-512 applied to each channel's
+    # transposed register (tile_transpose's steps), 7 pixels x (32 + 16) channels
+    "direct_residual": parsed_model("""g (float[1,64,7,7] x, float[1,48,7,7] r) => (float[1,48,7,7] y) {
+        c = Conv(x, w, b)
+        s = Add(c, r)
+        y = Relu(s)
+    }""", w=normal(48, 64, 1, 1), b=normal(48, seed=1)),
+    # the same with the residual first, a Relu before it and no bias, 16 pixels a row
+    "direct_residual_first": parsed_model("""g (float[1,32,4,4] x, float[1,32,4,4] r) => (float[1,32,4,4] y) {
+        c = Conv(x, w)
+        a = Relu(c)
+        y = Add(r, a)
+    }""", w=normal(32, 32, 1, 1)),
     # two 3x3 convs in a row, the second's line buffer over cascade_rows.LINE_FLOATS: a
     # cascade's direct member on a ring (convdirect.emit_direct_rows)
     "cascade_pair": parsed_model("""g (float[1,8,24,120] x) => (float[1,16,24,120] y) {

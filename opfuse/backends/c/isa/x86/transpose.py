@@ -14,6 +14,8 @@ from that simulation (a register that is not one channel's pixels in order is an
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.isa.x86.helpers import NO
 
@@ -154,12 +156,37 @@ def _block(w: CWriter, lanes: int, loads: list[str], stores: dict[int, str]) -> 
     w.close()
 
 
+def _chain(steps: Sequence[tuple[str, str | None]], pt: int, o: int, stride: int) -> Callable:
+    """The per-channel steps on channel ``o``'s register of ``pt`` pixels: ``("bias", ptr)`` adds
+    ``ptr[o]``, ``("add", ptr)`` the ``pt`` floats at ``ptr + o*stride``, ``("relu", None)``."""
+    def apply(v: str) -> str:
+        for kind, ptr in steps:
+            if kind == "bias":
+                v = f"_mm512_add_ps({v}, _mm512_set1_ps({ptr}[{o}]))"
+            elif kind == "add":
+                at = f"{ptr} + {o * stride}"
+                load = (f"_mm512_loadu_ps({at})" if pt == 16 else
+                        f"_mm512_maskz_loadu_ps((__mmask16){(1 << pt) - 1}, {at})")
+                v = f"_mm512_add_ps({v}, {load})"
+            else:
+                v = f"_mm512_max_ps(_mm512_setzero_ps(), {v})"  # NaN and -0 pass, as (v < 0 ? 0 : v)
+        return v
+    return apply
+
+
 def tile_transpose(w: CWriter, acc: str, pt: int, ocv: int, width: int, dst: str, stride: int,
-                   portable: str) -> bool:
+                   portable: str, steps: Sequence[tuple[str, str | None]] = (),
+                   scalar: Callable[[], None] | None = None) -> bool:
     """``acc[p][o]`` (p < ``pt``, o < ``width``; ``ocv`` the declared channel extent) stored to
     ``dst[o*stride + p]``: AVX-512 in 16 x 16 blocks, AVX2 in 8 x 8 blocks, the C statement
     ``portable`` in the ``#else``; False (nothing written) for a tile this store does not take
-    (``pt`` not 2..16, ``ocv`` not a multiple of 16; AVX2 takes ``pt`` 8 and 16 only)."""
+    (``pt`` not 2..16, ``ocv`` not a multiple of 16; AVX2 takes ``pt`` 8 and 16 only).
+
+    ``steps`` (see ``_chain``), with ``scalar`` writing the same on ``acc`` in place: under
+    AVX-512 the steps run on each channel's transposed register, its pixels contiguous like a
+    residual operand's NCHW row (read per pixel across channel planes, the residual Add of
+    ResNet-50's 1x1 convs on 14x14 and 7x7 lagged onnxruntime's); the other branches call
+    ``scalar`` before their store."""
     if not 2 <= pt <= 16 or ocv % 16:
         return False
     store = ("_mm512_storeu_ps({at}, {{}});" if pt == 16 else
@@ -169,16 +196,21 @@ def tile_transpose(w: CWriter, acc: str, pt: int, ocv: int, width: int, dst: str
     for o0 in range(0, width, 16):
         _block(w, 16, [f"_mm512_loadu_ps(&{acc}[{p}][{o0}])" if p < pt else "_mm512_setzero_ps()"
                        for p in range(16)],
-               {c: store.format(at=f"{dst} + {(o0 + c) * stride}")
+               {c: store.format(at=f"{dst} + {(o0 + c) * stride}").replace(
+                   "{}", _chain(steps, pt, o0 + c, stride)("{}"))
                 for c in range(min(16, width - o0))})
     if pt % 8 == 0:  # AVX2: whole 8 x 8 blocks only
         w.lines.append(f"#elif {GUARD8}")
+        if scalar is not None:
+            scalar()
         for p0 in range(0, pt, 8):
             for o0 in range(0, width, 8):
                 _block(w, 8, [f"_mm256_loadu_ps(&{acc}[{p0 + p}][{o0}])" for p in range(8)],
                        {c: f"_mm256_storeu_ps({dst} + {(o0 + c) * stride + p0}, {{}});"
                         for c in range(min(8, width - o0))})
     w.lines.append("#else")
+    if scalar is not None:
+        scalar()
     w(portable)
     w.lines.append("#endif")
     return True
