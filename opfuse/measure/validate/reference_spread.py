@@ -7,7 +7,7 @@ two kernel sets, while ``rtol`` 1e-4 allows 0.16. A candidate whose error is of 
 spread is rounding, not a wrong op: the tolerance is the question, and the output says so.
 
 ``spread_notes`` is called for the float outputs a comparison failed; an output whose error is
-more than ``FACTOR`` times the spread is named as more than rounding, where an op may compute
+more than ``SPREAD_FACTOR`` times the spread is named as more than rounding, where an op may compute
 something else. The factor is a judgment, not a bound: the spread of two kernel sets is itself a
 sample (on pose_landmark_full, seeds 0..19, onnxruntime's own kernels are up to 4x LiteRT's spread
 from LiteRT on two small outputs while every op's translation, run alone on LiteRT's inputs, is
@@ -20,8 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from opfuse.measure.validate.ort import SPREAD_FACTOR as FACTOR
-from opfuse.measure.validate.ort import OutputCheck
+from opfuse.measure.validate.ort import SPREAD_FACTOR, OutputCheck
 
 
 def spread_notes(reference, feeds_list: Sequence[dict[str, np.ndarray]],
@@ -45,7 +44,7 @@ def spread_notes(reference, feeds_list: Sequence[dict[str, np.ndarray]],
     notes, within = [], True
     for check in failed:
         s = spread[check.name]
-        if check.max_abs_err <= FACTOR * s:
+        if check.max_abs_err <= SPREAD_FACTOR * s:
             notes.append(
                 f"{check.name}: {reference.name} and {second.name} differ by up to {s:.3e} on "
                 f"these inputs, {label} by {check.max_abs_err:.3e}: float rounding grown over the "
@@ -54,7 +53,7 @@ def spread_notes(reference, feeds_list: Sequence[dict[str, np.ndarray]],
         else:
             within = False
             notes.append(
-                f"{check.name}: {check.max_abs_err:.3e} is over {FACTOR:g}x the {s:.3e} that "
-                f"{reference.name} and {second.name} differ by: more than their rounding, an op "
-                "may compute something else (--per-kernel checks each C kernel)")
+                f"{check.name}: {check.max_abs_err:.3e} is over {SPREAD_FACTOR:g}x the {s:.3e} "
+                f"that {reference.name} and {second.name} differ by: more than their rounding, "
+                "an op may compute something else (--per-kernel checks each C kernel)")
     return notes, within
