@@ -193,13 +193,10 @@ def _block(w: CWriter, isa: str, core: Core, a: Arrays, p: int, nb: int, rq: str
         w("const uint8_t *xt = xb;")
         w("const int8_t *wt = wb;")
     w.open(f"for (int c4 = 0; c4 < {core.icp // 4}; ++c4)")
-    for v in range(nb):
-        w(f"const {vt} w{v} = {ld}({cast}(wt + c4*{core.ocp * 4} + {v * lanes * 4}));")
-    for q in range(p):
-        w(f"const {vt} x{q} = {bc}(opfuse_x86_ld32(xt + {q * core.sw * core.px} + "
-          f"c4*{core.ihp * core.iwp * 4}));")
-        for v in range(nb):
-            w(f"a{q}_{v} = {dot}(a{q}_{v}, x{q}, w{v});")
+    emit_dots(w, vt, dot, [f"{bc}(opfuse_x86_ld32(xt + {q * core.sw * core.px} + "
+                           f"c4*{core.ihp * core.iwp * 4}))" for q in range(p)],
+              [f"{ld}({cast}(wt + c4*{core.ocp * 4} + {v * lanes * 4}))" for v in range(nb)],
+              spread="x")
     w.close()
     if taps:
         w.close()
@@ -212,6 +209,24 @@ def _block(w: CWriter, isa: str, core: Core, a: Arrays, p: int, nb: int, rq: str
             val = f"{rqf}(a{q}_{v}, m{v}, s{v}, {zy}, {lo}, {hi})" if rq else f"a{q}_{v}"
             w(f"{st}({scast}(tmp[{q}] + ob*{step} + {v * lanes}), {val});")
     w.close()
+
+
+def emit_dots(w: CWriter, vt: str, dot: str, xs: list[str], ws: list[str], spread: str) -> None:
+    """One step of a register block of dot products: ``a<i>_<j> = dot(a<i>_<j>, x<i>, w<j>)``
+    for every input vector ``x<i>`` (unsigned bytes, the C expressions ``xs``) and weight vector
+    ``w<j>`` (signed, ``ws``). The side that is not ``spread`` is loaded first, then each vector
+    of the ``spread`` side (a broadcast) followed by its dots with all of the loaded side: here
+    a pixel's 4 bytes against the channel vectors (``spread="x"``); x86/lanes.py's other block,
+    a channel's 4 weights against the pixel vectors (``spread="w"``)."""
+    x_spread = spread == "x"
+    held = ws if x_spread else xs
+    for i, e in enumerate(held):
+        w(f"const {vt} {'w' if x_spread else 'x'}{i} = {e};")
+    for j, e in enumerate(xs if x_spread else ws):
+        w(f"const {vt} {spread}{j} = {e};")
+        for i in range(len(held)):
+            xi, wi = (j, i) if x_spread else (i, j)
+            w(f"a{xi}_{wi} = {dot}(a{xi}_{wi}, x{xi}, w{wi});")
 
 
 def emit_core(w: CWriter, core: Core, a: Arrays, stage: Callable[[CWriter], None],

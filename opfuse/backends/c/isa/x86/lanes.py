@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.isa.x86.core import Arrays, Core
+from opfuse.backends.c.isa.x86.core import Arrays, Core, emit_dots
 
 ACC = 16  # accumulators of a block, at most (24 spilled: gcc kept them on the stack)
 V_MAX = 4  # pixel vectors of a block
@@ -164,14 +164,11 @@ def _block(w: CWriter, core: Core, a: Arrays, vecs, chans: int, ragged: bool, ou
         w("const uint8_t *xt = xb;")
         w("const int8_t *wt = wb;")
     w.open(f"for (int c4 = 0; c4 < {core.icp // 4}; ++c4)")
-    for i, (r, col) in enumerate(vecs):
-        at = [f"xt + c4*{cstride} + {(r + k) * core.sh * rowb + col * 4}" for k in range(stack)]
-        w(f"const __m512i x{i} = {_gather_rows(at)};")
-    for c in range(chans):
-        w(f"const __m512i w{c} = _mm512_set1_epi32(opfuse_x86_ld32((const uint8_t *)wt + "
-          f"c4*{core.ocp * 4} + {c * 4}));")
-        for i in range(len(vecs)):
-            w(f"a{i}_{c} = opfuse_x86_dot16(a{i}_{c}, x{i}, w{c});")
+    emit_dots(w, "__m512i", "opfuse_x86_dot16",
+              [_gather_rows([f"xt + c4*{cstride} + {(r + k) * core.sh * rowb + col * 4}"
+                             for k in range(stack)]) for r, col in vecs],
+              [f"_mm512_set1_epi32(opfuse_x86_ld32((const uint8_t *)wt + c4*{core.ocp * 4} + "
+               f"{c * 4}))" for c in range(chans)], spread="w")
     w.close()
     if taps:
         w.close()
