@@ -76,8 +76,8 @@ ALLOWED = {
     ("epilogue.py", ("Max", "Min", "Sum")): "one variadic C fold for three ops",
     ("residual.py", ("Add", "Sub")): "the x86 vector residual kernel's own two formulas (TFLite's "
                                      "ADD and SUB with their scales)",
-    ("convdirect.py", ("Add", "Sum")): "the transposed-register epilogue's one formula: the "
-                                       "accumulator plus one residual operand (a two-input Sum)",
+    ("epilogue.py", ("Add", "Sum")): "the chain's per-channel vector step: the accumulator "
+                                     "plus one residual operand (a two-input Sum)",
     ("chain.py", ("Add", "Sub")): "the ISA's vector elementwise_add kernel takes exactly TFLite's "
                                   "ADD and SUB",
     ("recurrent.py", ("Sigmoid", "Tanh")): "the LSTM/GRU activations attribute's default values "

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from opfuse.backends.c.cgen import CWriter, offset_expr
-from opfuse.backends.c.epilogue import ACC, Chain, emit_apply
+from opfuse.backends.c.cgen import CWriter
+from opfuse.backends.c.epilogue import Chain, emit_apply
 from opfuse.backends.c.rowsource import RowSink, RowSource, ring_offset
 
 LANES = 8  # a block's channel count is padded to a multiple of this
@@ -114,7 +114,12 @@ def emit_direct(w: CWriter, g, x: str, wp: str, meta, b: str | None, chain: Chai
     vs = [(o.strides[0], o.strides[2], o.strides[3], o.strides[1]) for o in chain.operands]
     bias = f" + {b}[oc0 + o]" if b is not None else ""
 
-    steps = _register_steps(g, chain, b) if transpose is not None else None
+    # the chain per channel on the transposed registers where it reads a residual operand (its
+    # NCHW row contiguous there, strided across channel planes in ``acc``)
+    steps = None if transpose is None else chain.channel_steps(
+        ["n", "oc0", "oh", "c0"], g.oh * g.ow, None if b is None else f"{b} + oc0")
+    if steps is not None and not any(kind == "add" for kind, _ in steps):
+        steps = None
 
     def finish(pt: int, width: int, ocv: int) -> None:  # epilogue over the lanes, in place
         def scalar() -> None:
@@ -137,24 +142,6 @@ def emit_direct(w: CWriter, g, x: str, wp: str, meta, b: str | None, chain: Chai
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     _blocks(w, g, RowSource.of(x, g.c, g.ih, g.iw), "n", wp, meta, finish, None, fma)
     w.close()
-
-
-def _register_steps(g, chain: Chain, b: str | None) -> list | None:  # noqa: ANN001
-    """The chain as the transposing store's per-channel steps (``IsaKernels.tile_transpose``) when
-    it is residual Adds of an NCHW operand shaped like the output, and Relus; else None."""
-    steps: list = [("bias", f"({b} + oc0)")] if b is not None else []
-    for node, args in chain.steps:
-        if node.op_type == "Relu" and args == [ACC]:
-            steps.append(("relu", None))
-            continue
-        ops = [a for a in args if isinstance(a, tuple)]
-        if node.op_type not in ("Add", "Sum") or len(args) != 2 or ACC not in args or len(ops) != 1:
-            return None
-        o = chain.operands[ops[0][1]]
-        if o.strides[1] != g.oh * g.ow or o.strides[3] != 1:
-            return None
-        steps.append(("add", f"{o.ptr} + {offset_expr(['n', 'oc0', 'oh', 'c0'], o.strides)}"))
-    return steps if any(k == "add" for k, _ in steps) else None
 
 
 def emit_direct_rows(w: CWriter, g, src: RowSource, wp: str, meta, b: str | None,  # noqa: ANN001

@@ -124,6 +124,30 @@ class Chain:
     steps: list[tuple[ir.Node, list]] = field(default_factory=list)  # args: ACC/None/lit/("op",j)
     operands: list[Operand] = field(default_factory=list)
 
+    def channel_steps(self, coords: Sequence[str], plane: int, bias: str | None
+                      ) -> list[tuple[str, str | None]] | None:
+        """The chain's vector spelling per output channel, for a store that holds one channel's
+        run of pixels along a row in a register (``IsaKernels.tile_transpose``): steps
+        ``("bias", p)`` (add ``p[o]``, ``bias`` the kernel's bias at the block's first channel),
+        ``("add", p)`` (add the pixels at ``p + o*plane``: a residual operand in the output's
+        NCHW layout, ``coords`` the block's first element) and ``("relu", None)``, for channel
+        ``o`` of the block; None when a node is not one of them (the scalar spelling,
+        ``emit_apply``, then runs)."""
+        steps: list[tuple[str, str | None]] = [("bias", f"({bias})")] if bias is not None else []
+        for node, args in self.steps:
+            if node.op_type == "Relu" and args == [ACC]:
+                steps.append(("relu", None))
+                continue
+            ops = [a for a in args if isinstance(a, tuple)]
+            if (node.op_type not in ("Add", "Sum") or len(args) != 2 or ACC not in args
+                    or len(ops) != 1):
+                return None
+            o = self.operands[ops[0][1]]
+            if o.strides[1] != plane or o.strides[3] != 1:
+                return None
+            steps.append(("add", f"{o.ptr} + {offset_expr(coords, o.strides)}"))
+        return steps
+
     def view(self, groups: Sequence[Sequence[int]]) -> list[tuple[int, ...]] | None:
         """Per-operand strides on a view of the output that merges the dims in ``groups``."""
         out = []

@@ -150,8 +150,8 @@ class IsaKernels:
     # tile_transpose(w, acc, pt, ocv, width, dst, stride, portable, steps=(), scalar=None) ->
     # bool: the float direct conv's register tile ``acc[pt][ocv]`` stored channel-major
     # (``dst[o*stride + p]``) in vectors, the C statement ``portable`` in its #else; ``steps``
-    # (bias, residual Add, Relu) applied per channel where it can, ``scalar()`` writing them on
-    # ``acc`` before the other stores; False (nothing written): ``portable`` alone
+    # (``epilogue.Chain.channel_steps``) applied per channel where it can, ``scalar()`` writing
+    # the chain on ``acc`` before the other stores; False (nothing written): ``portable`` alone
     tile_transpose: Callable[..., bool] | None = None
     # conv_float(w, node, g, epilogue, params, src, dst, rows, portable) -> bool: a float Conv
     # with constant weights (conv.py's geometry ``g``; ``epilogue`` its fused nodes) from ``src``

@@ -157,8 +157,9 @@ def _block(w: CWriter, lanes: int, loads: list[str], stores: dict[int, str]) -> 
 
 
 def _chain(steps: Sequence[tuple[str, str | None]], pt: int, o: int, stride: int) -> Callable:
-    """The per-channel steps on channel ``o``'s register of ``pt`` pixels: ``("bias", ptr)`` adds
-    ``ptr[o]``, ``("add", ptr)`` the ``pt`` floats at ``ptr + o*stride``, ``("relu", None)``."""
+    """The per-channel steps (``epilogue.Chain.channel_steps``) on channel ``o``'s register of
+    ``pt`` pixels: ``("bias", ptr)`` adds ``ptr[o]``, ``("add", ptr)`` the ``pt`` floats at
+    ``ptr + o*stride``, ``("relu", None)``."""
     def apply(v: str) -> str:
         for kind, ptr in steps:
             if kind == "bias":
