@@ -16,7 +16,7 @@ pytest.importorskip("tflite_micro")
 
 from tests.helpers import qgraphs as q  # noqa: E402
 from tests.helpers import tflite_builder as tb  # noqa: E402
-from tests.helpers.c_int8 import conv_pair, int8_inputs, nchw, nhwc  # noqa: E402
+from tests.helpers.c_int8 import SX, SY, conv_pair, int8_inputs, nchw, nhwc  # noqa: E402
 from tests.helpers.cpu import cpu_flags, gcc_macros
 from tests.helpers.qgraphs import QGraph, compile_ir  # noqa: E402
 
@@ -56,8 +56,10 @@ def _run_builds(folder: Path, feeds: list[dict]) -> dict[str, list[dict]]:
     return results
 
 
-def _check(tfl: bytes, model, xs: list[list[np.ndarray]], names: list[str]) -> None:
-    """Every build of ``model``'s C equals TFLite Micro on the NHWC inputs ``xs``."""
+def _check(tfl: bytes, model, xs: list[list[np.ndarray]], names: list[str],
+           needs: str = "opfuse_x86_") -> None:
+    """Every build of ``model``'s C equals TFLite Micro on the NHWC inputs ``xs``; the C
+    contains ``needs`` (the micro-kernel under test is used)."""
     from opfuse.backends.c import emit_c
 
     if "avx512_vnni" not in CPU and "avx_vnni" not in CPU:
@@ -71,7 +73,7 @@ def _check(tfl: bytes, model, xs: list[list[np.ndarray]], names: list[str]) -> N
     with tempfile.TemporaryDirectory(prefix="opfuse-x86-") as tmp:
         folder = Path(tmp) / "m"
         emit_c(compile_ir(model), folder)
-        assert "opfuse_x86_" in (folder / "model.c").read_text()  # the micro-kernels are used
+        assert needs in (folder / "model.c").read_text()
         results = _run_builds(folder, feeds)
     assert "native" in results or "ymm_vnni" in results
     for build, got in results.items():
@@ -111,9 +113,32 @@ CASES = {
 }
 
 
+# x86/depthwise_vbmi.py's general requantization (opfuse_x86_rq16s, not the short rq16r): the
+# sums of _large_sums' channels reach 2^30 or take a left shift; a flat plane of 25 taps and rows
+LARGE_SUMS = {
+    "dw_large_flat": (6, 7, 12, 12, 5, 1, "SAME", 1, None, 1, 22),
+    "dw_large_rows_s2": (9, 40, 8, 8, 3, 2, "SAME", 1, "relu", 1, 23),
+}
+
+
+def _large_sums(oc: int, seed: int) -> dict:
+    """conv_pair's scales, biases and weight bounds outside the short requantization: even
+    channels a real multiplier of 0.6-3 (a left shift) on weights of at most 2; odd channels
+    a bias of 2^30 or more with weights up to 127 (sums past 2^30), brought to +-60..100 and
+    a half, so that rounding the sum is decided by its taps."""
+    rng = np.random.default_rng(seed)
+    even = np.arange(oc) % 2 == 0
+    big = rng.integers(2**30, 2**30 + 2**28, oc) * rng.choice([-1, 1], oc)
+    bias = np.where(even, rng.integers(-20, 20, oc), big)
+    tie = (rng.integers(60, 100, oc) + 0.5) / np.abs(big)  # the taps' share decides the rounding
+    real = np.where(even, rng.uniform(0.6, 3.0, oc), tie)
+    return {"ws": real * SY / SX, "bias": bias, "wmax": np.where(even, 2, 127)}
+
+
 def _conv_models(case: str, residual: bool = False):  # noqa: ANN202
-    h, w_, c, *_, seed = CASES[case]
-    p = conv_pair(*CASES[case])
+    spec = CASES.get(case) or LARGE_SUMS[case]
+    h, w_, c, oc, *_, seed = spec
+    p = conv_pair(*spec, **(_large_sums(oc, seed) if case in LARGE_SUMS else {}))
     m, x, y, g, xi, out, oc, oh, ow = p.m, p.x, p.y, p.g, p.xi, p.out, p.oc, p.oh, p.ow
     names, shapes = [xi.name], [(1, h, w_, c)]
     if residual:  # Conv + Add: the kernel's epilogue chain, lane by lane
@@ -136,6 +161,14 @@ def _conv_models(case: str, residual: bool = False):  # noqa: ANN202
 def test_conv_builds_match_tflite_micro(case: str) -> None:
     tfl, model, runs, names = _conv_models(case)
     _check(tfl, model, runs, names)
+
+
+@pytest.mark.parametrize("case", sorted(LARGE_SUMS))
+def test_depthwise_large_sums_builds_match_tflite_micro(case: str) -> None:
+    """The AVX-512 VBMI depthwise branch requantizes with opfuse_x86_rq16s (its short form
+    cannot hold these sums and shifts), bit-exact on every build."""
+    tfl, model, runs, names = _conv_models(case)
+    _check(tfl, model, runs, names, needs="r = opfuse_x86_rq16s(")
 
 
 @pytest.mark.parametrize("case", ["pointwise_odd", "3x3_same_odd", "dw_flat_kws", "dw_rows_s2",

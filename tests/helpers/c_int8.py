@@ -12,6 +12,7 @@ from tests.helpers import tflite_builder as tb
 from tests.helpers.qgraphs import QGraph, run_c
 
 RUNS = 20
+SX, SY = 0.04, 0.09  # conv_pair's input and output scales
 
 
 def _same_pads(size: int, k: int, s: int, d: int) -> tuple[int, int, int]:
@@ -72,23 +73,28 @@ class ConvPair:
 
 
 def conv_pair(h: int, w_: int, c: int, oc: int, k: int, s: int, padding: str, d: int,
-              act: str | None, mult: int | None, seed: int) -> ConvPair:
-    """``mult`` None: a dense conv (OHWI weights); else a depthwise conv of that multiplier."""
+              act: str | None, mult: int | None, seed: int, ws: np.ndarray | None = None,
+              bias: np.ndarray | None = None, wmax: np.ndarray | int = 127) -> ConvPair:
+    """``mult`` None: a dense conv (OHWI weights); else a depthwise conv of that multiplier.
+    ``ws``, ``bias``: the per-channel weight scales and int32 biases (default: drawn small),
+    ``wmax``: the weights' largest magnitude (per output channel, or one for all)."""
     rng = np.random.default_rng(seed)
     oh, pt, pb = out_geometry(h, k, s, d, padding)
     ow, pl, pr = out_geometry(w_, k, s, d, padding)
-    sx, zx, sy, zy = 0.04, int(rng.integers(-20, 20)), 0.09, int(rng.integers(-10, 10))
-    ws = rng.uniform(0.002, 0.02, oc).astype(np.float32)
-    bias = rng.integers(-3000, 3000, oc).astype(np.int32)
+    sx, zx, sy, zy = SX, int(rng.integers(-20, 20)), SY, int(rng.integers(-10, 10))
+    drawn = rng.uniform(0.002, 0.02, oc).astype(np.float32)
+    ws = drawn if ws is None else np.asarray(ws, np.float32)
+    drawn = rng.integers(-3000, 3000, oc).astype(np.int32)
+    bias = drawn if bias is None else np.asarray(bias, np.int32)
     m = tb.TfliteBuilder()
     x = q.tensor(m, (1, h, w_, c), np.int8, sx, zx)
     if mult is None:
-        wt = rng.integers(-127, 128, (oc, k, k, c)).astype(np.int8)  # OHWI
+        wt = _weights(rng, (oc, k, k, c), wmax, 0)  # OHWI
         wi = q.tensor(m, wt.shape, np.int8, ws, 0, 0, wt)
         opts, code = q.conv_options((s, s), padding, act, (d, d)), "CONV_2D"
         w_ir, group = wt.transpose(0, 3, 1, 2), 1
     else:
-        wt = rng.integers(-127, 128, (1, k, k, oc)).astype(np.int8)  # 1HWO
+        wt = _weights(rng, (1, k, k, oc), wmax, 3)  # 1HWO
         wi = q.tensor(m, wt.shape, np.int8, ws, 0, 3, wt)
         opts, code = q.dw_options((s, s), padding, mult, act, (d, d)), "DEPTHWISE_CONV_2D"
         w_ir, group = wt[0].transpose(2, 0, 1)[:, None], c
@@ -107,3 +113,15 @@ def conv_pair(h: int, w_: int, c: int, oc: int, k: int, s: int, padding: str, d:
         out = g.op("Clip", [out, g.const(np.float32(0.0)), g.const(np.float32(6.0))],
                    (1, oc, oh, ow), sy, zy)
     return ConvPair(m, x, y, g, xi, out, oc, oh, ow)
+
+
+def _weights(rng: np.random.Generator, shape: tuple[int, ...], wmax: np.ndarray | int,
+             axis: int) -> np.ndarray:
+    """Uniform int8 weights in [-127, 127], each output channel (``axis``) scaled to its
+    ``wmax``: the same draws whatever the bound."""
+    wt = rng.integers(-127, 128, shape)
+    if np.ndim(wmax) == 0 and int(wmax) == 127:
+        return wt.astype(np.int8)
+    bound = np.broadcast_to(np.asarray(wmax), (shape[axis],)).reshape(
+        [-1 if i == axis else 1 for i in range(len(shape))])
+    return np.round(wt * bound / 127).astype(np.int8)
