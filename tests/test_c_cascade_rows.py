@@ -124,33 +124,12 @@ def test_direct_core_members_match_onnxruntime(name: str, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     # no line-buffer budget: every conv member but the depthwise ones runs the layer-by-layer
     # direct core on the ring (what a conv whose line buffer is too large takes)
-    from opfuse.backends.c import cascade_rows
+    from opfuse.kernelplan import convf
 
-    monkeypatch.setattr(cascade_rows, "LINE_FLOATS", -1)
+    monkeypatch.setattr(convf, "LINE_FLOATS", -1)
     source = _chain(name, tmp_path)
     _streamed(source, tmp_path / "c")
     text = (tmp_path / "c" / "model.c").read_text()
     assert "int ro[" in text and "float line[" not in text, "not the direct core"
-    check_against_onnxruntime(source, tmp_path / "c")
-    sanitized_run_matches(tmp_path / "c", source)
-
-
-@pytest.mark.parametrize("name", ["column_tiles_odd", "channel_tiles_residual", "spatial_stride_2",
-                                  "spatial_narrow_dilated", "grouped_and_multiplier"])
-def test_pixel_tile_members_match_onnxruntime(name: str, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    # a scalar FPU's pixel tiles (cascade_pixels.py, what armv7em selects) built for the host:
-    # channel counts that fill no block of 8, narrow rows, strides, dilation, groups, a residual
-    import dataclasses
-
-    from opfuse.backends.c import cascade_rows
-
-    real = cascade_rows.kernels
-    monkeypatch.setattr(cascade_rows, "kernels",
-                        lambda isa: dataclasses.replace(real(isa), pixel_members=True))
-    source = _chain(name, tmp_path)
-    _streamed(source, tmp_path / "c")
-    text = (tmp_path / "c" / "model.c").read_text()
-    assert "float a0 = " in text, "not the pixel tiles"
     check_against_onnxruntime(source, tmp_path / "c")
     sanitized_run_matches(tmp_path / "c", source)

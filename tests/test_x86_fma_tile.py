@@ -65,7 +65,7 @@ CASES = {
         a = Relu(c)
         y = Add(r, a)
     }""", w=normal(32, 32, 1, 1)),
-    # two 3x3 convs in a row, the second's line buffer over cascade_rows.LINE_FLOATS: a
+    # two 3x3 convs in a row, the second's line buffer over kernelplan.convf.LINE_FLOATS: a
     # cascade's direct member on a ring (convdirect.emit_direct_rows)
     "cascade_pair": parsed_model("""g (float[1,8,24,120] x) => (float[1,16,24,120] y) {
         a = Conv<pads=[1,1,1,1]>(x, w1, b1)

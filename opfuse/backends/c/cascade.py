@@ -13,9 +13,11 @@ Add/Sub/Mul/Div/Sum-of-two of a constant (scalar or per channel) or of a whole a
 output's shape (a residual) or broadcast to it (a 1 x C x 1 x 1 scale). ``_member`` is the one place a
 member is dispatched by its op: a depthwise conv goes to the layer-by-layer band core
 (``dwconv.py``) through the row-source interface (``rowsource.py``: the input rows from a ring or
-the whole tensor, the output into a ring), any other conv to the register-tiled row kernels
-(``cascade_rows.py``) or, when their line buffer would exceed ``cascade_rows.LINE_FLOATS``, to
-the layer-by-layer direct core (``convdirect.py``) through the same interface; the epilogue is
+the whole tensor, the output into a ring), any other conv by its plan (kernelplan/convf.py): on a
+scalar FPU the layer-by-layer pixel tiles (``pixeltiles.py``) on the rings, on a vector unit the
+register-tiled row kernels (``cascade_rows.py``), or, when their line buffer would exceed
+``convf.LINE_FLOATS``, the layer-by-layer direct core (``convdirect.py``), all through the same
+interface; the epilogue is
 fused into the store as C statements on a scalar (``scalar_epilogue``); an elementwise first op
 runs one row in memory. Whether cascaded
 C beats the layer-by-layer templates depends on the model (benchmarks/c_backend.py); ``emit_c``
@@ -46,11 +48,13 @@ from opfuse.backends.c.dwconv import emit_depthwise_rows, in_place
 from opfuse.backends.c.epilogue import scalar_expr
 from opfuse.backends.c.int8.cascade import emit_member8, is_int8_member, why_not_member8
 from opfuse.backends.c.isa import kernels
+from opfuse.backends.c.pixeltiles import emit_pixel_conv
 from opfuse.backends.c.rowsource import RowSink, RowSource, ring_offset
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.rings import Window, band_schedule
 from opfuse.fusion.stages import WINDOWED, chain_input, window_of
 from opfuse.ir.values import const, static_dims
+from opfuse.kernelplan import convf
 from opfuse.memory.lifetimes import RING_PREFIX
 from opfuse.ops import groups
 from opfuse.schedule import Kernel
@@ -293,16 +297,20 @@ def _conv_rows(w: CWriter, ms: list[ir.Node], g, src: RowSource, dst: RowSource,
                stores: _Stores, most: int) -> None:
     head, params = ms[0], stores.params
     sink = RowSink(dst, tuple(scalar_epilogue(ms[1:], head.outputs[0], stores)))
-    if not (g.icg == 1 and g.ocg == 1) and rows.line_floats(head) <= rows.LINE_FLOATS:
+    plan = convf.plan_convf(g, params.store.isa.scalar, member=True)
+    if plan.path == "pixels":  # a scalar FPU: the layer-by-layer pixel tiles on the rings
+        emit_pixel_conv(w, head, g, plan, src, dst, ("a", "b"), params, list(sink.epilogue))
+        return
+    if plan.path in ("columns", "channels"):
         # column / channel tiles over the ring (measured faster here than the direct core)
-        rows.emit_tiled(w, head, src.base, src.rows, dst.base, dst.rows, list(sink.epilogue),
-                        params)
+        rows.emit_tiled(w, head, plan, src.base, src.rows, dst.base, dst.rows,
+                        list(sink.epilogue), params)
         return
     bias = head.inputs[2] if len(head.inputs) > 2 and head.inputs[2] is not None else None
     b = params.weight(bias.name, const(bias).astype(np.float32).ravel()) \
         if bias is not None else None
     weight = const(head.inputs[1]).astype(np.float32)
-    if g.icg == 1 and g.ocg == 1:  # depthwise
+    if plan.path == "depthwise":
         wt = params.weight(head.inputs[1].name, weight)
         zero = (params.weight(f"dw:zrow:{g.iw}", np.zeros(g.iw, np.float32))
                 if in_place(g, params.store.isa) else None)

@@ -1,4 +1,6 @@
-"""Row kernels of a cascaded C member (float32): one output row of a Conv, its epilogue fused.
+"""Row kernels of a cascaded C member (float32) on a vector unit: one output row of a Conv, its
+epilogue fused (the ``columns`` and ``channels`` paths of kernelplan/convf.py; a scalar FPU's
+members are pixel tiles, pixeltiles.py, the layer-by-layer nest).
 
 ``cascade.py`` dispatches a member here; the rows it writes are ``r = a .. b`` of one step. A
 value is addressed ``(c*R + row % R)*W + column`` (``R`` rows kept, see ``cascade.py``). The
@@ -8,16 +10,16 @@ value is written once, already final.
 
 * **Depthwise** (one input and one output channel per group): the layer-by-layer band core,
   ``dwconv.emit_depthwise_rows``, through ``rowsource.py``.
-* **Any other conv** (1x1 included): a *column tile* of OCB output channels x CB columns
+* **Any other conv** (1x1 included): a *column tile* of ``lanes`` output channels x CB columns
   accumulated over input channels and taps, the CB inputs one contiguous vector and each weight
   a broadcast (packed ``[block][ICg][KH][KW][lanes]``, zero-padded). A 1x1 conv on rows
-  narrower than NARROW (7 or 14 columns, where a vector over columns is mostly empty): a
+  narrower than ``convf.NARROW`` (7 or 14 columns, where a vector over columns is mostly empty): a
   *channel tile* of OCV channels x CT columns vectorized over channels, its epilogue applied on
   the tile (with 9 taps the channel tile ran at 5 GF/s, so spatial kernels keep column tiles).
   A 1x1 stride-1 unpadded conv reads the ring rows directly; any other conv first copies the KH
   rows of every input channel, zero-padded and split into column phases, into a line buffer
-  once per output row, so the tile has no bounds test. A conv whose line buffer would exceed
-  LINE_FLOATS runs the layer-by-layer direct core (``convdirect.emit_direct_rows``) instead.
+  once per output row (linebuffer.py), so the tile has no bounds test. A conv whose line
+  buffer would exceed ``convf.LINE_FLOATS`` runs the layer-by-layer direct core (``convdirect.emit_direct_rows``) instead.
   The weights are packed by the direct core's one packer (``convdirect.pack_weights``).
 
 Tile sizes were measured on AVX-512 (Zen 4) and AVX2 builds (``-march=x86-64-v3``) of the same
@@ -30,20 +32,17 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.backends.c.cascade_pixels import pixel_lanes, pixel_tiles
 from opfuse.backends.c.cgen import CWriter, attr
 from opfuse.backends.c.convdirect import pack_weights
-from opfuse.backends.c.isa import kernels
+from opfuse.backends.c.linebuffer import phase_copy
 from opfuse.backends.c.rowsource import ring_slot
 from opfuse.ir.values import const, static_dims
+from opfuse.kernelplan.convf import CHANNEL_LANES, FloatConvPlan
 
-OCB, CB = 4, 24  # output channels x columns of a column tile (1x1 convs)
-OCB_K, CB_K = 8, 16  # the same for a spatial kernel (KH*KW > 1)
-OCV = 16  # output channels per channel tile (rows narrower than NARROW)
+CB, CB_K = 24, 16  # columns of a column tile: 1x1 convs (4 channels), spatial kernels (8)
+OCV = CHANNEL_LANES  # output channels per channel tile (1x1 rows narrower than NARROW)
 CT = 4  # output columns per channel tile
-NARROW = 16  # rows at least this wide take the column tile
 VEC = 8  # one vector of columns (one AVX2 vector, two NEON ones)
-LINE_FLOATS = 16384  # line buffer (stack) budget of the tiled path; beyond it: the plain path
 
 
 def geometry(node: ir.Node) -> dict:
@@ -61,21 +60,6 @@ def geometry(node: ir.Node) -> dict:
     }
 
 
-def line_floats(node: ir.Node) -> int:
-    """Floats of the tiled path's line buffer for ``node`` (0: it reads the ring directly)."""
-    g = geometry(node)
-    _, c_in, _, _ = static_dims(node.inputs[0])
-    _, _, _, w_out = static_dims(node.outputs[0])
-    if g["k"] == (1, 1) and g["s"] == (1, 1) and g["p"] == (0, 0):
-        return 0
-    return c_in * g["k"][0] * g["s"][1] * line_width(g, w_out)
-
-
-def line_width(g: dict, w_out: int) -> int:
-    """One phase of a line-buffer row: the output columns plus the kernel's reach in that phase."""
-    return w_out + ((g["k"][1] - 1) * g["d"][1]) // g["s"][1]
-
-
 def bias_of(node: ir.Node) -> np.ndarray | None:
     """The Conv's bias as float32, None when it has none."""
     if len(node.inputs) > 2 and node.inputs[2] is not None:
@@ -90,36 +74,15 @@ def store_row(w: CWriter, yp: str, ry: int, w_out: int, epilogue: list[str]) -> 
     w(f"{yp}[(c*{ry} + ys)*{w_out} + i] = v;")
 
 
-def phase_copy(w: CWriter, q: str, xr: str, s: int, lw: int, pl: int, w_in: int) -> None:
-    """``q[f*lw + j] = xr[j*s + f - pl]`` inside the row, 0 outside, for each phase f < s."""
-    for f in range(s):
-        lo = next((j for j in range(lw) if j * s + f - pl >= 0), lw)
-        hi = next((j for j in range(lw) if j * s + f - pl >= w_in), lw)
-        hi = max(hi, lo)
-        base = f"{q} + {f * lw}" if f else q
-        parts = []
-        if lo > 0:
-            parts.append(f"for (int j = 0; j < {lo}; ++j) p[j] = 0.0f;")
-        if hi > lo:
-            src = f"{xr}[j*{s} + {f - pl}]" if s > 1 else f"{xr}[j + {f - pl}]"
-            parts.append(f"for (int j = {lo}; j < {hi}; ++j) p[j] = {src};")
-        if hi < lw:
-            parts.append(f"for (int j = {hi}; j < {lw}; ++j) p[j] = 0.0f;")
-        w(f"{{ float *p = {base}; " + " ".join(parts) + " }")
-
-
-def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, params) -> None:  # noqa: ANN001
-    """Rows ``a .. b`` of a conv as register tiles (see the module docstring)."""
+def emit_tiled(w: CWriter, node, plan: FloatConvPlan, xp: str, rx: int, yp: str, ry: int,  # noqa: ANN001
+               epilogue, params) -> None:  # noqa: ANN001
+    """Rows ``a .. b`` of a conv as register tiles (see the module docstring), ``plan``'s
+    ``columns`` or ``channels`` (kernelplan/convf.py)."""
     g = geometry(node)
     (kh, kw), (sh, sw), (dh, dw), (pt, pl) = g["k"], g["s"], g["d"], g["p"]
     _, c_in, h_in, w_in = static_dims(node.inputs[0])
     _, c_out, _, w_out = static_dims(node.outputs[0])
-    lanes, cb = (OCB, CB) if kh * kw == 1 else (OCB_K, CB_K)
-    if w_out < NARROW and kh * kw == 1:  # spatial kernels: see NARROW
-        lanes = OCV
-    pixels = kernels(params.store.isa).pixel_members
-    if pixels:  # a scalar FPU: cascade_pixels.py
-        lanes = pixel_lanes(c_out // g["group"])
+    lanes, cb = plan.lanes, CB if kh * kw == 1 else CB_K
     group = g["group"]
     ocg = c_out // group
     blocks = -(-ocg // lanes)
@@ -133,11 +96,11 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
         padded = np.zeros((group, blocks * lanes), np.float32)
         padded[:, :ocg] = bias.reshape(group, ocg)
         bp = params.weight(f"{node.inputs[2].name}#tile{lanes}", padded.ravel())
-    direct = line_floats(node) == 0
+    direct = kh * kw == 1 and (sh, sw) == (1, 1) and (pt, pl) == (0, 0)
     # a row shorter than a vector through a line buffer: compute VEC columns (the extra ones
     # read the buffer's zero tail), store w_out; a 7-column tile compiled ~10x slower per MAC
-    cols = VEC if lanes != OCV and not pixels and not direct and w_out < VEC else w_out
-    lw = line_width(g, cols)
+    cols = VEC if lanes != OCV and not direct and w_out < VEC else w_out
+    lw = cols + ((kw - 1) * dw) // sw  # kernelplan/convf.line_width
     per_ci = kh * sw * lw
     w.open("for (int r = a; r <= b; ++r)")
     w(f"const int ys = {ring_slot('r', ry)}, xs = {ring_slot('r', rx)};")
@@ -164,9 +127,7 @@ def emit_tiled(w: CWriter, node, xp: str, rx: int, yp: str, ry: int, epilogue, p
         wp=wp, bp=bp, group=group, icg=c_in // group, ocg=ocg, blocks=blocks, lanes=lanes,
         w_out=w_out, cols=cols, cb=cb, overlap=params.restrict != "" and kh * kw > 1,
     )  # fmt: skip
-    if pixels:
-        pixel_tiles(w, tile, epilogue, yp, ry)
-    elif lanes != OCV:
+    if plan.path == "columns":
         _column_tiles(w, tile, lambda: store_row(w, yp, ry, w_out, epilogue))
     else:
         _channel_tiles(w, tile, epilogue, yp, ry)

@@ -32,11 +32,13 @@ from opfuse.backends.c.convpix import fits as fits_pixels
 from opfuse.backends.c.dwconv import emit_depthwise
 from opfuse.backends.c.epilogue import Chain, Operand, build_chain, emit_apply
 from opfuse.backends.c.isa import kernels
+from opfuse.backends.c.pixeltiles import emit_pixel_conv
 from opfuse.backends.c.pools import PoolGeom, emit_pool_row, pads_for, pool_geom, window
 from opfuse.backends.c.rowsource import RowSource
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
+from opfuse.kernelplan import convf
 from opfuse.kernelplan.conv8 import ConvGeom
 
 PB = 32  # columns per tile of the 1x1 path
@@ -165,12 +167,19 @@ def emit_conv(
 
 def _constant_weights(w: CWriter, node: ir.Node, g: ConvGeom, x: str, b: str | None,
                       chain: Chain, y: str, params: Params) -> None:
-    """A conv with constant weights: depthwise, the pixel-vectorized 1x1 GEMM, the stem's pixel
-    rows or the register-tiled direct conv (the ISA's FMA tile where it has one)."""
+    """A conv with constant weights by its plan (kernelplan/convf.py): depthwise; on a scalar FPU
+    pixel tiles (pixeltiles.py, the cascade members' nest); else the pixel-vectorized 1x1 GEMM,
+    the stem's pixel rows or the register-tiled direct conv (the ISA's FMA tile where it has
+    one)."""
     arr = const(node.inputs[1])
     isa = kernels(params.store.isa)
-    if g.icg == 1 and g.ocg == 1:
+    plan = convf.plan_convf(g, params.store.isa.scalar)
+    if plan.path == "depthwise":
         emit_depthwise(w, g, x, params.inp(node.inputs[1], node), b, chain, y)
+        return
+    if plan.path == "pixels":
+        emit_pixel_conv(w, node, g, plan, RowSource.of(x, g.c, g.ih, g.iw),
+                        RowSource.of(y, g.oc, g.oh, g.ow), None, params, chain=chain, bias=b)
         return
     flat = chain.view([[0], [1], [2, 3]])
     if (g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and g.group == 1

@@ -171,10 +171,6 @@ class IsaKernels:
     # cores keep their vectors and taps in registers a band loop's switch of several members
     # does not leave them (False: inline, as before)
     member_functions: bool = False
-    # pixel_members: a float cascade's non-depthwise conv members as pixel tiles, one pixel's
-    # channels as scalar sums in registers (cascade_pixels.py: a scalar FPU); False: the column
-    # and channel tiles a vector unit keeps in registers (cascade_rows.py)
-    pixel_members: bool = False
     # depthwise_row_guard: the preprocessor line that opens ``depthwise_row``'s branch
     depthwise_row_guard: str = ""
     # depthwise_pairs: the int8 depthwise family's interior groups on SIMD pairs (None: the

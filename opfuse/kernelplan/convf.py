@@ -1,0 +1,80 @@
+"""The plan of a float Conv with constant weights in the generated C (opfuse/backends/c/conv.py
+layer by layer, cascade.py's members): which loop nest computes it, from its geometry and whether
+the target's FPU is scalar (``Isa.scalar``: Cortex-M4/M7/M33).
+
+Paths: ``depthwise`` (one input and one output channel a group: dwconv.py's band core);
+``pixels`` (a scalar FPU: pixel tiles, pixeltiles.py, one output pixel's ``lanes`` channels as
+scalar sums kept in registers over the whole reduction, layer by layer and cascaded, for a
+pointwise conv and a spatial one summing at most ``PIXEL_REDUCTION`` input channels x taps, a
+stem: a vector unit's tiles keep their sums in arrays, which on a scalar FPU gcc loads and stores
+around every multiply-add; a spatial conv with a larger reduction takes the direct core, whose
+tile reuses each loaded input across the kernel's columns: pretrainedResnet.tflite's 3x3 convs
+over 16-64 channels ran 10-20% more instructions as pixel tiles on cortex-m7, its stem over 3
+channels 2% fewer); a cascade member on a vector unit:
+``columns`` (``lanes`` channels x a run of columns, vectorized over columns) or ``channels``
+(a 1x1 conv on rows narrower than ``NARROW``, vectorized over ``lanes`` channels), both in
+cascade_rows.py; ``direct`` (a member whose line buffer would exceed ``LINE_FLOATS``, or a
+scalar FPU's large spatial reduction: convdirect.py's core); ``vector``: layer by layer on a vector unit, conv.py's own templates (the
+1x1 GEMM over pixels, the stem's pixel rows, the direct conv's register tile).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from opfuse.kernelplan.conv8 import ConvGeom
+
+PIXEL_OCB = (16, 8)  # output channels per pixel tile, the first that divides the group's
+# input channels x taps at most this many: the whole reduction unrolled; more, a loop over the input
+# channels, each one's taps unrolled. mobilenet_v2_128_0.5 cascaded on cortex-m7 with 32: 116,708 B
+# of code, 54,569,479 instructions; 8: 49,468 B, 54,254,005; 0: 44,372 B, 54,662,744
+UNROLL_TAPS = 8
+PIXEL_REDUCTION = 32  # a spatial conv summing more than this many input channels x taps: direct
+LINE_FLOATS = 16384  # a row's line buffer (stack) budget; beyond it: the direct core
+NARROW = 16  # a member's 1x1 rows at least this wide take the column tile (vector units)
+COLUMN_LANES, SPATIAL_LANES, CHANNEL_LANES = 4, 8, 16  # output channels of a member's tiles
+
+
+@dataclass(frozen=True)
+class FloatConvPlan:
+    path: str
+    lanes: int = 0  # output channels a tile (pixels, columns, channels)
+    unrolled: bool = False  # pixels: every input channel's taps unrolled (no loop over them)
+
+
+def line_floats(g: ConvGeom) -> int:
+    """Floats of a row's line buffer (0: a 1x1 stride-1 unpadded conv reads its rows in place)."""
+    if g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0):
+        return 0
+    return g.c * g.k[0] * g.s[1] * line_width(g, g.ow)
+
+
+def line_width(g: ConvGeom, w_out: int) -> int:
+    """One phase of a line-buffer row: ``w_out`` columns plus the kernel's reach in that phase."""
+    return w_out + ((g.k[1] - 1) * g.d[1]) // g.s[1]
+
+
+def pixel_lanes(ocg: int) -> int:
+    """Sums per pixel tile for ``ocg`` output channels a group: 16 (and the tap's input: 17 of
+    the FPU's 32 single registers) where 16 divide them, else 8 (no zero-padded channels)."""
+    return next((n for n in PIXEL_OCB if ocg % n == 0), PIXEL_OCB[-1])
+
+
+def plan_convf(g: ConvGeom, scalar: bool, member: bool = False) -> FloatConvPlan:
+    """The path of a float conv with constant weights (module docstring); ``scalar``: the
+    target's FPU has no vectors; ``member``: a cascade member's, one output row a step."""
+    if g.icg == 1 and g.ocg == 1:
+        return FloatConvPlan("depthwise")
+    if line_floats(g) > LINE_FLOATS:
+        return FloatConvPlan("direct" if member else "vector")
+    if scalar and g.k != (1, 1) and g.icg * g.k[0] * g.k[1] > PIXEL_REDUCTION:
+        return FloatConvPlan("direct" if member else "vector")
+    if scalar:
+        return FloatConvPlan("pixels", pixel_lanes(g.ocg),
+                             g.icg * g.k[0] * g.k[1] <= UNROLL_TAPS)
+    if not member:
+        return FloatConvPlan("vector")
+    if g.k[0] * g.k[1] > 1:
+        return FloatConvPlan("columns", SPATIAL_LANES)
+    return FloatConvPlan("channels" if g.ow < NARROW else "columns",
+                         CHANNEL_LANES if g.ow < NARROW else COLUMN_LANES)
