@@ -89,12 +89,14 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def c_support():  # -> opfuse.fusion.support.KernelSupport
-    """What the C backend can write: every target has a C backend (``--emit c``), so its fusion
-    follows it. Imported here, not at the top: the C backend imports this module."""
+def c_support(target: Target | None = None):  # -> opfuse.fusion.support.KernelSupport
+    """What the C backend can write (for ``target``'s ISA, which picks its int8 conv path): every
+    target has a C backend (``--emit c``), so its fusion follows it. Imported here, not at the
+    top: the C backend imports this module."""
     from opfuse.backends.c.support import C_SUPPORT
+    from opfuse.backends.c.support import c_support as for_isa
 
-    return C_SUPPORT
+    return C_SUPPORT if target is None else for_isa(target.isa)
 
 
 @gc_paused()
@@ -119,7 +121,7 @@ def compile_model(
     result = CompileResult(
         source=str(source),
         optimized=optimized,
-        partition=partition(optimized, tgt, support=c_support()),
+        partition=partition(optimized, tgt, support=c_support(tgt)),
         passes=counts,
         target=tgt,
         input_shapes=dict(input_shapes or {}),

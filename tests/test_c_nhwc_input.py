@@ -1,0 +1,109 @@
+"""A TFLite model's NHWC graph input read in place by its first Conv (fusion/views.py,
+``RowSource.nhwc`` in backends/c/rowsource.py): no Transpose kernel at the boundary and no
+full-size NCHW copy of the input, in the plan analyze reports and in the C, with the reference's
+numbers (LiteRT for float, TFLite Micro bit for bit for int8)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tflite")
+
+from opfuse.measure.validate.c_float import validate_c  # noqa: E402
+from opfuse.pipeline import compile_model  # noqa: E402
+from tests.helpers import qgraphs as q  # noqa: E402
+from tests.helpers import tflite_builder as tb  # noqa: E402
+from tests.helpers.mcu_convs import CONV_CASES, conv_tflite  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "models" / "tflite"
+
+
+def _float_stem(h: int, w: int, c: int, oc: int, seed: int) -> bytes:
+    """CONV_2D 3x3 stride 2 SAME + RELU over a float NHWC input: a network's stem."""
+    rng = np.random.default_rng(seed)
+    oh, ow = -(-h // 2), -(-w // 2)
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, h, w, c), np.float32)
+    wt = q.tensor(m, (oc, 3, 3, c), np.float32,
+                  data=rng.normal(0, 0.3, (oc, 3, 3, c)).astype(np.float32))
+    bias = q.tensor(m, (oc,), np.float32, data=rng.normal(0, 0.1, oc).astype(np.float32))
+    y = q.tensor(m, (1, oh, ow, oc), np.float32)
+    q.add_op(m, "CONV_2D", [x, wt, bias], [y], q.conv_options((2, 2), "SAME", "relu"))
+    m.inputs, m.outputs = [x], [y]
+    return m.build()
+
+
+def _reads_input_in_place(result) -> bool:  # noqa: ANN001
+    """The input's first kernel is the Transpose joined with the Conv, and no kernel of its own
+    transposes a graph input."""
+    inputs = {v.name for v in result.optimized.graph.inputs}
+    kernels = result.partition.without_cascades().kernels
+    lone = [k for k in kernels if k.ops == ("Transpose",) and inputs & set(k.inputs)]
+    return not lone and kernels[0].ops[:2] == ("Transpose", "Conv")
+
+
+def _arena(folder: Path) -> int:
+    line = next(t for t in (folder / "model.h").read_text().splitlines()
+                if t.startswith("#define OPFUSE_ARENA_BYTES"))
+    return int(line.split()[-1])
+
+
+@pytest.mark.parametrize("h, w, c, oc", [(20, 34, 3, 8), (17, 41, 3, 8)])
+def test_float_stem_reads_the_nhwc_input_in_place(h: int, w: int, c: int, oc: int,
+                                                  tmp_path: Path) -> None:
+    path = tmp_path / "stem.tflite"
+    path.write_bytes(_float_stem(h, w, c, oc, seed=h + c))
+    result = compile_model(str(path), "x86-host")
+    assert _reads_input_in_place(result)
+    report = validate_c(result, outdir=tmp_path / "c")  # LiteRT, its own tolerance
+    assert report.ok, report
+    # the input and its NCHW copy are never live together: the peak is below both
+    assert _arena(tmp_path / "c") < 2 * h * w * c * 4
+
+
+INT8_CASES = {name: case for name, case in CONV_CASES.items() if case[2] > 1}  # C = 1: a Reshape
+
+
+@pytest.mark.parametrize("case", sorted(INT8_CASES))
+def test_int8_matrix_conv_reads_the_nhwc_input_in_place(case: str, tmp_path: Path) -> None:
+    """Every im2col order (pointwise, taps, generic) fills from NHWC rows on cortex-m7, bit-exact
+    with TFLite Micro (the portable C of the same fill, on the host); x86-host's int8 conv reads
+    NCHW, so its Transpose stays a kernel there, as exact."""
+    pytest.importorskip("tflite_micro")
+    from opfuse.measure.validate.c_int8 import validate_c_int8
+
+    path = tmp_path / "conv.tflite"
+    path.write_bytes(conv_tflite(*INT8_CASES[case]))
+    for target, in_place in (("cortex-m7", True), ("x86-host", False)):
+        result = compile_model(str(path), target)
+        assert _reads_input_in_place(result) == in_place, target
+        report = validate_c_int8(result, trials=10, steps=0)
+        assert report.ok and all(o.max_abs_err == 0 for o in report.outputs), (target, report)
+
+
+@pytest.mark.skipif(not (shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")),
+                    reason="needs gcc-arm-none-eabi, newlib and qemu-system-arm")
+@pytest.mark.parametrize("name", ["vww_96_int8", "pretrainedResnet"])
+def test_shared_model_on_the_board_without_a_boundary_copy(name: str, tmp_path: Path) -> None:
+    """On cortex-m7 under QEMU: the same numbers as the reference (int8 bit for bit), no
+    transpose kernel, the arena analyze's, and (vww_96_int8, whose boundary copy set the peak)
+    below the input and its copy."""
+    from opfuse.measure.run.qemu import emulate_c
+
+    path = SHARED / f"{name}.tflite"
+    if not path.exists():
+        pytest.skip("../shared/models not present")
+    result = compile_model(str(path), "cortex-m7")
+    assert _reads_input_in_place(result)
+    emu = emulate_c(result, trials=2, outdir=tmp_path / "board")
+    assert emu.report.ok, emu.report
+    if name.endswith("int8"):
+        assert all(o.max_abs_err == 0 for o in emu.report.outputs)
+        shape = next(v for v in result.optimized.graph.inputs).shape
+        assert emu.arena_bytes < 2 * int(np.prod([int(d) for d in shape]))
+    assert "transpose" not in {k.name for k in emu.kernels}
+    assert emu.analyzed["peak_arena_bytes"] == emu.arena_bytes
