@@ -37,6 +37,26 @@ def _float_stem(h: int, w: int, c: int, oc: int, seed: int) -> bytes:
     return m.build()
 
 
+def _stem_then_stride(h: int, w: int, seed: int) -> bytes:
+    """A stem widening 3 -> 16 channels at full resolution, then a stride-2 conv down to 4: the
+    stem's output is the largest value unless the two stream in a cascade."""
+    rng = np.random.default_rng(seed)
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, h, w, 3), np.float32)
+    w1 = q.tensor(m, (16, 3, 3, 3), np.float32,
+                  data=rng.normal(0, 0.3, (16, 3, 3, 3)).astype(np.float32))
+    b1 = q.tensor(m, (16,), np.float32, data=np.zeros(16, np.float32))
+    y1 = q.tensor(m, (1, h, w, 16), np.float32)
+    q.add_op(m, "CONV_2D", [x, w1, b1], [y1], q.conv_options((1, 1), "SAME", "relu"))
+    w2 = q.tensor(m, (4, 3, 3, 16), np.float32,
+                  data=rng.normal(0, 0.3, (4, 3, 3, 16)).astype(np.float32))
+    b2 = q.tensor(m, (4,), np.float32, data=np.zeros(4, np.float32))
+    y2 = q.tensor(m, (1, -(-h // 2), -(-w // 2), 4), np.float32)
+    q.add_op(m, "CONV_2D", [y1, w2, b2], [y2], q.conv_options((2, 2), "SAME", None))
+    m.inputs, m.outputs = [x], [y2]
+    return m.build()
+
+
 def _reads_input_in_place(result) -> bool:  # noqa: ANN001
     """The input's first kernel is the Transpose joined with the Conv, and no kernel of its own
     transposes a graph input."""
@@ -107,3 +127,26 @@ def test_shared_model_on_the_board_without_a_boundary_copy(name: str, tmp_path: 
         assert emu.arena_bytes < 2 * int(np.prod([int(d) for d in shape]))
     assert "transpose" not in {k.name for k in emu.kernels}
     assert emu.analyzed["peak_arena_bytes"] == emu.arena_bytes
+
+
+def test_the_copy_stays_where_the_stem_streams_in_a_cascade_instead(tmp_path: Path) -> None:
+    """On cortex-m7 the stem and the stride-2 conv stream in a cascade when the stem reads the
+    input's NCHW copy; read in place, the stem would run layer by layer and its whole output set
+    the peak. The partition keeps the copy there, and the Transpose's edge says why."""
+    from opfuse.backends.c.support import c_support
+    from opfuse.fusion import partition
+    from opfuse.memory import plan_memory
+
+    path = tmp_path / "stem2.tflite"
+    path.write_bytes(_stem_then_stride(24, 24, seed=5))
+    result = compile_model(str(path), "cortex-m7")
+    assert not _reads_input_in_place(result) and result.partition.cascades
+    viewed = partition(result.optimized, result.target, support=c_support(result.target.isa))
+    assert viewed.kernels[0].ops[:2] == ("Transpose", "Conv")  # what it declined
+    peak = result.schedule(cascades=True).plan.peak_bytes
+    assert peak < plan_memory(result.optimized, viewed, "greedy-inplace").peak_bytes
+    edge = next(d for d in result.partition.decisions
+                if d.producer == viewed.kernels[0].nodes[0])
+    assert "read in place" in edge.message
+    report = validate_c(result, outdir=tmp_path / "c")
+    assert report.ok, report
