@@ -19,7 +19,8 @@ A TFLite model's graph input is NHWC and the IR NCHW, so the frontend puts a Tra
 same way (``reads_as_layout``): the conv reads the input in place with NHWC row addressing
 (pixels C elements apart, channels 1: ``backends/c/rowsource.py``), so neither the Transpose's
 kernel nor its full-size copy exists, in the plan analyze reports or in the C. It applies to a
-graph input read by this Conv alone as its data input, float32 or int8 (an int8 Transpose moves
+graph input (or what a QuantizeLinear and a Pad made of one in its NHWC layout: the TFLite
+frontend quantizes a float input in NHWC) read by this Conv alone as its data input, float32 or int8 (an int8 Transpose moves
 bytes: input and output keep one quantization), where the backend's ``KernelSupport`` says the
 conv's path reads NHWC (the C: the float stem's pixel rows, the Cortex-M int8 matrix core); a
 kernel that starts with it runs layer by layer (no cascade member reads NHWC yet).
@@ -83,6 +84,21 @@ def layout_members(nodes: Sequence[ir.Node]) -> int:
     return int(nhwc_view(nodes) is not None)
 
 
+def _boundary(value: ir.Value) -> bool:
+    """A graph input, or what layout-indifferent ops made of one in its NHWC layout (a float
+    input's QuantizeLinear, then a Pad: mcunet_vww), so the Transpose is the boundary's."""
+    while not value.is_graph_input():
+        p = value.producer()
+        if p is None or p.op_type not in _NHWC_OPS or p.domain not in ("", "ai.onnx") \
+                or p.inputs[0] is None:
+            return False
+        value = p.inputs[0]
+    return True
+
+
+_NHWC_OPS = ("QuantizeLinear", "Pad")
+
+
 def reads_as_layout(p: ir.Node, v: ir.Node, x: ir.Value, group: Group,
                     support: KernelSupport) -> bool:
     """Whether Conv ``v`` may read the graph input's NHWC -> NCHW Transpose ``p`` (its kernel
@@ -92,7 +108,7 @@ def reads_as_layout(p: ir.Node, v: ir.Node, x: ir.Value, group: Group,
     if p.domain not in ("", "ai.onnx") or v.domain not in ("", "ai.onnx"):
         return False
     src = p.inputs[0]
-    if src is None or not src.is_graph_input() or x.is_graph_output():
+    if src is None or not _boundary(src) or x.is_graph_output():
         return False
     if any(r is not v for r in x.consumers()) or any(value is x for value in v.inputs[1:]):
         return False
