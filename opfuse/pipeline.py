@@ -89,12 +89,14 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def c_support():  # -> opfuse.fusion.support.KernelSupport
-    """What the C backend can write: every target has a C backend (``--emit c``), so its fusion
-    follows it. Imported here, not at the top: the C backend imports this module."""
+def c_support(target: Target | None = None):  # -> opfuse.fusion.support.KernelSupport
+    """What the C backend can write (for ``target``'s ISA, which picks its int8 conv path): every
+    target has a C backend (``--emit c``), so its fusion follows it. Imported here, not at the
+    top: the C backend imports this module."""
     from opfuse.backends.c.support import C_SUPPORT
+    from opfuse.backends.c.support import c_support as for_isa
 
-    return C_SUPPORT
+    return C_SUPPORT if target is None else for_isa(target.isa)
 
 
 @gc_paused()
@@ -119,14 +121,43 @@ def compile_model(
     result = CompileResult(
         source=str(source),
         optimized=optimized,
-        partition=partition(optimized, tgt, support=c_support()),
+        partition=partition(optimized, tgt, support=c_support(tgt)),
         passes=counts,
         target=tgt,
         input_shapes=dict(input_shapes or {}),
         input_values=values,
         proto=proto,
     )
-    return _cascades_that_lower_the_peak(result)
+    return _views_that_lower_the_peak(_cascades_that_lower_the_peak(result))
+
+
+def _views_that_lower_the_peak(result: CompileResult) -> CompileResult:
+    """A conv reading an NHWC graph input in place (fusion/views.py) saves the input's copy but
+    runs layer by layer: where that conv streamed in a cascade without the view (the first
+    layers of hand_landmark_lite), the copy may cost less than the conv's whole output. The
+    partition without views is kept where its planned peak (as emitted, cascades on) is lower,
+    the view's edge then saying why."""
+    from opfuse.backends.c.support import C_SUPPORT  # no target: no conv reads NHWC in place
+    from opfuse.fusion.views import nhwc_view
+
+    nodes = {n.name: n for n in result.optimized.graph}
+    views = [k for k in result.partition.kernels
+             if nhwc_view([nodes[n] for n in k.nodes[:2]]) is not None]
+    if not views:
+        return result
+    plain = _cascades_that_lower_the_peak(dataclasses.replace(
+        result, partition=partition(result.optimized, result.target, support=C_SUPPORT)))
+    with_views, without = (r.schedule(cascades=True).plan.peak_bytes for r in (result, plain))
+    if with_views <= without:
+        return result
+    note = (f"; read in place by the Conv, which then runs layer by layer, the arena plan peaks "
+            f"at {with_views:,} bytes, above the {without:,} bytes of the copy and its cascades")
+    pairs = {(k.nodes[0], k.nodes[1]) for k in views}
+    decisions = tuple(dataclasses.replace(d, message=d.message + note)
+                      if (d.producer, d.consumer) in pairs else d
+                      for d in plain.partition.decisions)
+    return dataclasses.replace(plain, partition=dataclasses.replace(plain.partition,
+                                                                    decisions=decisions))
 
 
 def _cascades_that_lower_the_peak(result: CompileResult) -> CompileResult:

@@ -108,6 +108,9 @@ ALLOWED = {
     ("_push.py", "UNARY_OPS"): "ONNX ops of one data input a Transpose commutes with",
     ("_push.py", "ELEMENTWISE_OPS"): "ONNX broadcasting ops a Transpose commutes with",
     ("_push.py", ("Concat", "Identity", "Pad", "Transpose")): "ops the push rewrites axes of",
+    ("views.py", "_NHWC_OPS"): "the ops the TFLite frontend applies to a graph input in its NHWC "
+                               "layout before the boundary Transpose (a float input's "
+                               "QuantizeLinear, then a Pad canonicalization moved above it)",
     ("affine.py", ("Add", "Div", "Mul", "Sub")): "the affine fold's pattern",
     ("affine.py", ("Add", "Mul", "Sub")): "the affine fold's pattern",
     ("hardswish.py", ("Div", "Mul")): "the HardSwish pattern's last op",

@@ -98,8 +98,9 @@ def test_int8_qdq_proto_is_within_steps_of_tflite_micro(name):
 
 
 def _boundary_transposes(graph) -> list[str]:
-    """Transposes not next to a graph input/output (through Q/DQ and Reshape only)."""
-    passthrough = {"QuantizeLinear", "DequantizeLinear", "Reshape"}
+    """Transposes not next to a graph input/output (through Q/DQ, Reshape and Pad only: a float
+    input is quantized, and may be padded, in NHWC before its Transpose, frontends/tflite)."""
+    passthrough = {"QuantizeLinear", "DequantizeLinear", "Reshape", "Pad"}
     inner = []
     for node in graph:
         if node.op_type != "Transpose":

@@ -154,9 +154,8 @@ def render() -> str:
               "The first refusal is the one to fix first; each returns one reason code.", "",
               *_constraints(), "",
               "## Pattern fusions", "",
-              "Pattern fusions: attention core, Add + norm, Linear bias, MatMul reading a "
-              "transposed operand. Each judges a whole match rather than one edge, on the greedy "
-              "partition; a declined match leaves its edges to the constraints above, and its "
+              f"Pattern fusions: {', '.join(p.name for p in PATTERNS)}. Each judges a whole "
+              "match rather than one edge, on the greedy partition; a declined match leaves its edges to the constraints above, and its "
               "decline is one of these messages, whole.", "",
               *_patterns(), "",
               "## Reason codes", "", "| reason | meaning |", "|---|---|",

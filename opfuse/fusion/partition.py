@@ -65,7 +65,7 @@ from opfuse.fusion.constraints import Edge
 from opfuse.fusion.rules import ANCHOR, Group, Refusal, initial_stage, next_stage
 from opfuse.fusion.support import ANY, KernelSupport
 from opfuse.fusion.transformer import bias_members, norm_with_sum, takes_bias
-from opfuse.fusion.views import join_as_anchor, reads_as_view
+from opfuse.fusion.views import join_as_anchor, layout_members, reads_as_layout, reads_as_view
 from opfuse.schedule import Decision, Kernel, Partition
 from opfuse.targets import Target
 
@@ -88,7 +88,8 @@ def partition(
         accepted: list[tuple[ir.Node, Group]] = []
         for p, x in _producers(v, index):
             group = group_of[index[id(p)]]
-            if reads_as_view(p, v, x, group, support):  # a Transpose the MatMul reads strided
+            if reads_as_view(p, v, x, group, support) or reads_as_layout(p, v, x, group, support):
+                # a Transpose the MatMul reads strided, or the Conv reads in place as NHWC
                 accepted.append((p, group))
                 continue
             refusal = _check(p, v, x, group, target, support, index)
@@ -138,7 +139,8 @@ def _check(
     with_sum = norm_with_sum(p, v, x, group, index, target)
     if with_sum is not False:
         return with_sum or first_refusal(Edge(p, v, x, group, target, support), BACKEND)
-    edge = Edge(p, v, x, group, target, support, free=bias_members(group.nodes))
+    edge = Edge(p, v, x, group, target, support,
+                free=bias_members(group.nodes) + layout_members(group.nodes))
     # a Linear's bias is the anchor's own, not an epilogue the target's capabilities judge
     return first_refusal(edge, WITHOUT_CAPABILITY if takes_bias(group, v, x, target) else CONSTRAINTS)
 

@@ -1,8 +1,8 @@
 """Every pattern fusion and the named constraints that decline it, in the order they run
 (docs/architecture.md, "Named constraints"). The edge constraints (``checks.py``) judge one node
 joining a kernel; these judge a whole match: the attention core (``attention_checks.py``), a norm
-joining the Add before it (``norm_checks.py``). A Linear's bias and a MatMul reading a transposed
-operand decline with no records of their own: when they do not apply, the edge constraints decide.
+joining the Add before it (``norm_checks.py``). A Linear's bias, a MatMul reading a transposed
+operand and a Conv reading an NHWC graph input decline with no records of their own: when they do not apply, the edge constraints decide.
 ``docs/supported_ops.md`` lists them per target."""
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("MatMul reading a transposed operand", None,
             "a Transpose read by one MatMul joins its kernel as a strided view where the backend "
             "writes one; otherwise `layout_change` (fusion/views.py)", (),
+            "where the backend writes it"),
+    Pattern("Conv reading an NHWC graph input", None,
+            "a TFLite model's input Transpose (NHWC -> NCHW) read by one Conv joins its kernel, "
+            "which reads the input in place with NHWC rows, outside max_chain, where the backend's "
+            "conv path reads NHWC; otherwise `layout_change` (fusion/views.py)", (),
             "where the backend writes it"),
 )
 PATTERN_CONSTRAINTS: tuple[PatternConstraint, ...] = tuple(

@@ -165,6 +165,32 @@ def emit_conv(
     _close_row_loops(w)
 
 
+def nhwc_fits(node: ir.Node) -> bool:
+    """Whether the conv runs the stem's pixel rows (convpix.py), the float path that reads an
+    NHWC input in place (a TFLite graph input's Transpose, fusion/views.py)."""
+    arr = const(node.inputs[1])
+    g = conv_geom(node)
+    return arr is not None and not (g.icg == 1 and g.ocg == 1) and fits_pixels(g, arr)
+
+
+def emit_conv_view(w: CWriter, view: ir.Node, node: ir.Node, pre: list[ir.Node],
+                   params: Params) -> None:
+    """The conv reading a graph input's NHWC -> NCHW Transpose ``view`` in place: the stem's
+    pixel rows with NHWC row addressing, the epilogue chain as ``emit_conv``'s; no ISA kernel."""
+    if not nhwc_fits(node):
+        raise OpfuseError(f"C backend: {who(node)}: this conv does not read an NHWC input in place")
+    g = conv_geom(node)
+    shape = dims(node.outputs[0], node)
+    x = params.inp(view.inputs[0], view)
+    bias = node.inputs[2] if len(node.inputs) > 2 else None
+    b = params.inp(bias, node) if bias is not None else None
+    chain = _four(build_chain(pre, shape, params, node.outputs[0].name), shape)
+    y = params.out((pre or [node])[-1].outputs[0], node)
+    arr = const(node.inputs[1])
+    wt = params.weight(f"{node.inputs[1].name}:pix", arr.astype(np.float32).ravel())
+    emit_pixels(w, g, x, wt, b, chain, y, RowSource.nhwc(x, g.c, g.ih, g.iw))
+
+
 def _constant_weights(w: CWriter, node: ir.Node, g: ConvGeom, x: str, b: str | None,
                       chain: Chain, y: str, params: Params) -> None:
     """A conv with constant weights by its plan (kernelplan/convf.py): depthwise; on a scalar FPU

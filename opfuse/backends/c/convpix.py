@@ -19,6 +19,7 @@ import numpy as np
 
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.epilogue import Chain, emit_apply
+from opfuse.backends.c.rowsource import RowSource
 
 MAX_TAPS = 32  # icg * kh * kw at most this many
 OCB = 8  # output channels per tile
@@ -44,8 +45,11 @@ def _phases(g) -> tuple[int, int, list[int]]:
     return lead, width, offs
 
 
-def emit_pixels(w: CWriter, g, x: str, wt: str, b: str | None, chain: Chain, y: str) -> None:
-    """The kernel body; ``wt`` the weights in ONNX order [OC][ICg][KH][KW] (= [OC][tap])."""
+def emit_pixels(w: CWriter, g, x: str, wt: str, b: str | None, chain: Chain, y: str,
+                src: RowSource | None = None) -> None:
+    """The kernel body; ``wt`` the weights in ONNX order [OC][ICg][KH][KW] (= [OC][tap]).
+    ``src``: where the input rows are when not the NCHW tensor ``x`` (an NHWC graph input read
+    in place, fusion/views.py); only the phase copy addresses the input."""
     s, kh_n = g.s[1], g.k[0]
     lead, width, offs = _phases(g)
     block = s * width
@@ -54,7 +58,8 @@ def emit_pixels(w: CWriter, g, x: str, wt: str, b: str | None, chain: Chain, y: 
     vs = [o.strides for o in chain.operands]
     w(f"float ph[{g.icg * kh_n * block}] OPFUSE_ALIGNED;")
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
-    w(f"const float *xn = {x} + n*{g.c * g.ih * g.iw};")
+    if src is None:
+        w(f"const float *xn = {x} + n*{g.c * g.ih * g.iw};")
     w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
     w.open(f"for (int ic = 0; ic < {g.icg}; ++ic) for (int kh = 0; kh < {kh_n}; ++kh)")
     w(f"const int ih = oh*{g.s[0]} - {g.p[0]} + kh*{g.d[0]};")
@@ -63,14 +68,19 @@ def emit_pixels(w: CWriter, g, x: str, wt: str, b: str | None, chain: Chain, y: 
     w(f"for (int i = 0; i < {block}; ++i) pr[i] = 0.0f;")
     w("continue;")
     w.close()
-    w(f"const float *xr = xn + ic*{g.ih * g.iw} + ih*{g.iw};")
+    if src is None:
+        w(f"const float *xr = xn + ic*{g.ih * g.iw} + ih*{g.iw};")
+    else:
+        w(f"const float *xr = {src.channel('n', 'ic')} + {src.row('ih')};")
+    step = s if src is None else s * src.pixel  # elements between a phase's columns
     for f in range(s):  # the valid columns of phase f, known at compile time
         lo = next((j for j in range(width) if (j - lead) * s + f >= 0), width)
         hi = next((j for j in range(width) if (j - lead) * s + f >= g.iw), width)
         base = f"pr + {f * width}" if f else "pr"
-        w(f"{{ float *q = {base}; const float *xs = xr + {f - lead * s}; "
+        first = f - lead * s if src is None else src.col(f - lead * s)
+        w(f"{{ float *q = {base}; const float *xs = xr + {first}; "
           f"for (int j = 0; j < {lo}; ++j) q[j] = 0.0f; "
-          f"for (int j = {lo}; j < {hi}; ++j) q[j] = xs[j*{s}]; "
+          f"for (int j = {lo}; j < {hi}; ++j) q[j] = xs[j*{step}]; "
           f"for (int j = {hi}; j < {width}; ++j) q[j] = 0.0f; }}")
     w.close()
     full, rest = divmod(g.oc, OCB)

@@ -21,17 +21,20 @@ from opfuse.backends.c import gather, groupnorm, layout, norms, norms_add, typed
 from opfuse.backends.c.attention import emit_attention
 from opfuse.backends.c.cgen import CWriter, collapse, contiguous, dims, offset_expr, who
 from opfuse.backends.c.col2im import emit_col2im
-from opfuse.backends.c.conv import emit_conv
+from opfuse.backends.c.conv import emit_conv, emit_conv_view
 from opfuse.backends.c.convt import emit_conv_transpose
 from opfuse.backends.c.epilogue import EPILOGUE_OPS, build_chain, emit_apply
 from opfuse.backends.c.float_form import ANCHOR_OPS, LOCAL_LIMIT, float_form
 from opfuse.backends.c.int8 import INT8_KERNELS, is_int8_kernel
+from opfuse.backends.c.int8.chain import CHAIN_OPS
+from opfuse.backends.c.int8.conv import emit_conv8_view
 from opfuse.backends.c.matmul import emit_gemm, emit_matmul
 from opfuse.backends.c.pools import POOL_OPS, emit_pool_kernel
 from opfuse.backends.c.recurrent import RECURRENT_OPS, emit_recurrent
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError, Unsupported
 from opfuse.fusion.attention import core_of
+from opfuse.fusion.views import nhwc_view
 from opfuse.ops import groups
 from opfuse.safe_text import for_comment
 
@@ -117,6 +120,15 @@ def emit_kernel(w: CWriter, members: list[ir.Node], params: Params, opset: int) 
     if core is not None:  # the attention core, streamed by query rows
         emit_attention(w, core, params)
         return
+    view = nhwc_view(members)
+    if view is not None:  # a graph input's NHWC -> NCHW Transpose read in place (fusion/views.py)
+        if is_int8_kernel(members[1:]):
+            _anchor_chain(members[2:], "int8 Conv", CHAIN_OPS)
+            emit_conv8_view(w, view, members[1], members[2:], params)
+        else:
+            _anchor_chain(members[2:], "Conv", EPILOGUE_OPS)
+            emit_conv_view(w, view, members[1], members[2:], params)
+        return
     key = (members[0].op_type, kernel_dtype(members))
     if key not in REGISTRY:
         have = sorted(op for op, dt in REGISTRY if dt == key[1])
@@ -125,6 +137,14 @@ def emit_kernel(w: CWriter, members: list[ir.Node], params: Params, opset: int) 
             f"{key[1]} kernels: {', '.join(have)}"
         )
     REGISTRY[key](w, members, params, opset)
+
+
+def _anchor_chain(chain: list[ir.Node], what: str, ops: frozenset[str]) -> None:
+    """The ops after a conv reading an NHWC input in place: its epilogue chain only."""
+    for n in chain:
+        if n.op_type not in ops:
+            raise OpfuseError(f"C backend: {who(n)}: a {what} reading an NHWC input in place "
+                              "takes only elementwise ops after it")
 
 
 def _emit_float_kernel(w: CWriter, members: list[ir.Node], params: Params, opset: int) -> None:

@@ -1,6 +1,9 @@
 """Where a conv core reads its input rows and writes its output rows, float or int8: the whole
 NCHW tensor (the layer-by-layer kernel) or a cascade's ring of rows (docs/architecture.md,
-"Cascades"), so one core serves both. The one writer of ring addressing.
+"Cascades"), so one core serves both; or a whole NHWC tensor, a TFLite model's graph input read in
+place by its first conv (``RowSource.nhwc``: pixels ``channels`` elements apart, channels 1,
+fusion/views.py). The one writer of row and ring addressing: a core that reads columns through
+``col`` reads either layout.
 
 A ring of ``R`` rows of a ``C x H x W`` value is laid out ``C x R x W``: row ``y`` of channel ``c``
 sits at ``(c*R + y % R)*W``; the whole tensor keeps every row (then no ``%`` is written). A core
@@ -21,7 +24,9 @@ class RowSource:
     """Rows of a value at ``base``, ``width`` elements each, channels ``stride`` elements apart;
     a ring keeps ``ring`` rows (row y in slot y % ring), the whole tensor (``ring`` None) every
     row. ``channels``: the channels of one image (``channel(n, c)`` of a whole tensor of several
-    images); ``stride_max``: the largest stride where it is a C expression."""
+    images); ``stride_max``: the largest stride where it is a C expression. ``pixel``: the
+    elements between neighbouring columns (1 in NCHW; in NHWC the channels, ``width`` then the
+    row pitch ``W*C`` and ``image`` the elements of one image)."""
 
     base: str
     width: int
@@ -29,6 +34,8 @@ class RowSource:
     ring: int | str | None = None
     channels: int = 1
     stride_max: int | None = None
+    pixel: int = 1
+    image: int | None = None
 
     @classmethod
     def of(cls, base: str, channels: int, height: int, width: int,
@@ -39,6 +46,16 @@ class RowSource:
         kept = height if ring is None else ring
         stride = kept * width if isinstance(kept, int) else f"{kept}*{width}"
         return cls(base, width, stride, ring, channels)
+
+    @classmethod
+    def nhwc(cls, base: str, channels: int, height: int, width: int) -> RowSource:
+        """A whole ``height x width x channels`` value (TFLite's layout), read in place."""
+        return cls(base, width * channels, 1, None, channels, pixel=channels,
+                   image=height * width * channels)
+
+    @property
+    def is_nhwc(self) -> bool:
+        return self.pixel != 1
 
     @property
     def whole(self) -> bool:
@@ -53,6 +70,8 @@ class RowSource:
 
     def channel(self, n: str, c: str) -> str:
         """The pointer to channel ``c`` of image ``n`` (a ring holds one image)."""
+        if self.image is not None:
+            return f"{self.base} + ({n})*{self.image} + ({c})"
         first = f"({n})*{self.channels} + {c}" if self.whole else c
         return f"{self.base} + ({first})*{self.stride}"
 
@@ -63,6 +82,11 @@ class RowSource:
     def row(self, y: str) -> str:
         """The offset of row ``y`` within a channel."""
         return f"({self.slot(y)})*{self.width}"
+
+    def col(self, x: str | int) -> str:
+        """The offset of column ``x`` within a row (``x`` a C name, a parenthesized expression
+        or a number)."""
+        return str(x) if self.pixel == 1 else f"({x})*{self.pixel}"
 
 
 # A cascade member's own spellings (cascade.py, cascade_rows.py, cascade_pool.py,

@@ -20,10 +20,12 @@ import onnx_ir as ir
 from opfuse.backends.c.attention import why_not_attention
 from opfuse.backends.c.cascade import why_not_member
 from opfuse.backends.c.cgen import bcast_strides
+from opfuse.backends.c.conv import conv_geom, nhwc_fits
 from opfuse.backends.c.epilogue import EPILOGUE_OPS
 from opfuse.backends.c.float_form import LOCAL_LIMIT, float_form
 from opfuse.backends.c.int8 import is_int8_kernel
 from opfuse.backends.c.int8.chain import BINARY_OPS, CHAIN_OPS, CLAMP_OPS
+from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.norms_add import (
     ends_with_norm,
     is_add_norm,
@@ -34,21 +36,27 @@ from opfuse.backends.c.pools import POOL_OPS
 from opfuse.backends.c.typed import is_typed
 from opfuse.fusion.attention import core_of
 from opfuse.fusion.support import KernelSupport
+from opfuse.fusion.views import nhwc_view
 from opfuse.ir.values import const, static_dims
 from opfuse.ops import groups
 from opfuse.quant import get_quant
+from opfuse.targets.isa import Isa
 
 _INT8_ANCHORS = groups.C_INT8_ANCHORS
 _INT8_POOLS = groups.C_INT8_POOLS
 
 
-def why_not_kernel(members: Sequence[ir.Node]) -> str | None:
+def why_not_kernel(members: Sequence[ir.Node], isa: Isa | None = None) -> str | None:
     """None when the layer-by-layer C writes one kernel of ``members`` (in schedule order), else
-    a phrase saying why not. Sizes nobody knows are the emitter's to refuse (``require_static``)."""
+    a phrase saying why not. Sizes nobody knows are the emitter's to refuse (``require_static``).
+    ``isa``: the target's, which decides the int8 conv's path (None: no target, so no kernel
+    reads an NHWC input in place)."""
     if len(members) < 2:
         return None
     if any(static_dims(n.outputs[0]) is None for n in members if n.outputs):
         return None
+    if nhwc_view(members) is not None:
+        return _why_not_nhwc(members, isa)
     core = core_of(members)  # the attention kernel (backends/c/attention.py)
     if core is not None:
         return why_not_attention(core)
@@ -112,6 +120,27 @@ def _why_not_float(members: Sequence[ir.Node]) -> str | None:
             return "a pool after an elementwise op"
         return _broadcast_chain(members, float_kernel=True)
     return f"a fused kernel that starts with {op}"
+
+
+def _why_not_nhwc(members: Sequence[ir.Node], isa: Isa | None) -> str | None:
+    """A graph input's NHWC -> NCHW Transpose read in place by the Conv after it
+    (fusion/views.py): only the conv paths whose rows come through an NHWC ``RowSource``."""
+    conv, rest = members[1], list(members[1:])
+    if isa is None:
+        return "an NHWC input read in place needs the target's conv path"
+    if is_int8_kernel(rest):
+        g = conv_geom(conv)
+        if isa.int8_dot != "smlad" or kernels(isa).conv8 is not None \
+                or (g.group > 1 and g.icg == 1):
+            return "this target's int8 conv does not read an NHWC input in place"
+        return _why_not_int8(rest) if len(rest) > 1 else None
+    if kernels(isa).conv_float is not None:  # cortex-m55's MVE-F stem reads NCHW rows
+        return "this target's float conv kernels read NCHW rows"
+    if not nhwc_fits(conv):
+        return "only the float stem's pixel rows read an NHWC input in place"
+    if any(n.op_type in POOL_OPS for n in rest):
+        return "a pool after a conv reading an NHWC input in place"
+    return _why_not_float(rest) if len(rest) > 1 else None
 
 
 def _why_not_int8(members: Sequence[ir.Node]) -> str | None:
@@ -193,7 +222,15 @@ def _quant(chain: Sequence[ir.Node]) -> str | None:
 
 def why_not_stream(members: Sequence[ir.Node]) -> str | None:
     """None when the cascaded C streams one member kernel of ``members``, else why not."""
+    if nhwc_view(members) is not None:
+        return "a conv reading an NHWC graph input in place runs layer by layer"
     return why_not_member(list(members))
 
 
 C_SUPPORT = KernelSupport("the C backend", why_not_kernel, why_not_stream)
+
+
+def c_support(isa: Isa) -> KernelSupport:
+    """``C_SUPPORT`` for a target whose ISA record is ``isa``: its int8 conv path decides whether
+    a conv reads an NHWC graph input in place."""
+    return KernelSupport("the C backend", lambda ms: why_not_kernel(ms, isa), why_not_stream)

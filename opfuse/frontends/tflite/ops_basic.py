@@ -168,9 +168,11 @@ def concatenation(g: Graph, op: Operator) -> None:
 
 
 def quantize(g: Graph, op: Operator) -> None:
-    """float -> int8 is QuantizeLinear; int8 -> int8 (a requantization) is DQ -> Q."""
+    """float -> int8 is QuantizeLinear; int8 -> int8 (a requantization) is DQ -> Q. A float graph
+    input is quantized in its own NHWC layout: the boundary Transpose then moves int8 bytes (a
+    quarter of the float copy) and a conv may read them in place (fusion/views.py)."""
     x, out = op.inputs[0], op.outputs[0]
-    lay = g.prefer(x)
+    lay = g.layout(x) if x in g.model.inputs and g.quant(x) is None else g.prefer(x)
     g.write(out, g.read(x, lay), lay)
 
 

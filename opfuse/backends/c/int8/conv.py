@@ -65,6 +65,17 @@ def _bias(params: Params, node: ir.Node, index: int, channels: int) -> str | Non
     return params.weight(f"{v.name}:bias", np.broadcast_to(arr.ravel(), (channels,)), INT32)
 
 
+def emit_conv8_view(w: CWriter, view: ir.Node, node: ir.Node, pre: list[ir.Node],
+                    params: Params) -> None:
+    """A conv reading a graph input's NHWC -> NCHW Transpose in place (fusion/views.py): the
+    matrix core's fill addresses NHWC rows; no other int8 path takes it (support.py)."""
+    g = conv_geom(node)
+    if not conv_mcu.uses_matrix_core(g, params) or kernels(params.store.isa).conv8 is not None:
+        raise OpfuseError(f"C backend: {who(node)}: this target's int8 conv does not read an "
+                          "NHWC input in place")
+    conv_mcu.emit_conv_mcu(w, node, pre, params, g, view)
+
+
 def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
     """The ISA's int8 conv (``IsaKernels.conv8``, which writes this C in its ``#else``) where it
     takes the conv, else the portable C below."""

@@ -307,12 +307,14 @@ def vector_output(mc: MatConv, pre: list[ir.Node], params: Params) -> tuple[int,
 
 
 def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
-                  g: ConvGeom) -> None:
-    """A layer-by-layer conv: the whole plane, a band of every pixel per group."""
+                  g: ConvGeom, view: ir.Node | None = None) -> None:
+    """A layer-by-layer conv: the whole plane, a band of every pixel per group. ``view``: the
+    NHWC -> NCHW Transpose of a graph input the conv reads in place (fusion/views.py), its
+    fill then addressing NHWC rows."""
     mc = prepare(node, params, g, g.oh * g.ow)
     xv, yv = node.inputs[0], node.outputs[0]
     xct, yct = int_ctype(xv, node), int_ctype((pre or [node])[-1].outputs[0], node)
-    x = params.inp(xv, node)
+    x = params.inp(xv, node) if view is None else params.inp(view.inputs[0], view)
     shape = dims(yv, node)
     chain = Chain8(pre, shape, params, yv.name) if pre else None
     y = params.out((pre or [node])[-1].outputs[0], node)
@@ -330,8 +332,13 @@ def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     declare_scratch(w, params, mc.quads)
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
-    w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
-    emit_band(w, mc, RowSource("xg", g.iw, plane_in), xct.name, pixels=plane_out, oh=None,
+    if view is None:
+        w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
+        src = RowSource("xg", g.iw, plane_in)
+    else:
+        w(f"const {xct.name} *xg = {x} + n*{g.c * plane_in} + grp*{g.icg};")
+        src = RowSource.nhwc("xg", g.c, g.ih, g.iw)
+    emit_band(w, mc, src, xct.name, pixels=plane_out, oh=None,
               out=out, last=chain is None, vec=vec)
     w.close()
     w.close()

@@ -17,8 +17,10 @@ have constant offsets, and the weights are laid out in the same order (``order``
 * ``generic``: k = ic*taps + tap, unrolled inside the input, staged entry by entry at the border
   (small first layers).
 
-The rows come from a ``RowSource``: a whole NCHW plane (the layer-by-layer conv) or a cascade's
-ring of rows (opfuse/backends/c/int8/cascade.py), so both run the same fill and the same core.
+The rows come from a ``RowSource``: a whole NCHW plane (the layer-by-layer conv), a cascade's
+ring of rows (opfuse/backends/c/int8/cascade.py), or a whole NHWC input read in place (a TFLite
+model's first conv, fusion/views.py), so all run the same fill and the same core: every column
+offset is ``src.col``, every channel step ``src.stride``.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def emit_fill(w: CWriter, g, mode: str, *, col: str, stride: int, q: str,  # noq
     w.open("")
     w(f"int64_t *d = {col} + {q};")
     if mode == "pointwise":
-        pix = ow if oh is None else f"{src.row(oh)} + {ow}"
+        pix = src.col(ow) if oh is None else f"{src.row(oh)} + {src.col(ow)}"
         w(f"const {xct} *s = {src.base} + {pix};")
         full = g.icg - g.icg % QUAD
         ch = src.stride
@@ -138,8 +140,8 @@ def _fill_inside(w: CWriter, g, src: RowSource, stride: int, xct: str,  # noqa: 
     """The ``generic`` order for a window inside the input: every entry unrolled, no tests."""
     dh = g.d[0]
     for kh in range(g.k[0]):
-        w(f"const {xct} *r{kh} = {src.base} + {src.row(f'ih0 + {kh * dh}')} + iw0;")
-    entries = [_tap(g, None, f"(r{kh} + {ic * src.stride})", kw, 0)
+        w(f"const {xct} *r{kh} = {src.base} + {src.row(f'ih0 + {kh * dh}')} + {src.col('iw0')};")
+    entries = [_tap(g, None, f"(r{kh} + {ic * src.stride})", kw, 0, src.pixel)
                for ic in range(g.icg) for kh in range(g.k[0]) for kw in range(g.k[1])]
     for kb in range(-(-len(entries) // QUAD)):
         _quad(w, kb * stride, entries[kb * QUAD:(kb + 1) * QUAD], pk=pk)
@@ -157,9 +159,9 @@ def _fill_generic(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int,
     w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
     w(f"const int ih = ih0 + kh*{dh};")
     w(f"const int okh = (unsigned)ih < {g.ih}u;")
-    w(f"const {xct} *r = okh ? s + {src.row('ih')} + iw0 : s;")
+    w(f"const {xct} *r = okh ? s + {src.row('ih')} + {src.col('iw0')} : s;")
     w(f"for (int kw = 0; kw < {g.k[1]}; ++kw, ++kk) e[kk] = (int16_t)(okh && "
-      f"(unsigned)(iw0 + kw*{dw}) < {g.iw}u ? r[kw*{dw}] : {zx});")
+      f"(unsigned)(iw0 + kw*{dw}) < {g.iw}u ? r[kw*{dw * src.pixel}] : {zx});")
     w.close()
     w.close()
     if kp > k:
@@ -180,12 +182,12 @@ def _fill_window(w: CWriter, g, mode: str, src: RowSource, stride: int, xct: str
         w(f"const int ih = ih0 + kh*{dh};")
         if checked:
             w(f"const int okh = (unsigned)ih < {g.ih}u;")
-            w(f"const {xct} *r = okh ? s + {src.row('ih')} + iw0 : s;")
+            w(f"const {xct} *r = okh ? s + {src.row('ih')} + {src.col('iw0')} : s;")
         else:
-            w(f"const {xct} *r = s + {src.row('ih')} + iw0;")
+            w(f"const {xct} *r = s + {src.row('ih')} + {src.col('iw0')};")
         for kq in range(quads):
             _quad(w, f"kd + {kq * stride}",
-                  [_tap(g, "okh" if checked else None, "r", kq * QUAD + lane, zx)
+                  [_tap(g, "okh" if checked else None, "r", kq * QUAD + lane, zx, src.pixel)
                    for lane in range(QUAD)], pk=pk)
         w.close()
         w.close()
@@ -200,11 +202,11 @@ def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int,  #
     w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
     w(f"const int ih = ih0 + kh*{dh};")
     w(f"const int okh = (unsigned)ih < {g.ih}u;")
-    w(f"const {xct} *r = {src.base} + (okh ? {src.row('ih')} + iw0 : 0);")
+    w(f"const {xct} *r = {src.base} + (okh ? {src.row('ih')} + {src.col('iw0')} : 0);")
     w.open(f"for (int kw = 0; kw < {g.k[1]}; ++kw)")
     w(f"int64_t *t = d + (kh*{g.k[1]} + kw)*{quads * stride};")
     w.open(f"if (okh && (unsigned)(iw0 + kw*{dw}) < {g.iw}u)")
-    w(f"const {xct} *s = r + kw*{dw};")
+    w(f"const {xct} *s = r + kw*{dw * src.pixel};")
 
     def quad(ic: str) -> None:
         _quad(w, 0, [f"s[({ic} + {lane})*{src.stride}]" for lane in range(QUAD)], "t", pk)
@@ -222,13 +224,14 @@ def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int,  #
     w.close()
 
 
-def _tap(g, ok: str | None, row: str, kw: int, zx: int) -> str:  # noqa: ANN001
-    """Entry of kernel column ``kw`` on input row pointer ``row``: where ``ok`` is None the
-    window is inside the input, else the entry is valid when ``ok`` and the column is in."""
+def _tap(g, ok: str | None, row: str, kw: int, zx: int, pixel: int = 1) -> str:  # noqa: ANN001
+    """Entry of kernel column ``kw`` on input row pointer ``row`` (columns ``pixel`` elements
+    apart): where ``ok`` is None the window is inside the input, else the entry is valid when
+    ``ok`` and the column is in."""
     dw = g.d[1]
     if ok is None:
-        return f"{row}[{kw * dw}]"
-    return f"({ok} && (unsigned)(iw0 + {kw * dw}) < {g.iw}u ? {row}[{kw * dw}] : {zx})"
+        return f"{row}[{kw * dw * pixel}]"
+    return f"({ok} && (unsigned)(iw0 + {kw * dw}) < {g.iw}u ? {row}[{kw * dw * pixel}] : {zx})"
 
 
 def emit_fill_row(w: CWriter, *, col: str, stride: int, q: int, src: str, xct: str,

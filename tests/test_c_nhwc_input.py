@@ -1,0 +1,188 @@
+"""A TFLite model's NHWC graph input read in place by its first Conv (fusion/views.py,
+``RowSource.nhwc`` in backends/c/rowsource.py): no Transpose kernel at the boundary and no
+full-size NCHW copy of the input, in the plan analyze reports and in the C, with the reference's
+numbers (LiteRT for float, TFLite Micro bit for bit for int8)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tflite")
+
+from opfuse.measure.validate.c_float import validate_c  # noqa: E402
+from opfuse.pipeline import compile_model  # noqa: E402
+from tests.helpers import qgraphs as q  # noqa: E402
+from tests.helpers import tflite_builder as tb  # noqa: E402
+from tests.helpers.mcu_convs import CONV_CASES, conv_tflite  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "models" / "tflite"
+
+
+def _float_stem(h: int, w: int, c: int, oc: int, seed: int) -> bytes:
+    """CONV_2D 3x3 stride 2 SAME + RELU over a float NHWC input: a network's stem."""
+    rng = np.random.default_rng(seed)
+    oh, ow = -(-h // 2), -(-w // 2)
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, h, w, c), np.float32)
+    wt = q.tensor(m, (oc, 3, 3, c), np.float32,
+                  data=rng.normal(0, 0.3, (oc, 3, 3, c)).astype(np.float32))
+    bias = q.tensor(m, (oc,), np.float32, data=rng.normal(0, 0.1, oc).astype(np.float32))
+    y = q.tensor(m, (1, oh, ow, oc), np.float32)
+    q.add_op(m, "CONV_2D", [x, wt, bias], [y], q.conv_options((2, 2), "SAME", "relu"))
+    m.inputs, m.outputs = [x], [y]
+    return m.build()
+
+
+def _stem_then_stride(h: int, w: int, seed: int) -> bytes:
+    """A stem widening 3 -> 16 channels at full resolution, then a stride-2 conv down to 4: the
+    stem's output is the largest value unless the two stream in a cascade."""
+    rng = np.random.default_rng(seed)
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, h, w, 3), np.float32)
+    w1 = q.tensor(m, (16, 3, 3, 3), np.float32,
+                  data=rng.normal(0, 0.3, (16, 3, 3, 3)).astype(np.float32))
+    b1 = q.tensor(m, (16,), np.float32, data=np.zeros(16, np.float32))
+    y1 = q.tensor(m, (1, h, w, 16), np.float32)
+    q.add_op(m, "CONV_2D", [x, w1, b1], [y1], q.conv_options((1, 1), "SAME", "relu"))
+    w2 = q.tensor(m, (4, 3, 3, 16), np.float32,
+                  data=rng.normal(0, 0.3, (4, 3, 3, 16)).astype(np.float32))
+    b2 = q.tensor(m, (4,), np.float32, data=np.zeros(4, np.float32))
+    y2 = q.tensor(m, (1, -(-h // 2), -(-w // 2), 4), np.float32)
+    q.add_op(m, "CONV_2D", [y1, w2, b2], [y2], q.conv_options((2, 2), "SAME", None))
+    m.inputs, m.outputs = [x], [y2]
+    return m.build()
+
+
+def _quantized_stem(h: int, w: int, seed: int) -> bytes:
+    """A float input QUANTIZEd to int8, then an int8 CONV_2D 3x3 (mcunet_vww's start)."""
+    rng = np.random.default_rng(seed)
+    m = tb.TfliteBuilder()
+    x = q.tensor(m, (1, h, w, 3), np.float32)
+    xq = q.tensor(m, (1, h, w, 3), np.int8, 0.02, -7)
+    q.add_op(m, "QUANTIZE", [x], [xq])
+    ws = rng.uniform(0.002, 0.02, 8).astype(np.float32)
+    wi = q.tensor(m, (8, 3, 3, 3), np.int8, ws, 0, 0,
+                  rng.integers(-127, 128, (8, 3, 3, 3)).astype(np.int8))
+    bi = q.tensor(m, (8,), np.int32, 0.02 * ws, 0, 0, rng.integers(-900, 900, 8).astype(np.int32))
+    y = q.tensor(m, (1, h, w, 8), np.int8, 0.05, 3)
+    q.add_op(m, "CONV_2D", [xq, wi, bi], [y], q.conv_options((1, 1), "SAME", "relu6"))
+    m.inputs, m.outputs = [x], [y]
+    return m.build()
+
+
+def _reads_input_in_place(result) -> bool:  # noqa: ANN001
+    """The first conv's kernel starts with the input's Transpose, and no kernel of its own
+    transposes a graph input."""
+    inputs = {v.name for v in result.optimized.graph.inputs}
+    kernels = result.partition.without_cascades().kernels
+    lone = [k for k in kernels if k.ops == ("Transpose",) and inputs & set(k.inputs)]
+    first = next(k for k in kernels if "Conv" in k.ops)  # after a float input's Quantize, Pad
+    return not lone and first.ops[:2] == ("Transpose", "Conv")
+
+
+def _arena(folder: Path) -> int:
+    line = next(t for t in (folder / "model.h").read_text().splitlines()
+                if t.startswith("#define OPFUSE_ARENA_BYTES"))
+    return int(line.split()[-1])
+
+
+@pytest.mark.parametrize("h, w, c, oc", [(20, 34, 3, 8), (17, 41, 3, 8)])
+def test_float_stem_reads_the_nhwc_input_in_place(h: int, w: int, c: int, oc: int,
+                                                  tmp_path: Path) -> None:
+    path = tmp_path / "stem.tflite"
+    path.write_bytes(_float_stem(h, w, c, oc, seed=h + c))
+    result = compile_model(str(path), "x86-host")
+    assert _reads_input_in_place(result)
+    report = validate_c(result, outdir=tmp_path / "c")  # LiteRT, its own tolerance
+    assert report.ok, report
+    # the input and its NCHW copy are never live together: the peak is below both
+    assert _arena(tmp_path / "c") < 2 * h * w * c * 4
+
+
+INT8_CASES = {name: case for name, case in CONV_CASES.items() if case[2] > 1}  # C = 1: a Reshape
+
+
+@pytest.mark.parametrize("case", sorted(INT8_CASES))
+def test_int8_matrix_conv_reads_the_nhwc_input_in_place(case: str, tmp_path: Path) -> None:
+    """Every im2col order (pointwise, taps, generic) fills from NHWC rows on cortex-m7, bit-exact
+    with TFLite Micro (the portable C of the same fill, on the host); x86-host's int8 conv reads
+    NCHW, so its Transpose stays a kernel there, as exact."""
+    pytest.importorskip("tflite_micro")
+    from opfuse.measure.validate.c_int8 import validate_c_int8
+
+    path = tmp_path / "conv.tflite"
+    path.write_bytes(conv_tflite(*INT8_CASES[case]))
+    for target, in_place in (("cortex-m7", True), ("x86-host", False)):
+        result = compile_model(str(path), target)
+        assert _reads_input_in_place(result) == in_place, target
+        report = validate_c_int8(result, trials=10, steps=0)
+        assert report.ok and all(o.max_abs_err == 0 for o in report.outputs), (target, report)
+
+
+def test_a_quantized_float_input_is_read_in_place_after_its_quantize(tmp_path: Path) -> None:
+    """A float input is quantized in NHWC: on cortex-m7 the conv then reads those int8 bytes in
+    place, on x86-host its Transpose moves int8 bytes, not floats; both bit-exact with TFLite
+    Micro, and neither holds the float input and a float copy at once."""
+    pytest.importorskip("tflite_micro")
+    from opfuse.measure.validate.c_int8 import validate_c_int8
+
+    path = tmp_path / "qstem.tflite"
+    path.write_bytes(_quantized_stem(12, 20, seed=3))
+    float_bytes = 12 * 20 * 3 * 4
+    for target, in_place in (("cortex-m7", True), ("x86-host", False)):
+        result = compile_model(str(path), target)
+        assert _reads_input_in_place(result) == in_place, target
+        assert result.schedule().plan.peak_bytes < 2 * float_bytes, target
+        report = validate_c_int8(result, trials=10, steps=0)
+        assert report.ok and all(o.max_abs_err == 0 for o in report.outputs), (target, report)
+
+
+@pytest.mark.skipif(not (shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")),
+                    reason="needs gcc-arm-none-eabi, newlib and qemu-system-arm")
+@pytest.mark.parametrize("name", ["vww_96_int8", "mcunet_vww", "pretrainedResnet"])
+def test_shared_model_on_the_board_without_a_boundary_copy(name: str, tmp_path: Path) -> None:
+    """On cortex-m7 under QEMU: the same numbers as the reference (int8 bit for bit), no
+    transpose kernel, the arena analyze's, and (the int8 models, whose boundary copy set the
+    peak) below the input and its copy."""
+    from opfuse.measure.run.qemu import emulate_c
+
+    path = SHARED / f"{name}.tflite"
+    if not path.exists():
+        pytest.skip("../shared/models not present")
+    result = compile_model(str(path), "cortex-m7")
+    assert _reads_input_in_place(result)
+    emu = emulate_c(result, trials=2, outdir=tmp_path / "board")
+    assert emu.report.ok, emu.report
+    if name != "pretrainedResnet":
+        assert all(o.max_abs_err == 0 for o in emu.report.outputs)
+        x = result.optimized.graph.inputs[0]
+        assert emu.arena_bytes < 2 * int(np.prod([int(d) for d in x.shape])) * x.dtype.itemsize
+    assert "transpose" not in {k.name for k in emu.kernels}
+    assert emu.analyzed["peak_arena_bytes"] == emu.arena_bytes
+
+
+def test_the_copy_stays_where_the_stem_streams_in_a_cascade_instead(tmp_path: Path) -> None:
+    """On cortex-m7 the stem and the stride-2 conv stream in a cascade when the stem reads the
+    input's NCHW copy; read in place, the stem would run layer by layer and its whole output set
+    the peak. The partition keeps the copy there, and the Transpose's edge says why."""
+    from opfuse.backends.c.support import c_support
+    from opfuse.fusion import partition
+    from opfuse.memory import plan_memory
+
+    path = tmp_path / "stem2.tflite"
+    path.write_bytes(_stem_then_stride(24, 24, seed=5))
+    result = compile_model(str(path), "cortex-m7")
+    assert not _reads_input_in_place(result) and result.partition.cascades
+    viewed = partition(result.optimized, result.target, support=c_support(result.target.isa))
+    assert viewed.kernels[0].ops[:2] == ("Transpose", "Conv")  # what it declined
+    peak = result.schedule(cascades=True).plan.peak_bytes
+    assert peak < plan_memory(result.optimized, viewed, "greedy-inplace").peak_bytes
+    edge = next(d for d in result.partition.decisions
+                if d.producer == viewed.kernels[0].nodes[0])
+    assert "read in place" in edge.message
+    report = validate_c(result, outdir=tmp_path / "c")
+    assert report.ok, report
