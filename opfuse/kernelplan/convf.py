@@ -38,6 +38,7 @@ LINE_FLOATS = 16384  # a row's line buffer (stack) budget; beyond it: the direct
 NARROW = 16  # a member's 1x1 rows at least this wide take the column tile (vector units)
 PIXELS_1X1 = 256  # a vector unit's 1x1 convs over at least this many pixels: the GEMM over pixels
 STEM_TAPS, STEM_ROW, STEM_LANES = 32, 16, 8  # a vector unit's stem as pixel tiles (docstring)
+STEM_ALIGN = 8  # its line buffer's phase rows: whole 32-byte vectors, the buffer aligned
 COLUMN_LANES, SPATIAL_LANES, CHANNEL_LANES = 4, 8, 16  # output channels of a member's tiles
 
 
@@ -46,6 +47,7 @@ class FloatConvPlan:
     path: str
     lanes: int = 0  # output channels a tile (pixels, columns, channels)
     unrolled: bool = False  # pixels: every input channel's taps unrolled (no loop over them)
+    align: int = 1  # pixels: a line-buffer phase row rounded up to this many floats, aligned
 
 
 def line_floats(g: ConvGeom) -> int:
@@ -79,7 +81,7 @@ def plan_convf(g: ConvGeom, scalar: bool, member: bool = False) -> FloatConvPlan
         return FloatConvPlan("pixels", pixel_lanes(g.ocg),
                              g.icg * g.k[0] * g.k[1] <= UNROLL_TAPS)
     if not member:
-        return FloatConvPlan("pixels", STEM_LANES, True) if _stem(g) else FloatConvPlan("vector")
+        return FloatConvPlan("pixels", STEM_LANES, True, STEM_ALIGN) if _stem(g) else FloatConvPlan("vector")
     if g.k[0] * g.k[1] > 1:
         return FloatConvPlan("columns", SPATIAL_LANES)
     return FloatConvPlan("channels" if g.ow < NARROW else "columns",

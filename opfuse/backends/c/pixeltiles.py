@@ -125,7 +125,7 @@ def emit_pixel_conv(w: CWriter, node: ir.Node, g: ConvGeom, plan: FloatConvPlan,
         padded[:, :g.ocg] = np.asarray(const(node.inputs[2]), np.float32).reshape(g.group, g.ocg)
         bp = params.weight(f"{node.inputs[2].name}#tile{lanes}", padded.ravel())
     direct = line_floats(g) == 0
-    lw = line_width(g, g.ow)
+    lw = -(-line_width(g, g.ow) // plan.align) * plan.align
     per_ci = kh * sw * lw
     n = "n" if rows is None else "0"
     if rows is None:
@@ -135,6 +135,18 @@ def emit_pixel_conv(w: CWriter, node: ir.Node, g: ConvGeom, plan: FloatConvPlan,
     w(f"const int yrow = {dst.row('r')};")
     if direct:
         w(f"const int xrow = {src.row('r')};")
+    elif plan.align > 1:  # a vector unit's: one copy loop per phase, which gcc vectorizes
+        w(f"float line[{g.c * per_ci}] OPFUSE_ALIGNED;")
+        w.open(f"for (int ci = 0; ci < {g.c}; ++ci) for (int ky = 0; ky < {kh}; ++ky)")
+        w(f"const int iy = r*{sh} - {pt} + ky*{dh};")
+        w(f"float *q = line + ci*{per_ci} + ky*{sw * lw};")
+        w.open(f"if (iy < 0 || iy >= {g.ih})")
+        w(f"for (int j = 0; j < {sw * lw}; ++j) q[j] = 0.0f;")
+        w("continue;")
+        w.close()
+        w(f"const float *xr = {src.channel(n, 'ci')} + {src.row('iy')};")
+        phase_copy(w, "q", "xr", sw, lw, pl, g.iw)
+        w.close()
     else:
         w(f"float line[{g.c * per_ci}];")
         for ky in range(kh):
