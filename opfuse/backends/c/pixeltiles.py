@@ -1,5 +1,7 @@
 """Pixel tiles of a float conv for a scalar FPU (the ``pixels`` path of kernelplan/convf.py), layer
-by layer and as a cascade member: one loop nest, its rows read through a ``RowSource``.
+by layer and as a cascade member, and of a vector unit's stem layer by layer: one loop nest, its
+rows read through a ``RowSource``. On a vector unit gcc vectorizes the loop over a row's columns
+(every tap unrolled, the line buffer's phase rows rounded to ``plan.align`` floats).
 
 A vector unit's column and channel tiles (conv.py, convdirect.py, cascade_rows.py) keep their sums
 in arrays it holds in registers; on a scalar FPU (Cortex-M4/M7/M33) every multiply-add of those
