@@ -198,7 +198,7 @@ CASES = {
          N("Relu", ["y"], ["r"]), N("Conv", ["r", "w2"], ["z"], pads=[1, 1, 1, 1])],
         [_f("x", [1, 24, 32, 32])], [_f("z", None)],
         [_w("w", [40, 12, 3, 3]), _w("b", [40], 1), _w("w2", [16, 40, 3, 3], 2)]),
-    "conv_pixels": _model(  # few input channels x taps: the pixel-vectorized conv (convpix)
+    "conv_pixels": _model(  # few input channels x taps: a vector unit's stem as pixel tiles
         [N("Conv", ["x", "w", "b"], ["y"], pads=[1, 0, 2, 1], strides=[1, 3], dilations=[2, 1]),
          N("HardSwish", ["y"], ["h"]), N("Conv", ["h", "w2"], ["z"], pads=[0, 1, 0, 1], strides=[1, 2])],
         [_f("x", [2, 2, 9, 52])], [_f("z", None)],

@@ -130,7 +130,8 @@ def test_pixel_tiles_are_sanitizer_clean(name: str, tmp_path: Path, scalar_fpu: 
 
 def test_the_plan_takes_pixel_tiles_on_scalar_fpus_only() -> None:
     # the plan is the one decision: armv7em targets (vector_bits = 0) take pixel tiles for a
-    # stem and a pointwise conv, layer by layer and cascaded; vector ISAs never do
+    # stem and a pointwise conv, layer by layer and cascaded; vector ISAs a stem layer by layer
+    # only (STEM_LANES channels a tile, every tap unrolled)
     from opfuse.kernelplan.conv8 import ConvGeom
     from opfuse.targets import load_target
 
@@ -144,7 +145,10 @@ def test_the_plan_takes_pixel_tiles_on_scalar_fpus_only() -> None:
         for g, lanes in ((stem, 16), (pointwise, 8)):
             for member in (False, True):
                 plan = convf.plan_convf(g, scalar, member)
-                assert (plan.path == "pixels") == scalar and (not scalar or plan.lanes == lanes)
+                vector_stem = g is stem and not member and not scalar
+                assert (plan.path == "pixels") == (scalar or vector_stem)
+                assert not scalar or plan.lanes == lanes
+                assert not vector_stem or (plan.lanes, plan.unrolled) == (convf.STEM_LANES, True)
         assert convf.plan_convf(depthwise, scalar).path == "depthwise"
         # 16 input channels x 9 taps: the direct core's tile on every ISA (layer by layer:
         # conv.py's vector templates, which end in it)

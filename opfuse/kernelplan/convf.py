@@ -10,12 +10,16 @@ stem: a vector unit's tiles keep their sums in arrays, which on a scalar FPU gcc
 around every multiply-add; a spatial conv with a larger reduction takes the direct core, whose
 tile reuses each loaded input across the kernel's columns: pretrainedResnet.tflite's 3x3 convs
 over 16-64 channels ran 10-20% more instructions as pixel tiles on cortex-m7, its stem over 3
-channels 2% fewer); a cascade member on a vector unit:
+channels 2% fewer); on a vector unit, layer by layer, a stem (at most ``STEM_TAPS`` input channels
+x taps, rows at least ``STEM_ROW`` wide, not the pointwise GEMM's) as the same pixel tiles of
+``STEM_LANES`` channels, every tap unrolled: the column loop is then the one gcc vectorizes, each
+store a contiguous run of an output row; a cascade member on a vector unit:
 ``columns`` (``lanes`` channels x a run of columns, vectorized over columns) or ``channels``
 (a 1x1 conv on rows narrower than ``NARROW``, vectorized over ``lanes`` channels), both in
 cascade_rows.py; ``direct`` (a member whose line buffer would exceed ``LINE_FLOATS``, or a
-scalar FPU's large spatial reduction: convdirect.py's core); ``vector``: layer by layer on a vector unit, conv.py's own templates (the
-1x1 GEMM over pixels, the stem's pixel rows, the direct conv's register tile).
+scalar FPU's large spatial reduction: convdirect.py's core); ``vector``: layer by layer on a
+vector unit, conv.py's own templates (the 1x1 GEMM over at least ``PIXELS_1X1`` pixels, the
+direct conv's register tile).
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ UNROLL_TAPS = 8
 PIXEL_REDUCTION = 32  # a spatial conv summing more than this many input channels x taps: direct
 LINE_FLOATS = 16384  # a row's line buffer (stack) budget; beyond it: the direct core
 NARROW = 16  # a member's 1x1 rows at least this wide take the column tile (vector units)
+PIXELS_1X1 = 256  # a vector unit's 1x1 convs over at least this many pixels: the GEMM over pixels
+STEM_TAPS, STEM_ROW, STEM_LANES = 32, 16, 8  # a vector unit's stem as pixel tiles (docstring)
+STEM_ALIGN = 8  # its line buffer's phase rows: whole 32-byte vectors, the buffer aligned
 COLUMN_LANES, SPATIAL_LANES, CHANNEL_LANES = 4, 8, 16  # output channels of a member's tiles
 
 
@@ -40,6 +47,7 @@ class FloatConvPlan:
     path: str
     lanes: int = 0  # output channels a tile (pixels, columns, channels)
     unrolled: bool = False  # pixels: every input channel's taps unrolled (no loop over them)
+    align: int = 1  # pixels: a line-buffer phase row rounded up to this many floats, aligned
 
 
 def line_floats(g: ConvGeom) -> int:
@@ -73,8 +81,16 @@ def plan_convf(g: ConvGeom, scalar: bool, member: bool = False) -> FloatConvPlan
         return FloatConvPlan("pixels", pixel_lanes(g.ocg),
                              g.icg * g.k[0] * g.k[1] <= UNROLL_TAPS)
     if not member:
-        return FloatConvPlan("vector")
+        return FloatConvPlan("pixels", STEM_LANES, True, STEM_ALIGN) if _stem(g) else FloatConvPlan("vector")
     if g.k[0] * g.k[1] > 1:
         return FloatConvPlan("columns", SPATIAL_LANES)
     return FloatConvPlan("channels" if g.ow < NARROW else "columns",
                          CHANNEL_LANES if g.ow < NARROW else COLUMN_LANES)
+
+
+def _stem(g: ConvGeom) -> bool:
+    """A vector unit's conv taken layer by layer as pixel tiles: few input channels x taps."""
+    gemm = (g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and g.group == 1
+            and g.oh * g.ow >= PIXELS_1X1 and g.oc % 8 == 0)
+    return (g.group == 1 and g.icg * g.k[0] * g.k[1] <= STEM_TAPS and g.ow >= STEM_ROW
+            and g.oc >= STEM_LANES and g.s[1] <= 4 and not gemm)

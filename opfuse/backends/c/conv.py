@@ -6,8 +6,10 @@ is a block of OCB output channels times a run of output columns kept on the stac
 runs over contiguous output columns (and, at stride 1, contiguous input columns), which gcc -O3
 vectorizes. The epilogue chain is applied to the accumulator block before the single store.
 
-Dispatch with constant weights (the fast paths): depthwise -> dwconv.py; 1x1 stride 1 unpadded
-over >= PIXELS_1X1 pixels -> the pixel-vectorized GEMM below; every other conv -> convdirect.py
+Dispatch with constant weights (the fast paths, kernelplan/convf.py): depthwise -> dwconv.py; a
+scalar FPU's pointwise conv or stem, or a vector unit's stem -> pixeltiles.py; 1x1 stride 1
+unpadded over >= PIXELS_1X1 pixels -> the pixel-vectorized GEMM below; every other conv ->
+convdirect.py
 (register tile of output pixels x output channels, vectorized over channels). The row paths
 below remain for runtime (non-constant) weights and for a conv that ends in a fused pool.
 
@@ -22,13 +24,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, attr, contiguous, dims, offset_expr, pick_block, who
 from opfuse.backends.c.convdirect import emit_direct, pack_weights
-from opfuse.backends.c.convpix import emit_pixels
-from opfuse.backends.c.convpix import fits as fits_pixels
 from opfuse.backends.c.dwconv import emit_depthwise
 from opfuse.backends.c.epilogue import Chain, Operand, build_chain, emit_apply
 from opfuse.backends.c.isa import kernels
@@ -40,9 +39,10 @@ from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
 from opfuse.kernelplan import convf
 from opfuse.kernelplan.conv8 import ConvGeom
+from opfuse.targets.isa import Isa
 
 PB = 32  # columns per tile of the 1x1 path
-PIXELS_1X1 = 256  # 1x1 convs over at least this many pixels vectorize over pixels
+PIXELS_1X1 = convf.PIXELS_1X1  # 1x1 convs over at least this many pixels vectorize over pixels
 ROW_MIN = 128  # short rows are accumulated several at a time, up to this many columns
 SHORT_ROW = 32  # rows narrower than this count as short
 # floats of input a block of pointwise tiles reads (with the ISA's register tile): 1 MB, an L2,
@@ -165,19 +165,19 @@ def emit_conv(
     _close_row_loops(w)
 
 
-def nhwc_fits(node: ir.Node) -> bool:
-    """Whether the conv runs the stem's pixel rows (convpix.py), the float path that reads an
-    NHWC input in place (a TFLite graph input's Transpose, fusion/views.py)."""
-    arr = const(node.inputs[1])
+def nhwc_fits(node: ir.Node, isa: Isa) -> bool:
+    """Whether the conv runs as pixel tiles (pixeltiles.py), the float path that reads an NHWC
+    input in place (a TFLite graph input's Transpose, fusion/views.py)."""
     g = conv_geom(node)
-    return arr is not None and not (g.icg == 1 and g.ocg == 1) and fits_pixels(g, arr)
+    return (const(node.inputs[1]) is not None
+            and convf.plan_convf(g, isa.scalar).path == "pixels")
 
 
 def emit_conv_view(w: CWriter, view: ir.Node, node: ir.Node, pre: list[ir.Node],
                    params: Params) -> None:
-    """The conv reading a graph input's NHWC -> NCHW Transpose ``view`` in place: the stem's
-    pixel rows with NHWC row addressing, the epilogue chain as ``emit_conv``'s; no ISA kernel."""
-    if not nhwc_fits(node):
+    """The conv reading a graph input's NHWC -> NCHW Transpose ``view`` in place: pixel tiles
+    with NHWC row addressing, the epilogue chain as ``emit_conv``'s; no ISA kernel."""
+    if not nhwc_fits(node, params.store.isa):
         raise OpfuseError(f"C backend: {who(node)}: this conv does not read an NHWC input in place")
     g = conv_geom(node)
     shape = dims(node.outputs[0], node)
@@ -186,17 +186,17 @@ def emit_conv_view(w: CWriter, view: ir.Node, node: ir.Node, pre: list[ir.Node],
     b = params.inp(bias, node) if bias is not None else None
     chain = _four(build_chain(pre, shape, params, node.outputs[0].name), shape)
     y = params.out((pre or [node])[-1].outputs[0], node)
-    arr = const(node.inputs[1])
-    wt = params.weight(f"{node.inputs[1].name}:pix", arr.astype(np.float32).ravel())
-    emit_pixels(w, g, x, wt, b, chain, y, RowSource.nhwc(x, g.c, g.ih, g.iw))
+    plan = convf.plan_convf(g, params.store.isa.scalar)
+    emit_pixel_conv(w, node, g, plan, RowSource.nhwc(x, g.c, g.ih, g.iw),
+                    RowSource.of(y, g.oc, g.oh, g.ow), None, params, chain=chain, bias=b)
 
 
 def _constant_weights(w: CWriter, node: ir.Node, g: ConvGeom, x: str, b: str | None,
                       chain: Chain, y: str, params: Params) -> None:
-    """A conv with constant weights by its plan (kernelplan/convf.py): depthwise; on a scalar FPU
-    pixel tiles (pixeltiles.py, the cascade members' nest); else the pixel-vectorized 1x1 GEMM,
-    the stem's pixel rows or the register-tiled direct conv (the ISA's FMA tile where it has
-    one)."""
+    """A conv with constant weights by its plan (kernelplan/convf.py): depthwise; pixel tiles
+    (pixeltiles.py, the cascade members' nest: a scalar FPU's pointwise convs and stems, a vector
+    unit's stems); else the pixel-vectorized 1x1 GEMM or the register-tiled direct conv (the
+    ISA's FMA tile where it has one)."""
     arr = const(node.inputs[1])
     isa = kernels(params.store.isa)
     plan = convf.plan_convf(g, params.store.isa.scalar)
@@ -212,10 +212,6 @@ def _constant_weights(w: CWriter, node: ir.Node, g: ConvGeom, x: str, b: str | N
             and flat is not None and g.oh * g.ow >= PIXELS_1X1 and g.oc % 8 == 0):
         wts = _Weights(node, g, 8, params)
         _conv1x1(w, g, x, wts, b, chain, flat, y, isa.fma_tile)
-        return
-    if fits_pixels(g, arr):
-        wt = params.weight(f"{node.inputs[1].name}:pix", arr.astype(np.float32).ravel())
-        emit_pixels(w, g, x, wt, b, chain, y)
         return
     packed, meta = pack_weights(arr.reshape(g.oc, g.icg, g.k[0], g.k[1]), g.group)
     wp = params.weight(f"{node.inputs[1].name}:direct", packed)

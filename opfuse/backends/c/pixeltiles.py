@@ -1,5 +1,7 @@
 """Pixel tiles of a float conv for a scalar FPU (the ``pixels`` path of kernelplan/convf.py), layer
-by layer and as a cascade member: one loop nest, its rows read through a ``RowSource``.
+by layer and as a cascade member, and of a vector unit's stem layer by layer: one loop nest, its
+rows read through a ``RowSource``. On a vector unit gcc vectorizes the loop over a row's columns
+(every tap unrolled, the line buffer's phase rows rounded to ``plan.align`` floats).
 
 A vector unit's column and channel tiles (conv.py, convdirect.py, cascade_rows.py) keep their sums
 in arrays it holds in registers; on a scalar FPU (Cortex-M4/M7/M33) every multiply-add of those
@@ -124,8 +126,8 @@ def emit_pixel_conv(w: CWriter, node: ir.Node, g: ConvGeom, plan: FloatConvPlan,
         padded = np.zeros((g.group, blocks * lanes), np.float32)
         padded[:, :g.ocg] = np.asarray(const(node.inputs[2]), np.float32).reshape(g.group, g.ocg)
         bp = params.weight(f"{node.inputs[2].name}#tile{lanes}", padded.ravel())
-    direct = line_floats(g) == 0
-    lw = line_width(g, g.ow)
+    direct = line_floats(g) == 0 and not src.is_nhwc  # an NHWC row: copied
+    lw = -(-line_width(g, g.ow) // plan.align) * plan.align
     per_ci = kh * sw * lw
     n = "n" if rows is None else "0"
     if rows is None:
@@ -135,6 +137,18 @@ def emit_pixel_conv(w: CWriter, node: ir.Node, g: ConvGeom, plan: FloatConvPlan,
     w(f"const int yrow = {dst.row('r')};")
     if direct:
         w(f"const int xrow = {src.row('r')};")
+    elif plan.align > 1:  # a vector unit's: one copy loop per phase, which gcc vectorizes
+        w(f"float line[{g.c * per_ci}] OPFUSE_ALIGNED;")
+        w.open(f"for (int ci = 0; ci < {g.c}; ++ci) for (int ky = 0; ky < {kh}; ++ky)")
+        w(f"const int iy = r*{sh} - {pt} + ky*{dh};")
+        w(f"float *q = line + ci*{per_ci} + ky*{sw * lw};")
+        w.open(f"if (iy < 0 || iy >= {g.ih})")
+        w(f"for (int j = 0; j < {sw * lw}; ++j) q[j] = 0.0f;")
+        w("continue;")
+        w.close()
+        w(f"const float *xr = {src.channel(n, 'ci')} + {src.row('iy')};")
+        phase_copy(w, "q", "xr", sw, lw, pl, g.iw, src.pixel)
+        w.close()
     else:
         w(f"float line[{g.c * per_ci}];")
         for ky in range(kh):
@@ -145,7 +159,8 @@ def emit_pixel_conv(w: CWriter, node: ir.Node, g: ConvGeom, plan: FloatConvPlan,
         for ky in range(kh):
             w.open(f"if (in{ky})")
             w(f"const float *xr = {src.channel(n, 'ci')} + sl{ky};")
-            phase_copy(w, f"(line + ci*{per_ci} + {ky * sw * lw})", "xr", sw, lw, pl, g.iw)
+            phase_copy(w, f"(line + ci*{per_ci} + {ky * sw * lw})", "xr", sw, lw, pl, g.iw,
+                       src.pixel)
             w.close()
             w(f"else for (int j = 0; j < {sw * lw}; ++j) "
               f"line[ci*{per_ci} + {ky * sw * lw} + j] = 0.0f;")  # fmt: skip

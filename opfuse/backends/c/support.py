@@ -136,8 +136,8 @@ def _why_not_nhwc(members: Sequence[ir.Node], isa: Isa | None) -> str | None:
         return _why_not_int8(rest) if len(rest) > 1 else None
     if kernels(isa).conv_float is not None:  # cortex-m55's MVE-F stem reads NCHW rows
         return "this target's float conv kernels read NCHW rows"
-    if not nhwc_fits(conv):
-        return "only the float stem's pixel rows read an NHWC input in place"
+    if not nhwc_fits(conv, isa):
+        return "only the float conv's pixel tiles read an NHWC input in place"
     if any(n.op_type in POOL_OPS for n in rest):
         return "a pool after a conv reading an NHWC input in place"
     return _why_not_float(rest) if len(rest) > 1 else None
