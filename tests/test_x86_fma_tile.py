@@ -65,13 +65,14 @@ CASES = {
         a = Relu(c)
         y = Add(r, a)
     }""", w=normal(32, 32, 1, 1)),
-    # a pointwise conv on a 7x7 plane as one flat row of 49 pixels: 32-channel tiles of 10, 10,
-    # 10, 10 and 9 pixels (convdirect.WIDE_PIXELS, even tiles), a residual Add and Relu
-    "direct_pointwise_wide": parsed_model("""g (float[1,40,7,7] x, float[1,64,7,7] r) => (float[1,64,7,7] y) {
+    # a pointwise conv on a 7x7 plane as one flat row of 49 pixels, weight blocks of 32 KB:
+    # 32-channel tiles of 10, 10, 10, 10 and 9 pixels (convdirect.WIDE_PIXELS, even tiles), a
+    # residual Add and Relu
+    "direct_pointwise_wide": parsed_model("""g (float[1,256,7,7] x, float[1,64,7,7] r) => (float[1,64,7,7] y) {
         c = Conv(x, w, b)
         s = Add(c, r)
         y = Relu(s)
-    }""", w=normal(64, 40, 1, 1), b=normal(64, seed=1)),
+    }""", w=normal(64, 256, 1, 1), b=normal(64, seed=1)),
     # weights of 885 KB in three blocks of 32 channels over a 7x7 plane: each block's tiles
     # prefetch the next block (convdirect._prefetch), the last one its own
     "direct_prefetch": parsed_model("""g (float[1,256,7,7] x) => (float[1,96,7,7] y) {

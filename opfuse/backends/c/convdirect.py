@@ -25,6 +25,7 @@ from opfuse.backends.c.rowsource import RowSink, RowSource, ring_offset
 
 LANES = 8  # a block's channel count is padded to a multiple of this
 WIDE_PIXELS = 12  # pixels of a 32-channel tile under an ISA's FMA tile: 24 sums of 16 lanes
+WIDE_WEIGHTS = 32 * 1024  # for a weight block this large (each tile reads it from L2)
 PREFETCH_BYTES = 256 * 1024  # packed weights larger than this are prefetched a block ahead
 PREFETCH_INPUT = 512 * 1024  # when the input is at most this (it stays in L2 beside two blocks)
 
@@ -220,7 +221,8 @@ def _blocks(w: CWriter, g, src: RowSource, n: str, wp: str, meta, finish, dst,  
         if lb:
             w(f"float lb[{g.icg * g.k[0] * lb}] OPFUSE_ALIGNED;")
             w("int next = 0;")
-        runs = tile_runs(g, ocv, fma is not None and g.k == (1, 1) and g.s == (1, 1))
+        runs = tile_runs(g, ocv, fma is not None and g.k == (1, 1) and g.s == (1, 1)
+                         and size * 4 >= WIDE_WEIGHTS)
         ahead = None
         if (looped and dst is None and fma is not None and group_size * g.group * 4 > PREFETCH_BYTES
                 and g.c * g.ih * g.iw * 4 <= PREFETCH_INPUT):
