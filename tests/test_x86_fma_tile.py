@@ -65,6 +65,20 @@ CASES = {
         a = Relu(c)
         y = Add(r, a)
     }""", w=normal(32, 32, 1, 1)),
+    # a pointwise conv on a 7x7 plane as one flat row of 49 pixels, weight blocks of 32 KB:
+    # 32-channel tiles of 10, 10, 10, 10 and 9 pixels (convdirect.WIDE_PIXELS, even tiles), a
+    # residual Add and Relu
+    "direct_pointwise_wide": parsed_model("""g (float[1,256,7,7] x, float[1,64,7,7] r) => (float[1,64,7,7] y) {
+        c = Conv(x, w, b)
+        s = Add(c, r)
+        y = Relu(s)
+    }""", w=normal(64, 256, 1, 1), b=normal(64, seed=1)),
+    # weights of 885 KB in three blocks of 32 channels over a 7x7 plane: each block's tiles
+    # prefetch the next block (convdirect._prefetch), the last one its own
+    "direct_prefetch": parsed_model("""g (float[1,256,7,7] x) => (float[1,96,7,7] y) {
+        c = Conv<pads=[1,1,1,1]>(x, w, b)
+        y = Relu(c)
+    }""", w=normal(96, 256, 3, 3), b=normal(96, seed=1)),
     # two 3x3 convs in a row, the second's line buffer over kernelplan.convf.LINE_FLOATS: a
     # cascade's direct member on a ring (convdirect.emit_direct_rows)
     "cascade_pair": parsed_model("""g (float[1,8,24,120] x) => (float[1,16,24,120] y) {
@@ -101,6 +115,10 @@ def test_fma_tile_builds_match_onnxruntime(case: str, march: str, macro: str | N
     text = (tmp_path / "c" / "model.c").read_text()
     if call is not None:
         assert call in text, "the conv did not take the register tile"
+    if case == "direct_pointwise_wide" and call is not None:
+        assert "float acc[10][32]" in text and "float acc[9][32]" in text, "not even 10 + 9 tiles"
+    if case == "direct_prefetch" and call is not None:
+        assert "_mm_prefetch((const char *)pf" in text, "no prefetch of the next block"
     if case == "cascade_pair" and cascades:
         assert "for (int oh = a; oh <= b; ++oh)" in text, "no direct member on a ring"
     feeds, want, _ = reference(model)

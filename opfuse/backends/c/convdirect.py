@@ -24,6 +24,10 @@ from opfuse.backends.c.epilogue import Chain, emit_apply
 from opfuse.backends.c.rowsource import RowSink, RowSource, ring_offset
 
 LANES = 8  # a block's channel count is padded to a multiple of this
+WIDE_PIXELS = 12  # pixels of a 32-channel tile under an ISA's FMA tile: 24 sums of 16 lanes
+WIDE_WEIGHTS = 32 * 1024  # for a weight block this large (each tile reads it from L2)
+PREFETCH_BYTES = 256 * 1024  # packed weights larger than this are prefetched a block ahead
+PREFETCH_INPUT = 512 * 1024  # when the input is at most this (it stays in L2 beside two blocks)
 
 
 def oc_blocks(ocg: int) -> list[tuple[int, int, int]]:
@@ -66,10 +70,15 @@ def pack_weights(arr: np.ndarray, group: int, blocks: list[tuple[int, int, int]]
     return np.concatenate(parts), meta
 
 
-def row_tiles(ow: int, most: int = 8) -> list[tuple[int, int]]:
-    """(first column, width) of the pixel tiles of one output row, at most ``most`` wide."""
+def row_tiles(ow: int, most: int = 8, even: bool = False) -> list[tuple[int, int]]:
+    """(first column, width) of the pixel tiles of one output row, at most ``most`` wide;
+    ``even``: the fewest tiles, their widths differing by at most one."""
     if ow <= most:
         return [(0, ow)]
+    if even:
+        count = -(-ow // most)
+        widths = [ow // count + (i < ow % count) for i in range(count)]
+        return [(sum(widths[:i]), pw) for i, pw in enumerate(widths)]
     pt = next((d for d in range(most, most // 2, -1) if ow % d == 0), most)
     return [(c0, min(pt, ow - c0)) for c0 in range(0, ow, pt)]
 
@@ -86,12 +95,15 @@ def _taps(g, c0: int, pt: int) -> tuple[tuple[int, int, int], ...]:
     return tuple(out)
 
 
-def tile_runs(g, ocv: int) -> list[tuple[int, int, int, tuple]]:
+def tile_runs(g, ocv: int, wide: bool = False) -> list[tuple[int, int, int, tuple]]:
     """Runs of consecutive tiles with the same width and taps: (first column, width, count, taps).
 
-    A tile holds PT x OCV accumulators: 16 x 16 or 8 x 32 (16 512-bit registers)."""
+    A tile holds PT x OCV accumulators: 16 x 16 or 8 x 32 (16 512-bit registers); ``wide`` (the
+    ISA's FMA tile keeps its sums in registers): up to WIDE_PIXELS x 32, the row cut in even
+    tiles."""
     runs: list[list] = []
-    for c0, pt in row_tiles(g.ow, 16 if ocv <= 16 else 8):
+    most = 16 if ocv <= 16 else WIDE_PIXELS if wide else 8
+    for c0, pt in row_tiles(g.ow, most, wide and ocv > 16):
         taps = _taps(g, c0, pt)
         last = runs[-1] if runs else None
         if last is not None and last[1] == pt and last[3] == taps:
@@ -196,6 +208,12 @@ def _blocks(w: CWriter, g, src: RowSource, n: str, wp: str, meta, finish, dst,  
         if lb:
             w(f"float lb[{g.icg * g.k[0] * lb}] OPFUSE_ALIGNED;")
             w("int next = 0;")
+        runs = tile_runs(g, ocv, fma is not None and g.k == (1, 1) and g.s == (1, 1)
+                         and size * 4 >= WIDE_WEIGHTS)
+        ahead = None
+        if (looped and dst is None and fma is not None and group_size * g.group * 4 > PREFETCH_BYTES
+                and g.c * g.ih * g.iw * 4 <= PREFETCH_INPUT):
+            ahead = _prefetch(w, g, runs, size, len(blocks))
         if dst is None:
             w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
         else:
@@ -205,13 +223,28 @@ def _blocks(w: CWriter, g, src: RowSource, n: str, wp: str, meta, finish, dst,  
             _ring_rows(w, g, src)
         if lb:
             _fill(w, g, lb)
-        for c0, pt, count, taps in tile_runs(g, ocv):
-            _tile(w, g, c0, pt, count, taps, ocv, width, finish, src, lb, dst is not None, fma)
+        for c0, pt, count, taps in runs:
+            _tile(w, g, c0, pt, count, taps, ocv, width, finish, src, lb, dst is not None, fma,
+                  ahead)
         w.close()
         if looped:
             w.close()
         w.close()
     w.close()
+
+
+def _prefetch(w: CWriter, g, runs, size: int, blocks: int) -> tuple[str, int] | None:  # noqa: ANN001
+    """``pf``: the next weight block (the last block: its own), which the tiles of this block
+    prefetch a little of at every reduction step (``IsaKernels.fma_tile``'s ``prefetch``), so the
+    whole of it is on its way to L2 by the time this block ends. A late layer's weights are read
+    once an inference from memory (ResNet-50's 512 -> 2048 on 7x7: 4 MB over 49 pixels), and the
+    hardware prefetcher stops at each 4 KB page; (pointer, floats a step) or None."""
+    steps = g.oh * sum(count for _, _, count, _ in runs) * g.icg * g.k[0]
+    if size < steps:
+        return None
+    w(f"const float *pf = wb + (ob + 1 < {blocks} ? {size} : 0);")
+    w("(void)pf;")
+    return "pf", size // steps
 
 
 def _ring_rows(w: CWriter, g, src: RowSource) -> None:  # noqa: ANN001
@@ -256,7 +289,8 @@ def _fill(w: CWriter, g, iwp: int) -> None:
 
 
 def _tile(w: CWriter, g, c0: int, pt: int, count: int, taps, ocv: int, width: int, finish,  # noqa: ANN001
-          src: RowSource, lb: int = 0, ring: bool = False, fma=None) -> None:  # noqa: ANN001
+          src: RowSource, lb: int = 0, ring: bool = False, fma=None,  # noqa: ANN001
+          ahead: tuple[str, int] | None = None) -> None:
     kk = g.k[0] * g.k[1]
     if count > 1:
         w.open(f"for (int t = 0; t < {count}; ++t)")
@@ -299,7 +333,7 @@ def _tile(w: CWriter, g, c0: int, pt: int, count: int, taps, ocv: int, width: in
         w.close()
 
     terms = [(p, f"xr[{off}]", f"wk + {kw * ocv}") for p, kw, off in taps]
-    if fma is None or not fma(w, "acc", pt, ocv, loops, terms, portable):
+    if fma is None or not fma(w, "acc", pt, ocv, loops, terms, portable, prefetch=ahead):
         loops(portable)
     finish(pt, width, ocv)  # the epilogue on the register tile and the single store
     w.close()

@@ -10,6 +10,7 @@ import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, attr, contiguous, dims, flit, offset_expr, who
 from opfuse.backends.c.epilogue import Chain, build_chain, emit_apply
+from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ops.groups import C_POOLS
@@ -125,14 +126,24 @@ def _accumulate(w: CWriter, g: PoolGeom, pacc: str, tap: str) -> None:
 
 
 def emit_pool_row(
-    w: CWriter, g: PoolGeom, rows: int, pacc: str, ph: str, load_row: Callable[[str], str]
+    w: CWriter, g: PoolGeom, rows: int, pacc: str, ph: str, load_row: Callable[[str], str],
+    row_max: Callable[..., bool] | None = None,
 ) -> None:
     """Pool one output row ``ph`` of ``rows`` channels into ``pacc[rows][ow]``.
 
     ``load_row(ih)`` emits code that makes ``src[j][iw]`` hold input row ``ih`` of channel j and
-    returns the C name of ``src``."""
-    init = "-INFINITY" if g.op == "max" else "0.0f"
+    returns the C name of ``src``; ``row_max``: the ISA's MaxPool row (``IsaKernels.max_pool_row``)
+    for one channel, this C in its ``#else``."""
     w(f"float {pacc}[{rows}][{g.ow}];")
+    if (row_max is not None and rows == 1 and g.op == "max"
+            and row_max(w, g, pacc, ph, load_row, lambda: _row(w, g, rows, pacc, ph, load_row))):
+        return
+    _row(w, g, rows, pacc, ph, load_row)
+
+
+def _row(w: CWriter, g: PoolGeom, rows: int, pacc: str, ph: str,
+         load_row: Callable[[str], str]) -> None:
+    init = "-INFINITY" if g.op == "max" else "0.0f"
     w(f"for (int j = 0; j < {rows}; ++j) for (int i = 0; i < {g.ow}; ++i) {pacc}[j][i] = {init};")
     w.open(f"for (int pkh = 0; pkh < {g.k[0]}; ++pkh)")
     w(f"const int prow = {ph}*{g.s[0]} - {g.p[0]} + pkh*{g.d[0]};")
@@ -216,7 +227,7 @@ def emit_pool_kernel(w: CWriter, nodes: list[ir.Node], params: Params) -> None:
         w(f"const float (*src)[{g.iw}] = (const float (*)[{g.iw}])({xc} + {ih}*{g.iw});")
         return "src"
 
-    emit_pool_row(w, g, 1, "pacc", "ph", load)
+    emit_pool_row(w, g, 1, "pacc", "ph", load, kernels(params.store.isa).max_pool_row)
     emit_apply(w, chain4, vs, ["n", "c", "ph", "0"], g.ow, lambda i: f"pacc[0][{i}]",
                lambda i: f"{y}[{offset_expr(['n', 'c', 'ph', i], ys)}]")
     w.close()

@@ -163,6 +163,10 @@ class IsaKernels:
     # tile ``acc[rows][lanes]`` += scalar * vector for each (row, scalar, vector) term at each step
     # of the nest ``loops(body)`` writes, ``loops(portable)`` in its #else; False: that alone
     fma_tile: Callable[..., bool] | None = None
+    # max_pool_row(w, g, pacc, ph, load_row, portable) -> bool: one output row of a float
+    # MaxPool (pools.PoolGeom ``g``) into ``pacc[0][...]`` in vectors, ``portable()``'s C in its
+    # #else; False: that alone
+    max_pool_row: Callable[..., bool] | None = None
     # narrow: the matrix family over an int8 scratch for int8 inputs (None: the int16 one only)
     narrow: NarrowMatrix | None = None
     # member_functions: every int8 depthwise / matrix-core pointwise member and every float

@@ -23,9 +23,11 @@ from opfuse.backends.c.isa.base import IsaKernels
 from opfuse.backends.c.isa.x86.conv import emit_conv_x86, emit_gemm_x86
 from opfuse.backends.c.isa.x86.fma_tile import fma_tile
 from opfuse.backends.c.isa.x86.helpers import prelude as helpers
+from opfuse.backends.c.isa.x86.pool import max_pool_row
 from opfuse.backends.c.isa.x86.transpose import tile_transpose
 
 KERNELS = IsaKernels(name="x86", prelude="", dot=portable.dot, saturate8=portable.saturate8,
                      conv8=emit_conv_x86, gemm8=emit_gemm_x86, helpers=helpers,
                      roundf_truncf=True, matmul_wide=(8, "defined(__AVX512F__)"),
-                     tile_transpose=tile_transpose, fma_tile=fma_tile)
+                     tile_transpose=tile_transpose, fma_tile=fma_tile,
+                     max_pool_row=max_pool_row)

@@ -68,7 +68,7 @@ class _Vec:
 
 
 def _pass(w: CWriter, vec: _Vec, acc: str, rows: Sequence[int], loops: Callable,
-          terms: Sequence[Term]) -> None:
+          terms: Sequence[Term], prefetch: tuple[str, int] | None = None) -> None:
     """One pass: the sums of ``rows`` in registers across the nest ``loops`` writes."""
     w.open("")
     if vec.width == 8 and vec.tail != 8:
@@ -83,6 +83,9 @@ def _pass(w: CWriter, vec: _Vec, acc: str, rows: Sequence[int], loops: Callable,
             groups.setdefault(ptr, []).append((r, scalar))
 
     def body() -> None:
+        if prefetch is not None:
+            w(f"_mm_prefetch((const char *){prefetch[0]}, _MM_HINT_T1);")
+            w(f"{prefetch[0]} += {prefetch[1]};")
         for g, (ptr, uses) in enumerate(groups.items()):
             for k in range(vec.count):
                 w(f"const {vec.t} vw{g}_{k} = {vec.load(ptr, k)};")
@@ -99,24 +102,30 @@ def _pass(w: CWriter, vec: _Vec, acc: str, rows: Sequence[int], loops: Callable,
 
 
 def _passes(w: CWriter, vec: _Vec, acc: str, rows: int, sums: int, loops: Callable,
-            terms: Sequence[Term]) -> None:
+            terms: Sequence[Term], prefetch: tuple[str, int] | None) -> None:
     band = max(1, sums // vec.count)
-    for r0 in range(0, rows, band):
-        _pass(w, vec, acc, range(r0, min(rows, r0 + band)), loops, terms)
+    for r0 in range(0, rows, band):  # the first pass prefetches
+        _pass(w, vec, acc, range(r0, min(rows, r0 + band)), loops, terms,
+              prefetch if r0 == 0 else None)
 
 
 def fma_tile(w: CWriter, acc: str, rows: int, lanes: int, loops: Callable[[Callable], None],
-             terms: Sequence[Term], portable: Callable[[], None]) -> bool:
+             terms: Sequence[Term], portable: Callable[[], None],
+             prefetch: tuple[str, int] | None = None) -> bool:
     """``acc[r][l] += s * v[l]`` for every term (r, s, v) and lane l < ``lanes`` at each step of
     the loop nest ``loops(body)`` writes (it calls ``body()`` where a step goes): AVX-512 and
     AVX2 in registers, ``loops(portable)`` in the ``#else``. False (nothing written) for a tile
-    of more than 4 vectors of 16 lanes a row or with no terms."""
+    of more than 4 vectors of 16 lanes a row or with no terms.
+
+    ``prefetch`` (a C pointer variable, floats): at each step of the first pass the line at the
+    pointer is prefetched to L2 (``prefetcht1``) and the pointer advanced (the caller's next
+    weight block, convdirect.py's ``_prefetch``)."""
     if not terms or lanes > 64 or rows < 1:
         return False
     w.lines.append(f"#if {NO} && defined(__AVX512F__)")
-    _passes(w, _Vec(512, lanes), acc, rows, ZMM_SUMS, loops, terms)
+    _passes(w, _Vec(512, lanes), acc, rows, ZMM_SUMS, loops, terms, prefetch)
     w.lines.append(f"#elif {NO} && defined(__AVX2__) && defined(__FMA__)")
-    _passes(w, _Vec(256, lanes), acc, rows, YMM_SUMS, loops, terms)
+    _passes(w, _Vec(256, lanes), acc, rows, YMM_SUMS, loops, terms, prefetch)
     w.lines.append("#else")
     loops(portable)
     w.lines.append("#endif")
