@@ -154,8 +154,9 @@ def _shareable(ms: list[ir.Node], x: ir.Value, y: ir.Value, stores,  # noqa: ANN
     head = ms[0]
     if head.op_type != "Conv" or not (x.name in stores.rings or y.name in stores.rings):
         return False
-    if _shape(ms, x, y, stores.rings) not in twins and not kernels(stores.params.store.isa) \
-            .member_functions:
+    ks = kernels(stores.params.store.isa)
+    if _shape(ms, x, y, stores.rings) not in twins and not (ks.member_functions
+                                                            or ks.int8_member_functions):
         return False
     g = conv_geom(head)
     if is_depthwise8(g, head, int_ctype(x, head).name):
@@ -281,7 +282,7 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int | str, w_in: int, 
         return channel_row("xc", ih, rx, w_in, whole)
 
     if is_depthwise8(g, node, xct):  # the layer-by-layer kernel's row core (depthwise_dsp.py)
-        emit_depthwise_member(w, node, params, g, f"{xp} + c*{_times(rx, w_in)}", row,
+        emit_depthwise_member(w, node, params, g, xp, _times(rx, w_in), row,
                               f"{yct.name} *yr = {ring_row(yp, 'c', 'r', ry, w_out)}", store,
                               rest if yct.name == "int8_t" else None)
         return
