@@ -92,7 +92,7 @@ def bias_classes(g: ConvGeom) -> set[tuple[int, int]]:
     return out | {(0, g.k[1])} if groups else out
 
 
-def emit_channel_setup(w: CWriter, isa: IsaKernels, g: ConvGeom, weights: str, bias: str,
+def emit_channel_setup(w: CWriter, isa: IsaKernels, g: ConvGeom, weights: str, bias: str | None,
                        dq: DwQuant, folded: str | None = None) -> None:
     """Per channel ``c``: ``wc`` (its int8 taps), ``bk<k0>_<k1>`` (the bias with the zero point of
     the taps k0 .. k1 of every row folded in, or read from the table ``folded``: ``bk0_<KW>`` for
@@ -100,7 +100,8 @@ def emit_channel_setup(w: CWriter, isa: IsaKernels, g: ConvGeom, weights: str, b
     constants and the ISA's packed weights for its pairs."""
     (kh_, kw_), (_, (_, groups)) = g.k, columns(g)
     w(f"const int8_t *wc = {weights} + c*{kh_ * kw_};")
-    w(f"const int32_t bc = {bias}[c];" + (" (void)bc;" if folded else ""))
+    if bias is not None:
+        w(f"const int32_t bc = {bias}[c];" + (" (void)bc;" if folded else ""))
     for i, (k0, k1) in enumerate(classes := sorted(bias_classes(g))):
         terms = " + ".join(f"wc[{kh * kw_ + k}]" for kh in range(kh_) for k in range(k0, k1))
         bk = f"{folded}[c*{len(classes)} + {i}]" if folded else f"bc - {dq.zx}*({terms or 0})"
@@ -244,12 +245,18 @@ def depthwise_weights(params: Params, wv: ir.Value, g: ConvGeom) -> str:
     return params.weight(f"{wv.name}:dw", arr, INT8)
 
 
-def _operands(params: Params, node: ir.Node, g: ConvGeom) -> tuple[str, str, str, DwQuant]:
-    """The weights, the bias (int32, as the source has it), the zero-point row and the
-    quantization of a depthwise layer."""
-    dq = dw_quant(params, node, g)
-    bias = params.weight(f"{node.name}:bias", common.bias_array(node, 2, g.oc).astype(np.int32),
+def _bias(params: Params, node: ir.Node, g: ConvGeom) -> str:
+    """The bias (int32, as the source has it)."""
+    return params.weight(f"{node.name}:bias", common.bias_array(node, 2, g.oc).astype(np.int32),
                          INT32)
+
+
+def _operands(params: Params, node: ir.Node, g: ConvGeom,
+              with_bias: bool = True) -> tuple[str, str | None, str, DwQuant]:
+    """The weights, the bias (None: not ``with_bias``), the zero-point row and the quantization
+    of a depthwise layer."""
+    dq = dw_quant(params, node, g)
+    bias = _bias(params, node, g) if with_bias else None
     return depthwise_weights(params, node.inputs[1], g), bias, zero_row(params, g, dq.zx), dq
 
 
@@ -298,7 +305,7 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
     ``row(ih)`` of its row ``ih`` from ``xc``, ``out_row`` declares the output row's pointer
     ``yr``, and ``store(ch, col)`` writes ``v`` through the member's epilogue."""
     hct = common.int_ctype(node.outputs[0], node)
-    weights, bias, zrow, dq = _operands(params, node, g)
+    weights, _, zrow, dq = _operands(params, node, g, with_bias=False)
     isa = kernels(params.store.isa)
     step = str(stride) if isinstance(stride, str) or g.iw <= STEPPED_ROWS_WIDTH else None
 
@@ -325,6 +332,10 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
     # sums of vww_96_int8's 3x3 taps there cost ~25 instructions a row-channel (13 depthwise
     # members: -176k of 13.11M instructions, +13 KB of flash)
     folded = depthwise_quant.folded_biases(params, node, g, dq.zx, bias_classes(g))
+    # the source's bias only where something still reads it (a loop over the edge columns, the
+    # ISA's row): vww_96_int8's members then keep no second bias table in flash (-5 KB)
+    needed = not folded or vrow is not None or not unrolled_singles(g)
+    bias = _bias(params, node, g) if needed else None
     emit_channel_setup(w, isa, g, weights, bias, dq, folded=folded)
     w(f"{out_row};")
     emit_dw_row(w, isa, g, "r", None if step else row, zrow, dq.zx, store_acc, dq.doubled, vrow)
