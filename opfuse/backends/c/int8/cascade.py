@@ -154,8 +154,9 @@ def _shareable(ms: list[ir.Node], x: ir.Value, y: ir.Value, stores,  # noqa: ANN
     head = ms[0]
     if head.op_type != "Conv" or not (x.name in stores.rings or y.name in stores.rings):
         return False
-    if _shape(ms, x, y, stores.rings) not in twins and not kernels(stores.params.store.isa) \
-            .member_functions:
+    ks = kernels(stores.params.store.isa)
+    if _shape(ms, x, y, stores.rings) not in twins and not (ks.member_functions
+                                                            or ks.int8_member_functions):
         return False
     g = conv_geom(head)
     if is_depthwise8(g, head, int_ctype(x, head).name):
@@ -268,6 +269,17 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int | str, w_in: int, 
         conv_mcu.emit_rows_mcu(w, node, params, g, xp=xp, rx=rx, w_in=w_in, yp=yp, ry=ry,
                                w_out=w_out, xct=xct, yct=yct, store=store, epilogue=rest)
         return
+    whole = rx == g.ih
+
+    def row(ih: str) -> str:
+        return channel_row("xc", ih, rx, w_in, whole)
+
+    if is_depthwise8(g, node, xct):  # the layer-by-layer kernel's row core (depthwise_dsp.py),
+        # which registers its own operands (its bias only where it reads it)
+        emit_depthwise_member(w, node, params, g, xp, _times(rx, w_in), row,
+                              f"{yct.name} *yr = {ring_row(yp, 'c', 'r', ry, w_out)}", store,
+                              rest if yct.name == "int8_t" else None)
+        return
     xq = quant(node.inputs[0], node, "input")
     wq, yq = quant(node.inputs[1], node, "weight"), quant(node.outputs[0], node, "output")
     zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
@@ -275,16 +287,6 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int | str, w_in: int, 
     rq = requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)))
     taps = g.k[0] * g.k[1]
     hct = int_ctype(node.outputs[0], node)
-    whole = rx == g.ih
-
-    def row(ih: str) -> str:
-        return channel_row("xc", ih, rx, w_in, whole)
-
-    if is_depthwise8(g, node, xct):  # the layer-by-layer kernel's row core (depthwise_dsp.py)
-        emit_depthwise_member(w, node, params, g, f"{xp} + c*{_times(rx, w_in)}", row,
-                              f"{yct.name} *yr = {ring_row(yp, 'c', 'r', ry, w_out)}", store,
-                              rest if yct.name == "int8_t" else None)
-        return
 
     # short rows (a cascade computes one row at a time, pointwise convs too): one pixel at a
     # time, vectorized over the group's output channels

@@ -46,6 +46,13 @@ from opfuse.ir.values import const
 from opfuse.kernelplan.conv8 import PAIR, ConvGeom, interior
 from opfuse.quant import TFLITE
 
+# a cascade member's tap-row pointers are formed once and stepped from channel to channel for
+# input rows up to this wide (or rows a function's argument), where forming them per channel is a
+# large share of a row; on wider rows gcc hoisted the ring slots itself and the stepped pointers
+# cost registers in the row loop (vww_96_int8 on cortex-m7: 48- and 24-wide members +17k stepped,
+# 12-, 6- and 3-wide members -35k)
+STEPPED_ROWS_WIDTH = 16
+
 
 def zero_row(params: Params, g: ConvGeom, zx: int) -> str:
     """A row of ``z_x`` bytes, read in place of a tap row above or below the input: an earlier
@@ -85,7 +92,7 @@ def bias_classes(g: ConvGeom) -> set[tuple[int, int]]:
     return out | {(0, g.k[1])} if groups else out
 
 
-def emit_channel_setup(w: CWriter, isa: IsaKernels, g: ConvGeom, weights: str, bias: str,
+def emit_channel_setup(w: CWriter, isa: IsaKernels, g: ConvGeom, weights: str, bias: str | None,
                        dq: DwQuant, folded: str | None = None) -> None:
     """Per channel ``c``: ``wc`` (its int8 taps), ``bk<k0>_<k1>`` (the bias with the zero point of
     the taps k0 .. k1 of every row folded in, or read from the table ``folded``: ``bk0_<KW>`` for
@@ -93,7 +100,8 @@ def emit_channel_setup(w: CWriter, isa: IsaKernels, g: ConvGeom, weights: str, b
     constants and the ISA's packed weights for its pairs."""
     (kh_, kw_), (_, (_, groups)) = g.k, columns(g)
     w(f"const int8_t *wc = {weights} + c*{kh_ * kw_};")
-    w(f"const int32_t bc = {bias}[c];" + (" (void)bc;" if folded else ""))
+    if bias is not None:
+        w(f"const int32_t bc = {bias}[c];" + (" (void)bc;" if folded else ""))
     for i, (k0, k1) in enumerate(classes := sorted(bias_classes(g))):
         terms = " + ".join(f"wc[{kh * kw_ + k}]" for kh in range(kh_) for k in range(k0, k1))
         bk = f"{folded}[c*{len(classes)} + {i}]" if folded else f"bc - {dq.zx}*({terms or 0})"
@@ -115,18 +123,15 @@ def emit_channel_setup(w: CWriter, isa: IsaKernels, g: ConvGeom, weights: str, b
         pairs.weights(w, g, pairs.weights_guard)
 
 
-def emit_dw_row(w: CWriter, isa: IsaKernels, g: ConvGeom, oh: str, row: Callable[[str], str],
+def emit_dw_row(w: CWriter, isa: IsaKernels, g: ConvGeom, oh: str, row: Callable[[str], str] | None,
                 zrow: str, zx: int, store: Callable[..., None], doubled: bool = False,
                 vrow: Callable[..., None] | None = None) -> None:
     """Output row ``oh`` of channel ``c`` (after ``emit_channel_setup``): ``row(ih)`` is the C
     pointer of input row ``ih`` of the channel; ``store(acc, col)`` requantizes and writes the
     int32 sum (bias included) of output column ``col``, ``store(acc, col, doubled)`` with
     ``doubled`` (``DwQuant.doubled``) passed on to ``emit_clamped``; ``vrow``: the ISA's row."""
-    (kh_, _), (sh, _), (ph, _) = g.k, g.s, g.p
-    w(f"const int ih0 = {oh}*{sh} - {ph};")
-    for kh in range(kh_):
-        w(f"const int8_t *r{kh} = (unsigned)(ih0 + {kh}) < {g.ih}u ? {row(f'(ih0 + {kh})')} "
-          f": {zrow};")
+    if row is not None:  # else the caller declared the row pointers r<kh> (row_pointers)
+        row_pointers(w, g, oh, row, zrow)
     singles, (first, groups) = columns(g)
     end = first + groups * PAIR
     unrolled = unrolled_singles(g)
@@ -220,18 +225,38 @@ def _singles_loop(w: CWriter, g: ConvGeom, first: int, end: int, count: int, zx:
     w.close()
 
 
+def row_pointers(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zrow: str,
+                 step: str | None = None) -> None:
+    """``r<kh>``, the pointers of the tap rows of output row ``oh`` (``zrow`` above or below the
+    input); ``step``: also ``st<kh>``, what each pointer advances by from one channel to the next
+    (``step`` for a row inside the input, 0 for ``zrow``)."""
+    (kh_, _), (sh, _), (ph, _) = g.k, g.s, g.p
+    w(f"const int ih0 = {oh}*{sh} - {ph};")
+    for kh in range(kh_):
+        inside = f"(unsigned)(ih0 + {kh}) < {g.ih}u"
+        w(f"const int8_t *r{kh} = {inside} ? {row(f'(ih0 + {kh})')} : {zrow};")
+        if step:
+            w(f"const int st{kh} = {inside} ? {step} : 0;")
+
+
 def depthwise_weights(params: Params, wv: ir.Value, g: ConvGeom) -> str:
     """The taps [C][KH][KW] (int8): as the source holds them."""
     arr = const(wv).reshape(g.c, g.k[0] * g.k[1]).astype(np.int8)
     return params.weight(f"{wv.name}:dw", arr, INT8)
 
 
-def _operands(params: Params, node: ir.Node, g: ConvGeom) -> tuple[str, str, str, DwQuant]:
-    """The weights, the bias (int32, as the source has it), the zero-point row and the
-    quantization of a depthwise layer."""
-    dq = dw_quant(params, node, g)
-    bias = params.weight(f"{node.name}:bias", common.bias_array(node, 2, g.oc).astype(np.int32),
+def _bias(params: Params, node: ir.Node, g: ConvGeom) -> str:
+    """The bias (int32, as the source has it)."""
+    return params.weight(f"{node.name}:bias", common.bias_array(node, 2, g.oc).astype(np.int32),
                          INT32)
+
+
+def _operands(params: Params, node: ir.Node, g: ConvGeom,
+              with_bias: bool = True) -> tuple[str, str | None, str, DwQuant]:
+    """The weights, the bias (None: not ``with_bias``), the zero-point row and the quantization
+    of a depthwise layer."""
+    dq = dw_quant(params, node, g)
+    bias = _bias(params, node, g) if with_bias else None
     return depthwise_weights(params, node.inputs[1], g), bias, zero_row(params, g, dq.zx), dq
 
 
@@ -271,16 +296,18 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
 
 
 def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, channel: str,
-                          row: Callable[[str], str], out_row: str,
+                          stride: int | str, row: Callable[[str], str], out_row: str,
                           store: Callable[[str, str], None], epilogue=None) -> None:  # noqa: ANN001
     """Output row ``r`` of every channel ``c`` for a cascade member
     (opfuse/backends/c/int8/cascade.py), with the same core as the layer-by-layer kernel:
-    ``channel`` is the C pointer of input channel ``c`` (in a ring or a whole tensor),
+    ``channel`` is the C pointer of input channel 0 (in a ring or a whole tensor), ``stride``
+    the distance between channels (a C expression: the ring's rows are a function's argument),
     ``row(ih)`` of its row ``ih`` from ``xc``, ``out_row`` declares the output row's pointer
     ``yr``, and ``store(ch, col)`` writes ``v`` through the member's epilogue."""
     hct = common.int_ctype(node.outputs[0], node)
-    weights, bias, zrow, dq = _operands(params, node, g)
+    weights, _, zrow, dq = _operands(params, node, g, with_bias=False)
     isa = kernels(params.store.isa)
+    step = str(stride) if isinstance(stride, str) or g.iw <= STEPPED_ROWS_WIDTH else None
 
     def store_acc(acc: str, col: str, doubled: bool = False) -> None:
         w.open("")
@@ -288,11 +315,32 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
         store("c", col)
         w.close()
 
+    # ``step`` (a function's ring rows are an argument, int8/cascade.py): the tap rows' pointers
+    # formed once for every channel and stepped a channel at a time; formed per channel, each
+    # cost Cortex-M7 a division by those rows (vww_96_int8: -75k instructions). Rows that are
+    # constants stay per channel, gcc hoists their slots itself (stepped, cascade 1 ran +17k)
+    w.open("")
+    if step is not None:
+        w(f"const int8_t *xc = {channel};")
+        row_pointers(w, g, "r", row, zrow, step)
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
-    w(f"const int8_t *xc = {channel};")
+    if step is None:
+        w(f"const int8_t *xc = {channel} + c*{stride};")
     vrow = depthwise_quant.isa_row(params, dq, epilogue, hct)  # epilogue: the chain of store
-    folded = vrow and depthwise_quant.folded_biases(params, node, g, dq.zx, bias_classes(g))
+    # the biases with the zero point folded in from a table, every ISA: a member's setup runs once
+    # per output row of every channel (not once per channel), and on Cortex-M7 forming the three
+    # sums of vww_96_int8's 3x3 taps there cost ~25 instructions a row-channel (13 depthwise
+    # members: -176k of 13.11M instructions; the table +13 KB of flash, less the source biases
+    # it replaces below: +8.7 KB)
+    folded = depthwise_quant.folded_biases(params, node, g, dq.zx, bias_classes(g))
+    # the source's bias only where something still reads it (a loop over the edge columns, the
+    # ISA's row): vww_96_int8's members then keep no second bias table in flash (-5 KB)
+    needed = not folded or vrow is not None or not unrolled_singles(g)
+    bias = _bias(params, node, g) if needed else None
     emit_channel_setup(w, isa, g, weights, bias, dq, folded=folded)
     w(f"{out_row};")
-    emit_dw_row(w, isa, g, "r", row, zrow, dq.zx, store_acc, dq.doubled, vrow)
+    emit_dw_row(w, isa, g, "r", None if step else row, zrow, dq.zx, store_acc, dq.doubled, vrow)
+    for kh in range(g.k[0] if step else 0):
+        w(f"r{kh} += st{kh};")
+    w.close()
     w.close()
