@@ -132,7 +132,10 @@ def emit_stage_nhwc(w: CWriter, core: Core, a: Arrays, xg: str, xct: str, channe
         w.close()
         return
     w(f"uint8_t *d = xs + ((h + {ph})*{iwp} + {pw})*4;")
-    w.open(f"for (int q = 0; q < {cols}; ++q)")
+    w("int q = 0;")
+    if core.icg == channels and channels in (2, 3, 4):
+        _gather_quads(w, a, channels, cols, step)
+    w.open(f"for (; q < {cols}; ++q)")
     w(f"const {xct} *p = r + q*{step};")
     if core.icg <= 16:  # the first conv's few channels, one store each
         for c in range(core.icg):
@@ -140,6 +143,31 @@ def emit_stage_nhwc(w: CWriter, core: Core, a: Arrays, xg: str, xct: str, channe
     else:
         w(f"for (int c = 0; c < {core.icg}; ++c) d[(c/4)*{cstride} + q*4 + c%4] = "
           f"(uint8_t)(p[c]{flip});")
+    w.close()
+    w.close()
+
+
+def _gather_quads(w: CWriter, a: Arrays, channels: int, cols: int, step: int) -> None:
+    """4 pixels of ``channels`` < 4 bytes (their whole quad) per SSSE3 shuffle (every branch
+    staging is written in has it: AVX2 and up), the pad byte filling each quad: loads of 16 bytes
+    that stay inside the row (the rest byte by byte)."""
+    need = max(4, -(-16 // step))  # columns whose bytes a 16-byte load at column q covers
+    if cols < need or step != channels:
+        return
+    idx = [p * channels + c if c < channels else -128
+           for p in range(4) for c in range(4)]
+    flip = [(0x80 if a.flip else 0) if c < channels else 0 for _ in range(4) for c in range(4)]
+    pad = [0 if c < channels else a.pad for _ in range(4) for c in range(4)]
+
+    def vec(v: list[int]) -> str:
+        return "_mm_setr_epi8(" + ", ".join(f"(char){x}" for x in v) + ")"
+
+    w.open("")
+    w(f"const __m128i ix = {vec(idx)};")
+    w(f"const __m128i fx = {vec(flip)}, px = {vec(pad)};")
+    w.open(f"for (; q + {need} <= {cols}; q += 4)")
+    w(f"const __m128i v = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(r + q*{step})), ix);")
+    w("_mm_storeu_si128((__m128i *)(d + q*4), _mm_or_si128(_mm_xor_si128(v, fx), px));")
     w.close()
     w.close()
 
