@@ -235,7 +235,13 @@ def emit_row_taps(w: CWriter, g, xct: str, zx: int, ocb: int, oh: str, channel: 
     w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
     w(f"const int ih = {oh}*{sh} - {ph} + kh*{dh};")
     w(f"if (ih < 0 || ih >= {g.ih}) continue;")
-    w(f"const {xct} *xr = {row('ih')};")
+    if pixel == 1:
+        w(f"const {xct} *xr = {row('ih')};")
+    else:  # the channel's row of an NHWC input gathered once, so the tap loops read it in a run
+        w(f"const {xct} *xp = {row('ih')};")
+        w(f"{xct} xl[{g.iw}];")
+        w(f"for (int x = 0; x < {g.iw}; ++x) xl[x] = xp[x*{pixel}];")
+        w(f"const {xct} *xr = xl;")
     for kw in range(g.k[1]):
         lo, hi = window(g.iw, g.ow, g.k[1], sw, dw, pw, kw)
         if lo >= hi:
@@ -246,7 +252,7 @@ def emit_row_taps(w: CWriter, g, xct: str, zx: int, ocb: int, oh: str, channel: 
         for j in range(ocb):
             w(f"const int32_t w{j} = wk[(kh*{g.k[1]} + {kw})*{ocb} + {j}];")
         w.open(f"for (int i = {lo}; i < {hi}; ++i)")
-        w(f"const int32_t xv = (int32_t)xr[{_at(idx, pixel)}] - {zx};")
+        w(f"const int32_t xv = (int32_t)xr[{idx}] - {zx};")
         for j in range(ocb):
             w(f"acc[{j}][i] += xv * w{j};")
         w.close()
