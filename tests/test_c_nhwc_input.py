@@ -109,36 +109,68 @@ INT8_CASES = {name: case for name, case in CONV_CASES.items() if case[2] > 1}  #
 @pytest.mark.parametrize("case", sorted(INT8_CASES))
 def test_int8_matrix_conv_reads_the_nhwc_input_in_place(case: str, tmp_path: Path) -> None:
     """Every im2col order (pointwise, taps, generic) fills from NHWC rows on cortex-m7, bit-exact
-    with TFLite Micro (the portable C of the same fill, on the host); x86-host's int8 conv reads
-    NCHW, so its Transpose stays a kernel there, as exact."""
+    with TFLite Micro (the portable C of the same fill, on the host); x86-host's staging gathers
+    NHWC pixels (its builds at every -march: the next test)."""
     pytest.importorskip("tflite_micro")
     from opfuse.measure.validate.c_int8 import validate_c_int8
 
     path = tmp_path / "conv.tflite"
     path.write_bytes(conv_tflite(*INT8_CASES[case]))
-    for target, in_place in (("cortex-m7", True), ("x86-host", False)):
+    for target in ("cortex-m7", "x86-host"):
         result = compile_model(str(path), target)
-        assert _reads_input_in_place(result) == in_place, target
+        assert _reads_input_in_place(result), target
         report = validate_c_int8(result, trials=10, steps=0)
         assert report.ok and all(o.max_abs_err == 0 for o in report.outputs), (target, report)
 
 
 def test_a_quantized_float_input_is_read_in_place_after_its_quantize(tmp_path: Path) -> None:
-    """A float input is quantized in NHWC: on cortex-m7 the conv then reads those int8 bytes in
-    place, on x86-host its Transpose moves int8 bytes, not floats; both bit-exact with TFLite
-    Micro, and neither holds the float input and a float copy at once."""
+    """A float input is quantized in NHWC: on cortex-m7 and x86-host the conv then reads those
+    int8 bytes in place; both bit-exact with TFLite Micro, and neither holds the float input and
+    a float copy at once."""
     pytest.importorskip("tflite_micro")
     from opfuse.measure.validate.c_int8 import validate_c_int8
 
     path = tmp_path / "qstem.tflite"
     path.write_bytes(_quantized_stem(12, 20, seed=3))
     float_bytes = 12 * 20 * 3 * 4
-    for target, in_place in (("cortex-m7", True), ("x86-host", False)):
+    for target in ("cortex-m7", "x86-host"):
         result = compile_model(str(path), target)
-        assert _reads_input_in_place(result) == in_place, target
+        assert _reads_input_in_place(result), target
         assert result.schedule().plan.peak_bytes < 2 * float_bytes, target
         report = validate_c_int8(result, trials=10, steps=0)
         assert report.ok and all(o.max_abs_err == 0 for o in report.outputs), (target, report)
+
+
+# x86-host's builds: the portable C (#else), the AVX2 branch, and the host's widest (zmm VNNI
+# where it has AVX-512 VNNI)
+X86_BUILDS = (["-march=x86-64-v2"], ["-march=x86-64-v3"], ["-march=native"])
+X86_CASES = {**INT8_CASES, "short_rows_3x3_c3": (6, 2, 3, 8, 3, 3, 1, "SAME", "relu", 5, True, 11)}
+
+
+@pytest.mark.parametrize("case", sorted(X86_CASES))
+def test_x86_int8_conv_reads_the_nhwc_input_in_place(case: str, tmp_path: Path) -> None:
+    """x86-host's int8 conv stages its input from the NHWC graph input (x86/stage.py) and its
+    portable C reads it through an NHWC RowSource: no Transpose kernel, and every build of the
+    one generated C equals TFLite Micro bit for bit."""
+    pytest.importorskip("tflite_micro")
+    from opfuse.backends.c import emit_c
+    from opfuse.measure.run.host import CModel, build_shared
+    from opfuse.measure.validate.source import validate_against_reference
+
+    path = tmp_path / "conv.tflite"
+    path.write_bytes(conv_tflite(*X86_CASES[case]))
+    result = compile_model(str(path), "x86-host")
+    assert _reads_input_in_place(result)
+    emit_c(result, tmp_path / "c")
+    lone = [k for k in result.partition.without_cascades().kernels if k.ops == ("Transpose",)]
+    assert len(lone) == 1  # the output's NCHW -> NHWC, the input's read in place
+    c_text = (tmp_path / "c" / "model.c").read_text()
+    assert c_text.count(": Transpose (") == 1 and "opfuse_x86_" in c_text
+    for flags in X86_BUILDS:
+        model = CModel(build_shared(tmp_path / "c", flags, name=f"lib{flags[0][7:]}.so"))
+        report = validate_against_reference(result.source, model.run, label=flags[0], seed=0,
+                                            trials=6, steps=0)
+        assert report.ok and all(o.max_abs_err == 0 for o in report.outputs), (flags, report)
 
 
 @pytest.mark.skipif(not (shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")),

@@ -22,7 +22,8 @@ kernel nor its full-size copy exists, in the plan analyze reports or in the C. I
 graph input (or what a QuantizeLinear and a Pad made of one in its NHWC layout: the TFLite
 frontend quantizes a float input in NHWC) read by this Conv alone as its data input, float32 or int8 (an int8 Transpose moves
 bytes: input and output keep one quantization), where the backend's ``KernelSupport`` says the
-conv's path reads NHWC (the C: the float stem's pixel rows, the Cortex-M int8 matrix core); a
+conv's path reads NHWC (the C: the float stem's pixel rows, the Cortex-M int8 matrix core,
+x86's int8 conv staging); a
 kernel that starts with it runs layer by layer (no cascade member reads NHWC yet).
 """
 

@@ -34,6 +34,7 @@ from opfuse.backends.c.int8.output import requant_clamp
 from opfuse.backends.c.int8.plan import conv8_plan
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pools import window
+from opfuse.backends.c.rowsource import RowSource
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
@@ -68,9 +69,17 @@ def _bias(params: Params, node: ir.Node, index: int, channels: int) -> str | Non
 def emit_conv8_view(w: CWriter, view: ir.Node, node: ir.Node, pre: list[ir.Node],
                     params: Params) -> None:
     """A conv reading a graph input's NHWC -> NCHW Transpose in place (fusion/views.py): the
-    matrix core's fill addresses NHWC rows; no other int8 path takes it (support.py)."""
+    matrix core's fill addresses NHWC rows; an ISA conv that reads them (``conv8_nhwc``: x86's
+    staging) takes it with the portable C below, through an NHWC ``RowSource``, in its #else;
+    no other int8 path takes it (support.py)."""
     g = conv_geom(node)
-    if not conv_mcu.uses_matrix_core(g, params) or kernels(params.store.isa).conv8 is not None:
+    isa = kernels(params.store.isa)
+    if isa.conv8 is not None and isa.conv8_nhwc and g.group == 1:
+        if not isa.conv8(w, node, pre, params,
+                         lambda c: _conv8_c(c, node, pre, params, view), view=view):
+            _conv8_c(w, node, pre, params, view)
+        return
+    if not conv_mcu.uses_matrix_core(g, params) or isa.conv8 is not None:
         raise OpfuseError(f"C backend: {who(node)}: this target's int8 conv does not read an "
                           "NHWC input in place")
     conv_mcu.emit_conv_mcu(w, node, pre, params, g, view)
@@ -84,7 +93,10 @@ def emit_conv8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) ->
         _conv8_c(w, node, pre, params)
 
 
-def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
+def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
+             view: ir.Node | None = None) -> None:
+    """The portable int8 conv; ``view`` (a group-1 conv on a non-SMLAD target): the graph
+    input's NHWC Transpose read in place, every read through an NHWC ``RowSource``."""
     g = conv_geom(node)
     if conv_mcu.uses_matrix_core(g, params):
         conv_mcu.emit_conv_mcu(w, node, pre, params, g)
@@ -112,11 +124,13 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> N
     _check_zero_point(node, wv)
     b = params.weight(f"{node.name}:bias", bias.astype(np.int32), INT32)
     rq = requant_arrays(params, f"{node.name}", conv_scales(xq, wq, yq, g.oc, rounding(params)))
-    x = params.inp(xv, node)
+    x = params.inp(xv, node) if view is None else params.inp(view.inputs[0], view)
     shape = dims(yv, node)
     chain = Chain8(pre, shape, params, yv.name) if pre else None
     y = params.out((pre or [node])[-1].outputs[0], node)
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
+    src = RowSource("xg", g.iw, plane_in) if view is None else \
+        RowSource.nhwc("xg", g.c, g.ih, g.iw)
 
     def epilogue(width: int, col: str, oh: str | None) -> None:
         """Requantize acc[j][i] of channels oc0.. and store (through the chain)."""
@@ -141,7 +155,7 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> N
 
     if lanes:
         wc = lanes_weights(params, wv, g)
-        _channel_lanes(w, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, y)
+        _channel_lanes(w, g, x, src, xct, wc, b, rq, zx, zy, yct, chain, shape, y)
         return
     wt = packed_weights(params, wv, g, ocb)
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
@@ -149,7 +163,7 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> N
     w.open(f"for (int ob = 0; ob < {g.ocg // ocb}; ++ob)")
     w(f"const int oc0 = grp*{g.ocg} + ob*{ocb};")
     w(f"const int8_t *wb = {wt} + (oc0 / {ocb})*{g.icg * taps * ocb};")
-    w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
+    w(f"const {xct.name} *xg = {_group_input(x, g, src)};")
     if pointwise:
         tile = plan.tile
         full, rest = divmod(plane_out, tile)
@@ -161,12 +175,12 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> N
             w(f"int32_t acc[{ocb}][{width}];")
             w(f"for (int j = 0; j < {ocb}; ++j) for (int i = 0; i < {width}; ++i) acc[j][i] = 0;")
             w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
-            w(f"const {xct.name} *xr = xg + ic*{plane_in} + p0;")
+            w(f"const {xct.name} *xr = xg + ic*{src.stride} + {src.col('p0')};")
             w(f"const int8_t *wk = wb + ic*{ocb};")
             for j in range(ocb):
                 w(f"const int32_t w{j} = wk[{j}];")
             w.open(f"for (int i = 0; i < {width}; ++i)")
-            w("const int32_t xv = xr[i];")
+            w(f"const int32_t xv = xr[{src.col('i')}];")
             for j in range(ocb):
                 w(f"acc[{j}][i] += xv * w{j};")
             w.close()
@@ -175,13 +189,25 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> N
             w.close()
     else:
         w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
-        emit_row_taps(w, g, xct.name, zx, ocb, "oh", f"xg + ic*{plane_in}",
-                      lambda ih: f"xc + {ih}*{g.iw}")
+        emit_row_taps(w, g, xct.name, zx, ocb, "oh", f"xg + ic*{src.stride}",
+                      lambda ih: f"xc + {ih}*{src.width}", src.pixel)
         epilogue(g.ow, f"oh*{g.ow}", "oh")
         w.close()
     w.close()
     w.close()
     w.close()
+
+
+def _group_input(x: str, g, src: RowSource) -> str:  # noqa: ANN001
+    """The C pointer to group ``grp`` of image ``n`` of the conv's input ``x``."""
+    if src.is_nhwc:
+        return f"{x} + n*{src.image} + grp*{g.icg}"
+    return f"{x} + (n*{g.c} + grp*{g.icg})*{g.ih * g.iw}"
+
+
+def _at(idx: str, pixel: int) -> str:
+    """Column ``idx`` of a row whose pixels are ``pixel`` elements apart."""
+    return idx if pixel == 1 else f"({idx})*{pixel}"
 
 
 def packed_weights(params: Params, wv: ir.Value, g, ocb: int) -> str:
@@ -192,12 +218,13 @@ def packed_weights(params: Params, wv: ir.Value, g, ocb: int) -> str:
 
 
 def emit_row_taps(w: CWriter, g, xct: str, zx: int, ocb: int, oh: str, channel: str,
-                  row: Callable[[str], str]) -> None:
+                  row: Callable[[str], str], pixel: int = 1) -> None:
     """``int32_t acc[ocb][ow]``: output row ``oh`` of the ``ocb`` output channels whose packed
     weights start at ``wb``, summed over the group's input channels ``ic`` (``channel``: the C
     pointer of channel ``ic``; ``row(ih)``: of its row ``ih``). Taps outside the input add
     nothing (TFLite pads with the zero point). The row core of the layer-by-layer conv and of a
-    cascade member (opfuse/backends/c/int8/cascade.py), so both share the arithmetic."""
+    cascade member (opfuse/backends/c/int8/cascade.py), so both share the arithmetic. ``pixel``:
+    the elements between columns (a channel's in an NHWC input, ``RowSource.pixel``)."""
     (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
     taps = g.k[0] * g.k[1]
     w(f"int32_t acc[{ocb}][{g.ow}];")
@@ -208,7 +235,13 @@ def emit_row_taps(w: CWriter, g, xct: str, zx: int, ocb: int, oh: str, channel: 
     w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
     w(f"const int ih = {oh}*{sh} - {ph} + kh*{dh};")
     w(f"if (ih < 0 || ih >= {g.ih}) continue;")
-    w(f"const {xct} *xr = {row('ih')};")
+    if pixel == 1:
+        w(f"const {xct} *xr = {row('ih')};")
+    else:  # the channel's row of an NHWC input gathered once, so the tap loops read it in a run
+        w(f"const {xct} *xp = {row('ih')};")
+        w(f"{xct} xl[{g.iw}];")
+        w(f"for (int x = 0; x < {g.iw}; ++x) xl[x] = xp[x*{pixel}];")
+        w(f"const {xct} *xr = xl;")
     for kw in range(g.k[1]):
         lo, hi = window(g.iw, g.ow, g.k[1], sw, dw, pw, kw)
         if lo >= hi:
@@ -245,7 +278,7 @@ def emit_lanes_bounds(w: CWriter, g, oh: str) -> None:
 
 
 def emit_lanes_pixel(w: CWriter, g, xct: str, zx: int, channel: str,
-                     row: Callable[[str], str]) -> None:
+                     row: Callable[[str], str], pixel: int = 1) -> None:
     """``int32_t acc[OCg]``: output pixel ``ow`` of the row ``emit_lanes_bounds`` set up, over the
     group's input channels ``ic`` (``channel``, ``row(ih)`` as in ``emit_row_taps``; weights of
     the group at ``wg``). The pixel core of the layer-by-layer conv's short rows and of a cascade
@@ -260,10 +293,10 @@ def emit_lanes_pixel(w: CWriter, g, xct: str, zx: int, channel: str,
     w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
     w(f"const {xct} *xc = {channel};")
     w.open("for (int kh = kh0; kh < kh1; ++kh)")
-    w(f"const {xct} *xr = {row(f'(ih0 + kh*{dh})')} + iw0;")
+    w(f"const {xct} *xr = {row(f'(ih0 + kh*{dh})')} + {_at('iw0', pixel)};")
     w(f"const int8_t *wr = wg + (ic*{g.k[0]} + kh)*{g.k[1] * g.ocg};")
     w.open("for (int kw = kw0; kw < kw1; ++kw)")
-    w(f"const int32_t xv = (int32_t)xr[kw*{dw}] - {zx};")
+    w(f"const int32_t xv = (int32_t)xr[{_at(f'kw*{dw}', pixel)}] - {zx};")
     w(f"const int8_t *wv = wr + kw*{g.ocg};")
     w(f"for (int o = 0; o < {g.ocg}; ++o) acc[o] += xv * wv[o];")
     w.close()
@@ -271,19 +304,20 @@ def emit_lanes_pixel(w: CWriter, g, xct: str, zx: int, channel: str,
     w.close()
 
 
-def _channel_lanes(w: CWriter, g, x, xct, wc, b, rq, zx, zy, yct, chain, shape, y) -> None:
+def _channel_lanes(w: CWriter, g, x, src, xct, wc, b, rq, zx, zy, yct, chain, shape, y) -> None:
     """Short rows: one output pixel at a time, vectorized over the group's output channels
     (weights packed [group][ICg][KH][KW][OCg], so a tap's channel weights are one vector)."""
     taps = g.k[0] * g.k[1]
-    plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
+    plane_out = g.oh * g.ow
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
-    w(f"const {xct.name} *xg = {x} + (n*{g.c} + grp*{g.icg})*{plane_in};")
+    w(f"const {xct.name} *xg = {_group_input(x, g, src)};")
     w(f"const int8_t *wg = {wc} + grp*{g.icg * taps * g.ocg};")
     w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
     emit_lanes_bounds(w, g, "oh")
     w.open(f"for (int ow = 0; ow < {g.ow}; ++ow)")
-    emit_lanes_pixel(w, g, xct.name, zx, f"xg + ic*{plane_in}", lambda ih: f"xc + {ih}*{g.iw}")
+    emit_lanes_pixel(w, g, xct.name, zx, f"xg + ic*{src.stride}",
+                     lambda ih: f"xc + {ih}*{src.width}", src.pixel)
     w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
     w(f"const int oc = grp*{g.ocg} + o;")
     w(f"int32_t v = {requant_clamp(rq, f'acc[o] + {b}[oc]', 'oc', zy, yct)};")

@@ -112,6 +112,9 @@ class IsaKernels:
     # #else; False when it does not take that node (the caller writes the portable C alone)
     conv8: Callable[..., bool] | None = None
     gemm8: Callable[..., bool] | None = None
+    # conv8 takes ``view=``, a graph input's NHWC Transpose its group-1 conv reads in place
+    # (fusion/views.py), and its portable C reads it through an NHWC RowSource too
+    conv8_nhwc: bool = False
     # helpers(kernel_text): C functions the ISA's kernels call, written once before them ("" when
     # no kernel calls them)
     helpers: Callable[[str], str] | None = None

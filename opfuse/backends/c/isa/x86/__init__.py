@@ -27,7 +27,7 @@ from opfuse.backends.c.isa.x86.pool import max_pool_row
 from opfuse.backends.c.isa.x86.transpose import tile_transpose
 
 KERNELS = IsaKernels(name="x86", prelude="", dot=portable.dot, saturate8=portable.saturate8,
-                     conv8=emit_conv_x86, gemm8=emit_gemm_x86, helpers=helpers,
+                     conv8=emit_conv_x86, gemm8=emit_gemm_x86, conv8_nhwc=True, helpers=helpers,
                      roundf_truncf=True, matmul_wide=(8, "defined(__AVX512F__)"),
                      tile_transpose=tile_transpose, fma_tile=fma_tile,
                      max_pool_row=max_pool_row)

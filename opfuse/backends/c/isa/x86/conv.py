@@ -40,6 +40,7 @@ from opfuse.backends.c.isa.x86.residual import (
 )
 from opfuse.backends.c.isa.x86.stage import (
     emit_stage_nchw,
+    emit_stage_nhwc,
     emit_stage_rows,
     emit_stage_sampled,
 )
@@ -82,7 +83,9 @@ def _quant(node: ir.Node, xv, wv, yv):  # noqa: ANN001, ANN202
 
 
 def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
-                  portable: Callable[[CWriter], None]) -> bool:
+                  portable: Callable[[CWriter], None], view: ir.Node | None = None) -> bool:
+    """``view``: the NHWC -> NCHW Transpose of a graph input the conv reads in place
+    (fusion/views.py), its staging then gathering each pixel's channels."""
     g = conv_geom(node)
     xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
     arr = const(wv)
@@ -90,6 +93,8 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     if arr is None:
         return False
     if is_depthwise8(g, node, xct.name):
+        if view is not None:
+            return False
         emit = emit_depthwise_x86(w, node, pre, params, g)
         if emit is None:
             return False
@@ -125,12 +130,25 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     rq = requant_arrays(params, node.name, real)
     shape = dims(yv, node)
     bounds, chain = fold_chain(pre, yv, node, params, yct)
-    x = params.inp(xv, node)
+    x = params.inp(xv, node) if view is None else params.inp(view.inputs[0], view)
     y = params.out((pre or [node])[-1].outputs[0], node)
     plane_out = g.oh * g.ow
 
-    def stage(w: CWriter) -> None:
+    def stage_nhwc(w: CWriter) -> None:
+        xg, c = f"{x} + n*{g.c * g.ih * g.iw} + grp*{g.icg}", g.c
         if pointwise and g.s != (1, 1):
+            emit_stage_nhwc(w, core, a, xg, xct.name, c, g.iw * c * sh, c * sw, g.oh, g.ow, 0, 0,
+                            g.ow)
+        elif pointwise:
+            emit_stage_nhwc(w, core, a, xg, xct.name, c, 0, c, 1, g.ih * g.iw, 0, 0, core.iwp)
+        else:
+            emit_stage_nhwc(w, core, a, xg, xct.name, c, g.iw * c, c, min(g.ih, core.ihp - ph),
+                            min(g.iw, core.iwp - pw), ph, pw, core.iwp)
+
+    def stage(w: CWriter) -> None:
+        if view is not None:
+            stage_nhwc(w)
+        elif pointwise and g.s != (1, 1):
             emit_stage_sampled(w, core, a, f"{x} + (n*{g.c} + grp*{g.icg})*{g.ih * g.iw}",
                                xct.name, g.ih, g.iw, g.oh, g.ow, g.s)
         elif pointwise:

@@ -1,5 +1,6 @@
 """The staging of x86/core.py's input ``xs``: ``[ICp/4][IHp][IWp][4]`` unsigned bytes (each
-pixel's 4 channels of a quad together, u = x + 128 for int8) from an NCHW tensor, or from a
+pixel's 4 channels of a quad together, u = x + 128 for int8) from an NCHW tensor, from a TFLite
+graph input's NHWC tensor read in place (``emit_stage_nhwc``, fusion/views.py), or from a
 row-major Gemm operand. A 1x1 conv with a stride stages only the pixels it reads (``step``), so
 it runs as a pointwise conv over its output plane."""
 
@@ -108,6 +109,65 @@ def _stage_quad(w: CWriter, a: Arrays, x0: str, c4: str, real: int, xct: str, ro
     for j in range(real):
         w(f"d[q*4 + {j}] = (uint8_t)(r[{j * plane} + q*{sw}]{flip});")
     w.close()
+    w.close()
+    w.close()
+
+
+def emit_stage_nhwc(w: CWriter, core: Core, a: Arrays, xg: str, xct: str, channels: int,
+                    pitch: int, step: int, rows: int, cols: int, ph: int, pw: int,
+                    iwp: int) -> None:
+    """``xs`` from the NHWC input of group ``grp`` at ``xg`` (pixels ``channels`` elements apart):
+    staged row ``h`` from the input at ``h*pitch``, its column ``q`` from the pixel at
+    ``q*step``, each pixel's channels gathered into its quads (``iwp``: staged columns per staged
+    row, the core's own but for a strided pointwise core, whose rows are the output's)."""
+    if ph or pw or rows * cols < core.ihp * core.iwp or core.icp != core.icg:
+        w(f"memset(xs, {a.pad}, sizeof xs);")
+    flip = " ^ 0x80" if a.flip else ""
+    cstride = core.ihp * core.iwp * 4
+    w.open(f"for (int h = 0; h < {rows}; ++h)")
+    w(f"const {xct} *r = {xg} + h*{pitch};")
+    if core.quad:  # one channel: its row's bytes as they are
+        w(f"uint8_t *d = xs + (h + {ph})*{core.rowb} + {pw};")
+        w(f"for (int q = 0; q < {cols}; ++q) d[q] = (uint8_t)(r[q*{step}]{flip});")
+        w.close()
+        return
+    w(f"uint8_t *d = xs + ((h + {ph})*{iwp} + {pw})*4;")
+    w("int q = 0;")
+    if core.icg == channels and channels in (2, 3, 4):
+        _gather_quads(w, a, channels, cols, step)
+    w.open(f"for (; q < {cols}; ++q)")
+    w(f"const {xct} *p = r + q*{step};")
+    if core.icg <= 16:  # the first conv's few channels, one store each
+        for c in range(core.icg):
+            w(f"d[{(c // 4) * cstride} + q*4 + {c % 4}] = (uint8_t)(p[{c}]{flip});")
+    else:
+        w(f"for (int c = 0; c < {core.icg}; ++c) d[(c/4)*{cstride} + q*4 + c%4] = "
+          f"(uint8_t)(p[c]{flip});")
+    w.close()
+    w.close()
+
+
+def _gather_quads(w: CWriter, a: Arrays, channels: int, cols: int, step: int) -> None:
+    """4 pixels of ``channels`` < 4 bytes (their whole quad) per SSSE3 shuffle (every branch
+    staging is written in has it: AVX2 and up), the pad byte filling each quad: loads of 16 bytes
+    that stay inside the row (the rest byte by byte)."""
+    need = max(4, -(-16 // step))  # columns whose bytes a 16-byte load at column q covers
+    if cols < need or step != channels:
+        return
+    idx = [p * channels + c if c < channels else -128
+           for p in range(4) for c in range(4)]
+    flip = [(0x80 if a.flip else 0) if c < channels else 0 for _ in range(4) for c in range(4)]
+    pad = [0 if c < channels else a.pad for _ in range(4) for c in range(4)]
+
+    def vec(v: list[int]) -> str:
+        return "_mm_setr_epi8(" + ", ".join(f"(char){x}" for x in v) + ")"
+
+    w.open("")
+    w(f"const __m128i ix = {vec(idx)};")
+    w(f"const __m128i fx = {vec(flip)}, px = {vec(pad)};")
+    w.open(f"for (; q + {need} <= {cols}; q += 4)")
+    w(f"const __m128i v = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(r + q*{step})), ix);")
+    w("_mm_storeu_si128((__m128i *)(d + q*4), _mm_or_si128(_mm_xor_si128(v, fx), px));")
     w.close()
     w.close()
 
