@@ -34,7 +34,7 @@ import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, attr
 from opfuse.backends.c.convdirect import pack_weights
-from opfuse.backends.c.linebuffer import phase_copy
+from opfuse.backends.c.linebuffer import fill_rows
 from opfuse.backends.c.rowsource import ring_slot
 from opfuse.ir.values import const, static_dims
 from opfuse.kernelplan.convf import CHANNEL_LANES, FloatConvPlan
@@ -106,20 +106,10 @@ def emit_tiled(w: CWriter, node, plan: FloatConvPlan, xp: str, rx: int, yp: str,
     w(f"const int ys = {ring_slot('r', ry)}, xs = {ring_slot('r', rx)};")
     w("(void)xs;")
     if not direct:
-        w(f"float line[{c_in * per_ci}];")
-        for ky in range(kh):
-            w(f"const int iy{ky} = r*{sh} - {pt} + {ky * dh};")
-            w(f"const int in{ky} = iy{ky} >= 0 && iy{ky} < {h_in};")
-            w(f"const int sl{ky} = in{ky} ? {ring_slot(f'iy{ky}', rx)} : 0;")
-        w.open(f"for (int ci = 0; ci < {c_in}; ++ci)")
-        for ky in range(kh):
-            w.open(f"if (in{ky})")
-            w(f"const float *xr = {xp} + (ci*{rx} + sl{ky})*{w_in};")
-            phase_copy(w, f"(line + ci*{per_ci} + {ky * sw * lw})", "xr", sw, lw, pl, w_in)
-            w.close()
-            w(f"else for (int j = 0; j < {sw * lw}; ++j) "
-              f"line[ci*{per_ci} + {ky * sw * lw} + j] = 0.0f;")  # fmt: skip
-        w.close()
+        fill_rows(w, channels=c_in, kh=kh, per_ci=per_ci, sw=sw, lw=lw, pl=pl, w_in=w_in,
+                  h_in=h_in, first_row=lambda ky: f"r*{sh} - {pt} + {ky * dh}",
+                  slot=lambda iy: ring_slot(iy, rx),
+                  row=lambda ky: f"{xp} + (ci*{rx} + sl{ky})*{w_in}")
     tile = _Tile(
         taps=[ky * sw * lw + ((kx * dw) % sw) * lw + (kx * dw) // sw
               for ky in range(kh) for kx in range(kw)],  # fmt: skip

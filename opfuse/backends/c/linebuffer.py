@@ -4,6 +4,8 @@ no bounds test (kernelplan/convf.py: ``line_width``, ``line_floats``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from opfuse.backends.c.cgen import CWriter
 
 
@@ -27,3 +29,26 @@ def phase_copy(w: CWriter, q: str, xr: str, s: int, lw: int, pl: int, w_in: int,
         if hi < lw:
             parts.append(f"for (int j = {hi}; j < {lw}; ++j) p[j] = 0.0f;")
         w(f"{{ float *p = {base}; " + " ".join(parts) + " }")
+
+
+def fill_rows(w: CWriter, *, channels: int, kh: int, per_ci: int, sw: int, lw: int, pl: int,
+              w_in: int, h_in: int, first_row: Callable[[int], str], slot: Callable[[str], str],
+              row: Callable[[int], str], pixel: int = 1) -> None:
+    """The line buffer of output row ``r``, its kernel rows unrolled: ``first_row(ky)`` the input
+    row kernel row ``ky`` reads, ``slot(iy)`` that row's offset where it is inside the input,
+    ``row(ky)`` the pointer to channel ``ci``'s row ``ky`` (from ``sl<ky>``); rows outside the
+    input are zeros."""
+    w(f"float line[{channels * per_ci}];")
+    for ky in range(kh):
+        w(f"const int iy{ky} = {first_row(ky)};")
+        w(f"const int in{ky} = iy{ky} >= 0 && iy{ky} < {h_in};")
+        w(f"const int sl{ky} = in{ky} ? {slot(f'iy{ky}')} : 0;")
+    w.open(f"for (int ci = 0; ci < {channels}; ++ci)")
+    for ky in range(kh):
+        w.open(f"if (in{ky})")
+        w(f"const float *xr = {row(ky)};")
+        phase_copy(w, f"(line + ci*{per_ci} + {ky * sw * lw})", "xr", sw, lw, pl, w_in, pixel)
+        w.close()
+        w(f"else for (int j = 0; j < {sw * lw}; ++j) "
+          f"line[ci*{per_ci} + {ky * sw * lw} + j] = 0.0f;")  # fmt: skip
+    w.close()

@@ -29,7 +29,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.convdirect import pack_weights
 from opfuse.backends.c.epilogue import Chain, emit_apply
-from opfuse.backends.c.linebuffer import phase_copy
+from opfuse.backends.c.linebuffer import fill_rows, phase_copy
 from opfuse.backends.c.rowsource import RowSource
 from opfuse.ir.values import const
 from opfuse.kernelplan.conv8 import ConvGeom
@@ -150,21 +150,9 @@ def emit_pixel_conv(w: CWriter, node: ir.Node, g: ConvGeom, plan: FloatConvPlan,
         phase_copy(w, "q", "xr", sw, lw, pl, g.iw, src.pixel)
         w.close()
     else:
-        w(f"float line[{g.c * per_ci}];")
-        for ky in range(kh):
-            w(f"const int iy{ky} = r*{sh} - {pt} + {ky * dh};")
-            w(f"const int in{ky} = iy{ky} >= 0 && iy{ky} < {g.ih};")
-            w(f"const int sl{ky} = in{ky} ? {src.row(f'iy{ky}')} : 0;")
-        w.open(f"for (int ci = 0; ci < {g.c}; ++ci)")
-        for ky in range(kh):
-            w.open(f"if (in{ky})")
-            w(f"const float *xr = {src.channel(n, 'ci')} + sl{ky};")
-            phase_copy(w, f"(line + ci*{per_ci} + {ky * sw * lw})", "xr", sw, lw, pl, g.iw,
-                       src.pixel)
-            w.close()
-            w(f"else for (int j = 0; j < {sw * lw}; ++j) "
-              f"line[ci*{per_ci} + {ky * sw * lw} + j] = 0.0f;")  # fmt: skip
-        w.close()
+        fill_rows(w, channels=g.c, kh=kh, per_ci=per_ci, sw=sw, lw=lw, pl=pl, w_in=g.iw,
+                  h_in=g.ih, first_row=lambda ky: f"r*{sh} - {pt} + {ky * dh}", slot=src.row,
+                  row=lambda ky: f"{src.channel(n, 'ci')} + sl{ky}", pixel=src.pixel)
     tile = PixelTile(
         taps=[ky * sw * lw + ((kx * dw) % sw) * lw + (kx * dw) // sw
               for ky in range(kh) for kx in range(kw)],  # fmt: skip
