@@ -246,7 +246,7 @@ def _as_function(stores: _Stores, head: ir.Node, x: ir.Value, y: ir.Value) -> bo
     functions, mobilenet_v2_128_0.5's seven depthwise members ran 2,774,634 instructions where
     inline they ran 2,900,304 (both row by row, isa/mve/floatdw.py). Its pointwise members and
     pretrainedResnet's 3x3 convs ran more instructions as functions (+0.5-0.7%), so they stay inline."""
-    return (kernels(stores.params.store.isa).member_functions
+    return ("float" in kernels(stores.params.store.isa).member_functions
             and getattr(stores.params.store, "member_functions", None) is not None
             and getattr(stores, "member", None) is not None
             and (x.name in stores.rings or y.name in stores.rings)

@@ -154,9 +154,8 @@ def _shareable(ms: list[ir.Node], x: ir.Value, y: ir.Value, stores,  # noqa: ANN
     head = ms[0]
     if head.op_type != "Conv" or not (x.name in stores.rings or y.name in stores.rings):
         return False
-    ks = kernels(stores.params.store.isa)
-    if _shape(ms, x, y, stores.rings) not in twins and not (ks.member_functions
-                                                            or ks.int8_member_functions):
+    if (_shape(ms, x, y, stores.rings) not in twins
+            and "int8" not in kernels(stores.params.store.isa).member_functions):
         return False
     g = conv_geom(head)
     if is_depthwise8(g, head, int_ctype(x, head).name):

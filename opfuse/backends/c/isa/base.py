@@ -172,16 +172,14 @@ class IsaKernels:
     max_pool_row: Callable[..., bool] | None = None
     # narrow: the matrix family over an int8 scratch for int8 inputs (None: the int16 one only)
     narrow: NarrowMatrix | None = None
-    # member_functions: every int8 depthwise / matrix-core pointwise member and every float
-    # depthwise member of a cascade that reads or writes a ring is a function of its own
-    # (int8/cascade.py, cascade.py), not only those of a shape another member has: the ISA's
-    # cores keep their vectors and taps in registers a band loop's switch of several members
-    # does not leave them (False: inline, as before)
-    member_functions: bool = False
-    # int8_member_functions: the same for the int8 members only (float members stay inline):
-    # on Armv7E-M the switch of a cascade's members kept its pointers and a depthwise member's
-    # setup in stack slots (vww_96_int8 on cortex-m7: 12,929,592 -> 12,890,695 instructions)
-    int8_member_functions: bool = False
+    # member_functions: the dtypes ("int8", "float") whose cascade members on a ring are each a
+    # function of its own (int8/cascade.py: every int8 depthwise / matrix-core pointwise member;
+    # cascade.py: every float depthwise member), not only those of a shape another member has:
+    # the ISA's cores keep their vectors and taps in registers a band loop's switch of several
+    # members does not leave them (mve: both; armv7em: int8 only, where the switch kept a
+    # depthwise member's pointers and setup in stack slots, vww_96_int8 on cortex-m7 12,929,592
+    # -> 12,890,695 instructions; empty: inline, as before)
+    member_functions: frozenset[str] = frozenset()
     # depthwise_row_guard: the preprocessor line that opens ``depthwise_row``'s branch
     depthwise_row_guard: str = ""
     # depthwise_pairs: the int8 depthwise family's interior groups on SIMD pairs (None: the

@@ -67,7 +67,7 @@ KERNELS = IsaKernels(name="mve", prelude=PRELUDE, dot=armv7em.dot, saturate8=arm
                      elementwise_add=elementwise_add, fill_gather=fill_gather,
                      narrow=NarrowMatrix(quad=narrow.QUAD8, pad=narrow.pad, core=narrow.emit_core,
                                          fill_gather=narrow.fill_gather),
-                     member_functions=True, depthwise_row_guard="#ifdef OPFUSE_MVE",
+                     member_functions=frozenset({"int8", "float"}), depthwise_row_guard="#ifdef OPFUSE_MVE",
                      # the DSP pairs stay the row's #else: their packed weights are not built
                      # where the MVE row replaces them
                      depthwise_pairs=replace(armv7em.PAIRS, weights_guard=(
