@@ -14,7 +14,13 @@ from onnx import numpy_helper
 
 from opfuse.api import validate_c
 from opfuse.pipeline import compile_model
-from tests.test_attention import attention_kernels, needs_gcc
+from opfuse.schedule import Partition
+
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+
+def attention_kernels(partition: Partition) -> list:
+    return [k for k in partition.kernels if k.name.startswith("attention")]
 
 
 def projected(bias: bool = True) -> onnx.ModelProto:
