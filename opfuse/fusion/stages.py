@@ -17,6 +17,7 @@ import onnx_ir as ir
 
 from opfuse.fusion.rings import Window
 from opfuse.fusion.rules import Refusal, is_constant
+from opfuse.fusion.views import nhwc_view
 from opfuse.ir.values import static_dims
 from opfuse.ops import OpKind, groups, kind
 from opfuse.schedule import Kernel
@@ -43,7 +44,7 @@ def stage_of(kernel: Kernel, nodes: dict[str, ir.Node], target: Target) -> Stage
     window = Window()
     anchors = 0
     sides: dict[str, None] = {}
-    members = [nodes[n] for n in kernel.nodes]
+    members = _streamed_nodes([nodes[n] for n in kernel.nodes])
     inside = {id(o) for n in members for o in n.outputs if o is not None}
     for node in members:
         refusal = _global(node, target)
@@ -82,9 +83,16 @@ def stage_of(kernel: Kernel, nodes: dict[str, ir.Node], target: Target) -> Stage
 
 
 def chain_input(kernel: Kernel, nodes: dict[str, ir.Node]) -> ir.Value | None:
-    """The value a stage streams in: its first node's data input."""
-    first = nodes[kernel.nodes[0]]
+    """The value a stage streams in, NCHW: its first streamed node's data input (a conv reading
+    an NHWC graph input in place streams the view's rows, views.py)."""
+    first = _streamed_nodes([nodes[n] for n in kernel.nodes])[0]
     return first.inputs[0] if first.inputs else None
+
+
+def _streamed_nodes(members: list[ir.Node]) -> list[ir.Node]:
+    """The kernel's nodes that stream rows: all but a leading NHWC view (fusion/views.py), which
+    is the first conv's addressing of the cascade's input, not an op of its own."""
+    return members[1:] if nhwc_view(members) is not None else members
 
 
 def _global(node: ir.Node, target: Target) -> Refusal | None:

@@ -24,7 +24,9 @@ frontend quantizes a float input in NHWC) read by this Conv alone as its data in
 bytes: input and output keep one quantization), where the backend's ``KernelSupport`` says the
 conv's path reads NHWC (the C: the float stem's pixel rows, the Cortex-M int8 matrix core,
 x86's int8 conv staging); a
-kernel that starts with it runs layer by layer (no cascade member reads NHWC yet).
+kernel that starts with it may be a cascade's first member where the backend's member path reads
+NHWC rows (``KernelSupport.why_not_stream``; ``stages.py`` streams the view's NCHW rows, the
+Transpose being the conv's addressing, not a stage), else it runs layer by layer.
 """
 
 from __future__ import annotations

@@ -53,6 +53,7 @@ from opfuse.backends.c.rowsource import RowSink, RowSource, ring_offset
 from opfuse.backends.c.tensors import Params
 from opfuse.fusion.rings import Window, band_schedule
 from opfuse.fusion.stages import WINDOWED, chain_input, window_of
+from opfuse.fusion.views import nhwc_view
 from opfuse.ir.values import const, static_dims
 from opfuse.kernelplan import convf
 from opfuse.memory.lifetimes import RING_PREFIX
@@ -203,8 +204,11 @@ def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _St
             most: int) -> None:
     """Rows ``a .. b`` (at most ``most``) of one member: the one place a member is dispatched by
     its first op."""
+    view = nhwc_view(ms)  # the first member may read an NHWC graph input in place
+    if view is not None:
+        ms = ms[1:]
     if is_int8_member(ms):  # opfuse/backends/c/int8/cascade.py
-        emit_member8(w, ms, x, y, stores)
+        emit_member8(w, ms, x, y, stores, view)
         return
     head = ms[0]
     if head.op_type == "Conv" and _as_function(stores, head, x, y):
@@ -212,6 +216,11 @@ def _member(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores: _St
         return
     _, c_in, h_in, w_in = static_dims(x)
     _, c_out, _, w_out = static_dims(y)
+    if view is not None:  # support.why_not_stream: the scalar FPU's pixel tiles read NHWC rows
+        src = RowSource.nhwc(stores.params.inp(view.inputs[0], view), c_in, h_in, w_in)
+        yp, ry = stores.ptr(y, ms[-1], write=True), stores.rows(y)
+        _conv(w, ms, src, RowSource.of(yp, c_out, static_dims(y)[2], w_out, ry), stores, most)
+        return
     xp, yp = stores.ptr(x, ms[0]), stores.ptr(y, ms[-1], write=True)
     rx, ry = stores.rows(x), stores.rows(y)
     if head.op_type == "Conv":  # the layer-by-layer conv cores (dwconv.py, convdirect.py)

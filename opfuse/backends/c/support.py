@@ -38,6 +38,7 @@ from opfuse.fusion.attention import core_of
 from opfuse.fusion.support import KernelSupport
 from opfuse.fusion.views import nhwc_view
 from opfuse.ir.values import const, static_dims
+from opfuse.kernelplan import convf
 from opfuse.ops import groups
 from opfuse.quant import get_quant
 from opfuse.targets.isa import Isa
@@ -222,17 +223,39 @@ def _quant(chain: Sequence[ir.Node]) -> str | None:
     return None
 
 
-def why_not_stream(members: Sequence[ir.Node]) -> str | None:
-    """None when the cascaded C streams one member kernel of ``members``, else why not."""
+def why_not_stream(members: Sequence[ir.Node], isa: Isa | None = None) -> str | None:
+    """None when the cascaded C streams one member kernel of ``members``, else why not. A
+    conv reading an NHWC graph input in place (fusion/views.py) streams where its member path
+    reads rows through an NHWC ``RowSource``: a scalar FPU's float pixel tiles, the Cortex-M
+    int8 matrix core's fill (the cascade's first member: its input is the graph's)."""
     if nhwc_view(members) is not None:
-        return "a conv reading an NHWC graph input in place runs layer by layer"
+        why = _why_not_nhwc_member(members, isa)
+        return why or why_not_member(list(members[1:]))
     return why_not_member(list(members))
+
+
+def _why_not_nhwc_member(members: Sequence[ir.Node], isa: Isa | None) -> str | None:
+    conv, rest = members[1], list(members[1:])
+    head = "a conv reading an NHWC graph input in place runs layer by layer"
+    if isa is None:
+        return f"{head} without the target's conv path"
+    if is_int8_kernel(rest):
+        g = conv_geom(conv)
+        if isa.int8_dot != "smlad" or kernels(isa).conv8 is not None or g.group > 1:
+            return f"{head} here (only the Cortex-M int8 matrix core's rows read NHWC)"
+        return None
+    if kernels(isa).conv_float is not None or not isa.scalar \
+            or const(conv.inputs[1]) is None \
+            or convf.plan_convf(conv_geom(conv), True, member=True).path != "pixels":
+        return f"{head} here (only a scalar FPU's float pixel tiles read NHWC rows)"
+    return None
 
 
 C_SUPPORT = KernelSupport("the C backend", why_not_kernel, why_not_stream)
 
 
 def c_support(isa: Isa) -> KernelSupport:
-    """``C_SUPPORT`` for a target whose ISA record is ``isa``: its int8 conv path decides whether
-    a conv reads an NHWC graph input in place."""
-    return KernelSupport("the C backend", lambda ms: why_not_kernel(ms, isa), why_not_stream)
+    """``C_SUPPORT`` for a target whose ISA record is ``isa``: its conv paths decide whether a
+    conv reads an NHWC graph input in place, layer by layer and as a cascade member."""
+    return KernelSupport("the C backend", lambda ms: why_not_kernel(ms, isa),
+                         lambda ms: why_not_stream(ms, isa))

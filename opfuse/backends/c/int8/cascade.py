@@ -115,14 +115,16 @@ def _ptr(stores, value: ir.Value, node: ir.Node, write: bool = False) -> str:  #
 
 
 def emit_member8(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value,
-                 stores) -> None:  # noqa: ANN001
-    """Rows ``a .. b`` (C variables of the step) of member ``ms`` from ``x`` into ``y``."""
+                 stores, view: ir.Node | None = None) -> None:  # noqa: ANN001
+    """Rows ``a .. b`` (C variables of the step) of member ``ms`` from ``x`` into ``y``;
+    ``view``: the NHWC -> NCHW Transpose of a graph input the first member's conv reads in
+    place (``x`` is then its NCHW output, never written; fusion/views.py)."""
     functions = getattr(stores.params.store, "member_functions", None)
-    if functions is not None and getattr(stores, "member", None) is not None \
+    if view is None and functions is not None and getattr(stores, "member", None) is not None \
             and _shareable(ms, x, y, stores, functions[2]):
         _emit_function(w, ms, x, y, stores, functions)
         return
-    _emit_rows(w, ms, x, y, stores, stores.rows(x), stores.rows(y))
+    _emit_rows(w, ms, x, y, stores, stores.rows(x), stores.rows(y), view)
 
 
 def shape_twins(kernels, nodes: dict[str, ir.Node]) -> frozenset:  # noqa: ANN001
@@ -212,11 +214,12 @@ def _times(rows: int | str, width: int) -> int | str:
 
 
 def _emit_rows(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores,  # noqa: ANN001
-               rx: int | str, ry: int | str) -> None:
+               rx: int | str, ry: int | str, view: ir.Node | None = None) -> None:
     head, params = ms[0], stores.params
     _, c_in, _, w_in = dims(x, head)
     _, c_out, _, w_out = dims(y, ms[-1])
-    xp, yp = _ptr(stores, x, head), _ptr(stores, y, ms[-1], write=True)
+    xp = _ptr(stores, x, head) if view is None else params.inp(view.inputs[0], view)
+    yp = _ptr(stores, y, ms[-1], write=True)
     xct, yct = int_ctype(x, head), int_ctype(y, ms[-1])
     windowed = head.op_type == "Conv" or head.op_type in POOLS
     rest = ms[1:] if windowed else ms
@@ -232,7 +235,8 @@ def _emit_rows(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores, 
 
     w.open("for (int r = a; r <= b; ++r)")
     if head.op_type == "Conv":
-        _conv(w, head, params, xp, rx, w_in, yp, ry, w_out, xct.name, yct, store, rest)
+        _conv(w, head, params, xp, rx, w_in, yp, ry, w_out, xct.name, yct, store, rest,
+              nhwc=view is not None)
     elif head.op_type in POOLS:
         g = pool_geom(head, dims(x, head), dims(head.outputs[0], head))
         xq, hq = quant(x, head, "input"), quant(head.outputs[0], head, "output")
@@ -259,15 +263,18 @@ def _emit_rows(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores, 
 
 def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int | str, w_in: int, yp: str,
           ry: int | str,
-          w_out: int, xct: str, yct, store, rest=None) -> None:  # noqa: ANN001
+          w_out: int, xct: str, yct, store, rest=None, nhwc: bool = False) -> None:  # noqa: ANN001
     """Output row ``r`` of an int8 conv in blocks of output channels, as the layer-by-layer conv:
     the same packed weights, int32 bias and per-channel requantization; each integer is then
-    ``store``d (through the epilogue)."""
+    ``store``d (through the epilogue). ``nhwc``: ``xp`` is a whole NHWC graph input (the matrix
+    core's fill reads it in place; support.why_not_stream allows no other path)."""
     g = conv_geom(node)
     if conv_mcu.uses_matrix_core(g, params):  # Cortex-M4/M7: the layer-by-layer matrix core
         conv_mcu.emit_rows_mcu(w, node, params, g, xp=xp, rx=rx, w_in=w_in, yp=yp, ry=ry,
-                               w_out=w_out, xct=xct, yct=yct, store=store, epilogue=rest)
+                               w_out=w_out, xct=xct, yct=yct, store=store, epilogue=rest,
+                               nhwc=nhwc)
         return
+    assert not nhwc, "only the matrix core's rows read an NHWC input (support.why_not_stream)"
     whole = rx == g.ih
 
     def row(ih: str) -> str:

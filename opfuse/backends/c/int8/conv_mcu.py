@@ -346,12 +346,14 @@ def emit_conv_mcu(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
 
 def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp: str,
                   rx: int | str, w_in: int, yp: str, ry: int | str, w_out: int, xct: str, yct: CType,
-                  store: Callable[[str, str], None], epilogue: list | None = None) -> None:
+                  store: Callable[[str, str], None], epilogue: list | None = None,
+                  nhwc: bool = False) -> None:
     """Output row ``r`` of a cascade member's conv (opfuse/backends/c/int8/cascade.py): its input
     rows from a ring of ``rx`` rows at ``xp``, each value ``store``d (the member's epilogue) into
     row ``r % ry`` of the ring at ``yp``; the same fill, core and output stage as the
     layer-by-layer conv, so the same integers at the same cost per pixel; ``epilogue``: the
-    member's chain (``store``'s), for the ISA's vector output stage where it is clamps only."""
+    member's chain (``store``'s), for the ISA's vector output stage where it is clamps only;
+    ``nhwc``: ``xp`` is a whole NHWC graph input read in place (the cascade's first member)."""
     mc = prepare(node, params, g, g.ow, cascaded=True)
     span = None if epilogue is None or (yct.lo, yct.hi) != (-128, 127) else \
         vector_output(mc, epilogue, params)
@@ -370,8 +372,12 @@ def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp:
 
     declare_scratch(w, params, mc.quads)
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
-    w(f"const {xct} *xg = {xp} + grp*{g.icg}*{channel};")
-    bound = None if isinstance(rx, int) else g.ih * w_in  # a ring never holds more rows than x
-    emit_band(w, mc, RowSource("xg", w_in, channel, ring, stride_max=bound), xct, pixels=g.ow, oh="r",
-              out=out, vec=vec)
+    if nhwc:
+        w(f"const {xct} *xg = {xp} + grp*{g.icg};")
+        src = RowSource.nhwc("xg", g.c, g.ih, g.iw)
+    else:
+        w(f"const {xct} *xg = {xp} + grp*{g.icg}*{channel};")
+        bound = None if isinstance(rx, int) else g.ih * w_in  # a ring never holds more rows than x
+        src = RowSource("xg", w_in, channel, ring, stride_max=bound)
+    emit_band(w, mc, src, xct, pixels=g.ow, oh="r", out=out, vec=vec)
     w.close()
