@@ -123,6 +123,24 @@ def test_int8_matrix_conv_reads_the_nhwc_input_in_place(case: str, tmp_path: Pat
         assert report.ok and all(o.max_abs_err == 0 for o in report.outputs), (target, report)
 
 
+@pytest.mark.skipif(not (shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")),
+                    reason="needs gcc-arm-none-eabi, newlib and qemu-system-arm")
+@pytest.mark.parametrize("case", ["pointwise_odd_channels", "taps_3x3_s2_same",
+                                  "generic_3x3_c3_relu6", "generic_2x3_c5_s2"])
+def test_helium_matrix_conv_reads_the_nhwc_input_in_place(case: str, tmp_path: Path) -> None:
+    """cortex-m55's matrix core (isa/mve: its gathers and int8 scratch) fills from NHWC rows,
+    run under QEMU with MVE, bit-exact with TFLite Micro; each fill order once."""
+    pytest.importorskip("tflite_micro")
+    from opfuse.measure.run.qemu import emulate_c
+
+    path = tmp_path / "conv.tflite"
+    path.write_bytes(conv_tflite(*INT8_CASES[case]))
+    result = compile_model(str(path), "cortex-m55")
+    assert _reads_input_in_place(result)
+    emu = emulate_c(result, trials=3, outdir=tmp_path / "board")
+    assert emu.report.ok and all(o.max_abs_err == 0 for o in emu.report.outputs), emu.report
+
+
 def test_a_quantized_float_input_is_read_in_place_after_its_quantize(tmp_path: Path) -> None:
     """A float input is quantized in NHWC: on cortex-m7 and x86-host the conv then reads those
     int8 bytes in place; both bit-exact with TFLite Micro, and neither holds the float input and
@@ -175,17 +193,22 @@ def test_x86_int8_conv_reads_the_nhwc_input_in_place(case: str, tmp_path: Path) 
 
 @pytest.mark.skipif(not (shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")),
                     reason="needs gcc-arm-none-eabi, newlib and qemu-system-arm")
-@pytest.mark.parametrize("name", ["vww_96_int8", "mcunet_vww", "pretrainedResnet"])
-def test_shared_model_on_the_board_without_a_boundary_copy(name: str, tmp_path: Path) -> None:
-    """On cortex-m7 under QEMU: the same numbers as the reference (int8 bit for bit), no
-    transpose kernel, the arena analyze's, and (the int8 models, whose boundary copy set the
-    peak) below the input and its copy."""
+@pytest.mark.parametrize("name,target", [("vww_96_int8", "cortex-m7"), ("mcunet_vww", "cortex-m7"),
+                                         ("pretrainedResnet", "cortex-m7"),
+                                         ("vww_96_int8", "cortex-m55"),
+                                         ("mcunet_vww", "cortex-m55")])
+def test_shared_model_on_the_board_without_a_boundary_copy(name: str, target: str,
+                                                           tmp_path: Path) -> None:
+    """On cortex-m7 and cortex-m55 (Helium's fill gathers a pixel's channels 1 byte apart) under
+    QEMU: the same numbers as the reference (int8 bit for bit), no transpose kernel, the arena
+    analyze's, and (the int8 models, whose boundary copy set the peak) below the input and its
+    copy."""
     from opfuse.measure.run.qemu import emulate_c
 
     path = SHARED / f"{name}.tflite"
     if not path.exists():
         pytest.skip("../shared/models not present")
-    result = compile_model(str(path), "cortex-m7")
+    result = compile_model(str(path), target)
     assert _reads_input_in_place(result)
     emu = emulate_c(result, trials=2, outdir=tmp_path / "board")
     assert emu.report.ok, emu.report

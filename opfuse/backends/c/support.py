@@ -134,7 +134,7 @@ def _why_not_nhwc(members: Sequence[ir.Node], isa: Isa | None) -> str | None:
         if ks.conv8_nhwc:  # its staging and portable C gather pixels (x86/stage.py, int8/conv.py)
             if g.group > 1:
                 return "this target's grouped int8 conv does not read an NHWC input in place"
-        elif isa.int8_dot != "smlad" or ks.conv8 is not None or (g.group > 1 and g.icg == 1):
+        elif isa.int8_dot not in ("smlad", "mve") or ks.conv8 is not None or (g.group > 1 and g.icg == 1):
             return "this target's int8 conv does not read an NHWC input in place"
         return _why_not_int8(rest) if len(rest) > 1 else None
     if kernels(isa).conv_float is not None:  # cortex-m55's MVE-F stem reads NCHW rows
@@ -241,7 +241,7 @@ def _why_not_nhwc_member(members: Sequence[ir.Node], isa: Isa | None) -> str | N
         return f"{head} without the target's conv path"
     if is_int8_kernel(rest):
         g = conv_geom(conv)
-        if isa.int8_dot != "smlad" or kernels(isa).conv8 is not None or g.group > 1:
+        if isa.int8_dot not in ("smlad", "mve") or kernels(isa).conv8 is not None or g.group > 1:
             return f"{head} here (only the Cortex-M int8 matrix core's rows read NHWC)"
         return None
     if kernels(isa).conv_float is not None or not isa.scalar \
