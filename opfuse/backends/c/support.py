@@ -227,7 +227,8 @@ def why_not_stream(members: Sequence[ir.Node], isa: Isa | None = None) -> str | 
     """None when the cascaded C streams one member kernel of ``members``, else why not. A
     conv reading an NHWC graph input in place (fusion/views.py) streams where its member path
     reads rows through an NHWC ``RowSource``: a scalar FPU's float pixel tiles, the Cortex-M
-    int8 matrix core's fill (the cascade's first member: its input is the graph's)."""
+    int8 matrix core's fill, SMLAD or Helium (the cascade's first member: its input is the
+    graph's)."""
     if nhwc_view(members) is not None:
         why = _why_not_nhwc_member(members, isa)
         return why or why_not_member(list(members[1:]))
