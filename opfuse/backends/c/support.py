@@ -20,7 +20,7 @@ import onnx_ir as ir
 from opfuse.backends.c.attention import why_not_attention
 from opfuse.backends.c.cascade import why_not_member
 from opfuse.backends.c.cgen import bcast_strides
-from opfuse.backends.c.conv import conv_geom, nhwc_fits
+from opfuse.backends.c.conv import conv_geom
 from opfuse.backends.c.epilogue import EPILOGUE_OPS
 from opfuse.backends.c.float_form import LOCAL_LIMIT, float_form
 from opfuse.backends.c.int8 import is_int8_kernel
@@ -125,25 +125,45 @@ def _why_not_float(members: Sequence[ir.Node]) -> str | None:
 
 def _why_not_nhwc(members: Sequence[ir.Node], isa: Isa | None) -> str | None:
     """A graph input's NHWC -> NCHW Transpose read in place by the Conv after it
-    (fusion/views.py): only the conv paths whose rows come through an NHWC ``RowSource``."""
-    conv, rest = members[1], list(members[1:])
+    (fusion/views.py), layer by layer: the conv's path (``why_not_nhwc_conv``), then its chain."""
+    rest = list(members[1:])
+    int8 = is_int8_kernel(rest)
+    why = why_not_nhwc_conv(members[1], int8, isa, member=False)
+    if why is not None:
+        return why
+    if not int8 and any(n.op_type in POOL_OPS for n in rest):
+        return "a pool after a conv reading an NHWC input in place"
+    if len(rest) == 1:
+        return None
+    return _why_not_int8(rest) if int8 else _why_not_float(rest)
+
+
+def why_not_nhwc_conv(conv: ir.Node, int8: bool, isa: Isa | None, member: bool) -> str | None:
+    """The one list of conv paths that read an NHWC graph input in place through an NHWC
+    ``RowSource`` (rowsource.py), layer by layer or (``member``) as a cascade's first member:
+    int8: the matrix core's fill (SMLAD or Helium, any conv but a depthwise one; int8/im2col.py)
+    and, layer by layer, x86's staging of a one-group conv (``IsaKernels.conv8_nhwc``); float:
+    the plan's pixel tiles (kernelplan/convf.py: a scalar FPU's pointwise convs and small stems,
+    a vector unit's stem layer by layer), where the ISA does not take the conv whole
+    (``conv_float``: cortex-m55's MVE-F kernels read NCHW rows)."""
+    where = "as a cascade member" if member else "layer by layer"
     if isa is None:
         return "an NHWC input read in place needs the target's conv path"
-    if is_int8_kernel(rest):
-        g, ks = conv_geom(conv), kernels(isa)
-        if ks.conv8_nhwc:  # its staging and portable C gather pixels (x86/stage.py, int8/conv.py)
-            if g.group > 1:
-                return "this target's grouped int8 conv does not read an NHWC input in place"
-        elif isa.int8_dot not in ("smlad", "mve") or ks.conv8 is not None or (g.group > 1 and g.icg == 1):
-            return "this target's int8 conv does not read an NHWC input in place"
-        return _why_not_int8(rest) if len(rest) > 1 else None
-    if kernels(isa).conv_float is not None:  # cortex-m55's MVE-F stem reads NCHW rows
+    g, ks = conv_geom(conv), kernels(isa)
+    if int8:
+        if ks.conv8_nhwc and not member:  # x86/stage.py and its portable C (int8/conv.py)
+            return ("this target's grouped int8 conv does not read an NHWC input in place"
+                    if g.group > 1 else None)
+        if isa.int8_dot in ("smlad", "mve") and ks.conv8 is None \
+                and not (g.group > 1 and g.icg == 1):
+            return None
+        return f"this target's int8 conv does not read an NHWC input in place {where}"
+    if ks.conv_float is not None:
         return "this target's float conv kernels read NCHW rows"
-    if not nhwc_fits(conv, isa):
-        return "only the float conv's pixel tiles read an NHWC input in place"
-    if any(n.op_type in POOL_OPS for n in rest):
-        return "a pool after a conv reading an NHWC input in place"
-    return _why_not_float(rest) if len(rest) > 1 else None
+    if const(conv.inputs[1]) is None \
+            or convf.plan_convf(g, isa.scalar, member=member).path != "pixels":
+        return f"only the float conv's pixel tiles read an NHWC input in place {where}"
+    return None
 
 
 def _why_not_int8(members: Sequence[ir.Node]) -> str | None:
@@ -230,26 +250,10 @@ def why_not_stream(members: Sequence[ir.Node], isa: Isa | None = None) -> str | 
     int8 matrix core's fill, SMLAD or Helium (the cascade's first member: its input is the
     graph's)."""
     if nhwc_view(members) is not None:
-        why = _why_not_nhwc_member(members, isa)
-        return why or why_not_member(list(members[1:]))
+        rest = list(members[1:])
+        why = why_not_nhwc_conv(members[1], is_int8_kernel(rest), isa, member=True)
+        return why or why_not_member(rest)
     return why_not_member(list(members))
-
-
-def _why_not_nhwc_member(members: Sequence[ir.Node], isa: Isa | None) -> str | None:
-    conv, rest = members[1], list(members[1:])
-    head = "a conv reading an NHWC graph input in place runs layer by layer"
-    if isa is None:
-        return f"{head} without the target's conv path"
-    if is_int8_kernel(rest):
-        g = conv_geom(conv)
-        if isa.int8_dot not in ("smlad", "mve") or kernels(isa).conv8 is not None or g.group > 1:
-            return f"{head} here (only the Cortex-M int8 matrix core's rows read NHWC)"
-        return None
-    if kernels(isa).conv_float is not None or not isa.scalar \
-            or const(conv.inputs[1]) is None \
-            or convf.plan_convf(conv_geom(conv), True, member=True).path != "pixels":
-        return f"{head} here (only a scalar FPU's float pixel tiles read NHWC rows)"
-    return None
 
 
 C_SUPPORT = KernelSupport("the C backend", why_not_kernel, why_not_stream)
