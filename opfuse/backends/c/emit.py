@@ -96,7 +96,26 @@ def generate(
     cascades: bool = True,
     prefix: str = DEFAULT_PREFIX,
 ) -> tuple[dict[str, str], Manifest, MemoryPlan]:
-    """The files' text (name -> text), the manifest and the memory plan."""
+    """The files' text (name -> text), the manifest and the memory plan. Cascades on an ISA
+    whose matrix core ends a row in a narrower tile (``IsaKernels.matrix_tail``) are written
+    twice: the first pass's deepest stack scratch bounds the wider tiles of the second
+    (int8/mcu_tiles._tailed), which is kept only where its stack is no deeper."""
+    first = generate_pass(result, fuse, planner, cascades, prefix)
+    if not (first[1].cascades and kernels(result.target.isa).matrix_tail):
+        return first
+    second = generate_pass(result, fuse, planner, cascades, prefix, first[1].stack_scratch_bytes)
+    return second if second[1].stack_scratch_bytes <= first[1].stack_scratch_bytes else first
+
+
+def generate_pass(
+    result: CompileResult,
+    fuse: bool,
+    planner: str,
+    cascades: bool,
+    prefix: str,
+    member_scratch: int | None = None,
+) -> tuple[dict[str, str], Manifest, MemoryPlan]:
+    """One pass of ``generate``: ``member_scratch`` None writes no narrower row tails."""
     sched = c_schedule(result, fuse, cascades, planner)
     model, part, plan = sched.model, sched.partition, sched.plan
     nodes = {n.name: n for n in model.graph}
@@ -105,6 +124,7 @@ def generate(
     blob = WeightBlob(WEIGHT_ALIGN if result.target.board is None else MCU_WEIGHT_ALIGN)
     store = Store(plan, blob, rounding_of(model), isa=result.target.isa,
                   narrow_constants=result.target.board is not None)
+    store.member_scratch = member_scratch  # the stack a member's wider tiles may use
     opset = _opset(model)
     funcs = CWriter()
     calls = CWriter(1)

@@ -73,8 +73,10 @@ class Store:
         self.narrow_constants = narrow_constants
         self.step: int | None = None  # the kernel being emitted (its step in the memory plan)
         # arena bytes the cascades save over layer by layer: stack scratch a cascade member may
-        # spend to keep the matrix core's full tile (int8/conv_mcu.py)
+        # spend to keep the matrix core's full tile (int8/mcu_tiles.py)
         self.cascade_saving = 0
+        # the stack scratch a cascade row's wider tiles may use (emit.generate), None: none
+        self.member_scratch: int | None = None
         self.rounding = rounding  # int8 semantics: "tflite" or "onnx" (opfuse.quant.ROUNDING)
         self.blob = blob
         self.sizes = {t.name: t.size_bytes for t in plan.tensors}
