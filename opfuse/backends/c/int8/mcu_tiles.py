@@ -6,6 +6,8 @@ where the im2col scratch ``col`` lives (the stack, or a free arena gap during th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.tensors import Params
@@ -121,18 +123,31 @@ def columns(params: Params, band: int, kp: int, cascaded: bool = False) -> tuple
     return max(1, min(cols, budget // (kp * 2))), 0
 
 
+@dataclass
+class RowTails:
+    """What a pass of emit.generate lets cascade rows end in narrower tiles with: ``cap`` None
+    (the first pass) writes none but records whether one would pay (``wanted``); the second
+    pass's ``cap`` is the first pass's deepest stack scratch."""
+
+    cap: int | None = None
+    wanted: bool = False
+
+
 def _tailed(params: Params, band: int, kp: int, cols: int) -> tuple[int, int] | None:
     """A cascade row in wider tiles and a narrower last one (``row_tiles``) where the ISA's core
     can end a row so (``IsaKernels.matrix_tail``) and it runs fewer instructions than tiles of
     ``cols``, its scratch on a stack no deeper than the build's deepest kernel without tails
-    (``Store.member_scratch``, emit.generate's first pass) or in a free arena gap; else None."""
-    cap = getattr(params.store, "member_scratch", None)
-    if cap is None or not kernels(params.store.isa).matrix_tail:
+    (``Store.row_tails``) or in a free arena gap; else None."""
+    tails = getattr(params.store, "row_tails", None)
+    if tails is None or not kernels(params.store.isa).matrix_tail:
         return None
     for most in range(CONV_COLS, cols, -1):
         wide, tail = row_tiles(band, most)
         nbytes = wide * kp * 2
-        if _core_cost(band, wide, True) < _core_cost(band, cols, False) and (
-                nbytes <= cap or _arena_gap(params, nbytes) is not None):
+        if _core_cost(band, wide, True) >= _core_cost(band, cols, False):
+            continue
+        tails.wanted = True
+        if tails.cap is not None and (nbytes <= tails.cap
+                                      or _arena_gap(params, nbytes) is not None):
             return wide, tail
     return None
