@@ -36,6 +36,7 @@ from opfuse.backends.c.files import (
 )
 from opfuse.backends.c.int8.cascade import shape_twins
 from opfuse.backends.c.int8.conv_mcu import matrix_core
+from opfuse.backends.c.int8.mcu_tiles import RowTails
 from opfuse.backends.c.int8.requant import helpers, int8_info, rounding_of
 from opfuse.backends.c.isa import IsaKernels, kernels
 from opfuse.backends.c.isa.portable import KERNEL_ATTRIBUTE
@@ -96,7 +97,28 @@ def generate(
     cascades: bool = True,
     prefix: str = DEFAULT_PREFIX,
 ) -> tuple[dict[str, str], Manifest, MemoryPlan]:
-    """The files' text (name -> text), the manifest and the memory plan."""
+    """The files' text (name -> text), the manifest and the memory plan. Where a cascade row
+    would end in a narrower tile (``IsaKernels.matrix_tail``, int8/mcu_tiles.RowTails) the C is
+    written twice: the first pass's deepest stack scratch bounds the wider tiles of the second,
+    which is kept only where its stack is no deeper."""
+    tails = RowTails()
+    first = generate_pass(result, fuse, planner, cascades, prefix, tails)
+    if not tails.wanted:
+        return first
+    cap = first[1].stack_scratch_bytes
+    second = generate_pass(result, fuse, planner, cascades, prefix, RowTails(cap))
+    return second if second[1].stack_scratch_bytes <= cap else first
+
+
+def generate_pass(
+    result: CompileResult,
+    fuse: bool,
+    planner: str,
+    cascades: bool,
+    prefix: str,
+    tails: RowTails | None = None,
+) -> tuple[dict[str, str], Manifest, MemoryPlan]:
+    """One pass of ``generate``: ``tails`` None or without a cap writes no narrower row tails."""
     sched = c_schedule(result, fuse, cascades, planner)
     model, part, plan = sched.model, sched.partition, sched.plan
     nodes = {n.name: n for n in model.graph}
@@ -105,6 +127,7 @@ def generate(
     blob = WeightBlob(WEIGHT_ALIGN if result.target.board is None else MCU_WEIGHT_ALIGN)
     store = Store(plan, blob, rounding_of(model), isa=result.target.isa,
                   narrow_constants=result.target.board is not None)
+    store.row_tails = tails  # the stack a cascade row's wider tiles may use
     opset = _opset(model)
     funcs = CWriter()
     calls = CWriter(1)

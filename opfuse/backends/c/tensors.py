@@ -4,6 +4,7 @@ weight blob in flash (weights.c), and the parameter list of one kernel function.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx_ir as ir
@@ -14,6 +15,9 @@ from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
 from opfuse.memory import MemoryPlan
 from opfuse.targets.isa import PORTABLE, Isa
+
+if TYPE_CHECKING:
+    from opfuse.backends.c.int8.mcu_tiles import RowTails
 
 WEIGHT_ALIGN = 64  # bytes: on the host every weight starts on a cache line
 # On a Cortex-M board flash has no cache line to start on (the M4 has no cache, the M7's lines are
@@ -73,8 +77,10 @@ class Store:
         self.narrow_constants = narrow_constants
         self.step: int | None = None  # the kernel being emitted (its step in the memory plan)
         # arena bytes the cascades save over layer by layer: stack scratch a cascade member may
-        # spend to keep the matrix core's full tile (int8/conv_mcu.py)
+        # spend to keep the matrix core's full tile (int8/mcu_tiles.py)
         self.cascade_saving = 0
+        # whether and with what stack a cascade row may end in a narrower tile (emit.generate)
+        self.row_tails: RowTails | None = None
         self.rounding = rounding  # int8 semantics: "tflite" or "onnx" (opfuse.quant.ROUNDING)
         self.blob = blob
         self.sizes = {t.name: t.size_bytes for t in plan.tensors}

@@ -198,7 +198,7 @@ def _emit_function(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stor
 
 
 def _scratch_as_argument(lines: list[str], params) -> None:  # noqa: ANN001
-    """The im2col scratch in the arena (conv_mcu.declare_scratch) passed in, not written in: its
+    """The im2col scratch in the arena (mcu_tiles.declare_scratch) passed in, not written in: its
     offset depends on the cascade's step, the function's code does not."""
     for i, line in enumerate(lines):
         code = line.split("/*")[0]

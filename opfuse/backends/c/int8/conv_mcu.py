@@ -37,6 +37,11 @@ from opfuse.backends.c.int8.im2col import (
     order,
     reduction_rows,
 )
+from opfuse.backends.c.int8.mcu_tiles import (
+    CONV_ROWS,
+    columns,
+    declare_scratch,
+)
 from opfuse.backends.c.int8.output import emit_output_value
 from opfuse.backends.c.int8.residual import residual_add
 from opfuse.backends.c.isa import kernels
@@ -49,25 +54,12 @@ from opfuse.kernelplan.conv8 import ConvGeom
 from opfuse.quant import ONNX, conv_scales
 from opfuse.targets.isa import Isa
 
-# The register tile, measured under QEMU on kws_ref_model (docs/architecture.md): 6 pixels x 1
-# channel beat 4x1, 5x1, 3x2 and 2x2 (CMSIS-NN's) on 1x1 and im2col'd convs.
 # the output stage is written out per column (no loop, no array of sums: ~4 instructions fewer
 # per value) for reductions up to this long, where it is a large share of the kernel; longer
 # ones keep the loop, whose code is a sixth as large. Measured on vww_96_int8 (M7): every conv
 # unrolled ran more instructions than up to 64 and grew the flash 1.7 KB; 64 grew it 0.4 KB;
 # 16 (vww's 8- and 16-channel 1x1s) leaves room for the SMLAD core's paired quads
 UNROLL_OUTPUT_KP = 16
-CONV_COLS, CONV_ROWS = 6, 1  # a conv's register tile: output pixels x output channels
-# the scratch's bound on the stack, where the arena has no free gap during the conv: the
-# layer-by-layer kernels' own tiles were 1-4 KB (acc[8][32] int32 is 1 KB)
-STACK_SCRATCH_BYTES = 1024
-# a cascade member's row is one band: with the arena at its cascaded peak there is no free gap,
-# and 1 KB held only 1-3 columns of ResNet-8's 3x3 convs over 16-64 channels (+40-73% instructions
-# on its second and third cascades). It may spend up to half the arena its cascades save, at most this
-# (6 columns x 576 int16 reduction steps = 6,912 bytes), so arena + stack still shrink.
-CASCADE_SCRATCH_BYTES = 8192
-
-
 
 
 def matrix_core(isa: Isa) -> bool:
@@ -114,60 +106,12 @@ class MatConv:
     cols: int  # output pixels per tile (scratch columns)
     isa: Isa  # the target's (its micro-kernels: opfuse/backends/c/isa)
     narrow: bool = False  # int8 input and the ISA has an int8 scratch core (IsaKernels.narrow)
+    tail: int = 0  # a cascade row's last tile, narrower (a core of its own width): row_tiles
 
     @property
     def quads(self) -> int:
         """The scratch this conv needs (int64_t quads)."""
         return self.cols * self.kp // QUAD
-
-
-STACK_SCRATCH = "int64_t col[{}];  /* im2col quads (im2col.py) */"
-ARENA_SCRATCH = "int64_t *col = (int64_t *)(AB + {});  /* im2col quads (im2col.py), {} bytes */"
-
-
-def declare_scratch(w: CWriter, params: Params, quads: int) -> None:
-    """One ``col`` for the whole kernel body, sized for its largest user (a cascade's members run
-    one after another and share it): on the stack up to STACK_SCRATCH_BYTES (addressed from SP,
-    it costs no register: kws's first conv runs 13% faster than from the arena), larger in arena
-    bytes no tensor the memory plan keeps live during this kernel occupies (so
-    OPFUSE_ARENA_BYTES holds it at no cost), else on the stack."""
-    first = next((line for line in w.lines if line.strip()), None)
-    top = "    " * w.depth if first is None else first[:len(first) - len(first.lstrip())]
-    at = next((i for i, line in enumerate(w.lines) if line.startswith(top + "int64_t ")
-               and "im2col quads" in line), None)
-    if at is not None:
-        quads = max(quads, _declared_quads(w.lines[at]))
-    offset = None if quads * 8 <= STACK_SCRATCH_BYTES else _arena_gap(params, quads * 8)
-    line = top + (STACK_SCRATCH.format(quads) if offset is None
-                  else ARENA_SCRATCH.format(offset, quads * 8))
-    if at is None:
-        w.lines.insert(0, line)
-    else:
-        w.lines[at] = line
-
-
-def _declared_quads(line: str) -> int:
-    if "[" in line.split("/*")[0]:
-        return int(line.split("[")[1].split("]")[0])
-    return int(line.split("/*")[1].split(",")[1].split()[0]) // 8
-
-
-def _arena_gap(params: Params, nbytes: int) -> int | None:
-    """The lowest 8-byte aligned arena offset where ``nbytes`` overlap no tensor live at the
-    kernel's step (``Store.step``), within the plan's peak; None without one."""
-    store = params.store
-    step = getattr(store, "step", None)
-    if step is None:
-        return None
-    plan = store.plan
-    busy = sorted((plan.offsets[t.name], plan.offsets[t.name] + t.aligned_bytes)
-                  for t in plan.tensors if t.live_at(step) and t.name in plan.offsets)
-    offset = 0
-    for lo, hi in busy:
-        if offset + nbytes <= lo:
-            break
-        offset = max(offset, -(-hi // 8) * 8)
-    return offset if offset + nbytes <= plan.peak_bytes else None
 
 
 def prepare(node: ir.Node, params: Params, g: ConvGeom, band: int,
@@ -189,6 +133,7 @@ def prepare(node: ir.Node, params: Params, g: ConvGeom, band: int,
     kp = padded(rows.shape[1])
     xct = int_ctype(xv, node)
     bound = acc_bound(rows, given, xct.lo, xct.hi, zx)
+    cols, tail = columns(params, band, kp, cascaded)
     return MatConv(
         g, mode, kp,
         params.weight(f"{wv.name}:mat_{mode}", kernels(params.store.isa).matrix_weights(rows),
@@ -196,39 +141,8 @@ def prepare(node: ir.Node, params: Params, g: ConvGeom, band: int,
         params.weight(f"{node.name}:mat_bias", bias.astype(np.int32), INT32),
         requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)),
                        bound),
-        zx, zy, int_ctype(yv, node), _columns(params, band, kp, cascaded), params.store.isa,
-        xct.name == "int8_t" and kernels(params.store.isa).narrow is not None)
-
-
-def stack_budget(params: Params, cascaded: bool) -> int:
-    """The stack scratch a conv may declare: STACK_SCRATCH_BYTES, a cascade member also half
-    the arena bytes the cascades save (``Store.cascade_saving``) up to CASCADE_SCRATCH_BYTES."""
-    if not cascaded:
-        return STACK_SCRATCH_BYTES
-    saving = getattr(params.store, "cascade_saving", 0)
-    return min(CASCADE_SCRATCH_BYTES, max(STACK_SCRATCH_BYTES, STACK_SCRATCH_BYTES + saving // 2))
-
-
-def row_tile(width: int) -> int:
-    """Pixels per tile along one output row (a cascade member's band): the tile of 4-6 that
-    computes the row in the fewest core instructions, a partial last tile paying in full. Per
-    four reduction steps a tile of c columns runs about 3 + 3c instructions (a weight word, two
-    SXTB16, per column an LDRD and two SMLAD): a row of 8 or 16 takes 4 (none wasted) over 6,
-    which repeats 4 or 2 pixels; 96 takes 6."""
-    if width <= CONV_COLS:
-        return width
-    return min(range(CONV_COLS, 3, -1), key=lambda c: -(-width // c) * (3 + 3 * c))
-
-
-def _columns(params: Params, band: int, kp: int, cascaded: bool = False) -> int:
-    """CONV_COLS where the scratch fits the stack budget or the arena has room for it during
-    this kernel; else as many as the budget holds, so the stack grows by no more than the
-    layer-by-layer kernels' own tiles did (a cascade: than half what its rings save)."""
-    cols = row_tile(band) if cascaded else min(CONV_COLS, band)
-    budget = stack_budget(params, cascaded)
-    if cols * kp * 2 <= budget or _arena_gap(params, cols * kp * 2) is not None:
-        return cols
-    return max(1, min(cols, budget // (kp * 2)))
+        zx, zy, int_ctype(yv, node), cols, params.store.isa,
+        xct.name == "int8_t" and kernels(params.store.isa).narrow is not None, tail)
 
 
 def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
@@ -240,24 +154,43 @@ def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
     (``last``: no chain follows, see ``emit_output_value``). One fill loop, one core and one
     output loop whatever the shape, for a small flash: a last, partial tile repeats its last
     pixel, whose values are not stored."""
-    g, cols = mc.g, mc.cols
-    ragged = pixels % cols != 0
+    g, cols, tail = mc.g, mc.cols, mc.tail
+    ragged = pixels % cols != 0 and not tail
     w.open(f"for (int p0 = 0; p0 < {pixels}; p0 += {cols})")
-    w.open(f"for (int q = 0; q < {cols}; ++q)")
+    if tail:  # the row's last tile is narrower, its own core
+        w(f"const int n = p0 < {pixels - tail} ? {cols} : {tail};")
+    w.open(f"for (int q = 0; q < {'n' if tail else cols}; ++q)")
     w(f"const int pq = p0 + q < {pixels} ? p0 + q : {pixels - 1};" if ragged
       else "const int pq = p0 + q;")
     pix = (f"pq / {g.ow}", f"pq % {g.ow}") if oh is None and mc.mode != "pointwise" \
         else (oh, "pq")
     ks = kernels(mc.isa)
     nm = ks.narrow if mc.narrow else None  # the int8 scratch, its fill and core
+    gather = nm.fill_gather if nm else ks.fill_gather
+    # a row's tiles in order: the column before holds the pixel to the left, but at the row's
+    # start; where the fill gathers in vectors (mve) copying saved nothing (ResNet-8 on the M55
+    # +3.5% instructions)
+    reuse = None if oh is None or ragged or gather is not None \
+        else ("q > 0 || p0 > 0", f"q ? -1 : {cols - 1}")
     emit_fill(w, g, mc.mode, col="col", stride=cols, q="q", src=src, oh=pix[0], ow=pix[1],
-              xct=xct, zx=mc.zx, gather=nm.fill_gather if nm else ks.fill_gather,
-              pk=Packing(nm.quad, nm.pad) if nm else INT16)
+              xct=xct, zx=mc.zx, gather=gather, pk=Packing(nm.quad, nm.pad) if nm else INT16,
+              reuse=reuse)
     w.close()
-    count = f"({pixels} - p0 < {cols} ? {pixels} - p0 : {cols})" if ragged else str(cols)
+    count = "n" if tail else \
+        f"({pixels} - p0 < {cols} ? {pixels} - p0 : {cols})" if ragged else str(cols)
+    ragged = ragged or bool(tail)
     w.open(f"for (int oc0 = grp*{g.ocg}; oc0 < grp*{g.ocg} + {g.ocg}; oc0 += {CONV_ROWS})")
-    (nm.core if nm else ks.matrix_core)(w, rows=CONV_ROWS, cols=cols, stride=cols, kp=mc.kp,
-                                        col="col", wrow=f"{mc.weights} + oc0*{mc.kp}")
+    core = nm.core if nm else ks.matrix_core
+    wrow = f"{mc.weights} + oc0*{mc.kp}"
+    if not tail:
+        core(w, rows=CONV_ROWS, cols=cols, stride=cols, kp=mc.kp, col="col", wrow=wrow)
+    else:
+        w(f"int32_t {', '.join(f'a{j}_{q} = 0' for j in range(CONV_ROWS) for q in range(cols))};")
+        for width, test in ((cols, f"if (n == {cols})"), (tail, "else")):
+            w.open(test)
+            core(w, rows=CONV_ROWS, cols=width, stride=cols, kp=mc.kp, col="col", wrow=wrow,
+                 declare=False)
+            w.close()
     for j in range(CONV_ROWS):
         w.open("")
         w(f"const int oc = oc0 + {j};")

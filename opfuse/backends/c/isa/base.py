@@ -170,6 +170,9 @@ class IsaKernels:
     # MaxPool (pools.PoolGeom ``g``) into ``pacc[0][...]`` in vectors, ``portable()``'s C in its
     # #else; False: that alone
     max_pool_row: Callable[..., bool] | None = None
+    # matrix_tail: ``matrix_core`` adds to sums declared by its caller (``declare=False``), so a
+    # cascade row ends in a narrower tile of its own width (int8/mcu_tiles.row_tiles)
+    matrix_tail: bool = False
     # narrow: the matrix family over an int8 scratch for int8 inputs (None: the int16 one only)
     narrow: NarrowMatrix | None = None
     # member_functions: the dtypes ("int8", "float") whose cascade members on a ring are each a

@@ -43,4 +43,5 @@ def saturate8(w: CWriter, value: str, ranged: bool) -> None:
 KERNELS = IsaKernels(name="armv7em", prelude=PRELUDE, dot=dot, saturate8=saturate8,
                      matrix_core=matrix.emit_core, matrix_weights=matrix.weight_rows,
                      gemm_core=gemm_core, gemm_weights=gemm_weights, depthwise_pairs=PAIRS,
-                     fast_requant=FAST_REQUANT, member_functions=frozenset({"int8"}))
+                     fast_requant=FAST_REQUANT, member_functions=frozenset({"int8"}),
+                     matrix_tail=True)

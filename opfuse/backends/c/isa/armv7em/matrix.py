@@ -43,12 +43,14 @@ def weight_rows(rows: np.ndarray) -> np.ndarray:
 
 
 def emit_core(w: CWriter, *, rows: int, cols: int, stride: int, kp: int, col: str,
-              wrow: str) -> None:
+              wrow: str, declare: bool = True) -> None:
     """Declare ``int32_t a{j}_{q}`` for ``j < rows``, ``q < cols``: the sum over the reduction of
     scratch column ``q`` (``col``: one int64_t quad per column, ``stride`` columns) times weight
-    row ``j`` (``wrow`` + ``j*kp`` bytes)."""
+    row ``j`` (``wrow`` + ``j*kp`` bytes). ``declare`` False: add to sums the caller declared
+    (zero), as a row's narrower last tile does (mcu_tiles.row_tiles)."""
     acc = [[f"a{j}_{q}" for q in range(cols)] for j in range(rows)]
-    w(f"int32_t {', '.join(f'{a} = 0' for r in acc for a in r)};")
+    if declare:
+        w(f"int32_t {', '.join(f'{a} = 0' for r in acc for a in r)};")
     w.open("")
     w(f"const int64_t *cp = {col};")
     w(f"const int8_t *wp = {wrow};")
