@@ -46,7 +46,7 @@ from opfuse.backends.c.int8.output import emit_output_value
 from opfuse.backends.c.int8.residual import residual_add
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.isa.base import QUAD, padded
-from opfuse.backends.c.rowsource import RowSource, ring_row
+from opfuse.backends.c.rowsource import RowSource, ring_slot
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
@@ -294,16 +294,18 @@ def emit_rows_mcu(w: CWriter, node: ir.Node, params: Params, g: ConvGeom, *, xp:
         else residual_add(node.outputs[0], epilogue, params, f"r*{g.ow} + p0")
     if add is not None:  # the conv's own range, then the Add's (int8/residual.py)
         span = (-128, 127)
-    vec = None if span is None else (f"{ring_row(yp, 'oc', 'r', ry, w_out)} + p0", *span, add)
+    row_ptr = f"{yp} + (oc*{ry} + ys)*{w_out}"  # ys: the output row's slot, formed once a row
+    vec = None if span is None else (f"{row_ptr} + p0", *span, add)
     ring = None if rx == g.ih else rx
     # rows as a C argument (a member function shared by layers of one shape, int8/cascade.py)
     channel = rx * w_in if isinstance(rx, int) else f"{rx}*{w_in}"
 
     def out(q: str) -> None:
-        w(f"{yct.name} *yr = {ring_row(yp, 'oc', 'r', ry, w_out)};")
+        w(f"{yct.name} *yr = {row_ptr};")
         store("oc", f"(p0 + {q})")
 
     declare_scratch(w, params, mc.quads)
+    w(f"const int ys = {ring_slot('r', ry)};")
     w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
     if nhwc:
         w(f"const {xct} *xg = {xp} + grp*{g.icg};")
