@@ -170,7 +170,7 @@ def test_board_cascade_in_place_is_the_band_build_bit_for_bit(band: int, tmp_pat
     source = _chain().save(tmp_path / "chain.onnx")
     result = compile_model(str(source), streaming("cortex-m7", cascade_band_rows=band))
     placed = _run_on_board(result, tmp_path / "in_place")
-    in_place_rows = re.compile(r"const float \*x0 = ih0 < 0 \|\| ih0 >= \d+ \? arg\d+ : ")
+    in_place_rows = re.compile(r"const float \*r0 = \(unsigned\)\(ih0 \+ 0\) < \d+u \? .* : arg\d+;")
     assert in_place_rows.search((tmp_path / "in_place" / "model.c").read_text())
     monkeypatch.setattr(cascade, "in_place", lambda g, isa: False)
     banded = _run_on_board(result, tmp_path / "band")

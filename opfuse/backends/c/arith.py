@@ -16,16 +16,37 @@ the dtype:
 * ``finish(w, acc)``: the value ``v`` the epilogue and the store take (float: the sum itself,
   already ``v``; int8: requantized, plus z_y, clamped: ``depthwise_quant.emit_clamped``, the one
   requantization of the depthwise family, with the ISA's fast form where it is exact).
+
+The records: ``FLOAT32`` (here) and ``int8.depthwise_quant.Int8`` (one per layer: its ISA, its
+quantization and its output's range).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.int8.depthwise_quant import DwQuant, emit_clamped
-from opfuse.backends.c.isa.base import IsaKernels
-from opfuse.kernelplan.conv8 import PAIR
+
+
+class Arith(Protocol):
+    """What a kernel family asks of its arithmetic (the module's docstring): ``Float32`` here,
+    ``depthwise_quant.Int8`` beside the requantization it finishes with (the int8 package
+    imports the float backend, so its record lives there)."""
+
+    acc_type: str
+    in_type: str
+    acc: str  # the sum's C name
+    declare: str  # the declaration of ``acc``
+    bias: str  # the bias with nothing folded in (a loop over a window's taps starts from it)
+    pair: int  # interior columns a group: 1, or the ISA's SIMD pairs
+    loop_borders_above: int | None  # taps above which the border columns run in one loop
+
+    def product(self, x: str, t: int) -> str: ...
+    def pad(self, t: int) -> str | None: ...
+    def init(self, k0: int, k1: int) -> str: ...
+    def centered(self, x: str) -> str: ...
+    def finish(self, w: CWriter, acc: str, doubled: bool | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -63,42 +84,3 @@ class Float32:
 
 
 FLOAT32 = Float32()
-
-
-@dataclass(frozen=True)
-class Int8:
-    """int8 inputs and taps, int32 sums, TFLite's requantization to the output's ``lo .. hi``."""
-
-    isa: IsaKernels
-    dq: DwQuant
-    lo: int
-    hi: int
-    acc_type = "int32_t"
-    in_type = "int8_t"
-    acc = "acc"
-    declare = "const int32_t acc"
-    bias = "bc"
-    pair = PAIR  # interior columns in groups of the ISA's SIMD pairs (IsaKernels.depthwise_pairs)
-    # a window of more taps runs its border columns in one loop (depthwise_dsp.unrolled_singles)
-    loop_borders_above = 9
-
-    @staticmethod
-    def product(x: str, t: int) -> str:
-        return f"{x}*wc[{t}]"
-
-    @staticmethod
-    def pad(t: int) -> str | None:  # noqa: ARG004 - z_x's share is in the bias
-        return None
-
-    @staticmethod
-    def init(k0: int, k1: int) -> str:
-        return f"bk{k0}_{k1}"
-
-    def centered(self, x: str) -> str:
-        return f"((int32_t){x} - {self.dq.zx})"
-
-    def finish(self, w: CWriter, acc: str, doubled: bool | None = None) -> None:
-        """``int32_t v``: ``acc`` requantized, plus z_y, clamped (``doubled``: as the ISA's row
-        asks; else the layer's ``DwQuant.doubled``)."""
-        emit_clamped(w, self.isa, self.dq, acc, self.lo, self.hi,
-                     self.dq.doubled if doubled is None else doubled)

@@ -22,7 +22,9 @@ written out, have taps outside the row): the same sums term for term, bit-identi
 
 from __future__ import annotations
 
+from opfuse.backends.c.arith import FLOAT32
 from opfuse.backends.c.cgen import CWriter
+from opfuse.backends.c.dwrow import emit_row
 from opfuse.backends.c.epilogue import Chain, emit_apply
 from opfuse.backends.c.rowsource import RowSink, RowSource
 from opfuse.targets.isa import Isa
@@ -118,53 +120,26 @@ def emit_depthwise_rows(w: CWriter, g, src: RowSource, wt: str, b: str | None, s
 
 
 def _row_in_place(w: CWriter, g, src: RowSource, sink: RowSink, zero: str) -> None:  # noqa: ANN001
-    """Output row ``oh`` (stride 1) of channel ``c`` straight from the KH source rows it reads,
-    through the epilogue into the sink: no band copy. A row outside the input reads ``zero``, a
-    weight, not a literal: gcc, knowing a row's zeros, split the sum into unfused multiplies (1
-    ulp off the band's FMAs); the columns whose taps all lie inside the row run one loop, the few
-    others are written out with the outside taps as 0.0f (an exact product). Each output is the
-    band core's sum, term for term (``bv``, then the taps in (kh, kw) order), so the result is
-    bit-identical."""
-    (kh_n, kw_n), (dh, dw), (ph, pw) = g.k, g.d, g.p
-    for kh in range(kh_n):
-        off = kh * dh - ph
-        w(f"const int ih{kh} = oh {'-' if off < 0 else '+'} {abs(off)};")
-        w(f"const float *x{kh} = ih{kh} < 0 || ih{kh} >= {g.ih} ? {zero} : "
-          f"xc + {src.row(f'ih{kh}')};")
+    """Output row ``oh`` of channel ``c`` straight from the KH source rows it reads, through the
+    epilogue into the sink: no band copy. The depthwise row nest both dtypes share (dwrow.py,
+    over ``arith.FLOAT32``). A row outside the input reads ``zero``, a weight, not a literal:
+    gcc, knowing a row's zeros, split the sum into unfused multiplies (1 ulp off the band's
+    FMAs); the border columns are written out with the outside taps as 0.0f (an exact product).
+    Each output is the band core's sum, term for term (``bv``, then the taps in (kh, kw) order),
+    so the result is bit-identical."""
     w(f"float *yr = {sink.dst.channel('0', 'c')} + {sink.dst.row('oh')};")
     w("const int r = oh;  /* the epilogue's names: row r, column i */")
     w("(void)r;")
 
-    def tap_sum(i: int | None) -> str:  # i: a border column's index, None: the loop's ``i``
-        terms = ["bv"]
-        for kh in range(kh_n):
-            for kw in range(kw_n):
-                off = kw * dw - pw
-                if i is None:
-                    at = f"i {'-' if off < 0 else '+'} {abs(off)}" if off else "i"
-                    terms.append(f"w{kh * kw_n + kw} * x{kh}[{at}]")
-                elif 0 <= i + off < g.iw:
-                    terms.append(f"w{kh * kw_n + kw} * x{kh}[{i + off}]")
-                else:
-                    terms.append(f"w{kh * kw_n + kw} * 0.0f")
-        return " + ".join(terms)
-
-    lo = min(pw, g.ow)
-    hi = max(lo, min(g.ow, g.iw + pw - (kw_n - 1) * dw))
-    for col in [*range(lo), None, *range(hi, g.ow)]:
-        if col is None and lo == hi:
-            continue
-        if col is None:
-            w.open(f"for (int i = {lo}; i < {hi}; ++i)")
-        else:
-            w.open("")
+    def out(col: str) -> None:
+        if col != "i":
             w(f"const int i = {col};")
             w("(void)i;")
-        w(f"float v = {tap_sum(col)};")
         for line in sink.epilogue:
             w(line)
         w("yr[i] = v;")
-        w.close()
+
+    emit_row(w, FLOAT32, g, "oh", lambda ih: f"xc + {src.row(ih)}", zero, out)
 
 
 def _band(w: CWriter, g, src: RowSource, cap: int, rows: int | str,  # noqa: ANN001

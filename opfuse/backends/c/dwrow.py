@@ -26,12 +26,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from opfuse.backends.c.arith import Float32, Int8
+from opfuse.backends.c.arith import Arith
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.isa.base import DepthwisePairs
 from opfuse.kernelplan.conv8 import interior
 
-Arith = Float32 | Int8
 Out = Callable[[str], None]  # out(col): the epilogue of ``v`` and its store at column ``col``
 
 

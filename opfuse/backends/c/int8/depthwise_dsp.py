@@ -38,13 +38,12 @@ from functools import partial
 import numpy as np
 import onnx_ir as ir
 
-from opfuse.backends.c.arith import Int8
 from opfuse.backends.c.cgen import CWriter, dims
 from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.dwrow import emit_row, row_columns, row_pointers, unrolled
 from opfuse.backends.c.int8 import common, depthwise_quant
 from opfuse.backends.c.int8.chain import Chain8
-from opfuse.backends.c.int8.depthwise_quant import DwQuant, dw_quant
+from opfuse.backends.c.int8.depthwise_quant import DwQuant, Int8, dw_quant
 from opfuse.backends.c.isa import IsaKernels, kernels
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
