@@ -1,5 +1,5 @@
-"""A float depthwise cascade member read in place (opfuse/backends/c/dwconv.py, ``_row_in_place``,
-an MCU board's stride-1 members) against the band core it replaces there, bit for bit:
+"""The float depthwise conv read in place (opfuse/backends/c/dwconv.py on the row nest of
+dwrow.py, an MCU board's stride-1 convs) against the band core it replaces there, bit for bit:
 
 - the two kernels, fed the same ring step by step as a cascade feeds it, built by gcc for the
   host and run (x86-64's baseline flags: no FMA, so every product and sum is rounded and only the
@@ -7,8 +7,10 @@ an MCU board's stride-1 members) against the band core it replaces there, bit fo
   all of a scalar column's, so there the band disagrees with itself), and both against numpy;
   geometries: padding on every side or none, asymmetric, a dilated 5x5, 1x7 and 7x1, steps of
   one and of three rows;
-- whole cascades on QEMU's cortex-m7 (its FPv5 fuses every multiply-add alike): the in-place
-  build against the band build of the same model, its outputs' bytes.
+- whole models on QEMU's cortex-m7 (its FPv5 fuses every multiply-add alike), cascaded and layer
+  by layer (``emit_depthwise`` reads rows in place on a scalar FPU too, its chain applied to each
+  value as it is summed): the in-place build against the band build of the same model, its
+  outputs' bytes, and both against onnxruntime.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from opfuse.backends.c import cascade
+from opfuse.backends.c import dwconv
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.dwconv import emit_depthwise_rows, in_place
 from opfuse.backends.c.emit import generate
@@ -151,28 +153,45 @@ def _chain() -> ChainGraph:
     return g
 
 
-def _run_on_board(result, folder: Path) -> np.ndarray:  # noqa: ANN001
+def _residual() -> ChainGraph:
+    """A depthwise conv whose chain reads an operand: dw 3x3, + x, Relu, on a 17 x 23 map."""
+    g = ChainGraph(8, 17, 23)
+    g.conv(8, (3, 3), pads=(1, 1, 1, 1), group=8)
+    g.op("Add", "x")
+    g.op("Relu")
+    return g
+
+
+def _run_on_board(result, folder: Path, cascades: bool) -> np.ndarray:  # noqa: ANN001
     board = qemu.require_board(result.target)
-    files, info, _ = generate(result, True, cascades=True)
-    assert info.cascades, "the chain does not stream"
-    feeds, _, _ = reference(result.source)
+    files, info, _ = generate(result, True, cascades=cascades)
+    assert bool(info.cascades) == cascades, "the chain does not stream"
+    feeds, outputs, _ = reference(result.source)
     arrays = [np.asarray(feeds[x.name], np.float32) for x in info.inputs]
     files["inputs.c"] = qemu.board_files(board, info, arrays, "seed 0")["inputs.c"]
     qemu.write_tree(folder, files, manifest="model.json", rebuilt=qemu.rebuilt_by_make("opfuse"))
     text, _ = qemu.run_qemu(qemu.build_elf(folder, board, ()), board, 120)
-    return qemu.decode(info, qemu.parse_output(text)[0])["y"]
+    y = qemu.decode(info, qemu.parse_output(text)[0])["y"]
+    np.testing.assert_allclose(y, outputs["y"], rtol=1e-4, atol=1e-4)  # onnxruntime's
+    return y
+
+
+# the in-place row's tap-row pointers (dwrow.row_pointers), which the band build has not
+IN_PLACE_ROWS = re.compile(r"const float \*r0 = \(unsigned\)\(ih0 \+ 0\) < \d+u \? ")
 
 
 @needs_board_tools
-@pytest.mark.parametrize("band", [1, 3])
-def test_board_cascade_in_place_is_the_band_build_bit_for_bit(band: int, tmp_path: Path,
-                                                             monkeypatch) -> None:  # noqa: ANN001
-    source = _chain().save(tmp_path / "chain.onnx")
+@pytest.mark.parametrize(("graph", "cascades", "band"), [
+    ("chain", True, 1), ("chain", True, 3),  # cascade members, one and three rows a step
+    ("chain", False, 1), ("residual", False, 1),  # layer by layer, a chain with an operand
+])
+def test_board_in_place_is_the_band_build_bit_for_bit(graph: str, cascades: bool, band: int,
+                                                      tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    source = {"chain": _chain, "residual": _residual}[graph]().save(tmp_path / "chain.onnx")
     result = compile_model(str(source), streaming("cortex-m7", cascade_band_rows=band))
-    placed = _run_on_board(result, tmp_path / "in_place")
-    in_place_rows = re.compile(r"const float \*r0 = \(unsigned\)\(ih0 \+ 0\) < \d+u \? .* : arg\d+;")
-    assert in_place_rows.search((tmp_path / "in_place" / "model.c").read_text())
-    monkeypatch.setattr(cascade, "in_place", lambda g, isa: False)
-    banded = _run_on_board(result, tmp_path / "band")
-    assert not in_place_rows.search((tmp_path / "band" / "model.c").read_text())
+    placed = _run_on_board(result, tmp_path / "in_place", cascades)
+    assert IN_PLACE_ROWS.search((tmp_path / "in_place" / "model.c").read_text())
+    monkeypatch.setattr(dwconv, "in_place", lambda g, isa: False)
+    banded = _run_on_board(result, tmp_path / "band", cascades)
+    assert not IN_PLACE_ROWS.search((tmp_path / "band" / "model.c").read_text())
     assert placed.tobytes() == banded.tobytes()

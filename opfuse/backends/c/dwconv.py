@@ -22,11 +22,14 @@ written out, have taps outside the row): the same sums term for term, bit-identi
 
 from __future__ import annotations
 
+import numpy as np
+
 from opfuse.backends.c.arith import FLOAT32
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.dwrow import emit_row
-from opfuse.backends.c.epilogue import Chain, emit_apply
+from opfuse.backends.c.epilogue import Chain, emit_apply, emit_steps, operand_loads
 from opfuse.backends.c.rowsource import RowSink, RowSource
+from opfuse.backends.c.tensors import Params
 from opfuse.targets.isa import Isa
 
 BAND_FLOATS = 4096  # stack budget of the padded input band (floats)
@@ -65,24 +68,42 @@ def _channel(w: CWriter, g, src: RowSource, n: str, wt: str, b: str | None) -> N
     w(f"const float bv = {b}[c];" if b is not None else "const float bv = 0.0f;")
 
 
-def emit_depthwise(w: CWriter, g, x: str, wt: str, b: str | None, chain: Chain, y: str) -> None:  # noqa: ANN001
-    """The layer-by-layer kernel: every row of every channel, the fused ``chain`` on the way out."""
+def emit_depthwise(w: CWriter, g, x: str, wt: str, b: str | None, chain: Chain, y: str,  # noqa: ANN001
+                   zero: str | None = None) -> None:
+    """The layer-by-layer kernel: every row of every channel, the fused ``chain`` on the way out.
+    Given ``zero`` (a weight of IW zeros; see ``in_place``), each row read where the input holds
+    it and each value through the chain as it is summed, else in bands."""
     src = RowSource.of(x, g.c, g.ih, g.iw)
-    wp = _padded_width(g)
-    rb = _band_rows(g, wp, g.oh)
-    flat = chain.view([[0], [1], [2, 3]])
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
     _channel(w, g, src, "n", wt, b)
-    full, rest = divmod(g.oh, rb)
-    for rows, count, start in ((rb, full, 0), (rest, 1 if rest else 0, full * rb)):
-        if count == 0:
-            continue
-        w.open(f"for (int t = 0; t < {count}; ++t)")
-        w(f"const int oh0 = {start} + t*{rows};")
-        _band(w, g, src, rows, rows, wp)
-        _store_chain(w, g, rows, flat, chain, y)
+    if zero is not None:
+        w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+        w(f"float *yr = {y} + (n*{g.c} + c)*{g.oh * g.ow} + oh*{g.ow};")
+        loads = operand_loads(w, chain, [o.strides for o in chain.operands],
+                              ["n", "c", "oh", "0"])
+
+        def out(col: str) -> None:
+            if col != "i":
+                w(f"const int i = {col};")
+                w("(void)i;")
+            w(f"yr[i] = {emit_steps(w, chain, 'v', loads)};")
+
+        emit_row(w, FLOAT32, g, "oh", lambda ih: f"xc + {src.row(ih)}", zero, out)
         w.close()
+    else:
+        wp = _padded_width(g)
+        rb = _band_rows(g, wp, g.oh)
+        flat = chain.view([[0], [1], [2, 3]])
+        full, rest = divmod(g.oh, rb)
+        for rows, count, start in ((rb, full, 0), (rest, 1 if rest else 0, full * rb)):
+            if count == 0:
+                continue
+            w.open(f"for (int t = 0; t < {count}; ++t)")
+            w(f"const int oh0 = {start} + t*{rows};")
+            _band(w, g, src, rows, rows, wp)
+            _store_chain(w, g, rows, flat, chain, y)
+            w.close()
     w.close()
     w.close()
 
@@ -96,6 +117,14 @@ def in_place(g, isa: Isa) -> bool:  # noqa: ANN001
     -march=native gcc fuses the band's vector multiply-adds but not all of a scalar border
     column's, so it would not be bit-identical (a dilated 5x5: 14 of 297 values 1 ulp apart)."""
     return isa.scalar and g.s == (1, 1)
+
+
+def zero_row(params: Params, g) -> str | None:  # noqa: ANN001
+    """The weight of IW zeros an in-place row reads for a row outside the input, where the
+    target's ISA reads rows in place (``in_place``); else None (bands)."""
+    if not in_place(g, params.store.isa):
+        return None
+    return params.weight(f"dw:zrow:{g.iw}", np.zeros(g.iw, np.float32))
 
 
 def emit_depthwise_rows(w: CWriter, g, src: RowSource, wt: str, b: str | None, sink: RowSink,  # noqa: ANN001
