@@ -14,10 +14,14 @@ The input rows come from a ``RowSource`` (opfuse/backends/c/rowsource.py): the w
 cascade's ring, whose ``% R`` is formed once per copied row. The layer-by-layer kernel
 (``emit_depthwise``) cuts the output into bands of a compile-time height and applies the fused
 ``Chain``; a cascade member (``emit_depthwise_rows``) computes its step's rows ``a .. b`` and
-stores through a ``RowSink`` (the member's epilogue): in bands of at most the step's height, as
-above, or, at stride 1 on an MCU board (``in_place``), row by row reading the KH ring rows where
-they are (a row outside the input is a zero row of the weights; only the few border columns,
-written out, have taps outside the row): the same sums term for term, bit-identical, no copy.
+stores through a ``RowSink`` (the member's epilogue) in bands of at most the step's height.
+
+On a scalar FPU (``in_place``: the MCU boards) both instead compute row by row from the KH
+source rows where they are, at any stride: the depthwise row nest the int8 kernel shares
+(dwrow.py, over ``arith.FLOAT32``; a row outside the input is a zero row of the weights, only the
+few border columns, written out, have taps outside the row), each value through the chain (the
+layer-by-layer kernel: ``epilogue.emit_steps``) or the member's epilogue as it is summed: the
+band's sums term for term, bit-identical, no copy and no band on the stack.
 """
 
 from __future__ import annotations
@@ -109,14 +113,16 @@ def emit_depthwise(w: CWriter, g, x: str, wt: str, b: str | None, chain: Chain, 
 
 
 def in_place(g, isa: Isa) -> bool:  # noqa: ANN001
-    """Whether a cascade member reads its source rows in place (``_row_in_place``): at stride 1
-    for a scalar FPU (``Isa.scalar``), which gains nothing from the band's copy (cortex-m7,
-    mobilenet_v2_128_0.5 cascaded: 99.35M instructions with it, 95.77M in place). The host keeps
-    the band: in place gained nothing there beyond noise (mobilenet_v2_128_0.5 and light_shufflenet
-    cascaded 1.01x and 1.02x, Zen 4, one run; 0.99x and 0.96x in a loaded one), and with
-    -march=native gcc fuses the band's vector multiply-adds but not all of a scalar border
-    column's, so it would not be bit-identical (a dilated 5x5: 14 of 297 values 1 ulp apart)."""
-    return isa.scalar and g.s == (1, 1)
+    """Whether the rows are read in place (the row nest of dwrow.py), layer by layer and as a
+    cascade member, at any stride: on a scalar FPU (``Isa.scalar``), which gains nothing from the
+    band's copy (cortex-m7, mobilenet_v2_128_0.5 cascaded: 99.35M instructions with it, 95.77M in
+    place at stride 1; then 54.09M -> 51.59M with stride 2 in place too; layer by layer 57.94M
+    banded, 52.02M in place). The host keeps the band: in place gained nothing there beyond noise
+    (mobilenet_v2_128_0.5 and light_shufflenet cascaded 1.01x and 1.02x, Zen 4, one run; 0.99x
+    and 0.96x in a loaded one), and with -march=native gcc fuses the band's vector multiply-adds
+    but not all of a scalar border column's, so it would not be bit-identical (a dilated 5x5: 14
+    of 297 values 1 ulp apart)."""
+    return isa.scalar
 
 
 def zero_row(params: Params, g) -> str | None:  # noqa: ANN001
