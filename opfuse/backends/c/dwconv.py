@@ -14,17 +14,26 @@ The input rows come from a ``RowSource`` (opfuse/backends/c/rowsource.py): the w
 cascade's ring, whose ``% R`` is formed once per copied row. The layer-by-layer kernel
 (``emit_depthwise``) cuts the output into bands of a compile-time height and applies the fused
 ``Chain``; a cascade member (``emit_depthwise_rows``) computes its step's rows ``a .. b`` and
-stores through a ``RowSink`` (the member's epilogue): in bands of at most the step's height, as
-above, or, at stride 1 on an MCU board (``in_place``), row by row reading the KH ring rows where
-they are (a row outside the input is a zero row of the weights; only the few border columns,
-written out, have taps outside the row): the same sums term for term, bit-identical, no copy.
+stores through a ``RowSink`` (the member's epilogue) in bands of at most the step's height.
+
+On a scalar FPU (``in_place``: the MCU boards) both instead compute row by row from the KH
+source rows where they are, at any stride: the depthwise row nest the int8 kernel shares
+(dwrow.py, over ``arith.FLOAT32``; a row outside the input is a zero row of the weights, only the
+few border columns, written out, have taps outside the row), each value through the chain (the
+layer-by-layer kernel: ``epilogue.emit_steps``) or the member's epilogue as it is summed: the
+band's sums term for term, bit-identical, no copy and no band on the stack.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from opfuse.backends.c.arith import FLOAT32
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.epilogue import Chain, emit_apply
+from opfuse.backends.c.dwrow import emit_row
+from opfuse.backends.c.epilogue import Chain, emit_apply, emit_steps, operand_loads
 from opfuse.backends.c.rowsource import RowSink, RowSource
+from opfuse.backends.c.tensors import Params
 from opfuse.targets.isa import Isa
 
 BAND_FLOATS = 4096  # stack budget of the padded input band (floats)
@@ -63,37 +72,65 @@ def _channel(w: CWriter, g, src: RowSource, n: str, wt: str, b: str | None) -> N
     w(f"const float bv = {b}[c];" if b is not None else "const float bv = 0.0f;")
 
 
-def emit_depthwise(w: CWriter, g, x: str, wt: str, b: str | None, chain: Chain, y: str) -> None:  # noqa: ANN001
-    """The layer-by-layer kernel: every row of every channel, the fused ``chain`` on the way out."""
+def emit_depthwise(w: CWriter, g, x: str, wt: str, b: str | None, chain: Chain, y: str,  # noqa: ANN001
+                   zero: str | None = None) -> None:
+    """The layer-by-layer kernel: every row of every channel, the fused ``chain`` on the way out.
+    Given ``zero`` (a weight of IW zeros; see ``in_place``), each row read where the input holds
+    it and each value through the chain as it is summed, else in bands."""
     src = RowSource.of(x, g.c, g.ih, g.iw)
-    wp = _padded_width(g)
-    rb = _band_rows(g, wp, g.oh)
-    flat = chain.view([[0], [1], [2, 3]])
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
     _channel(w, g, src, "n", wt, b)
-    full, rest = divmod(g.oh, rb)
-    for rows, count, start in ((rb, full, 0), (rest, 1 if rest else 0, full * rb)):
-        if count == 0:
-            continue
-        w.open(f"for (int t = 0; t < {count}; ++t)")
-        w(f"const int oh0 = {start} + t*{rows};")
-        _band(w, g, src, rows, rows, wp)
-        _store_chain(w, g, rows, flat, chain, y)
+    if zero is not None:
+        w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+        w(f"float *yr = {y} + (n*{g.c} + c)*{g.oh * g.ow} + oh*{g.ow};")
+        loads = operand_loads(w, chain, [o.strides for o in chain.operands],
+                              ["n", "c", "oh", "0"])
+
+        def out(col: str) -> None:
+            if col != "i":
+                w(f"const int i = {col};")
+                w("(void)i;")
+            w(f"yr[i] = {emit_steps(w, chain, 'v', loads)};")
+
+        emit_row(w, FLOAT32, g, "oh", lambda ih: f"xc + {src.row(ih)}", zero, out)
         w.close()
+    else:
+        wp = _padded_width(g)
+        rb = _band_rows(g, wp, g.oh)
+        flat = chain.view([[0], [1], [2, 3]])
+        full, rest = divmod(g.oh, rb)
+        for rows, count, start in ((rb, full, 0), (rest, 1 if rest else 0, full * rb)):
+            if count == 0:
+                continue
+            w.open(f"for (int t = 0; t < {count}; ++t)")
+            w(f"const int oh0 = {start} + t*{rows};")
+            _band(w, g, src, rows, rows, wp)
+            _store_chain(w, g, rows, flat, chain, y)
+            w.close()
     w.close()
     w.close()
 
 
 def in_place(g, isa: Isa) -> bool:  # noqa: ANN001
-    """Whether a cascade member reads its source rows in place (``_row_in_place``): at stride 1
-    for a scalar FPU (``Isa.scalar``), which gains nothing from the band's copy (cortex-m7,
-    mobilenet_v2_128_0.5 cascaded: 99.35M instructions with it, 95.77M in place). The host keeps
-    the band: in place gained nothing there beyond noise (mobilenet_v2_128_0.5 and light_shufflenet
-    cascaded 1.01x and 1.02x, Zen 4, one run; 0.99x and 0.96x in a loaded one), and with
-    -march=native gcc fuses the band's vector multiply-adds but not all of a scalar border
-    column's, so it would not be bit-identical (a dilated 5x5: 14 of 297 values 1 ulp apart)."""
-    return isa.scalar and g.s == (1, 1)
+    """Whether the rows are read in place (the row nest of dwrow.py), layer by layer and as a
+    cascade member, at any stride: on a scalar FPU (``Isa.scalar``), which gains nothing from the
+    band's copy (cortex-m7, mobilenet_v2_128_0.5 cascaded: 99.35M instructions with it, 95.77M in
+    place at stride 1; then 54.09M -> 51.59M with stride 2 in place too; layer by layer 57.94M
+    banded, 52.02M in place). The host keeps the band: in place gained nothing there beyond noise
+    (mobilenet_v2_128_0.5 and light_shufflenet cascaded 1.01x and 1.02x, Zen 4, one run; 0.99x
+    and 0.96x in a loaded one), and with -march=native gcc fuses the band's vector multiply-adds
+    but not all of a scalar border column's, so it would not be bit-identical (a dilated 5x5: 14
+    of 297 values 1 ulp apart)."""
+    return isa.scalar
+
+
+def zero_row(params: Params, g) -> str | None:  # noqa: ANN001
+    """The weight of IW zeros an in-place row reads for a row outside the input, where the
+    target's ISA reads rows in place (``in_place``); else None (bands)."""
+    if not in_place(g, params.store.isa):
+        return None
+    return params.weight(f"dw:zrow:{g.iw}", np.zeros(g.iw, np.float32))
 
 
 def emit_depthwise_rows(w: CWriter, g, src: RowSource, wt: str, b: str | None, sink: RowSink,  # noqa: ANN001
@@ -118,53 +155,26 @@ def emit_depthwise_rows(w: CWriter, g, src: RowSource, wt: str, b: str | None, s
 
 
 def _row_in_place(w: CWriter, g, src: RowSource, sink: RowSink, zero: str) -> None:  # noqa: ANN001
-    """Output row ``oh`` (stride 1) of channel ``c`` straight from the KH source rows it reads,
-    through the epilogue into the sink: no band copy. A row outside the input reads ``zero``, a
-    weight, not a literal: gcc, knowing a row's zeros, split the sum into unfused multiplies (1
-    ulp off the band's FMAs); the columns whose taps all lie inside the row run one loop, the few
-    others are written out with the outside taps as 0.0f (an exact product). Each output is the
-    band core's sum, term for term (``bv``, then the taps in (kh, kw) order), so the result is
-    bit-identical."""
-    (kh_n, kw_n), (dh, dw), (ph, pw) = g.k, g.d, g.p
-    for kh in range(kh_n):
-        off = kh * dh - ph
-        w(f"const int ih{kh} = oh {'-' if off < 0 else '+'} {abs(off)};")
-        w(f"const float *x{kh} = ih{kh} < 0 || ih{kh} >= {g.ih} ? {zero} : "
-          f"xc + {src.row(f'ih{kh}')};")
+    """Output row ``oh`` of channel ``c`` straight from the KH source rows it reads, through the
+    epilogue into the sink: no band copy. The depthwise row nest both dtypes share (dwrow.py,
+    over ``arith.FLOAT32``). A row outside the input reads ``zero``, a weight, not a literal:
+    gcc, knowing a row's zeros, split the sum into unfused multiplies (1 ulp off the band's
+    FMAs); the border columns are written out with the outside taps as 0.0f (an exact product).
+    Each output is the band core's sum, term for term (``bv``, then the taps in (kh, kw) order),
+    so the result is bit-identical."""
     w(f"float *yr = {sink.dst.channel('0', 'c')} + {sink.dst.row('oh')};")
     w("const int r = oh;  /* the epilogue's names: row r, column i */")
     w("(void)r;")
 
-    def tap_sum(i: int | None) -> str:  # i: a border column's index, None: the loop's ``i``
-        terms = ["bv"]
-        for kh in range(kh_n):
-            for kw in range(kw_n):
-                off = kw * dw - pw
-                if i is None:
-                    at = f"i {'-' if off < 0 else '+'} {abs(off)}" if off else "i"
-                    terms.append(f"w{kh * kw_n + kw} * x{kh}[{at}]")
-                elif 0 <= i + off < g.iw:
-                    terms.append(f"w{kh * kw_n + kw} * x{kh}[{i + off}]")
-                else:
-                    terms.append(f"w{kh * kw_n + kw} * 0.0f")
-        return " + ".join(terms)
-
-    lo = min(pw, g.ow)
-    hi = max(lo, min(g.ow, g.iw + pw - (kw_n - 1) * dw))
-    for col in [*range(lo), None, *range(hi, g.ow)]:
-        if col is None and lo == hi:
-            continue
-        if col is None:
-            w.open(f"for (int i = {lo}; i < {hi}; ++i)")
-        else:
-            w.open("")
+    def out(col: str) -> None:
+        if col != "i":
             w(f"const int i = {col};")
             w("(void)i;")
-        w(f"float v = {tap_sum(col)};")
         for line in sink.epilogue:
             w(line)
         w("yr[i] = v;")
-        w.close()
+
+    emit_row(w, FLOAT32, g, "oh", lambda ih: f"xc + {src.row(ih)}", zero, out)
 
 
 def _band(w: CWriter, g, src: RowSource, cap: int, rows: int | str,  # noqa: ANN001

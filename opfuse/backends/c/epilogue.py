@@ -235,6 +235,21 @@ def emit_apply(
     ``coords`` are the row's start coordinates on every view dim (the last one the row's first
     element), ``vstrides`` the operands' strides on that view."""
     w.open("")
+    loads = operand_loads(w, chain, vstrides, coords, var)
+    w.open(f"for (int {var} = 0; {var} < {length}; ++{var})")
+    current = None
+    if src is not None:
+        w(f"const float v = {src(var)};")
+        current = "v"
+    w(f"{dst(var)} = {emit_steps(w, chain, current, loads)};")
+    w.close()
+    w.close()
+
+
+def operand_loads(w: CWriter, chain: Chain, vstrides: Sequence[Sequence[int]],
+                  coords: Sequence[str], var: str = "i") -> list[str]:
+    """The pointers ``o<j>`` to the operands at a row's start (``coords``, on the view of
+    ``vstrides``), and each operand's load at element ``var`` of the row."""
     loads = []
     for j, (operand, vs) in enumerate(zip(chain.operands, vstrides, strict=True)):
         w(f"const float *o{j} = {operand.ptr} + {offset_expr(coords, vs)};")
@@ -242,11 +257,12 @@ def emit_apply(
         loads.append(
             f"o{j}[0]" if inner == 0 else (f"o{j}[{var}]" if inner == 1 else f"o{j}[{var}*{inner}]")
         )
-    w.open(f"for (int {var} = 0; {var} < {length}; ++{var})")
-    current = None
-    if src is not None:
-        w(f"const float v = {src(var)};")
-        current = "v"
+    return loads
+
+
+def emit_steps(w: CWriter, chain: Chain, current: str | None, loads: Sequence[str]) -> str:
+    """The chain's steps on the scalar ``current`` (the accumulator), one statement each; returns
+    the C name of the result."""
     for k, (node, args) in enumerate(chain.steps):
         cargs: list[str | None] = []
         for a in args:
@@ -268,9 +284,7 @@ def emit_apply(
         else:
             w(f"const float v{k} = {scalar_expr(node, cargs)};")
         current = f"v{k}"
-    w(f"{dst(var)} = {current};")
-    w.close()
-    w.close()
+    return current
 
 
 def full_view(chain: Chain, split: int) -> tuple[list[list[int]], list[tuple[int, ...]] | None]:

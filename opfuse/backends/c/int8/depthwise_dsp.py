@@ -3,8 +3,12 @@
 where it has them. Layout NCHW: a channel's plane is contiguous, so horizontally adjacent inputs
 share a word.
 
-One output row of one channel is computed from ``KH`` input row pointers (``emit_dw_row``): the
-layer-by-layer kernel (``emit_depthwise8``) and a cascade member call the same core. Arithmetic:
+One output row of one channel is computed from ``KH`` input row pointers by the depthwise row
+nest written once for both dtypes (dwrow.py, ``emit_row``, over ``arith.Int8``: the sums in int32,
+``depthwise_quant``'s requantization as their finish): the layer-by-layer kernel
+(``emit_depthwise8``) and a cascade member (``emit_depthwise_member``) call it, as the float
+depthwise conv does on a scalar FPU. This module holds the int8 side: operands, the zero-point row,
+the channel setup (folded biases, requantization constants, the ISA's packed weights). Arithmetic:
 
 * the zero point is folded into the bias, ``bf = bias - z_x * sum(w)``, so an interior pixel sums
   plain ``x * w``; a tap row above or below the input reads a row of ``z_x`` bytes (``zrow``,
@@ -13,7 +17,7 @@ layer-by-layer kernel (``emit_depthwise8``) and a cascade member call the same c
 * a pixel whose window leaves the row on the left or right (a few per row) sums the taps inside
   the row: for a 3x3 window with code per column and their zero point folded into a bias per
   window, for a larger one in one loop over those columns, ``bias + (x - z_x) * w`` (small code;
-  ``unrolled_singles``);
+  ``dwrow.unrolled``);
 * interior pixels go ``PAIR`` at a time, in groups whose tap rows are words of four bytes at
   even offsets (``row_schedule``: taps ``k`` and ``k + 2`` of a pixel pair on one word's even or
   odd bytes). The ISA's pairs (``IsaKernels.depthwise_pairs``: one SMLAD a pair on Armv7E-M)
@@ -36,14 +40,14 @@ import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, dims
 from opfuse.backends.c.ctype import INT8, INT32
+from opfuse.backends.c.dwrow import emit_row, row_columns, row_pointers, unrolled
 from opfuse.backends.c.int8 import common, depthwise_quant
 from opfuse.backends.c.int8.chain import Chain8
-from opfuse.backends.c.int8.depthwise_quant import DwQuant, dw_quant, emit_clamped
+from opfuse.backends.c.int8.depthwise_quant import DwQuant, Int8, dw_quant
 from opfuse.backends.c.isa import IsaKernels, kernels
-from opfuse.backends.c.isa.base import DepthwisePairs
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
-from opfuse.kernelplan.conv8 import PAIR, ConvGeom, interior
+from opfuse.kernelplan.conv8 import PAIR, ConvGeom
 from opfuse.quant import TFLITE
 
 # a cascade member's tap-row pointers are formed once and stepped from channel to channel for
@@ -65,31 +69,11 @@ def zero_row(params: Params, g: ConvGeom, zx: int) -> str:
     return params.weight(f"{prefix}{width}", np.full(width, zx, np.int8), INT8)
 
 
-def columns(g: ConvGeom) -> tuple[list[tuple[int, int, int]], tuple[int, int]]:
-    """The output columns outside the SIMD groups, as (column, first tap, end tap) with the taps
-    inside the row, and the groups (first column, count)."""
-    (_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
-    first, groups = interior(g.iw, kw_, sw, pw)
-    end = first + groups * PAIR
-    singles = []
-    for ow in (*range(0, first), *range(end, g.ow)):
-        x0 = ow * sw - pw
-        singles.append((ow, max(0, -x0), min(kw_, g.iw - x0)))
-    return singles, (first, groups)
-
-
-def unrolled_singles(g: ConvGeom) -> bool:
-    """Whether the columns outside the groups get code of their own per column (fast, but flash
-    per column): for 3x3 or smaller windows; a 5x5 or 7x7 one has up to 6 such columns of 25-49
-    taps each (10 KB of code on mcunet_vww), so one loop over them keeps the code small."""
-    return g.k[0] * g.k[1] <= 9
-
-
 def bias_classes(g: ConvGeom) -> set[tuple[int, int]]:
     """The (k0, k1) of the biases ``bk<k0>_<k1>`` the channel setup declares."""
-    singles, (_, groups) = columns(g)
-    out = {(k0, k1) for _, k0, k1 in singles} if unrolled_singles(g) else set()
-    return out | {(0, g.k[1])} if groups else out
+    cols = row_columns(g, PAIR)
+    out = {(k0, k1) for _, k0, k1 in cols.singles} if unrolled(Int8, g) else set()
+    return out | {(0, g.k[1])} if cols.groups else out
 
 
 def emit_channel_setup(w: CWriter, isa: IsaKernels, g: ConvGeom, weights: str, bias: str | None,
@@ -98,7 +82,7 @@ def emit_channel_setup(w: CWriter, isa: IsaKernels, g: ConvGeom, weights: str, b
     the taps k0 .. k1 of every row folded in, or read from the table ``folded``: ``bk0_<KW>`` for
     the groups, the others for a column whose window leaves the row), its requantization
     constants and the ISA's packed weights for its pairs."""
-    (kh_, kw_), (_, (_, groups)) = g.k, columns(g)
+    (kh_, kw_), groups = g.k, row_columns(g, PAIR).groups
     w(f"const int8_t *wc = {weights} + c*{kh_ * kw_};")
     if bias is not None:
         w(f"const int32_t bc = {bias}[c];" + (" (void)bc;" if folded else ""))
@@ -123,120 +107,13 @@ def emit_channel_setup(w: CWriter, isa: IsaKernels, g: ConvGeom, weights: str, b
         pairs.weights(w, g, pairs.weights_guard)
 
 
-def emit_dw_row(w: CWriter, isa: IsaKernels, g: ConvGeom, oh: str, row: Callable[[str], str] | None,
-                zrow: str, zx: int, store: Callable[..., None], doubled: bool = False,
-                vrow: Callable[..., None] | None = None) -> None:
-    """Output row ``oh`` of channel ``c`` (after ``emit_channel_setup``): ``row(ih)`` is the C
-    pointer of input row ``ih`` of the channel; ``store(acc, col)`` requantizes and writes the
-    int32 sum (bias included) of output column ``col``, ``store(acc, col, doubled)`` with
-    ``doubled`` (``DwQuant.doubled``) passed on to ``emit_clamped``; ``vrow``: the ISA's row."""
-    if row is not None:  # else the caller declared the row pointers r<kh> (row_pointers)
-        row_pointers(w, g, oh, row, zrow)
-    singles, (first, groups) = columns(g)
-    end = first + groups * PAIR
-    unrolled = unrolled_singles(g)
-    if vrow is not None:  # the ISA's whole row, the singles and pairs in its #else
-        w(isa.depthwise_row_guard)
-        vrow(w, g, store=store, doubled=doubled, zx=zx, biases=bias_classes(g))
-        w("#else")
-    for ow, k0, k1 in singles if unrolled else ():
-        if ow < first:
-            _single(w, g, ow, k0, k1, store, doubled)
-    if groups:
-        _groups(w, isa.depthwise_pairs, g, (first, end, groups), store, doubled)
-    for ow, k0, k1 in singles if unrolled else ():
-        if ow >= first:
-            _single(w, g, ow, k0, k1, store, doubled)
-    if singles and not unrolled:
-        _singles_loop(w, g, first, end, len(singles), zx, store, doubled)
-    if vrow is not None:
-        w("#endif")
-
-
-def _groups(w: CWriter, pairs: DepthwisePairs | None, g: ConvGeom, span: tuple[int, int, int],
-            store: Callable[..., None], doubled: bool) -> None:
-    """The interior columns ``first .. end`` (``span``: with the number of groups), ``PAIR`` a
-    group: the ISA's pairs where it has them, the portable sums (``ar``) in their #else."""
-    first, end, groups = span
-    if pairs is not None:
-        w(pairs.off)
-    _portable_sums(w, g, first, end)
-    if pairs is not None:
-        w("#endif")
-        pairs.pointers(w, g, first)
-    if groups == 1:  # a narrow row (kws's 5 columns): one group, no loop to step
-        w.open("")
-        w(f"const int ow = {first};")
-    else:
-        w.open(f"for (int ow = {first}; ow < {end}; ow += {PAIR})")
-    if pairs is not None:
-        w(pairs.on)
-        pairs.group(w, g, groups > 1)
-        w("#else")
-    w("const int32_t " + ", ".join(f"a{d} = ar[ow - {first} + {d}]" for d in range(PAIR)) + ";")
-    if pairs is not None:
-        w("#endif")
-    for d in range(PAIR):
-        store(f"a{d}", f"ow + {d}" if d else "ow", doubled)
-    w.close()
-
-
-def _portable_sums(w: CWriter, g: ConvGeom, first: int, end: int) -> None:
-    """The portable C: the sums of the grouped columns first, one loop over the row that the
-    host's compiler vectorizes (as the row template it replaces was), then the stores."""
-    (kh_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
-    w(f"int32_t ar[{end - first}];")
-    w.open(f"for (int i = 0; i < {end - first}; ++i)")
-    w(f"const int x0 = (i + {first})*{sw} - {pw};")
-    terms = [f"r{kh}[x0 + {kw}]*wc[{kh * kw_ + kw}]" for kh in range(kh_) for kw in range(kw_)]
-    w(f"ar[i] = bk0_{kw_} + {' + '.join(terms)};")
-    w.close()
-
-
-def _single(w: CWriter, g: ConvGeom, ow: int, k0: int, k1: int,
-            store: Callable[..., None], doubled: bool) -> None:
-    """Column ``ow`` alone: its taps ``k0 .. k1`` of each row (the rest fall outside the row and
-    add nothing; ``bk<k0>_<k1>`` holds their rows' share of the fold)."""
-    (kh_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
-    x0 = ow * sw - pw
-    terms = [f"r{kh}[{x0 + k}]*wc[{kh * kw_ + k}]" for kh in range(kh_) for k in range(k0, k1)]
-    w.open("")
-    w(f"const int32_t acc = bk{k0}_{k1}{''.join(' + ' + t for t in terms)};")
-    store("acc", str(ow), doubled)
-    w.close()
-
-
-def _singles_loop(w: CWriter, g: ConvGeom, first: int, end: int, count: int, zx: int,
-                  store: Callable[..., None], doubled: bool) -> None:
-    """The columns outside the groups (``0 .. first``, ``end .. ow``) in one loop with one store
-    site: each sums ``bias + (x - z_x) * w`` over its taps inside the row (``zrow`` gives 0)."""
-    (kh_, kw_), (_, sw), (_, pw) = g.k, g.s, g.p
-    w.open(f"for (int j = 0; j < {count}; ++j)")
-    w(f"const int ow = j < {first} ? j : j - {first} + {end};")
-    w(f"const int x0 = ow*{sw} - {pw};")
-    w("const int k0 = x0 < 0 ? -x0 : 0;")
-    w(f"const int k1 = {g.iw} - x0 < {kw_} ? {g.iw} - x0 : {kw_};")
-    w("int32_t acc = bc;")
-    w.open("for (int k = k0; k < k1; ++k)")
-    for kh in range(kh_):
-        w(f"acc += ((int32_t)r{kh}[x0 + k] - {zx})*wc[{kh * kw_} + k];")
-    w.close()
-    store("acc", "ow", doubled)
-    w.close()
-
-
-def row_pointers(w: CWriter, g: ConvGeom, oh: str, row: Callable[[str], str], zrow: str,
-                 step: str | None = None) -> None:
-    """``r<kh>``, the pointers of the tap rows of output row ``oh`` (``zrow`` above or below the
-    input); ``step``: also ``st<kh>``, what each pointer advances by from one channel to the next
-    (``step`` for a row inside the input, 0 for ``zrow``)."""
-    (kh_, _), (sh, _), (ph, _) = g.k, g.s, g.p
-    w(f"const int ih0 = {oh}*{sh} - {ph};")
-    for kh in range(kh_):
-        inside = f"(unsigned)(ih0 + {kh}) < {g.ih}u"
-        w(f"const int8_t *r{kh} = {inside} ? {row(f'(ih0 + {kh})')} : {zrow};")
-        if step:
-            w(f"const int st{kh} = {inside} ? {step} : 0;")
+def _isa_row(isa: IsaKernels, g: ConvGeom, dq: DwQuant,
+             vrow: Callable | None) -> tuple[str, Callable] | None:
+    """The ISA's whole row (``depthwise_quant.isa_row``) as ``dwrow.emit_row`` takes it."""
+    if vrow is None:
+        return None
+    return isa.depthwise_row_guard, lambda w, store: vrow(
+        w, g, store=store, doubled=dq.doubled, zx=dq.zx, biases=bias_classes(g))
 
 
 def depthwise_weights(params: Params, wv: ir.Value, g: ConvGeom) -> str:
@@ -272,14 +149,11 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
     y = params.out((pre or [node])[-1].outputs[0], node)
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
 
-    def store(acc: str, col: str, doubled: bool = False) -> None:
-        w.open("")
-        emit_clamped(w, isa, dq, acc, yct.lo, yct.hi, doubled)
+    def out(col: str) -> None:
         if chain is not None:
             v = chain.emit(w, "v", ["n", "c", "oh", f"({col})"])
             w(f"v = {v};")
         w(f"yr[{col}] = ({yct.name})v;")
-        w.close()
 
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
@@ -288,8 +162,8 @@ def emit_depthwise8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Param
     emit_channel_setup(w, isa, g, weights, bias, dq)
     w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
     w(f"{yct.name} *yr = {y} + (n*{g.c} + c)*{plane_out} + oh*{g.ow};")
-    emit_dw_row(w, isa, g, "oh", lambda ih: f"xc + {ih}*{g.iw}", zrow, dq.zx, store, dq.doubled,
-                vrow)
+    emit_row(w, Int8(isa, dq, yct.lo, yct.hi), g, "oh", lambda ih: f"xc + {ih}*{g.iw}", zrow, out,
+             isa.depthwise_pairs, _isa_row(isa, g, dq, vrow))
     w.close()
     w.close()
     w.close()
@@ -309,12 +183,6 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
     isa = kernels(params.store.isa)
     step = str(stride) if isinstance(stride, str) or g.iw <= STEPPED_ROWS_WIDTH else None
 
-    def store_acc(acc: str, col: str, doubled: bool = False) -> None:
-        w.open("")
-        emit_clamped(w, isa, dq, acc, hct.lo, hct.hi, doubled)
-        store("c", col)
-        w.close()
-
     # ``step`` (a function's ring rows are an argument, int8/cascade.py): the tap rows' pointers
     # formed once for every channel and stepped a channel at a time; formed per channel, each
     # cost Cortex-M7 a division by those rows (vww_96_int8: -75k instructions). Rows that are
@@ -322,7 +190,7 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
     w.open("")
     if step is not None:
         w(f"const int8_t *xc = {channel};")
-        row_pointers(w, g, "r", row, zrow, step)
+        row_pointers(w, g, "r", row, zrow, "int8_t", step)
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
     if step is None:
         w(f"const int8_t *xc = {channel} + c*{stride};")
@@ -335,11 +203,12 @@ def emit_depthwise_member(w: CWriter, node: ir.Node, params: Params, g: ConvGeom
     folded = depthwise_quant.folded_biases(params, node, g, dq.zx, bias_classes(g))
     # the source's bias only where something still reads it (a loop over the edge columns, the
     # ISA's row): vww_96_int8's members then keep no second bias table in flash (-5 KB)
-    needed = not folded or vrow is not None or not unrolled_singles(g)
+    needed = not folded or vrow is not None or not unrolled(Int8, g)
     bias = _bias(params, node, g) if needed else None
     emit_channel_setup(w, isa, g, weights, bias, dq, folded=folded)
     w(f"{out_row};")
-    emit_dw_row(w, isa, g, "r", None if step else row, zrow, dq.zx, store_acc, dq.doubled, vrow)
+    emit_row(w, Int8(isa, dq, hct.lo, hct.hi), g, "r", None if step else row, zrow,
+             lambda col: store("c", col), isa.depthwise_pairs, _isa_row(isa, g, dq, vrow))
     for kh in range(g.k[0] if step else 0):
         w(f"r{kh} += st{kh};")
     w.close()

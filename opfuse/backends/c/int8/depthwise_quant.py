@@ -21,7 +21,7 @@ from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arr
 from opfuse.backends.c.isa import IsaKernels, kernels
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
-from opfuse.kernelplan.conv8 import ConvGeom
+from opfuse.kernelplan.conv8 import PAIR, ConvGeom
 from opfuse.quant import ONNX, TFLITE, conv_scales, multipliers
 
 
@@ -127,3 +127,43 @@ def folded_biases(params: Params, node: ir.Node, g: ConvGeom, zx: int,
     if not classes or table.min() < -2**31 or table.max() >= 2**31:
         return None
     return params.weight(f"{node.name}:dw_bk", table.astype(np.int32), INT32)
+
+
+@dataclass(frozen=True)
+class Int8:
+    """The int8 record of ``arith.Arith`` (opfuse/backends/c/arith.py): int8 inputs and taps,
+    int32 sums, TFLite's requantization to the output's ``lo .. hi`` as their finish."""
+
+    isa: IsaKernels
+    dq: DwQuant
+    lo: int
+    hi: int
+    acc_type = "int32_t"
+    in_type = "int8_t"
+    acc = "acc"
+    declare = "const int32_t acc"
+    bias = "bc"
+    pair = PAIR  # interior columns in groups of the ISA's SIMD pairs (IsaKernels.depthwise_pairs)
+    # a window of more taps runs its border columns in one loop (dwrow.unrolled)
+    loop_borders_above = 9
+
+    @staticmethod
+    def product(x: str, t: int) -> str:
+        return f"{x}*wc[{t}]"
+
+    @staticmethod
+    def pad(t: int) -> str | None:  # noqa: ARG004 - z_x's share is in the bias
+        return None
+
+    @staticmethod
+    def init(k0: int, k1: int) -> str:
+        return f"bk{k0}_{k1}"
+
+    def centered(self, x: str) -> str:
+        return f"((int32_t){x} - {self.dq.zx})"
+
+    def finish(self, w: CWriter, acc: str, doubled: bool | None = None) -> None:
+        """``int32_t v``: ``acc`` requantized, plus z_y, clamped (``doubled``: as the ISA's row
+        asks; else the layer's ``DwQuant.doubled``)."""
+        emit_clamped(w, self.isa, self.dq, acc, self.lo, self.hi,
+                     self.dq.doubled if doubled is None else doubled)

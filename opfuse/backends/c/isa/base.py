@@ -46,8 +46,8 @@ class NarrowMatrix:
 
 @dataclass(frozen=True)
 class DepthwisePairs:
-    """The int8 depthwise family's interior columns (int8/depthwise_dsp.py) summed ``PAIR``
-    outputs at a time on the ISA's SIMD pairs. ``on`` / ``off`` open the branch that has them /
+    """The int8 depthwise row's interior columns (dwrow.py) summed ``PAIR`` outputs at a time
+    on the ISA's SIMD pairs. ``on`` / ``off`` open the branch that has them /
     the portable sums' branch; ``weights(w, g, guard)`` writes channel ``c``'s taps packed in
     pairs (``wp<kh>_<j>``) under ``guard`` (``weights_guard``); ``pointers(w, g, first)`` the row
     pointers ``p<kh>`` a group steps; ``group(w, g, step)`` the sums ``a0 ..`` of one group."""
@@ -140,7 +140,7 @@ class IsaKernels:
     # by that float, ``ranged`` Requant.ranged) and stored contiguously; None: per value
     store_tile: Callable[..., None] | None = None
     # depthwise_row(w, g, first=, end=, store=, doubled=, vec=, scale=, ranged=): the depthwise
-    # kernel's interior columns of one output row (int8/depthwise_dsp.py) under the ISA's own
+    # kernel's interior columns of one output row (dwrow.py) under the ISA's own
     # guard (``scale``: ONNX's rounding, as store_tile's); None: the kernel's DSP pairs
     depthwise_row: Callable[..., None] | None = None
     # elementwise_add(w, n=, x=, y=, out=, zx=, zy=, p=, sub=, zo=, lo=, hi=, scalar=): int8 Add/
