@@ -34,14 +34,13 @@ import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, attr
 from opfuse.backends.c.convdirect import pack_weights
+from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.linebuffer import fill_rows
+from opfuse.backends.c.pointwise import ColumnTile, column_tiles, open_blocks, open_channels
 from opfuse.backends.c.rowsource import ring_slot
 from opfuse.ir.values import const, static_dims
-from opfuse.kernelplan.convf import CHANNEL_LANES, FloatConvPlan
+from opfuse.kernelplan.convf import FloatConvPlan
 
-CB, CB_K = 24, 16  # columns of a column tile: 1x1 convs (4 channels), spatial kernels (8)
-OCV = CHANNEL_LANES  # output channels per channel tile (1x1 rows narrower than NARROW)
-CT = 4  # output columns per channel tile
 VEC = 8  # one vector of columns (one AVX2 vector, two NEON ones)
 
 
@@ -82,7 +81,7 @@ def emit_tiled(w: CWriter, node, plan: FloatConvPlan, xp: str, rx: int, yp: str,
     (kh, kw), (sh, sw), (dh, dw), (pt, pl) = g["k"], g["s"], g["d"], g["p"]
     _, c_in, h_in, w_in = static_dims(node.inputs[0])
     _, c_out, _, w_out = static_dims(node.outputs[0])
-    lanes, cb = plan.lanes, CB if kh * kw == 1 else CB_K
+    lanes = plan.lanes
     group = g["group"]
     ocg = c_out // group
     blocks = -(-ocg // lanes)
@@ -99,7 +98,7 @@ def emit_tiled(w: CWriter, node, plan: FloatConvPlan, xp: str, rx: int, yp: str,
     direct = kh * kw == 1 and (sh, sw) == (1, 1) and (pt, pl) == (0, 0)
     # a row shorter than a vector through a line buffer: compute VEC columns (the extra ones
     # read the buffer's zero tail), store w_out; a 7-column tile compiled ~10x slower per MAC
-    cols = VEC if lanes != OCV and not direct and w_out < VEC else w_out
+    cols = VEC if plan.path == "columns" and not direct and w_out < VEC else w_out
     lw = cols + ((kw - 1) * dw) // sw  # kernelplan/convf.line_width
     per_ci = kh * sw * lw
     w.open("for (int r = a; r <= b; ++r)")
@@ -110,116 +109,55 @@ def emit_tiled(w: CWriter, node, plan: FloatConvPlan, xp: str, rx: int, yp: str,
                   h_in=h_in, first_row=lambda ky: f"r*{sh} - {pt} + {ky * dh}",
                   slot=lambda iy: ring_slot(iy, rx),
                   row=lambda ky: f"{xp} + (ci*{rx} + sl{ky})*{w_in}")
-    tile = _Tile(
-        taps=[ky * sw * lw + ((kx * dw) % sw) * lw + (kx * dw) // sw
-              for ky in range(kh) for kx in range(kw)],  # fmt: skip
+    tile = ColumnTile(
+        taps=tuple(ky * sw * lw + ((kx * dw) % sw) * lw + (kx * dw) // sw
+                   for ky in range(kh) for kx in range(kw)),  # fmt: skip
         row=(f"{xp} + (ci*{rx} + xs)*{w_in}" if direct else f"line + ci*{per_ci}"),
-        wp=wp, bp=bp, group=group, icg=c_in // group, ocg=ocg, blocks=blocks, lanes=lanes,
-        w_out=w_out, cols=cols, cb=cb, overlap=params.restrict != "" and kh * kw > 1,
+        wp=wp, bp=bp, group=group, icg=c_in // group, ocg=ocg, lanes=lanes, columns=cols,
+        width=plan.columns, overlap=params.restrict != "" and kh * kw > 1,
     )  # fmt: skip
     if plan.path == "columns":
-        _column_tiles(w, tile, lambda: store_row(w, yp, ry, w_out, epilogue))
+        def finish(width: int) -> None:
+            open_channels(w, tile)
+            w.open(f"for (int t = 0; t < {min(width, w_out)}; ++t)")
+            w("const int i = i0 + t;")
+            w("float v = acc[o][t];")
+            store_row(w, yp, ry, w_out, epilogue)
+            w.close()
+            w.close()
+
+        column_tiles(w, tile, finish, kernels(params.store.isa).fma_tile)
     else:
         _channel_tiles(w, tile, epilogue, yp, ry)
     w.close()
 
 
-class _Tile:
-    """Tap offsets into a row, the row of input channel ``ci``, weights, bias, block geometry."""
-
-    def __init__(self, **kw) -> None:  # noqa: ANN003
-        self.__dict__.update(kw)
-
-
-def _blocks(w: CWriter, tl: _Tile) -> None:
-    w.open(f"for (int grp = 0; grp < {tl.group}; ++grp) for (int ob = 0; ob < {tl.blocks}; ++ob)")
-    w(f"const int blk = grp*{tl.blocks} + ob;")
-
-
-def _channels(w: CWriter, tl: _Tile) -> None:
-    """``for (o ...) { const int c = ...;`` over the block's real (unpadded) channels."""
-    last = tl.ocg - (tl.blocks - 1) * tl.lanes
-    count = str(tl.lanes) if last == tl.lanes else f"(ob == {tl.blocks - 1} ? {last} : {tl.lanes})"
-    w.open(f"for (int o = 0; o < {count}; ++o)")
-    w(f"const int c = grp*{tl.ocg} + ob*{tl.lanes} + o;")
-
-
-def _chunks(w_out: int, cb: int, overlap: bool) -> list[tuple[int, int, int]]:
-    """``(count, width, start)`` runs of column chunks covering ``w_out`` columns: full chunks of
-    ``cb`` and one remainder chunk; with ``overlap`` (a spatial kernel whose output aliases no
-    operand) chunks of ``cb`` only, the last one moved back to end at ``w_out`` (start -1; it
-    recomputes a few columns to the same values). Measured: a 3x3 conv's 8-column remainder tile
-    compiles to code that took more instructions than its row's 48 other columns, whereas a
-    1x1 conv's remainder tile is fast and overlapping chunks cost it more than they save."""
-    if w_out <= cb:
-        return [(1, w_out, 0)]
-    if overlap:
-        return [(-(-w_out // cb), cb, -1)]
-    full, rest = divmod(w_out, cb)
-    return [(full, cb, 0)] + ([(1, rest, full * cb)] if rest else [])
-
-
-def _column_tiles(w: CWriter, tl: _Tile, store) -> None:  # noqa: ANN001
-    """OCB channels x CB columns, vectorized over columns (rows at least NARROW wide)."""
-    OCB = tl.lanes  # noqa: N806
-    for count, width, start in _chunks(tl.cols, tl.cb, tl.overlap):
-        if count == 1:
-            w.open("")
-            w(f"const int i0 = {start};")
-        elif start < 0:  # the last chunk moved back to end at w_out (see _chunks)
-            w.open(f"for (int k0 = 0; k0 < {tl.w_out}; k0 += {width})")
-            w(f"const int i0 = k0 + {width} <= {tl.w_out} ? k0 : {tl.w_out - width};")
-        else:
-            w.open(f"for (int i0 = {start}; i0 < {start + count * width}; i0 += {width})")
-        _blocks(w, tl)
-        w(f"float acc[{OCB}][{width}];")
-        init = f"{tl.bp}[blk*{OCB} + o]" if tl.bp else "0.0f"
-        w(f"for (int o = 0; o < {OCB}; ++o) for (int t = 0; t < {width}; ++t) acc[o][t] = {init};")
-        w.open(f"for (int j = 0; j < {tl.icg}; ++j)")
-        w(f"const int ci = grp*{tl.icg} + j;")
-        w(f"const float *wj = {tl.wp} + (blk*{tl.icg} + j)*{len(tl.taps) * OCB};")
-        w(f"const float *xr = {tl.row} + i0;")
-        for t, off in enumerate(tl.taps):  # OCB broadcasts, one vector loop over columns
-            w.open("")  # a block: the tap's weights are its own scalars
-            w(" ".join(f"const float w{o} = wj[{t * OCB + o}];" for o in range(OCB)))
-            w.open(f"for (int t = 0; t < {width}; ++t)")
-            w(f"const float xv = xr[{off} + t];")
-            w(" ".join(f"acc[{o}][t] += w{o} * xv;" for o in range(OCB)))
-            w.close()
-            w.close()
-        w.close()
-        _channels(w, tl)
-        w.open(f"for (int t = 0; t < {min(width, tl.w_out)}; ++t)")
-        w("const int i = i0 + t;")
-        w("float v = acc[o][t];")
-        store()
-        w.close()
-        w.close()
-        w.close()
-        w.close()
-
-
-def _channel_tiles(w: CWriter, tl: _Tile, epilogue: list[str], yp: str, ry: int) -> None:
-    """OCV channels x CT columns, vectorized over channels (rows narrower than NARROW: a
+def _channel_tiles(w: CWriter, tl: ColumnTile, epilogue: list[str], yp: str, ry: int) -> None:
+    """``lanes`` channels x ``width`` columns, vectorized over channels (rows narrower than NARROW: a
     vector over 7 or 14 columns would be mostly empty). The epilogue runs on the tile, over
     channels (vectorized, no short compare-and-branch loop over 7 columns), on its way into the
-    row buffer ``accb[OCV][W]``; the rows are then copied out. An epilogue that reads a residual
+    row buffer ``accb[lanes][W]``; the rows are then copied out. An epilogue that reads a residual
     row (a gather over channels) runs along the rows instead, in the copy."""
-    ocv = OCV
+    ocv, w_out = tl.lanes, tl.columns
     rowwise = any("+ i]" in line for line in epilogue)
     last = tl.ocg - (tl.blocks - 1) * ocv
-    count = str(ocv) if last == ocv else f"(ob == {tl.blocks - 1} ? {last} : {ocv})"
-    _blocks(w, tl)
-    w(f"float accb[{ocv}][{tl.w_out}];")
+    count = (str(last) if last == ocv or tl.blocks == 1
+             else f"(ob == {tl.blocks - 1} ? {last} : {ocv})")
+    open_blocks(w, tl)
+    w(f"float accb[{ocv}][{w_out}];")
     w(f"const float *wb = {tl.wp} + blk*{tl.icg * len(tl.taps) * ocv};")
-    full, rest = divmod(tl.w_out, CT)
-    for n, width, start in ((full, CT, 0), (1 if rest else 0, rest, full * CT)):
+    full, rest = divmod(w_out, tl.width)
+    for n, width, start in ((full, tl.width, 0), (1 if rest else 0, rest, full * tl.width)):
         if not n:
             continue
         w.open(f"for (int i0 = {start}; i0 < {start + n * width}; i0 += {width})")
-        w(f"float s[{width}][{ocv}];")
-        init = f"{tl.bp}[blk*{ocv} + o]" if tl.bp else "0.0f"
-        w(f"for (int t = 0; t < {width}; ++t) for (int o = 0; o < {ocv}; ++o) s[t][o] = {init};")
+        if tl.bp:
+            w(f"float s[{width}][{ocv}];")
+            w(f"for (int t = 0; t < {width}; ++t) for (int o = 0; o < {ocv}; ++o) "
+              f"s[t][o] = {tl.bp}[blk*{ocv} + o];")
+        else:  # zeros as an initializer: gcc 12's zeroing loop (a memset) made -march=native
+            # builds warn that s may be read uninitialized where another member took fma_tile
+            w(f"float s[{width}][{ocv}] = {{{{0.0f}}}};")
         w.open(f"for (int j = 0; j < {tl.icg}; ++j)")
         w(f"const int ci = grp*{tl.icg} + j;")
         w(f"const float *xr = {tl.row} + i0;")
@@ -242,12 +180,12 @@ def _channel_tiles(w: CWriter, tl: _Tile, epilogue: list[str], yp: str, ry: int)
         w("accb[o][i0 + t] = v;")
         w.close()
         w.close()
-    _channels(w, tl)
-    w.open(f"for (int i = 0; i < {tl.w_out}; ++i)")
+    open_channels(w, tl)
+    w.open(f"for (int i = 0; i < {w_out}; ++i)")
     w("float v = accb[o][i];")
     for line in epilogue if rowwise else ():
         w(line)
-    w(f"{yp}[(c*{ry} + ys)*{tl.w_out} + i] = v;")
+    w(f"{yp}[(c*{ry} + ys)*{w_out} + i] = v;")
     w.close()
     w.close()
     w.close()
