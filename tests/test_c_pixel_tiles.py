@@ -47,7 +47,8 @@ def scalar_fpu(monkeypatch: pytest.MonkeyPatch) -> None:
     pixel tiles for every spatial reduction (the plan gives large ones to the direct core)."""
     real = convf.plan_convf
     monkeypatch.setattr(convf, "PIXEL_REDUCTION", 1 << 30)
-    monkeypatch.setattr(convf, "plan_convf", lambda g, scalar, member=False: real(g, True, member))
+    monkeypatch.setattr(convf, "plan_convf",
+                        lambda g, scalar, member=False, fma=False: real(g, True, member))
 
 
 def _chain(name: str, folder: Path) -> Path:

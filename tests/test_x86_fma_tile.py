@@ -143,3 +143,29 @@ def test_fma_tile_builds_match_onnxruntime(case: str, march: str, macro: str | N
         scale = max(1.0, float(np.abs(ref).max()))
         np.testing.assert_allclose(got[name].reshape(ref.shape), ref, rtol=1e-4,
                                    atol=1e-5 * scale, err_msg=f"{case} -march={march}")
+
+
+@pytest.mark.parametrize("march,macro,cpu,call", BUILDS, ids=[b[0] for b in BUILDS])
+def test_channel_tile_members_match_onnxruntime(march: str, macro: str | None, cpu: str | None,
+                                                call: str | None, tmp_path: Path) -> None:
+    # rows of 9 columns streamed with no minimum row width: the 1x1 members are cascade_rows.py's
+    # channel tiles (16 channels x 4 columns, the reduction vectorized over the channels), 21
+    # channels (a zero-padded block), a residual Add read along the rows
+    from tests.helpers.c_cascade import host
+    from tests.helpers.cascade import conv_chain
+
+    if cpu is not None and cpu not in cpu_flags():
+        pytest.skip(f"this CPU has no {cpu}")
+    model = tmp_path / "m.onnx"
+    model.write_bytes(conv_chain([{"k": 1, "out": 21}, {"k": 3, "group": 21}, {"k": 1, "out": 8}],
+                                 size=9, residual=(0, 2)).SerializeToString())
+    emit_c(compile_model(str(model), host("chain")), tmp_path / "c", cascades=True)
+    members = (tmp_path / "c" / "model.c").read_text()
+    members = members[members.index("_cascade("):]
+    assert "float s[4][16]" in members, "no channel tile member"
+    assert call is None or call in members, "the channel tiles did not take the register tile"
+    feeds, want, _ = reference(model)
+    got = CModel(build_shared(tmp_path / "c", (f"-march={march}",), name="lib_t.so")).run(feeds)
+    for name, ref in want.items():
+        np.testing.assert_allclose(got[name].reshape(ref.shape), ref, rtol=1e-4, atol=1e-5,
+                                   err_msg=f"-march={march}")

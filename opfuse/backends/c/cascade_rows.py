@@ -10,21 +10,24 @@ value is written once, already final.
 
 * **Depthwise** (one input and one output channel per group): the layer-by-layer band core,
   ``dwconv.emit_depthwise_rows``, through ``rowsource.py``.
-* **Any other conv** (1x1 included): a *column tile* of ``lanes`` output channels x CB columns
-  accumulated over input channels and taps, the CB inputs one contiguous vector and each weight
-  a broadcast (packed ``[block][ICg][KH][KW][lanes]``, zero-padded). A 1x1 conv on rows
-  narrower than ``convf.NARROW`` (7 or 14 columns, where a vector over columns is mostly empty): a
-  *channel tile* of OCV channels x CT columns vectorized over channels, its epilogue applied on
-  the tile (with 9 taps the channel tile ran at 5 GF/s, so spatial kernels keep column tiles).
+* **Any other conv** (1x1 included): pointwise.py's *column tiles* (the layer-by-layer pointwise
+  conv's nest) of ``lanes`` output channels x ``columns`` columns of the row, accumulated over
+  input channels and taps, the inputs one contiguous vector and each weight a broadcast (packed
+  ``[block][ICg][KH][KW][lanes]``, zero-padded), the ISA's register tile where it has one. A 1x1
+  conv on rows narrower than ``convf.NARROW`` (7 or 14 columns, where a vector over columns is
+  mostly empty): a *channel tile*, the same reduction vectorized over ``lanes`` channels x
+  ``columns`` columns, its epilogue applied on the tile (with 9 taps the channel tile ran at 5
+  GF/s, so spatial kernels keep column tiles).
   A 1x1 stride-1 unpadded conv reads the ring rows directly; any other conv first copies the KH
   rows of every input channel, zero-padded and split into column phases, into a line buffer
   once per output row (linebuffer.py), so the tile has no bounds test. A conv whose line
   buffer would exceed ``convf.LINE_FLOATS`` runs the layer-by-layer direct core (``convdirect.emit_direct_rows``) instead.
   The weights are packed by the direct core's one packer (``convdirect.pack_weights``).
 
-Tile sizes were measured on AVX-512 (Zen 4) and AVX2 builds (``-march=x86-64-v3``) of the same
-kernels: 4 x 24 (1x1) and 16 x 4 (narrow) keep their sums in AVX2's 16 registers; spatial kernels
-keep 8 x 16. Portable C99 that gcc -O3 vectorizes; nothing here names a vector extension.
+Tile sizes (kernelplan/convf.py) were measured on AVX-512 (Zen 4) and AVX2 builds
+(``-march=x86-64-v3``) of the portable C: 4 x 24 (1x1) and 16 x 4 (narrow) keep their sums in
+AVX2's 16 registers; spatial kernels keep 8 x 16; under x86's register tile a 1x1 member takes
+8 x 16. Nothing here names a vector extension.
 """
 
 from __future__ import annotations
@@ -36,7 +39,13 @@ from opfuse.backends.c.cgen import CWriter, attr
 from opfuse.backends.c.convdirect import pack_weights
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.linebuffer import fill_rows
-from opfuse.backends.c.pointwise import ColumnTile, column_tiles, open_blocks, open_channels
+from opfuse.backends.c.pointwise import (
+    ColumnTile,
+    column_tiles,
+    open_blocks,
+    open_channels,
+    reduce_tile,
+)
 from opfuse.backends.c.rowsource import ring_slot
 from opfuse.ir.values import const, static_dims
 from opfuse.kernelplan.convf import FloatConvPlan
@@ -128,16 +137,20 @@ def emit_tiled(w: CWriter, node, plan: FloatConvPlan, xp: str, rx: int, yp: str,
 
         column_tiles(w, tile, finish, kernels(params.store.isa).fma_tile)
     else:
-        _channel_tiles(w, tile, epilogue, yp, ry)
+        _channel_tiles(w, tile, epilogue, yp, ry, kernels(params.store.isa).fma_tile)
     w.close()
 
 
-def _channel_tiles(w: CWriter, tl: ColumnTile, epilogue: list[str], yp: str, ry: int) -> None:
+def _channel_tiles(w: CWriter, tl: ColumnTile, epilogue: list[str], yp: str, ry: int,
+                   fma=None) -> None:  # noqa: ANN001
     """``lanes`` channels x ``width`` columns, vectorized over channels (rows narrower than NARROW: a
     vector over 7 or 14 columns would be mostly empty). The epilogue runs on the tile, over
     channels (vectorized, no short compare-and-branch loop over 7 columns), on its way into the
     row buffer ``accb[lanes][W]``; the rows are then copied out. An epilogue that reads a residual
-    row (a gather over channels) runs along the rows instead, in the copy."""
+    row (a gather over channels) runs along the rows instead, in the copy. The reduction is the
+    column tiles' (``pointwise.reduce_tile``) over the channels, under the ISA's register tile
+    ``fma`` where it has one (x86: a chain of 14-column rows cascaded with no minimum row width,
+    two 96 -> 32 -> 96 blocks, 1.05x)."""
     ocv, w_out = tl.lanes, tl.columns
     rowwise = any("+ i]" in line for line in epilogue)
     last = tl.ocg - (tl.blocks - 1) * ocv
@@ -145,7 +158,6 @@ def _channel_tiles(w: CWriter, tl: ColumnTile, epilogue: list[str], yp: str, ry:
              else f"(ob == {tl.blocks - 1} ? {last} : {ocv})")
     open_blocks(w, tl)
     w(f"float accb[{ocv}][{w_out}];")
-    w(f"const float *wb = {tl.wp} + blk*{tl.icg * len(tl.taps) * ocv};")
     full, rest = divmod(w_out, tl.width)
     for n, width, start in ((full, tl.width, 0), (1 if rest else 0, rest, full * tl.width)):
         if not n:
@@ -158,18 +170,7 @@ def _channel_tiles(w: CWriter, tl: ColumnTile, epilogue: list[str], yp: str, ry:
         else:  # zeros as an initializer: gcc 12's zeroing loop (a memset) made -march=native
             # builds warn that s may be read uninitialized where another member took fma_tile
             w(f"float s[{width}][{ocv}] = {{{{0.0f}}}};")
-        w.open(f"for (int j = 0; j < {tl.icg}; ++j)")
-        w(f"const int ci = grp*{tl.icg} + j;")
-        w(f"const float *xr = {tl.row} + i0;")
-        w(f"const float *wj = wb + j*{len(tl.taps) * ocv};")
-        for t, off in enumerate(tl.taps):
-            w.open("")
-            w(f"const float *wv = wj + {t * ocv};")
-            w(f"#pragma GCC unroll {width}")  # keeps the width x OCV sums in registers
-            w(f"for (int t = 0; t < {width}; ++t) {{ const float xv = xr[{off} + t]; "
-              f"for (int o = 0; o < {ocv}; ++o) s[t][o] += xv * wv[o]; }}")  # fmt: skip
-            w.close()
-        w.close()
+        reduce_tile(w, tl, width, fma, over_channels=True)
         w.open(f"for (int t = 0; t < {width}; ++t) for (int o = 0; o < {count}; ++o)")
         w("float v = s[t][o];")
         if not rowwise:

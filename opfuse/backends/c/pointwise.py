@@ -116,10 +116,20 @@ def column_tiles(w: CWriter, tl: ColumnTile, finish: Callable[[int], None],
 
 def _tile(w: CWriter, tl: ColumnTile, width: int, fma) -> None:  # noqa: ANN001
     """``acc[lanes][width]``: the bias (or zeros), then every input channel's taps."""
+    w(f"float acc[{tl.lanes}][{width}];")
+    init = f"{tl.bp}[blk*{tl.lanes} + o]" if tl.bp else "0.0f"
+    w(f"for (int o = 0; o < {tl.lanes}; ++o) for (int t = 0; t < {width}; ++t) acc[o][t] = {init};")
+    reduce_tile(w, tl, width, fma)
+
+
+def reduce_tile(w: CWriter, tl: ColumnTile, width: int, fma=None,  # noqa: ANN001
+                over_channels: bool = False) -> None:
+    """The tile's reduction over the block's input channels and taps, at columns ``i0 ..`` of
+    the row, the vectorized axis a parameter: the columns (``acc[lanes][width]`` += a weight
+    broadcast x ``width`` inputs) or, ``over_channels``, the channels (``s[width][lanes]`` += an
+    input broadcast x ``lanes`` weights: a row narrower than a vector, cascade_rows.py's channel
+    tiles); ``fma`` the ISA's register tile, which takes either orientation."""
     lanes, kk = tl.lanes, len(tl.taps)
-    w(f"float acc[{lanes}][{width}];")
-    init = f"{tl.bp}[blk*{lanes} + o]" if tl.bp else "0.0f"
-    w(f"for (int o = 0; o < {lanes}; ++o) for (int t = 0; t < {width}; ++t) acc[o][t] = {init};")
     if tl.packed:
         wj = f"{tl.wp} + (blk*{tl.icg} + j)*{kk * lanes}"
         weight = (lambda o, t: f"wj[{t * lanes + o}]")  # noqa: E731
@@ -135,7 +145,7 @@ def _tile(w: CWriter, tl: ColumnTile, width: int, fma) -> None:  # noqa: ANN001
         body()
         w.close()
 
-    def portable() -> None:  # lanes broadcasts, one vector loop over the columns, per tap
+    def columns() -> None:  # lanes broadcasts, one vector loop over the columns, per tap
         for t, off in enumerate(tl.taps):
             w.open("")  # a block: the tap's weights are its own scalars
             w(" ".join(f"const float w{o} = {weight(o, t)};" for o in range(lanes)))
@@ -145,7 +155,22 @@ def _tile(w: CWriter, tl: ColumnTile, width: int, fma) -> None:  # noqa: ANN001
             w.close()
             w.close()
 
-    terms = [(o, weight(o, t), f"xr + {off}" if off else "xr")
-             for t, off in enumerate(tl.taps) for o in range(lanes)]
-    if fma is None or not fma(w, "acc", lanes, width, loops, terms, portable):
+    def channels() -> None:  # width broadcasts, one vector loop over the channels, per tap
+        for t, off in enumerate(tl.taps):
+            w.open("")
+            w(f"const float *wv = wj + {t * lanes};")
+            w(f"#pragma GCC unroll {width}")  # keeps the width x lanes sums in registers
+            w(f"for (int t = 0; t < {width}; ++t) {{ const float xv = xr[{off} + t]; "
+              f"for (int o = 0; o < {lanes}; ++o) s[t][o] += xv * wv[o]; }}")  # fmt: skip
+            w.close()
+
+    if over_channels:
+        portable, acc, rows, vector = channels, "s", width, lanes
+        terms = [(c, f"xr[{off + c}]", f"wj + {t * lanes}" if t else "wj")
+                 for t, off in enumerate(tl.taps) for c in range(width)]
+    else:
+        portable, acc, rows, vector = columns, "acc", lanes, width
+        terms = [(o, weight(o, t), f"xr + {off}" if off else "xr")
+                 for t, off in enumerate(tl.taps) for o in range(lanes)]
+    if fma is None or not fma(w, acc, rows, vector, loops, terms, portable):
         loops(portable)
