@@ -252,6 +252,10 @@ CASES = {
          N("HardSigmoid", ["s"], ["g"], alpha=1 / 6, beta=0.5), N("Mul", ["r", "g"], ["y"])],
         [_f("x", [1, 3, 7, 9])], [_f("y", None)],
         [_w("w", [6, 3, 3, 3]), _w("b", [6], 1), _w("w1", [6, 6, 1, 1], 2), _w("b1", [6], 3)]),
+    "conv1x1_runtime_weights": _model(  # weights and bias as inputs: pointwise.py's column
+        # tiles reading ONNX's [OC][IC] (4 channels a tile), 63 pixels = 32 + 31
+        [N("Conv", ["x", "w", "b"], ["y"]), N("Relu", ["y"], ["z"])],
+        [_f("x", [1, 6, 7, 9]), _f("w", [12, 6, 1, 1]), _f("b", [12])], [_f("z", None)], []),
     "broadcast_chain": _model(
         [N("Mul", ["x", "s"], ["a"]), N("Sub", ["a", "x2"], ["b"]), N("LeakyRelu", ["b"], ["c"]),
          N("Div", ["c", "d"], ["e"]), N("Max", ["e", "x"], ["y"])],

@@ -47,7 +47,8 @@ def scalar_fpu(monkeypatch: pytest.MonkeyPatch) -> None:
     pixel tiles for every spatial reduction (the plan gives large ones to the direct core)."""
     real = convf.plan_convf
     monkeypatch.setattr(convf, "PIXEL_REDUCTION", 1 << 30)
-    monkeypatch.setattr(convf, "plan_convf", lambda g, scalar, member=False: real(g, True, member))
+    monkeypatch.setattr(convf, "plan_convf",
+                        lambda g, scalar, member=False, fma=False: real(g, True, member))
 
 
 def _chain(name: str, folder: Path) -> Path:
@@ -149,6 +150,12 @@ def test_the_plan_takes_pixel_tiles_on_scalar_fpus_only() -> None:
                 assert (plan.path == "pixels") == (scalar or vector_stem)
                 assert not scalar or plan.lanes == lanes
                 assert not vector_stem or (plan.lanes, plan.unrolled) == (convf.STEM_LANES, True)
+        if not scalar:  # a vector unit's pointwise conv: pointwise.py's column tiles, layer by
+            # layer over its 256-pixel plane and as a member (8 x 16 under the register tile)
+            tiles = [(p.path, p.lanes, p.columns) for p in (
+                convf.plan_convf(pointwise, scalar), convf.plan_convf(pointwise, scalar, True),
+                convf.plan_convf(pointwise, scalar, True, fma=True))]
+            assert tiles == [("columns", 8, 32), ("columns", 4, 24), ("columns", 8, 16)]
         assert convf.plan_convf(depthwise, scalar).path == "depthwise"
         # 16 input channels x 9 taps: the direct core's tile on every ISA (layer by layer:
         # conv.py's vector templates, which end in it)

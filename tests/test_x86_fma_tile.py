@@ -4,7 +4,8 @@ the float conv cores it serves, against onnxruntime: each model's generated C bu
 -march=x86-64-v2 (the portable #else), layer by layer and cascaded. The shapes reach the tile's
 edges: a last partial vector (masked zmm, maskload ymm), 8-lane channel blocks, several passes of
 ymm bands, padded and strided taps, groups, a pointwise tile of one pixel, and the fused epilogue
-(bias, Relu, a residual Add) after the tile or in the transposed registers."""
+(bias, Relu, a residual Add) after the tile or in the transposed registers; a cascade's direct
+member and its column tile members (pointwise.py) on rings."""
 
 from __future__ import annotations
 
@@ -88,6 +89,16 @@ CASES = {
         y = Relu(c)
     }""", w1=normal(64, 8, 3, 3), b1=normal(64, seed=1), w2=normal(16, 64, 3, 3, seed=2),
         b2=normal(16, seed=3)),
+    # a 3x3 conv then a 1x1 conv and a residual Add, 72 columns: cascaded, both members are
+    # pointwise.py's column tiles on rings (8 x 16, the last tile of a row 8 columns: a masked
+    # zmm), the 1x1 over 20 channels (blocks of 8, 8 and 4 zero-padded), under the register tile
+    "cascade_columns": parsed_model("""g (float[1,8,40,72] x, float[1,20,40,72] s) => (float[1,20,40,72] y) {
+        a = Conv<pads=[1,1,1,1]>(x, w1, b1)
+        r = Relu(a)
+        c = Conv(r, w2, b2)
+        y = Add(c, s)
+    }""", w1=normal(24, 8, 3, 3), b1=normal(24, seed=1), w2=normal(20, 24, 1, 1, seed=2),
+        b2=normal(20, seed=3)),
 }
 
 
@@ -121,6 +132,10 @@ def test_fma_tile_builds_match_onnxruntime(case: str, march: str, macro: str | N
         assert "_mm_prefetch((const char *)pf" in text, "no prefetch of the next block"
     if case == "cascade_pair" and cascades:
         assert "for (int oh = a; oh <= b; ++oh)" in text, "no direct member on a ring"
+    if case == "cascade_columns" and cascades:
+        members = text[text.index("_cascade("):]
+        assert "float acc[8][16];" in members, "no column tile member on a ring"
+        assert call is None or call in members, "the members did not take the register tile"
     feeds, want, _ = reference(model)
     lib = CModel(build_shared(tmp_path / "c", (f"-march={march}",), name="lib_t.so"))
     got = lib.run(feeds)
@@ -128,3 +143,29 @@ def test_fma_tile_builds_match_onnxruntime(case: str, march: str, macro: str | N
         scale = max(1.0, float(np.abs(ref).max()))
         np.testing.assert_allclose(got[name].reshape(ref.shape), ref, rtol=1e-4,
                                    atol=1e-5 * scale, err_msg=f"{case} -march={march}")
+
+
+@pytest.mark.parametrize("march,macro,cpu,call", BUILDS, ids=[b[0] for b in BUILDS])
+def test_channel_tile_members_match_onnxruntime(march: str, macro: str | None, cpu: str | None,
+                                                call: str | None, tmp_path: Path) -> None:
+    # rows of 9 columns streamed with no minimum row width: the 1x1 members are cascade_rows.py's
+    # channel tiles (16 channels x 4 columns, the reduction vectorized over the channels), 21
+    # channels (a zero-padded block), a residual Add read along the rows
+    from tests.helpers.c_cascade import host
+    from tests.helpers.cascade import conv_chain
+
+    if cpu is not None and cpu not in cpu_flags():
+        pytest.skip(f"this CPU has no {cpu}")
+    model = tmp_path / "m.onnx"
+    model.write_bytes(conv_chain([{"k": 1, "out": 21}, {"k": 3, "group": 21}, {"k": 1, "out": 8}],
+                                 size=9, residual=(0, 2)).SerializeToString())
+    emit_c(compile_model(str(model), host("chain")), tmp_path / "c", cascades=True)
+    members = (tmp_path / "c" / "model.c").read_text()
+    members = members[members.index("_cascade("):]
+    assert "float s[4][16]" in members, "no channel tile member"
+    assert call is None or call in members, "the channel tiles did not take the register tile"
+    feeds, want, _ = reference(model)
+    got = CModel(build_shared(tmp_path / "c", (f"-march={march}",), name="lib_t.so")).run(feeds)
+    for name, ref in want.items():
+        np.testing.assert_allclose(got[name].reshape(ref.shape), ref, rtol=1e-4, atol=1e-5,
+                                   err_msg=f"-march={march}")

@@ -13,13 +13,17 @@ over 16-64 channels ran 10-20% more instructions as pixel tiles on cortex-m7, it
 channels 2% fewer); on a vector unit, layer by layer, a stem (at most ``STEM_TAPS`` input channels
 x taps, rows at least ``STEM_ROW`` wide, not the pointwise GEMM's) as the same pixel tiles of
 ``STEM_LANES`` channels, every tap unrolled: the column loop is then the one gcc vectorizes, each
-store a contiguous run of an output row; a cascade member on a vector unit:
-``columns`` (``lanes`` channels x a run of columns, vectorized over columns) or ``channels``
-(a 1x1 conv on rows narrower than ``NARROW``, vectorized over ``lanes`` channels), both in
-cascade_rows.py; ``direct`` (a member whose line buffer would exceed ``LINE_FLOATS``, or a
-scalar FPU's large spatial reduction: convdirect.py's core); ``vector``: layer by layer on a
-vector unit, conv.py's own templates (the 1x1 GEMM over at least ``PIXELS_1X1`` pixels, the
-direct conv's register tile).
+store a contiguous run of an output row; ``columns`` (backends/c/pointwise.py: ``lanes`` channels
+x ``columns`` columns of a row a tile, vectorized over the columns): layer by layer on a vector
+unit a 1x1 stride-1 unpadded conv of one group over at least ``PIXELS_1X1`` pixels
+(``POINTWISE_LANES`` x ``POINTWISE_COLUMNS``, its plane read as one row), and a cascade member
+on a vector unit, 1x1 (``COLUMN_LANES`` x ``COLUMN_WIDTH`` of a ring row, ``FMA_COLUMN_LANES`` x
+``FMA_COLUMN_WIDTH`` with the ISA's register tile) or spatial
+(``SPATIAL_LANES`` x ``SPATIAL_WIDTH`` of its line buffer); ``channels`` (a member's 1x1 conv
+on rows narrower than ``NARROW``, vectorized over ``lanes`` channels, ``columns`` columns a
+tile: cascade_rows.py); ``direct`` (a member whose line buffer would exceed ``LINE_FLOATS``, or
+a scalar FPU's large spatial reduction: convdirect.py's core); ``vector``: layer by layer on a
+vector unit, every other conv: convdirect.py's register tile (conv.py).
 """
 
 from __future__ import annotations
@@ -40,6 +44,13 @@ PIXELS_1X1 = 256  # a vector unit's 1x1 convs over at least this many pixels: th
 STEM_TAPS, STEM_ROW, STEM_LANES = 32, 16, 8  # a vector unit's stem as pixel tiles (docstring)
 STEM_ALIGN = 8  # its line buffer's phase rows: whole 32-byte vectors, the buffer aligned
 COLUMN_LANES, SPATIAL_LANES, CHANNEL_LANES = 4, 8, 16  # output channels of a member's tiles
+# ... and their columns (4 x 24 and 16 x 4 keep their sums in AVX2's 16 registers; spatial 8 x 16)
+COLUMN_WIDTH, SPATIAL_WIDTH, CHANNEL_WIDTH = 24, 16, 4
+POINTWISE_LANES, POINTWISE_COLUMNS = 8, 32  # a pointwise conv's tile layer by layer
+# a 1x1 member's tile where the ISA keeps the sums in registers (``fma``): 8 x 16 is one zmm a
+# channel; 4 x 24 (a masked second zmm) ran mobilenet_v2_128_0.5's first cascade 0.82x, 8 x 16
+# 1.12-1.14x, 4 x 16 1.12x, 8 x 32 1.08x, 16 x 16 0.97x (Zen 5, against 4 x 24 without it)
+FMA_COLUMN_LANES, FMA_COLUMN_WIDTH = 8, 16
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,7 @@ class FloatConvPlan:
     lanes: int = 0  # output channels a tile (pixels, columns, channels)
     unrolled: bool = False  # pixels: every input channel's taps unrolled (no loop over them)
     align: int = 1  # pixels: a line-buffer phase row rounded up to this many floats, aligned
+    columns: int = 0  # columns, channels: the columns of a row a tile
 
 
 def line_floats(g: ConvGeom) -> int:
@@ -68,9 +80,11 @@ def pixel_lanes(ocg: int) -> int:
     return next((n for n in PIXEL_OCB if ocg % n == 0), PIXEL_OCB[-1])
 
 
-def plan_convf(g: ConvGeom, scalar: bool, member: bool = False) -> FloatConvPlan:
+def plan_convf(g: ConvGeom, scalar: bool, member: bool = False, fma: bool = False,
+               ) -> FloatConvPlan:
     """The path of a float conv with constant weights (module docstring); ``scalar``: the
-    target's FPU has no vectors; ``member``: a cascade member's, one output row a step."""
+    target's FPU has no vectors; ``member``: a cascade member's, one output row a step;
+    ``fma``: the ISA keeps a column tile's sums in registers (``IsaKernels.fma_tile``)."""
     if g.icg == 1 and g.ocg == 1:
         return FloatConvPlan("depthwise")
     if line_floats(g) > LINE_FLOATS:
@@ -81,16 +95,25 @@ def plan_convf(g: ConvGeom, scalar: bool, member: bool = False) -> FloatConvPlan
         return FloatConvPlan("pixels", pixel_lanes(g.ocg),
                              g.icg * g.k[0] * g.k[1] <= UNROLL_TAPS)
     if not member:
+        if _pointwise(g):
+            return FloatConvPlan("columns", POINTWISE_LANES, columns=POINTWISE_COLUMNS)
         return FloatConvPlan("pixels", STEM_LANES, True, STEM_ALIGN) if _stem(g) else FloatConvPlan("vector")
     if g.k[0] * g.k[1] > 1:
-        return FloatConvPlan("columns", SPATIAL_LANES)
-    return FloatConvPlan("channels" if g.ow < NARROW else "columns",
-                         CHANNEL_LANES if g.ow < NARROW else COLUMN_LANES)
+        return FloatConvPlan("columns", SPATIAL_LANES, columns=SPATIAL_WIDTH)
+    if g.ow < NARROW:
+        return FloatConvPlan("channels", CHANNEL_LANES, columns=CHANNEL_WIDTH)
+    if fma:
+        return FloatConvPlan("columns", FMA_COLUMN_LANES, columns=FMA_COLUMN_WIDTH)
+    return FloatConvPlan("columns", COLUMN_LANES, columns=COLUMN_WIDTH)
+
+
+def _pointwise(g: ConvGeom) -> bool:
+    """A vector unit's conv taken layer by layer as column tiles over its plane."""
+    return (g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and g.group == 1
+            and g.oh * g.ow >= PIXELS_1X1 and g.oc % POINTWISE_LANES == 0)
 
 
 def _stem(g: ConvGeom) -> bool:
     """A vector unit's conv taken layer by layer as pixel tiles: few input channels x taps."""
-    gemm = (g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and g.group == 1
-            and g.oh * g.ow >= PIXELS_1X1 and g.oc % 8 == 0)
     return (g.group == 1 and g.icg * g.k[0] * g.k[1] <= STEM_TAPS and g.ow >= STEM_ROW
-            and g.oc >= STEM_LANES and g.s[1] <= 4 and not gemm)
+            and g.oc >= STEM_LANES and g.s[1] <= 4)

@@ -306,7 +306,8 @@ def _conv_rows(w: CWriter, ms: list[ir.Node], g, src: RowSource, dst: RowSource,
                stores: _Stores, most: int) -> None:
     head, params = ms[0], stores.params
     sink = RowSink(dst, tuple(scalar_epilogue(ms[1:], head.outputs[0], stores)))
-    plan = convf.plan_convf(g, params.store.isa.scalar, member=True)
+    plan = convf.plan_convf(g, params.store.isa.scalar, member=True,
+                            fma=kernels(params.store.isa).fma_tile is not None)
     if plan.path == "pixels":  # a scalar FPU: the layer-by-layer pixel tiles on the rings
         emit_pixel_conv(w, head, g, plan, src, dst, ("a", "b"), params, list(sink.epilogue))
         return

@@ -8,12 +8,12 @@ vectorizes. The epilogue chain is applied to the accumulator block before the si
 
 Dispatch with constant weights (the fast paths, kernelplan/convf.py): depthwise -> dwconv.py; a
 scalar FPU's pointwise conv or stem, or a vector unit's stem -> pixeltiles.py; 1x1 stride 1
-unpadded over >= PIXELS_1X1 pixels -> the pixel-vectorized GEMM below; every other conv ->
-convdirect.py
+unpadded over >= convf.PIXELS_1X1 pixels -> pointwise.py's column tiles over the flat plane (the
+cascade members' nest); every other conv -> convdirect.py
 (register tile of output pixels x output channels, vectorized over channels). The row paths
 below remain for runtime (non-constant) weights and for a conv that ends in a fused pool.
 
-* 1x1, stride 1, no padding, one group: a GEMM over the flattened H*W (tiles of PB columns).
+* 1x1, stride 1, no padding, one group: pointwise.py's column tiles over the flattened H*W.
 * otherwise: one output row at a time; per kernel column the valid output range is computed at
   compile time, so there are no bounds tests in the inner loop.
 * with a pool (``anchor_pool`` targets): the conv rows a pooled row needs are computed, their
@@ -32,6 +32,7 @@ from opfuse.backends.c.dwconv import emit_depthwise, zero_row
 from opfuse.backends.c.epilogue import Chain, Operand, build_chain, emit_apply
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pixeltiles import emit_pixel_conv
+from opfuse.backends.c.pointwise import ColumnTile, column_tiles, open_channels
 from opfuse.backends.c.pools import PoolGeom, emit_pool_row, pads_for, pool_geom, window
 from opfuse.backends.c.rowsource import RowSource
 from opfuse.backends.c.tensors import Params
@@ -41,8 +42,6 @@ from opfuse.kernelplan import convf
 from opfuse.kernelplan.conv8 import ConvGeom
 from opfuse.targets.isa import Isa
 
-PB = 32  # columns per tile of the 1x1 path
-PIXELS_1X1 = convf.PIXELS_1X1  # 1x1 convs over at least this many pixels vectorize over pixels
 ROW_MIN = 128  # short rows are accumulated several at a time, up to this many columns
 SHORT_ROW = 32  # rows narrower than this count as short
 # floats of input a block of pointwise tiles reads (with the ISA's register tile): 1 MB, an L2,
@@ -144,7 +143,8 @@ def emit_conv(
     wts = _Weights(node, g, ocb, params)
     flat = chain.view([[0], [1], [2, 3]])
     if g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and g.group == 1 and flat is not None:
-        _conv1x1(w, g, x, wts, b, chain, flat, y)
+        plan = convf.FloatConvPlan("columns", ocb, columns=convf.POINTWISE_COLUMNS)
+        _pointwise(w, g, plan, x, wts, b, chain, flat, y)
         return
     if flat is not None and g.ow < SHORT_ROW:
         _row_blocks(w, g, x, wts, b, chain, flat, y)
@@ -195,8 +195,9 @@ def _constant_weights(w: CWriter, node: ir.Node, g: ConvGeom, x: str, b: str | N
                       chain: Chain, y: str, params: Params) -> None:
     """A conv with constant weights by its plan (kernelplan/convf.py): depthwise; pixel tiles
     (pixeltiles.py, the cascade members' nest: a scalar FPU's pointwise convs and stems, a vector
-    unit's stems); else the pixel-vectorized 1x1 GEMM or the register-tiled direct conv (the
-    ISA's FMA tile where it has one)."""
+    unit's stems); column tiles (pointwise.py, the members' nest too: a vector unit's pointwise
+    conv over a large plane, which a chain that cannot flatten the plane leaves to the direct
+    conv); else the register-tiled direct conv (the ISA's FMA tile where it has one)."""
     arr = const(node.inputs[1])
     isa = kernels(params.store.isa)
     plan = convf.plan_convf(g, params.store.isa.scalar)
@@ -209,10 +210,9 @@ def _constant_weights(w: CWriter, node: ir.Node, g: ConvGeom, x: str, b: str | N
                         RowSource.of(y, g.oc, g.oh, g.ow), None, params, chain=chain, bias=b)
         return
     flat = chain.view([[0], [1], [2, 3]])
-    if (g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and g.group == 1
-            and flat is not None and g.oh * g.ow >= PIXELS_1X1 and g.oc % 8 == 0):
-        wts = _Weights(node, g, 8, params)
-        _conv1x1(w, g, x, wts, b, chain, flat, y, isa.fma_tile)
+    if plan.path == "columns" and flat is not None:  # the plane as one row of column tiles
+        _pointwise(w, g, plan, x, _Weights(node, g, plan.lanes, params), b, chain, flat, y,
+                   isa.fma_tile)
         return
     packed, meta = pack_weights(arr.reshape(g.oc, g.icg, g.k[0], g.k[1]), g.group)
     wp = params.weight(f"{node.inputs[1].name}:direct", packed)
@@ -307,65 +307,26 @@ def _accumulate(w: CWriter, g: ConvGeom, x: str, wts: _Weights, ocb: int, oh: st
     w.close()
 
 
-def _conv1x1(w, g: ConvGeom, x, wts: _Weights, b, chain: Chain, flat, y,
-             fma=None) -> None:  # noqa: ANN001
+def _pointwise(w: CWriter, g: ConvGeom, plan: convf.FloatConvPlan, x: str, wts: _Weights,
+               b: str | None, chain: Chain, flat, y: str, fma=None) -> None:  # noqa: ANN001
+    """A 1x1 stride-1 unpadded conv of one group as pointwise.py's column tiles over each
+    image's ``H*W`` plane read as one row (``plan``'s ``lanes`` channels x ``columns``), the
+    chain on each tile's channels along its columns; with the ISA's register tile, runs of tiles
+    reading ``X_BLOCK`` floats of input per channel block."""
     p = g.oh * g.ow
-    ocb = wts.ocb
-    tile = min(PB, p)
+    src, dst = RowSource.of(x, g.c, 1, p), RowSource.of(y, g.oc, 1, p)
+    tile = ColumnTile(taps=(0,), row=src.channel("n", "ci"), wp=wts.ptr, bp=b, group=g.group,
+                      icg=g.icg, ocg=g.ocg, lanes=plan.lanes, columns=p, width=plan.columns,
+                      packed=wts.packed, block=X_BLOCK if fma is not None else 0)
+
+    def finish(width: int) -> None:
+        open_channels(w, tile)
+        emit_apply(w, chain, flat, ["n", "c", "i0"], width, lambda i: f"acc[o][{i}]",
+                   lambda i: f"({dst.channel('n', 'c')})[i0 + {i}]")
+        w.close()
+
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
-    w("const int grp = 0;")
-    w("(void)grp;")
-    full = p // tile
-    for count, start, width in ((full, 0, tile), (1 if p % tile else 0, full * tile, p % tile)):
-        if count == 0:
-            continue
-        tb = max(1, min(count, X_BLOCK // (g.c * tile))) if fma is not None else 1
-        if tb > 1:  # a block of tiles per channel block: its input stays in cache across them
-            w.open(f"for (int tb = 0; tb < {count}; tb += {tb})")
-            w.open(f"for (int ob = 0; ob < {g.oc // ocb}; ++ob)")
-            w(f"const int oc0 = ob*{ocb};")
-            w.open(f"for (int t = tb; t < (tb + {tb} < {count} ? tb + {tb} : {count}); ++t)")
-            w(f"const int p0 = {start} + t*{tile};")
-        else:
-            w.open(f"for (int t = 0; t < {count}; ++t)")
-            w(f"const int p0 = {start} + t*{tile};")
-            w.open(f"for (int ob = 0; ob < {g.oc // ocb}; ++ob)")
-            w(f"const int oc0 = ob*{ocb};")
-        _tile1x1(w, g, x, wts, b, chain, flat, y, width, fma)
-        w.close()
-        w.close()
-        if tb > 1:
-            w.close()
-    w.close()
-
-
-def _tile1x1(w, g: ConvGeom, x, wts: _Weights, b, chain: Chain, flat, y, width: int,
-             fma=None) -> None:  # noqa: ANN001
-    ocb = wts.ocb
-    p = g.oh * g.ow
-    _init_acc(w, ocb, width, b)
-
-    def loops(body) -> None:  # noqa: ANN001
-        w.open(f"for (int ic = 0; ic < {g.c}; ++ic)")
-        w(f"const float *xr = {x} + (n*{g.c} + ic)*{p} + p0;")
-        body()
-        w.close()
-
-    def portable() -> None:
-        for j in range(ocb):
-            w(f"const float w{j} = {wts.at('oc0', str(j), 'ic', '0', '0')};")
-        w.open(f"for (int i = 0; i < {width}; ++i)")
-        w("const float xv = xr[i];")
-        for j in range(ocb):
-            w(f"acc[{j}][i] += w{j} * xv;")
-        w.close()
-
-    terms = [(j, wts.at("oc0", str(j), "ic", "0", "0"), "xr") for j in range(ocb)]
-    if fma is None or not wts.packed or not fma(w, "acc", ocb, width, loops, terms, portable):
-        loops(portable)
-    w.open(f"for (int j = 0; j < {ocb}; ++j)")
-    emit_apply(w, chain, flat, ["n", "oc0 + j", "p0"], width, lambda i: f"acc[j][{i}]",
-               lambda i: f"{y}[n*{g.oc * p} + (oc0 + j)*{p} + p0 + {i}]")
+    column_tiles(w, tile, finish, fma)
     w.close()
 
 

@@ -3,7 +3,7 @@
 term: row ``r``, a scalar C expression ``s`` broadcast to every lane, a vector operand ``v``
 read as ``lanes`` consecutive floats).
 
-gcc vectorizes the portable nests (convdirect.py's tile, conv.py's pointwise tile) over the
+gcc vectorizes the portable nests (convdirect.py's tile, pointwise.py's column tiles) over the
 lanes but keeps half of a 12-16 register tile on the stack: every step of the reduction reloads
 and re-stores those sums (on a Zen 4 host vww_96_float's 128 -> 128 pointwise conv ran at 44% of
 the FMA peak). Here the tile lives in named vector variables for the whole nest, loaded from
