@@ -120,9 +120,10 @@ def emit_member8(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value,
     ``view``: the NHWC -> NCHW Transpose of a graph input the first member's conv reads in
     place (``x`` is then its NCHW output, never written; fusion/views.py)."""
     functions = getattr(stores.params.store, "member_functions", None)
-    if view is None and functions is not None and getattr(stores, "member", None) is not None \
-            and _shareable(ms, x, y, stores, functions[2]):
-        _emit_function(w, ms, x, y, stores, functions)
+    if functions is not None and getattr(stores, "member", None) is not None and (
+            _shareable(ms, x, y, stores, functions[2]) if view is None
+            else "int8" in kernels(stores.params.store.isa).member_functions):
+        _emit_function(w, ms, x, y, stores, functions, view)
         return
     _emit_rows(w, ms, x, y, stores, stores.rows(x), stores.rows(y), view)
 
@@ -175,7 +176,7 @@ class _MemberStores:
 
 
 def _emit_function(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stores,
-                   functions) -> None:  # noqa: ANN001
+                   functions, view: ir.Node | None = None) -> None:  # noqa: ANN001
     """The member as a call of its own function (rows ``a``, ``b`` and ring rows as
     arguments), defined once for every member of the same code."""
     from opfuse.backends.c.tensors import Params
@@ -191,7 +192,7 @@ def _emit_function(w: CWriter, ms: list[ir.Node], x: ir.Value, y: ir.Value, stor
     if twin and y.name in stores.rings:
         ry = params._add("rows:y", "int {name}", str(ry))
     body(f"const int a = {first}, b = {last};")
-    _emit_rows(body, ms, x, y, _MemberStores(stores, params), rx, ry)
+    _emit_rows(body, ms, x, y, _MemberStores(stores, params), rx, ry, view)
     _scratch_as_argument(body.lines, params)
     fname = defined.define(funcs, len(defined.bodies), stores.member, params, body.lines)
     w(params.call(fname))
