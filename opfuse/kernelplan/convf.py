@@ -48,6 +48,19 @@ class FloatConvPlan:
     lanes: int = 0  # output channels a tile (pixels, columns, channels)
     unrolled: bool = False  # pixels: every input channel's taps unrolled (no loop over them)
     align: int = 1  # pixels: a line-buffer phase row rounded up to this many floats, aligned
+    in_place: bool = False  # depthwise: a member reading its ring rows in place, no band copy
+
+
+def depthwise_in_place(g: ConvGeom, scalar: bool, member: bool) -> bool:
+    """Whether a depthwise conv reads its source rows in place (dwconv.py's ``_row_in_place``)
+    rather than copying them into a zero-padded band: a cascade member at stride 1 on a scalar
+    FPU, which gains nothing from the band's copy (cortex-m7, mobilenet_v2_128_0.5 cascaded:
+    99.35M instructions with it, 95.77M in place). The host keeps the band: in place gained
+    nothing there beyond noise (mobilenet_v2_128_0.5 and light_shufflenet cascaded 1.01x and
+    1.02x, Zen 4, one run; 0.99x and 0.96x in a loaded one), and with -march=native gcc fuses
+    the band's vector multiply-adds but not all of a scalar border column's, so it would not be
+    bit-identical (a dilated 5x5: 14 of 297 values 1 ulp apart). Layer by layer: always a band."""
+    return member and scalar and g.s == (1, 1)
 
 
 def line_floats(g: ConvGeom) -> int:
@@ -72,7 +85,7 @@ def plan_convf(g: ConvGeom, scalar: bool, member: bool = False) -> FloatConvPlan
     """The path of a float conv with constant weights (module docstring); ``scalar``: the
     target's FPU has no vectors; ``member``: a cascade member's, one output row a step."""
     if g.icg == 1 and g.ocg == 1:
-        return FloatConvPlan("depthwise")
+        return FloatConvPlan("depthwise", in_place=depthwise_in_place(g, scalar, member))
     if line_floats(g) > LINE_FLOATS:
         return FloatConvPlan("direct" if member else "vector")
     if scalar and g.k != (1, 1) and g.icg * g.k[0] * g.k[1] > PIXEL_REDUCTION:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.epilogue import Chain, emit_apply
 from opfuse.backends.c.rowsource import RowSink, RowSource
+from opfuse.kernelplan import convf
 from opfuse.targets.isa import Isa
 
 BAND_FLOATS = 4096  # stack budget of the padded input band (floats)
@@ -86,14 +87,9 @@ def emit_depthwise(w: CWriter, g, x: str, wt: str, b: str | None, chain: Chain, 
 
 
 def in_place(g, isa: Isa) -> bool:  # noqa: ANN001
-    """Whether a cascade member reads its source rows in place (``_row_in_place``): at stride 1
-    for a scalar FPU (``Isa.scalar``), which gains nothing from the band's copy (cortex-m7,
-    mobilenet_v2_128_0.5 cascaded: 99.35M instructions with it, 95.77M in place). The host keeps
-    the band: in place gained nothing there beyond noise (mobilenet_v2_128_0.5 and light_shufflenet
-    cascaded 1.01x and 1.02x, Zen 4, one run; 0.99x and 0.96x in a loaded one), and with
-    -march=native gcc fuses the band's vector multiply-adds but not all of a scalar border
-    column's, so it would not be bit-identical (a dilated 5x5: 14 of 297 values 1 ulp apart)."""
-    return isa.scalar and g.s == (1, 1)
+    """Whether a cascade member reads its source rows in place (``_row_in_place``): the float
+    plan's decision (``opfuse.kernelplan.convf.depthwise_in_place``, which says why)."""
+    return convf.plan_convf(g, isa.scalar, member=True).in_place
 
 
 def emit_depthwise_rows(w: CWriter, g, src: RowSource, wt: str, b: str | None, sink: RowSink,  # noqa: ANN001
