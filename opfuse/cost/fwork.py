@@ -9,19 +9,26 @@ a conv is priced on the loop nest that runs it:
 - ``loops``: the set-up that does not scale with the MACs, as the path loops:
   ``depthwise`` a band row per output row and channel (dwconv.py); ``pixels`` a tile per output
   pixel and ``lanes`` output channels, times the input channels when its taps are not all
-  unrolled (pixeltiles.py); ``vector`` (conv.py's direct conv on a scalar FPU) a loop over the
-  output row per output channel, input channel and tap; ``direct`` (convdirect.py, a member) a
-  register tile's loop per output row, block of 8 output channels, input channel and kernel
-  row; ``columns`` / ``channels`` (a vector unit's cascade tiles) a tile per output row and
-  ``lanes`` channels, times its input channels.
+  unrolled (pixeltiles.py); ``direct`` and ``vector`` (convdirect.py's register tiles: a
+  member's, and conv.py's direct conv on a scalar FPU) a loop per output row, block of output
+  channels (``convf.oc_blocks``), input channel and kernel row; ``columns`` / ``channels`` (a
+  vector unit's cascade tiles) a tile per output row and ``lanes`` channels, times its input
+  channels. The direct core sums a last block's zero-padded channels too: its MACs count them;
+  so do the pixel tiles' when a group has more than one block (with one, the padded sums are
+  never stored, ``if (ob < 0)``, and gcc drops them: a classifier's 2 channels on a 1x1 plane
+  run as many instructions as its real MACs predict).
 
-Kernels without a conv anchor count as the int8 work does (``opfuse.cost.cwork.node_work``: a
-Gemm's dot products, a pool's window rows, the FLOPs and outputs of the rest, on their class's
-path); every fused op after an anchor, a clamp too (float has no requantization to fold it
-into), costs its outputs on the ``epilogue`` path (no MACs). A cascade's member convs take the plan of a
+Kernels without a conv anchor: a Gemm's dot product over K per output (``gemm``); a windowed
+pool's window elements, outputs and a set-up per output row and window row (pools.py,
+``pool``); a global pool's elements and a loop per channel (``reduce``); the rest as the int8
+work counts them (``opfuse.cost.cwork.node_work``: FLOPs and outputs on their class's path); every fused op after an anchor, a clamp too (float has no requantization to fold it
+into), costs its outputs on the ``epilogue`` path (no MACs), and so does an elementwise op
+after the first op of a kernel without an anchor (the Relu of an Add + Relu: one loop). A cascade's member convs take the plan of a
 member (``member=True``), as cascade.py asks for it. A depthwise conv that copies its input rows
 into a zero-padded band (layer by layer, or a member at stride 2 or on a vector unit: the plan's
-``in_place``) adds the elements copied on the ``band`` path.
+``in_place``), and a pixel-tile conv that copies its KH input rows into a line buffer per output
+row (any but a 1x1 stride-1 unpadded one), add the floats copied on the ``band`` and ``line``
+paths.
 """
 
 from __future__ import annotations
@@ -32,13 +39,12 @@ import onnx_ir as ir
 
 from opfuse import ops
 from opfuse.cost.cwork import Work, is_view, node_work
+from opfuse.cost.kclass import node_class
 from opfuse.ir.values import static_dims
 from opfuse.kernelplan.conv8 import ConvGeom
-from opfuse.kernelplan.convf import plan_convf
+from opfuse.kernelplan.convf import line_floats, oc_blocks, plan_convf
 
 __all__ = ["conv_geom", "float_conv_work", "float_kernel_work"]
-
-DIRECT_LANES = 8  # convdirect.py's output channels a register tile (its LANES)
 
 
 def _ints(node: ir.Node, name: str, default: list[int]) -> list[int]:
@@ -84,14 +90,19 @@ def float_conv_work(node: ir.Node, scalar: bool, member: bool = False) -> list[W
             return [Work(float(macs), outputs, loops, "depthwise"),
                     Work(0.0, g.n * g.c * band, 0, "band")]
     elif plan.path == "pixels":
-        tiles = g.n * g.group * math.ceil(g.ocg / plan.lanes) * pixels
-        loops = tiles if plan.unrolled else tiles * g.icg
-    elif plan.path == "direct":
-        loops = g.n * g.group * math.ceil(g.ocg / DIRECT_LANES) * g.oh * g.icg * g.k[0]
+        blocks = g.n * g.group * math.ceil(g.ocg / plan.lanes)
+        if g.ocg > plan.lanes:  # the last block's padded sums: see the module docstring
+            macs = blocks * plan.lanes * pixels * g.icg * taps
+        loops = blocks * pixels * (1 if plan.unrolled else g.icg)
+        if line_floats(g):  # the line buffer: the KH input rows copied once per output row
+            return [Work(float(macs), outputs, loops, "pixels"),
+                    Work(0.0, g.n * g.oh * line_floats(g), 0, "line")]
     elif plan.path in ("columns", "channels"):
         loops = g.n * g.group * math.ceil(g.ocg / plan.lanes) * g.oh * g.icg
-    else:  # vector: conv.py's templates, a loop over the output row per channel, input, tap
-        loops = g.n * g.oc * g.oh * g.icg * taps
+    else:  # direct / vector: convdirect.py's register tiles, blocks padded to DIRECT_LANES
+        blocks = oc_blocks(g.ocg)
+        macs = g.n * g.group * sum(b[2] for b in blocks) * pixels * g.icg * taps
+        loops = g.n * g.group * len(blocks) * g.oh * g.icg * g.k[0]
     return [Work(float(macs), outputs, loops, plan.path)]
 
 
@@ -110,6 +121,17 @@ def _other_work(node: ir.Node, path: str | None) -> Work:
         a, y = static_dims(node.inputs[0]), static_dims(node.outputs[0])
         if a and y:
             return Work(float(math.prod(y) * a[-1]), math.prod(y), math.prod(y), "gemm")
+    if node.op_type in WINDOWED_POOLS and path is None:
+        # pools.py: per output row of a channel and window row, its taps' loops over the row
+        x, y = static_dims(node.inputs[0]), static_dims(node.outputs[0])
+        if x and y and len(y) == 4:
+            kh, kw = _ints(node, "kernel_shape", [1, 1])
+            rows = y[0] * y[1] * y[2]
+            return Work(float(math.prod(y) * kh * kw), math.prod(y), rows * kh, "pool")
+    if node.op_type in GLOBAL_POOLS and path is None:  # pools.emit_global: a loop per channel
+        x = static_dims(node.inputs[0])
+        if x and len(x) >= 3:
+            return Work(float(math.prod(x)), x[0] * x[1], x[0] * x[1], "reduce")
     work = node_work(node, path)
     if work.path in CONV_CLASSES:  # a ConvTranspose: conv.py's loops, as the vector path
         return Work(float(ops.macs(node)), work.outputs, work.loops, "vector")
@@ -117,14 +139,19 @@ def _other_work(node: ir.Node, path: str | None) -> Work:
 
 
 CONV_CLASSES = ("conv", "conv1x1", "depthwise")
+WINDOWED_POOLS = ops.groups.POOLS
+GLOBAL_POOLS = ops.groups.GLOBAL_POOLS
 
 
 def float_kernel_work(members: list[ir.Node], scalar: bool, member: bool = False) -> list[Work]:
     """A float kernel's work (module docstring), one item per loop it runs; ``member``: the
     nodes are one member of a cascade."""
     anchor = next((n for n in members if ops.is_anchor(n)), None)
-    if anchor is None:
-        return [w for n in members if not is_view([n]) for w in _node_work(n, scalar, member)]
+    if anchor is None:  # elementwise ops after the first run in its loop (an Add's Relu)
+        run = [n for n in members if not is_view([n])]
+        return [w for i, n in enumerate(run) for w in (
+            [Work(0.0, _other_work(n, "epilogue").outputs, 0, "epilogue")]
+            if i > 0 and node_class(n) == "elementwise" else _node_work(n, scalar, member))]
     rest = [n for n in members if n is not anchor and not is_view([n])]
     return [*_node_work(anchor, scalar, member),
             *(Work(0.0, _other_work(n, "epilogue").outputs, 0, "epilogue") for n in rest)]

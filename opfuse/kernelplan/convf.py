@@ -40,6 +40,7 @@ PIXELS_1X1 = 256  # a vector unit's 1x1 convs over at least this many pixels: th
 STEM_TAPS, STEM_ROW, STEM_LANES = 32, 16, 8  # a vector unit's stem as pixel tiles (docstring)
 STEM_ALIGN = 8  # its line buffer's phase rows: whole 32-byte vectors, the buffer aligned
 COLUMN_LANES, SPATIAL_LANES, CHANNEL_LANES = 4, 8, 16  # output channels of a member's tiles
+DIRECT_LANES = 8  # the direct core's (convdirect.py) last block padded to a multiple of this
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,22 @@ def depthwise_in_place(g: ConvGeom, scalar: bool, member: bool) -> bool:
     the band's vector multiply-adds but not all of a scalar border column's, so it would not be
     bit-identical (a dilated 5x5: 14 of 297 values 1 ulp apart). Layer by layer: always a band."""
     return member and scalar and g.s == (1, 1)
+
+
+def oc_blocks(ocg: int) -> list[tuple[int, int, int]]:
+    """(first channel, channels, padded width) of the direct core's output-channel blocks of
+    one group (convdirect.py's register tiles, and its weights' packing)."""
+    full = 32 if ocg >= 32 else 16 if ocg >= 16 else 0
+    blocks = []
+    start = 0
+    if full:
+        while ocg - start >= full:
+            blocks.append((start, full, full))
+            start += full
+    rest = ocg - start
+    if rest:
+        blocks.append((start, rest, -(-rest // DIRECT_LANES) * DIRECT_LANES))
+    return blocks
 
 
 def line_floats(g: ConvGeom) -> int:

@@ -6,10 +6,10 @@ the cost row):
 
     seconds = instructions x CYCLES_PER_INSTRUCTION[target] / clock_hz
 
-The probe: the int8 probe's layers in float (``int8_probe.CASES`` and ``mcu_probe.MCU_CASES``, one
-branch each, run layer by layer: every layer-by-layer path of ``plan_convf`` on a scalar FPU, Gemms,
-pools, global pools, Adds, Softmaxes, Transposes), and ``CHAINS``, small CNN stems the partition
-streams as one cascade each (run cascaded: the members' plans, ``direct`` among them). Every
+The probe: the int8 probe's layers in float (``int8_probe.CASES`` and ``mcu_probe.MCU_CASES``) and
+``FLOAT_CASES``, one branch each, run layer by layer (every layer-by-layer path of ``plan_convf``
+on a scalar FPU, Gemms, pools, global pools, Adds, Softmaxes, Transposes, LayerNormalizations),
+and ``CHAINS``, small CNN stems the partition streams as one cascade each (run cascaded: the members' plans, ``direct`` among them). Every
 kernel is one row of a single fit (a kernel of several loops, a fused Relu's or a cascade's
 members, is the sum of their work), non-negative, minimising the relative error: per path,
 instructions per MAC, per output and per loop started. A cost the fit drives negative is dropped
@@ -41,6 +41,13 @@ CHAINS = (
                               (16, 64, 1, 1, 1), (64, 64, 3, 2, 64), (64, 24, 1, 1, 1))),
     ("wide", (1, 16, 24, 24), ((16, 24, 3, 1, 1), (24, 24, 3, 1, 24), (24, 48, 1, 1, 1),
                                (48, 48, 5, 1, 48), (48, 40, 1, 1, 1))),
+)
+
+# float layers beyond the int8 probe's: a transformer's LayerNormalization over its last axis
+FLOAT_CASES = (
+    ("LayerNormalization", {"axis": -1}, (1, 64, 64), (64,), ""),
+    ("LayerNormalization", {"axis": -1}, (1, 32, 128), (128,), ""),
+    ("LayerNormalization", {"axis": -1}, (1, 100, 16), (16,), ""),
 )
 
 BEGIN = ("# >>> [perf.floatc] written by benchmarks/mcu_calibrate.py --float "
@@ -107,7 +114,7 @@ def measure_kernels(target: str, timeout_s: float = 600.0) -> list[tuple[str, li
 
     found = []
     with tempfile.TemporaryDirectory(prefix="opfuse-mcufloat-") as tmp:
-        for i, cases in enumerate(chunks(CASES + MCU_CASES)):
+        for i, cases in enumerate(chunks(CASES + MCU_CASES + FLOAT_CASES)):
             path = Path(tmp) / f"probe{i}.onnx"
             onnx.save(probe_model(cases), path)
             found += kernel_rows(compile_model(str(path), target), False, timeout_s)
@@ -158,8 +165,8 @@ def table_lines(target: str, figures: dict, clock_hz: float) -> list[str]:
     per_s = cpi / clock_hz
     lines = [BEGIN,
              f"# {figures.get('kernels', 0)} float probe kernels (int8_probe.CASES, "
-             f"mcu_probe.MCU_CASES, mcu_float_probe.CHAINS cascaded) counted on [board] under "
-             f"QEMU -icount,",
+             f"mcu_probe.MCU_CASES, mcu_float_probe.FLOAT_CASES, CHAINS cascaded)",
+             "# counted on [board] under QEMU -icount,",
              "# fitted per path of opfuse.kernelplan.convf (opfuse.cost.fwork) in instructions; "
              f"seconds = instructions x {cpi} cycles",
              "# per instruction (opfuse.measure.calibrate.mcu_probe: CYCLES_PER_INSTRUCTION, "
