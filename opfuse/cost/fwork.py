@@ -19,8 +19,9 @@ a conv is priced on the loop nest that runs it:
   run as many instructions as its real MACs predict).
 
 Kernels without a conv anchor: a Gemm's dot product over K per output (``gemm``); a windowed
-pool's window elements, outputs and a set-up per output row and window row (pools.py,
-``pool``); a global pool's elements and a loop per channel (``reduce``); the rest as the int8
+pool's window elements, outputs and a loop over the output row per row and tap (pools.py,
+``pool``; a pool whose output rows are one value wide, a classifier's whole-plane average,
+runs every tap's loop as one unrolled step, several times cheaper per element: ``pool_taps``); a global pool's elements and a loop per channel (``reduce``); the rest as the int8
 work counts them (``opfuse.cost.cwork.node_work``: FLOPs and outputs on their class's path); every fused op after an anchor, a clamp too (float has no requantization to fold it
 into), costs its outputs on the ``epilogue`` path (no MACs), and so does an elementwise op
 after the first op of a kernel without an anchor (the Relu of an Add + Relu: one loop). A cascade's member convs take the plan of a
@@ -122,12 +123,14 @@ def _other_work(node: ir.Node, path: str | None) -> Work:
         if a and y:
             return Work(float(math.prod(y) * a[-1]), math.prod(y), math.prod(y), "gemm")
     if node.op_type in WINDOWED_POOLS and path is None:
-        # pools.py: per output row of a channel and window row, its taps' loops over the row
+        # pools.py: per output row of a channel, a loop over the row per window tap
         x, y = static_dims(node.inputs[0]), static_dims(node.outputs[0])
         if x and y and len(y) == 4:
             kh, kw = _ints(node, "kernel_shape", [1, 1])
-            rows = y[0] * y[1] * y[2]
-            return Work(float(math.prod(y) * kh * kw), math.prod(y), rows * kh, "pool")
+            rows, taps = y[0] * y[1] * y[2], math.prod(y) * kh * kw
+            if y[3] == 1:  # one value a row: every tap's loop a single step, unrolled by gcc
+                return Work(float(taps), math.prod(y), 0, "pool_taps")
+            return Work(float(taps), math.prod(y), rows * kh * kw, "pool")
     if node.op_type in GLOBAL_POOLS and path is None:  # pools.emit_global: a loop per channel
         x = static_dims(node.inputs[0])
         if x and len(x) >= 3:

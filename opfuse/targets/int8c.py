@@ -43,11 +43,11 @@ FALLBACK_PATH = {"quantize": "elementwise"}
 # [perf.floatc] (the same schema, opfuse.cost.floatc): opfuse's float C, keyed by the paths of
 # opfuse.kernelplan.convf (depthwise, pixels, direct, vector, columns, channels), a depthwise
 # conv's copy of its input rows into a band (band), a pixel tile's into its line buffer (line)
-# and the classes of the other kernels; a cascade member's direct core is priced as the layer-by-layer register
+# and the classes of the other kernels (pool_taps: a pool one output value wide, its taps unrolled); a cascade member's direct core is priced as the layer-by-layer register
 # tile (vector) where the table lacks it
 FLOAT_PATHS = ("depthwise", "band", "line", "pixels", "direct", "vector", "columns", "channels", "gemm",
-               "pool", "reduce", "elementwise", "movement", "other", "epilogue")
-FLOAT_FALLBACK = {"direct": "vector", "columns": "vector", "channels": "pixels"}
+               "pool", "pool_taps", "reduce", "elementwise", "movement", "other", "epilogue")
+FLOAT_FALLBACK = {"direct": "vector", "columns": "vector", "channels": "pixels", "pool_taps": "pool"}
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ the cost row):
 
 The probe: the int8 probe's layers in float (``int8_probe.CASES`` and ``mcu_probe.MCU_CASES``) and
 ``FLOAT_CASES``, one branch each, run layer by layer (every layer-by-layer path of ``plan_convf``
-on a scalar FPU, Gemms, pools, global pools, Adds, Softmaxes, Transposes, LayerNormalizations),
+on a scalar FPU, Gemms, pools, global pools, Adds, Softmaxes, Transposes, LayerNormalizations,
+a classifier's average pools over small planes),
 and ``CHAINS``, small CNN stems the partition streams as one cascade each (run cascaded: the members' plans, ``direct`` among them). Every
 kernel is one row of a single fit (a kernel of several loops, a fused Relu's or a cascade's
 members, is the sum of their work), non-negative, minimising the relative error: per path,
@@ -43,8 +44,11 @@ CHAINS = (
                                (48, 48, 5, 1, 48), (48, 40, 1, 1, 1))),
 )
 
-# float layers beyond the int8 probe's: a transformer's LayerNormalization over its last axis
+# float layers beyond the int8 probe's: a transformer's LayerNormalization over its last axis, a
+# classifier's average pool over a small plane of many channels (vww_96_float's 3x3 x 256)
 FLOAT_CASES = (
+    ("AveragePool", {"kernel_shape": [3, 3]}, (1, 256, 3, 3), None, ""),
+    ("AveragePool", {"kernel_shape": [2, 2]}, (1, 192, 2, 2), None, ""),
     ("LayerNormalization", {"axis": -1}, (1, 64, 64), (64,), ""),
     ("LayerNormalization", {"axis": -1}, (1, 32, 128), (128,), ""),
     ("LayerNormalization", {"axis": -1}, (1, 100, 16), (16,), ""),
