@@ -49,7 +49,10 @@ such as shapes and indices, keep their own size) and the peak rate used. A quant
 (docs/architecture.md, "int8 in the IR") is costed at its own dtypes and its int8 rate; on a
 target with ``[perf.int8c]`` (the calibrated ``host``) its compute time is that of opfuse's own int8
 C instead (``opfuse.cost.int8c``: work as the C templates loop, per-class rates, a C call's
-dispatch), since that C, not onnxruntime, is what runs it there.
+dispatch), since that C, not onnxruntime, is what runs it there. Likewise a float model at fp32
+on a target with ``[perf.floatc]`` (the Cortex-M targets) is costed as opfuse's own float C
+(``opfuse.cost.floatc``: work per path of the float conv plan, ``opfuse.kernelplan.convf``, at
+rates fitted to QEMU's instruction counts); a cascade's members are summed, each a member's plan.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ import math
 import onnx_ir as ir
 
 from opfuse import ops
+from opfuse.cost import floatc as floatc_cost
 from opfuse.cost import int8c as int8c_cost
 from opfuse.cost import npu as npu_cost
 from opfuse.cost.cwork import is_view
@@ -93,10 +97,13 @@ def cost_model(
     w_level = perf.weight_level(names_bytes(tuple(sorted(used)), values, bpe), arena_bytes)
     nodes = {n.name: n for n in model.graph}
     own_c = perf.int8c is not None and prec == "int8" and is_quantized(model)
+    # opfuse's own float C ([perf.floatc]): the FPU's kind picks the float conv plan's paths
+    own_float = (perf.floatc is not None and prec == "fp32" and not is_quantized(model)
+                 and perf.npu is None)
     kernels = tuple(
         _kernel_cost(
             k, nodes, values, initializers, perf, prec, bpe, activations_only, act_level, w_level,
-            own_c,
+            own_c, target.isa.scalar if own_float else None,
         )
         for k in partition.kernels
     )
@@ -138,6 +145,7 @@ def _kernel_cost(
     act_level: MemoryLevel,
     w_level: MemoryLevel,
     own_c: bool = False,
+    own_float: bool | None = None,  # [perf.floatc] prices it; True: on a scalar FPU
 ) -> KernelCost:
     members = [nodes[n] for n in kernel.nodes if n in nodes]
     flops = sum(ops.flops(n) for n in members)
@@ -176,6 +184,19 @@ def _kernel_cost(
             memory_s = 0.0
         parts = [[nodes[n] for n in m.nodes if n in nodes] for m in kernel.members] or [members]
         compute_s = sum(int8c_cost.compute_s(part, perf) for part in parts)
+        peak_flops = flops / compute_s if compute_s > 0 and flops else peak_flops
+        efficiency = min(1.0, peak_flops / (2.0 * perf.peak_macs_per_s[precision]))
+    elif own_float is not None:  # opfuse's own float C, as [perf.floatc] prices it (cost.floatc)
+        assert perf.floatc is not None
+        dispatch_s = perf.floatc.dispatch_overhead_s
+        if is_view(members):  # the C's memory plan puts a view on its input: nothing moves
+            memory_s = 0.0
+        if kernel.is_cascade:
+            compute_s = sum(floatc_cost.compute_s([nodes[n] for n in m.nodes if n in nodes],
+                                                  perf, own_float, member=True)
+                            for m in kernel.members)
+        else:
+            compute_s = floatc_cost.compute_s(members, perf, own_float)
         peak_flops = flops / compute_s if compute_s > 0 and flops else peak_flops
         efficiency = min(1.0, peak_flops / (2.0 * perf.peak_macs_per_s[precision]))
     elif kernel.is_cascade:  # each member at its own class's efficiency (module docstring)

@@ -51,6 +51,7 @@ POINTWISE_LANES, POINTWISE_COLUMNS = 8, 32  # a pointwise conv's tile layer by l
 # channel; 4 x 24 (a masked second zmm) ran mobilenet_v2_128_0.5's first cascade 0.82x, 8 x 16
 # 1.12-1.14x, 4 x 16 1.12x, 8 x 32 1.08x, 16 x 16 0.97x (Zen 5, against 4 x 24 without it)
 FMA_COLUMN_LANES, FMA_COLUMN_WIDTH = 8, 16
+DIRECT_LANES = 8  # the direct core's (convdirect.py) last block padded to a multiple of this
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,37 @@ class FloatConvPlan:
     unrolled: bool = False  # pixels: every input channel's taps unrolled (no loop over them)
     align: int = 1  # pixels: a line-buffer phase row rounded up to this many floats, aligned
     columns: int = 0  # columns, channels: the columns of a row a tile
+    in_place: bool = False  # depthwise: rows read in place (dwrow.py), no band copy
+
+
+def depthwise_in_place(g: ConvGeom, scalar: bool, member: bool) -> bool:
+    """Whether a depthwise conv reads its source rows in place (the row nest of dwrow.py) rather
+    than copying them into a zero-padded band: on a scalar FPU, layer by layer and as a cascade
+    member, at any stride, which gains nothing from the band's copy (cortex-m7,
+    mobilenet_v2_128_0.5 cascaded: 99.35M instructions with it, 95.77M in place at stride 1;
+    then 54.09M -> 51.59M with stride 2 in place too; layer by layer 57.94M banded, 52.02M in
+    place). The host keeps the band: in place gained nothing there beyond noise
+    (mobilenet_v2_128_0.5 and light_shufflenet cascaded 1.01x and 1.02x, Zen 4, one run), and
+    with -march=native gcc fuses the band's vector multiply-adds but not all of a scalar border
+    column's, so it would not be bit-identical (a dilated 5x5: 14 of 297 values 1 ulp apart).
+    ``g`` and ``member`` do not decide it today (kept for the callers' one signature)."""
+    return scalar
+
+
+def oc_blocks(ocg: int) -> list[tuple[int, int, int]]:
+    """(first channel, channels, padded width) of the direct core's output-channel blocks of
+    one group (convdirect.py's register tiles, and its weights' packing)."""
+    full = 32 if ocg >= 32 else 16 if ocg >= 16 else 0
+    blocks = []
+    start = 0
+    if full:
+        while ocg - start >= full:
+            blocks.append((start, full, full))
+            start += full
+    rest = ocg - start
+    if rest:
+        blocks.append((start, rest, -(-rest // DIRECT_LANES) * DIRECT_LANES))
+    return blocks
 
 
 def line_floats(g: ConvGeom) -> int:
@@ -86,7 +118,7 @@ def plan_convf(g: ConvGeom, scalar: bool, member: bool = False, fma: bool = Fals
     target's FPU has no vectors; ``member``: a cascade member's, one output row a step;
     ``fma``: the ISA keeps a column tile's sums in registers (``IsaKernels.fma_tile``)."""
     if g.icg == 1 and g.ocg == 1:
-        return FloatConvPlan("depthwise")
+        return FloatConvPlan("depthwise", in_place=depthwise_in_place(g, scalar, member))
     if line_floats(g) > LINE_FLOATS:
         return FloatConvPlan("direct" if member else "vector")
     if scalar and g.k != (1, 1) and g.icg * g.k[0] * g.k[1] > PIXEL_REDUCTION:

@@ -40,6 +40,14 @@ PATHS = ("conv_lanes", "pointwise", "conv_rows", "depthwise", "gemm", "pool", "r
 # a path a table may lack (a host calibrated before it existed, or whose probe leaves the float
 # boundary out): priced at the rates of the path it was part of
 FALLBACK_PATH = {"quantize": "elementwise"}
+# [perf.floatc] (the same schema, opfuse.cost.floatc): opfuse's float C, keyed by the paths of
+# opfuse.kernelplan.convf (depthwise, pixels, direct, vector, columns, channels), a depthwise
+# conv's copy of its input rows into a band (band), a pixel tile's into its line buffer (line)
+# and the classes of the other kernels (pool_taps: a pool one output value wide, its taps unrolled); a cascade member's direct core is priced as the layer-by-layer register
+# tile (vector) where the table lacks it
+FLOAT_PATHS = ("depthwise", "band", "line", "pixels", "direct", "vector", "columns", "channels", "gemm",
+               "pool", "pool_taps", "reduce", "elementwise", "movement", "other", "epilogue")
+FLOAT_FALLBACK = {"direct": "vector", "columns": "vector", "channels": "pixels", "pool_taps": "pool"}
 
 
 @dataclass(frozen=True)
@@ -51,27 +59,29 @@ class Int8C:
     tail_s: dict[str, float] = field(default_factory=dict)
 
 
-def parse_int8c(table: object, path: Path, classes: tuple[str, ...] = PATHS) -> Int8C | None:
+def parse_int8c(table: object, path: Path, classes: tuple[str, ...] = PATHS,
+                name: str = "int8c") -> Int8C | None:
+    """``[perf.int8c]`` (or, with ``name`` "floatc" and ``FLOAT_PATHS``, ``[perf.floatc]``)."""
     if table is None:
         return None
     if not isinstance(table, dict):
-        raise OpfuseError(f"{path}: 'perf.int8c' must be a table")
+        raise OpfuseError(f"{path}: 'perf.{name}' must be a table")
     known = ("dispatch_overhead_s", *_TABLES)
     for key in table:
         if key not in known:
-            raise OpfuseError(f"{path}: unknown key 'perf.int8c.{key}' (known: {', '.join(known)})")
+            raise OpfuseError(f"{path}: unknown key 'perf.{name}.{key}' (known: {', '.join(known)})")
     found: dict[str, dict[str, float]] = {}
-    for name in _TABLES:
-        sub = table.get(name, {})
+    for sub_name in _TABLES:
+        sub = table.get(sub_name, {})
         if not isinstance(sub, dict):
-            raise OpfuseError(f"{path}: 'perf.int8c.{name}' must be a table of C path = number")
-        found[name] = {}
+            raise OpfuseError(f"{path}: 'perf.{name}.{sub_name}' must be a table of C path = number")
+        found[sub_name] = {}
         for klass, value in sub.items():
-            where = f"perf.int8c.{name}.{klass}"
+            where = f"perf.{name}.{sub_name}.{klass}"
             if klass not in classes:
                 raise OpfuseError(f"{path}: unknown C path '{where}' (known: {', '.join(classes)})")
-            found[name][klass] = _number(value, where, path)
-    dispatch = _number(table.get("dispatch_overhead_s", 0.0), "perf.int8c.dispatch_overhead_s",
+            found[sub_name][klass] = _number(value, where, path)
+    dispatch = _number(table.get("dispatch_overhead_s", 0.0), f"perf.{name}.dispatch_overhead_s",
                        path)
     return Int8C(dispatch, found["mac_s"], found["output_s"], found["loop_s"],
                  found["tail_s"])

@@ -38,6 +38,11 @@ concat, pad, ...), ``other``. Each value is in (0, 1]; a class the table omits r
 ``[perf.int8c]`` (optional, ``opfuse.targets.int8c``): how fast opfuse's own generated int8 C
 runs on the target, per C template path, written by ``opfuse calibrate`` for ``host``; a quantized
 model is then costed as that C (``opfuse.cost.int8c``). Absent: as before.
+
+``[perf.floatc]`` (optional, the same schema keyed by ``FLOAT_PATHS``): opfuse's own float C on
+the target, per path of ``opfuse.kernelplan.convf`` and class of the other kernels, written by
+``benchmarks/mcu_calibrate.py --float`` for the Cortex-M targets; a float model is then costed as
+that C (``opfuse.cost.floatc``). Absent: FLOPs at the fp32 peak x ``[perf.efficiency]``.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from opfuse.errors import OpfuseError
-from opfuse.targets.int8c import Int8C, parse_int8c
+from opfuse.targets.int8c import FLOAT_PATHS, Int8C, parse_int8c
 from opfuse.targets.npu import NpuModel, parse_npu
 
 HOLDS = ("activations", "weights")
@@ -63,7 +68,7 @@ KERNEL_CLASSES = (
     "other",
 )
 _PERF_KEYS = ("clock_hz", "ram_bytes", "dispatch_overhead_s", "peak_macs_per_s", "pj_per_mac", "memory")
-_OPTIONAL_KEYS = ("efficiency", "flash_bytes", "vela", "npu", "int8c")
+_OPTIONAL_KEYS = ("efficiency", "flash_bytes", "vela", "npu", "int8c", "floatc")
 # [perf.vela]: the Vela configuration that models this target (``analyze --compare vela``)
 _VELA_KEYS = ("accelerator", "config", "system_config", "memory_mode")
 _LEVEL_KEYS = (
@@ -104,6 +109,8 @@ class Perf:
     npu: NpuModel | None = None
     # [perf.int8c]: opfuse's generated int8 C on this target (opfuse.targets.int8c); None: absent
     int8c: Int8C | None = None
+    # [perf.floatc]: opfuse's generated float C on this target (opfuse.cost.floatc); None: absent
+    floatc: Int8C | None = None
 
     def efficiency_of(self, kernel_class: str) -> float:
         return self.efficiency.get(kernel_class, 1.0)
@@ -218,6 +225,7 @@ def parse_perf(table: object, path: Path, precisions: tuple[str, ...]) -> Perf |
         vela=_vela(table.get("vela", {}), path),
         npu=parse_npu(table.get("npu"), path),
         int8c=parse_int8c(table.get("int8c"), path),
+        floatc=parse_int8c(table.get("floatc"), path, FLOAT_PATHS, "floatc"),
     )
 
 

@@ -22,27 +22,13 @@ import numpy as np
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.epilogue import Chain, emit_apply
 from opfuse.backends.c.rowsource import RowSink, RowSource, ring_offset
+from opfuse.kernelplan.convf import DIRECT_LANES, oc_blocks
 
-LANES = 8  # a block's channel count is padded to a multiple of this
+LANES = DIRECT_LANES  # a block's channel count is padded to a multiple of this (convf.oc_blocks)
 WIDE_PIXELS = 12  # pixels of a 32-channel tile under an ISA's FMA tile: 24 sums of 16 lanes
 WIDE_WEIGHTS = 32 * 1024  # for a weight block this large (each tile reads it from L2)
 PREFETCH_BYTES = 256 * 1024  # packed weights larger than this are prefetched a block ahead
 PREFETCH_INPUT = 512 * 1024  # when the input is at most this (it stays in L2 beside two blocks)
-
-
-def oc_blocks(ocg: int) -> list[tuple[int, int, int]]:
-    """(first channel, channels, padded width) of the output-channel blocks of one group."""
-    full = 32 if ocg >= 32 else 16 if ocg >= 16 else 0
-    blocks = []
-    start = 0
-    if full:
-        while ocg - start >= full:
-            blocks.append((start, full, full))
-            start += full
-    rest = ocg - start
-    if rest:
-        blocks.append((start, rest, -(-rest // LANES) * LANES))
-    return blocks
 
 
 def pack_weights(arr: np.ndarray, group: int, blocks: list[tuple[int, int, int]] | None = None,

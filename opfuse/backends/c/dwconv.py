@@ -34,6 +34,7 @@ from opfuse.backends.c.dwrow import emit_row
 from opfuse.backends.c.epilogue import Chain, emit_apply, emit_steps, operand_loads
 from opfuse.backends.c.rowsource import RowSink, RowSource
 from opfuse.backends.c.tensors import Params
+from opfuse.kernelplan import convf
 from opfuse.targets.isa import Isa
 
 BAND_FLOATS = 4096  # stack budget of the padded input band (floats)
@@ -114,15 +115,9 @@ def emit_depthwise(w: CWriter, g, x: str, wt: str, b: str | None, chain: Chain, 
 
 def in_place(g, isa: Isa) -> bool:  # noqa: ANN001
     """Whether the rows are read in place (the row nest of dwrow.py), layer by layer and as a
-    cascade member, at any stride: on a scalar FPU (``Isa.scalar``), which gains nothing from the
-    band's copy (cortex-m7, mobilenet_v2_128_0.5 cascaded: 99.35M instructions with it, 95.77M in
-    place at stride 1; then 54.09M -> 51.59M with stride 2 in place too; layer by layer 57.94M
-    banded, 52.02M in place). The host keeps the band: in place gained nothing there beyond noise
-    (mobilenet_v2_128_0.5 and light_shufflenet cascaded 1.01x and 1.02x, Zen 4, one run; 0.99x
-    and 0.96x in a loaded one), and with -march=native gcc fuses the band's vector multiply-adds
-    but not all of a scalar border column's, so it would not be bit-identical (a dilated 5x5: 14
-    of 297 values 1 ulp apart)."""
-    return isa.scalar
+    cascade member: the float plan's decision (``opfuse.kernelplan.convf.depthwise_in_place``,
+    which says why)."""
+    return convf.depthwise_in_place(g, isa.scalar, member=True)
 
 
 def zero_row(params: Params, g) -> str | None:  # noqa: ANN001
