@@ -85,7 +85,7 @@ def merged_buffers(tensors: Sequence[TensorLife], aliases: dict[str, str]) -> tu
         groups.setdefault(root.get(t.name, t.name), []).append(t)
     return tuple(
         Buffer(
-            members=tuple(m.name for m in sorted(group, key=lambda m: (m.first, m.name))),
+            members=tuple(m.name for m in sorted(group, key=lambda m: m.first)),
             size=max(m.aligned_bytes for m in group),
             first=min(m.first for m in group),
             last=max(m.last for m in group),

@@ -115,4 +115,6 @@ def live_ranges(
         for ring in kernel.ring_buffers:
             size = ring_bytes(ring, values[ring.value], bytes_per_element)
             lives.append(TensorLife(RING_PREFIX + ring.value, size, step, step, RING))
-    return tuple(sorted(lives, key=lambda t: (t.first, t.name)))
+    # stable: ties keep the schedule order they were found in, never a name's (names come from
+    # the model; a layout that changed with them would change the objects)
+    return tuple(sorted(lives, key=lambda t: t.first))

@@ -61,7 +61,7 @@ def place_naive(buffers: Sequence[Buffer]) -> tuple[dict[int, int], int]:
     """Every buffer its own slot, in first-use order. Returns (buffer index -> offset, arena)."""
     offsets: dict[int, int] = {}
     end = 0
-    for i in sorted(range(len(buffers)), key=lambda i: (buffers[i].first, buffers[i].members)):
+    for i in sorted(range(len(buffers)), key=lambda i: (buffers[i].first, i)):
         offsets[i] = end
         end += buffers[i].size
     return offsets, end
@@ -93,7 +93,7 @@ def place_greedy(
 ) -> tuple[dict[int, int], int]:
     """Visit buffers in ``key`` order; put each at the lowest offset where it overlaps no placed
     buffer that is live at the same time (offsets stay aligned: every size is)."""
-    order = sorted(range(len(buffers)), key=lambda i: (*key(buffers[i]), buffers[i].members))
+    order = sorted(range(len(buffers)), key=lambda i: (*key(buffers[i]), i))  # ties: schedule order
     return place_in_order(buffers, order, adj)
 
 
