@@ -40,11 +40,11 @@ def _conv(path: Path, shape: tuple, co: int, k: int, stride: int = 1, group: int
     return path
 
 
-def _work(path: Path, member: bool = False) -> list[tuple]:
+def _work(path: Path, member: bool = False, scalar: bool = True) -> list[tuple]:
     result = compile_model(str(path), "cortex-m7")
     nodes = list(result.optimized.graph)
     return [(w.path, w.lane_macs, w.outputs, w.loops)
-            for w in float_kernel_work(nodes, scalar=True, member=member)]
+            for w in float_kernel_work(nodes, scalar=scalar, member=member)]
 
 
 def test_work_per_path_is_the_hand_count(tmp_path: Path) -> None:
@@ -70,9 +70,12 @@ def test_work_per_path_is_the_hand_count(tmp_path: Path) -> None:
     # onto 6 channels: one block, whose 2 padded sums gcc drops (never stored)
     assert _work(_conv(tmp_path / "s6.onnx", (1, 3, 8, 8), 6, 3))[0] == (
         "pixels", 64 * 6 * 27, 64 * 6, 64 * 3)
-    # depthwise 3x3 stride 2 on 8 x 9x9 (out 5x5): a loop per output row and channel, and the
-    # band copy of the 11 x 11 padded rows and columns the windows reach
+    # depthwise 3x3 stride 2 on 8 x 9x9 (out 5x5): a loop per output row and channel, its rows
+    # read in place on a scalar FPU (dwrow.py); on a vector unit, plus the band copy of the
+    # 11 x 11 padded rows and columns the windows reach
     assert _work(_conv(tmp_path / "d.onnx", (1, 8, 9, 9), 8, 3, 2, 8)) == [
+        ("depthwise", 8 * 25 * 9, 8 * 25, 8 * 5)]
+    assert _work(_conv(tmp_path / "d.onnx", (1, 8, 9, 9), 8, 3, 2, 8), scalar=False) == [
         ("depthwise", 8 * 25 * 9, 8 * 25, 8 * 5), ("band", 0, 8 * 11 * 11, 0)]
     # the same at stride 1 as a cascade member: read in place, no band
     assert _work(_conv(tmp_path / "e.onnx", (1, 8, 9, 9), 8, 3, 1, 8), member=True) == [
