@@ -22,14 +22,14 @@ the float C's loop nests change.
 
 from __future__ import annotations
 
-import re
 import statistics
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from opfuse.measure.calibrate.mcu_probe import CYCLES_PER_INSTRUCTION
+from opfuse.measure.calibrate.mcu_probe import CYCLES_PER_INSTRUCTION, figure_rows
+from opfuse.measure.calibrate.mcu_probe import write_table as write_block
 
 # (name, input shape, layers: (input channels, output channels, kernel, stride, groups)), each
 # conv followed by a Relu: MobileNet- and ResNet-like stems whose convs stream as one cascade
@@ -179,26 +179,9 @@ def table_lines(target: str, figures: dict, clock_hz: float) -> list[str]:
              f"dispatch_overhead_s = {figures.get('dispatch_overhead_s', 0.0) * per_s:.4g}"
              f"  # {figures.get('dispatch_overhead_s', 0.0):.1f} instructions"]
     units = {"mac_s": "per MAC", "output_s": "per output", "loop_s": "per loop"}
-    for table, unit in units.items():
-        values = {k: v for k, v in figures.get(table, {}).items() if v}
-        if not values:
-            continue
-        lines.append(f"[perf.floatc.{table}]")
-        for path, value in sorted(values.items()):
-            lines.append(f"{path} = {value * per_s:.4g}  # {value:.3f} instructions {unit}")
-    lines.append(END)
-    return lines
+    return lines + figure_rows("floatc", figures, units, per_s) + [END]
 
 
 def write_table(path: Path, lines: list[str]) -> None:
-    """Replace the marked ``[perf.floatc]`` block of a target file, or insert it before its first
-    ``[[perf.memory]]`` (where ``[perf]``'s sub-tables go)."""
-    text = path.read_text()
-    block = "\n".join(lines) + "\n"
-    marked = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n", re.S)
-    if marked.search(text):
-        text = marked.sub(lambda _: block, text)
-    else:
-        at = text.index("[[perf.memory]]")
-        text = text[:at] + block + "\n" + text[at:]
-    path.write_text(text)
+    """Replace the marked ``[perf.floatc]`` block of a target file (mcu_probe.write_table)."""
+    write_block(path, lines, BEGIN, END)

@@ -187,23 +187,31 @@ def table_lines(target: str, figures: dict, clock_hz: float) -> list[str]:
              f"  # {figures.get('dispatch_overhead_s', 0.0):.1f} instructions"]
     units = {"mac_s": "per MAC", "tail_s": "per tail MAC", "output_s": "per output",
              "loop_s": "per loop"}
+    return lines + figure_rows("int8c", figures, units, per_s) + [END]
+
+
+def figure_rows(section: str, figures: dict, units: dict[str, str], per_s: float) -> list[str]:
+    """The sub-tables ``[perf.<section>.<table>]`` of fitted figures (instructions), written in
+    seconds (``per_s`` a instruction) with the instructions as a comment; a table of zeros left
+    out (``[perf.int8c]`` here, ``[perf.floatc]`` in mcu_float_probe.py)."""
+    lines = []
     for table, unit in units.items():
         values = {k: v for k, v in figures.get(table, {}).items() if v}
         if not values:
             continue
-        lines.append(f"[perf.int8c.{table}]")
+        lines.append(f"[perf.{section}.{table}]")
         for path, value in sorted(values.items()):
             lines.append(f"{path} = {value * per_s:.4g}  # {value:.3f} instructions {unit}")
-    lines.append(END)
     return lines
 
 
-def write_table(path: Path, lines: list[str]) -> None:
-    """Replace the marked ``[perf.int8c]`` block of a target file, or insert it before its first
-    ``[[perf.memory]]`` (where ``[perf]``'s sub-tables go)."""
+def write_table(path: Path, lines: list[str], begin: str = BEGIN, end: str = END) -> None:
+    """Replace the block between the markers ``begin`` and ``end`` of a target file (the
+    ``[perf.int8c]`` table's by default), or insert it before its first ``[[perf.memory]]``
+    (where ``[perf]``'s sub-tables go)."""
     text = path.read_text()
     block = "\n".join(lines) + "\n"
-    marked = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n", re.S)
+    marked = re.compile(re.escape(begin) + r".*?" + re.escape(end) + r"\n", re.S)
     if marked.search(text):
         text = marked.sub(lambda _: block, text)
     else:
