@@ -19,25 +19,17 @@ import onnx_ir as ir
 
 from opfuse.cost.cwork import Work, is_view
 from opfuse.cost.fwork import float_kernel_work
+from opfuse.cost.int8c import table_seconds
 from opfuse.cost.kclass import kernel_class
 from opfuse.targets import Perf
 from opfuse.targets.int8c import FLOAT_FALLBACK
 
 
 def work_seconds(work: Work, perf: Perf, fallback_class: str) -> float:
-    """One item of work at its path's rates (module docstring)."""
-    model = perf.floatc
-    assert model is not None
-    path = work.path
-    if not any(path in t for t in (model.mac_s, model.output_s, model.loop_s)):
-        path = FLOAT_FALLBACK.get(path, path)
-    mac_s = model.mac_s.get(path)
-    if mac_s is None:
-        mac_s = 1.0 / (perf.peak_macs_per_s["fp32"] * perf.efficiency_of(fallback_class))
-    return (work.lane_macs * mac_s
-            + work.tail_macs * model.tail_s.get(path, 0.0)
-            + work.outputs * model.output_s.get(path, 0.0)
-            + work.loops * model.loop_s.get(path, 0.0))
+    """One item of work at its path's rates (module docstring; int8c.table_seconds)."""
+    assert perf.floatc is not None
+    return table_seconds(work, perf.floatc, FLOAT_FALLBACK,
+                         perf.peak_macs_per_s["fp32"] * perf.efficiency_of(fallback_class))
 
 
 def compute_s(members: list[ir.Node], perf: Perf, scalar: bool, member: bool = False) -> float:

@@ -25,14 +25,20 @@ from opfuse.targets.int8c import FALLBACK_PATH
 def work_seconds(work: Work, perf: Perf, fallback_class: str) -> float:
     """One item of work at its path's rates (a path the table lacks: its ``FALLBACK_PATH``'s; an
     absent mac_s: the int8 peak at the class's onnxruntime efficiency)."""
-    model = perf.int8c
-    assert model is not None
+    assert perf.int8c is not None
+    return table_seconds(work, perf.int8c, FALLBACK_PATH,
+                         perf.peak_macs_per_s["int8"] * perf.efficiency_of(fallback_class))
+
+
+def table_seconds(work: Work, model, fallback: dict[str, str], peak_mac_s: float) -> float:  # noqa: ANN001
+    """``work`` at a fitted table's per-path rates (``[perf.int8c]``, ``[perf.floatc]``): a path
+    the table lacks takes ``fallback``'s; an absent mac_s, ``peak_mac_s``."""
     path = work.path
     if not any(path in t for t in (model.mac_s, model.output_s, model.loop_s)):
-        path = FALLBACK_PATH.get(path, path)
+        path = fallback.get(path, path)
     mac_s = model.mac_s.get(path)
     if mac_s is None:
-        mac_s = 1.0 / (perf.peak_macs_per_s["int8"] * perf.efficiency_of(fallback_class))
+        mac_s = 1.0 / peak_mac_s
     return (work.lane_macs * mac_s
             + work.tail_macs * model.tail_s.get(path, 0.0)
             + work.outputs * model.output_s.get(path, 0.0)
