@@ -1,7 +1,8 @@
 """The quantization half of the int8 depthwise kernel (opfuse/backends/c/int8/depthwise_dsp.py;
 docs/architecture.md, "int8 in the IR"): a layer's zero points and requantization constants, and
-the C that requantizes and clamps one output, in TFLite's integers on every path (with the ISA's
-faster form, ``IsaKernels.fast_requant``, where the accumulator bound proves it exact).
+the record (``Int8``) whose finish is int8/output.py's requantization with these hoisted
+constants, in TFLite's integers on every path (with the ISA's faster form,
+``IsaKernels.fast_requant``, where the accumulator bound proves it exact).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from opfuse.backends.c.ctype import INT32
 from opfuse.backends.c.int8 import common
 from opfuse.backends.c.int8.chain import clamp_span
 from opfuse.backends.c.int8.common import Requant, int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.int8.output import emit_clamped
 from opfuse.backends.c.isa import IsaKernels, kernels
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
@@ -61,40 +63,6 @@ def dw_quant(params: Params, node: ir.Node, g: ConvGeom) -> DwQuant:
     e = -shifts.astype(np.int64)
     folded = doubled and bool((bound + (1 << (e - 1)) + abs(zy) * (1 << e) < 1 << 31).all())
     return DwQuant(int(xq.zero_point[0]), zy, rq, left, fast, doubled, folded)
-
-
-def emit_requantized(w: CWriter, dq: DwQuant, acc: str) -> str:
-    """``acc`` requantized (before the zero point), as a C expression after the statements it
-    writes: in TFLite's mode with the channel's constants (``emit_channel_setup``).
-    ``(a*m + 2^30) >> 31`` is TFLite's rounding doubling high multiply: its nudge of ``1 - 2^30``
-    for a negative product and truncating division give the same integer as this floor, and a
-    multiplier below 2^31 never saturates; then RoundingDivideByPowerOfTwo."""
-    if dq.rq.mode != TFLITE:
-        return dq.rq(acc, "c")
-    x = f"(int32_t)((uint32_t)({acc}) << qls)" if dq.left_shift else acc
-    w(f"const int32_t hx = (int32_t)(((int64_t){x}*qm + ((int64_t)1 << 30)) >> 31);")
-    return "(hx >> qrs) + ((hx & qmask) > qthr + (hx < 0 ? 1 : 0) ? 1 : 0)"
-
-
-def emit_clamped(w: CWriter, isa: IsaKernels, dq: DwQuant, acc: str, lo: int, hi: int,
-                 doubled: bool = False) -> None:
-    """``int32_t v``: ``acc`` requantized, plus the output zero point, clamped to ``lo .. hi``
-    (the int8 range with the ISA's ``saturate8``). Where ``dq.fast``, the ISA's fast form
-    (``IsaKernels.fast_requant``; ``doubled``: ``DwQuant.doubled``) with this C in its #else."""
-
-    def general(w: CWriter) -> None:
-        r = emit_requantized(w, dq, acc)
-        w(f"int32_t v = opfuse_clamp({r} + {dq.zy}, {lo}, {hi});")
-
-    fast = isa.fast_requant.clamp if dq.fast else None
-    if fast is not None:
-        fast(w, dq, acc, lo, hi, doubled, general)
-        return
-    if (lo, hi) != (-128, 127) or isa.saturate8 is None:
-        general(w)
-        return
-    r = emit_requantized(w, dq, acc)
-    isa.saturate8(w, f"{r} + {dq.zy}", True)  # a chain's clamp to the same range folds away
 
 
 def isa_row(params: Params, dq: DwQuant, pre: list[ir.Node] | None, yct) -> Callable | None:  # noqa: ANN001

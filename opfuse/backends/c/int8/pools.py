@@ -16,12 +16,13 @@ import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, attr, contiguous, dims, flit, who
 from opfuse.backends.c.int8.chain import Chain8
-from opfuse.backends.c.int8.common import int_ctype, quant, rounding
+from opfuse.backends.c.int8.common import Requant, int_ctype, quant, rounding
+from opfuse.backends.c.int8.output import requant_clamp
 from opfuse.backends.c.pools import pool_geom
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
-from opfuse.quant import ONNX, mean_multiplier
+from opfuse.quant import ONNX, TFLITE, mean_multiplier
 
 
 def _finish(w: CWriter, chain: Chain8 | None, coords: list[str], store: str, ct) -> None:
@@ -115,8 +116,8 @@ def _mean(w, x, y, outer: int, count: int, inner: int, xq, yq, mode, chain, yct,
           f" + {zy}, {yct.lo}, {yct.hi});")
     else:
         m, s = mean_multiplier(float(xq.scale[0]), float(yq.scale[0]), count)
-        w(f"int32_t v = opfuse_clamp(opfuse_requant(acc - {zx * count}, {m}, {s}) + {zy}, "
-          f"{yct.lo}, {yct.hi});")
+        rq = Requant(TFLITE, "", "", True, literal=(m, s))
+        w(f"int32_t v = {requant_clamp(rq, f'acc - {zx * count}', '0', zy, yct)};")
     _finish(w, chain, coords, f"{y}[o*{inner} + q]", yct)
     w.close()
     w.close()

@@ -21,6 +21,7 @@ from opfuse.backends.c.int8.common import (
     requant_arrays,
     rounding,
 )
+from opfuse.backends.c.int8.output import requant_clamp
 from opfuse.backends.c.int8.plan import is_depthwise8
 from opfuse.backends.c.isa.x86 import helpers as hx
 from opfuse.backends.c.isa.x86.core import (
@@ -56,7 +57,7 @@ def _scalar_v(rq, vector: bool, zy: int, bounds: tuple[int, int], ch: str,  # no
     """The output integer of ``acc``: already requantized, or requantized here (onnx)."""
     if vector:
         return acc
-    return f"opfuse_clamp({rq(acc, ch)} + {zy}, {bounds[0]}, {bounds[1]})"
+    return requant_clamp(rq, acc, ch, zy, None, bounds)
 
 
 def _assemble(w: CWriter, params: Params, simd: CWriter,
