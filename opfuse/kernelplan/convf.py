@@ -139,6 +139,16 @@ def plan_convf(g: ConvGeom, scalar: bool, member: bool = False, fma: bool = Fals
     return FloatConvPlan("columns", COLUMN_LANES, columns=COLUMN_WIDTH)
 
 
+def plan_rows(g: ConvGeom, packed: bool) -> FloatConvPlan:
+    """The column tiles of a conv whose weights are a runtime input (not ``packed``: read in
+    ONNX's layout, so ``lanes`` divides the group's channels) or that ends in a pool, layer by
+    layer over a line buffer (backends/c/convrows.py): a member's spatial tile, ``SPATIAL_LANES``
+    x ``SPATIAL_WIDTH``, fewer lanes where the group has fewer channels."""
+    lanes = SPATIAL_LANES if packed and g.ocg >= SPATIAL_LANES else \
+        next(n for n in (SPATIAL_LANES, 4, 2, 1) if g.ocg % n == 0)
+    return FloatConvPlan("columns", lanes, columns=SPATIAL_WIDTH)
+
+
 def _pointwise(g: ConvGeom) -> bool:
     """A vector unit's conv taken layer by layer as column tiles over its plane."""
     return (g.k == (1, 1) and g.s == (1, 1) and g.p == (0, 0) and g.group == 1
