@@ -117,6 +117,8 @@ def column_tiles(w: CWriter, tl: ColumnTile, finish: Callable[[int], None],
 def _tile(w: CWriter, tl: ColumnTile, width: int, fma) -> None:  # noqa: ANN001
     """``acc[lanes][width]``: the bias (or zeros), then every input channel's taps."""
     w(f"float acc[{tl.lanes}][{width}];")
+    if not tl.packed and not tl.bp:  # ONNX's weights index by channel, not by block
+        w("(void)blk;")
     init = f"{tl.bp}[blk*{tl.lanes} + o]" if tl.bp else "0.0f"
     w(f"for (int o = 0; o < {tl.lanes}; ++o) for (int t = 0; t < {width}; ++t) acc[o][t] = {init};")
     reduce_tile(w, tl, width, fma)
