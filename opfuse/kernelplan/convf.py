@@ -23,7 +23,9 @@ on a vector unit, 1x1 (``COLUMN_LANES`` x ``COLUMN_WIDTH`` of a ring row, ``FMA_
 on rows narrower than ``NARROW``, vectorized over ``lanes`` channels, ``columns`` columns a
 tile: cascade_rows.py); ``direct`` (a member whose line buffer would exceed ``LINE_FLOATS``, or
 a scalar FPU's large spatial reduction: convdirect.py's core); ``vector``: layer by layer on a
-vector unit, every other conv: convdirect.py's register tile (conv.py).
+vector unit, every other conv: convdirect.py's register tile (conv.py). A conv whose weights are
+a runtime input, or that ends in a pool, has no plan here: ``plan_rows`` gives its column tiles
+over a line buffer (backends/c/convrows.py), on every target.
 """
 
 from __future__ import annotations

@@ -117,8 +117,8 @@ def emit_rows(w: CWriter, node: ir.Node, g: ConvGeom, plan: FloatConvPlan, src: 
 
     def finish(width: int) -> None:
         open_channels(w, tile)
-        emit_apply(w, chain, vs, ["n", "c", "r", "i0"], min(width, g.ow),
-                   lambda i: f"acc[o][{i}]", lambda i: f"({dst.channel('n', 'c')})[yrow + i0 + {i}]")
+        emit_apply(w, chain, vs, ["n", "c", "r", "i0"], min(width, g.ow), lambda i: f"acc[o][{i}]",
+                   lambda i: f"({dst.channel('n', 'c')})[yrow + i0 + {i}]")
         w.close()
 
     column_tiles(w, tile, finish, kernels(params.store.isa).fma_tile)

@@ -7,7 +7,8 @@ the ``width`` inputs one contiguous vector, so the loop over the tile's columns 
 vectorizes (``acc[lanes][width]``). The rows come from the caller as a C pointer to input channel
 ``ci``'s row (``ColumnTile.row``, formed from a ``RowSource``): a pointwise conv layer by layer
 reads its whole ``H*W`` plane as one row (conv.py; the tile's columns run across output rows), a
-cascade member one ring row, or the line buffer of a spatial member's taps (cascade_rows.py).
+cascade member one ring row, or the line buffer of a spatial conv's taps (convrows.py: a vector
+unit's spatial members, and layer by layer a conv with runtime weights or ending in a pool).
 Where the ISA has a register tile (``IsaKernels.fma_tile``: x86's zmm/ymm sums kept in registers
 across the whole reduction) it replaces the reduction, the portable C in its ``#else``.
 
