@@ -55,6 +55,10 @@ CASES = {
          N("Add", ["c", "r"], ["y"])],
         [_f("x", [1, 6, 9, 36]), _f("w", [8, 6, 3, 3]), _f("r", [1, 8, 9, 36])]), "x86-host",
         False),
+    # unpadded, stride 1 across and 2 down, dilated down: its rows read in place, no line buffer
+    "runtime_valid_in_place": (_model(
+        [N("Conv", ["x", "w", "b"], ["y"], strides=[2, 1], dilations=[2, 1])],
+        [_f("x", [2, 5, 13, 21]), _f("w", [4, 5, 3, 3]), _f("b", [4])]), "x86-host", False),
     # a scalar FPU's build of the same nest (cortex-m4's C, run on the host)
     "runtime_3x3_s2_m4": (_model(
         [N("Conv", ["x", "w", "b"], ["c"], group=2, strides=[2, 2], pads=[1, 1, 1, 1]),

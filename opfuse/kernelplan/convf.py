@@ -145,10 +145,11 @@ def plan_rows(g: ConvGeom, packed: bool) -> FloatConvPlan:
     """The column tiles of a conv whose weights are a runtime input (not ``packed``: read in
     ONNX's layout, so ``lanes`` divides the group's channels) or that ends in a pool, layer by
     layer over a line buffer (backends/c/convrows.py): a member's spatial tile, ``SPATIAL_LANES``
-    x ``SPATIAL_WIDTH``, fewer lanes where the group has fewer channels."""
+    x ``SPATIAL_WIDTH``; where the group has fewer channels, fewer lanes and as many more
+    columns (the tile's sums as many)."""
     lanes = SPATIAL_LANES if packed and g.ocg >= SPATIAL_LANES else \
         next(n for n in (SPATIAL_LANES, 4, 2, 1) if g.ocg % n == 0)
-    return FloatConvPlan("columns", lanes, columns=SPATIAL_WIDTH)
+    return FloatConvPlan("columns", lanes, columns=SPATIAL_LANES * SPATIAL_WIDTH // lanes)
 
 
 def _pointwise(g: ConvGeom) -> bool:
