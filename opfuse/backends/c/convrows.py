@@ -137,31 +137,44 @@ def emit_rows(w: CWriter, node: ir.Node, g: ConvGeom, plan: FloatConvPlan, src: 
 
 def emit_conv_pool(w: CWriter, node: ir.Node, g: ConvGeom, plan: FloatConvPlan, src: RowSource,
                    chain: Chain, pg: PoolGeom, post: Chain, y: str, params: Params) -> None:
-    """``node`` then a pool: per pooled row, each conv row its window reads as column tiles of
-    every channel, ``chain`` applied on the way into the row buffer ``crow[C][W]``; the pool of
-    those rows (``pacc[C][PW]``), then ``post`` on each channel's pooled row, stored into ``y``."""
+    """``node`` then a pool: per pooled row, each conv row its window reads that no earlier
+    window computed, as column tiles of every channel, ``chain`` applied on the way into a ring
+    of conv rows ``crows[R][C][W]`` (``R`` the rows a window spans); the pool of the window's
+    rows (``pacc[C][PW]``), then ``post`` on each channel's pooled row, stored into ``y``. Each
+    conv row is computed once (convpool_b, a 3x3/2 MaxPool: 1.5 times before the ring)."""
     weights = tile_weights(node, g, plan.lanes, params)
     vs, ps = [o.strides for o in chain.operands], [o.strides for o in post.operands]
     ys = contiguous((pg.n, pg.c, pg.oh, pg.ow))
-    fma = kernels(params.store.isa).fma_tile
-    w.open(f"for (int n = 0; n < {g.n}; ++n) for (int ph = 0; ph < {pg.oh}; ++ph)")
+    span = (pg.k[0] - 1) * pg.d[0] + 1
+    ring = min(span, g.oh)
+    w.open(f"for (int n = 0; n < {g.n}; ++n)")
+    w(f"float crows[{ring}][{g.oc}][{g.ow}];")
+    w("int todo = 0;")  # the first conv row not computed yet
+    w.open(f"for (int ph = 0; ph < {pg.oh}; ++ph)")
+    w(f"const int top = ph*{pg.s[0]} - {pg.p[0]};")
+    w(f"const int last = top + {span - 1} < {g.oh - 1} ? top + {span - 1} : {g.oh - 1};")
+    w.open("for (todo = todo > top ? todo : top; todo <= last; ++todo)")
+    w("const int r = todo;")
+    tile = row_tile(w, g, plan, src, "n", weights, params)
+    w(f"float (*crow)[{g.ow}] = crows[r % {ring}];")
+
+    def finish(width: int) -> None:
+        open_channels(w, tile)
+        emit_apply(w, chain, vs, ["n", "c", "r", "i0"], min(width, g.ow),
+                   lambda i: f"acc[o][{i}]", lambda i: f"crow[c][i0 + {i}]")
+        w.close()
+
+    column_tiles(w, tile, finish, kernels(params.store.isa).fma_tile)
+    w.close()
 
     def load(r: str) -> str:
-        tile = row_tile(w, g, plan, src, "n", weights, params, r)
-        w(f"float crow[{g.oc}][{g.ow}];")
-
-        def finish(width: int) -> None:
-            open_channels(w, tile)
-            emit_apply(w, chain, vs, ["n", "c", r, "i0"], min(width, g.ow),
-                       lambda i: f"acc[o][{i}]", lambda i: f"crow[c][i0 + {i}]")
-            w.close()
-
-        column_tiles(w, tile, finish, fma)
+        w(f"float (*crow)[{g.ow}] = crows[{r} % {ring}];")
         return "crow"
 
     emit_pool_row(w, pg, g.oc, "pacc", "ph", load)
     w.open(f"for (int c = 0; c < {g.oc}; ++c)")
     emit_apply(w, post, ps, ["n", "c", "ph", "0"], pg.ow, lambda i: f"pacc[c][{i}]",
                lambda i: f"{y}[{offset_expr(['n', 'c', 'ph', i], ys)}]")
+    w.close()
     w.close()
     w.close()
