@@ -44,7 +44,8 @@ from opfuse.safe_text import for_terminal
 ROOT = Path(__file__).resolve().parent.parent
 EMIT = ("import sys; from opfuse.backends.c import emit_c; from opfuse.measure.run.host import "
         "build_shared; from opfuse.pipeline import compile_model; "
-        "emit_c(compile_model(sys.argv[1], sys.argv[5]), sys.argv[2], cascades=sys.argv[3] == '1'); "
+        "emit_c(compile_model(sys.argv[1], sys.argv[5]), sys.argv[2], "
+        "cascades=sys.argv[3] == '1'); "
         "build_shared(sys.argv[2], [sys.argv[4]])")
 
 
