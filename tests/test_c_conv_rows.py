@@ -12,8 +12,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from opfuse.backends.c import emit_c
 from opfuse.measure.validate.c_float import validate_c
 from opfuse.pipeline import compile_model
+from tests.helpers.sanitize import sanitized_run_matches
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -102,3 +104,15 @@ def test_conv_rows_match_onnxruntime(case: str, tmp_path: Path) -> None:
     assert report.ok, report
     for out in report.outputs:
         assert out.max_abs_err <= 1e-4 * out.max_ref + 1e-5, out
+
+
+@pytest.mark.parametrize("case", ["runtime_3x3_s2_grouped", "runtime_valid_in_place",
+                                  "pool_grouped_max", "pool_runtime_avg"])
+def test_conv_rows_are_sanitizer_clean(case: str, tmp_path: Path) -> None:
+    """The line buffer, the tiles moved back to a row's end and the pool's ring of conv rows
+    stay inside their arrays (AddressSanitizer, UndefinedBehaviorSanitizer)."""
+    model, target, _ = CASES[case]
+    path = tmp_path / f"{case}.onnx"
+    onnx.save(model, path)
+    emit_c(compile_model(path, target), tmp_path / "c")
+    sanitized_run_matches(tmp_path / "c", path, atol=1e-5)
