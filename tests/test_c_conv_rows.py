@@ -61,6 +61,11 @@ CASES = {
     "runtime_valid_in_place": (_model(
         [N("Conv", ["x", "w", "b"], ["y"], strides=[2, 1], dilations=[2, 1])],
         [_f("x", [2, 5, 13, 21]), _f("w", [4, 5, 3, 3]), _f("b", [4])]), "x86-host", False),
+    # 1x1 with an operand broadcast along the columns (the plane cannot be one row): its rows
+    "runtime_1x1_rows": (_model(
+        [N("Conv", ["x", "w"], ["c"]), N("Add", ["c", "r"], ["y"])],
+        [_f("x", [1, 6, 5, 11]), _f("w", [4, 6, 1, 1]), _f("r", [1, 4, 5, 1])]), "x86-host",
+        False),
     # a scalar FPU's build of the same nest (cortex-m4's C, run on the host)
     "runtime_3x3_s2_m4": (_model(
         [N("Conv", ["x", "w", "b"], ["c"], group=2, strides=[2, 2], pads=[1, 1, 1, 1]),
