@@ -1,7 +1,7 @@
 """Fused C of an earlier revision vs this tree's vs onnxruntime, one thread, in one run.
 
     python benchmarks/c_revisions.py (--base REV | --unfused) [--runs N] [--cascades]
-        [--march ARCH] MODEL ...
+        [--march ARCH] [--target NAME] MODEL ...
 
 For each model, the fused C (layer by layer, or cascaded with ``--cascades``) is generated and built
 once by the opfuse of git revision REV (``git archive`` into a temporary folder, run in a
@@ -16,7 +16,8 @@ run, untimed, as ``opfuse.measure.validate.c_float.bench`` does. Written for the
 core (docs/architecture.md, "The float MatMul/Gemm core"). ``--unfused``: REV's column is this
 tree's unfused C (one kernel per node) instead, so the speedup is the fusion's, in CPU time.
 ``--march``: both trees' C built with ``-march=ARCH`` (native by default; x86-64-v3 runs the x86
-ISA module's AVX2 branches, x86-64-v2 its portable C).
+ISA module's AVX2 branches, x86-64-v2 its portable C). ``--target``: the target both trees
+compile for (x86-host by default; npu-generic fuses a Conv's pool into its kernel).
 """
 
 from __future__ import annotations
@@ -43,27 +44,29 @@ from opfuse.safe_text import for_terminal
 ROOT = Path(__file__).resolve().parent.parent
 EMIT = ("import sys; from opfuse.backends.c import emit_c; from opfuse.measure.run.host import "
         "build_shared; from opfuse.pipeline import compile_model; "
-        "emit_c(compile_model(sys.argv[1], 'x86-host'), sys.argv[2], cascades=sys.argv[3] == '1'); "
+        "emit_c(compile_model(sys.argv[1], sys.argv[5]), sys.argv[2], "
+        "cascades=sys.argv[3] == '1'); "
         "build_shared(sys.argv[2], [sys.argv[4]])")
 
 
 def _built(model: str, tree: Path | None, out: Path, cascades: bool, fuse: bool = True,
-           march: str = "native") -> CModel:
+           march: str = "native", target: str = "x86-host") -> CModel:
     """The fused (or unfused) C of ``model`` by the opfuse in ``tree`` (None: this process's),
     built."""
     if tree is None:
-        emit_c(compile_model(model, "x86-host"), out, cascades=cascades, fuse=fuse)
+        emit_c(compile_model(model, target), out, cascades=cascades, fuse=fuse)
         build_shared(out, [f"-march={march}"])
     else:
         env = {**os.environ, "PYTHONPATH": str(tree)}
         path = Path(model).resolve() if Path(model).exists() else model  # it runs in ``tree``
         subprocess.run([sys.executable, "-c", EMIT, str(path), str(out), str(int(cascades)),
-                        f"-march={march}"], check=True, env=env, cwd=tree)
+                        f"-march={march}", target], check=True, env=env, cwd=tree)
     return CModel(out)
 
 
 def _times(model: str, base: Path | None, tmp: Path, runs: int, cascades: bool,
-           march: str = "native") -> tuple[dict[str, tuple[float, float]], float]:
+           march: str = "native", target: str = "x86-host",
+           ) -> tuple[dict[str, tuple[float, float]], float]:
     """Median (CPU s, wall s) per runner (``base``, ``tree`` and ``ort``), and the largest
     difference between the two trees' outputs."""
     feeds, _, _ = reference(model)
@@ -72,7 +75,7 @@ def _times(model: str, base: Path | None, tmp: Path, runs: int, cascades: bool,
     runners, outs = {}, {}
     for key, tree in (("base", base), ("tree", None)):  # base None: this tree's unfused C
         lib = _built(model, tree, tmp / key, cascades, fuse=key == "tree" or base is not None,
-                     march=march)
+                     march=march, target=target)
         outs[key] = lib.run(feeds)
         bound = lib.bind(feeds)
         runners[key] = (lambda c=lib, b=bound: c.write(b), lib.invoke)
@@ -102,6 +105,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=21, help="timed runs per runner")
     parser.add_argument("--cascades", action="store_true", help="the cascaded C of both trees")
     parser.add_argument("--march", default="native", help="gcc -march= for both trees' C")
+    parser.add_argument("--target", default="x86-host", help="the target both trees compile for")
     args = parser.parse_args()
     if (args.base is None) == (not args.unfused):
         parser.error("give --base REV or --unfused")
@@ -118,7 +122,8 @@ def main() -> None:
             subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
         for i, model in enumerate(args.models):
             (tmp / str(i)).mkdir()
-            t, diff = _times(model, base, tmp / str(i), args.runs, args.cascades, args.march)
+            t, diff = _times(model, base, tmp / str(i), args.runs, args.cascades, args.march,
+                             args.target)
             (bc, _), (nc, nw), (oc, ow) = t["base"], t["tree"], t["ort"]
             name = for_terminal(Path(model).stem if Path(model).suffix else model)
             print(f"{name:<22}{bc * 1e3:>11.3f}{nc * 1e3:>10.3f}{oc * 1e3:>10.3f}{bc / oc:>8.2f}x"

@@ -23,7 +23,9 @@ on a vector unit, 1x1 (``COLUMN_LANES`` x ``COLUMN_WIDTH`` of a ring row, ``FMA_
 on rows narrower than ``NARROW``, vectorized over ``lanes`` channels, ``columns`` columns a
 tile: cascade_rows.py); ``direct`` (a member whose line buffer would exceed ``LINE_FLOATS``, or
 a scalar FPU's large spatial reduction: convdirect.py's core); ``vector``: layer by layer on a
-vector unit, every other conv: convdirect.py's register tile (conv.py).
+vector unit, every other conv: convdirect.py's register tile (conv.py). A conv whose weights are
+a runtime input, or that ends in a pool, has no plan here: ``plan_rows`` gives its column tiles
+over a line buffer (backends/c/convrows.py), on every target.
 """
 
 from __future__ import annotations
@@ -137,6 +139,17 @@ def plan_convf(g: ConvGeom, scalar: bool, member: bool = False, fma: bool = Fals
     if fma:
         return FloatConvPlan("columns", FMA_COLUMN_LANES, columns=FMA_COLUMN_WIDTH)
     return FloatConvPlan("columns", COLUMN_LANES, columns=COLUMN_WIDTH)
+
+
+def plan_rows(g: ConvGeom, packed: bool) -> FloatConvPlan:
+    """The column tiles of a conv whose weights are a runtime input (not ``packed``: read in
+    ONNX's layout, so ``lanes`` divides the group's channels) or that ends in a pool, layer by
+    layer over a line buffer (backends/c/convrows.py): a member's spatial tile, ``SPATIAL_LANES``
+    x ``SPATIAL_WIDTH``; where the group has fewer channels, fewer lanes and as many more
+    columns (the tile's sums as many)."""
+    lanes = SPATIAL_LANES if packed and g.ocg >= SPATIAL_LANES else \
+        next(n for n in (SPATIAL_LANES, 4, 2, 1) if g.ocg % n == 0)
+    return FloatConvPlan("columns", lanes, columns=SPATIAL_LANES * SPATIAL_WIDTH // lanes)
 
 
 def _pointwise(g: ConvGeom) -> bool:

@@ -313,8 +313,7 @@ def _conv_rows(w: CWriter, ms: list[ir.Node], g, src: RowSource, dst: RowSource,
         return
     if plan.path in ("columns", "channels"):
         # column / channel tiles over the ring (measured faster here than the direct core)
-        rows.emit_tiled(w, head, plan, src.base, src.rows, dst.base, dst.rows,
-                        list(sink.epilogue), params)
+        rows.emit_tiled(w, head, g, plan, src, dst, list(sink.epilogue), params)
         return
     bias = head.inputs[2] if len(head.inputs) > 2 and head.inputs[2] is not None else None
     b = params.weight(bias.name, const(bias).astype(np.float32).ravel()) \

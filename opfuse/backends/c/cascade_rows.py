@@ -10,19 +10,18 @@ value is written once, already final.
 
 * **Depthwise** (one input and one output channel per group): the layer-by-layer band core,
   ``dwconv.emit_depthwise_rows``, through ``rowsource.py``.
-* **Any other conv** (1x1 included): pointwise.py's *column tiles* (the layer-by-layer pointwise
-  conv's nest) of ``lanes`` output channels x ``columns`` columns of the row, accumulated over
-  input channels and taps, the inputs one contiguous vector and each weight a broadcast (packed
-  ``[block][ICg][KH][KW][lanes]``, zero-padded), the ISA's register tile where it has one. A 1x1
-  conv on rows narrower than ``convf.NARROW`` (7 or 14 columns, where a vector over columns is
-  mostly empty): a *channel tile*, the same reduction vectorized over ``lanes`` channels x
-  ``columns`` columns, its epilogue applied on the tile (with 9 taps the channel tile ran at 5
-  GF/s, so spatial kernels keep column tiles).
-  A 1x1 stride-1 unpadded conv reads the ring rows directly; any other conv first copies the KH
-  rows of every input channel, zero-padded and split into column phases, into a line buffer
-  once per output row (linebuffer.py), so the tile has no bounds test. A conv whose line
-  buffer would exceed ``convf.LINE_FLOATS`` runs the layer-by-layer direct core (``convdirect.emit_direct_rows``) instead.
-  The weights are packed by the direct core's one packer (``convdirect.pack_weights``).
+* **Any other conv** (1x1 included): convrows.py's row nest, pointwise.py's *column tiles* (the
+  layer-by-layer nest of a pointwise conv, of a conv with runtime weights and of a conv ending in
+  a pool) of ``lanes`` output channels x ``columns`` columns of the row, accumulated over input
+  channels and taps, the inputs one contiguous vector and each weight a broadcast (packed
+  ``[block][ICg][KH][KW][lanes]``, zero-padded), the ISA's register tile where it has one; a
+  1x1 stride-1 unpadded conv reads the ring rows directly, any other conv a line buffer of the
+  KH rows of every input channel (convrows.py). A 1x1 conv on rows narrower than
+  ``convf.NARROW`` (7 or 14 columns, where a vector over columns is mostly empty): a *channel
+  tile*, the same reduction vectorized over ``lanes`` channels x ``columns`` columns, its
+  epilogue applied on the tile (with 9 taps the channel tile ran at 5 GF/s, so spatial kernels
+  keep column tiles). A conv whose line buffer would exceed ``convf.LINE_FLOATS`` runs the
+  layer-by-layer direct core (``convdirect.emit_direct_rows``) instead.
 
 Tile sizes (kernelplan/convf.py) were measured on AVX-512 (Zen 4) and AVX2 builds
 (``-march=x86-64-v3``) of the portable C: 4 x 24 (1x1) and 16 x 4 (narrow) keep their sums in
@@ -32,13 +31,11 @@ AVX2's 16 registers; spatial kernels keep 8 x 16; under x86's register tile a 1x
 
 from __future__ import annotations
 
-import numpy as np
 import onnx_ir as ir
 
-from opfuse.backends.c.cgen import CWriter, attr
-from opfuse.backends.c.convdirect import pack_weights
+from opfuse.backends.c.cgen import CWriter
+from opfuse.backends.c.convrows import row_tile, tile_weights
 from opfuse.backends.c.isa import kernels
-from opfuse.backends.c.linebuffer import fill_rows
 from opfuse.backends.c.pointwise import (
     ColumnTile,
     column_tiles,
@@ -46,33 +43,10 @@ from opfuse.backends.c.pointwise import (
     open_channels,
     reduce_tile,
 )
-from opfuse.backends.c.rowsource import ring_slot
-from opfuse.ir.values import const, static_dims
+from opfuse.backends.c.rowsource import RowSource, ring_slot
+from opfuse.backends.c.tensors import Params
+from opfuse.kernelplan.conv8 import ConvGeom
 from opfuse.kernelplan.convf import FloatConvPlan
-
-VEC = 8  # one vector of columns (one AVX2 vector, two NEON ones)
-
-
-def geometry(node: ir.Node) -> dict:
-    """Kernel, stride, dilation and (top, left) padding of a Conv (VALID: no padding)."""
-    weight = const(node.inputs[1])
-    pads = attr(node, "pads", [0, 0, 0, 0]) or [0, 0, 0, 0]
-    if (attr(node, "auto_pad", "NOTSET") or "NOTSET") == "VALID":
-        pads = [0, 0, 0, 0]
-    return {
-        "k": tuple(int(v) for v in weight.shape[2:]),
-        "s": tuple(int(v) for v in (attr(node, "strides", [1, 1]) or [1, 1])[:2]),
-        "d": tuple(int(v) for v in (attr(node, "dilations", [1, 1]) or [1, 1])[:2]),
-        "p": (int(pads[0]), int(pads[1])),
-        "group": int(attr(node, "group", 1) or 1),
-    }
-
-
-def bias_of(node: ir.Node) -> np.ndarray | None:
-    """The Conv's bias as float32, None when it has none."""
-    if len(node.inputs) > 2 and node.inputs[2] is not None:
-        return np.asarray(const(node.inputs[2]), np.float32).reshape(-1)
-    return None
 
 
 def store_row(w: CWriter, yp: str, ry: int, w_out: int, epilogue: list[str]) -> None:
@@ -82,49 +56,16 @@ def store_row(w: CWriter, yp: str, ry: int, w_out: int, epilogue: list[str]) -> 
     w(f"{yp}[(c*{ry} + ys)*{w_out} + i] = v;")
 
 
-def emit_tiled(w: CWriter, node, plan: FloatConvPlan, xp: str, rx: int, yp: str, ry: int,  # noqa: ANN001
-               epilogue, params) -> None:  # noqa: ANN001
+def emit_tiled(w: CWriter, node: ir.Node, g: ConvGeom, plan: FloatConvPlan, src: RowSource,
+               dst: RowSource, epilogue: list[str], params: Params) -> None:
     """Rows ``a .. b`` of a conv as register tiles (see the module docstring), ``plan``'s
-    ``columns`` or ``channels`` (kernelplan/convf.py)."""
-    g = geometry(node)
-    (kh, kw), (sh, sw), (dh, dw), (pt, pl) = g["k"], g["s"], g["d"], g["p"]
-    _, c_in, h_in, w_in = static_dims(node.inputs[0])
-    _, c_out, _, w_out = static_dims(node.outputs[0])
-    lanes = plan.lanes
-    group = g["group"]
-    ocg = c_out // group
-    blocks = -(-ocg // lanes)
-    weight = np.asarray(const(node.inputs[1]), np.float32)
-    blocks_of = [(b * lanes, min(lanes, ocg - b * lanes), lanes) for b in range(blocks)]
-    packed, _ = pack_weights(weight, group, blocks_of)  # the direct core's packer and layout
-    wp = params.weight(f"{node.inputs[1].name}#tile{lanes}", packed)
-    bias = bias_of(node)
-    bp = None
-    if bias is not None:
-        padded = np.zeros((group, blocks * lanes), np.float32)
-        padded[:, :ocg] = bias.reshape(group, ocg)
-        bp = params.weight(f"{node.inputs[2].name}#tile{lanes}", padded.ravel())
-    direct = kh * kw == 1 and (sh, sw) == (1, 1) and (pt, pl) == (0, 0)
-    # a row shorter than a vector through a line buffer: compute VEC columns (the extra ones
-    # read the buffer's zero tail), store w_out; a 7-column tile compiled ~10x slower per MAC
-    cols = VEC if plan.path == "columns" and not direct and w_out < VEC else w_out
-    lw = cols + ((kw - 1) * dw) // sw  # kernelplan/convf.line_width
-    per_ci = kh * sw * lw
+    ``columns`` (convrows.py's row nest, its line buffer) or ``channels``."""
+    weights = tile_weights(node, g, plan.lanes, params)
+    yp, ry, w_out = dst.base, dst.rows, g.ow
     w.open("for (int r = a; r <= b; ++r)")
-    w(f"const int ys = {ring_slot('r', ry)}, xs = {ring_slot('r', rx)};")
+    w(f"const int ys = {ring_slot('r', ry)}, xs = {ring_slot('r', src.rows)};")
     w("(void)xs;")
-    if not direct:
-        fill_rows(w, channels=c_in, kh=kh, per_ci=per_ci, sw=sw, lw=lw, pl=pl, w_in=w_in,
-                  h_in=h_in, first_row=lambda ky: f"r*{sh} - {pt} + {ky * dh}",
-                  slot=lambda iy: ring_slot(iy, rx),
-                  row=lambda ky: f"{xp} + (ci*{rx} + sl{ky})*{w_in}")
-    tile = ColumnTile(
-        taps=tuple(ky * sw * lw + ((kx * dw) % sw) * lw + (kx * dw) // sw
-                   for ky in range(kh) for kx in range(kw)),  # fmt: skip
-        row=(f"{xp} + (ci*{rx} + xs)*{w_in}" if direct else f"line + ci*{per_ci}"),
-        wp=wp, bp=bp, group=group, icg=c_in // group, ocg=ocg, lanes=lanes, columns=cols,
-        width=plan.columns, overlap=params.restrict != "" and kh * kw > 1,
-    )  # fmt: skip
+    tile = row_tile(w, g, plan, src, None, weights, params)
     if plan.path == "columns":
         def finish(width: int) -> None:
             open_channels(w, tile)

@@ -1,4 +1,4 @@
-"""The line buffer of a row conv (pixeltiles.py, cascade_rows.py): an input row copied into one
+"""The line buffer of a row conv (pixeltiles.py, convrows.py): an input row copied into one
 contiguous run per column phase, zero-padded, so a tile reads each tap at a constant offset with
 no bounds test (kernelplan/convf.py: ``line_width``, ``line_floats``)."""
 

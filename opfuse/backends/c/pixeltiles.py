@@ -3,8 +3,8 @@ by layer and as a cascade member, and of a vector unit's stem layer by layer: on
 rows read through a ``RowSource``. On a vector unit gcc vectorizes the loop over a row's columns
 (every tap unrolled, the line buffer's phase rows rounded to ``plan.align`` floats).
 
-A vector unit's column and channel tiles (conv.py, convdirect.py, cascade_rows.py) keep their sums
-in arrays it holds in registers; on a scalar FPU (Cortex-M4/M7/M33) every multiply-add of those
+A vector unit's column and channel tiles (pointwise.py, convrows.py, cascade_rows.py) keep their
+sums in arrays it holds in registers; on a scalar FPU (Cortex-M4/M7/M33) every multiply-add of those
 tiles loads and stores its sum. Here one output pixel's ``lanes`` channels are scalar sums, kept in
 registers over every input channel and tap: per tap the input is loaded once and each channel's
 weight once, and each value is finished once. The weights are packed ``[block][ICg][KH][KW][lanes]``

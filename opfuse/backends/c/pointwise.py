@@ -7,7 +7,8 @@ the ``width`` inputs one contiguous vector, so the loop over the tile's columns 
 vectorizes (``acc[lanes][width]``). The rows come from the caller as a C pointer to input channel
 ``ci``'s row (``ColumnTile.row``, formed from a ``RowSource``): a pointwise conv layer by layer
 reads its whole ``H*W`` plane as one row (conv.py; the tile's columns run across output rows), a
-cascade member one ring row, or the line buffer of a spatial member's taps (cascade_rows.py).
+cascade member one ring row, or the line buffer of a spatial conv's taps (convrows.py: a vector
+unit's spatial members, and layer by layer a conv with runtime weights or ending in a pool).
 Where the ISA has a register tile (``IsaKernels.fma_tile``: x86's zmm/ymm sums kept in registers
 across the whole reduction) it replaces the reduction, the portable C in its ``#else``.
 
@@ -117,6 +118,8 @@ def column_tiles(w: CWriter, tl: ColumnTile, finish: Callable[[int], None],
 def _tile(w: CWriter, tl: ColumnTile, width: int, fma) -> None:  # noqa: ANN001
     """``acc[lanes][width]``: the bias (or zeros), then every input channel's taps."""
     w(f"float acc[{tl.lanes}][{width}];")
+    if not tl.packed and not tl.bp:  # ONNX's weights index by channel, not by block
+        w("(void)blk;")
     init = f"{tl.bp}[blk*{tl.lanes} + o]" if tl.bp else "0.0f"
     w(f"for (int o = 0; o < {tl.lanes}; ++o) for (int t = 0; t < {width}; ++t) acc[o][t] = {init};")
     reduce_tile(w, tl, width, fma)

@@ -89,7 +89,7 @@ class RowSource:
         return str(x) if self.pixel == 1 else f"({x})*{self.pixel}"
 
 
-# A cascade member's own spellings (cascade.py, cascade_rows.py, cascade_pool.py,
+# A cascade member's own spellings (cascade.py, cascade_rows.py, convrows.py, cascade_pool.py,
 # int8/cascade.py): a member does not know whether its value is a ring or kept whole, and
 # ``y % H`` is ``y``. ``y`` is a C name or a parenthesized expression.
 
@@ -102,6 +102,11 @@ def ring_slot(y: str, rows: int | str) -> str:
 def ring_offset(c: str, y: str, rows: int | str, width: int) -> str:
     """The offset of row ``y`` of channel ``c`` in a value kept as ``rows`` rows."""
     return f"({c}*{rows} + {ring_slot(y, rows)})*{width}"
+
+
+def member_row(base: str, c: str, slot: str, rows: int | str, width: int) -> str:
+    """The pointer to the row in slot ``slot`` (``ring_slot``, formed once) of channel ``c``."""
+    return f"{base} + ({c}*{rows} + {slot})*{width}"
 
 
 def ring_row(base: str, c: str, y: str, rows: int | str, width: int) -> str:
