@@ -32,6 +32,7 @@ from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise8
 from opfuse.backends.c.int8.matmul_act import emit_matmul_act8
 from opfuse.backends.c.int8.output import requant_clamp
 from opfuse.backends.c.int8.plan import conv8_plan
+from opfuse.backends.c.int8.pointwise import Int8Sums, emit_pointwise8, folded_bias
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pools import window
 from opfuse.backends.c.rowsource import RowSource
@@ -119,20 +120,27 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     bias = bias_array(node, 2, g.oc)
     # few output pixels per row (or per plane, for a pointwise conv): vectorize over channels
     lanes, pointwise = plan.path == "conv_lanes", plan.path == "pointwise"
-    if pointwise:  # no padding: sum (x - z_x) w = sum x w - z_x sum w, folded into the bias
-        bias = bias - zx * arr.astype(np.int64).reshape(g.oc, -1).sum(axis=1)
     _check_zero_point(node, wv)
-    b = params.weight(f"{node.name}:bias", bias.astype(np.int32), INT32)
+    if pointwise:  # no padding: sum (x - z_x) w = sum x w - z_x sum w, folded into the bias
+        b = folded_bias(params, f"{node.name}:bias", bias, arr, zx)
+    else:
+        b = params.weight(f"{node.name}:bias", bias.astype(np.int32), INT32)
     rq = requant_arrays(params, f"{node.name}", conv_scales(xq, wq, yq, g.oc, rounding(params)))
     x = params.inp(xv, node) if view is None else params.inp(view.inputs[0], view)
     shape = dims(yv, node)
     chain = Chain8(pre, shape, params, yv.name) if pre else None
     y = params.out((pre or [node])[-1].outputs[0], node)
+    if pointwise:  # pointwise.py's column tiles, as the float pointwise conv's
+        src = RowSource.of(x, g.c, 1, g.ih * g.iw) if view is None else \
+            RowSource.nhwc(x, g.c, g.ih, g.iw)
+        emit_pointwise8(w, g, ocb, plan.tile, src, packed_weights(params, wv, g, ocb), b,
+                        Int8Sums(xct.name, rq, zy, yct), chain, len(shape), y)
+        return
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
     src = RowSource("xg", g.iw, plane_in) if view is None else \
         RowSource.nhwc("xg", g.c, g.ih, g.iw)
 
-    def epilogue(width: int, col: str, oh: str | None) -> None:
+    def epilogue(width: int, col: str, oh: str) -> None:
         """Requantize acc[j][i] of channels oc0.. and store (through the chain)."""
         w.open(f"for (int j = 0; j < {ocb}; ++j)")
         w("const int oc = oc0 + j;")
@@ -141,12 +149,7 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         w.open(f"for (int i = 0; i < {width}; ++i)")
         w(f"int32_t v = {requant_clamp(rq, 'acc[j][i] + bj', 'oc', zy, yct)};")
         if chain is not None:
-            if oh is None:
-                pix = f"({col} + i)"
-                hw = [f"{pix} / {g.ow}", f"{pix} % {g.ow}"]
-            else:
-                hw = [oh, "i"]
-            coords = ["n", "oc", *hw] if len(shape) == 4 else ["n", "oc", hw[1]]
+            coords = ["n", "oc", oh, "i"] if len(shape) == 4 else ["n", "oc", "i"]
             v = chain.emit(w, "v", coords)
             w(f"v = {v};")
         w(f"yr[i] = ({yct.name})v;")
@@ -164,35 +167,11 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     w(f"const int oc0 = grp*{g.ocg} + ob*{ocb};")
     w(f"const int8_t *wb = {wt} + (oc0 / {ocb})*{g.icg * taps * ocb};")
     w(f"const {xct.name} *xg = {_group_input(x, g, src)};")
-    if pointwise:
-        tile = plan.tile
-        full, rest = divmod(plane_out, tile)
-        for count, start, width in ((full, 0, tile), (1 if rest else 0, full * tile, rest)):
-            if not count:
-                continue
-            w.open(f"for (int t = 0; t < {count}; ++t)")
-            w(f"const int p0 = {start} + t*{tile};")
-            w(f"int32_t acc[{ocb}][{width}];")
-            w(f"for (int j = 0; j < {ocb}; ++j) for (int i = 0; i < {width}; ++i) acc[j][i] = 0;")
-            w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
-            w(f"const {xct.name} *xr = xg + ic*{src.stride} + {src.col('p0')};")
-            w(f"const int8_t *wk = wb + ic*{ocb};")
-            for j in range(ocb):
-                w(f"const int32_t w{j} = wk[{j}];")
-            w.open(f"for (int i = 0; i < {width}; ++i)")
-            w(f"const int32_t xv = xr[{src.col('i')}];")
-            for j in range(ocb):
-                w(f"acc[{j}][i] += xv * w{j};")
-            w.close()
-            w.close()
-            epilogue(width, "p0", None)
-            w.close()
-    else:
-        w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
-        emit_row_taps(w, g, xct.name, zx, ocb, "oh", f"xg + ic*{src.stride}",
-                      lambda ih: f"xc + {ih}*{src.width}", src.pixel)
-        epilogue(g.ow, f"oh*{g.ow}", "oh")
-        w.close()
+    w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+    emit_row_taps(w, g, xct.name, zx, ocb, "oh", f"xg + ic*{src.stride}",
+                  lambda ih: f"xc + {ih}*{src.width}", src.pixel)
+    epilogue(g.ow, f"oh*{g.ow}", "oh")
+    w.close()
     w.close()
     w.close()
     w.close()

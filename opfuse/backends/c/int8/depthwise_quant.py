@@ -140,6 +140,9 @@ class Int8:
     hi: int
     acc_type = "int32_t"
     in_type = "int8_t"
+    w_type = "int8_t"
+    term_type = "int32_t"
+    zero = "0"
     acc = "acc"
     declare = "const int32_t acc"
     bias = "bc"
