@@ -23,7 +23,8 @@ quantization and its output's range).
 pointwise.py's column tiles (the pointwise family, float and int8) ask for less, ``Sums``: the
 sum's, input's and weight's C types, the type a broadcast weight and a loaded input take in the
 products (``term_type``: the float itself, or an int8 widened to int32), an empty sum
-(``zero``), and ``finish``; its int8 record is ``int8.pointwise.Int8Sums`` (TFLite's
+(``zero``), the input channels one term sums (``channels_per_term``: int8 adds two products in
+int16 where that is exact) and its spelling ``term``, and ``finish``; its int8 record is ``int8.pointwise.Int8Sums`` (TFLite's
 requantization through int8/output.py).
 """
 
@@ -44,7 +45,9 @@ class Sums(Protocol):
     w_type: str  # a weight's C type
     term_type: str  # a broadcast weight's and a loaded input's, as the products take them
     zero: str  # a sum of no terms
+    channels_per_term: int  # input channels whose products one term of a column tile sums
 
+    def term(self, products: list[str]) -> str: ...
     def finish(self, w: CWriter, acc: str, doubled: bool | None = None) -> None: ...
 
 
@@ -77,6 +80,11 @@ class Float32:
     w_type = "float"
     term_type = "float"
     zero = "0.0f"
+    channels_per_term = 1  # each product its own term: the sums' order is the reference's
+
+    @staticmethod
+    def term(products: list[str]) -> str:
+        return " + ".join(products)
     acc = "v"  # the epilogue's scalar: the sum is declared under its name
     declare = "float v"
     bias = "bv"

@@ -143,13 +143,13 @@ def reduce_tile(w: CWriter, tl: ColumnTile, width: int, fma=None,  # noqa: ANN00
     at = (lambda i: str(i)) if tl.pixel == 1 else (lambda i: f"({i})*{tl.pixel}")  # noqa: E731
     if tl.packed:
         wj = f"{tl.wp} + (blk*{tl.icg} + j)*{kk * lanes}"
-        weight = (lambda o, t: f"wj[{t * lanes + o}]")  # noqa: E731
+        weight = (lambda o, t, k=0: f"wj[{(k * kk + t) * lanes + o}]")  # noqa: E731
     else:  # ONNX's [OC][ICg][taps]: channel grp*ocg + ob*lanes + o
         wj = f"{tl.wp} + (grp*{tl.ocg} + ob*{lanes})*{tl.icg * kk} + j*{kk}"
-        weight = (lambda o, t: f"wj[{o * tl.icg * kk + t}]")  # noqa: E731
+        weight = (lambda o, t, k=0: f"wj[{o * tl.icg * kk + k * kk + t}]")  # noqa: E731
 
-    def loops(body: Callable[[], None]) -> None:
-        w.open(f"for (int j = 0; j < {tl.icg}; ++j)")
+    def loops(body: Callable[[], None], first: int = 0) -> None:
+        w.open(f"for (int j = {first}; j < {tl.icg}; ++j)")
         w(f"const int ci = grp*{tl.icg} + j;")
         w(f"const {ar.w_type} *wj = {wj};")
         w(f"const {ar.in_type} *xr = {tl.row} + {at('i0')};")
@@ -165,6 +165,31 @@ def reduce_tile(w: CWriter, tl: ColumnTile, width: int, fma=None,  # noqa: ANN00
             w(" ".join(f"acc[{o}][t] += w{o} * xv;" for o in range(lanes)))
             w.close()
             w.close()
+
+    def joined(f: int) -> int:
+        """``arith.channels_per_term`` input channels a step (their products one term), then
+        the channels left one a step; returns the first of those."""
+        whole = tl.icg - tl.icg % f
+        if f == 1 or whole == 0:
+            return 0
+        w.open(f"for (int j = 0; j < {whole}; j += {f})")
+        w(f"const {ar.w_type} *wj = {wj};")
+        for k in range(f):  # channel ci's row pointer, at ci = each channel of the step
+            w(f"const {ar.in_type} *xr{k}; {{ const int ci = grp*{tl.icg} + j + {k}; "
+              f"xr{k} = {tl.row} + {at('i0')}; }}")
+        for t, off in enumerate(tl.taps):
+            w.open("")
+            w(" ".join(f"const {ar.term_type} w{o}_{k} = {weight(o, t, k)};"
+                       for k in range(f) for o in range(lanes)))
+            w.open(f"for (int t = 0; t < {width}; ++t)")
+            w(f"const {ar.term_type} " + ", ".join(f"xv{k} = xr{k}[{at(f'{off} + t')}]"
+                                                  for k in range(f)) + ";")
+            w(" ".join(f"acc[{o}][t] += {ar.term([f'w{o}_{k} * xv{k}' for k in range(f)])};"
+                       for o in range(lanes)))
+            w.close()
+            w.close()
+        w.close()
+        return whole
 
     def channels() -> None:  # width broadcasts, one vector loop over the channels, per tap
         for t, off in enumerate(tl.taps):
@@ -184,4 +209,6 @@ def reduce_tile(w: CWriter, tl: ColumnTile, width: int, fma=None,  # noqa: ANN00
         terms = [(o, weight(o, t), f"xr + {off}" if off else "xr")
                  for t, off in enumerate(tl.taps) for o in range(lanes)]
     if fma is None or not fma(w, acc, rows, vector, loops, terms, portable):
-        loops(portable)
+        first = 0 if over_channels else joined(ar.channels_per_term)
+        if first < tl.icg:
+            loops(portable, first)

@@ -32,7 +32,12 @@ from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise8
 from opfuse.backends.c.int8.matmul_act import emit_matmul_act8
 from opfuse.backends.c.int8.output import requant_clamp
 from opfuse.backends.c.int8.plan import conv8_plan
-from opfuse.backends.c.int8.pointwise import Int8Sums, emit_pointwise8, folded_bias
+from opfuse.backends.c.int8.pointwise import (
+    Int8Sums,
+    emit_pointwise8,
+    folded_bias,
+    pairs_fit_int16,
+)
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pools import window
 from opfuse.backends.c.rowsource import RowSource
@@ -134,7 +139,8 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         src = RowSource.of(x, g.c, 1, g.ih * g.iw) if view is None else \
             RowSource.nhwc(x, g.c, g.ih, g.iw)
         emit_pointwise8(w, g, ocb, plan.tile, src, packed_weights(params, wv, g, ocb), b,
-                        Int8Sums(xct.name, rq, zy, yct), chain, len(shape), y)
+                        Int8Sums(xct.name, rq, zy, yct, 2 if pairs_fit_int16(xct.name, arr) else 1),
+                        chain, len(shape), y)
         return
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
     src = RowSource("xg", g.iw, plane_in) if view is None else \

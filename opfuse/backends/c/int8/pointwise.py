@@ -34,14 +34,29 @@ class Int8Sums:
     rq: Requant
     zy: int
     yct: CType
+    channels_per_term: int = 1  # 2: ``pairs_fit_int16``
     acc_type = "int32_t"
     w_type = "int8_t"
     term_type = "int32_t"
     zero = "0"
 
+    def term(self, products: list[str]) -> str:
+        """Several products summed in int16 (exact: ``pairs_fit_int16``), which gcc vectorizes
+        as 8 16-bit lanes, then widened once into the int32 sum."""
+        return products[0] if len(products) == 1 else f"(int16_t)({' + '.join(products)})"
+
     def finish(self, w: CWriter, acc: str, doubled: bool | None = None) -> None:  # noqa: ARG002
         """``int32_t v``: ``acc`` (bias included) of channel ``c`` as the output's integer."""
         w(f"int32_t v = {requant_clamp(self.rq, acc, 'c', self.zy, self.yct)};")
+
+
+def pairs_fit_int16(in_type: str, weights: np.ndarray) -> bool:
+    """Whether two products of an int8 input and a weight always sum inside int16: every weight
+    in [-127, 127] (TFLite's symmetric int8 weights), so |x w| <= 128 * 127 and two of them at
+    most 32512. Measured on a 64 -> 64 channel 48x48 pointwise conv built with
+    -march=x86-64-v2: pairs of input channels a term took 0.54 ms where one took 0.71."""
+    return in_type == "int8_t" and int(weights.min(initial=0)) >= -127 \
+        and int(weights.max(initial=0)) <= 127
 
 
 def folded_bias(params: Params, key: str, bias: np.ndarray, weights: np.ndarray,
