@@ -18,7 +18,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, attr, dims, who
 from opfuse.backends.c.conv import conv_geom
 from opfuse.backends.c.ctype import INT8, INT32
-from opfuse.backends.c.int8 import conv_mcu, gemm_mcu
+from opfuse.backends.c.int8 import conv_mcu, gemm_mcu, row_tiles
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import (
     bias_array,
@@ -125,8 +125,9 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     bias = bias_array(node, 2, g.oc)
     # few output pixels per row (or per plane, for a pointwise conv): vectorize over channels
     lanes, pointwise = plan.path == "conv_lanes", plan.path == "pointwise"
+    tiled = pointwise or (plan.path == "conv_rows" and row_tiles.fits(g))
     _check_zero_point(node, wv)
-    if pointwise:  # no padding: sum (x - z_x) w = sum x w - z_x sum w, folded into the bias
+    if tiled:  # every tap reads x or z_x: sum (x - z_x) w = sum x w - z_x sum w, in the bias
         b = folded_bias(params, f"{node.name}:bias", bias, arr, zx)
     else:
         b = params.weight(f"{node.name}:bias", bias.astype(np.int32), INT32)
@@ -135,12 +136,17 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     shape = dims(yv, node)
     chain = Chain8(pre, shape, params, yv.name) if pre else None
     y = params.out((pre or [node])[-1].outputs[0], node)
-    if pointwise:  # pointwise.py's column tiles, as the float pointwise conv's
-        src = RowSource.of(x, g.c, 1, g.ih * g.iw) if view is None else \
-            RowSource.nhwc(x, g.c, g.ih, g.iw)
-        emit_pointwise8(w, g, ocb, plan.tile, src, packed_weights(params, wv, g, ocb), b,
-                        Int8Sums(xct.name, rq, zy, yct, 2 if pairs_fit_int16(xct.name, arr) else 1),
-                        chain, len(shape), y)
+    if tiled:  # pointwise.py's column tiles, as the float convs'
+        sums = Int8Sums(xct.name, rq, zy, yct, 2 if pairs_fit_int16(xct.name, arr) else 1)
+        wt = packed_weights(params, wv, g, ocb)
+        if pointwise:
+            src = RowSource.of(x, g.c, 1, g.ih * g.iw) if view is None else \
+                RowSource.nhwc(x, g.c, g.ih, g.iw)
+            emit_pointwise8(w, g, ocb, plan.tile, src, wt, b, sums, chain, len(shape), y)
+        else:
+            src = RowSource.of(x, g.c, g.ih, g.iw) if view is None else \
+                RowSource.nhwc(x, g.c, g.ih, g.iw)
+            row_tiles.emit_row_tiles8(w, g, zx, ocb, src, wt, b, sums, chain, len(shape), y)
         return
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
     src = RowSource("xg", g.iw, plane_in) if view is None else \
@@ -207,8 +213,10 @@ def emit_row_taps(w: CWriter, g, xct: str, zx: int, ocb: int, oh: str, channel: 
     """``int32_t acc[ocb][ow]``: output row ``oh`` of the ``ocb`` output channels whose packed
     weights start at ``wb``, summed over the group's input channels ``ic`` (``channel``: the C
     pointer of channel ``ic``; ``row(ih)``: of its row ``ih``). Taps outside the input add
-    nothing (TFLite pads with the zero point). The row core of the layer-by-layer conv and of a
-    cascade member (opfuse/backends/c/int8/cascade.py), so both share the arithmetic. ``pixel``:
+    nothing (TFLite pads with the zero point). The row core of a cascade member
+    (opfuse/backends/c/int8/cascade.py) and of the layer-by-layer conv whose line buffer would
+    exceed ``row_tiles.LINE_BYTES`` (else row_tiles.py's column tiles), so both share the
+    arithmetic. ``pixel``:
     the elements between columns (a channel's in an NHWC input, ``RowSource.pixel``)."""
     (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
     taps = g.k[0] * g.k[1]

@@ -77,21 +77,26 @@ def emit_pointwise8(w: CWriter, g: ConvGeom, ocb: int, tile: int, src: RowSource
     tl = ColumnTile(taps=(0,), row=src.channel("n", "ci"), wp=wt, bp=b, group=g.group,
                     icg=g.icg, ocg=g.ocg, lanes=ocb, columns=plane, width=tile, arith=sums,
                     pixel=src.pixel)
-    yt = sums.yct.name
-
-    def finish(width: int) -> None:
-        open_channels(w, tl)
-        w(f"{yt} *yr = {y} + (n*{g.oc} + c)*{plane} + i0;")
-        w.open(f"for (int t = 0; t < {width}; ++t)")
-        sums.finish(w, "acc[o][t]")
-        if chain is not None:
-            hw = [f"(i0 + t) / {g.ow}", f"(i0 + t) % {g.ow}"]
-            v = chain.emit(w, "v", ["n", "c", *hw] if rank == 4 else ["n", "c", hw[1]])
-            w(f"v = {v};")
-        w(f"yr[t] = ({yt})v;")
-        w.close()
-        w.close()
-
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
-    column_tiles(w, tl, finish)
+    column_tiles(w, tl, lambda width: store_tile(w, tl, g, sums, chain, rank, y, width))
+    w.close()
+
+
+def store_tile(w: CWriter, tl: ColumnTile, g: ConvGeom, sums: Int8Sums, chain: Chain8 | None,
+               rank: int, y: str, width: int, oh: str | None = None) -> None:
+    """A tile's ``finish``: each channel's ``width`` sums requantized (``sums.finish``), through
+    ``chain``, stored at column ``i0 + t`` of image ``n``'s NCHW output ``y``: of its plane read
+    as one row, or (``oh``) of output row ``oh``."""
+    yt = sums.yct.name
+    open_channels(w, tl)
+    row = f" + {oh}*{g.ow}" if oh is not None else ""
+    w(f"{yt} *yr = {y} + (n*{g.oc} + c)*{g.oh * g.ow}{row} + i0;")
+    w.open(f"for (int t = 0; t < {width}; ++t)")
+    sums.finish(w, "acc[o][t]")
+    if chain is not None:
+        hw = [oh, "i0 + t"] if oh is not None else [f"(i0 + t) / {g.ow}", f"(i0 + t) % {g.ow}"]
+        v = chain.emit(w, "v", ["n", "c", *hw] if rank == 4 else ["n", "c", hw[1]])
+        w(f"v = {v};")
+    w(f"yr[t] = ({yt})v;")
+    w.close()
     w.close()
