@@ -125,7 +125,9 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     bias = bias_array(node, 2, g.oc)
     # few output pixels per row (or per plane, for a pointwise conv): vectorize over channels
     lanes, pointwise = plan.path == "conv_lanes", plan.path == "pointwise"
-    tiled = pointwise or (plan.path == "conv_rows" and row_tiles.fits(g))
+    # an NHWC view's stem keeps its row taps: its line buffer, gathered byte by byte, took more
+    # time for fewer instructions (row_tiles.py)
+    tiled = pointwise or (plan.path == "conv_rows" and row_tiles.fits(g) and view is None)
     _check_zero_point(node, wv)
     if tiled:  # every tap reads x or z_x: sum (x - z_x) w = sum x w - z_x sum w, in the bias
         b = folded_bias(params, f"{node.name}:bias", bias, arr, zx)
@@ -144,8 +146,7 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
                 RowSource.nhwc(x, g.c, g.ih, g.iw)
             emit_pointwise8(w, g, ocb, plan.tile, src, wt, b, sums, chain, len(shape), y)
         else:
-            src = RowSource.of(x, g.c, g.ih, g.iw) if view is None else \
-                RowSource.nhwc(x, g.c, g.ih, g.iw)
+            src = RowSource.of(x, g.c, g.ih, g.iw)
             row_tiles.emit_row_tiles8(w, g, zx, ocb, src, wt, b, sums, chain, len(shape), y)
         return
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
