@@ -110,6 +110,9 @@ CASES = {
     # rows of 8 (4) pixels, 2 (4) a vector; 20 rows of 4: blocks of 16 rows, then 4
     "lanes_stacked_8": (8, 8, 12, 24, 3, 1, "SAME", 1, "relu", None, 20),
     "lanes_stacked_4": (20, 4, 5, 7, 3, 1, "SAME", 1, None, None, 21),
+    # the portable conv's line buffer (int8/row_tiles.py) would take 112 x 3 x 102 bytes, over
+    # LINE_BYTES: its row taps (int8/conv.emit_row_taps) instead
+    "rows_wide_row_taps": (4, 100, 112, 8, 3, 1, "SAME", 1, None, None, 24),
 }
 
 
@@ -177,6 +180,26 @@ def test_depthwise_large_sums_builds_match_tflite_micro(case: str) -> None:
 def test_conv_add_chain_builds_match_tflite_micro(case: str) -> None:
     tfl, model, runs, names = _conv_models(case, residual=True)
     _check(tfl, model, runs, names)
+
+
+@pytest.mark.parametrize("wmin", [-127, -128])
+def test_pointwise_extreme_products_build_match_tflite_micro(wmin: int) -> None:
+    """The portable pointwise tile sums two input channels' products in int16 where that is
+    exact (int8/pointwise.py, ``pairs_fit_int16``): weights of +-127 against inputs of -128 and
+    127 reach its bound (2 x 128 x 127); one weight of -128 leaves one product a term (two
+    -128 x -128 would wrap to -32768). Bit-exact with TFLite Micro on every build."""
+    h, w_, c, oc = 5, 9, 7, 10
+    rng = np.random.default_rng(31)
+    wt = rng.choice([wmin, 127], (oc, 1, 1, c)).astype(np.int8)
+    wt[:, 0, 0, :2] = wmin  # each channel's first pair: two products of -128 x wmin
+    spec = (h, w_, c, oc, 1, 1, "VALID", 1, None, None, 31)
+    # sums of up to 7 x 16384 brought to about +-100: a wrapped pair term moves an output by 80
+    p = conv_pair(*spec, ws=np.full(oc, SY / (SX * 800)), weights=wt)
+    p.m.inputs, p.m.outputs = [p.x], [p.y]
+    runs = [[rng.choice(np.array([-128, 127], np.int8), (1, h, w_, c))] for _ in range(RUNS)]
+    for r in runs:
+        r[0][..., :2] = -128
+    _check(p.m.build(), p.g.model(p.out), runs, [p.xi.name])
 
 
 @pytest.mark.parametrize(("k", "n", "per_channel"), [(37, 10, True), (64, 33, False),

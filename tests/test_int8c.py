@@ -50,9 +50,11 @@ CASES = (
     ("Gemm", {"transB": 1}, (1, 100), (30, 100), ""),  # gemm (K = 100 = 96 + 4)
 )
 _MARKS = {  # a line only that path's template writes
-    "pointwise": re.compile(r"const int p0 = "),
+    # pointwise.py's column tiles (int8/pointwise.py) with no line buffer
+    "pointwise": re.compile(r"\A(?![\s\S]*int8_t line\[)[\s\S]*acc\[o\]\[t\] = "),
     "conv_lanes": re.compile(r"acc\[o\] \+= xv \* wv\[o\]"),
-    "conv_rows": re.compile(r"int32_t acc\[\d\]\[\d+\];[^$]*if \(ih < 0 \|\|"),
+    # the column tiles over a line buffer (int8/row_tiles.py), or the row taps
+    "conv_rows": re.compile(r"int8_t line\[|int32_t acc\[\d\]\[\d+\];[^$]*if \(ih < 0 \|\|"),
     "depthwise": re.compile(r"const int8_t \*r0 = \(unsigned\)"),  # depthwise_dsp.py
     "gemm": re.compile(r"acc \+= \(\(int32_t\)ar\[kk\]"),
 }

@@ -74,10 +74,12 @@ class ConvPair:
 
 def conv_pair(h: int, w_: int, c: int, oc: int, k: int, s: int, padding: str, d: int,
               act: str | None, mult: int | None, seed: int, ws: np.ndarray | None = None,
-              bias: np.ndarray | None = None, wmax: np.ndarray | int = 127) -> ConvPair:
+              bias: np.ndarray | None = None, wmax: np.ndarray | int = 127,
+              weights: np.ndarray | None = None) -> ConvPair:
     """``mult`` None: a dense conv (OHWI weights); else a depthwise conv of that multiplier.
     ``ws``, ``bias``: the per-channel weight scales and int32 biases (default: drawn small),
-    ``wmax``: the weights' largest magnitude (per output channel, or one for all)."""
+    ``wmax``: the weights' largest magnitude (per output channel, or one for all); ``weights``:
+    a dense conv's OHWI weights instead of drawn ones."""
     rng = np.random.default_rng(seed)
     oh, pt, pb = out_geometry(h, k, s, d, padding)
     ow, pl, pr = out_geometry(w_, k, s, d, padding)
@@ -89,7 +91,7 @@ def conv_pair(h: int, w_: int, c: int, oc: int, k: int, s: int, padding: str, d:
     m = tb.TfliteBuilder()
     x = q.tensor(m, (1, h, w_, c), np.int8, sx, zx)
     if mult is None:
-        wt = _weights(rng, (oc, k, k, c), wmax, 0)  # OHWI
+        wt = _weights(rng, (oc, k, k, c), wmax, 0) if weights is None else weights  # OHWI
         wi = q.tensor(m, wt.shape, np.int8, ws, 0, 0, wt)
         opts, code = q.conv_options((s, s), padding, act, (d, d)), "CONV_2D"
         w_ir, group = wt.transpose(0, 3, 1, 2), 1

@@ -19,6 +19,13 @@ the dtype:
 
 The records: ``FLOAT32`` (here) and ``int8.depthwise_quant.Int8`` (one per layer: its ISA, its
 quantization and its output's range).
+
+pointwise.py's column tiles (the pointwise family, float and int8) ask for less, ``Sums``: the
+sum's, input's and weight's C types, the type a broadcast weight and a loaded input take in the
+products (``term_type``: the float itself, or an int8 widened to int32), an empty sum
+(``zero``), the input channels one term sums (``channels_per_term``: int8 adds two products in
+int16 where that is exact) and its spelling ``term``, and ``finish``; its int8 record is ``int8.pointwise.Int8Sums`` (TFLite's
+requantization through int8/output.py).
 """
 
 from __future__ import annotations
@@ -29,7 +36,22 @@ from typing import Protocol
 from opfuse.backends.c.cgen import CWriter
 
 
-class Arith(Protocol):
+class Sums(Protocol):
+    """What pointwise.py's column tiles ask of their arithmetic (the module's docstring):
+    ``Float32`` here, ``int8.pointwise.Int8Sums`` in the int8 package."""
+
+    acc_type: str
+    in_type: str
+    w_type: str  # a weight's C type
+    term_type: str  # a broadcast weight's and a loaded input's, as the products take them
+    zero: str  # a sum of no terms
+    channels_per_term: int  # input channels whose products one term of a column tile sums
+
+    def term(self, products: list[str]) -> str: ...
+    def finish(self, w: CWriter, acc: str, doubled: bool | None = None) -> None: ...
+
+
+class Arith(Sums, Protocol):
     """What a kernel family asks of its arithmetic (the module's docstring): ``Float32`` here,
     ``depthwise_quant.Int8`` beside the requantization it finishes with (the int8 package
     imports the float backend, so its record lives there)."""
@@ -55,6 +77,14 @@ class Float32:
 
     acc_type = "float"
     in_type = "float"
+    w_type = "float"
+    term_type = "float"
+    zero = "0.0f"
+    channels_per_term = 1  # each product its own term: the sums' order is the reference's
+
+    @staticmethod
+    def term(products: list[str]) -> str:
+        return " + ".join(products)
     acc = "v"  # the epilogue's scalar: the sum is declared under its name
     declare = "float v"
     bias = "bv"

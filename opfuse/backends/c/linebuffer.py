@@ -1,6 +1,8 @@
-"""The line buffer of a row conv (pixeltiles.py, convrows.py): an input row copied into one
-contiguous run per column phase, zero-padded, so a tile reads each tap at a constant offset with
-no bounds test (kernelplan/convf.py: ``line_width``, ``line_floats``)."""
+"""The line buffer of a row conv (pixeltiles.py, convrows.py, int8/row_tiles.py): an input row
+copied into one contiguous run per column phase, padded, so a tile reads each tap at a constant
+offset with no bounds test (kernelplan/convf.py: ``line_width``, ``line_floats``). Float pads
+with 0.0f; int8 with the input's zero point (``ctype``, ``pad``), TFLite's padding value, whose
+products the int8 conv has folded out of its bias."""
 
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ from opfuse.backends.c.cgen import CWriter
 
 
 def phase_copy(w: CWriter, q: str, xr: str, s: int, lw: int, pl: int, w_in: int,
-               pixel: int = 1) -> None:
-    """``q[f*lw + j] = xr[(j*s + f - pl)*pixel]`` inside the row, 0 outside, for each phase f < s
-    (``pixel``: the elements between a row's columns, the channels of an NHWC row)."""
+               pixel: int = 1, ctype: str = "float", pad: str = "0.0f") -> None:
+    """``q[f*lw + j] = xr[(j*s + f - pl)*pixel]`` inside the row, ``pad`` outside, for each phase
+    f < s (``pixel``: the elements between a row's columns, the channels of an NHWC row)."""
     for f in range(s):
         lo = next((j for j in range(lw) if j * s + f - pl >= 0), lw)
         hi = next((j for j in range(lw) if j * s + f - pl >= w_in), lw)
@@ -20,25 +22,26 @@ def phase_copy(w: CWriter, q: str, xr: str, s: int, lw: int, pl: int, w_in: int,
         base = f"{q} + {f * lw}" if f else q
         parts = []
         if lo > 0:
-            parts.append(f"for (int j = 0; j < {lo}; ++j) p[j] = 0.0f;")
+            parts.append(f"for (int j = 0; j < {lo}; ++j) p[j] = {pad};")
         if hi > lo:
             src = f"{xr}[j*{s} + {f - pl}]" if s > 1 else f"{xr}[j + {f - pl}]"
             if pixel != 1:
                 src = f"{xr}[(j*{s} + {f - pl})*{pixel}]"
             parts.append(f"for (int j = {lo}; j < {hi}; ++j) p[j] = {src};")
         if hi < lw:
-            parts.append(f"for (int j = {hi}; j < {lw}; ++j) p[j] = 0.0f;")
-        w(f"{{ float *p = {base}; " + " ".join(parts) + " }")
+            parts.append(f"for (int j = {hi}; j < {lw}; ++j) p[j] = {pad};")
+        w(f"{{ {ctype} *p = {base}; " + " ".join(parts) + " }")
 
 
 def fill_rows(w: CWriter, *, channels: int, kh: int, per_ci: int, sw: int, lw: int, pl: int,
               w_in: int, h_in: int, first_row: Callable[[int], str], slot: Callable[[str], str],
-              row: Callable[[int], str], pixel: int = 1) -> None:
+              row: Callable[[int], str], pixel: int = 1, ctype: str = "float",
+              pad: str = "0.0f") -> None:
     """The line buffer of output row ``r``, its kernel rows unrolled: ``first_row(ky)`` the input
     row kernel row ``ky`` reads, ``slot(iy)`` that row's offset where it is inside the input,
     ``row(ky)`` the pointer to channel ``ci``'s row ``ky`` (from ``sl<ky>``); rows outside the
-    input are zeros."""
-    w(f"float line[{channels * per_ci}];")
+    input are ``pad`` (``ctype``: the elements' C type)."""
+    w(f"{ctype} line[{channels * per_ci}];")
     for ky in range(kh):
         w(f"const int iy{ky} = {first_row(ky)};")
         w(f"const int in{ky} = iy{ky} >= 0 && iy{ky} < {h_in};")
@@ -46,9 +49,10 @@ def fill_rows(w: CWriter, *, channels: int, kh: int, per_ci: int, sw: int, lw: i
     w.open(f"for (int ci = 0; ci < {channels}; ++ci)")
     for ky in range(kh):
         w.open(f"if (in{ky})")
-        w(f"const float *xr = {row(ky)};")
-        phase_copy(w, f"(line + ci*{per_ci} + {ky * sw * lw})", "xr", sw, lw, pl, w_in, pixel)
+        w(f"const {ctype} *xr = {row(ky)};")
+        phase_copy(w, f"(line + ci*{per_ci} + {ky * sw * lw})", "xr", sw, lw, pl, w_in, pixel,
+                   ctype, pad)
         w.close()
         w(f"else for (int j = 0; j < {sw * lw}; ++j) "
-          f"line[ci*{per_ci} + {ky * sw * lw} + j] = 0.0f;")  # fmt: skip
+          f"line[ci*{per_ci} + {ky * sw * lw} + j] = {pad};")  # fmt: skip
     w.close()

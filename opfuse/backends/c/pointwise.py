@@ -1,5 +1,6 @@
-"""The float pointwise family's one loop nest on a vector unit: *column tiles* (the ``columns``
-path of kernelplan/convf.py), layer by layer and as a cascade member.
+"""The pointwise family's one loop nest on a vector unit: *column tiles* (the ``columns`` path of
+kernelplan/convf.py, and the int8 ``pointwise`` path of kernelplan/conv8.py), layer by layer and
+as a cascade member, float or int8.
 
 A tile is ``lanes`` output channels x ``width`` columns of one row, summed over the block's input
 channels and the taps: per input channel and tap, each channel's weight is a scalar broadcast and
@@ -12,9 +13,13 @@ unit's spatial members, and layer by layer a conv with runtime weights or ending
 Where the ISA has a register tile (``IsaKernels.fma_tile``: x86's zmm/ymm sums kept in registers
 across the whole reduction) it replaces the reduction, the portable C in its ``#else``.
 
-After the reduction the caller's ``finish(width)`` writes the epilogue and the store from
-``acc[o][t]``, channel ``grp*ocg + ob*lanes + o``, column ``i0 + t``: the layer-by-layer chain
-(``epilogue.emit_apply``, vectorized along the tile's columns) or a member's scalar epilogue.
+The arithmetic is the tile's ``arith`` (arith.py's ``Sums``): float32 (``FLOAT32``, the default),
+or int8 inputs and weights widened to int32 products summed in int32 (``int8.pointwise.Int8Sums``:
+the input's zero point folded into the bias, so a tile's sums start from it). After the reduction
+the caller's ``finish(width)`` writes the epilogue and the store from ``acc[o][t]``, channel
+``grp*ocg + ob*lanes + o``, column ``i0 + t``: the layer-by-layer chain (``epilogue.emit_apply``,
+vectorized along the tile's columns), a member's scalar epilogue, or int8's requantization
+(``arith.finish``) and ``Chain8``.
 
 Weights are packed ``[group][block][ICg][taps][lanes]`` (convdirect.pack_weights, a block's last
 channels zero-padded), or, for a conv whose weights are an input, read in ONNX's ``[OC][ICg][taps]``
@@ -26,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from opfuse.backends.c.arith import FLOAT32, Sums
 from opfuse.backends.c.cgen import CWriter
 
 
@@ -35,7 +41,9 @@ class ColumnTile:
     to input channel ``ci``'s row); weights ``wp`` (``packed`` or ONNX's) and bias ``bp``
     (``bp[blk*lanes + o]``, zero-padded like the weights, or None); the block geometry; the row's
     ``columns`` in tiles of ``width`` (``overlap``: ``chunks``); ``block``: floats of input a run
-    of tiles may read per channel block (0: one tile per channel block)."""
+    of tiles may read per channel block (0: one tile per channel block); ``arith``: the sums'
+    types (module docstring); ``pixel``: the elements between columns (a TFLite graph input's
+    channels, read in place in NHWC: ``RowSource.pixel``)."""
 
     taps: tuple[int, ...]
     row: str
@@ -50,6 +58,8 @@ class ColumnTile:
     packed: bool = True
     overlap: bool = False
     block: int = 0
+    arith: Sums = FLOAT32
+    pixel: int = 1
 
     @property
     def blocks(self) -> int:
@@ -117,10 +127,10 @@ def column_tiles(w: CWriter, tl: ColumnTile, finish: Callable[[int], None],
 
 def _tile(w: CWriter, tl: ColumnTile, width: int, fma) -> None:  # noqa: ANN001
     """``acc[lanes][width]``: the bias (or zeros), then every input channel's taps."""
-    w(f"float acc[{tl.lanes}][{width}];")
+    w(f"{tl.arith.acc_type} acc[{tl.lanes}][{width}];")
     if not tl.packed and not tl.bp:  # ONNX's weights index by channel, not by block
         w("(void)blk;")
-    init = f"{tl.bp}[blk*{tl.lanes} + o]" if tl.bp else "0.0f"
+    init = f"{tl.bp}[blk*{tl.lanes} + o]" if tl.bp else tl.arith.zero
     w(f"for (int o = 0; o < {tl.lanes}; ++o) for (int t = 0; t < {width}; ++t) acc[o][t] = {init};")
     reduce_tile(w, tl, width, fma)
 
@@ -132,31 +142,57 @@ def reduce_tile(w: CWriter, tl: ColumnTile, width: int, fma=None,  # noqa: ANN00
     broadcast x ``width`` inputs) or, ``over_channels``, the channels (``s[width][lanes]`` += an
     input broadcast x ``lanes`` weights: a row narrower than a vector, cascade_rows.py's channel
     tiles); ``fma`` the ISA's register tile, which takes either orientation."""
-    lanes, kk = tl.lanes, len(tl.taps)
+    lanes, kk, ar = tl.lanes, len(tl.taps), tl.arith
+    at = (lambda i: str(i)) if tl.pixel == 1 else (lambda i: f"({i})*{tl.pixel}")  # noqa: E731
     if tl.packed:
         wj = f"{tl.wp} + (blk*{tl.icg} + j)*{kk * lanes}"
-        weight = (lambda o, t: f"wj[{t * lanes + o}]")  # noqa: E731
+        weight = (lambda o, t, k=0: f"wj[{(k * kk + t) * lanes + o}]")  # noqa: E731
     else:  # ONNX's [OC][ICg][taps]: channel grp*ocg + ob*lanes + o
         wj = f"{tl.wp} + (grp*{tl.ocg} + ob*{lanes})*{tl.icg * kk} + j*{kk}"
-        weight = (lambda o, t: f"wj[{o * tl.icg * kk + t}]")  # noqa: E731
+        weight = (lambda o, t, k=0: f"wj[{o * tl.icg * kk + k * kk + t}]")  # noqa: E731
 
-    def loops(body: Callable[[], None]) -> None:
-        w.open(f"for (int j = 0; j < {tl.icg}; ++j)")
+    def loops(body: Callable[[], None], first: int = 0) -> None:
+        w.open(f"for (int j = {first}; j < {tl.icg}; ++j)")
         w(f"const int ci = grp*{tl.icg} + j;")
-        w(f"const float *wj = {wj};")
-        w(f"const float *xr = {tl.row} + i0;")
+        w(f"const {ar.w_type} *wj = {wj};")
+        w(f"const {ar.in_type} *xr = {tl.row} + {at('i0')};")
         body()
         w.close()
 
     def columns() -> None:  # lanes broadcasts, one vector loop over the columns, per tap
         for t, off in enumerate(tl.taps):
             w.open("")  # a block: the tap's weights are its own scalars
-            w(" ".join(f"const float w{o} = {weight(o, t)};" for o in range(lanes)))
+            w(" ".join(f"const {ar.term_type} w{o} = {weight(o, t)};" for o in range(lanes)))
             w.open(f"for (int t = 0; t < {width}; ++t)")
-            w(f"const float xv = xr[{off} + t];")
+            w(f"const {ar.term_type} xv = xr[{at(f'{off} + t')}];")
             w(" ".join(f"acc[{o}][t] += w{o} * xv;" for o in range(lanes)))
             w.close()
             w.close()
+
+    def joined(f: int) -> int:
+        """``arith.channels_per_term`` input channels a step (their products one term), then
+        the channels left one a step; returns the first of those."""
+        whole = tl.icg - tl.icg % f
+        if f == 1 or whole == 0:
+            return 0
+        w.open(f"for (int j = 0; j < {whole}; j += {f})")
+        w(f"const {ar.w_type} *wj = {wj};")
+        for k in range(f):  # channel ci's row pointer, at ci = each channel of the step
+            w(f"const {ar.in_type} *xr{k}; {{ const int ci = grp*{tl.icg} + j + {k}; "
+              f"xr{k} = {tl.row} + {at('i0')}; }}")
+        for t, off in enumerate(tl.taps):
+            w.open("")
+            w(" ".join(f"const {ar.term_type} w{o}_{k} = {weight(o, t, k)};"
+                       for k in range(f) for o in range(lanes)))
+            w.open(f"for (int t = 0; t < {width}; ++t)")
+            w(f"const {ar.term_type} " + ", ".join(f"xv{k} = xr{k}[{at(f'{off} + t')}]"
+                                                  for k in range(f)) + ";")
+            w(" ".join(f"acc[{o}][t] += {ar.term([f'w{o}_{k} * xv{k}' for k in range(f)])};"
+                       for o in range(lanes)))
+            w.close()
+            w.close()
+        w.close()
+        return whole
 
     def channels() -> None:  # width broadcasts, one vector loop over the channels, per tap
         for t, off in enumerate(tl.taps):
@@ -176,4 +212,6 @@ def reduce_tile(w: CWriter, tl: ColumnTile, width: int, fma=None,  # noqa: ANN00
         terms = [(o, weight(o, t), f"xr + {off}" if off else "xr")
                  for t, off in enumerate(tl.taps) for o in range(lanes)]
     if fma is None or not fma(w, acc, rows, vector, loops, terms, portable):
-        loops(portable)
+        first = 0 if over_channels else joined(ar.channels_per_term)
+        if first < tl.icg:
+            loops(portable, first)

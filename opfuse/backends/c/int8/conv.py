@@ -18,7 +18,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, attr, dims, who
 from opfuse.backends.c.conv import conv_geom
 from opfuse.backends.c.ctype import INT8, INT32
-from opfuse.backends.c.int8 import conv_mcu, gemm_mcu
+from opfuse.backends.c.int8 import conv_mcu, gemm_mcu, row_tiles
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import (
     bias_array,
@@ -32,6 +32,12 @@ from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise8
 from opfuse.backends.c.int8.matmul_act import emit_matmul_act8
 from opfuse.backends.c.int8.output import requant_clamp
 from opfuse.backends.c.int8.plan import conv8_plan
+from opfuse.backends.c.int8.pointwise import (
+    Int8Sums,
+    emit_pointwise8,
+    folded_bias,
+    pairs_fit_int16,
+)
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pools import window
 from opfuse.backends.c.rowsource import RowSource
@@ -119,20 +125,35 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     bias = bias_array(node, 2, g.oc)
     # few output pixels per row (or per plane, for a pointwise conv): vectorize over channels
     lanes, pointwise = plan.path == "conv_lanes", plan.path == "pointwise"
-    if pointwise:  # no padding: sum (x - z_x) w = sum x w - z_x sum w, folded into the bias
-        bias = bias - zx * arr.astype(np.int64).reshape(g.oc, -1).sum(axis=1)
+    # an NHWC view's stem keeps its row taps: its line buffer, gathered byte by byte, took more
+    # time for fewer instructions (row_tiles.py)
+    tiled = pointwise or (plan.path == "conv_rows" and row_tiles.fits(g) and view is None)
     _check_zero_point(node, wv)
-    b = params.weight(f"{node.name}:bias", bias.astype(np.int32), INT32)
+    if tiled:  # every tap reads x or z_x: sum (x - z_x) w = sum x w - z_x sum w, in the bias
+        b = folded_bias(params, f"{node.name}:bias", bias, arr, zx)
+    else:
+        b = params.weight(f"{node.name}:bias", bias.astype(np.int32), INT32)
     rq = requant_arrays(params, f"{node.name}", conv_scales(xq, wq, yq, g.oc, rounding(params)))
     x = params.inp(xv, node) if view is None else params.inp(view.inputs[0], view)
     shape = dims(yv, node)
     chain = Chain8(pre, shape, params, yv.name) if pre else None
     y = params.out((pre or [node])[-1].outputs[0], node)
+    if tiled:  # pointwise.py's column tiles, as the float convs'
+        sums = Int8Sums(xct.name, rq, zy, yct, 2 if pairs_fit_int16(xct.name, arr) else 1)
+        wt = packed_weights(params, wv, g, ocb)
+        if pointwise:
+            src = RowSource.of(x, g.c, 1, g.ih * g.iw) if view is None else \
+                RowSource.nhwc(x, g.c, g.ih, g.iw)
+            emit_pointwise8(w, g, ocb, plan.tile, src, wt, b, sums, chain, len(shape), y)
+        else:
+            src = RowSource.of(x, g.c, g.ih, g.iw)
+            row_tiles.emit_row_tiles8(w, g, zx, ocb, src, wt, b, sums, chain, len(shape), y)
+        return
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
     src = RowSource("xg", g.iw, plane_in) if view is None else \
         RowSource.nhwc("xg", g.c, g.ih, g.iw)
 
-    def epilogue(width: int, col: str, oh: str | None) -> None:
+    def epilogue(width: int, col: str, oh: str) -> None:
         """Requantize acc[j][i] of channels oc0.. and store (through the chain)."""
         w.open(f"for (int j = 0; j < {ocb}; ++j)")
         w("const int oc = oc0 + j;")
@@ -141,12 +162,7 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         w.open(f"for (int i = 0; i < {width}; ++i)")
         w(f"int32_t v = {requant_clamp(rq, 'acc[j][i] + bj', 'oc', zy, yct)};")
         if chain is not None:
-            if oh is None:
-                pix = f"({col} + i)"
-                hw = [f"{pix} / {g.ow}", f"{pix} % {g.ow}"]
-            else:
-                hw = [oh, "i"]
-            coords = ["n", "oc", *hw] if len(shape) == 4 else ["n", "oc", hw[1]]
+            coords = ["n", "oc", oh, "i"] if len(shape) == 4 else ["n", "oc", "i"]
             v = chain.emit(w, "v", coords)
             w(f"v = {v};")
         w(f"yr[i] = ({yct.name})v;")
@@ -164,35 +180,11 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     w(f"const int oc0 = grp*{g.ocg} + ob*{ocb};")
     w(f"const int8_t *wb = {wt} + (oc0 / {ocb})*{g.icg * taps * ocb};")
     w(f"const {xct.name} *xg = {_group_input(x, g, src)};")
-    if pointwise:
-        tile = plan.tile
-        full, rest = divmod(plane_out, tile)
-        for count, start, width in ((full, 0, tile), (1 if rest else 0, full * tile, rest)):
-            if not count:
-                continue
-            w.open(f"for (int t = 0; t < {count}; ++t)")
-            w(f"const int p0 = {start} + t*{tile};")
-            w(f"int32_t acc[{ocb}][{width}];")
-            w(f"for (int j = 0; j < {ocb}; ++j) for (int i = 0; i < {width}; ++i) acc[j][i] = 0;")
-            w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
-            w(f"const {xct.name} *xr = xg + ic*{src.stride} + {src.col('p0')};")
-            w(f"const int8_t *wk = wb + ic*{ocb};")
-            for j in range(ocb):
-                w(f"const int32_t w{j} = wk[{j}];")
-            w.open(f"for (int i = 0; i < {width}; ++i)")
-            w(f"const int32_t xv = xr[{src.col('i')}];")
-            for j in range(ocb):
-                w(f"acc[{j}][i] += xv * w{j};")
-            w.close()
-            w.close()
-            epilogue(width, "p0", None)
-            w.close()
-    else:
-        w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
-        emit_row_taps(w, g, xct.name, zx, ocb, "oh", f"xg + ic*{src.stride}",
-                      lambda ih: f"xc + {ih}*{src.width}", src.pixel)
-        epilogue(g.ow, f"oh*{g.ow}", "oh")
-        w.close()
+    w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+    emit_row_taps(w, g, xct.name, zx, ocb, "oh", f"xg + ic*{src.stride}",
+                  lambda ih: f"xc + {ih}*{src.width}", src.pixel)
+    epilogue(g.ow, f"oh*{g.ow}", "oh")
+    w.close()
     w.close()
     w.close()
     w.close()
@@ -222,8 +214,10 @@ def emit_row_taps(w: CWriter, g, xct: str, zx: int, ocb: int, oh: str, channel: 
     """``int32_t acc[ocb][ow]``: output row ``oh`` of the ``ocb`` output channels whose packed
     weights start at ``wb``, summed over the group's input channels ``ic`` (``channel``: the C
     pointer of channel ``ic``; ``row(ih)``: of its row ``ih``). Taps outside the input add
-    nothing (TFLite pads with the zero point). The row core of the layer-by-layer conv and of a
-    cascade member (opfuse/backends/c/int8/cascade.py), so both share the arithmetic. ``pixel``:
+    nothing (TFLite pads with the zero point). The row core of a cascade member
+    (opfuse/backends/c/int8/cascade.py) and of the layer-by-layer conv whose line buffer would
+    exceed ``row_tiles.LINE_BYTES`` (else row_tiles.py's column tiles), so both share the
+    arithmetic. ``pixel``:
     the elements between columns (a channel's in an NHWC input, ``RowSource.pixel``)."""
     (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
     taps = g.k[0] * g.k[1]

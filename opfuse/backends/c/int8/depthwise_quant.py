@@ -108,12 +108,20 @@ class Int8:
     hi: int
     acc_type = "int32_t"
     in_type = "int8_t"
+    w_type = "int8_t"
+    term_type = "int32_t"
+    zero = "0"
+    channels_per_term = 1
     acc = "acc"
     declare = "const int32_t acc"
     bias = "bc"
     pair = PAIR  # interior columns in groups of the ISA's SIMD pairs (IsaKernels.depthwise_pairs)
     # a window of more taps runs its border columns in one loop (dwrow.unrolled)
     loop_borders_above = 9
+
+    @staticmethod
+    def term(products: list[str]) -> str:
+        return " + ".join(products)
 
     @staticmethod
     def product(x: str, t: int) -> str:
