@@ -38,10 +38,10 @@ from opfuse.backends.c.convrows import row_tile, tile_weights
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pointwise import (
     ColumnTile,
+    channel_tiles,
     column_tiles,
     open_blocks,
     open_channels,
-    reduce_tile,
 )
 from opfuse.backends.c.rowsource import RowSource, ring_slot
 from opfuse.backends.c.tensors import Params
@@ -91,7 +91,8 @@ def _channel_tiles(w: CWriter, tl: ColumnTile, epilogue: list[str], yp: str, ry:
     row (a gather over channels) runs along the rows instead, in the copy. The reduction is the
     column tiles' (``pointwise.reduce_tile``) over the channels, under the ISA's register tile
     ``fma`` where it has one (x86: a chain of 14-column rows cascaded with no minimum row width,
-    two 96 -> 32 -> 96 blocks, 1.05x)."""
+    two 96 -> 32 -> 96 blocks, 1.05x). The tiles are pointwise.py's nest over channels
+    (``channel_tiles``); this function stages their rows."""
     ocv, w_out = tl.lanes, tl.columns
     rowwise = any("+ i]" in line for line in epilogue)
     last = tl.ocg - (tl.blocks - 1) * ocv
@@ -99,19 +100,8 @@ def _channel_tiles(w: CWriter, tl: ColumnTile, epilogue: list[str], yp: str, ry:
              else f"(ob == {tl.blocks - 1} ? {last} : {ocv})")
     open_blocks(w, tl)
     w(f"float accb[{ocv}][{w_out}];")
-    full, rest = divmod(w_out, tl.width)
-    for n, width, start in ((full, tl.width, 0), (1 if rest else 0, rest, full * tl.width)):
-        if not n:
-            continue
-        w.open(f"for (int i0 = {start}; i0 < {start + n * width}; i0 += {width})")
-        if tl.bp:
-            w(f"float s[{width}][{ocv}];")
-            w(f"for (int t = 0; t < {width}; ++t) for (int o = 0; o < {ocv}; ++o) "
-              f"s[t][o] = {tl.bp}[blk*{ocv} + o];")
-        else:  # zeros as an initializer: gcc 12's zeroing loop (a memset) made -march=native
-            # builds warn that s may be read uninitialized where another member took fma_tile
-            w(f"float s[{width}][{ocv}] = {{{{0.0f}}}};")
-        reduce_tile(w, tl, width, fma, over_channels=True)
+
+    def finish(width: int) -> None:  # the tile's sums s[t][o] into the row buffer
         w.open(f"for (int t = 0; t < {width}; ++t) for (int o = 0; o < {count}; ++o)")
         w("float v = s[t][o];")
         if not rowwise:
@@ -121,7 +111,8 @@ def _channel_tiles(w: CWriter, tl: ColumnTile, epilogue: list[str], yp: str, ry:
                 w(line)
         w("accb[o][i0 + t] = v;")
         w.close()
-        w.close()
+
+    channel_tiles(w, tl, finish, fma)
     open_channels(w, tl)
     w.open(f"for (int i = 0; i < {w_out}; ++i)")
     w("float v = accb[o][i];")

@@ -125,6 +125,31 @@ def column_tiles(w: CWriter, tl: ColumnTile, finish: Callable[[int], None],
             w.close()
 
 
+def channel_tiles(w: CWriter, tl: ColumnTile, finish: Callable[[int], None],
+                  fma=None) -> None:  # noqa: ANN001
+    """The same nest oriented over channels, inside the caller's block (``open_blocks``): every
+    tile of the row as ``s[width][lanes]`` (the bias, or zeros), the reduction vectorized over
+    the ``lanes`` channels (``reduce_tile``'s ``over_channels``: a row narrower than a vector,
+    cascade_rows.py), then ``finish(width)`` on the sums; full tiles of ``width``, then the
+    remainder."""
+    ocv = tl.lanes
+    full, rest = divmod(tl.columns, tl.width)
+    for n, width, start in ((full, tl.width, 0), (1 if rest else 0, rest, full * tl.width)):
+        if not n:
+            continue
+        w.open(f"for (int i0 = {start}; i0 < {start + n * width}; i0 += {width})")
+        if tl.bp:
+            w(f"float s[{width}][{ocv}];")
+            w(f"for (int t = 0; t < {width}; ++t) for (int o = 0; o < {ocv}; ++o) "
+              f"s[t][o] = {tl.bp}[blk*{ocv} + o];")
+        else:  # zeros as an initializer: gcc 12's zeroing loop (a memset) made -march=native
+            # builds warn that s may be read uninitialized where another member took fma_tile
+            w(f"float s[{width}][{ocv}] = {{{{0.0f}}}};")
+        reduce_tile(w, tl, width, fma, over_channels=True)
+        finish(width)
+        w.close()
+
+
 def _tile(w: CWriter, tl: ColumnTile, width: int, fma) -> None:  # noqa: ANN001
     """``acc[lanes][width]``: the bias (or zeros), then every input channel's taps."""
     w(f"{tl.arith.acc_type} acc[{tl.lanes}][{width}];")
