@@ -37,14 +37,14 @@ from opfuse.backends.c.cgen import CWriter, contiguous, offset_expr
 from opfuse.backends.c.convdirect import pack_weights
 from opfuse.backends.c.epilogue import Chain, emit_apply
 from opfuse.backends.c.isa import kernels
-from opfuse.backends.c.linebuffer import fill_rows
+from opfuse.backends.c.linebuffer import fill_rows, tap_offsets
 from opfuse.backends.c.pointwise import ColumnTile, column_tiles, open_channels
 from opfuse.backends.c.pools import PoolGeom, emit_pool_row
 from opfuse.backends.c.rowsource import RowSource, member_row, ring_slot
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.kernelplan.conv8 import ConvGeom
-from opfuse.kernelplan.convf import FloatConvPlan
+from opfuse.kernelplan.convf import FloatConvPlan, line_width
 
 VEC = 8  # one vector of columns (one AVX2 vector, two NEON ones)
 
@@ -81,7 +81,7 @@ def row_tile(w: CWriter, g: ConvGeom, plan: FloatConvPlan, src: RowSource, n: st
     (kh, kw), (sh, sw), (dh, dw), (pt, pl) = g.k, g.s, g.d, g.p
     direct = kh * kw == 1 and (sh, sw) == (1, 1) and (pt, pl) == (0, 0)
     cols = VEC if plan.path == "columns" and not direct and g.ow < VEC else g.ow
-    lw = cols + ((kw - 1) * dw) // sw  # kernelplan/convf.line_width
+    lw = line_width(g, cols)
     per_ci = kh * sw * lw
     if n is None:  # a member: the slot y % R (y where kept whole), then the ring's row pointer
         def slot(y: str) -> str:
@@ -102,8 +102,7 @@ def row_tile(w: CWriter, g: ConvGeom, plan: FloatConvPlan, src: RowSource, n: st
         w(f"const int xs = {slot(f'{r}*{sh}' if sh > 1 else r)};")
         taps = tuple(ky * dh * g.iw + kx * dw for ky in range(kh) for kx in range(kw))
     else:
-        taps = tuple(ky * sw * lw + ((kx * dw) % sw) * lw + (kx * dw) // sw
-                     for ky in range(kh) for kx in range(kw))  # fmt: skip
+        taps = tap_offsets(kh, kw, sw, dw, lw)
     if not direct and not in_place:
         fill_rows(w, channels=g.c, kh=kh, per_ci=per_ci, sw=sw, lw=lw, pl=pl, w_in=g.iw,
                   h_in=g.ih, first_row=lambda ky: f"{r}*{sh} - {pt} + {ky * dh}", slot=slot,

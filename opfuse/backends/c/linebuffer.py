@@ -11,6 +11,13 @@ from collections.abc import Callable
 from opfuse.backends.c.cgen import CWriter
 
 
+def tap_offsets(kh: int, kw: int, sw: int, dw: int, lw: int) -> tuple[int, ...]:
+    """Each tap's offset from column ``i0`` in the line buffer ``fill_rows`` writes: kernel row
+    ``ky``'s ``sw`` phases of ``lw`` columns, tap ``kx`` in phase ``(kx*dw) % sw``."""
+    return tuple(ky * sw * lw + ((kx * dw) % sw) * lw + (kx * dw) // sw
+                 for ky in range(kh) for kx in range(kw))
+
+
 def phase_copy(w: CWriter, q: str, xr: str, s: int, lw: int, pl: int, w_in: int,
                pixel: int = 1, ctype: str = "float", pad: str = "0.0f") -> None:
     """``q[f*lw + j] = xr[(j*s + f - pl)*pixel]`` inside the row, ``pad`` outside, for each phase

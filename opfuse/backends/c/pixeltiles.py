@@ -29,7 +29,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.convdirect import pack_weights
 from opfuse.backends.c.epilogue import Chain, emit_apply
-from opfuse.backends.c.linebuffer import fill_rows, phase_copy
+from opfuse.backends.c.linebuffer import fill_rows, phase_copy, tap_offsets
 from opfuse.backends.c.rowsource import RowSource
 from opfuse.ir.values import const
 from opfuse.kernelplan.conv8 import ConvGeom
@@ -154,8 +154,7 @@ def emit_pixel_conv(w: CWriter, node: ir.Node, g: ConvGeom, plan: FloatConvPlan,
                   h_in=g.ih, first_row=lambda ky: f"r*{sh} - {pt} + {ky * dh}", slot=src.row,
                   row=lambda ky: f"{src.channel(n, 'ci')} + sl{ky}", pixel=src.pixel)
     tile = PixelTile(
-        taps=[ky * sw * lw + ((kx * dw) % sw) * lw + (kx * dw) // sw
-              for ky in range(kh) for kx in range(kw)],  # fmt: skip
+        taps=list(tap_offsets(kh, kw, sw, dw, lw)),
         row=f"{src.channel(n, 'ci')} + xrow" if direct else f"line + ci*{per_ci}",
         wp=wp, bp=bp, group=g.group, icg=g.icg, ocg=g.ocg, lanes=lanes, w_out=g.ow,
         unrolled=plan.unrolled)

@@ -18,21 +18,18 @@ from __future__ import annotations
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.pointwise import Int8Sums, store_tile
-from opfuse.backends.c.linebuffer import fill_rows
+from opfuse.backends.c.linebuffer import fill_rows, tap_offsets
 from opfuse.backends.c.pointwise import ColumnTile, column_tiles
 from opfuse.backends.c.rowsource import RowSource
 from opfuse.kernelplan.conv8 import PIX_TILE, ConvGeom
+from opfuse.kernelplan.convf import line_width
 
 LINE_BYTES = 32 * 1024  # the line buffer on the stack, at most (else emit_row_taps)
 
 
-def line_width(g: ConvGeom) -> int:
-    """Columns of one phase of one kernel row in the line buffer."""
-    return g.ow + ((g.k[1] - 1) * g.d[1]) // g.s[1]
-
-
 def line_bytes(g: ConvGeom) -> int:
-    return g.c * g.k[0] * g.s[1] * line_width(g)
+    """Bytes of the line buffer: the float one's element count (kernelplan/convf.py)."""
+    return g.c * g.k[0] * g.s[1] * line_width(g, g.ow)
 
 
 def fits(g: ConvGeom) -> bool:
@@ -47,7 +44,7 @@ def emit_row_tiles8(w: CWriter, g: ConvGeom, zx: int, ocb: int, src: RowSource, 
     ``[OC/ocb][ICg][KH][KW][ocb]``, ``conv.packed_weights``; ``b`` the bias with z_x folded in
     over every tap) x at most ``PIX_TILE`` columns, into the NCHW output ``y``."""
     (kh, kw), (sh, sw), (dh, dw), (pt, pl) = g.k, g.s, g.d, g.p
-    lw = line_width(g)
+    lw = line_width(g, g.ow)
     per_ci = kh * sw * lw
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int r = 0; r < {g.oh}; ++r)")
@@ -57,8 +54,7 @@ def emit_row_tiles8(w: CWriter, g: ConvGeom, zx: int, ocb: int, src: RowSource, 
               row=lambda ky: f"{src.channel('n', 'ci')} + sl{ky}*{src.width}",
               pixel=src.pixel, ctype=sums.in_type, pad=str(zx))
     tl = ColumnTile(
-        taps=tuple(ky * sw * lw + ((kx * dw) % sw) * lw + (kx * dw) // sw
-                   for ky in range(kh) for kx in range(kw)),  # fmt: skip
+        taps=tap_offsets(kh, kw, sw, dw, lw),
         row=f"line + ci*{per_ci}", wp=wt, bp=b, group=g.group, icg=g.icg, ocg=g.ocg,
         lanes=ocb, columns=g.ow, width=min(g.ow, PIX_TILE), arith=sums)
     column_tiles(w, tl, lambda width: store_tile(w, tl, g, sums, chain, rank, y, width, "r"))
