@@ -14,7 +14,7 @@ the dtype:
 * ``centered(x)`` and ``bias``: the input as a loop over a window's taps reads it (int8: less
   its zero point) and the bias that loop starts from (nothing folded);
 * ``finish(w, acc)``: the value ``v`` the epilogue and the store take (float: the sum itself,
-  already ``v``; int8: requantized, plus z_y, clamped: ``depthwise_quant.emit_clamped``, the one
+  already ``v``; int8: requantized, plus z_y, clamped: ``int8/output.emit_clamped``, the one
   requantization of the depthwise family, with the ISA's fast form where it is exact).
 
 The records: ``FLOAT32`` (here) and ``int8.depthwise_quant.Int8`` (one per layer: its ISA, its
@@ -54,10 +54,9 @@ class Sums(Protocol):
 class Arith(Sums, Protocol):
     """What a kernel family asks of its arithmetic (the module's docstring): ``Float32`` here,
     ``depthwise_quant.Int8`` beside the requantization it finishes with (the int8 package
-    imports the float backend, so its record lives there)."""
+    imports the float backend, so its record lives there); ``Sums``' fields and ``finish``
+    besides."""
 
-    acc_type: str
-    in_type: str
     acc: str  # the sum's C name
     declare: str  # the declaration of ``acc``
     bias: str  # the bias with nothing folded in (a loop over a window's taps starts from it)
@@ -68,7 +67,6 @@ class Arith(Sums, Protocol):
     def pad(self, t: int) -> str | None: ...
     def init(self, k0: int, k1: int) -> str: ...
     def centered(self, x: str) -> str: ...
-    def finish(self, w: CWriter, acc: str, doubled: bool | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
