@@ -41,6 +41,12 @@ CONV_CASES = {
     "pointwise_stride2": (7, 6, 4, 6, 1, 1, 2, "VALID", None, -5, True, 4),
     "taps_3x3_s2_same": (9, 8, 8, 5, 3, 3, 2, "SAME", "relu", 11, True, 5),
     "taps_3x3_s1_same_zx_max": (6, 5, 4, 9, 3, 3, 1, "SAME", None, 127, True, 6),
+    # layer by layer, a stride-1 fill copies the window of the pixel to the left (im2col.reusable)
+    # within a row: tiles straddling rows, a ragged last tile (35 pixels in sixes), rows
+    # narrower than a tile, a wider kernel
+    "taps_3x3_s1_ragged": (7, 5, 8, 6, 3, 3, 1, "SAME", "relu", -3, True, 11),
+    "taps_3x3_s1_narrow_rows": (9, 2, 4, 3, 3, 3, 1, "SAME", None, 5, False, 12),
+    "taps_5x5_s1_valid": (8, 9, 4, 5, 5, 5, 1, "VALID", "relu6", -128, True, 13),
     "channels_10x4_s2_same": (13, 10, 1, 6, 10, 4, 2, "SAME", "relu", -128, True, 7),
     "generic_3x3_c3_relu6": (8, 7, 3, 16, 3, 3, 1, "SAME", "relu6", 0, True, 8),
     "generic_5x5_c2_valid": (9, 8, 2, 3, 5, 5, 1, "VALID", None, -17, False, 9),

@@ -167,11 +167,16 @@ def emit_band(w: CWriter, mc: MatConv, src: RowSource, xct: str, *, pixels: int,
     ks = kernels(mc.isa)
     nm = ks.narrow if mc.narrow else None  # the int8 scratch, its fill and core
     gather = nm.fill_gather if nm else ks.fill_gather
-    # a row's tiles in order: the column before holds the pixel to the left, but at the row's
-    # start; where the fill gathers in vectors (mve) copying saved nothing (ResNet-8 on the M55
-    # +3.5% instructions)
-    reuse = None if oh is None or ragged or gather is not None \
-        else ("q > 0 || p0 > 0", f"q ? -1 : {cols - 1}")
+    # tiles in order: the column before holds the pixel to the left, but at a row's start (a
+    # plane's pixels run row after row: where pq % OW is 0; a ragged last tile's repeated pixels
+    # are not stored, whatever they copy); where the fill gathers in vectors (mve) copying saved
+    # nothing (ResNet-8 on the M55 +3.5% instructions)
+    if gather is not None or (ragged and oh is not None):
+        reuse = None
+    elif oh is None:
+        reuse = (f"pq % {g.ow} != 0", f"q ? -1 : {cols - 1}")
+    else:
+        reuse = ("q > 0 || p0 > 0", f"q ? -1 : {cols - 1}")
     emit_fill(w, g, mc.mode, col="col", stride=cols, q="q", src=src, oh=pix[0], ow=pix[1],
               xct=xct, zx=mc.zx, gather=gather, pk=Packing(nm.quad, nm.pad) if nm else INT16,
               reuse=reuse)
