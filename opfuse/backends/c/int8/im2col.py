@@ -215,7 +215,8 @@ def _fill_taps(w: CWriter, g, src: RowSource, stride: int, xct: str, zx: int,  #
     one's ``kw`` (the same inputs, or the same padding), so only the last kernel column of each
     kernel row is gathered, over what the run copied there. On ResNet-8's cascades (3x3, 16-64
     channels) this alone took the cascaded build on cortex-m7 from 17,953,487 to 17,316,706
-    instructions."""
+    instructions; layer by layer (conv_mcu.emit_band over a plane) from 17,409,376 to
+    16,810,348."""
     dh, dw = g.d
     quads = g.icg // QUAD
     if reuse is not None:
