@@ -1,0 +1,115 @@
+"""ConvTranspose in the C backend (backends/c/convt.py: sub-pixel phases as column tiles) against
+onnxruntime, one case per edge of the phase algebra (kernelplan/convt.py), and the phase algebra
+itself against the definition of a transposed conv."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from opfuse.kernelplan.convt import axis_phases
+from opfuse.measure.validate.c_float import validate_c
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+N = helper.make_node
+
+
+def _model(nodes, inputs, inits) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs,
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _f(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def _w(name, shape, seed=0):
+    arr = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return onnx.numpy_helper.from_array(arr, name)
+
+
+def _convt(x, w, b=None, then=("Relu",), extra=(), **attrs) -> onnx.ModelProto:
+    """ConvTranspose(x, w[, b]) then ``then`` (unary ops, or ``("Add", shape)``)."""
+    inits = [_w("w", w)] + ([_w("b", [b], 1)] if b else [])
+    nodes = [N("ConvTranspose", ["x", "w", *(["b"] if b else [])], ["y0"], **attrs)]
+    inputs = [_f("x", x), *extra]
+    last = "y0"
+    for k, op in enumerate(then):
+        if isinstance(op, tuple):  # a residual operand, a graph input
+            nodes.append(N(op[0], [last, "r"], [f"y{k + 1}"]))
+            inputs.append(_f("r", op[1]))
+        else:
+            nodes.append(N(op, [last], [f"y{k + 1}"]))
+        last = f"y{k + 1}"
+    nodes.append(N("Identity", [last], ["z"]))
+    return _model(nodes, inputs, inits)
+
+
+CASES = {
+    # U-Net's 2x upsampling: every phase one tap, inside the input: the rows read in place
+    "k2s2_in_place": _convt([1, 16, 12, 12], [16, 8, 2, 2], 8, strides=[2, 2]),
+    # k=4 s=2 p=1: two taps a phase, offsets -1..1, the line buffer; the Add of a skip
+    "k4s2p1_add": _convt([1, 8, 6, 7], [8, 12, 4, 4], 12, ("Relu", ("Add", [1, 12, 12, 14])),
+                         strides=[2, 2], pads=[1, 1, 1, 1]),
+    # pads larger than the stride, unequal, and output_padding (a phase's count one more)
+    "pads_past_stride": _convt([2, 3, 5, 9], [3, 5, 5, 4], 5, strides=[2, 3],
+                               pads=[3, 4, 1, 2], output_padding=[1, 2]),
+    # s does not divide k: phases of unequal taps; a narrow row (VEC columns computed)
+    "k3s2_narrow": _convt([1, 4, 3, 3], [4, 6, 3, 3], None, ("Sigmoid",), strides=[2, 2]),
+    # dilation 2 with stride 2: gcd 2, so odd phases have no tap (the bias through the chain)
+    "dilated_empty_phases": _convt([1, 3, 6, 6], [3, 4, 3, 3], 4, strides=[2, 2],
+                                   dilations=[2, 2], pads=[1, 1, 1, 1]),
+    # dilation 3 with stride 2 (coprime): every phase reached, taps spaced
+    "dilated_coprime": _convt([1, 3, 5, 8], [3, 4, 3, 2], 4, strides=[2, 2],
+                              dilations=[3, 3], pads=[2, 0, 1, 1]),
+    # groups, lanes not dividing the group's channels (a last block zero-padded)
+    "grouped": _convt([1, 6, 5, 11], [6, 5, 4, 4], 15, ("Tanh",), group=3, strides=[2, 2],
+                      pads=[1, 1, 1, 1]),
+    # 1-D: an audio decoder's k=16 s=8
+    "audio_1d": _convt([1, 8, 40], [8, 6, 16], 6, ("Relu",), strides=[8], pads=[4, 4]),
+    # 1-D past LINE_FLOATS: the row in segments, the line buffer refilled for each
+    "audio_1d_segments": _convt([1, 160, 220], [160, 4, 4], 4, strides=[2], pads=[1, 1]),
+    # output_shape given (the pads ONNX derives from it), SAME_UPPER's split
+    "output_shape": _convt([1, 4, 5, 5], [4, 3, 3, 3], 3, strides=[2, 2], output_shape=[10, 10]),
+    "output_shape_upper": _convt([1, 4, 5, 5], [4, 3, 3, 3], 3, strides=[2, 2],
+                                 output_shape=[11, 9], auto_pad="SAME_UPPER"),
+    # stride 1, and a stride larger than the kernel (k < s: phases without taps)
+    "stride1": _convt([1, 5, 6, 6], [5, 7, 3, 3], 7, pads=[1, 1, 1, 1]),
+    "k1s3": _convt([1, 4, 4, 5], [4, 9, 1, 1], 9, strides=[3, 3]),
+    # two images; a weight that is a runtime input (packed by C at the kernel's start)
+    "runtime_weights": _model(
+        [N("ConvTranspose", ["x", "wr", "b"], ["y0"], strides=[2, 2], pads=[1, 1, 1, 1]),
+         N("Relu", ["y0"], ["z"])],
+        [_f("x", [2, 4, 5, 6]), _f("wr", [4, 3, 4, 4])], [_w("b", [3], 1)]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_convt_matches_onnxruntime(case: str, tmp_path: Path) -> None:
+    path = tmp_path / f"{case}.onnx"
+    onnx.save(CASES[case], path)
+    for target in ("x86-host", "cortex-m4"):  # a vector unit and a scalar FPU (host-built C)
+        report = validate_c(path, target, outdir=tmp_path / target)
+        assert report.ok, report
+        for out in report.outputs:
+            assert out.max_abs_err <= 1e-4 * out.max_ref + 1e-6, out
+
+
+@pytest.mark.parametrize("out,k,s,d,p", [(13, 4, 2, 1, 1), (17, 3, 3, 2, 4), (9, 2, 4, 1, 0),
+                                         (20, 5, 2, 2, 3), (7, 16, 8, 1, 4)])
+def test_phases_cover_the_transposed_conv(out: int, k: int, s: int, d: int, p: int) -> None:
+    """Every (input, tap) pair that lands on an output lands there through its phase, once."""
+    size = 12
+    want = sorted((i * s + j * d - p, i, j) for i in range(size) for j in range(k)
+                  if 0 <= i * s + j * d - p < out)
+    got = sorted((q * s + ph.r, q + e, j) for ph in axis_phases(out, k, s, d, p)
+                 for q in range(ph.count) for j, e in ph.taps if 0 <= q + e < size)
+    assert got == want
