@@ -84,6 +84,12 @@ CASES = {
     # stride 1, and a stride larger than the kernel (k < s: phases without taps)
     "stride1": _convt([1, 5, 6, 6], [5, 7, 3, 3], 7, pads=[1, 1, 1, 1]),
     "k1s3": _convt([1, 4, 4, 5], [4, 9, 1, 1], 9, strides=[3, 3]),
+    # one output channel a group: the column phases as the tile's lanes (FCN's upsampling)
+    "depthwise_phase_lanes": _convt([1, 5, 6, 7], [5, 1, 4, 4], 5, group=5, strides=[2, 3],
+                                    pads=[1, 2, 1, 0]),
+    "depthwise_dilated_1d": _convt([1, 3, 30], [3, 1, 3], None, ("Tanh",), group=3,
+                                   strides=[4], dilations=[2], pads=[1, 1]),
+    "one_channel_k8s8": _convt([2, 4, 9, 3], [4, 1, 8, 8], 1, strides=[8, 8], pads=[2, 0, 2, 0]),
     # two images; a weight that is a runtime input (packed by C at the kernel's start)
     "runtime_weights": _model(
         [N("ConvTranspose", ["x", "wr", "b"], ["y0"], strides=[2, 2], pads=[1, 1, 1, 1]),

@@ -24,7 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from opfuse.kernelplan.conv8 import ConvGeom
-from opfuse.kernelplan.convf import LINE_FLOATS, plan_rows
+from opfuse.kernelplan.convf import (
+    LINE_FLOATS,
+    SPATIAL_LANES,
+    SPATIAL_WIDTH,
+    FloatConvPlan,
+    plan_rows,
+)
 
 VEC = 8  # a phase row narrower than this computes VEC columns and stores its own (convrows.VEC)
 
@@ -82,6 +88,7 @@ class TransposePlan:
     segment: int
     full: int  # segments of ``segment`` columns every live column phase fills
     tail: tuple[int, ...]  # per column phase: the columns of its last, partial segment
+    merged: bool = False  # the column phases are the tile's lanes (one output channel a group)
 
     @property
     def line_rows(self) -> int:
@@ -109,10 +116,15 @@ def live(phases: tuple[AxisPhase, ...] | list[AxisPhase]) -> list[AxisPhase]:
     return [p for p in phases if p.taps and p.count]
 
 
-def plan_convt(g: ConvGeom, bias_packed: bool) -> TransposePlan:
+def plan_convt(g: ConvGeom, bias_packed: bool, weights_packed: bool = True) -> TransposePlan:
     """The plan of ``g`` (a ConvTranspose's geometry: ``c`` input channels, ``icg``/``ocg`` its
     channels a group); ``bias_packed``: the bias is constant or absent (a runtime one makes the
-    tile's lanes divide the group's channels)."""
+    tile's lanes divide the group's channels); ``weights_packed``: the weights are constant.
+    One output channel a group (FCN's grouped upsampling) with constant weights and bias and a
+    stride across: the ``sw`` column phases are the tile's lanes (``merged``), each phase's
+    weights zero at the offsets of the other phases' taps, so a tile sums ``sw`` x its columns
+    rather than one channel's (fcn_up8_grouped, benchmarks/convt_models.py: one channel a tile
+    ran 3.4x the old gather's time)."""
     (kh, kw), (sh, sw), (dh, dw), (ph, pw) = g.k, g.s, g.d, g.p
     rows = tuple(axis_phases(g.oh, kh, sh, dh, ph))
     cols = tuple(axis_phases(g.ow, kw, sw, dw, pw))
@@ -120,11 +132,19 @@ def plan_convt(g: ConvGeom, bias_packed: bool) -> TransposePlan:
     er = [e for p in live(rows) for _, e in p.taps] or [0]
     ec = [e for p in live(cols) for _, e in p.taps] or [0]
     row_lo, row_hi, col_lo, col_hi = min(er), max(er), min(ec), max(ec)
+    merged = g.ocg == 1 and g.s[1] > 1 and bias_packed and weights_packed
+    if merged:
+        tile = FloatConvPlan("columns", g.s[1], columns=max(SPATIAL_LANES * SPATIAL_WIDTH
+                                                            // g.s[1], 1))
     in_place = (all(min(e for _, e in p.taps) >= 0 and p.count - 1 + max(e for _, e in p.taps)
                     < g.ih for p in live(rows))
                 and all(min(e for _, e in p.taps) >= 0 and p.count >= VEC
                         and p.count - 1 + max(e for _, e in p.taps) < g.iw for p in live(cols)))
     counts = [p.count if p.taps else 0 for p in cols]
+    if merged:  # every lane computes the widest phase's columns over the taps of all
+        in_place = in_place and (col_lo >= 0 and cols[0].count >= VEC
+                                 and cols[0].count - 1 + col_hi < g.iw)
+        counts = [cols[0].count] * len(cols)
     widest = max(max(counts), 1)
     reach = col_hi - col_lo
     per_column = g.c * (row_hi - row_lo + 1)
@@ -136,4 +156,4 @@ def plan_convt(g: ConvGeom, bias_packed: bool) -> TransposePlan:
     full = least // segment if segment < widest else 0
     tail = tuple(max(c - full * segment, 0) for c in counts)
     return TransposePlan(rows, cols, tile.lanes, tile.columns, row_lo, row_hi, col_lo, col_hi,
-                         in_place, segment, full, tail)
+                         in_place, segment, full, tail, merged)

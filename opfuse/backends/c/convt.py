@@ -67,6 +67,17 @@ def _phase_weights(node: ir.Node, g: ConvGeom, plan: TransposePlan, params: Para
     if arr is not None:  # ONNX's [C][OCg][KH][KW] as a conv's [OC][ICg][KH][KW]
         conv = (np.asarray(arr, np.float32).reshape(g.group, g.icg, g.ocg, *g.k)
                 .transpose(0, 2, 1, 3, 4).reshape(g.oc, g.icg, *g.k))
+        if plan.merged:  # lane r: column phase r's weight at each offset of the union, or 0
+            union = _union(plan)
+            for a in live(plan.rows):
+                packed = np.zeros((g.group, g.icg, len(a.taps), len(union), plan.lanes),
+                                  np.float32)
+                for b in live(plan.cols):
+                    for kb, e in b.taps:
+                        packed[..., union.index(e), b.r] = conv[:, :, [k for k, _ in a.taps], kb]
+                out[a.r, 0] = params.weight(f"{node.inputs[1].name}#convt_phases_{a.r}",
+                                            packed.ravel())
+            return out
         for a, b in phases:
             sub = conv[:, :, [k for k, _ in a.taps]][:, :, :, [k for k, _ in b.taps]]
             packed, _ = pack_weights(sub, g.group, blocks_of)
@@ -94,8 +105,13 @@ def _phase_weights(node: ir.Node, g: ConvGeom, plan: TransposePlan, params: Para
     return out
 
 
-def _bias(node: ir.Node, g: ConvGeom, lanes: int, params: Params, empty: bool
-          ) -> tuple[str | None, str | None]:
+def _union(plan: TransposePlan) -> list[int]:
+    """The input offsets any column phase reads (a merged tile's column taps)."""
+    return sorted({e for b in live(plan.cols) for _, e in b.taps})
+
+
+def _bias(node: ir.Node, g: ConvGeom, lanes: int, params: Params, empty: bool,
+          merged: bool = False) -> tuple[str | None, str | None]:
     """The tiles' bias (zero-padded per block where constant) and, where a phase no tap
     reaches stores it (``empty``), the bias by channel."""
     bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] is not None else None
@@ -108,20 +124,23 @@ def _bias(node: ir.Node, g: ConvGeom, lanes: int, params: Params, empty: bool
     blocks = -(-g.ocg // lanes)
     padded = np.zeros((g.group, blocks * lanes), np.float32)
     padded[:, :g.ocg] = np.asarray(value, np.float32).reshape(g.group, g.ocg)
+    if merged:  # every lane (a column phase) the group's one channel
+        padded = np.repeat(np.asarray(value, np.float32).reshape(g.group, 1), lanes, axis=1)
     return params.weight(f"{bias.name}#convt{lanes}", padded.ravel()), by_channel
 
 
 def emit_conv_transpose(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
     g = convt_geom(node)
     bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] is not None else None
-    plan = plan_convt(g, bias is None or const(bias) is not None)
+    plan = plan_convt(g, bias is None or const(bias) is not None,
+                      const(node.inputs[1]) is not None)
     x = params.inp(node.inputs[0], node)
     shape = dims(node.outputs[0], node)
     chain = build_chain(pre, shape, params, node.outputs[0].name)
     y = params.out((pre or [node])[-1].outputs[0], node)
-    empty = [(a, b) for a in plan.rows for b in plan.cols
-             if a.count and b.count and not (a.taps and b.taps)]
-    bp, by_channel = _bias(node, g, plan.lanes, params, bool(empty))
+    empty = [(a, b) for a in plan.rows for b in plan.cols  # merged: a lane without taps sums 0
+             if a.count and b.count and not (a.taps and (b.taps or plan.merged))]
+    bp, by_channel = _bias(node, g, plan.lanes, params, bool(empty), plan.merged)
     wps = _phase_weights(node, g, plan, params, w)
     fma = kernels(params.store.isa).fma_tile
     four = [o.strides if len(shape) == 4 else (o.strides[0], o.strides[1], 0, o.strides[2])
@@ -160,7 +179,7 @@ def _guard(w: CWriter, count: int, rows: int) -> None:
     w.open(f"if (qh < {count})" if count < rows else "")
 
 
-def _out(ys: tuple[int, ...], rw: int, q: str) -> str:
+def _out(ys: tuple[int, ...], rw: int | str, q: str) -> str:
     """Output column ``q*sw + rw`` of row ``oh``, channel ``c``, image ``n``."""
     return f"n*{ys[0]} + c*{ys[1]} + oh*{ys[2]} + {rw} + ({q})*{ys[4]}"
 
@@ -182,6 +201,10 @@ def _segment(w: CWriter, g: ConvGeom, plan: TransposePlan, x: str, y: str, chain
     for rh in live(plan.rows):
         _guard(w, rh.count, plan.rows[0].count)
         w(f"const int oh = qh*{g.s[0]} + {rh.r};")
+        if plan.merged:
+            _merged(w, g, plan, rh, row, lw, y, chain, vs, ys, wps, bp, params, fma, max(stored))
+            w.close()
+            continue
         for rw in live(plan.cols):
             if not stored[rw.r]:
                 continue
@@ -206,6 +229,32 @@ def _segment(w: CWriter, g: ConvGeom, plan: TransposePlan, x: str, y: str, chain
             column_tiles(w, tile, finish, fma)
             w.close()
         w.close()
+
+
+def _merged(w: CWriter, g: ConvGeom, plan: TransposePlan, rh, row: str, lw: int, y: str,  # noqa: ANN001
+            chain: Chain, vs: list, ys: tuple[int, ...], wps: dict, bp: str | None,  # noqa: ANN001
+            params: Params, fma, columns: int) -> None:  # noqa: ANN001
+    """Row phase ``rh`` of a conv of one output channel a group as one tile a group: lane ``o``
+    is column phase ``o`` (output columns ``q*sw + o``, ``q`` below that phase's count), its
+    taps the union of the phases' offsets (plan_convt's ``merged``)."""
+    pitch = g.iw if plan.in_place else lw
+    lo_h, lo_w = (0, 0) if plan.in_place else (plan.row_lo, plan.col_lo)
+    taps = tuple((eh - lo_h) * pitch + eu - lo_w for _, eh in rh.taps for eu in _union(plan))
+    sw = g.s[1]
+    tile = ColumnTile(taps=taps, row=row, wp=wps[rh.r, 0], bp=bp, group=g.group, icg=g.icg,
+                      ocg=sw, lanes=sw, columns=plan.computed(columns), width=plan.width,
+                      overlap=params.restrict != "" and len(taps) > 1)
+
+    def finish(width: int) -> None:
+        w.open(f"for (int o = 0; o < {sw}; ++o)")
+        w("const int c = grp;")
+        w(f"const int left = ({g.ow} - o + {sw - 1})/{sw} - (c0 + i0);")
+        emit_apply(w, chain, vs, ["n", "c", "oh", "o", "c0 + i0"],
+                   f"(left < {width} ? left : {width})", lambda i: f"acc[o][{i}]",
+                   lambda i: f"{y}[{_out(ys, 'o', f'c0 + i0 + {i}')}]")
+        w.close()
+
+    column_tiles(w, tile, finish, fma)
 
 
 def _fill(w: CWriter, g: ConvGeom, plan: TransposePlan, x: str, lw: int, per_ci: int) -> None:
