@@ -157,3 +157,38 @@ def plan_convt(g: ConvGeom, bias_packed: bool, weights_packed: bool = True) -> T
     tail = tuple(max(c - full * segment, 0) for c in counts)
     return TransposePlan(rows, cols, tile.lanes, tile.columns, row_lo, row_hi, col_lo, col_hi,
                          in_place, segment, full, tail, merged)
+
+
+@dataclass(frozen=True)
+class TransposeWork:
+    """What the C of a plan does (cost/fwork.py prices it on the ``columns`` and ``line``
+    paths): the tiles' multiply-adds (zero-padded lanes, the computed columns past a short row
+    and a merged tile's zero taps included), outputs, tile loops (a row of a phase, a block of
+    lanes, an input channel) and floats copied into the line buffer."""
+
+    macs: int
+    outputs: int
+    loops: int
+    line: int
+
+
+def transpose_work(g: ConvGeom, plan: TransposePlan) -> TransposeWork:
+    segments = [plan.segment] * plan.full
+    computed = [sum(segments) + plan.computed(t) for t in plan.tail]
+    macs = loops = 0
+    for a in live(plan.rows):
+        if plan.merged:
+            union = len({e for b in live(plan.cols) for _, e in b.taps})
+            macs += a.count * g.group * plan.lanes * max(computed) * g.icg * len(a.taps) * union
+            loops += a.count * g.group * g.icg
+            continue
+        blocks = -(-g.ocg // plan.lanes)
+        for b in live(plan.cols):
+            macs += (a.count * g.group * blocks * plan.lanes * computed[b.r] * g.icg
+                     * len(a.taps) * len(b.taps))
+            loops += a.count * g.group * blocks * g.icg
+    widths = [plan.line_width(s) for s in segments]
+    if any(plan.tail):
+        widths.append(plan.line_width(max(plan.computed(t) for t in plan.tail)))
+    line = 0 if plan.in_place else plan.rows[0].count * g.c * plan.line_rows * sum(widths)
+    return TransposeWork(g.n * macs, g.n * g.oc * g.oh * g.ow, g.n * loops, g.n * line)
