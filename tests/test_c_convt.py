@@ -80,7 +80,7 @@ CASES = {
     # output_shape given (the pads ONNX derives from it), SAME_UPPER's split
     "output_shape": _convt([1, 4, 5, 5], [4, 3, 3, 3], 3, strides=[2, 2], output_shape=[10, 10]),
     "output_shape_upper": _convt([1, 4, 5, 5], [4, 3, 3, 3], 3, strides=[2, 2],
-                                 output_shape=[11, 9], auto_pad="SAME_UPPER"),
+                                 output_shape=[10, 8], auto_pad="SAME_UPPER"),
     # stride 1, and a stride larger than the kernel (k < s: phases without taps)
     "stride1": _convt([1, 5, 6, 6], [5, 7, 3, 3], 7, pads=[1, 1, 1, 1]),
     "k1s3": _convt([1, 4, 4, 5], [4, 9, 1, 1], 9, strides=[3, 3]),
@@ -90,11 +90,12 @@ CASES = {
     "depthwise_dilated_1d": _convt([1, 3, 30], [3, 1, 3], None, ("Tanh",), group=3,
                                    strides=[4], dilations=[2], pads=[1, 1]),
     "one_channel_k8s8": _convt([2, 4, 9, 3], [4, 1, 8, 8], 1, strides=[8, 8], pads=[2, 0, 2, 0]),
-    # two images; a weight that is a runtime input (packed by C at the kernel's start)
+    # two images; a weight that is a runtime input (packed by C at the kernel's start), two
+    # groups of 6 channels in blocks of 2
     "runtime_weights": _model(
-        [N("ConvTranspose", ["x", "wr", "b"], ["y0"], strides=[2, 2], pads=[1, 1, 1, 1]),
-         N("Relu", ["y0"], ["z"])],
-        [_f("x", [2, 4, 5, 6]), _f("wr", [4, 3, 4, 4])], [_w("b", [3], 1)]),
+        [N("ConvTranspose", ["x", "wr", "b"], ["y0"], strides=[2, 2], pads=[1, 1, 1, 1],
+           group=2), N("Relu", ["y0"], ["z"])],
+        [_f("x", [2, 4, 5, 6]), _f("wr", [4, 6, 4, 4])], [_w("b", [12], 1)]),
 }
 
 
@@ -119,3 +120,31 @@ def test_phases_cover_the_transposed_conv(out: int, k: int, s: int, d: int, p: i
     got = sorted((q * s + ph.r, q + e, j) for ph in axis_phases(out, k, s, d, p)
                  for q in range(ph.count) for j, e in ph.taps if 0 <= q + e < size)
     assert got == want
+
+
+def test_convt_work_is_the_hand_count(tmp_path: Path) -> None:
+    """The float cost model counts the C's phases (cost/fwork.convt_work), by hand here."""
+    from opfuse.cost.fwork import float_kernel_work
+    from opfuse.pipeline import compile_model
+
+    def work(model: onnx.ModelProto) -> list[tuple]:
+        onnx.save(model, tmp_path / "m.onnx")
+        nodes = [n for n in compile_model(str(tmp_path / "m.onnx"), "cortex-m7").optimized.graph
+                 if n.op_type == "ConvTranspose"]
+        return [(w.path, w.lane_macs, w.outputs, w.loops) for w in float_kernel_work(nodes, True)]
+
+    # 8 -> 12 channels, 4x4 stride 2 pad 1 from 6x7 (12x14 out): 2 x 2 phases of 2 x 2 taps,
+    # 6 rows x 7 columns each (8 computed: VEC); tiles of 8 lanes, two blocks (16 summed); a
+    # loop per phase row, block and input channel; a line buffer of 3 rows x (8 + 2) columns of
+    # 8 channels per row group
+    assert work(_convt([1, 8, 6, 7], [8, 12, 4, 4], 12, (), strides=[2, 2], pads=[1, 1, 1, 1])) \
+        == [("columns", 2 * 6 * 2 * 2 * 8 * 8 * 8 * 4, 12 * 12 * 14, 2 * 6 * 2 * 2 * 8),
+            ("line", 0, 6 * 8 * 3 * 10, 0)]
+    # one channel a group: the 2 column phases are the lanes, over the union of their offsets
+    # (-1, 0, 1): per row phase 4 rows x 3 groups x 2 lanes x 8 columns x 2 x 3 taps
+    assert work(_convt([1, 3, 4, 4], [3, 1, 4, 4], None, (), group=3, strides=[2, 2],
+                       pads=[1, 1, 1, 1])) == [
+        ("columns", 2 * 4 * 3 * 2 * 8 * 2 * 3, 3 * 8 * 8, 2 * 4 * 3), ("line", 0, 4 * 3 * 3 * 10, 0)]
+    # a 2x2 stride-2 upsampling reads its rows in place: no line buffer
+    assert [w[0] for w in work(_convt([1, 4, 8, 8], [4, 4, 2, 2], None, (), strides=[2, 2]))] \
+        == ["columns"]
