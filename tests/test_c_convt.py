@@ -148,3 +148,18 @@ def test_convt_work_is_the_hand_count(tmp_path: Path) -> None:
     # a 2x2 stride-2 upsampling reads its rows in place: no line buffer
     assert [w[0] for w in work(_convt([1, 4, 8, 8], [4, 4, 2, 2], None, (), strides=[2, 2]))] \
         == ["columns"]
+
+
+@pytest.mark.parametrize("case", ["k4s2p1_add", "k3s2_narrow", "audio_1d_segments",
+                                  "depthwise_phase_lanes", "runtime_weights", "dilated_empty_phases"])
+def test_convt_sanitizers(case: str, tmp_path: Path) -> None:
+    """The line buffer, the segments, the merged lanes' reads past a phase's end and the
+    runtime weights' stack copy stay in bounds (ASan + UBSan)."""
+    from opfuse.backends.c import emit_c
+    from opfuse.pipeline import compile_model
+    from tests.helpers.sanitize import sanitized_run_matches
+
+    path = tmp_path / f"{case}.onnx"
+    onnx.save(CASES[case], path)
+    emit_c(compile_model(path), tmp_path / "c")
+    sanitized_run_matches(tmp_path / "c", path)
