@@ -26,7 +26,7 @@ from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
 from opfuse.kernelplan.conv8 import ConvGeom
-from opfuse.kernelplan.convt import TransposePlan, live, plan_convt, transpose_pads
+from opfuse.kernelplan.convt import AxisPhase, TransposePlan, live, plan_convt, transpose_pads
 
 
 def convt_geom(node: ir.Node) -> ConvGeom:
@@ -184,64 +184,84 @@ def _out(ys: tuple[int, ...], rw: int | str, q: str) -> str:
     return f"n*{ys[0]} + c*{ys[1]} + oh*{ys[2]} + {rw} + ({q})*{ys[4]}"
 
 
+def _groups(phases: list[AxisPhase], counts: list[int]) -> list[tuple[int, tuple[int, ...],
+                                                                     list[tuple[int, int]]]]:
+    """Phases of one count whose taps' offsets are the same up to a shift, written once and
+    looped over: (count, offsets less the least, [(phase, its least offset)])."""
+    found: dict[tuple[int, tuple[int, ...]], list[tuple[int, int]]] = {}
+    for p in phases:
+        if counts[p.r]:
+            lo = min(e for _, e in p.taps)
+            found.setdefault((counts[p.r], tuple(e - lo for _, e in p.taps)), []).append((p.r, lo))
+    return [(c, rel, members) for (c, rel), members in found.items()]
+
+
+def _table(w: CWriter, name: str, values: list[int]) -> None:
+    w(f"static const int {name}[] = {{{', '.join(map(str, values))}}};")
+
+
 def _segment(w: CWriter, g: ConvGeom, plan: TransposePlan, x: str, y: str, chain: Chain,
              vs: list, ys: tuple[int, ...], wps: dict, bp: str | None, params: Params,  # noqa: ANN001
              fma, stored: list[int]) -> None:  # noqa: ANN001
     """Columns ``c0 ..`` of every live phase of row group ``qh``: ``stored[rw]`` columns of
-    column phase ``rw`` (computed: ``plan.computed`` of them), its line buffer filled first."""
+    column phase ``rw`` (computed: ``plan.computed`` of them), its line buffer filled first.
+    Phases whose taps differ by a shift only (``_groups``: every phase where ``s`` divides ``k``)
+    share one tile, looped over with each phase's row, column and weights."""
     widest = max(plan.computed(s) for s in stored)
     lw = plan.line_width(widest)
     per_ci = plan.line_rows * lw
-    plane = g.ih * g.iw
     if plan.in_place:
-        row = f"{x} + (n*{g.c} + ci)*{plane} + qh*{g.iw} + c0"
+        row, pitch, lo_h, lo_w = f"{x} + (n*{g.c} + ci)*{g.ih * g.iw} + qh*{g.iw} + c0", g.iw, 0, 0
     else:
-        row = f"line + ci*{per_ci}"
+        row, pitch, lo_h, lo_w = f"line + ci*{per_ci}", lw, plan.row_lo, plan.col_lo
         _fill(w, g, plan, x, lw, per_ci)
-    for rh in live(plan.rows):
-        _guard(w, rh.count, plan.rows[0].count)
-        w(f"const int oh = qh*{g.s[0]} + {rh.r};")
+    rows = live(plan.rows)
+    for count, rel_h, rm in _groups(rows, [p.count for p in plan.rows]):
+        _guard(w, count, plan.rows[0].count)
+        w.open(f"for (int a = 0; a < {len(rm)}; ++a)")
+        _table(w, "rh_of", [r for r, _ in rm])
+        _table(w, "rb_of", [(lo - lo_h) * pitch for _, lo in rm])
+        w(f"const int oh = qh*{g.s[0]} + rh_of[a];")
         if plan.merged:
-            _merged(w, g, plan, rh, row, lw, y, chain, vs, ys, wps, bp, params, fma, max(stored))
-            w.close()
-            continue
-        for rw in live(plan.cols):
-            if not stored[rw.r]:
-                continue
-            pitch = g.iw if plan.in_place else lw
-            taps = tuple((eh - (0 if plan.in_place else plan.row_lo)) * pitch
-                         + ew - (0 if plan.in_place else plan.col_lo)
-                         for _, eh in rh.taps for _, ew in rw.taps)
-            tile = ColumnTile(taps=taps, row=row, wp=wps[rh.r, rw.r], bp=bp, group=g.group,
-                              icg=g.icg, ocg=g.ocg, lanes=plan.lanes,
-                              columns=plan.computed(stored[rw.r]), width=plan.width,
+            union = _union(plan)
+            w(f"const float *const wt_of[] = {{{', '.join(wps[r, 0] for r, _ in rm)}}};")
+            w("const float *wph = wt_of[a];")
+            taps = tuple(e * pitch + u - lo_w for e in rel_h for u in union)
+            _merged(w, g, plan, taps, f"{row} + rb_of[a]", y, chain, vs, ys, bp, params, fma,
+                    max(stored))
+        for cc, rel_w, cm in ([] if plan.merged else _groups(live(plan.cols), stored)):
+            w.open(f"for (int b = 0; b < {len(cm)}; ++b)")
+            _table(w, "rw_of", [r for r, _ in cm])
+            _table(w, "cb_of", [lo - lo_w for _, lo in cm])
+            w(f"const float *const wt_of[] = {{{', '.join(wps[a, b] for a, _ in rm for b, _ in cm)}}};")
+            w(f"const int rw = rw_of[b]; const float *wph = wt_of[a*{len(cm)} + b];")
+            taps = tuple(eh * pitch + ew for eh in rel_h for ew in rel_w)
+            tile = ColumnTile(taps=taps, row=f"{row} + rb_of[a] + cb_of[b]", wp="wph", bp=bp,
+                              group=g.group, icg=g.icg, ocg=g.ocg, lanes=plan.lanes,
+                              columns=plan.computed(cc), width=plan.width,
                               overlap=params.restrict != "" and len(taps) > 1)
-            w.open("")
 
-            def finish(width: int, tile: ColumnTile = tile, count: int = stored[rw.r],
-                       r: int = rw.r) -> None:
+            def finish(width: int, tile: ColumnTile = tile, count: int = cc) -> None:
                 open_channels(w, tile)
-                emit_apply(w, chain, vs, ["n", "c", "oh", str(r), "c0 + i0"],
+                emit_apply(w, chain, vs, ["n", "c", "oh", "rw", "c0 + i0"],
                            min(width, count), lambda i: f"acc[o][{i}]",
-                           lambda i: f"{y}[{_out(ys, r, f'c0 + i0 + {i}')}]")
+                           lambda i: f"{y}[{_out(ys, 'rw', f'c0 + i0 + {i}')}]")
                 w.close()
 
             column_tiles(w, tile, finish, fma)
             w.close()
         w.close()
+        w.close()
 
 
-def _merged(w: CWriter, g: ConvGeom, plan: TransposePlan, rh, row: str, lw: int, y: str,  # noqa: ANN001
-            chain: Chain, vs: list, ys: tuple[int, ...], wps: dict, bp: str | None,  # noqa: ANN001
+def _merged(w: CWriter, g: ConvGeom, plan: TransposePlan, taps: tuple[int, ...], row: str,
+            y: str, chain: Chain, vs: list, ys: tuple[int, ...], bp: str | None,  # noqa: ANN001
             params: Params, fma, columns: int) -> None:  # noqa: ANN001
-    """Row phase ``rh`` of a conv of one output channel a group as one tile a group: lane ``o``
-    is column phase ``o`` (output columns ``q*sw + o``, ``q`` below that phase's count), its
-    taps the union of the phases' offsets (plan_convt's ``merged``)."""
-    pitch = g.iw if plan.in_place else lw
-    lo_h, lo_w = (0, 0) if plan.in_place else (plan.row_lo, plan.col_lo)
-    taps = tuple((eh - lo_h) * pitch + eu - lo_w for _, eh in rh.taps for eu in _union(plan))
+    """A row phase of a conv of one output channel a group as one tile a group (weights
+    ``wph``): lane ``o`` is column phase ``o`` (output columns ``q*sw + o``, ``q`` below that
+    phase's count), its taps the union of the phases' offsets (plan_convt's ``merged``)."""
     sw = g.s[1]
-    tile = ColumnTile(taps=taps, row=row, wp=wps[rh.r, 0], bp=bp, group=g.group, icg=g.icg,
+    tile = ColumnTile(taps=taps, row=row, wp="wph", bp=bp, group=g.group, icg=g.icg,
                       ocg=sw, lanes=sw, columns=plan.computed(columns), width=plan.width,
                       overlap=params.restrict != "" and len(taps) > 1)
 
