@@ -89,6 +89,8 @@ CASES = {
                                     pads=[1, 2, 1, 0]),
     "depthwise_dilated_1d": _convt([1, 3, 30], [3, 1, 3], None, ("Tanh",), group=3,
                                    strides=[4], dilations=[2], pads=[1, 1]),
+    "depthwise_segments": _convt([1, 200, 150], [200, 1, 4], None, group=200, strides=[2],
+                                 pads=[1, 1]),
     "one_channel_k8s8": _convt([2, 4, 9, 3], [4, 1, 8, 8], 1, strides=[8, 8], pads=[2, 0, 2, 0]),
     # two images; a weight that is a runtime input (packed by C at the kernel's start), two
     # groups of 6 channels in blocks of 2
@@ -151,6 +153,7 @@ def test_convt_work_is_the_hand_count(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("case", ["k4s2p1_add", "k3s2_narrow", "audio_1d_segments",
+                                  "depthwise_segments",
                                   "depthwise_phase_lanes", "runtime_weights", "dilated_empty_phases"])
 def test_convt_sanitizers(case: str, tmp_path: Path) -> None:
     """The line buffer, the segments, the merged lanes' reads past a phase's end and the
