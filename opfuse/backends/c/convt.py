@@ -17,12 +17,16 @@ lanes (kernelplan/convt.py, ``merged``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import onnx_ir as ir
 
+from opfuse.backends.c.arith import FLOAT32, Sums
 from opfuse.backends.c.cgen import CWriter, attr, dims, who
 from opfuse.backends.c.convdirect import pack_weights
-from opfuse.backends.c.epilogue import Chain, build_chain, emit_apply
+from opfuse.backends.c.epilogue import build_chain, emit_apply
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.linebuffer import phase_copy
 from opfuse.backends.c.pointwise import ColumnTile, column_tiles, open_channels
@@ -133,6 +137,22 @@ def _bias(node: ir.Node, g: ConvGeom, lanes: int, params: Params, empty: bool,
     return params.weight(f"{bias.name}#convt{lanes}", padded.ravel()), by_channel
 
 
+@dataclass(frozen=True)
+class PhaseArith:
+    """What a dtype gives the phase nest (``emit_phases``): the tiles' sums (arith.Sums), the
+    line buffer's element type and padding value, each phase's bias pointer (``(rh, rw)``; None:
+    zeros) and ``store(tile, width, columns)``, a tile's finish: its sums of output row ``oh``,
+    column phase ``rw`` and columns ``c0 + i0 ..`` (``columns`` of them stored) through the
+    epilogue into the output; ``merged``: the store of a merged tile (float)."""
+
+    sums: Sums
+    ctype: str
+    pad: str
+    biases: dict
+    store: Callable[[ColumnTile, int, int], None]
+    merged: Callable[[ColumnTile, int], None] | None = None
+
+
 def emit_conv_transpose(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
     g = convt_geom(node)
     bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] is not None else None
@@ -142,39 +162,75 @@ def emit_conv_transpose(w: CWriter, node: ir.Node, pre: list[ir.Node], params: P
     shape = dims(node.outputs[0], node)
     chain = build_chain(pre, shape, params, node.outputs[0].name)
     y = params.out((pre or [node])[-1].outputs[0], node)
-    empty = [(a, b) for a in plan.rows for b in plan.cols  # merged: a lane without taps sums 0
-             if a.count and b.count and not (a.taps and (b.taps or plan.merged))]
+    empty = empty_phases(plan)
     bp, by_channel = _bias(node, g, plan.lanes, params, bool(empty), plan.merged)
     wps = _phase_weights(node, g, plan, params, w)
-    fma = kernels(params.store.isa).fma_tile
     four = [o.strides if len(shape) == 4 else (o.strides[0], o.strides[1], 0, o.strides[2])
             for o in chain.operands]
     sw = g.s[1]
     # a phase's columns as a view of the output: (n, c, oh, rw, q), q's stride sw columns
     vs = [(*s[:3], s[3], s[3] * sw) for s in four]
     ys = (g.oc * g.oh * g.ow, g.oh * g.ow, g.ow, 1, sw)
+
+    def store(tile: ColumnTile, width: int, count: int) -> None:
+        open_channels(w, tile)
+        emit_apply(w, chain, vs, ["n", "c", "oh", "rw", "c0 + i0"], min(width, count),
+                   lambda i: f"acc[o][{i}]", lambda i: f"{y}[{_out(ys, 'rw', f'c0 + i0 + {i}')}]")
+        w.close()
+
+    def merged(tile: ColumnTile, width: int) -> None:  # lane o: column phase o (_merged)
+        w.open(f"for (int o = 0; o < {sw}; ++o)")
+        w("const int c = grp;")
+        w(f"const int left = ({g.ow} - o + {sw - 1})/{sw} - (c0 + i0);")
+        emit_apply(w, chain, vs, ["n", "c", "oh", "o", "c0 + i0"],
+                   f"(left < {width} ? left : {width})", lambda i: f"acc[o][{i}]",
+                   lambda i: f"{y}[{_out(ys, 'o', f'c0 + i0 + {i}')}]")
+        w.close()
+
+    def empty_store(rw: int, count: int) -> None:  # a phase no tap reaches: the bias
+        w.open(f"for (int c = 0; c < {g.oc}; ++c)")
+        emit_apply(w, chain, vs, ["n", "c", "oh", str(rw), "0"], count,
+                   lambda i: f"{by_channel}[c]" if by_channel else "0.0f",
+                   lambda i: f"{y}[{_out(ys, rw, i)}]")
+        w.close()
+
+    keys = [(a.r, 0) for a in live(plan.rows)] if plan.merged else list(wps)
+    spec = PhaseArith(FLOAT32, "float", "0.0f", {k: bp for k in keys}, store, merged)
+    emit_phases(w, g, plan, x, wps, spec, params, empty_store)
+
+
+def empty_phases(plan: TransposePlan) -> list[tuple[AxisPhase, AxisPhase]]:
+    """Phases with outputs no tap reaches (merged: a lane without taps sums 0, no such phase)."""
+    return [(a, b) for a in plan.rows for b in plan.cols
+            if a.count and b.count and not (a.taps and (b.taps or plan.merged))]
+
+
+def emit_phases(w: CWriter, g: ConvGeom, plan: TransposePlan, x: str, wps: dict,
+                spec: PhaseArith, params: Params,
+                empty_store: Callable[[int, int], None] | None = None) -> None:
+    """Every image's row groups: the line buffer, the phases no tap reaches
+    (``empty_store(rw, count)``), then the column tiles of every live phase, a segment at a
+    time (module docstring)."""
+    fma = kernels(params.store.isa).fma_tile if spec.sums is FLOAT32 else None
     lf = plan.line_floats
     w.open(f"for (int n = 0; n < {g.n}; ++n) for (int qh = 0; qh < {plan.rows[0].count}; ++qh)")
     if lf:
-        w(f"float line[{g.c * lf}];")
-    for rh, rw in empty:  # phases no tap reaches: the bias through the chain
+        w(f"{spec.ctype} line[{g.c * lf}];")
+    for rh, rw in empty_phases(plan):
+        assert empty_store is not None, "the caller refuses phases without taps"
         _guard(w, rh.count, plan.rows[0].count)
         w(f"const int oh = qh*{g.s[0]} + {rh.r};")
-        w.open(f"for (int c = 0; c < {g.oc}; ++c)")
-        emit_apply(w, chain, vs, ["n", "c", "oh", str(rw.r), "0"], rw.count,
-                   lambda i: f"{by_channel}[c]" if by_channel else "0.0f",
-                   lambda i, r=rw.r: f"{y}[{_out(ys, r, i)}]")
-        w.close()
+        empty_store(rw.r, rw.count)
         w.close()
     if plan.full:
         w.open(f"for (int c0 = 0; c0 < {plan.full * plan.segment}; c0 += {plan.segment})")
-        _segment(w, g, plan, x, y, chain, vs, ys, wps, bp, params, fma,
+        _segment(w, g, plan, x, wps, spec, params, fma,
                  [plan.segment if p.taps and p.count else 0 for p in plan.cols])
         w.close()
     if any(plan.tail):
         w.open("")
         w(f"const int c0 = {plan.full * plan.segment};")
-        _segment(w, g, plan, x, y, chain, vs, ys, wps, bp, params, fma, list(plan.tail))
+        _segment(w, g, plan, x, wps, spec, params, fma, list(plan.tail))
         w.close()
     w.close()
 
@@ -204,13 +260,16 @@ def _table(w: CWriter, name: str, values: list[int]) -> None:
     w(f"static const int {name}[] = {{{', '.join(map(str, values))}}};")
 
 
-def _segment(w: CWriter, g: ConvGeom, plan: TransposePlan, x: str, y: str, chain: Chain,
-             vs: list, ys: tuple[int, ...], wps: dict, bp: str | None, params: Params,  # noqa: ANN001
-             fma, stored: list[int]) -> None:  # noqa: ANN001
+def _pointers(w: CWriter, name: str, ctype: str, values: list) -> None:  # noqa: ANN001
+    w(f"const {ctype} *const {name}[] = {{{', '.join(v or '0' for v in values)}}};")
+
+
+def _segment(w: CWriter, g: ConvGeom, plan: TransposePlan, x: str, wps: dict, spec: PhaseArith,
+             params: Params, fma, stored: list[int]) -> None:  # noqa: ANN001
     """Columns ``c0 ..`` of every live phase of row group ``qh``: ``stored[rw]`` columns of
     column phase ``rw`` (computed: ``plan.computed`` of them), its line buffer filled first.
     Phases whose taps differ by a shift only (``_groups``: every phase where ``s`` divides ``k``)
-    share one tile, looped over with each phase's row, column and weights."""
+    share one tile, looped over with each phase's row, column, weights and bias."""
     widest = max(plan.computed(s) for s in stored)
     lw = plan.line_width(widest)
     per_ci = plan.line_rows * lw
@@ -218,85 +277,64 @@ def _segment(w: CWriter, g: ConvGeom, plan: TransposePlan, x: str, y: str, chain
         row, pitch, lo_h, lo_w = f"{x} + (n*{g.c} + ci)*{g.ih * g.iw} + qh*{g.iw} + c0", g.iw, 0, 0
     else:
         row, pitch, lo_h, lo_w = f"line + ci*{per_ci}", lw, plan.row_lo, plan.col_lo
-        _fill(w, g, plan, x, lw, per_ci)
-    rows = live(plan.rows)
-    for count, rel_h, rm in _groups(rows, [p.count for p in plan.rows]):
+        _fill(w, g, plan, x, lw, per_ci, spec)
+    ar = spec.sums
+    one_bias = len(set(spec.biases.values())) == 1  # float: one bias for every phase
+    for count, rel_h, rm in _groups(live(plan.rows), [p.count for p in plan.rows]):
         _guard(w, count, plan.rows[0].count)
         w.open(f"for (int a = 0; a < {len(rm)}; ++a)")
         _table(w, "rh_of", [r for r, _ in rm])
         _table(w, "rb_of", [(lo - lo_h) * pitch for _, lo in rm])
         w(f"const int oh = qh*{g.s[0]} + rh_of[a];")
         if plan.merged:
-            union = _union(plan)
-            w(f"const float *const wt_of[] = {{{', '.join(wps[r, 0] for r, _ in rm)}}};")
-            w("const float *wph = wt_of[a];")
-            taps = tuple(e * pitch + u - lo_w for e in rel_h for u in union)
-            _merged(w, g, plan, taps, f"{row} + rb_of[a]", y, chain, vs, ys, bp, params, fma,
-                    max(stored))
+            _pointers(w, "wt_of", ar.w_type, [wps[r, 0] for r, _ in rm])
+            w(f"const {ar.w_type} *wph = wt_of[a];")
+            taps = tuple(e * pitch + u - lo_w for e in rel_h for u in _union(plan))
+            tile = ColumnTile(taps=taps, row=f"{row} + rb_of[a]", wp="wph",
+                              bp=next(iter(spec.biases.values())), group=g.group, icg=g.icg,
+                              ocg=g.s[1], lanes=g.s[1], columns=plan.computed(max(stored)),
+                              width=plan.width, overlap=params.restrict != "" and len(taps) > 1)
+            column_tiles(w, tile, lambda width, tile=tile: spec.merged(tile, width), fma)
         for cc, rel_w, cm in ([] if plan.merged else _groups(live(plan.cols), stored)):
             w.open(f"for (int b = 0; b < {len(cm)}; ++b)")
             _table(w, "rw_of", [r for r, _ in cm])
             _table(w, "cb_of", [lo - lo_w for _, lo in cm])
-            w(f"const float *const wt_of[] = {{{', '.join(wps[a, b] for a, _ in rm for b, _ in cm)}}};")
-            w(f"const int rw = rw_of[b]; const float *wph = wt_of[a*{len(cm)} + b];")
+            _pointers(w, "wt_of", ar.w_type, [wps[a, b] for a, _ in rm for b, _ in cm])
+            w(f"const int rw = rw_of[b]; const {ar.w_type} *wph = wt_of[a*{len(cm)} + b];")
+            bp = next(iter(spec.biases.values()))
+            if not one_bias:
+                _pointers(w, "bt_of", ar.acc_type, [spec.biases[a, b] for a, _ in rm for b, _ in cm])
+                w(f"const {ar.acc_type} *bph = bt_of[a*{len(cm)} + b];")
+                bp = "bph"
             taps = tuple(eh * pitch + ew for eh in rel_h for ew in rel_w)
             tile = ColumnTile(taps=taps, row=f"{row} + rb_of[a] + cb_of[b]", wp="wph", bp=bp,
                               group=g.group, icg=g.icg, ocg=g.ocg, lanes=plan.lanes,
-                              columns=plan.computed(cc), width=plan.width,
+                              columns=plan.computed(cc), width=plan.width, arith=ar,
                               overlap=params.restrict != "" and len(taps) > 1)
-
-            def finish(width: int, tile: ColumnTile = tile, count: int = cc) -> None:
-                open_channels(w, tile)
-                emit_apply(w, chain, vs, ["n", "c", "oh", "rw", "c0 + i0"],
-                           min(width, count), lambda i: f"acc[o][{i}]",
-                           lambda i: f"{y}[{_out(ys, 'rw', f'c0 + i0 + {i}')}]")
-                w.close()
-
-            column_tiles(w, tile, finish, fma)
+            column_tiles(w, tile, lambda width, tile=tile, cc=cc: spec.store(tile, width, cc), fma)
             w.close()
         w.close()
         w.close()
 
 
-def _merged(w: CWriter, g: ConvGeom, plan: TransposePlan, taps: tuple[int, ...], row: str,
-            y: str, chain: Chain, vs: list, ys: tuple[int, ...], bp: str | None,  # noqa: ANN001
-            params: Params, fma, columns: int) -> None:  # noqa: ANN001
-    """A row phase of a conv of one output channel a group as one tile a group (weights
-    ``wph``): lane ``o`` is column phase ``o`` (output columns ``q*sw + o``, ``q`` below that
-    phase's count), its taps the union of the phases' offsets (plan_convt's ``merged``)."""
-    sw = g.s[1]
-    tile = ColumnTile(taps=taps, row=row, wp="wph", bp=bp, group=g.group, icg=g.icg,
-                      ocg=sw, lanes=sw, columns=plan.computed(columns), width=plan.width,
-                      overlap=params.restrict != "" and len(taps) > 1)
-
-    def finish(width: int) -> None:
-        w.open(f"for (int o = 0; o < {sw}; ++o)")
-        w("const int c = grp;")
-        w(f"const int left = ({g.ow} - o + {sw - 1})/{sw} - (c0 + i0);")
-        emit_apply(w, chain, vs, ["n", "c", "oh", "o", "c0 + i0"],
-                   f"(left < {width} ? left : {width})", lambda i: f"acc[o][{i}]",
-                   lambda i: f"{y}[{_out(ys, 'o', f'c0 + i0 + {i}')}]")
-        w.close()
-
-    column_tiles(w, tile, finish, fma)
-
-
-def _fill(w: CWriter, g: ConvGeom, plan: TransposePlan, x: str, lw: int, per_ci: int) -> None:
+def _fill(w: CWriter, g: ConvGeom, plan: TransposePlan, x: str, lw: int, per_ci: int,
+          spec: PhaseArith) -> None:
     """The line buffer of row group ``qh`` from column ``c0``: input rows ``qh + row_lo ..``,
-    columns ``c0 + col_lo ..``, zero outside the input."""
-    plane = g.ih * g.iw
+    columns ``c0 + col_lo ..``, ``spec.pad`` outside the input."""
+    plane, ct, pad = g.ih * g.iw, spec.ctype, spec.pad
     for j in range(plan.line_rows):
         w(f"const int iy{j} = qh + {plan.row_lo + j}, in{j} = iy{j} >= 0 && iy{j} < {g.ih};")
     w.open(f"for (int ci = 0; ci < {g.c}; ++ci)")
     for j in range(plan.line_rows):
         w.open(f"if (in{j})")
-        w(f"const float *xr = {x} + (n*{g.c} + ci)*{plane} + iy{j}*{g.iw};")
+        w(f"const {ct} *xr = {x} + (n*{g.c} + ci)*{plane} + iy{j}*{g.iw};")
         if plan.full:  # segments: the columns' bounds are known at run time only
-            w(f"float *p = line + ci*{per_ci} + {j * lw};")
+            w(f"{ct} *p = line + ci*{per_ci} + {j * lw};")
             w(f"for (int j = 0; j < {lw}; ++j) {{ const int ix = c0 + {plan.col_lo} + j; "
-              f"p[j] = ix >= 0 && ix < {g.iw} ? xr[ix] : 0.0f; }}")
+              f"p[j] = ix >= 0 && ix < {g.iw} ? xr[ix] : {pad}; }}")
         else:  # one segment (c0 is 0): linebuffer's copy, its bounds in the C text
-            phase_copy(w, f"(line + ci*{per_ci} + {j * lw})", "xr", 1, lw, -plan.col_lo, g.iw)
+            phase_copy(w, f"(line + ci*{per_ci} + {j * lw})", "xr", 1, lw, -plan.col_lo, g.iw,
+                       ctype=ct, pad=pad)
         w.close()
-        w(f"else for (int j = 0; j < {lw}; ++j) line[ci*{per_ci} + {j * lw} + j] = 0.0f;")
+        w(f"else for (int j = 0; j < {lw}; ++j) line[ci*{per_ci} + {j * lw} + j] = {pad};")
     w.close()
