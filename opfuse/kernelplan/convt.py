@@ -116,10 +116,12 @@ def live(phases: tuple[AxisPhase, ...] | list[AxisPhase]) -> list[AxisPhase]:
     return [p for p in phases if p.taps and p.count]
 
 
-def plan_convt(g: ConvGeom, bias_packed: bool, weights_packed: bool = True) -> TransposePlan:
+def plan_convt(g: ConvGeom, bias_packed: bool, weights_packed: bool = True,
+               merge: bool = True) -> TransposePlan:
     """The plan of ``g`` (a ConvTranspose's geometry: ``c`` input channels, ``icg``/``ocg`` its
     channels a group); ``bias_packed``: the bias is constant or absent (a runtime one makes the
-    tile's lanes divide the group's channels); ``weights_packed``: the weights are constant.
+    tile's lanes divide the group's channels); ``weights_packed``: the weights are constant;
+    ``merge`` False: no merged lanes (int8's tiles store per phase).
     One output channel a group (FCN's grouped upsampling) with constant weights and bias and a
     stride across: the ``sw`` column phases are the tile's lanes (``merged``), each phase's
     weights zero at the offsets of the other phases' taps, so a tile sums ``sw`` x its columns
@@ -132,7 +134,7 @@ def plan_convt(g: ConvGeom, bias_packed: bool, weights_packed: bool = True) -> T
     er = [e for p in live(rows) for _, e in p.taps] or [0]
     ec = [e for p in live(cols) for _, e in p.taps] or [0]
     row_lo, row_hi, col_lo, col_hi = min(er), max(er), min(ec), max(ec)
-    merged = g.ocg == 1 and g.s[1] > 1 and bias_packed and weights_packed
+    merged = merge and g.ocg == 1 and g.s[1] > 1 and bias_packed and weights_packed
     if merged:
         tile = FloatConvPlan("columns", g.s[1], columns=max(SPATIAL_LANES * SPATIAL_WIDTH
                                                             // g.s[1], 1))
