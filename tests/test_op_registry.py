@@ -250,7 +250,7 @@ def test_registry_fields_use_known_names() -> None:
     # a cascade member writes its epilogue with the layer-by-layer C expression
     assert groups.C_CASCADE <= groups.C_EXPRS, sorted(groups.C_CASCADE - groups.C_EXPRS)
     assert groups.dtypes("Conv") == ("float32", "int8")
-    assert groups.dtypes("ConvTranspose") == ("float32",)
+    assert groups.dtypes("ConvTranspose") == ("float32", "int8")
     assert groups.dtypes("NoSuchOp") == ()
 
 

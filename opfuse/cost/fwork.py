@@ -29,7 +29,10 @@ member (``member=True``), as cascade.py asks for it. A depthwise conv that copie
 into a zero-padded band (layer by layer, or a member at stride 2 or on a vector unit: the plan's
 ``in_place``), and a pixel-tile conv that copies its KH input rows into a line buffer per output
 row (any but a 1x1 stride-1 unpadded one), add the floats copied on the ``band`` and ``line``
-paths.
+paths. A ConvTranspose is priced on convt.py's sub-pixel phases (``kernelplan.convt``): its
+column tiles' multiply-adds on the ``columns`` path (their zero-padded lanes and the computed
+columns of a short phase row included), a loop per phase row, block of lanes and input channel,
+and its line buffer's floats on the ``line`` path.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from opfuse.cost.kclass import node_class
 from opfuse.ir.values import static_dims
 from opfuse.kernelplan.conv8 import ConvGeom
 from opfuse.kernelplan.convf import line_floats, oc_blocks, plan_convf
+from opfuse.kernelplan.convt import plan_convt, transpose_pads, transpose_work
 
 __all__ = ["conv_geom", "float_conv_work", "float_kernel_work"]
 
@@ -107,7 +111,46 @@ def float_conv_work(node: ir.Node, scalar: bool, member: bool = False) -> list[W
     return [Work(float(macs), outputs, loops, plan.path)]
 
 
+def convt_work(node: ir.Node) -> list[Work] | None:
+    """A float ConvTranspose's work as convt.py's phases run it (``kernelplan.convt``): its
+    column tiles, and the floats its line buffer copies; None: shapes unknown."""
+    xs, ws, ys = (static_dims(node.inputs[0]), static_dims(node.inputs[1]),
+                  static_dims(node.outputs[0]))
+    if xs is None or ws is None or ys is None or len(ys) not in (3, 4):
+        return None
+    nsp = len(ys) - 2
+    ks = _ints(node, "kernel_shape", list(ws[2:]))
+    ss, ds = _ints(node, "strides", [1] * nsp), _ints(node, "dilations", [1] * nsp)
+    pads = node.attributes.get("pads")
+    out_pad = node.attributes.get("output_padding")
+    auto = node.attributes.get("auto_pad")
+    pb = transpose_pads(list(xs[2:]), list(ys[2:]), ks, ss, ds,
+                        list(pads.as_ints()) if pads is not None else None,
+                        node.attributes.get("output_shape") is not None,
+                        list(out_pad.as_ints()) if out_pad is not None else None,
+                        auto.as_string() if auto is not None else "NOTSET")
+    if nsp == 1:
+        xs, ys = [*xs[:2], 1, xs[2]], [*ys[:2], 1, ys[2]]
+        ks, ss, ds, pb = [1, *ks], [1, *ss], [1, *ds], [0, *pb]
+    a = node.attributes.get("group")
+    group = max(a.as_int() if a is not None else 1, 1)
+    g = ConvGeom(xs[0], xs[1], xs[2], xs[3], ys[1], ys[2], ys[3], group, (ks[0], ks[1]),
+                 (ss[0], ss[1]), (ds[0], ds[1]), (pb[0], pb[1]))
+    bias = node.inputs[2] if len(node.inputs) > 2 else None
+    plan = plan_convt(g, bias is None or bias.const_value is not None,
+                      node.inputs[1].const_value is not None)
+    done = transpose_work(g, plan)
+    work = [Work(float(done.macs), done.outputs, done.loops, "columns")]
+    return work + ([Work(0.0, done.line, 0, "line")] if done.line else [])
+
+
 def _node_work(node: ir.Node, scalar: bool, member: bool, path: str | None = None) -> list[Work]:
+    if node.op_type == "ConvTranspose" and path is None:
+        found = convt_work(node)
+        if found is not None:
+            return found
+        out = static_dims(node.outputs[0])  # unknown shapes: its MACs at the vector rates
+        return [Work(float(ops.macs(node)), math.prod(out) if out else 0, 0, "vector")]
     if node.op_type == "Conv" and path is None:
         found = float_conv_work(node, scalar, member)
         if found is not None:
@@ -135,13 +178,8 @@ def _other_work(node: ir.Node, path: str | None) -> Work:
         x = static_dims(node.inputs[0])
         if x and len(x) >= 3:
             return Work(float(math.prod(x)), x[0] * x[1], x[0] * x[1], "reduce")
-    work = node_work(node, path)
-    if work.path in CONV_CLASSES:  # a ConvTranspose: conv.py's loops, as the vector path
-        return Work(float(ops.macs(node)), work.outputs, work.loops, "vector")
-    return work
+    return node_work(node, path)
 
-
-CONV_CLASSES = ("conv", "conv1x1", "depthwise")
 WINDOWED_POOLS = ops.groups.POOLS
 GLOBAL_POOLS = ops.groups.GLOBAL_POOLS
 

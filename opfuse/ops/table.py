@@ -148,7 +148,7 @@ _V = "view quantizable quant_pass"  # a reshape-like view the QDQ frontend passe
 OPS: dict[str, OpInfo] = {
     # anchors: their output stage can absorb an epilogue
     "Conv": _anchor(conv_macs, True, "windowed quantizable", c8=ANCHOR_K),
-    "ConvTranspose": _anchor(conv_transpose_macs, True, "quantizable"),
+    "ConvTranspose": _anchor(conv_transpose_macs, True, "quantizable", c8=ANCHOR_K),
     "Gemm": _anchor(matmul_macs, True, "matrix quantizable", c8=ANCHOR_K),
     "MatMul": _anchor(matmul_macs, False, "matrix quantizable", c8=ANCHOR_K),
     # BatchNormalization left in the graph is a per-channel scale and shift

@@ -9,7 +9,7 @@ the cost row):
 The probe: the int8 probe's layers in float (``int8_probe.CASES`` and ``mcu_probe.MCU_CASES``) and
 ``FLOAT_CASES``, one branch each, run layer by layer (every layer-by-layer path of ``plan_convf``
 on a scalar FPU, Gemms, pools, global pools, Adds, Softmaxes, Transposes, LayerNormalizations,
-a classifier's average pools over small planes),
+a classifier's average pools over small planes, ConvTransposes: the ``columns`` path),
 and ``CHAINS``, small CNN stems the partition streams as one cascade each (run cascaded: the members' plans, ``direct`` among them). Every
 kernel is one row of a single fit (a kernel of several loops, a fused Relu's or a cascade's
 members, is the sum of their work), non-negative, minimising the relative error: per path,
@@ -52,6 +52,11 @@ FLOAT_CASES = (
     ("LayerNormalization", {"axis": -1}, (1, 64, 64), (64,), ""),
     ("LayerNormalization", {"axis": -1}, (1, 32, 128), (128,), ""),
     ("LayerNormalization", {"axis": -1}, (1, 100, 16), (16,), ""),
+    # ConvTranspose (backends/c/convt.py): column tiles over sub-pixel phases (``columns``), its
+    # line buffer (``line``); as many output as input channels (the probe's bias is wshape[0])
+    ("ConvTranspose", {"strides": [2, 2], "pads": [1, 1, 1, 1]}, (1, 16, 10, 10), (16, 16, 4, 4),
+     "relu"),
+    ("ConvTranspose", {"strides": [2, 2]}, (1, 24, 8, 12), (24, 24, 2, 2), ""),
 )
 
 BEGIN = ("# >>> [perf.floatc] written by benchmarks/mcu_calibrate.py --float "

@@ -13,6 +13,7 @@ from opfuse.backends.c.cgen import CWriter, attr, who
 from opfuse.backends.c.ctype import BOOL, ctype_of
 from opfuse.backends.c.int8.chain import CHAIN_OPS, emit_elementwise8
 from opfuse.backends.c.int8.conv import emit_conv8, emit_gemm8
+from opfuse.backends.c.int8.convt8 import emit_convt8
 from opfuse.backends.c.int8.lstm import emit_lstm8
 from opfuse.backends.c.int8.move import (
     emit_concat8,
@@ -80,6 +81,7 @@ def _elementwise(w, members, params, opset) -> None:
 
 INT8_KERNELS: dict[str, Emitter] = {
     "Conv": _anchor(emit_conv8),
+    "ConvTranspose": _anchor(emit_convt8),
     "Gemm": _anchor(emit_gemm8),
     "MatMul": _anchor(emit_gemm8),
     "MaxPool": _pool,
