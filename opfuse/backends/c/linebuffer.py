@@ -19,9 +19,15 @@ def tap_offsets(kh: int, kw: int, sw: int, dw: int, lw: int) -> tuple[int, ...]:
 
 
 def phase_copy(w: CWriter, q: str, xr: str, s: int, lw: int, pl: int, w_in: int,
-               pixel: int = 1, ctype: str = "float", pad: str = "0.0f") -> None:
+               pixel: int = 1, ctype: str = "float", pad: str = "0.0f",
+               shift: str | None = None) -> None:
     """``q[f*lw + j] = xr[(j*s + f - pl)*pixel]`` inside the row, ``pad`` outside, for each phase
-    f < s (``pixel``: the elements between a row's columns, the channels of an NHWC row)."""
+    f < s (``pixel``: the elements between a row's columns, the channels of an NHWC row);
+    ``shift``: a C expression of columns added to every input column (a band of the row, its
+    bounds then found at run time)."""
+    if shift is not None:
+        _shifted_copy(w, q, xr, s, lw, pl, w_in, pixel, ctype, pad, shift)
+        return
     for f in range(s):
         lo = next((j for j in range(lw) if j * s + f - pl >= 0), lw)
         hi = next((j for j in range(lw) if j * s + f - pl >= w_in), lw)
@@ -40,14 +46,36 @@ def phase_copy(w: CWriter, q: str, xr: str, s: int, lw: int, pl: int, w_in: int,
         w(f"{{ {ctype} *p = {base}; " + " ".join(parts) + " }")
 
 
+def _shifted_copy(w: CWriter, q: str, xr: str, s: int, lw: int, pl: int, w_in: int, pixel: int,
+                  ctype: str, pad: str, shift: str) -> None:
+    """``phase_copy`` from input column ``x0 = shift + f - pl`` on: the columns ``lo .. hi``
+    inside the row found at run time."""
+    at = f"x0 + j*{s}" if s > 1 else "x0 + j"
+    src = f"{xr}[{at}]" if pixel == 1 else f"{xr}[({at})*{pixel}]"
+    for f in range(s):
+        w.open("")
+        w(f"{ctype} *p = {q} + {f * lw};" if f else f"{ctype} *p = {q};")
+        w(f"const int x0 = {shift} + {f - pl};")
+        w(f"int lo = x0 >= 0 ? 0 : (-x0 + {s - 1}) / {s}, "
+          f"hi = x0 >= {w_in} ? 0 : ({w_in} - x0 + {s - 1}) / {s};")
+        w(f"if (lo > {lw}) lo = {lw};")
+        w(f"if (hi > {lw}) hi = {lw};")
+        w("if (hi < lo) hi = lo;")
+        w(f"for (int j = 0; j < lo; ++j) p[j] = {pad};")
+        w(f"for (int j = lo; j < hi; ++j) p[j] = {src};")
+        w(f"for (int j = hi; j < {lw}; ++j) p[j] = {pad};")
+        w.close()
+
+
 def fill_rows(w: CWriter, *, channels: int, kh: int, per_ci: int, sw: int, lw: int, pl: int,
               w_in: int, h_in: int, first_row: Callable[[int], str], slot: Callable[[str], str],
               row: Callable[[int], str], pixel: int = 1, ctype: str = "float",
-              pad: str = "0.0f") -> None:
+              pad: str = "0.0f", shift: str | None = None) -> None:
     """The line buffer of output row ``r``, its kernel rows unrolled: ``first_row(ky)`` the input
     row kernel row ``ky`` reads, ``slot(iy)`` that row's offset where it is inside the input,
     ``row(ky)`` the pointer to channel ``ci``'s row ``ky`` (from ``sl<ky>``); rows outside the
-    input are ``pad`` (``ctype``: the elements' C type)."""
+    input are ``pad`` (``ctype``: the elements' C type); ``shift``: as ``phase_copy``'s (a band
+    of the row's columns)."""
     w(f"{ctype} line[{channels * per_ci}];")
     for ky in range(kh):
         w(f"const int iy{ky} = {first_row(ky)};")
@@ -58,7 +86,7 @@ def fill_rows(w: CWriter, *, channels: int, kh: int, per_ci: int, sw: int, lw: i
         w.open(f"if (in{ky})")
         w(f"const {ctype} *xr = {row(ky)};")
         phase_copy(w, f"(line + ci*{per_ci} + {ky * sw * lw})", "xr", sw, lw, pl, w_in, pixel,
-                   ctype, pad)
+                   ctype, pad, shift)
         w.close()
         w(f"else for (int j = 0; j < {sw * lw}; ++j) "
           f"line[ci*{per_ci} + {ky * sw * lw} + j] = {pad};")  # fmt: skip
