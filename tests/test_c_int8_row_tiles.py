@@ -65,3 +65,39 @@ def test_int8_banded_row_tiles_layer_by_layer_match_tflite_micro(case: str,
     emit_c(compile(path, "x86-host"), tmp_path / "c", cascades=False)
     assert "b0 +=" in (tmp_path / "c" / "model.c").read_text()
     bit_exact(path, tmp_path / "c")
+
+
+# (H, W, C, OC, K, stride, padding, dilation, act, None, seed): tests.helpers.c_int8.conv_pair's
+STEMS = {
+    "stem_c3_same": (13, 21, 3, 10, 3, 1, "SAME", 1, "relu", None, 31),
+    "stem_c3_s2": (15, 20, 3, 8, 3, 2, "SAME", 1, None, None, 32),
+    "stem_c2_dilated": (12, 17, 2, 6, 3, 1, "SAME", 2, None, None, 33),
+    "stem_c4_5x5_valid": (11, 16, 4, 9, 5, 1, "VALID", 1, "relu", None, 35),
+    "stem_c4_5x5_s2": (16, 19, 4, 12, 5, 2, "VALID", 1, "relu6", None, 34),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STEMS))
+def test_int8_nhwc_stem_row_tiles_match_tflite_micro(case: str, tmp_path: Path) -> None:
+    """A stem reading the graph input's NHWC rows in place, in the portable C (-march=x86-64-v2:
+    the x86 module's #else): at stride 1 its line buffer gathered pixel by pixel
+    (linebuffer._gather_pixels), at stride 2 the row taps (int8/conv.emit_row_taps)."""
+    from opfuse.measure.run.host import CModel, build_shared
+    from opfuse.measure.validate.tflite_reference import TfliteReference
+    from tests.helpers.c_int8 import conv_pair
+
+    p = conv_pair(*STEMS[case])
+    p.m.inputs, p.m.outputs = [p.x], [p.y]
+    path = tmp_path / f"{case}.tflite"
+    path.write_bytes(p.m.build())
+    emit_c(compile(path, "x86-host"), tmp_path / "c", cascades=False)
+    code = (tmp_path / "c" / "model.c").read_text()
+    stride_1 = STEMS[case][5] == 1
+    assert ("d0[j] = px[0];" in code) == stride_1
+    assert ("if (ih < 0 ||" in code) != stride_1
+    model = CModel(build_shared(tmp_path / "c", ["-march=x86-64-v2"]))
+    ref = TfliteReference(path)
+    for seed in range(3):
+        feeds = ref.random_inputs(seed)
+        for name, value in ref.run(feeds).items():
+            assert (model.run(feeds)[name].reshape(value.shape) == value).all(), (seed, name)

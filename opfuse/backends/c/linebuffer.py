@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 from opfuse.backends.c.cgen import CWriter
 
+GATHER_CHANNELS = 4  # NHWC rows of at most this many channels: gathered pixel by pixel
+
 
 def tap_offsets(kh: int, kw: int, sw: int, dw: int, lw: int) -> tuple[int, ...]:
     """Each tap's offset from column ``i0`` in the line buffer ``fill_rows`` writes: kernel row
@@ -70,17 +72,21 @@ def _shifted_copy(w: CWriter, q: str, xr: str, s: int, lw: int, pl: int, w_in: i
 def fill_rows(w: CWriter, *, channels: int, kh: int, per_ci: int, sw: int, lw: int, pl: int,
               w_in: int, h_in: int, first_row: Callable[[int], str], slot: Callable[[str], str],
               row: Callable[[int], str], pixel: int = 1, ctype: str = "float",
-              pad: str = "0.0f", shift: str | None = None) -> None:
+              pad: str = "0.0f", shift: str | None = None, gather: bool = False) -> None:
     """The line buffer of output row ``r``, its kernel rows unrolled: ``first_row(ky)`` the input
     row kernel row ``ky`` reads, ``slot(iy)`` that row's offset where it is inside the input,
     ``row(ky)`` the pointer to channel ``ci``'s row ``ky`` (from ``sl<ky>``); rows outside the
     input are ``pad`` (``ctype``: the elements' C type); ``shift``: as ``phase_copy``'s (a band
-    of the row's columns)."""
+    of the row's columns); ``gather``: NHWC rows of at most ``GATHER_CHANNELS`` channels read
+    pixel by pixel (``_gather_pixels``; int8/row_tiles.py), else channel by channel."""
     w(f"{ctype} line[{channels * per_ci}];")
     for ky in range(kh):
         w(f"const int iy{ky} = {first_row(ky)};")
         w(f"const int in{ky} = iy{ky} >= 0 && iy{ky} < {h_in};")
         w(f"const int sl{ky} = in{ky} ? {slot(f'iy{ky}')} : 0;")
+    if gather and pixel > 1 and shift is None and channels == pixel <= GATHER_CHANNELS:
+        _gather_pixels(w, channels, kh, per_ci, sw, lw, pl, w_in, row, ctype, pad)
+        return
     w.open(f"for (int ci = 0; ci < {channels}; ++ci)")
     for ky in range(kh):
         w.open(f"if (in{ky})")
@@ -91,3 +97,35 @@ def fill_rows(w: CWriter, *, channels: int, kh: int, per_ci: int, sw: int, lw: i
         w(f"else for (int j = 0; j < {sw * lw}; ++j) "
           f"line[ci*{per_ci} + {ky * sw * lw} + j] = {pad};")  # fmt: skip
     w.close()
+
+
+def _gather_pixels(w: CWriter, channels: int, kh: int, per_ci: int, sw: int, lw: int, pl: int,
+                   w_in: int, row: Callable[[int], str], ctype: str, pad: str) -> None:
+    """``fill_rows`` from NHWC rows of ``channels`` (at most ``GATHER_CHANNELS``) elements a
+    pixel: each phase's pixels read once, a pixel's channels written to each channel's run, a
+    loop gcc vectorizes as loads and shuffles (rather than each channel's strided copy)."""
+    for ky in range(kh):
+        w.open(f"if (in{ky})")
+        w(f"const {ctype} *xr; {{ const int ci = 0; xr = {row(ky)}; }}")
+        for f in range(sw):
+            lo = next((j for j in range(lw) if j * sw + f - pl >= 0), lw)
+            hi = max(lo, next((j for j in range(lw) if j * sw + f - pl >= w_in), lw))
+            at = ky * sw * lw + f * lw
+            w.open("")
+            w(" ".join(f"{ctype} *d{c} = line + {c * per_ci + at};" for c in range(channels)))
+            for a, b in ((0, lo), (hi, lw)):
+                if b > a:
+                    w(f"for (int j = {a}; j < {b}; ++j) {{ "
+                      + " ".join(f"d{c}[j] = {pad};" for c in range(channels)) + " }")
+            if hi > lo:
+                w.open(f"for (int j = {lo}; j < {hi}; ++j)")
+                w(f"const {ctype} *px = xr + (j*{sw} + {f - pl})*{channels};")
+                w(" ".join(f"d{c}[j] = px[{c}];" for c in range(channels)))
+                w.close()
+            w.close()
+        w.close()
+        w.open("else")
+        w(f"for (int j = 0; j < {sw * lw}; ++j) {{ "
+          + " ".join(f"line[{c * per_ci + ky * sw * lw} + j] = {pad};" for c in range(channels))
+          + " }")
+        w.close()

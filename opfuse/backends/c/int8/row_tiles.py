@@ -16,10 +16,15 @@ that keeps it under, at least ``MIN_BAND`` columns), every input channel's reach
 the band's bounds inside the input found at run time; each band's tiles sum over every input
 channel, so no partial sums are kept across it.
 
-A graph input's NHWC rows read in place (a TFLite model's stem, ``RowSource.nhwc``) keep
-``conv.emit_row_taps``: gathered into this line buffer byte by byte, pretrainedResnet_quant's
-stem ran 1.74M instructions where the row taps ran 2.40M, yet took 1.7x the time (perf samples,
--march=x86-64-v2; mcunet_vww's stride-2 stem 1.2x)."""
+A graph input's NHWC rows read in place (a TFLite model's stem, ``RowSource.nhwc``): a stride-1
+stem of at most ``linebuffer.GATHER_CHANNELS`` channels gathers its line buffer pixel by pixel
+(each pixel's channels read at once into each channel's run), one input channel a term (pairs of
+channels, ``pairs_fit_int16``, ran its 3 channels 1.2-1.5x slower); any other stem keeps
+``conv.emit_row_taps``. Measured on stems of the shared models' geometry alone (one-conv .tflite
+files, benchmarks/c_revisions.py, -march=x86-64-v2, medians of 41, row taps / tiles):
+pretrainedResnet_quant's 3x3 stride 1 over 3 channels 1.08x; mcunet_vww's stride 2 0.94x and
+vww_96_int8's 0.97x, so stride 2 keeps the row taps (gathered channel by channel, byte by byte,
+the tiles had taken 1.7x the row taps' time on ResNet's stem)."""
 
 from __future__ import annotations
 
@@ -79,7 +84,7 @@ def row_tile8(w: CWriter, g: ConvGeom, zx: int, ocb: int, src: RowSource, n: str
     fill_rows(w, channels=g.c, kh=kh, per_ci=per_ci, sw=sw, lw=lw, pl=pl, w_in=g.iw,
               h_in=g.ih, first_row=lambda ky: f"{r}*{sh} - {pt} + {ky * dh}", slot=src.slot,
               row=lambda ky: row(f"sl{ky}"), pixel=src.pixel, ctype=sums.in_type, pad=str(zx),
-              shift=None if b0 is None else f"{b0}*{sw}" if sw > 1 else b0)
+              shift=None if b0 is None else f"{b0}*{sw}" if sw > 1 else b0, gather=True)
     return ColumnTile(taps=tap_offsets(kh, kw, sw, dw, lw), row=f"line + ci*{per_ci}", **tile)
 
 
