@@ -20,7 +20,7 @@ from opfuse.backends.c import emit_c  # noqa: E402
 from opfuse.backends.c.conv import conv_geom  # noqa: E402
 from opfuse.backends.c.int8 import row_tiles  # noqa: E402
 from tests.helpers.c_cascade import bit_exact, run_cascaded  # noqa: E402
-from tests.test_c_cascade_int8 import Chain  # noqa: E402
+from tests.helpers.int8_chain import Chain  # noqa: E402
 
 
 def _chains() -> dict[str, Chain]:
