@@ -110,9 +110,9 @@ CASES = {
     # rows of 8 (4) pixels, 2 (4) a vector; 20 rows of 4: blocks of 16 rows, then 4
     "lanes_stacked_8": (8, 8, 12, 24, 3, 1, "SAME", 1, "relu", None, 20),
     "lanes_stacked_4": (20, 4, 5, 7, 3, 1, "SAME", 1, None, None, 21),
-    # the portable conv's line buffer (int8/row_tiles.py) would take 112 x 3 x 102 bytes, over
-    # LINE_BYTES: its row taps (int8/conv.emit_row_taps) instead
-    "rows_wide_row_taps": (4, 100, 112, 8, 3, 1, "SAME", 1, None, None, 24),
+    # the portable conv's line buffer (int8/row_tiles.py) of a whole row would take 112 x 3 x
+    # 102 bytes, over LINE_BYTES: two bands of 50 columns instead
+    "rows_wide_banded": (4, 100, 112, 8, 3, 1, "SAME", 1, None, None, 24),
 }
 
 

@@ -9,7 +9,8 @@ vectorizes (``acc[lanes][width]``). The rows come from the caller as a C pointer
 ``ci``'s row (``ColumnTile.row``, formed from a ``RowSource``): a pointwise conv layer by layer
 reads its whole ``H*W`` plane as one row (conv.py; the tile's columns run across output rows), a
 cascade member one ring row, or the line buffer of a spatial conv's taps (convrows.py: a vector
-unit's spatial members, and layer by layer a conv with runtime weights or ending in a pool).
+unit's spatial members, and layer by layer a conv with runtime weights or ending in a pool;
+int8/row_tiles.py: the portable int8 spatial conv, layer by layer and cascaded).
 Where the ISA has a register tile (``IsaKernels.fma_tile``: x86's zmm/ymm sums kept in registers
 across the whole reduction) it replaces the reduction, the portable C in its ``#else``.
 

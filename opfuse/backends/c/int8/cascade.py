@@ -4,9 +4,10 @@ A member computes output rows ``a .. b`` of its value, row by row, from the rows
 the schedule has kept in a ring (``C x R x W``, row ``y`` of channel ``c`` at ``(c*R + y % R)*W``,
 one byte per element). Its first node is
 
-* a Conv: ``emit_row_taps`` of the layer-by-layer int8 conv (opfuse/backends/c/int8/conv.py) sums
-  one output row of a block of output channels, then the same per-channel requantization, zero
-  point and clamp (``requant_clamp``);
+* a Conv: the layer-by-layer int8 conv's nests (opfuse/backends/c/int8/conv.py): on Cortex-M the
+  matrix core's rows; a depthwise conv's row; short rows vectorized over output channels; else
+  pointwise.py's column tiles over a line buffer of its ring rows (``row_tiles.emit_member_rows8``),
+  with the same folded bias, ``Int8Sums`` and per-channel requantization, zero point and clamp;
 * a MaxPool / AveragePool: ``emit_pool_value8`` of the layer-by-layer int8 pool, per output pixel;
 * or an elementwise op of the int8 chain (the member's input row is its value);
 
@@ -29,17 +30,18 @@ from opfuse.backends.c.int8.common import bias_array, int_ctype, quant, requant_
 from opfuse.backends.c.int8.conv import (
     emit_lanes_bounds,
     emit_lanes_pixel,
-    emit_row_taps,
     lanes_weights,
     packed_weights,
 )
 from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise_member
 from opfuse.backends.c.int8.output import requant_clamp
 from opfuse.backends.c.int8.plan import conv8_plan, is_depthwise8
+from opfuse.backends.c.int8.pointwise import Int8Sums, folded_bias, pairs_fit_int16
 from opfuse.backends.c.int8.pools import emit_pool_value8
+from opfuse.backends.c.int8.row_tiles import emit_member_rows8
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pools import pool_geom
-from opfuse.backends.c.rowsource import channel_row, ring_row
+from opfuse.backends.c.rowsource import RowSource, channel_row, ring_row
 from opfuse.ir.values import const
 from opfuse.memory.lifetimes import RING_PREFIX
 from opfuse.ops import groups
@@ -290,7 +292,6 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int | str, w_in: int, 
     xq = quant(node.inputs[0], node, "input")
     wq, yq = quant(node.inputs[1], node, "weight"), quant(node.outputs[0], node, "output")
     zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
-    bias = params.weight(f"{node.name}:bias", bias_array(node, 2, g.oc).astype(np.int32), INT32)
     rq = requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)))
     taps = g.k[0] * g.k[1]
     hct = int_ctype(node.outputs[0], node)
@@ -299,6 +300,8 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int | str, w_in: int, 
     # time, vectorized over the group's output channels
     plan = conv8_plan(g, node, xct, member=True)
     if plan.path == "conv_lanes":
+        bias = params.weight(f"{node.name}:bias", bias_array(node, 2, g.oc).astype(np.int32),
+                             INT32)
         wc = lanes_weights(params, node.inputs[1], g)
         w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
         w(f"const {xct} *xg = {xp} + grp*{g.icg * rx * w_in};")
@@ -317,21 +320,10 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int | str, w_in: int, 
         return
     ocb = plan.ocb
     wt = packed_weights(params, node.inputs[1], g, ocb)
-    w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
-    w.open(f"for (int ob = 0; ob < {g.ocg // ocb}; ++ob)")
-    w(f"const int oc0 = grp*{g.ocg} + ob*{ocb};")
-    w(f"const int8_t *wb = {wt} + (oc0 / {ocb})*{g.icg * taps * ocb};")
-    w(f"const {xct} *xg = {xp} + grp*{g.icg * rx * w_in};")
-    emit_row_taps(w, g, xct, zx, ocb, "r", f"xg + ic*{rx * w_in}", row)
-    w.open(f"for (int j = 0; j < {ocb}; ++j)")
-    w("const int oc = oc0 + j;")
-    w(f"const int32_t bj = {bias}[oc];")
-    w(f"{yct.name} *yr = {ring_row(yp, 'oc', 'r', ry, w_out)};")
-    w.open(f"for (int i = 0; i < {w_out}; ++i)")
-    w(f"const int32_t v = {requant_clamp(rq, 'acc[j][i] + bj', 'oc', zy, hct)};")
-    store("oc", "i")
-    w.close()
-    w.close()
-    w.close()
-    w.close()
-
+    arr = const(node.inputs[1])
+    sums = Int8Sums(xct, rq, zy, hct, 2 if pairs_fit_int16(xct, arr) else 1)
+    b = folded_bias(params, f"{node.name}:bias", bias_array(node, 2, g.oc), arr, zx)
+    src = RowSource.of(xp, g.c, g.ih, w_in, rx)
+    emit_member_rows8(w, g, zx, ocb, src, wt, b, sums,
+                      f"{yct.name} *yr = {ring_row(yp, 'c', 'r', ry, w_out)};",
+                      lambda col: store("c", col))

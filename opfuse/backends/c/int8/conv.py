@@ -39,6 +39,7 @@ from opfuse.backends.c.int8.pointwise import (
     pairs_fit_int16,
 )
 from opfuse.backends.c.isa import kernels
+from opfuse.backends.c.linebuffer import GATHER_CHANNELS
 from opfuse.backends.c.pools import window
 from opfuse.backends.c.rowsource import RowSource
 from opfuse.backends.c.tensors import Params
@@ -125,9 +126,10 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     bias = bias_array(node, 2, g.oc)
     # few output pixels per row (or per plane, for a pointwise conv): vectorize over channels
     lanes, pointwise = plan.path == "conv_lanes", plan.path == "pointwise"
-    # an NHWC view's stem keeps its row taps: its line buffer, gathered byte by byte, took more
-    # time for fewer instructions (row_tiles.py)
-    tiled = pointwise or (plan.path == "conv_rows" and row_tiles.fits(g) and view is None)
+    # an NHWC view's stride-1 stem of at most GATHER_CHANNELS channels: its line buffer gathered
+    # pixel by pixel; any other keeps the row taps (measured: row_tiles.py)
+    stem_tiles = g.s == (1, 1) and g.c <= GATHER_CHANNELS
+    tiled = pointwise or (plan.path == "conv_rows" and (view is None or stem_tiles))
     _check_zero_point(node, wv)
     if tiled:  # every tap reads x or z_x: sum (x - z_x) w = sum x w - z_x sum w, in the bias
         b = folded_bias(params, f"{node.name}:bias", bias, arr, zx)
@@ -139,14 +141,16 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     chain = Chain8(pre, shape, params, yv.name) if pre else None
     y = params.out((pre or [node])[-1].outputs[0], node)
     if tiled:  # pointwise.py's column tiles, as the float convs'
-        sums = Int8Sums(xct.name, rq, zy, yct, 2 if pairs_fit_int16(xct.name, arr) else 1)
+        pairs = pairs_fit_int16(xct.name, arr) and view is None  # a stem's 3 channels: no pairs
+        sums = Int8Sums(xct.name, rq, zy, yct, 2 if pairs else 1)
         wt = packed_weights(params, wv, g, ocb)
         if pointwise:
             src = RowSource.of(x, g.c, 1, g.ih * g.iw) if view is None else \
                 RowSource.nhwc(x, g.c, g.ih, g.iw)
             emit_pointwise8(w, g, ocb, plan.tile, src, wt, b, sums, chain, len(shape), y)
         else:
-            src = RowSource.of(x, g.c, g.ih, g.iw)
+            src = RowSource.of(x, g.c, g.ih, g.iw) if view is None else \
+                RowSource.nhwc(x, g.c, g.ih, g.iw)
             row_tiles.emit_row_tiles8(w, g, zx, ocb, src, wt, b, sums, chain, len(shape), y)
         return
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
@@ -204,7 +208,8 @@ def _at(idx: str, pixel: int) -> str:
 
 def packed_weights(params: Params, wv: ir.Value, g, ocb: int) -> str:
     """The weights in blocks of ``ocb`` output channels, [block][ICg][KH][KW][ocb] (int8), as
-    ``emit_row_taps`` reads them (``wb``: a block's start)."""
+    the column tiles (``ColumnTile.packed``) and ``emit_row_taps`` read them (``wb``: a block's
+    start)."""
     w4 = const(wv).astype(np.int32).reshape(g.oc // ocb, ocb, g.icg, g.k[0] * g.k[1])
     return params.weight(f"{wv.name}:ocb{ocb}", w4.transpose(0, 2, 3, 1).astype(np.int8), INT8)
 
@@ -214,11 +219,10 @@ def emit_row_taps(w: CWriter, g, xct: str, zx: int, ocb: int, oh: str, channel: 
     """``int32_t acc[ocb][ow]``: output row ``oh`` of the ``ocb`` output channels whose packed
     weights start at ``wb``, summed over the group's input channels ``ic`` (``channel``: the C
     pointer of channel ``ic``; ``row(ih)``: of its row ``ih``). Taps outside the input add
-    nothing (TFLite pads with the zero point). The row core of a cascade member
-    (opfuse/backends/c/int8/cascade.py) and of the layer-by-layer conv whose line buffer would
-    exceed ``row_tiles.LINE_BYTES`` (else row_tiles.py's column tiles), so both share the
-    arithmetic. ``pixel``:
-    the elements between columns (a channel's in an NHWC input, ``RowSource.pixel``)."""
+    nothing (TFLite pads with the zero point). Only a stem reading a graph input's NHWC rows in
+    place takes it (row_tiles.py's docstring: every other ``conv_rows`` conv, layer by layer and
+    cascaded, is column tiles). ``pixel``: the elements between columns (a channel's in an NHWC
+    input, ``RowSource.pixel``)."""
     (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
     taps = g.k[0] * g.k[1]
     w(f"int32_t acc[{ocb}][{g.ow}];")

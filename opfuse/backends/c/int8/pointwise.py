@@ -83,18 +83,19 @@ def emit_pointwise8(w: CWriter, g: ConvGeom, ocb: int, tile: int, src: RowSource
 
 
 def store_tile(w: CWriter, tl: ColumnTile, g: ConvGeom, sums: Int8Sums, chain: Chain8 | None,
-               rank: int, y: str, width: int, oh: str | None = None) -> None:
+               rank: int, y: str, width: int, oh: str | None = None, b0: str = "") -> None:
     """A tile's ``finish``: each channel's ``width`` sums requantized (``sums.finish``), through
     ``chain``, stored at column ``i0 + t`` of image ``n``'s NCHW output ``y``: of its plane read
-    as one row, or (``oh``) of output row ``oh``."""
+    as one row, or (``oh``) of output row ``oh``, from its column ``b0`` (a band of the row)."""
     yt = sums.yct.name
     open_channels(w, tl)
     row = f" + {oh}*{g.ow}" if oh is not None else ""
-    w(f"{yt} *yr = {y} + (n*{g.oc} + c)*{g.oh * g.ow}{row} + i0;")
+    i0 = f"{b0} + i0" if b0 else "i0"
+    w(f"{yt} *yr = {y} + (n*{g.oc} + c)*{g.oh * g.ow}{row} + {i0};")
     w.open(f"for (int t = 0; t < {width}; ++t)")
     sums.finish(w, "acc[o][t]")
     if chain is not None:
-        hw = [oh, "i0 + t"] if oh is not None else [f"(i0 + t) / {g.ow}", f"(i0 + t) % {g.ow}"]
+        hw = [oh, f"{i0} + t"] if oh is not None else [f"(i0 + t) / {g.ow}", f"(i0 + t) % {g.ow}"]
         v = chain.emit(w, "v", ["n", "c", *hw] if rank == 4 else ["n", "c", hw[1]])
         w(f"v = {v};")
     w(f"yr[t] = ({yt})v;")
