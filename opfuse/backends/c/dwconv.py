@@ -16,8 +16,8 @@ cascade's ring, whose ``% R`` is formed once per copied row. The layer-by-layer 
 ``Chain``; a cascade member (``emit_depthwise_rows``) computes its step's rows ``a .. b`` and
 stores through a ``RowSink`` (the member's epilogue) in bands of at most the step's height.
 
-On a scalar FPU (``in_place``: the MCU boards) both instead compute row by row from the KH
-source rows where they are, at any stride: the depthwise row nest the int8 kernel shares
+On a scalar FPU (``in_place``: the MCU boards), and on a vector unit onto narrow rows, both
+instead compute row by row from the KH source rows where they are, at any stride: the depthwise row nest the int8 kernel shares
 (dwrow.py, over ``arith.FLOAT32``; a row outside the input is a zero row of the weights, only the
 few border columns, written out, have taps outside the row), each value through the chain (the
 layer-by-layer kernel: ``epilogue.emit_steps``) or the member's epilogue as it is summed: the
@@ -117,7 +117,7 @@ def in_place(g, isa: Isa) -> bool:  # noqa: ANN001
     """Whether the rows are read in place (the row nest of dwrow.py), layer by layer and as a
     cascade member: the float plan's decision (``opfuse.kernelplan.convf.depthwise_in_place``,
     which says why)."""
-    return convf.depthwise_in_place(g, isa.scalar, member=True)
+    return convf.depthwise_in_place(g, isa.scalar)
 
 
 def zero_row(params: Params, g) -> str | None:  # noqa: ANN001
