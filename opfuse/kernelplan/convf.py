@@ -75,8 +75,9 @@ def depthwise_in_place(g: ConvGeom, scalar: bool) -> bool:
     alike: on a scalar FPU at any stride, which gains nothing from the band's copy (cortex-m7,
     mobilenet_v2_128_0.5 cascaded: 99.35M instructions with it, 95.77M in place at stride 1;
     then 54.09M -> 51.59M with stride 2 in place too; layer by layer 57.94M banded, 52.02M in
-    place); on a vector unit only at a horizontal stride > 1 onto rows of at most
-    ``STRIDED_ROW`` columns, where the band's zero fill and phase copy outweigh its vectors.
+    place); on a vector unit only onto rows of at most ``STRIDED_ROW`` columns at a horizontal
+    stride > 1 or ``NARROW_ROW`` at stride 1, where the band's zero fill (and phase copy)
+    outweigh its vectors.
     Elsewhere a vector unit keeps the band: its flat loop spans a band's rows, where the row
     nest pays each row's border columns and its vector loop's scalar remainder (x86 -march=native,
     every depthwise conv in place, layer by layer, against the band: mobilenet_v2_128_0.5 0.47x,
