@@ -22,6 +22,10 @@ instead compute row by row from the KH source rows where they are, at any stride
 few border columns, written out, have taps outside the row), each value through the chain (the
 layer-by-layer kernel: ``epilogue.emit_steps``) or the member's epilogue as it is summed: the
 band's sums term for term, bit-identical, no copy and no band on the stack.
+
+An ISA with the rows in vectors (``IsaKernels.depthwise_float``, isa/x86/floatdw.py: a Relu /
+Clip epilogue) takes both, reading the rows in place through the same tap-row pointers
+(``dwrow.row_pointers``, the zero row outside the input), all of the above in its ``#else``.
 """
 
 from __future__ import annotations
