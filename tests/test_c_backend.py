@@ -203,11 +203,12 @@ CASES = {
          N("HardSwish", ["y"], ["h"]), N("Conv", ["h", "w2"], ["z"], pads=[0, 1, 0, 1], strides=[1, 2])],
         [_f("x", [2, 2, 9, 52])], [_f("z", None)],
         [_w("w", [12, 2, 3, 3]), _w("b", [12], 1), _w("w2", [9, 12, 1, 2], 2)]),
-    "depthwise_strided_phases": _model(  # dwconv's column-phase band at horizontal stride > 1
+    "depthwise_strided_phases": _model(  # dwconv's column-phase band at horizontal stride > 1,
+        # onto rows of 14 and 7 columns (narrower ones read in place: test_c_dwconv_narrow.py)
         [N("Conv", ["x", "w", "b"], ["y"], group=5, strides=[2, 3], pads=[0, 2, 1, 1],
            dilations=[1, 2]), N("Conv", ["y", "w2"], ["z"], group=5, strides=[1, 2],
                                  pads=[1, 1, 1, 0])],
-        [_f("x", [1, 5, 13, 17])], [_f("z", None)],
+        [_f("x", [1, 5, 13, 41])], [_f("z", None)],
         [_w("w", [5, 1, 3, 3]), _w("b", [5], 1), _w("w2", [5, 1, 3, 2], 2)]),
     "resize_nearest": _model(
         [N("Resize", ["x", "", "s"], ["y"], mode="nearest")],

@@ -126,7 +126,7 @@ def _reference(x: np.ndarray, wt: np.ndarray, bias: np.ndarray, g: ConvGeom,
 def test_in_place_member_stores_the_bands_bits(name: str, step: int, tmp_path: Path) -> None:
     kernel, d, pads, s = GEOMETRIES[name]
     g = _geom(kernel, d, pads, s)
-    assert in_place(g, load_target("cortex-m7").isa) and not in_place(g, load_target("x86-host").isa)
+    assert in_place(g, load_target("cortex-m7").isa)  # x86's choice: test_c_dwconv_narrow.py
     (tmp_path / "dw.c").write_text(_harness(g, step))
     subprocess.run(["gcc", *BASE, *WARN, "-shared", "-fPIC", "dw.c", "-o", "dw.so"],
                    cwd=tmp_path, check=True)

@@ -2,7 +2,8 @@
 layer by layer, cascade.py's members): which loop nest computes it, from its geometry and whether
 the target's FPU is scalar (``Isa.scalar``: Cortex-M4/M7/M33).
 
-Paths: ``depthwise`` (one input and one output channel a group: dwconv.py's band core);
+Paths: ``depthwise`` (one input and one output channel a group: dwconv.py, its rows read in
+place or copied into a band, ``depthwise_in_place``);
 ``pixels`` (a scalar FPU: pixel tiles, pixeltiles.py, one output pixel's ``lanes`` channels as
 scalar sums kept in registers over the whole reduction, layer by layer and cascaded, for a
 pointwise conv and a spatial one summing at most ``PIXEL_REDUCTION`` input channels x taps, a
@@ -53,6 +54,8 @@ POINTWISE_LANES, POINTWISE_COLUMNS = 8, 32  # a pointwise conv's tile layer by l
 # channel; 4 x 24 (a masked second zmm) ran mobilenet_v2_128_0.5's first cascade 0.82x, 8 x 16
 # 1.12-1.14x, 4 x 16 1.12x, 8 x 32 1.08x, 16 x 16 0.97x (Zen 5, against 4 x 24 without it)
 FMA_COLUMN_LANES, FMA_COLUMN_WIDTH = 8, 16
+STRIDED_ROW, NARROW_ROW = 6, 3  # a vector unit's depthwise conv onto rows this narrow (at a
+# horizontal stride > 1, at stride 1) reads its rows in place (depthwise_in_place)
 DIRECT_LANES = 8  # the direct core's (convdirect.py) last block padded to a multiple of this
 
 
@@ -66,18 +69,22 @@ class FloatConvPlan:
     in_place: bool = False  # depthwise: rows read in place (dwrow.py), no band copy
 
 
-def depthwise_in_place(g: ConvGeom, scalar: bool, member: bool) -> bool:
+def depthwise_in_place(g: ConvGeom, scalar: bool) -> bool:
     """Whether a depthwise conv reads its source rows in place (the row nest of dwrow.py) rather
-    than copying them into a zero-padded band: on a scalar FPU, layer by layer and as a cascade
-    member, at any stride, which gains nothing from the band's copy (cortex-m7,
+    than copying them into a zero-padded band (dwconv.py), layer by layer and as a cascade member
+    alike: on a scalar FPU at any stride, which gains nothing from the band's copy (cortex-m7,
     mobilenet_v2_128_0.5 cascaded: 99.35M instructions with it, 95.77M in place at stride 1;
     then 54.09M -> 51.59M with stride 2 in place too; layer by layer 57.94M banded, 52.02M in
-    place). The host keeps the band: in place gained nothing there beyond noise
-    (mobilenet_v2_128_0.5 and light_shufflenet cascaded 1.01x and 1.02x, Zen 4, one run), and
-    with -march=native gcc fuses the band's vector multiply-adds but not all of a scalar border
-    column's, so it would not be bit-identical (a dilated 5x5: 14 of 297 values 1 ulp apart).
-    ``g`` and ``member`` do not decide it today (kept for the callers' one signature)."""
-    return scalar
+    place); on a vector unit only onto rows of at most ``STRIDED_ROW`` columns at a horizontal
+    stride > 1 or ``NARROW_ROW`` at stride 1, where the band's zero fill (and phase copy)
+    outweigh its vectors.
+    Elsewhere a vector unit keeps the band: its flat loop spans a band's rows, where the row
+    nest pays each row's border columns and its vector loop's scalar remainder (x86 -march=native,
+    every depthwise conv in place, layer by layer, against the band: mobilenet_v2_128_0.5 0.47x,
+    vww_96_float 0.85x, Ultraface 1.09x; per kernel 0.22-0.75x on rows of 8-48 columns at
+    stride 1, 1.4-2.2x on Ultraface's rows of 60-120, 1.27-1.78x at stride 2 onto rows of 4-6:
+    docs/measurements.md)."""
+    return scalar or g.ow <= (STRIDED_ROW if g.s[1] > 1 else NARROW_ROW)
 
 
 def oc_blocks(ocg: int) -> list[tuple[int, int, int]]:
@@ -120,7 +127,7 @@ def plan_convf(g: ConvGeom, scalar: bool, member: bool = False, fma: bool = Fals
     target's FPU has no vectors; ``member``: a cascade member's, one output row a step;
     ``fma``: the ISA keeps a column tile's sums in registers (``IsaKernels.fma_tile``)."""
     if g.icg == 1 and g.ocg == 1:
-        return FloatConvPlan("depthwise", in_place=depthwise_in_place(g, scalar, member))
+        return FloatConvPlan("depthwise", in_place=depthwise_in_place(g, scalar))
     if line_floats(g) > LINE_FLOATS:
         return FloatConvPlan("direct" if member else "vector")
     if scalar and g.k != (1, 1) and g.icg * g.k[0] * g.k[1] > PIXEL_REDUCTION:

@@ -44,8 +44,8 @@ from opfuse.backends.c.cascade_pool import POOLS, pool_row, why_not_pool
 from opfuse.backends.c.cgen import CWriter, attr, flit
 from opfuse.backends.c.conv import conv_geom
 from opfuse.backends.c.convdirect import emit_direct_rows, pack_weights
-from opfuse.backends.c.dwconv import emit_depthwise_rows, zero_row
-from opfuse.backends.c.epilogue import scalar_expr
+from opfuse.backends.c.dwconv import emit_depthwise_rows, isa_rows, zero_row
+from opfuse.backends.c.epilogue import clamps, scalar_expr
 from opfuse.backends.c.int8.cascade import emit_member8, is_int8_member, why_not_member8
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pixeltiles import emit_pixel_conv
@@ -321,7 +321,9 @@ def _conv_rows(w: CWriter, ms: list[ir.Node], g, src: RowSource, dst: RowSource,
     weight = const(head.inputs[1]).astype(np.float32)
     if plan.path == "depthwise":
         wt = params.weight(head.inputs[1].name, weight)
-        emit_depthwise_rows(w, g, src, wt, b, sink, most, zero_row(params, g))
+        vectors = isa_rows(params, g)
+        emit_depthwise_rows(w, g, src, wt, b, sink, most, zero_row(params, g),
+                            None if vectors is None else (*vectors, clamps(ms[1:])))
         return
     packed, meta = pack_weights(weight.reshape(g.oc, g.icg, g.k[0], g.k[1]), g.group)
     emit_direct_rows(w, g, src, params.weight(f"{head.inputs[1].name}:direct", packed), meta, b,

@@ -28,7 +28,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, attr, dims, pick_block, who
 from opfuse.backends.c.convdirect import emit_direct, pack_weights
 from opfuse.backends.c.convrows import emit_conv_pool, emit_rows
-from opfuse.backends.c.dwconv import emit_depthwise, zero_row
+from opfuse.backends.c.dwconv import emit_depthwise, isa_rows, zero_row
 from opfuse.backends.c.epilogue import Chain, Operand, build_chain, emit_apply
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.pixeltiles import emit_pixel_conv
@@ -166,7 +166,7 @@ def _constant_weights(w: CWriter, node: ir.Node, g: ConvGeom, x: str, b: str | N
     plan = convf.plan_convf(g, params.store.isa.scalar)
     if plan.path == "depthwise":
         emit_depthwise(w, g, x, params.inp(node.inputs[1], node), b, chain, y,
-                       zero_row(params, g))
+                       zero_row(params, g), isa_rows(params, g))
         return
     if plan.path == "pixels":
         emit_pixel_conv(w, node, g, plan, RowSource.of(x, g.c, g.ih, g.iw),

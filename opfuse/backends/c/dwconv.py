@@ -16,22 +16,29 @@ cascade's ring, whose ``% R`` is formed once per copied row. The layer-by-layer 
 ``Chain``; a cascade member (``emit_depthwise_rows``) computes its step's rows ``a .. b`` and
 stores through a ``RowSink`` (the member's epilogue) in bands of at most the step's height.
 
-On a scalar FPU (``in_place``: the MCU boards) both instead compute row by row from the KH
-source rows where they are, at any stride: the depthwise row nest the int8 kernel shares
+On a scalar FPU (``in_place``: the MCU boards), and on a vector unit onto narrow rows, both
+instead compute row by row from the KH source rows where they are, at any stride: the depthwise row nest the int8 kernel shares
 (dwrow.py, over ``arith.FLOAT32``; a row outside the input is a zero row of the weights, only the
 few border columns, written out, have taps outside the row), each value through the chain (the
 layer-by-layer kernel: ``epilogue.emit_steps``) or the member's epilogue as it is summed: the
 band's sums term for term, bit-identical, no copy and no band on the stack.
+
+An ISA with the rows in vectors (``IsaKernels.depthwise_float``, isa/x86/floatdw.py: a Relu /
+Clip epilogue) takes both, reading the rows in place through the same tap-row pointers
+(``dwrow.row_pointers``, the zero row outside the input), all of the above in its ``#else``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
 from opfuse.backends.c.arith import FLOAT32
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.dwrow import emit_row
-from opfuse.backends.c.epilogue import Chain, emit_apply, emit_steps, operand_loads
+from opfuse.backends.c.dwrow import emit_row, row_pointers
+from opfuse.backends.c.epilogue import Chain, clamps, emit_apply, emit_steps, operand_loads
+from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.rowsource import RowSink, RowSource
 from opfuse.backends.c.tensors import Params
 from opfuse.kernelplan import convf
@@ -74,14 +81,38 @@ def _channel(w: CWriter, g, src: RowSource, n: str, wt: str, b: str | None) -> N
 
 
 def emit_depthwise(w: CWriter, g, x: str, wt: str, b: str | None, chain: Chain, y: str,  # noqa: ANN001
-                   zero: str | None = None) -> None:
+                   zero: str | None = None, isa: tuple[Callable[..., bool], str] | None = None,
+                   ) -> None:
     """The layer-by-layer kernel: every row of every channel, the fused ``chain`` on the way out.
     Given ``zero`` (a weight of IW zeros; see ``in_place``), each row read where the input holds
-    it and each value through the chain as it is summed, else in bands."""
+    it and each value through the chain as it is summed, else in bands. ``isa``: the ISA's rows
+    in vectors (``IsaKernels.depthwise_float``) and the zero row they read, this C in their
+    ``#else``."""
     src = RowSource.of(x, g.c, g.ih, g.iw)
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
     _channel(w, g, src, "n", wt, b)
+
+    def rows(body: Callable[[], None]) -> None:
+        w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
+        row_pointers(w, g, "oh", lambda ih: f"xc + {src.row(ih)}", isa[1], "float")
+        w(f"float *yr = {y} + (n*{g.c} + c)*{g.oh * g.ow} + oh*{g.ow};")
+        body()
+        w.close()
+
+    def portable() -> None:
+        if isa is not None and zero is None:
+            w(f"(void){isa[1]};  /* the zero row: the vectors' */")
+        _portable(w, g, src, chain, y, zero)
+
+    if isa is None or not isa[0](w, g, clamps([node for node, _ in chain.steps]), rows, portable):
+        portable()
+    w.close()
+    w.close()
+
+
+def _portable(w: CWriter, g, src: RowSource, chain: Chain, y: str, zero: str | None) -> None:  # noqa: ANN001
+    """A channel's rows in the portable C: read in place (``zero``) or in bands."""
     if zero is not None:
         w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
         w(f"float *yr = {y} + (n*{g.c} + c)*{g.oh * g.ow} + oh*{g.ow};")
@@ -109,15 +140,13 @@ def emit_depthwise(w: CWriter, g, x: str, wt: str, b: str | None, chain: Chain, 
             _band(w, g, src, rows, rows, wp)
             _store_chain(w, g, rows, flat, chain, y)
             w.close()
-    w.close()
-    w.close()
 
 
 def in_place(g, isa: Isa) -> bool:  # noqa: ANN001
     """Whether the rows are read in place (the row nest of dwrow.py), layer by layer and as a
     cascade member: the float plan's decision (``opfuse.kernelplan.convf.depthwise_in_place``,
     which says why)."""
-    return convf.depthwise_in_place(g, isa.scalar, member=True)
+    return convf.depthwise_in_place(g, isa.scalar)
 
 
 def zero_row(params: Params, g) -> str | None:  # noqa: ANN001
@@ -128,13 +157,46 @@ def zero_row(params: Params, g) -> str | None:  # noqa: ANN001
     return params.weight(f"dw:zrow:{g.iw}", np.zeros(g.iw, np.float32))
 
 
+def isa_rows(params: Params, g) -> tuple[Callable[..., bool], str] | None:  # noqa: ANN001
+    """The ISA's rows in vectors (``IsaKernels.depthwise_float``) and the zero row they read,
+    or None where the ISA has none."""
+    rows = kernels(params.store.isa).depthwise_float
+    if rows is None:
+        return None
+    return rows, params.weight(f"dw:zrow:{g.iw}", np.zeros(g.iw, np.float32))
+
+
 def emit_depthwise_rows(w: CWriter, g, src: RowSource, wt: str, b: str | None, sink: RowSink,  # noqa: ANN001
-                        most: int, zero: str | None = None) -> None:
+                        most: int, zero: str | None = None,
+                        isa: tuple[Callable[..., bool], str, list] | None = None) -> None:
     """Rows ``a .. b`` (C variables of a cascade step, at most ``most`` of them) of every channel,
     stored through ``sink``. Given ``zero`` (a weight of IW zeros, for the rows outside the input;
-    stride 1 only, see ``in_place``), read where the source holds them, else in bands."""
+    see ``in_place``), read where the source holds them, else in bands. ``isa``: the ISA's rows
+    in vectors, the zero row they read and the sink's epilogue as clamps (``epilogue.clamps``),
+    this C in their ``#else``."""
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
     _channel(w, g, src, "0", wt, b)
+
+    def rows(body: Callable[[], None]) -> None:
+        w.open("for (int oh = a; oh <= b; ++oh)")
+        row_pointers(w, g, "oh", lambda ih: f"xc + {src.row(ih)}", isa[1], "float")
+        w(f"float *yr = {sink.dst.channel('0', 'c')} + {sink.dst.row('oh')};")
+        body()
+        w.close()
+
+    def portable() -> None:
+        if isa is not None and zero is None:
+            w(f"(void){isa[1]};  /* the zero row: the vectors' */")
+        _member_portable(w, g, src, sink, most, zero)
+
+    if isa is None or not isa[0](w, g, isa[2], rows, portable):
+        portable()
+    w.close()
+
+
+def _member_portable(w: CWriter, g, src: RowSource, sink: RowSink, most: int,  # noqa: ANN001
+                     zero: str | None) -> None:
+    """A member's rows of a channel in the portable C: read in place (``zero``) or in bands."""
     if zero is not None:
         w.open("for (int oh = a; oh <= b; ++oh)")
         _row_in_place(w, g, src, sink, zero)
@@ -146,7 +208,6 @@ def emit_depthwise_rows(w: CWriter, g, src: RowSource, wt: str, b: str | None, s
         w(f"const int nr = b - oh0 + 1 < {rb} ? b - oh0 + 1 : {rb};")
         _store_sink(w, g, sink, _band(w, g, src, rb, "nr", wp))
         w.close()
-    w.close()
 
 
 def _row_in_place(w: CWriter, g, src: RowSource, sink: RowSink, zero: str) -> None:  # noqa: ANN001

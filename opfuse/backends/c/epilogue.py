@@ -292,3 +292,27 @@ def full_view(chain: Chain, split: int) -> tuple[list[list[int]], list[tuple[int
     r = len(chain.shape)
     groups = [[d] for d in range(split)] + [list(range(split, r))]
     return groups, chain.view(groups)
+
+
+def clamps(nodes: list[ir.Node]) -> list[tuple[str | None, str | None]] | None:
+    """The epilogue ``nodes`` (each reading the one before) as (low, high) C literals (None: no
+    bound), or None when one is not a Relu or a Clip with constant bounds."""
+    out = []
+    for node in nodes:
+        if node.op_type == "Relu":
+            out.append(("0.0f", None))
+            continue
+        if node.op_type != "Clip":
+            return None
+        bounds = []
+        for i, name in ((1, "min"), (2, "max")):
+            if i < len(node.inputs) and node.inputs[i] is not None:
+                arr = const(node.inputs[i])
+                if arr is None or np.asarray(arr).size != 1:
+                    return None
+                bounds.append(flit(float(np.asarray(arr).reshape(-1)[0])))
+            else:
+                value = attr(node, name)
+                bounds.append(None if value is None else flit(value))
+        out.append((bounds[0], bounds[1]))
+    return out

@@ -166,6 +166,11 @@ class IsaKernels:
     # tile ``acc[rows][lanes]`` += scalar * vector for each (row, scalar, vector) term at each step
     # of the nest ``loops(body)`` writes, ``loops(portable)`` in its #else; False: that alone
     fma_tile: Callable[..., bool] | None = None
+    # depthwise_float(w, g, steps, rows, portable) -> bool: a float depthwise conv's rows of one
+    # channel in vectors, read in place (dwconv.py; ``steps`` its clamps, ``epilogue.clamps``;
+    # ``rows(body)`` loops over them declaring ``r<kh>`` and ``yr``), ``portable()``'s C in its
+    # #else; False: that alone
+    depthwise_float: Callable[..., bool] | None = None
     # max_pool_row(w, g, pacc, ph, load_row, portable) -> bool: one output row of a float
     # MaxPool (pools.PoolGeom ``g``) into ``pacc[0][...]`` in vectors, ``portable()``'s C in its
     # #else; False: that alone

@@ -30,7 +30,8 @@ import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.convdirect import pack_weights
-from opfuse.backends.c.isa.mve.floatepilogue import LANES, OCT, apply_clamps, clamps
+from opfuse.backends.c.epilogue import clamps
+from opfuse.backends.c.isa.mve.floatepilogue import LANES, OCT, apply_clamps
 from opfuse.backends.c.rowsource import RowSource
 from opfuse.ir.values import const
 

@@ -5,38 +5,10 @@ declares before its loops (``open_images``)."""
 
 from __future__ import annotations
 
-import numpy as np
-import onnx_ir as ir
-
-from opfuse.backends.c.cgen import CWriter, attr, flit
-from opfuse.ir.values import const
+from opfuse.backends.c.cgen import CWriter
 
 LANES = 4  # float32 lanes of a 128-bit vector
 OCT = 4  # output channels of a pointwise tile
-
-
-def clamps(nodes: list[ir.Node]) -> list[tuple[str | None, str | None]] | None:
-    """The epilogue ``nodes`` (each reading the one before) as (low, high) C literals (None: no
-    bound), or None when one is not a Relu or a Clip with constant bounds."""
-    out = []
-    for node in nodes:
-        if node.op_type == "Relu":
-            out.append(("0.0f", None))
-            continue
-        if node.op_type != "Clip":
-            return None
-        bounds = []
-        for i, name in ((1, "min"), (2, "max")):
-            if i < len(node.inputs) and node.inputs[i] is not None:
-                arr = const(node.inputs[i])
-                if arr is None or np.asarray(arr).size != 1:
-                    return None
-                bounds.append(flit(float(np.asarray(arr).reshape(-1)[0])))
-            else:
-                value = attr(node, name)
-                bounds.append(None if value is None else flit(value))
-        out.append((bounds[0], bounds[1]))
-    return out
 
 
 def apply_clamps(w: CWriter, v: str, steps: list[tuple[str | None, str | None]]) -> None:

@@ -8,7 +8,8 @@ kernels that take a Conv or Gemm (``IsaKernels.conv8``/``gemm8``), ``depthwise.p
 ``depthwise_avx2.py`` the depthwise core, ``residual.py`` the vector residual Add, ``helpers.py``
 the intrinsics helpers and vector requantization written once into model.c; ``transpose.py``
 the float direct conv's channel-major tile store (``IsaKernels.tile_transpose``), ``fma_tile.py``
-the float conv cores' register tile in zmm/ymm FMAs (``IsaKernels.fma_tile``).
+the float conv cores' register tile in zmm/ymm FMAs (``IsaKernels.fma_tile``), ``floatdw.py``
+a float depthwise conv's rows in zmm registers (``IsaKernels.depthwise_float``).
 
 ``matmul_wide``: the float MatMul core (matmul_tile.py) takes 8 rows per tile where AVX-512 gives
 32 vector registers of 16 floats (one per row of sums), the record's 4 elsewhere: in a standalone
@@ -21,6 +22,7 @@ from __future__ import annotations
 from opfuse.backends.c.isa import portable
 from opfuse.backends.c.isa.base import IsaKernels
 from opfuse.backends.c.isa.x86.conv import emit_conv_x86, emit_gemm_x86
+from opfuse.backends.c.isa.x86.floatdw import depthwise_float
 from opfuse.backends.c.isa.x86.fma_tile import fma_tile
 from opfuse.backends.c.isa.x86.helpers import prelude as helpers
 from opfuse.backends.c.isa.x86.pool import max_pool_row
@@ -30,4 +32,4 @@ KERNELS = IsaKernels(name="x86", prelude="", dot=portable.dot, saturate8=portabl
                      conv8=emit_conv_x86, gemm8=emit_gemm_x86, conv8_nhwc=True, helpers=helpers,
                      roundf_truncf=True, matmul_wide=(8, "defined(__AVX512F__)"),
                      tile_transpose=tile_transpose, fma_tile=fma_tile,
-                     max_pool_row=max_pool_row)
+                     max_pool_row=max_pool_row, depthwise_float=depthwise_float)
