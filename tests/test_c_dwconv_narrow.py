@@ -81,13 +81,8 @@ def _run(source: Path, folder: Path, cascades: bool, flags: list[str]) -> str:
 @pytest.mark.parametrize("name", [*GRAPHS, "residual_add"])
 def test_depthwise_matches_onnxruntime(name: str, cascades: bool, march: str,
                                        tmp_path: Path) -> None:
-    portable = march == "x86-64-v2"
     if march == "native" and not AVX512:
         pytest.skip("the zmm rows need an AVX-512 host")
-    if portable and cascades and name.startswith("stride2"):
-        # its 1x1 member on 6-column rows (cascade_rows.channel_tiles) fails gcc 12's
-        # -Werror=maybe-uninitialized in the portable C at 310d85b already: not this nest's
-        pytest.skip("the channel tiles' portable C does not build with -Werror here")
     size, dw, placed = GRAPHS.get(name, GRAPHS["wide_rows"])
     source = _block(size, dw, residual=name == "residual_add").save(tmp_path / "block.onnx")
     flags = [f"-march={march}"]

@@ -102,7 +102,9 @@ def _channel_tiles(w: CWriter, tl: ColumnTile, epilogue: list[str], yp: str, ry:
     w(f"float accb[{ocv}][{w_out}];")
 
     def finish(width: int) -> None:  # the tile's sums s[t][o] into the row buffer
-        w.open(f"for (int t = 0; t < {width}; ++t) for (int o = 0; o < {count}; ++o)")
+        # channels outside: over t inside, gcc 12 -O3 warned (-Werror) that s may be read
+        # uninitialized where count < lanes, in the portable C (x86-64, x86-64-v2)
+        w.open(f"for (int o = 0; o < {count}; ++o) for (int t = 0; t < {width}; ++t)")
         w("float v = s[t][o];")
         if not rowwise:
             w(f"const int c = grp*{tl.ocg} + ob*{ocv} + o;")
