@@ -41,6 +41,7 @@ from opfuse.backends.c.epilogue import Chain, clamps, emit_apply, emit_steps, op
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.rowsource import RowSink, RowSource
 from opfuse.backends.c.tensors import Params
+from opfuse.errors import OpfuseError
 from opfuse.kernelplan import convf
 from opfuse.targets.isa import Isa
 
@@ -159,10 +160,16 @@ def zero_row(params: Params, g) -> str | None:  # noqa: ANN001
 
 def isa_rows(params: Params, g) -> tuple[Callable[..., bool], str] | None:  # noqa: ANN001
     """The ISA's rows in vectors (``IsaKernels.depthwise_float``) and the zero row they read,
-    or None where the ISA has none."""
-    rows = kernels(params.store.isa).depthwise_float
-    if rows is None:
+    or None where the ``[isa]`` record has none (``depthwise_rows``). The micro-kernel takes a
+    conv where the float plan says so (``kernelplan.convf.depthwise_vectors``, which the cost
+    reads too) and returns False elsewhere."""
+    isa = params.store.isa
+    if not isa.depthwise_rows:
         return None
+    rows = kernels(isa).depthwise_float
+    if rows is None:
+        raise OpfuseError(f"C backend: [isa] '{isa.name}' says depthwise_rows = true but its "
+                          f"module has no depthwise_float (docs/isa.md)")
     return rows, params.weight(f"dw:zrow:{g.iw}", np.zeros(g.iw, np.float32))
 
 
