@@ -23,9 +23,12 @@ few border columns, written out, have taps outside the row), each value through 
 layer-by-layer kernel: ``epilogue.emit_steps``) or the member's epilogue as it is summed: the
 band's sums term for term, bit-identical, no copy and no band on the stack.
 
-An ISA with the rows in vectors (``IsaKernels.depthwise_float``, isa/x86/floatdw.py: a Relu /
-Clip epilogue) takes both, reading the rows in place through the same tap-row pointers
-(``dwrow.row_pointers``, the zero row outside the input), all of the above in its ``#else``.
+An ISA with the rows in vectors (``IsaKernels.depthwise_float``, isa/x86/floatdw.py; its
+``[isa]`` record's ``depthwise_rows``) takes both where the float plan says so
+(``kernelplan.convf.depthwise_vectors``: a Relu / Clip epilogue, stride 1 or 2, at most 7x7; the
+cost model reads the same function and prices no band copy there), reading the rows in place
+through the same tap-row pointers (``dwrow.row_pointers``, the zero row outside the input), all
+of the above in its ``#else``.
 """
 
 from __future__ import annotations
