@@ -42,6 +42,7 @@ def test_built_in_targets_name_their_isa() -> None:
     ("[isa]\nvector_bits = 96\n", "'isa.vector_bits' must be 0 or a power of two"),
     ("[isa]\nmatmul_tile = [4]\n", "'isa.matmul_tile' must be [rows, columns]"),
     ("[isa]\nsoftmax_lanes = true\n", "'isa.softmax_lanes' must be an integer in [1, 256]"),
+    ("[isa]\ndepthwise_rows = 1\n", "'isa.depthwise_rows' must be true or false"),
 ])
 def test_a_bad_isa_table_is_one_line_naming_the_file(table: str, message: str,
                                                       tmp_path: Path) -> None:

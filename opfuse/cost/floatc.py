@@ -32,10 +32,12 @@ def work_seconds(work: Work, perf: Perf, fallback_class: str) -> float:
                          perf.peak_macs_per_s["fp32"] * perf.efficiency_of(fallback_class))
 
 
-def compute_s(members: list[ir.Node], perf: Perf, scalar: bool, member: bool = False) -> float:
+def compute_s(members: list[ir.Node], perf: Perf, scalar: bool, member: bool = False,
+              rows: bool = False) -> float:
     """The compute time of a kernel (or of one cascade member: ``member``) made of ``members``;
-    ``perf.floatc`` must be set; ``scalar``: the target's FPU has no vectors (``Isa.scalar``)."""
+    ``perf.floatc`` must be set; ``scalar``: the target's FPU has no vectors (``Isa.scalar``);
+    ``rows``: its ISA writes depthwise rows in vectors (``Isa.depthwise_rows``)."""
     if not members or is_view(members):
         return 0.0
     klass = kernel_class(members)
-    return sum(work_seconds(w, perf, klass) for w in float_kernel_work(members, scalar, member))
+    return sum(work_seconds(w, perf, klass) for w in float_kernel_work(members, scalar, member, rows))

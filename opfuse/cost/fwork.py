@@ -27,7 +27,8 @@ into), costs its outputs on the ``epilogue`` path (no MACs), and so does an elem
 after the first op of a kernel without an anchor (the Relu of an Add + Relu: one loop). A cascade's member convs take the plan of a
 member (``member=True``), as cascade.py asks for it. A depthwise conv that copies its input rows
 into a zero-padded band (layer by layer, or a member at stride 2 or on a vector unit: the plan's
-``in_place``), and a pixel-tile conv that copies its KH input rows into a line buffer per output
+``in_place``; not where the ISA writes its rows in vectors read in place, the plan's ``vectors``:
+``convf.depthwise_vectors`` of the ISA's ``depthwise_rows`` and the fused epilogue), and a pixel-tile conv that copies its KH input rows into a line buffer per output
 row (any but a 1x1 stride-1 unpadded one), add the floats copied on the ``band`` and ``line``
 paths. A ConvTranspose is priced on convt.py's sub-pixel phases (``kernelplan.convt``): its
 column tiles' multiply-adds on the ``columns`` path (their zero-padded lanes and the computed
@@ -42,7 +43,7 @@ import math
 import onnx_ir as ir
 
 from opfuse import ops
-from opfuse.cost.cwork import Work, is_view, node_work
+from opfuse.cost.cwork import CLAMPS, Work, is_view, node_work
 from opfuse.cost.kclass import node_class
 from opfuse.ir.values import static_dims
 from opfuse.kernelplan.conv8 import ConvGeom
@@ -76,20 +77,35 @@ def conv_geom(node: ir.Node) -> ConvGeom | None:
                     (strides[0], strides[1]), (dilations[0], dilations[1]), (pads[0], pads[1]))
 
 
-def float_conv_work(node: ir.Node, scalar: bool, member: bool = False) -> list[Work] | None:
+def clamps_only(epilogue: list[ir.Node]) -> bool:
+    """Whether a kernel's fused ops after its anchor are clamps alone (Relu, Clip with constant
+    scalar bounds, or none), as ``epilogue.clamps`` of the C backend takes them."""
+    for node in epilogue:
+        if node.op_type not in CLAMPS:
+            return False
+        for v in node.inputs[1:]:
+            if v is not None and (v.const_value is None or v.const_value.numpy().size != 1):
+                return False
+    return True
+
+
+def float_conv_work(node: ir.Node, scalar: bool, member: bool = False, rows: bool = False,
+                    epilogue: list[ir.Node] | None = None) -> list[Work] | None:
     """A float Conv's work on its ``plan_convf`` path (module docstring), and a depthwise conv's
-    band copy; None: shapes unknown or weights not constant (no plan of convf.py runs it)."""
+    band copy; None: shapes unknown or weights not constant (no plan of convf.py runs it).
+    ``rows``: the ISA's depthwise rows in vectors (``Isa.depthwise_rows``), taken as the plan
+    says for the fused ``epilogue`` (``convf.depthwise_vectors``)."""
     g = conv_geom(node)
     if g is None or node.inputs[1].const_value is None:
         return None
-    plan = plan_convf(g, scalar, member)
+    plan = plan_convf(g, scalar, member, rows=rows, clamps=clamps_only(epilogue or []))
     taps = g.k[0] * g.k[1]
     pixels = g.oh * g.ow
     macs = g.n * g.oc * pixels * g.icg * taps
     outputs = g.n * g.oc * pixels
     if plan.path == "depthwise":
         loops = g.n * g.oc * g.oh
-        if not plan.in_place:  # each channel's input rows copied into a zero-padded band
+        if not (plan.in_place or plan.vectors):  # each channel's rows copied into a padded band
             band = ((g.oh - 1) * g.s[0] + (g.k[0] - 1) * g.d[0] + 1) * \
                 ((g.ow - 1) * g.s[1] + (g.k[1] - 1) * g.d[1] + 1)
             return [Work(float(macs), outputs, loops, "depthwise"),
@@ -144,7 +160,8 @@ def convt_work(node: ir.Node) -> list[Work] | None:
     return work + ([Work(0.0, done.line, 0, "line")] if done.line else [])
 
 
-def _node_work(node: ir.Node, scalar: bool, member: bool, path: str | None = None) -> list[Work]:
+def _node_work(node: ir.Node, scalar: bool, member: bool, path: str | None = None,
+               rows: bool = False, epilogue: list[ir.Node] | None = None) -> list[Work]:
     if node.op_type == "ConvTranspose" and path is None:
         found = convt_work(node)
         if found is not None:
@@ -152,7 +169,7 @@ def _node_work(node: ir.Node, scalar: bool, member: bool, path: str | None = Non
         out = static_dims(node.outputs[0])  # unknown shapes: its MACs at the vector rates
         return [Work(float(ops.macs(node)), math.prod(out) if out else 0, 0, "vector")]
     if node.op_type == "Conv" and path is None:
-        found = float_conv_work(node, scalar, member)
+        found = float_conv_work(node, scalar, member, rows, epilogue)
         if found is not None:
             return found
         out = static_dims(node.outputs[0])  # no plan: computed weights or unknown shapes
@@ -184,9 +201,11 @@ WINDOWED_POOLS = ops.groups.POOLS
 GLOBAL_POOLS = ops.groups.GLOBAL_POOLS
 
 
-def float_kernel_work(members: list[ir.Node], scalar: bool, member: bool = False) -> list[Work]:
+def float_kernel_work(members: list[ir.Node], scalar: bool, member: bool = False,
+                      rows: bool = False) -> list[Work]:
     """A float kernel's work (module docstring), one item per loop it runs; ``member``: the
-    nodes are one member of a cascade."""
+    nodes are one member of a cascade; ``rows``: the ISA writes depthwise rows in vectors
+    (``Isa.depthwise_rows``)."""
     anchor = next((n for n in members if ops.is_anchor(n)), None)
     if anchor is None:  # elementwise ops after the first run in its loop (an Add's Relu)
         run = [n for n in members if not is_view([n])]
@@ -194,5 +213,5 @@ def float_kernel_work(members: list[ir.Node], scalar: bool, member: bool = False
             [Work(0.0, _other_work(n, "epilogue").outputs, 0, "epilogue")]
             if i > 0 and node_class(n) == "elementwise" else _node_work(n, scalar, member))]
     rest = [n for n in members if n is not anchor and not is_view([n])]
-    return [*_node_work(anchor, scalar, member),
+    return [*_node_work(anchor, scalar, member, rows=rows, epilogue=rest),
             *(Work(0.0, _other_work(n, "epilogue").outputs, 0, "epilogue") for n in rest)]

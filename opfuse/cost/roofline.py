@@ -103,7 +103,7 @@ def cost_model(
     kernels = tuple(
         _kernel_cost(
             k, nodes, values, initializers, perf, prec, bpe, activations_only, act_level, w_level,
-            own_c, target.isa.scalar if own_float else None,
+            own_c, target.isa.scalar if own_float else None, target.isa.depthwise_rows,
         )
         for k in partition.kernels
     )
@@ -146,6 +146,7 @@ def _kernel_cost(
     w_level: MemoryLevel,
     own_c: bool = False,
     own_float: bool | None = None,  # [perf.floatc] prices it; True: on a scalar FPU
+    depthwise_rows: bool = False,  # the ISA's depthwise rows in vectors (Isa.depthwise_rows)
 ) -> KernelCost:
     members = [nodes[n] for n in kernel.nodes if n in nodes]
     flops = sum(ops.flops(n) for n in members)
@@ -193,10 +194,11 @@ def _kernel_cost(
             memory_s = 0.0
         if kernel.is_cascade:
             compute_s = sum(floatc_cost.compute_s([nodes[n] for n in m.nodes if n in nodes],
-                                                  perf, own_float, member=True)
+                                                  perf, own_float, member=True,
+                                                  rows=depthwise_rows)
                             for m in kernel.members)
         else:
-            compute_s = floatc_cost.compute_s(members, perf, own_float)
+            compute_s = floatc_cost.compute_s(members, perf, own_float, rows=depthwise_rows)
         peak_flops = flops / compute_s if compute_s > 0 and flops else peak_flops
         efficiency = min(1.0, peak_flops / (2.0 * perf.peak_macs_per_s[precision]))
     elif kernel.is_cascade:  # each member at its own class's efficiency (module docstring)

@@ -56,6 +56,7 @@ POINTWISE_LANES, POINTWISE_COLUMNS = 8, 32  # a pointwise conv's tile layer by l
 FMA_COLUMN_LANES, FMA_COLUMN_WIDTH = 8, 16
 STRIDED_ROW, NARROW_ROW = 6, 3  # a vector unit's depthwise conv onto rows this narrow (at a
 # horizontal stride > 1, at stride 1) reads its rows in place (depthwise_in_place)
+VECTOR_ROW_TAPS = 49  # an ISA's depthwise rows in vectors: kernels up to 7x7 (isa/x86/floatdw.py)
 DIRECT_LANES = 8  # the direct core's (convdirect.py) last block padded to a multiple of this
 
 
@@ -67,6 +68,7 @@ class FloatConvPlan:
     align: int = 1  # pixels: a line-buffer phase row rounded up to this many floats, aligned
     columns: int = 0  # columns, channels: the columns of a row a tile
     in_place: bool = False  # depthwise: rows read in place (dwrow.py), no band copy
+    vectors: bool = False  # depthwise: the ISA's rows in vectors, read in place, no band copy
 
 
 def depthwise_in_place(g: ConvGeom, scalar: bool) -> bool:
@@ -85,6 +87,16 @@ def depthwise_in_place(g: ConvGeom, scalar: bool) -> bool:
     stride 1, 1.4-2.2x on Ultraface's rows of 60-120, 1.27-1.78x at stride 2 onto rows of 4-6:
     docs/measurements.md)."""
     return scalar or g.ow <= (STRIDED_ROW if g.s[1] > 1 else NARROW_ROW)
+
+
+def depthwise_vectors(g: ConvGeom, rows: bool, clamps: bool) -> bool:
+    """Whether a float depthwise conv runs as the ISA's output rows in vectors, read in place
+    (``IsaKernels.depthwise_float``, isa/x86/floatdw.py; its portable C, band or row nest, then
+    only in the ``#else``): where the ISA has them (``rows``: the ``[isa]`` record's
+    ``depthwise_rows``), its epilogue is clamps alone (``clamps``: Relu / Clip with constant
+    bounds, or none), its horizontal stride 1 or 2 and its kernel at most ``VECTOR_ROW_TAPS``
+    taps. The emitter (dwconv.py) and the cost (cost/fwork.py) both ask this."""
+    return rows and clamps and g.s[1] in (1, 2) and g.k[0] * g.k[1] <= VECTOR_ROW_TAPS
 
 
 def oc_blocks(ocg: int) -> list[tuple[int, int, int]]:
@@ -122,12 +134,14 @@ def pixel_lanes(ocg: int) -> int:
 
 
 def plan_convf(g: ConvGeom, scalar: bool, member: bool = False, fma: bool = False,
-               ) -> FloatConvPlan:
+               rows: bool = False, clamps: bool = False) -> FloatConvPlan:
     """The path of a float conv with constant weights (module docstring); ``scalar``: the
     target's FPU has no vectors; ``member``: a cascade member's, one output row a step;
-    ``fma``: the ISA keeps a column tile's sums in registers (``IsaKernels.fma_tile``)."""
+    ``fma``: the ISA keeps a column tile's sums in registers (``IsaKernels.fma_tile``);
+    ``rows``, ``clamps``: a depthwise conv's rows in vectors (``depthwise_vectors``)."""
     if g.icg == 1 and g.ocg == 1:
-        return FloatConvPlan("depthwise", in_place=depthwise_in_place(g, scalar))
+        return FloatConvPlan("depthwise", in_place=depthwise_in_place(g, scalar),
+                             vectors=depthwise_vectors(g, rows, clamps))
     if line_floats(g) > LINE_FLOATS:
         return FloatConvPlan("direct" if member else "vector")
     if scalar and g.k != (1, 1) and g.icg * g.k[0] * g.k[1] > PIXEL_REDUCTION:

@@ -13,6 +13,7 @@ Schema (every field optional; a target file without ``[isa]`` gets the portable 
     int8_dot = "smlad"            # widen | smlad | vnni | mve (below)
     matmul_tile = [4, 4]          # the float MatMul core's register tile, rows x columns
     softmax_lanes = 8             # partial maxima and sums per softmax row
+    depthwise_rows = false        # the module writes a float depthwise conv's rows in vectors
 
 ``int8_dot``: how an int8 product is summed. ``widen``: each 8-bit product in a 32-bit lane, as a
 compiler vectorizes portable C; ``smlad``: Armv7E-M's SMLAD, two 16x16 products per instruction on
@@ -44,6 +45,10 @@ class Isa:
     int8_dot: str = "widen"
     matmul_tile: tuple[int, int] = (4, 16)
     softmax_lanes: int = 32
+    # the module's IsaKernels.depthwise_float writes a float depthwise conv's rows in vectors, read
+    # in place; the float plan (kernelplan.convf.depthwise_vectors) reads it for the emitter and
+    # the cost alike
+    depthwise_rows: bool = False
 
     @property
     def scalar(self) -> bool:
@@ -86,6 +91,9 @@ def parse_isa(table: object, path: Path) -> Isa:
     for key, hi in (("vector_registers", 256), ("softmax_lanes", 256)):
         if key in got:
             _count(path, key, got[key], 1, hi)
+    if "depthwise_rows" in got and not isinstance(got["depthwise_rows"], bool):
+        raise OpfuseError(f"{path}: 'isa.depthwise_rows' must be true or false; "
+                          f"got {got['depthwise_rows']!r}")
     if "matmul_tile" in got:
         tile = got["matmul_tile"]
         if not isinstance(tile, list) or len(tile) != 2:

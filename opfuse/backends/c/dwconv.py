@@ -23,9 +23,12 @@ few border columns, written out, have taps outside the row), each value through 
 layer-by-layer kernel: ``epilogue.emit_steps``) or the member's epilogue as it is summed: the
 band's sums term for term, bit-identical, no copy and no band on the stack.
 
-An ISA with the rows in vectors (``IsaKernels.depthwise_float``, isa/x86/floatdw.py: a Relu /
-Clip epilogue) takes both, reading the rows in place through the same tap-row pointers
-(``dwrow.row_pointers``, the zero row outside the input), all of the above in its ``#else``.
+An ISA with the rows in vectors (``IsaKernels.depthwise_float``, isa/x86/floatdw.py; its
+``[isa]`` record's ``depthwise_rows``) takes both where the float plan says so
+(``kernelplan.convf.depthwise_vectors``: a Relu / Clip epilogue, stride 1 or 2, at most 7x7; the
+cost model reads the same function and prices no band copy there), reading the rows in place
+through the same tap-row pointers (``dwrow.row_pointers``, the zero row outside the input), all
+of the above in its ``#else``.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from opfuse.backends.c.epilogue import Chain, clamps, emit_apply, emit_steps, op
 from opfuse.backends.c.isa import kernels
 from opfuse.backends.c.rowsource import RowSink, RowSource
 from opfuse.backends.c.tensors import Params
+from opfuse.errors import OpfuseError
 from opfuse.kernelplan import convf
 from opfuse.targets.isa import Isa
 
@@ -159,10 +163,16 @@ def zero_row(params: Params, g) -> str | None:  # noqa: ANN001
 
 def isa_rows(params: Params, g) -> tuple[Callable[..., bool], str] | None:  # noqa: ANN001
     """The ISA's rows in vectors (``IsaKernels.depthwise_float``) and the zero row they read,
-    or None where the ISA has none."""
-    rows = kernels(params.store.isa).depthwise_float
-    if rows is None:
+    or None where the ``[isa]`` record has none (``depthwise_rows``). The micro-kernel takes a
+    conv where the float plan says so (``kernelplan.convf.depthwise_vectors``, which the cost
+    reads too) and returns False elsewhere."""
+    isa = params.store.isa
+    if not isa.depthwise_rows:
         return None
+    rows = kernels(isa).depthwise_float
+    if rows is None:
+        raise OpfuseError(f"C backend: [isa] '{isa.name}' says depthwise_rows = true but its "
+                          f"module has no depthwise_float (docs/isa.md)")
     return rows, params.weight(f"dw:zrow:{g.iw}", np.zeros(g.iw, np.float32))
 
 

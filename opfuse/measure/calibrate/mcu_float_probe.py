@@ -96,7 +96,7 @@ def kernel_rows(result, cascades: bool, timeout_s: float) -> list[tuple[str, lis
     from opfuse.cost.fwork import float_kernel_work
     from opfuse.measure.run.qemu import emulate_c
 
-    scalar = result.target.isa.scalar
+    scalar, rows = result.target.isa.scalar, result.target.isa.depthwise_rows
     emu = emulate_c(result, trials=1, timeout_s=timeout_s, cascades=cascades)
     sched = c_schedule(result, cascades=cascades)
     nodes = {n.name: n for n in sched.model.graph}
@@ -106,9 +106,9 @@ def kernel_rows(result, cascades: bool, timeout_s: float) -> list[tuple[str, lis
         if kernel.is_cascade:
             works = [w for m in kernel.members
                      for w in float_kernel_work([nodes[n] for n in m.nodes if n in nodes],
-                                                scalar, member=True)]
+                                                scalar, member=True, rows=rows)]
         else:
-            works = float_kernel_work(members, scalar)
+            works = float_kernel_work(members, scalar, rows=rows)
         found.append(("view" if is_view(members) else "layer", works, float(count.instructions)))
     return found
 

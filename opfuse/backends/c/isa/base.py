@@ -169,7 +169,8 @@ class IsaKernels:
     # depthwise_float(w, g, steps, rows, portable) -> bool: a float depthwise conv's rows of one
     # channel in vectors, read in place (dwconv.py; ``steps`` its clamps, ``epilogue.clamps``;
     # ``rows(body)`` loops over them declaring ``r<kh>`` and ``yr``), ``portable()``'s C in its
-    # #else; False: that alone
+    # #else; False: that alone. Called only where the [isa] record says ``depthwise_rows``; it
+    # takes a conv exactly where ``kernelplan.convf.depthwise_vectors`` does (the cost reads that)
     depthwise_float: Callable[..., bool] | None = None
     # max_pool_row(w, g, pacc, ph, load_row, portable) -> bool: one output row of a float
     # MaxPool (pools.PoolGeom ``g``) into ``pacc[0][...]`` in vectors, ``portable()``'s C in its

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.isa.x86.helpers import NO
+from opfuse.kernelplan.convf import depthwise_vectors
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,6 @@ class Vec:
 ZMM = Vec(f"{NO} && defined(__AVX512F__)", 16, "__m512", "_mm512")
 YMM = Vec(f"{NO} && defined(__AVX2__) && defined(__FMA__)", 8, "__m256", "_mm256")
 EVEN = "_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)"
-MAX_TAPS = 49  # kernels up to 7x7
-
-
-def fits(g) -> bool:  # noqa: ANN001
-    return g.s[1] in (1, 2) and g.k[0] * g.k[1] <= MAX_TAPS
 
 
 def _mask(g, vec: Vec, i0: int, kw: int, half: int) -> int:  # noqa: ANN001
@@ -171,9 +167,10 @@ def depthwise_float(w: CWriter, g, steps: list[tuple[str | None, str | None]] | 
     """A channel's output rows (after dwconv's channel setup: scalars ``w<t>`` and ``bv``):
     ``rows(body)`` opens the loop over them and declares, per row, ``r<kh>`` and ``yr`` before
     calling ``body()``; ``steps`` the epilogue's clamps. ``portable()`` writes the C of the
-    ``#else``. False (nothing written) when the stride is not 1 or 2, the kernel larger than
-    7x7 or the epilogue not clamps alone."""
-    if steps is None or not fits(g):
+    ``#else``. False (nothing written) where the float plan says the rows are not in vectors
+    (``kernelplan.convf.depthwise_vectors``: the stride not 1 or 2, the kernel larger than 7x7
+    or the epilogue not clamps alone)."""
+    if not depthwise_vectors(g, True, steps is not None):
         return False
     w.lines.append(f"#if {ZMM.guard}")
     _rows(w, g, ZMM, steps, rows)
