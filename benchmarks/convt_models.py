@@ -21,18 +21,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
-
-
-def _f(name: str, shape: list[int] | None) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
-
-
-def _save(out: Path, name: str, nodes: list, inputs: list, inits: list) -> None:  # noqa: ANN001
-    graph = helper.make_graph(nodes, name, inputs, [_f("y", None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, out / f"{name}.onnx")
+from onnx import helper, numpy_helper
+from onnx_writer import float_value as _f
+from onnx_writer import save as _save
 
 
 def main(out: Path) -> None:

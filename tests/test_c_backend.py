@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import helper
 
 from opfuse.backends.c import emit_c
 from opfuse.errors import OpfuseError
@@ -20,6 +20,7 @@ from opfuse.measure.run.host import CModel, manifest, run_c, run_executable
 from opfuse.measure.validate.c_float import reference, validate_c
 from opfuse.models import MODELS
 from opfuse.pipeline import compile_model
+from tests.helpers.onnx_graphs import float_value, model, weight
 from tests.helpers.sanitize import sanitized_run_matches
 from tests.helpers.shared import shared_onnx_models
 
@@ -155,20 +156,7 @@ def test_sanitizers(name: str, tmp_path: Path) -> None:
 # ---- single ops and small graphs, built here -------------------------------------------------
 
 
-def _model(nodes, inputs, outputs, inits=(), opset=17) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    return model
-
-
-def _f(name, shape):
-    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
-
-
-def _w(name, shape, seed=0):
-    arr = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-    return onnx.numpy_helper.from_array(arr, name)
+_model, _f, _w = model, float_value, weight
 
 
 def _i(name, values):

@@ -7,33 +7,23 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import helper
 
 from opfuse.kernelplan.convt import axis_phases
 from opfuse.measure.validate.c_float import validate_c
+from tests.helpers.onnx_graphs import float_value, model, weight
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 N = helper.make_node
 
 
-def _model(nodes, inputs, inits) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", inputs,
-                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
+_f, _w = float_value, weight
 
 
-def _f(name, shape):
-    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
-
-
-def _w(name, shape, seed=0):
-    arr = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-    return onnx.numpy_helper.from_array(arr, name)
+def _model(nodes, inputs, inits) -> onnx.ModelProto:  # noqa: ANN001
+    return model(nodes, inputs, [float_value("z", None)], inits)
 
 
 def _convt(x, w, b=None, then=("Relu",), extra=(), **attrs) -> onnx.ModelProto:
