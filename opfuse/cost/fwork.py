@@ -43,12 +43,12 @@ import math
 import onnx_ir as ir
 
 from opfuse import ops
-from opfuse.cost.cwork import CLAMPS, Work, is_view, node_work
+from opfuse.cost.cwork import Work, is_view, node_work
 from opfuse.cost.kclass import node_class
-from opfuse.ir.values import static_dims
+from opfuse.ir.values import clamp_bounds, static_dims
 from opfuse.kernelplan.conv8 import ConvGeom
 from opfuse.kernelplan.convf import line_floats, oc_blocks, plan_convf
-from opfuse.kernelplan.convt import plan_convt, transpose_pads, transpose_work
+from opfuse.kernelplan.convt import plan_convt, transpose_geom, transpose_work
 
 __all__ = ["conv_geom", "float_conv_work", "float_kernel_work"]
 
@@ -77,18 +77,6 @@ def conv_geom(node: ir.Node) -> ConvGeom | None:
                     (strides[0], strides[1]), (dilations[0], dilations[1]), (pads[0], pads[1]))
 
 
-def clamps_only(epilogue: list[ir.Node]) -> bool:
-    """Whether a kernel's fused ops after its anchor are clamps alone (Relu, Clip with constant
-    scalar bounds, or none), as ``epilogue.clamps`` of the C backend takes them."""
-    for node in epilogue:
-        if node.op_type not in CLAMPS:
-            return False
-        for v in node.inputs[1:]:
-            if v is not None and (v.const_value is None or v.const_value.numpy().size != 1):
-                return False
-    return True
-
-
 def float_conv_work(node: ir.Node, scalar: bool, member: bool = False, rows: bool = False,
                     epilogue: list[ir.Node] | None = None) -> list[Work] | None:
     """A float Conv's work on its ``plan_convf`` path (module docstring), and a depthwise conv's
@@ -98,7 +86,7 @@ def float_conv_work(node: ir.Node, scalar: bool, member: bool = False, rows: boo
     g = conv_geom(node)
     if g is None or node.inputs[1].const_value is None:
         return None
-    plan = plan_convf(g, scalar, member, rows=rows, clamps=clamps_only(epilogue or []))
+    plan = plan_convf(g, scalar, member, rows=rows, clamps=clamp_bounds(epilogue or []) is not None)
     taps = g.k[0] * g.k[1]
     pixels = g.oh * g.ow
     macs = g.n * g.oc * pixels * g.icg * taps
@@ -135,23 +123,17 @@ def convt_work(node: ir.Node) -> list[Work] | None:
     if xs is None or ws is None or ys is None or len(ys) not in (3, 4):
         return None
     nsp = len(ys) - 2
-    ks = _ints(node, "kernel_shape", list(ws[2:]))
-    ss, ds = _ints(node, "strides", [1] * nsp), _ints(node, "dilations", [1] * nsp)
     pads = node.attributes.get("pads")
     out_pad = node.attributes.get("output_padding")
     auto = node.attributes.get("auto_pad")
-    pb = transpose_pads(list(xs[2:]), list(ys[2:]), ks, ss, ds,
-                        list(pads.as_ints()) if pads is not None else None,
-                        node.attributes.get("output_shape") is not None,
-                        list(out_pad.as_ints()) if out_pad is not None else None,
-                        auto.as_string() if auto is not None else "NOTSET")
-    if nsp == 1:
-        xs, ys = [*xs[:2], 1, xs[2]], [*ys[:2], 1, ys[2]]
-        ks, ss, ds, pb = [1, *ks], [1, *ss], [1, *ds], [0, *pb]
     a = node.attributes.get("group")
-    group = max(a.as_int() if a is not None else 1, 1)
-    g = ConvGeom(xs[0], xs[1], xs[2], xs[3], ys[1], ys[2], ys[3], group, (ks[0], ks[1]),
-                 (ss[0], ss[1]), (ds[0], ds[1]), (pb[0], pb[1]))
+    g = transpose_geom(list(xs), list(ys), _ints(node, "kernel_shape", list(ws[2:])),
+                       _ints(node, "strides", [1] * nsp), _ints(node, "dilations", [1] * nsp),
+                       list(pads.as_ints()) if pads is not None else None,
+                       node.attributes.get("output_shape") is not None,
+                       list(out_pad.as_ints()) if out_pad is not None else None,
+                       auto.as_string() if auto is not None else "NOTSET",
+                       max(a.as_int() if a is not None else 1, 1))
     bias = node.inputs[2] if len(node.inputs) > 2 else None
     plan = plan_convt(g, bias is None or bias.const_value is not None,
                       node.inputs[1].const_value is not None)

@@ -39,3 +39,30 @@ def const(value: ir.Value | None) -> np.ndarray | None:
         if a is not None:
             return np.array(list(a.value))
     return None
+
+
+def clamp_bounds(nodes: list[ir.Node]) -> list[tuple[float | None, float | None]] | None:
+    """The (low, high) bounds of a chain of Relu / Clip ``nodes`` (each reading the one before;
+    None: no bound), or None when one is another op or a Clip whose bound is not a constant
+    scalar (an input, opset 11 on, or an attribute before). The C backend writes these clamps in
+    vectors and the cost prices the kernel that does (kernelplan.convf.depthwise_vectors): both
+    ask this, so they cannot disagree on which epilogues qualify."""
+    out: list[tuple[float | None, float | None]] = []
+    for node in nodes:
+        if node.op_type == "Relu":
+            out.append((0.0, None))
+            continue
+        if node.op_type != "Clip":
+            return None
+        bounds: list[float | None] = []
+        for i, name in ((1, "min"), (2, "max")):
+            if i < len(node.inputs) and node.inputs[i] is not None:
+                arr = const(node.inputs[i])
+                if arr is None or np.asarray(arr).size != 1:
+                    return None
+                bounds.append(float(np.asarray(arr).reshape(-1)[0]))
+            else:
+                a = node.attributes.get(name)
+                bounds.append(None if a is None else float(a.as_float()))
+        out.append((bounds[0], bounds[1]))
+    return out

@@ -20,7 +20,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, attr, bcast_strides, dims, flit, merge, offset_expr, who
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
-from opfuse.ir.values import const
+from opfuse.ir.values import clamp_bounds, const
 from opfuse.ops.groups import C_EXPRS
 
 ACC = "acc"
@@ -296,23 +296,9 @@ def full_view(chain: Chain, split: int) -> tuple[list[list[int]], list[tuple[int
 
 def clamps(nodes: list[ir.Node]) -> list[tuple[str | None, str | None]] | None:
     """The epilogue ``nodes`` (each reading the one before) as (low, high) C literals (None: no
-    bound), or None when one is not a Relu or a Clip with constant bounds."""
-    out = []
-    for node in nodes:
-        if node.op_type == "Relu":
-            out.append(("0.0f", None))
-            continue
-        if node.op_type != "Clip":
-            return None
-        bounds = []
-        for i, name in ((1, "min"), (2, "max")):
-            if i < len(node.inputs) and node.inputs[i] is not None:
-                arr = const(node.inputs[i])
-                if arr is None or np.asarray(arr).size != 1:
-                    return None
-                bounds.append(flit(float(np.asarray(arr).reshape(-1)[0])))
-            else:
-                value = attr(node, name)
-                bounds.append(None if value is None else flit(value))
-        out.append((bounds[0], bounds[1]))
-    return out
+    bound), or None when one is not a Relu or a Clip with constant bounds
+    (``opfuse.ir.values.clamp_bounds``, which the cost asks too)."""
+    bounds = clamp_bounds(nodes)
+    if bounds is None:
+        return None
+    return [tuple(None if v is None else flit(v) for v in pair) for pair in bounds]
