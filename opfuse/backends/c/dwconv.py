@@ -96,21 +96,10 @@ def emit_depthwise(w: CWriter, g, x: str, wt: str, b: str | None, chain: Chain, 
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
     _channel(w, g, src, "n", wt, b)
-
-    def rows(body: Callable[[], None]) -> None:
-        w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
-        row_pointers(w, g, "oh", lambda ih: f"xc + {src.row(ih)}", isa[1], "float")
-        w(f"float *yr = {y} + (n*{g.c} + c)*{g.oh * g.ow} + oh*{g.ow};")
-        body()
-        w.close()
-
-    def portable() -> None:
-        if isa is not None and zero is None:
-            w(f"(void){isa[1]};  /* the zero row: the vectors' */")
-        _portable(w, g, src, chain, y, zero)
-
-    if isa is None or not isa[0](w, g, clamps([node for node, _ in chain.steps]), rows, portable):
-        portable()
+    _vectors_or(w, g, src, isa, None if isa is None else clamps([n for n, _ in chain.steps]),
+                f"for (int oh = 0; oh < {g.oh}; ++oh)",
+                f"{y} + (n*{g.c} + c)*{g.oh * g.ow} + oh*{g.ow}", zero,
+                lambda: _portable(w, g, src, chain, y, zero))
     w.close()
     w.close()
 
@@ -144,6 +133,29 @@ def _portable(w: CWriter, g, src: RowSource, chain: Chain, y: str, zero: str | N
             _band(w, g, src, rows, rows, wp)
             _store_chain(w, g, rows, flat, chain, y)
             w.close()
+
+
+def _vectors_or(w: CWriter, g, src: RowSource, isa: tuple[Callable[..., bool], str] | None,  # noqa: ANN001
+                steps: list | None, loop: str, out_row: str, zero: str | None,
+                portable: Callable[[], None]) -> None:
+    """A channel's rows as the ISA's vectors (``isa``: ``IsaKernels.depthwise_float`` and the
+    zero row it reads; ``steps``: the epilogue as clamps) over ``loop``'s rows ``oh``, each row's
+    output at ``out_row``, ``portable()``'s C in their ``#else``; ``portable()`` alone where the
+    ISA has none or does not take the conv."""
+    def rows(body: Callable[[], None]) -> None:
+        w.open(loop)
+        row_pointers(w, g, "oh", lambda ih: f"xc + {src.row(ih)}", isa[1], "float")
+        w(f"float *yr = {out_row};")
+        body()
+        w.close()
+
+    def fallback() -> None:
+        if isa is not None and zero is None:
+            w(f"(void){isa[1]};  /* the zero row: the vectors' */")
+        portable()
+
+    if isa is None or not isa[0](w, g, steps, rows, fallback):
+        fallback()
 
 
 def in_place(g, isa: Isa) -> bool:  # noqa: ANN001
@@ -186,21 +198,10 @@ def emit_depthwise_rows(w: CWriter, g, src: RowSource, wt: str, b: str | None, s
     this C in their ``#else``."""
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
     _channel(w, g, src, "0", wt, b)
-
-    def rows(body: Callable[[], None]) -> None:
-        w.open("for (int oh = a; oh <= b; ++oh)")
-        row_pointers(w, g, "oh", lambda ih: f"xc + {src.row(ih)}", isa[1], "float")
-        w(f"float *yr = {sink.dst.channel('0', 'c')} + {sink.dst.row('oh')};")
-        body()
-        w.close()
-
-    def portable() -> None:
-        if isa is not None and zero is None:
-            w(f"(void){isa[1]};  /* the zero row: the vectors' */")
-        _member_portable(w, g, src, sink, most, zero)
-
-    if isa is None or not isa[0](w, g, isa[2], rows, portable):
-        portable()
+    _vectors_or(w, g, src, isa and isa[:2], None if isa is None else isa[2],
+                "for (int oh = a; oh <= b; ++oh)",
+                f"{sink.dst.channel('0', 'c')} + {sink.dst.row('oh')}", zero,
+                lambda: _member_portable(w, g, src, sink, most, zero))
     w.close()
 
 
