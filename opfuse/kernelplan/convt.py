@@ -68,6 +68,22 @@ def transpose_pads(ins: list[int], outs: list[int], ks: list[int], ss: list[int]
     return begin
 
 
+def transpose_geom(xs: list[int], ys: list[int], ks: list[int], ss: list[int], ds: list[int],
+                   pads: list[int] | None, shape_given: bool, out_pad: list[int] | None,
+                   auto_pad: str, group: int) -> ConvGeom:
+    """A 1-D or 2-D ConvTranspose's geometry from its input and output dims and attributes
+    (``transpose_pads``'s), 1-D as a height of 1 (``c``: input channels, ``oc``: output
+    channels): what convt.py emits and cost/fwork.py prices."""
+    nsp = len(xs) - 2
+    pb = transpose_pads(list(xs[2:]), list(ys[2:]), ks, ss, ds, pads, shape_given, out_pad,
+                        auto_pad)
+    if nsp == 1:
+        xs, ys = [xs[0], xs[1], 1, xs[2]], [ys[0], ys[1], 1, ys[2]]
+        ks, ss, ds, pb = [1, *ks], [1, *ss], [1, *ds], [0, *pb]
+    return ConvGeom(xs[0], xs[1], xs[2], xs[3], ys[1], ys[2], ys[3], group, (ks[0], ks[1]),
+                    (ss[0], ss[1]), (ds[0], ds[1]), (pb[0], pb[1]))
+
+
 @dataclass(frozen=True)
 class TransposePlan:
     """``rows``/``cols``: the phases of each axis; ``lanes`` x ``width``: the column tile;

@@ -34,7 +34,7 @@ from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
 from opfuse.ir.values import const
 from opfuse.kernelplan.conv8 import ConvGeom
-from opfuse.kernelplan.convt import AxisPhase, TransposePlan, live, plan_convt, transpose_pads
+from opfuse.kernelplan.convt import AxisPhase, TransposePlan, live, plan_convt, transpose_geom
 
 
 def convt_geom(node: ir.Node) -> ConvGeom:
@@ -46,20 +46,15 @@ def convt_geom(node: ir.Node) -> ConvGeom:
     ks = list(attr(node, "kernel_shape") or ws[2:])
     ss = list(attr(node, "strides") or [1] * nsp)
     ds = list(attr(node, "dilations") or [1] * nsp)
-    pb = transpose_pads(list(xs[2:]), list(ys[2:]), ks, ss, ds, attr(node, "pads"),
-                        attr(node, "output_shape") is not None, attr(node, "output_padding"),
-                        attr(node, "auto_pad", "NOTSET"))
     group = int(attr(node, "group", 1))
     if group < 1 or xs[1] % group or ys[1] % group or \
             tuple(ws) != (xs[1], ys[1] // group, *ks[-nsp:]):
         raise OpfuseError(f"C backend: {who(node)}: weight shape {list(ws)} does not match "
                           f"kernel_shape {ks[-nsp:]}, group {group}, {xs[1]} input and "
                           f"{ys[1]} output channels")
-    if nsp == 1:
-        xs, ys = (xs[0], xs[1], 1, xs[2]), (ys[0], ys[1], 1, ys[2])
-        ks, ss, ds, pb = [1, *ks], [1, *ss], [1, *ds], [0, *pb]
-    return ConvGeom(xs[0], xs[1], xs[2], xs[3], ys[1], ys[2], ys[3], group, tuple(ks),
-                    tuple(ss), tuple(ds), tuple(pb))
+    return transpose_geom(list(xs), list(ys), ks, ss, ds, attr(node, "pads"),
+                          attr(node, "output_shape") is not None, attr(node, "output_padding"),
+                          attr(node, "auto_pad", "NOTSET"), group)
 
 
 def _phase_weights(node: ir.Node, g: ConvGeom, plan: TransposePlan, params: Params,
