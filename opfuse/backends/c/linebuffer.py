@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from opfuse.backends.c.cgen import CWriter
-
-GATHER_CHANNELS = 4  # NHWC rows of at most this many channels: gathered pixel by pixel
+from opfuse.kernelplan.conv8 import GATHER_CHANNELS
 
 
 def tap_offsets(kh: int, kw: int, sw: int, dw: int, lw: int) -> tuple[int, ...]:

@@ -39,7 +39,6 @@ from opfuse.backends.c.int8.pointwise import (
     pairs_fit_int16,
 )
 from opfuse.backends.c.isa import kernels
-from opfuse.backends.c.linebuffer import GATHER_CHANNELS
 from opfuse.backends.c.pools import window
 from opfuse.backends.c.rowsource import RowSource
 from opfuse.backends.c.tensors import Params
@@ -116,7 +115,7 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     if xq.scale.size != 1 or yq.scale.size != 1:
         raise OpfuseError(f"C backend: {who(node)}: activations must be quantized per tensor")
     xct, yct = int_ctype(xv, node), int_ctype(yv, node)
-    plan = conv8_plan(g, node, xct.name)
+    plan = conv8_plan(g, node, xct.name, nhwc_view=view is not None)
     if plan.path == "depthwise":  # SIMD pairs of pixels (depthwise_dsp.py)
         _check_zero_point(node, wv)
         return emit_depthwise8(w, node, pre, params, g)
@@ -127,9 +126,8 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     # few output pixels per row (or per plane, for a pointwise conv): vectorize over channels
     lanes, pointwise = plan.path == "conv_lanes", plan.path == "pointwise"
     # an NHWC view's stride-1 stem of at most GATHER_CHANNELS channels: its line buffer gathered
-    # pixel by pixel; any other keeps the row taps (measured: row_tiles.py)
-    stem_tiles = g.s == (1, 1) and g.c <= GATHER_CHANNELS
-    tiled = pointwise or (plan.path == "conv_rows" and (view is None or stem_tiles))
+    # pixel by pixel; any other keeps the row taps (the plan: kernelplan/conv8.py)
+    tiled = pointwise or (plan.path == "conv_rows" and not plan.row_taps)
     _check_zero_point(node, wv)
     if tiled:  # every tap reads x or z_x: sum (x - z_x) w = sum x w - z_x sum w, in the bias
         b = folded_bias(params, f"{node.name}:bias", bias, arr, zx)

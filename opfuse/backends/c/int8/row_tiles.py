@@ -17,7 +17,7 @@ the band's bounds inside the input found at run time; each band's tiles sum over
 channel, so no partial sums are kept across it.
 
 A graph input's NHWC rows read in place (a TFLite model's stem, ``RowSource.nhwc``): a stride-1
-stem of at most ``linebuffer.GATHER_CHANNELS`` channels gathers its line buffer pixel by pixel
+stem of at most ``kernelplan.conv8.GATHER_CHANNELS`` channels gathers its line buffer pixel by pixel
 (each pixel's channels read at once into each channel's run), one input channel a term (pairs of
 channels, ``pairs_fit_int16``, ran its 3 channels 1.2-1.5x slower); any other stem keeps
 ``conv.emit_row_taps``. Measured on stems of the shared models' geometry alone (one-conv .tflite
