@@ -13,6 +13,8 @@ import pytest
 
 pytest.importorskip("tflite_micro")
 
+from opfuse.backends.c import emit_c  # noqa: E402
+from opfuse.errors import OpfuseError  # noqa: E402
 from opfuse.measure.validate.c_int8 import validate_c_int8  # noqa: E402
 from opfuse.pipeline import compile_model  # noqa: E402
 from tests.helpers.tflite_builder import RELU, SAME, VALID, TfliteBuilder  # noqa: E402
@@ -57,3 +59,27 @@ def test_int8_convt_is_tflite_micro_bit_for_bit(case: str, tmp_path: Path) -> No
     report = validate_c_int8(result, trials=4)
     assert report.ok, report
     assert all(o.max_abs_err == 0 for o in report.outputs), report.outputs
+
+
+@pytest.mark.parametrize("op", ["CONV_2D", "TRANSPOSE_CONV"])
+def test_weights_with_a_zero_point_are_refused_naming_the_node(op: str, tmp_path: Path) -> None:
+    """int8/common.conv_operands: one check for Conv and ConvTranspose, the message names the
+    node and its op (the C would otherwise sum (w - z_w) as w)."""
+    b = TfliteBuilder()
+    x = b.input("x", (1, 5, 5, 4), np.int8, scale=0.04, zero_point=1)
+    wt = b.const("w", np.ones((6, 3, 3, 4), np.int8), scale=0.01, zero_point=3)
+    out = (1, 10, 10, 6) if op == "TRANSPOSE_CONV" else (1, 5, 5, 6)
+    y = b.tensor("y", out, np.int8, scale=0.2, zero_point=-3)
+    if op == "TRANSPOSE_CONV":
+        shape = b.const("shape", np.asarray(out, np.int32))
+        b.op(op, [shape, wt, x], [y], "TransposeConvOptions", Padding=SAME, StrideH=2, StrideW=2)
+    else:
+        b.op(op, [x, wt], [y], "Conv2DOptions", Padding=SAME, StrideH=1, StrideW=1)
+    b.output(y)
+    path = tmp_path / f"{op}.tflite"
+    path.write_bytes(b.build())
+    result = compile_model(str(path), "cortex-m55")
+    kind = "ConvTranspose" if op == "TRANSPOSE_CONV" else "Conv"
+    with pytest.raises(OpfuseError, match=rf"{kind} node .*nonzero zero point"):
+        emit_c(result, tmp_path / "c")
+    assert not (tmp_path / "c" / "model.c").exists()

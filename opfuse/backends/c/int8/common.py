@@ -27,6 +27,23 @@ def quant(value: ir.Value | None, node: ir.Node, what: str = "") -> QuantParams:
     return q
 
 
+def conv_operands(node: ir.Node) -> tuple[np.ndarray, QuantParams, QuantParams, QuantParams]:
+    """An int8 Conv's or ConvTranspose's constant weights and the input's, weights' and output's
+    quantization, refused (naming the node and its op) where no int8 kernel takes them: weights
+    that are not constant or have a nonzero zero point, activations quantized per channel."""
+    xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
+    arr = const(wv)
+    if arr is None:
+        raise OpfuseError(f"C backend: {who(node)}: an int8 {node.op_type} needs constant weights")
+    xq, wq, yq = quant(xv, node, "input"), quant(wv, node, "weight"), quant(yv, node, "output")
+    if xq.scale.size != 1 or yq.scale.size != 1:
+        raise OpfuseError(f"C backend: {who(node)}: activations must be quantized per tensor")
+    if np.any(wq.zero_point):
+        raise OpfuseError(f"C backend: {who(node)}: weights with a nonzero zero point are not "
+                          "emitted")
+    return arr, xq, wq, yq
+
+
 def int_ctype(value: ir.Value, node: ir.Node) -> CType:
     ct = ctype_of(value)
     if ct is None or ct.is_float or ct.size != 1:

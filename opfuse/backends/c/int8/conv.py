@@ -22,6 +22,7 @@ from opfuse.backends.c.int8 import conv_mcu, gemm_mcu, row_tiles
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import (
     bias_array,
+    conv_operands,
     gemm_coords,
     int_ctype,
     quant,
@@ -108,16 +109,10 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         conv_mcu.emit_conv_mcu(w, node, pre, params, g)
         return
     xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
-    arr = const(wv)
-    if arr is None:
-        raise OpfuseError(f"C backend: {who(node)}: an int8 Conv needs constant weights")
-    xq, wq, yq = quant(xv, node, "input"), quant(wv, node, "weight"), quant(yv, node, "output")
-    if xq.scale.size != 1 or yq.scale.size != 1:
-        raise OpfuseError(f"C backend: {who(node)}: activations must be quantized per tensor")
+    arr, xq, wq, yq = conv_operands(node)
     xct, yct = int_ctype(xv, node), int_ctype(yv, node)
     plan = conv8_plan(g, node, xct.name, nhwc_view=view is not None)
     if plan.path == "depthwise":  # SIMD pairs of pixels (depthwise_dsp.py)
-        _check_zero_point(node, wv)
         return emit_depthwise8(w, node, pre, params, g)
     ocb = plan.ocb
     taps = g.k[0] * g.k[1]
@@ -128,7 +123,6 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     # an NHWC view's stride-1 stem of at most GATHER_CHANNELS channels: its line buffer gathered
     # pixel by pixel; any other keeps the row taps (the plan: kernelplan/conv8.py)
     tiled = pointwise or (plan.path == "conv_rows" and not plan.row_taps)
-    _check_zero_point(node, wv)
     if tiled:  # every tap reads x or z_x: sum (x - z_x) w = sum x w - z_x sum w, in the bias
         b = folded_bias(params, f"{node.name}:bias", bias, arr, zx)
     else:

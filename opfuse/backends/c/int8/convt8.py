@@ -15,28 +15,25 @@ from opfuse.backends.c.convdirect import pack_weights
 from opfuse.backends.c.convt import PhaseArith, convt_geom, emit_phases, empty_phases
 from opfuse.backends.c.ctype import INT8, INT32
 from opfuse.backends.c.int8.chain import Chain8
-from opfuse.backends.c.int8.common import bias_array, int_ctype, quant, requant_arrays, rounding
+from opfuse.backends.c.int8.common import (
+    bias_array,
+    conv_operands,
+    int_ctype,
+    requant_arrays,
+    rounding,
+)
 from opfuse.backends.c.int8.pointwise import Int8Sums, pairs_fit_int16
 from opfuse.backends.c.pointwise import ColumnTile, open_channels
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
-from opfuse.ir.values import const
 from opfuse.kernelplan.convt import live, plan_convt
 from opfuse.quant import conv_scales
 
 
 def emit_convt8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:
     g = convt_geom(node)
-    xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
-    arr = const(wv)
-    if arr is None:
-        raise OpfuseError(f"C backend: {who(node)}: an int8 ConvTranspose needs constant weights")
-    xq, wq, yq = quant(xv, node, "input"), quant(wv, node, "weight"), quant(yv, node, "output")
-    if xq.scale.size != 1 or yq.scale.size != 1:
-        raise OpfuseError(f"C backend: {who(node)}: activations must be quantized per tensor")
-    if np.any(wq.zero_point):
-        raise OpfuseError(f"C backend: {who(node)}: weights with a nonzero zero point are not "
-                          "emitted")
+    xv, yv = node.inputs[0], node.outputs[0]
+    arr, xq, wq, yq = conv_operands(node)
     if g.group != 1 and wq.scale.size != 1:
         raise OpfuseError(f"C backend: {who(node)}: an int8 ConvTranspose of several groups "
                           "takes per-tensor weight scales only")
