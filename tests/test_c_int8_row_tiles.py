@@ -74,14 +74,18 @@ STEMS = {
     "stem_c2_dilated": (12, 17, 2, 6, 3, 1, "SAME", 2, None, None, 33),
     "stem_c4_5x5_valid": (11, 16, 4, 9, 5, 1, "VALID", 1, "relu", None, 35),
     "stem_c4_5x5_s2": (16, 19, 4, 12, 5, 2, "VALID", 1, "relu6", None, 34),
+    "stem_c6_s2": (14, 17, 6, 8, 3, 2, "SAME", 1, "relu", None, 36),  # channel by channel
+    "stem_c8_same": (9, 12, 8, 10, 3, 1, "SAME", 1, None, None, 37),
 }
 
 
 @pytest.mark.parametrize("case", sorted(STEMS))
 def test_int8_nhwc_stem_row_tiles_match_tflite_micro(case: str, tmp_path: Path) -> None:
     """A stem reading the graph input's NHWC rows in place, in the portable C (-march=x86-64-v2:
-    the x86 module's #else): at stride 1 its line buffer gathered pixel by pixel
-    (linebuffer._gather_pixels), at stride 2 the row taps (int8/conv.emit_row_taps)."""
+    the x86 module's #else), as column tiles over a line buffer at any stride: of at most
+    GATHER_CHANNELS channels gathered pixel by pixel (linebuffer._gather_pixels), of more
+    channel by channel (phase_copy over the pixels' stride)."""
+    from opfuse.backends.c.linebuffer import GATHER_CHANNELS
     from opfuse.measure.run.host import CModel, build_shared
     from opfuse.measure.validate.tflite_reference import TfliteReference
     from tests.helpers.c_int8 import conv_pair
@@ -92,9 +96,8 @@ def test_int8_nhwc_stem_row_tiles_match_tflite_micro(case: str, tmp_path: Path) 
     path.write_bytes(p.m.build())
     emit_c(compile(path, "x86-host"), tmp_path / "c", cascades=False)
     code = (tmp_path / "c" / "model.c").read_text()
-    stride_1 = STEMS[case][5] == 1
-    assert ("d0[j] = px[0];" in code) == stride_1
-    assert ("if (ih < 0 ||" in code) != stride_1
+    assert ("d0[j] = px[0];" in code) == (STEMS[case][2] <= GATHER_CHANNELS)
+    assert "line[" in code
     model = CModel(build_shared(tmp_path / "c", ["-march=x86-64-v2"]))
     ref = TfliteReference(path)
     for seed in range(3):

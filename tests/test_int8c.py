@@ -53,8 +53,8 @@ _MARKS = {  # a line only that path's template writes
     # pointwise.py's column tiles (int8/pointwise.py) with no line buffer
     "pointwise": re.compile(r"\A(?![\s\S]*int8_t line\[)[\s\S]*acc\[o\]\[t\] = "),
     "conv_lanes": re.compile(r"acc\[o\] \+= xv \* wv\[o\]"),
-    # the column tiles over a line buffer (int8/row_tiles.py), or the row taps (an NHWC stem)
-    "conv_rows": re.compile(r"int8_t line\[|int32_t acc\[\d\]\[\d+\];[^$]*if \(ih < 0 \|\|"),
+    # the column tiles over a line buffer (int8/row_tiles.py)
+    "conv_rows": re.compile(r"int8_t line\["),
     "depthwise": re.compile(r"const int8_t \*r0 = \(unsigned\)"),  # depthwise_dsp.py
     "gemm": re.compile(r"acc \+= \(\(int32_t\)ar\[kk\]"),
 }

@@ -70,22 +70,3 @@ def test_depthwise_groups_read_only_bytes_of_the_row(k: int, stride: int) -> Non
         plan = plan_conv8(Conv8(g, (pad, pad)))
         assert plan.dw_columns == min(ow, groups * PAIR)
 
-
-@pytest.mark.parametrize(("channels", "stride", "view", "taps"), [
-    (3, 1, True, False),   # a stride-1 RGB stem over NHWC: its pixels gathered into the line buffer
-    (3, 2, True, True),    # strided: the row taps read the NHWC pixels in place
-    (8, 1, True, True),    # more than GATHER_CHANNELS channels a pixel
-    (8, 2, False, False),  # NCHW rows: always the line buffer's column tiles
-])
-def test_an_nhwc_stems_row_taps_are_the_plans_choice(channels: int, stride: int, view: bool,
-                                                      taps: bool) -> None:
-    """Which template an NHWC stem takes is decided in the plan, which the emitter reads."""
-    from opfuse.kernelplan.conv8 import GATHER_CHANNELS
-    assert (channels <= GATHER_CHANNELS) == (channels == 3)
-    oh = (32 - 3) // stride + 1
-    node = _conv([1, channels, 32, 32], [8, channels, 3, 3], [1, 8, oh, oh],
-                 strides=[stride, stride])
-    plan = conv8_plan(conv_geom(node), node, "int8_t", nhwc_view=view)
-    assert plan.path == "conv_rows"
-    assert plan.row_taps == taps
-    assert conv_work(node).path == "conv_rows"  # the cost prices both templates alike

@@ -8,11 +8,7 @@ bytes, an unpaired tap on one lane).
 Paths (each with its own rates in ``[perf.int8c]``): ``conv_lanes`` (a vector over a group's
 output channels: short rows, or a small pointwise plane), ``depthwise`` (SIMD pairs per row),
 ``pointwise`` (pixel tiles of ``PIX_TILE``), ``conv_rows`` (a vector along each output row, per
-tap: every other conv). A ``conv_rows`` conv sums over column tiles of a line buffer, except a
-stem reading a graph input's NHWC rows in place (``Conv8.nhwc_view``) at a stride or over more
-than ``GATHER_CHANNELS`` channels: it keeps the row taps, which read the NHWC pixels where they
-are (``ConvPlan.row_taps``; measured in int8/row_tiles.py: column tiles ran mcunet_vww's
-stride-2 stem 0.94x). The cost model prices both as ``conv_rows``.
+tap: every other conv; the portable C writes it as column tiles over a line buffer).
 """
 
 from __future__ import annotations
@@ -25,7 +21,6 @@ LANES = 16  # a group with a multiple of this many output channels can vectorize
 SHORT_ROW = 32  # output rows shorter than this vectorize over channels instead
 PAIR = 2  # output pixels per depthwise SIMD group: 3x3 stride 1 then needs one word per tap row
 MAX_K = 8  # widest kernel row the depthwise core is written for
-GATHER_CHANNELS = 4  # NHWC rows of at most this many channels: gathered pixel by pixel
 
 
 @dataclass(frozen=True)
@@ -57,14 +52,12 @@ class ConvGeom:
 @dataclass(frozen=True)
 class Conv8:
     """An int8 conv as the templates see it: its geometry, its bottom and right pads, whether
-    its activations are int8 (uint8 keeps the row path), its rank (3: 1-D) and whether it reads a
-    graph input's NHWC rows in place (a TFLite stem through its boundary Transpose)."""
+    its activations are int8 (uint8 keeps the row path) and its rank (3: 1-D)."""
 
     g: ConvGeom
     pads_end: tuple[int, int] = (0, 0)
     int8_input: bool = True
     rank: int = 4
-    nhwc_view: bool = False
 
     @property
     def pointwise(self) -> bool:
@@ -78,7 +71,6 @@ class ConvPlan:
     ocb: int = 1  # output channels per register block (pointwise, conv_rows)
     tile: int = 0  # pixels per pointwise tile
     dw_columns: int = 0  # output columns of a row in SIMD groups (depthwise)
-    row_taps: bool = False  # conv_rows by row taps over NHWC pixels, not line-buffer tiles
 
 
 def is_depthwise(conv: Conv8) -> bool:
@@ -107,8 +99,7 @@ def plan_conv8(conv: Conv8, member: bool = False) -> ConvPlan:
     ocb = next(b for b in OCB_CHOICES if g.ocg % b == 0)
     if conv.pointwise and not member:
         return ConvPlan("pointwise", ocb, min(PIX_TILE, g.oh * g.ow))
-    stem_tiles = g.s == (1, 1) and g.c <= GATHER_CHANNELS
-    return ConvPlan("conv_rows", ocb, row_taps=conv.nhwc_view and not stem_tiles)
+    return ConvPlan("conv_rows", ocb)
 
 
 @dataclass(frozen=True)

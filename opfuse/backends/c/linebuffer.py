@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from opfuse.backends.c.cgen import CWriter
-from opfuse.kernelplan.conv8 import GATHER_CHANNELS
+
+GATHER_CHANNELS = 4  # NHWC rows of at most this many channels: gathered pixel by pixel
 
 
 def tap_offsets(kh: int, kw: int, sw: int, dw: int, lw: int) -> tuple[int, ...]:

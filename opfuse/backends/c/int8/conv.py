@@ -40,7 +40,6 @@ from opfuse.backends.c.int8.pointwise import (
     pairs_fit_int16,
 )
 from opfuse.backends.c.isa import kernels
-from opfuse.backends.c.pools import window
 from opfuse.backends.c.rowsource import RowSource
 from opfuse.backends.c.tensors import Params
 from opfuse.errors import OpfuseError
@@ -111,79 +110,41 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     xv, wv, yv = node.inputs[0], node.inputs[1], node.outputs[0]
     arr, xq, wq, yq = conv_operands(node)
     xct, yct = int_ctype(xv, node), int_ctype(yv, node)
-    plan = conv8_plan(g, node, xct.name, nhwc_view=view is not None)
+    plan = conv8_plan(g, node, xct.name)
     if plan.path == "depthwise":  # SIMD pairs of pixels (depthwise_dsp.py)
         return emit_depthwise8(w, node, pre, params, g)
     ocb = plan.ocb
-    taps = g.k[0] * g.k[1]
     zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
     bias = bias_array(node, 2, g.oc)
-    # few output pixels per row (or per plane, for a pointwise conv): vectorize over channels
+    # few output pixels per row (or per plane, for a pointwise conv): vectorize over channels;
+    # every other conv: pointwise.py's column tiles, as the float convs'
     lanes, pointwise = plan.path == "conv_lanes", plan.path == "pointwise"
-    # an NHWC view's stride-1 stem of at most GATHER_CHANNELS channels: its line buffer gathered
-    # pixel by pixel; any other keeps the row taps (the plan: kernelplan/conv8.py)
-    tiled = pointwise or (plan.path == "conv_rows" and not plan.row_taps)
-    if tiled:  # every tap reads x or z_x: sum (x - z_x) w = sum x w - z_x sum w, in the bias
-        b = folded_bias(params, f"{node.name}:bias", bias, arr, zx)
-    else:
+    if lanes:
         b = params.weight(f"{node.name}:bias", bias.astype(np.int32), INT32)
+    else:  # every tap reads x or z_x: sum (x - z_x) w = sum x w - z_x sum w, in the bias
+        b = folded_bias(params, f"{node.name}:bias", bias, arr, zx)
     rq = requant_arrays(params, f"{node.name}", conv_scales(xq, wq, yq, g.oc, rounding(params)))
     x = params.inp(xv, node) if view is None else params.inp(view.inputs[0], view)
     shape = dims(yv, node)
     chain = Chain8(pre, shape, params, yv.name) if pre else None
     y = params.out((pre or [node])[-1].outputs[0], node)
-    if tiled:  # pointwise.py's column tiles, as the float convs'
-        pairs = pairs_fit_int16(xct.name, arr) and view is None  # a stem's 3 channels: no pairs
-        sums = Int8Sums(xct.name, rq, zy, yct, 2 if pairs else 1)
-        wt = packed_weights(params, wv, g, ocb)
-        if pointwise:
-            src = RowSource.of(x, g.c, 1, g.ih * g.iw) if view is None else \
-                RowSource.nhwc(x, g.c, g.ih, g.iw)
-            emit_pointwise8(w, g, ocb, plan.tile, src, wt, b, sums, chain, len(shape), y)
-        else:
-            src = RowSource.of(x, g.c, g.ih, g.iw) if view is None else \
-                RowSource.nhwc(x, g.c, g.ih, g.iw)
-            row_tiles.emit_row_tiles8(w, g, zx, ocb, src, wt, b, sums, chain, len(shape), y)
-        return
-    plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
-    src = RowSource("xg", g.iw, plane_in) if view is None else \
-        RowSource.nhwc("xg", g.c, g.ih, g.iw)
-
-    def epilogue(width: int, col: str, oh: str) -> None:
-        """Requantize acc[j][i] of channels oc0.. and store (through the chain)."""
-        w.open(f"for (int j = 0; j < {ocb}; ++j)")
-        w("const int oc = oc0 + j;")
-        w(f"const int32_t bj = {b}[oc];")
-        w(f"{yct.name} *yr = {y} + (n*{g.oc} + oc)*{plane_out} + {col};")
-        w.open(f"for (int i = 0; i < {width}; ++i)")
-        w(f"int32_t v = {requant_clamp(rq, 'acc[j][i] + bj', 'oc', zy, yct)};")
-        if chain is not None:
-            coords = ["n", "oc", oh, "i"] if len(shape) == 4 else ["n", "oc", "i"]
-            v = chain.emit(w, "v", coords)
-            w(f"v = {v};")
-        w(f"yr[i] = ({yct.name})v;")
-        w.close()
-        w.close()
-
     if lanes:
+        src = RowSource("xg", g.iw, g.ih * g.iw) if view is None else \
+            RowSource.nhwc("xg", g.c, g.ih, g.iw)
         wc = lanes_weights(params, wv, g)
         _channel_lanes(w, g, x, src, xct, wc, b, rq, zx, zy, yct, chain, shape, y)
         return
+    pairs = pairs_fit_int16(xct.name, arr) and view is None  # a stem's 3 channels: no pairs
+    sums = Int8Sums(xct.name, rq, zy, yct, 2 if pairs else 1)
     wt = packed_weights(params, wv, g, ocb)
-    w.open(f"for (int n = 0; n < {g.n}; ++n)")
-    w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
-    w.open(f"for (int ob = 0; ob < {g.ocg // ocb}; ++ob)")
-    w(f"const int oc0 = grp*{g.ocg} + ob*{ocb};")
-    w(f"const int8_t *wb = {wt} + (oc0 / {ocb})*{g.icg * taps * ocb};")
-    w(f"const {xct.name} *xg = {_group_input(x, g, src)};")
-    w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
-    emit_row_taps(w, g, xct.name, zx, ocb, "oh", f"xg + ic*{src.stride}",
-                  lambda ih: f"xc + {ih}*{src.width}", src.pixel)
-    epilogue(g.ow, f"oh*{g.ow}", "oh")
-    w.close()
-    w.close()
-    w.close()
-    w.close()
+    if view is not None:
+        src = RowSource.nhwc(x, g.c, g.ih, g.iw)
+    else:
+        src = RowSource.of(x, g.c, 1, g.ih * g.iw) if pointwise else RowSource.of(x, g.c, g.ih, g.iw)
+    if pointwise:
+        emit_pointwise8(w, g, ocb, plan.tile, src, wt, b, sums, chain, len(shape), y)
+    else:
+        row_tiles.emit_row_tiles8(w, g, zx, ocb, src, wt, b, sums, chain, len(shape), y)
 
 
 def _group_input(x: str, g, src: RowSource) -> str:  # noqa: ANN001
@@ -200,55 +161,9 @@ def _at(idx: str, pixel: int) -> str:
 
 def packed_weights(params: Params, wv: ir.Value, g, ocb: int) -> str:
     """The weights in blocks of ``ocb`` output channels, [block][ICg][KH][KW][ocb] (int8), as
-    the column tiles (``ColumnTile.packed``) and ``emit_row_taps`` read them (``wb``: a block's
-    start)."""
+    the column tiles (``ColumnTile.packed``) read them (``wb``: a block's start)."""
     w4 = const(wv).astype(np.int32).reshape(g.oc // ocb, ocb, g.icg, g.k[0] * g.k[1])
     return params.weight(f"{wv.name}:ocb{ocb}", w4.transpose(0, 2, 3, 1).astype(np.int8), INT8)
-
-
-def emit_row_taps(w: CWriter, g, xct: str, zx: int, ocb: int, oh: str, channel: str,
-                  row: Callable[[str], str], pixel: int = 1) -> None:
-    """``int32_t acc[ocb][ow]``: output row ``oh`` of the ``ocb`` output channels whose packed
-    weights start at ``wb``, summed over the group's input channels ``ic`` (``channel``: the C
-    pointer of channel ``ic``; ``row(ih)``: of its row ``ih``). Taps outside the input add
-    nothing (TFLite pads with the zero point). Only a stem reading a graph input's NHWC rows in
-    place takes it (row_tiles.py's docstring: every other ``conv_rows`` conv, layer by layer and
-    cascaded, is column tiles). ``pixel``: the elements between columns (a channel's in an NHWC
-    input, ``RowSource.pixel``)."""
-    (sh, sw), (dh, dw), (ph, pw) = g.s, g.d, g.p
-    taps = g.k[0] * g.k[1]
-    w(f"int32_t acc[{ocb}][{g.ow}];")
-    w(f"for (int j = 0; j < {ocb}; ++j) for (int i = 0; i < {g.ow}; ++i) acc[j][i] = 0;")
-    w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
-    w(f"const {xct} *xc = {channel};")
-    w(f"const int8_t *wk = wb + ic*{taps * ocb};")
-    w.open(f"for (int kh = 0; kh < {g.k[0]}; ++kh)")
-    w(f"const int ih = {oh}*{sh} - {ph} + kh*{dh};")
-    w(f"if (ih < 0 || ih >= {g.ih}) continue;")
-    if pixel == 1:
-        w(f"const {xct} *xr = {row('ih')};")
-    else:  # the channel's row of an NHWC input gathered once, so the tap loops read it in a run
-        w(f"const {xct} *xp = {row('ih')};")
-        w(f"{xct} xl[{g.iw}];")
-        w(f"for (int x = 0; x < {g.iw}; ++x) xl[x] = xp[x*{pixel}];")
-        w(f"const {xct} *xr = xl;")
-    for kw in range(g.k[1]):
-        lo, hi = window(g.iw, g.ow, g.k[1], sw, dw, pw, kw)
-        if lo >= hi:
-            continue
-        off = kw * dw - pw
-        idx = f"i*{sw} + {off}" if sw != 1 else f"i + {off}"
-        w.open("")  # the block's weights of this tap in registers, one pass over the row
-        for j in range(ocb):
-            w(f"const int32_t w{j} = wk[(kh*{g.k[1]} + {kw})*{ocb} + {j}];")
-        w.open(f"for (int i = {lo}; i < {hi}; ++i)")
-        w(f"const int32_t xv = (int32_t)xr[{idx}] - {zx};")
-        for j in range(ocb):
-            w(f"acc[{j}][i] += xv * w{j};")
-        w.close()
-        w.close()
-    w.close()
-    w.close()
 
 
 def lanes_weights(params: Params, wv: ir.Value, g) -> str:
@@ -270,8 +185,8 @@ def emit_lanes_bounds(w: CWriter, g, oh: str) -> None:
 def emit_lanes_pixel(w: CWriter, g, xct: str, zx: int, channel: str,
                      row: Callable[[str], str], pixel: int = 1) -> None:
     """``int32_t acc[OCg]``: output pixel ``ow`` of the row ``emit_lanes_bounds`` set up, over the
-    group's input channels ``ic`` (``channel``, ``row(ih)`` as in ``emit_row_taps``; weights of
-    the group at ``wg``). The pixel core of the layer-by-layer conv's short rows and of a cascade
+    group's input channels ``ic`` (``channel``: the C pointer of channel ``ic``; ``row(ih)``: of
+    its row ``ih``; ``pixel``: the elements between columns; weights of the group at ``wg``). The pixel core of the layer-by-layer conv's short rows and of a cascade
     member's."""
     (_, sw), (dh, dw), (_, pw) = g.s, g.d, g.p
     w(f"const int iw0 = ow*{sw} - {pw};")

@@ -15,18 +15,16 @@ def pads_end(node: ir.Node) -> list[int]:
     return list(pads[len(pads) // 2 :]) if pads else []
 
 
-def conv8_of(g: ConvGeom, node: ir.Node, xct: str, nhwc_view: bool = False) -> Conv8:
-    """``g`` (the backend's geometry of ``node``), with its end pads and input type;
-    ``nhwc_view``: it reads a graph input's NHWC Transpose in place."""
+def conv8_of(g: ConvGeom, node: ir.Node, xct: str) -> Conv8:
+    """``g`` (the backend's geometry of ``node``), with its end pads and input type."""
     end = pads_end(node)
     ends = (end[-2], end[-1]) if len(end) >= 2 else (0, end[-1] if end else 0)
-    return Conv8(g, ends, xct == "int8_t", len(dims(node.outputs[0], node)), nhwc_view)
+    return Conv8(g, ends, xct == "int8_t", len(dims(node.outputs[0], node)))
 
 
-def conv8_plan(g: ConvGeom, node: ir.Node, xct: str, member: bool = False,
-               nhwc_view: bool = False) -> ConvPlan:
+def conv8_plan(g: ConvGeom, node: ir.Node, xct: str, member: bool = False) -> ConvPlan:
     """The plan of ``node`` (``member``: as a cascade member)."""
-    return plan_conv8(conv8_of(g, node, xct, nhwc_view), member)
+    return plan_conv8(conv8_of(g, node, xct), member)
 
 
 def is_depthwise8(g: ConvGeom, node: ir.Node, xct: str) -> bool:

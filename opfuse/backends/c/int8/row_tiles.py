@@ -16,15 +16,16 @@ that keeps it under, at least ``MIN_BAND`` columns), every input channel's reach
 the band's bounds inside the input found at run time; each band's tiles sum over every input
 channel, so no partial sums are kept across it.
 
-A graph input's NHWC rows read in place (a TFLite model's stem, ``RowSource.nhwc``): a stride-1
-stem of at most ``kernelplan.conv8.GATHER_CHANNELS`` channels gathers its line buffer pixel by pixel
-(each pixel's channels read at once into each channel's run), one input channel a term (pairs of
-channels, ``pairs_fit_int16``, ran its 3 channels 1.2-1.5x slower); any other stem keeps
-``conv.emit_row_taps``. Measured on stems of the shared models' geometry alone (one-conv .tflite
-files, benchmarks/c_revisions.py, -march=x86-64-v2, medians of 41, row taps / tiles):
-pretrainedResnet_quant's 3x3 stride 1 over 3 channels 1.08x; mcunet_vww's stride 2 0.94x and
-vww_96_int8's 0.97x, so stride 2 keeps the row taps (its fill, tried two more ways: channel by
-channel 0.82x / 0.89x, both phases' pixels in one loop 0.85x / 0.91x)."""
+A graph input's NHWC rows read in place (a TFLite model's stem, ``RowSource.nhwc``): a stem of at
+most ``linebuffer.GATHER_CHANNELS`` channels gathers its line buffer pixel by pixel, phase by
+phase at a stride (each pixel's channels read at once into each channel's run), one input channel
+a term (pairs of channels, ``pairs_fit_int16``, ran its 3 channels 1.2-1.5x slower); a wider one
+copies it channel by channel over the pixels' stride. These replaced a nest of their own (row
+taps reading the NHWC pixels in place). Measured on stems of the shared models' geometry alone
+(one-conv .tflite files, benchmarks/c_revisions.py, -march=x86-64-v2, medians of 41, row taps /
+tiles): pretrainedResnet_quant's 3x3 stride 1 over 3 channels 1.08x; mcunet_vww's stride 2 0.94x
+and vww_96_int8's 0.97x; the whole models at x86-64-v2 (the x86 module's ``#else``, the only C
+that ran the row taps) 0.99x and 1.00x, outputs identical."""
 
 from __future__ import annotations
 
