@@ -146,7 +146,8 @@ def _validate_emulated(original: str, target: str, inputs: str | None, rtol: flo
 @click.option("--json", "json_dest", metavar="PATH|-", help="Write the medians as JSON.")
 def bench_cmd(model: str, target: str, repeats: int, json_dest: str | None) -> None:
     """Warm median latency, one thread: fused C, unfused C, onnxruntime at ORT_ENABLE_ALL and
-    ORT_DISABLE_ALL, in alternating blocks (first run of each dropped), with the blocks' spread."""
+    ORT_DISABLE_ALL and, for a .tflite where ai-edge-litert is installed, LiteRT with XNNPACK, in
+    alternating blocks (first run of each dropped), with the blocks' spread."""
     from opfuse.measure.validate.c_float import format_bench
 
     refuse_input(model, json_dest)
