@@ -5,7 +5,11 @@ sees none of it).
 
 * ``opfuse_x86_dot16`` / ``opfuse_x86_dot8``: ``acc[l] += sum_{b<4} u8(x[4l+b]) * s8(w[4l+b])``
   in int32 lanes (wrapping, as int32 sums do). VNNI: one ``vpdpbusd`` (zmm or ymm; AVX-VNNI or
-  AVX-512VL spell the ymm one differently). AVX2: the bytes of each 16-bit half split into even
+  AVX-512VL spell the ymm one differently). The zmm one is inline asm under gcc (clang keeps the
+  intrinsic): its accumulator is tied to the instruction's destination (``"+v"``), where gcc 12,
+  given the intrinsic, copied each accumulator to a fresh register around every ``vpdpbusd``
+  of a block (and spilled them at 16 and more); the asm's two spellings are AT&T's and
+  Intel's, so ``-masm=intel`` builds too. AVX2: the bytes of each 16-bit half split into even
   and odd int16 lanes (x zero-extended, w sign-extended) and two ``vpmaddwd``: every product
   and each pair sum is exact in int32 (|255 * 128 * 2| < 2^31; ``vpmaddubsw``'s int16
   saturation would not be).
@@ -71,7 +75,10 @@ static inline __m256i opfuse_x86_rq8(__m256i x, __m256i m, __m256i s, int32_t zy
 #endif
 #if {NO} && defined(__AVX512BW__)
 static inline __m512i opfuse_x86_dot16(__m512i acc, __m512i x, __m512i w) {{
-#if defined(__AVX512VNNI__)
+#if defined(__AVX512VNNI__) && defined(__GNUC__) && !defined(__clang__)
+    __asm__("vpdpbusd {{%2, %1, %0|%0, %1, %2}}" : "+v"(acc) : "v"(x), "vm"(w));
+    return acc;
+#elif defined(__AVX512VNNI__)
     return _mm512_dpbusd_epi32(acc, x, w);
 #else
     const __m512i lo = _mm512_set1_epi16(0x00ff);
