@@ -66,12 +66,13 @@ def plan_lanes(core: Core) -> LanesPlan | None:
 
 def emit_lanes(w: CWriter, core: Core, a: Arrays, lp: LanesPlan,
                stage: Callable[[CWriter], None], out: Callable[[str, str], str], zy: int, lo: int,
-               hi: int, batch: int, epilogue: Callable[[CWriter, str, str, str, str], None] | None
+               hi: int, batch: int, epilogue: Callable[[CWriter, str, str, str, str], str] | None
                ) -> None:
     """The zmm branch's body over ``n`` < ``batch`` and ``grp``: ``out(oc, pix)`` is the C
     pointer of output channel ``oc`` (of the whole conv) at pixel ``pix`` of its plane;
-    ``epilogue(w, v, oc, pix, k)``, if given, makes the requantized int32 vector ``v`` final
-    (a residual Add), ``k`` the lanes that are pixels."""
+    ``epilogue(w, v, oc, pix, k)``, if given, returns the 16 output bytes (a C ``__m128i``)
+    from the requantized int32 vector ``v`` (a residual Add), ``k`` the lanes that are
+    pixels."""
     w.open("")
     w(f"uint8_t xs[{core.stage_bytes + 2 * SLACK}] __attribute__((aligned(64)));")
     if core.sw == 2:
@@ -190,9 +191,8 @@ def _block(w: CWriter, core: Core, a: Arrays, vecs, chans: int, ragged: bool, ou
                 w(f"const __mmask16 {k} = (__mmask16)0xFFFF;")
             w(f"__m512i v = opfuse_x86_rq16r(a{i}_{c}, m_, -{a.s}[cb + {c}], {zy}, {lo}, {hi});"
               if a.short else f"__m512i v = opfuse_x86_rq16(a{i}_{c}, m_, s_, {zy}, {lo}, {hi});")
-            if epilogue is not None:
-                epilogue(w, "v", "oc", pix, k)
-            w(f"_mm_mask_storeu_epi8({out('oc', pix)}, {k}, _mm512_cvtepi32_epi8(v));")
+            b = "_mm512_cvtepi32_epi8(v)" if epilogue is None else epilogue(w, "v", "oc", pix, k)
+            w(f"_mm_mask_storeu_epi8({out('oc', pix)}, {k}, {b});")
             w.close()
         w.close()
     w.close()
