@@ -70,18 +70,28 @@ def test_reference_equals_scalar_tflite_arithmetic() -> None:
 
 
 def test_resnet8_layers_are_proved() -> None:
-    """ResNet-8's Adds take the short form; op3's single output rounding differs from TFLite's
-    two on some pair (refused), so it keeps the two; op7's and op11's take the single one."""
+    """ResNet-8's Adds take the short form with one output rounding, its constant + 2^30
+    (TFLite's two roundings wherever h >= 0, its Relu clamping the rest); op3's rounding of the
+    real value (without the 2^30) differs from TFLite on a few pairs near ties: refuted."""
     forms = {name: prove(_layer(layer)) for name, layer in RESNET8.items()}
-    assert all(f is not None for f in forms.values())
-    assert [forms[k].single for k in ("op3", "op7", "op11")] == [False, True, True]
+    assert all(f is not None and f.single and f.tie for f in forms.values())
     op3 = _layer(RESNET8["op3"])
-    single = candidates(op3)[0]
-    assert single.single
+    real = candidates(op3)[1]
+    assert real.single and not real.tie and not proves(real, op3)
     x0, x1 = _pairs()
-    bad = evaluate(single, x0, x1) != tflite_add_np(x0, x1, op3.z0, op3.z1, op3.zo, op3.p,
-                                                    op3.lo, op3.hi)
+    bad = evaluate(real, x0, x1) != tflite_add_np(x0, x1, op3.z0, op3.z1, op3.zo, op3.p,
+                                                  op3.lo, op3.hi)
     assert 0 < int(bad.sum()) < 10  # near ties only
+
+
+def test_two_roundings_where_one_is_refuted() -> None:
+    """Without a Relu, below zero the one rounding (tie or not) differs from TFLite's two on
+    some pair of this layer: the form with TFLite's two is proved."""
+    layer = _layer(((0.09, 4), (0.187, -7), (0.1972, 7)))
+    forms = candidates(layer)
+    assert [(f.single, f.tie) for f in forms] == [(True, True), (True, False), (False, False)]
+    assert [proves(f, layer) for f in forms] == [False, False, True]
+    assert prove(layer) == forms[2]
 
 
 @pytest.mark.parametrize("layer", [MCUNET_OP43, DECIMAL], ids=["mcunet_op43", "decimal"])

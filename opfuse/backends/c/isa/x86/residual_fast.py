@@ -10,9 +10,14 @@ form, on int32 lanes ``x`` (the byte values):
   (``m`` in [2^30, 2^31): ``|x - z| * M < 2^31``), ``N = 31 - 20 + e - 8``, ``A = 2^(N-1) -
   z*M``: TFLite's ``(x - z) * 2^20 * m / 2^(31 + e)`` with one rounding; the input of the larger
   scale has ``m = 2^30, e = 0`` exactly, ``t = (x - z) * 2^19`` (one shift, no rounding);
-* the output, from ``S = t0 +- t1``, either ``(S*mo + 2^(N-1) + z_out*2^N) >> N`` in 64 bits
-  (``vpmuldq``, ``N = 31 + e``, one rounding: ``single``), or TFLite's two roundings
-  (``vpmuldq``, then ``(h + 2^(e-1) + z_out*2^e - (h < 0)) >> e``);
+* the output, from ``S = t0 +- t1``, either ``(S*mo + 2^(N-1) + c + z_out*2^N) >> N`` in 64
+  bits (``vpmuldq``, ``N = 31 + e``, one rounding: ``single``), or TFLite's two roundings
+  (``vpmuldq``, then ``(h + 2^(e-1) + z_out*2^e - (h < 0)) >> e``). With ``c = 2^30`` (``tie``)
+  the one rounding is TFLite's two wherever ``h >= 0``: ``floor((floor((P + 2^30) / 2^31) +
+  2^(e-1)) / 2^e) = floor((P + 2^30 + 2^(30+e)) / 2^(31+e))`` (a floor inside a floor divides
+  at once; RoundingDivideByPOT is ``floor((h + 2^(e-1)) / 2^e)`` for ``h >= 0``), so below zero
+  only (where a Relu with ``lo = z_out`` clamps either) can it differ; ``c = 0``: the rounding
+  of the real value;
 * the clamp to [lo, hi] only where it is narrower than int8, then ``vpmovsdb`` (saturating).
 
 The single roundings differ from TFLite's double ones only near a rounding tie, so the form is
@@ -57,6 +62,7 @@ class FastAdd:
     mo: int
     e: int  # the output's right shift
     single: bool  # one rounding (else TFLite's two)
+    tie: bool  # the one rounding's constant + 2^30: TFLite's two wherever h >= 0
     zo: int
     lo: int
     hi: int
@@ -109,9 +115,15 @@ def candidates(layer: AddLayer) -> list[FastAdd]:
     mo, e = int(p["mo"]), -int(p["so"])
     if t0 is None or t1 is None or not 0 < mo < 1 << 31 or not 0 <= e <= 31:
         return []
-    forms = [FastAdd(t0, t1, layer.sub, mo, e, single, layer.zo, layer.lo, layer.hi, layer.int8)
-             for single in (True, False)]
+    forms = [FastAdd(t0, t1, layer.sub, mo, e, single, tie, layer.zo, layer.lo, layer.hi,
+                     layer.int8) for single, tie in ((True, True), (True, False), (False, False))]
     return [f for f in forms if not f.single or 32 <= 31 + f.e <= MAX_OUT_SHIFT]
+
+
+def _single_round(f: FastAdd) -> int:
+    """The one rounding's constant, z_out folded in."""
+    n = 31 + f.e
+    return (1 << (n - 1)) + (1 << 30 if f.tie else 0) + (f.zo << n)
 
 
 def evaluate(f: FastAdd, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
@@ -122,8 +134,7 @@ def evaluate(f: FastAdd, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
 
     s = _wrap(term(f.t0, x0) - term(f.t1, x1) if f.sub else term(f.t0, x0) + term(f.t1, x1))
     if f.single:
-        n = 31 + f.e
-        o = _wrap((s * f.mo + (1 << (n - 1)) + (f.zo << n)) >> n)
+        o = _wrap((s * f.mo + _single_round(f)) >> (31 + f.e))
     else:
         h = _wrap((s * f.mo + (1 << 30)) >> 31)
         if f.e:
@@ -173,9 +184,9 @@ def emit_fast(w: CWriter, f: FastAdd, x0: str, x1: str, out: str, narrow: bool) 
     if _c32(k) != "0":
         s = f"_mm512_add_epi32({s}, _mm512_set1_epi32({_c32(k)}))"
     w(f"const __m512i fs_ = {s}, fm_ = _mm512_set1_epi32({f.mo});")
-    if f.single:  # floor((S*mo + 2^(n-1) + zo*2^n) / 2^n); odd lanes: the high dword
+    if f.single:  # floor((S*mo + 2^(n-1) + c + zo*2^n) / 2^n); odd lanes: the high dword
         n = 31 + f.e
-        w(f"const __m512i fr_ = _mm512_set1_epi64({(1 << (n - 1)) + (f.zo << n)}LL);")
+        w(f"const __m512i fr_ = _mm512_set1_epi64({_single_round(f)}LL);")
         w(f"__m512i fo_ = _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srai_epi64("
           f"_mm512_add_epi64(_mm512_mul_epi32(fs_, fm_), fr_), {n}), _mm512_srai_epi64("
           f"_mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(fs_, 32), fm_), fr_), {n - 32}));")
