@@ -10,7 +10,8 @@ form, on int32 lanes ``x`` (the byte values):
   (``m`` in [2^30, 2^31): ``|x - z| * M < 2^31``), ``N = 31 - 20 + e - 8``, ``A = 2^(N-1) -
   z*M``: TFLite's ``(x - z) * 2^20 * m / 2^(31 + e)`` with one rounding; the input of the larger
   scale has ``m = 2^30, e = 0`` exactly, ``t = (x - z) * 2^19`` (one shift, no rounding);
-* the output, from ``S = t0 +- t1``, either ``(S*mo + 2^(N-1) + c + z_out*2^N) >> N`` in 64
+* the output, from ``S = t0 +- t1`` (an unshifted term's constant ``-z * 2^19`` times ``mo``
+  added to the 64-bit product instead), either ``(S*mo + 2^(N-1) + c + z_out*2^N) >> N`` in 64
   bits (``vpmuldq``, ``N = 31 + e``, one rounding: ``single``), or TFLite's two roundings
   (``vpmuldq``, then ``(h + 2^(e-1) + z_out*2^e - (h < 0)) >> e``). With ``c = 2^30`` (``tie``)
   the one rounding is TFLite's two wherever ``h >= 0``: ``floor((floor((P + 2^30) / 2^31) +
@@ -120,23 +121,27 @@ def candidates(layer: AddLayer) -> list[FastAdd]:
     return [f for f in forms if not f.single or 32 <= 31 + f.e <= MAX_OUT_SHIFT]
 
 
-def _single_round(f: FastAdd) -> int:
-    """The one rounding's constant, z_out folded in."""
+def _wide(f: FastAdd) -> int:
+    """The constant added to the 64-bit product ``S*mo``: the unshifted terms' adds times
+    ``mo``, and the rounding's constant (one rounding: z_out folded in too)."""
+    k = [t.add if t.shift == 0 else 0 for t in (f.t0, f.t1)]
+    c = (k[0] - k[1] if f.sub else k[0] + k[1]) * f.mo
+    if not f.single:
+        return c + (1 << 30)
     n = 31 + f.e
-    return (1 << (n - 1)) + (1 << 30 if f.tie else 0) + (f.zo << n)
+    return c + (1 << (n - 1)) + (1 << 30 if f.tie else 0) + (f.zo << n)
 
 
 def evaluate(f: FastAdd, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
     """The C of ``emit_fast`` in numpy, operation by operation (int32 lanes wrap)."""
-    def term(t: Term, x: np.ndarray) -> np.ndarray:
-        v = _wrap(_wrap(x * t.mul) + t.add)
-        return v >> t.shift if t.shift else v
+    def term(t: Term, x: np.ndarray) -> np.ndarray:  # an unshifted term's add: in _wide
+        return _wrap(_wrap(x * t.mul) + t.add) >> t.shift if t.shift else _wrap(x * t.mul)
 
     s = _wrap(term(f.t0, x0) - term(f.t1, x1) if f.sub else term(f.t0, x0) + term(f.t1, x1))
     if f.single:
-        o = _wrap((s * f.mo + _single_round(f)) >> (31 + f.e))
+        o = _wrap((s * f.mo + _wide(f)) >> (31 + f.e))
     else:
-        h = _wrap((s * f.mo + (1 << 30)) >> 31)
+        h = _wrap((s * f.mo + _wide(f)) >> 31)
         if f.e:
             o = _wrap(_wrap(h + (h >> 31)) + _wrap((1 << (f.e - 1)) + (f.zo << f.e))) >> f.e
         else:
@@ -158,40 +163,34 @@ def prove(layer: AddLayer) -> FastAdd | None:
     return next((f for f in candidates(layer) if proves(f, layer)), None)
 
 
-def _term_c(w: CWriter, name: str, t: Term, x: str) -> int:
-    """``name`` = the term of ``x`` (C zmm of int32 values); returns the constant left to add
-    to the sum (an unshifted term's ``add``)."""
+def _term_c(w: CWriter, name: str, t: Term, x: str) -> None:
+    """``name`` = the term of ``x`` (C zmm of int32 values), an unshifted term's ``add`` left
+    to the product's constant (``_wide``)."""
     if t.shift == 0:
         if t.mul & (t.mul - 1) == 0:
             w(f"const __m512i {name} = _mm512_slli_epi32({x}, {t.mul.bit_length() - 1});")
         else:
             w(f"const __m512i {name} = _mm512_mullo_epi32({x}, _mm512_set1_epi32({_c32(t.mul)}));")
-        return t.add
+        return
     w(f"const __m512i {name} = _mm512_srai_epi32(_mm512_add_epi32(_mm512_mullo_epi32({x}, "
       f"_mm512_set1_epi32({_c32(t.mul)})), _mm512_set1_epi32({_c32(t.add)})), {t.shift});")
-    return 0
 
 
 def emit_fast(w: CWriter, f: FastAdd, x0: str, x1: str, out: str, narrow: bool) -> None:
     """``out`` from TFLite's input values ``x0``, ``x1`` (zmm int32): with ``narrow`` the 16
     output bytes (``__m128i``, ``vpmovsdb``; the clamp written only where narrower than int8),
     else the clamped int32 values (``__m512i``)."""
-    k = _term_c(w, "f0_", f.t0, x0)
-    k1 = _term_c(w, "f1_", f.t1, x1)
-    k = k - k1 if f.sub else k + k1
+    _term_c(w, "f0_", f.t0, x0)
+    _term_c(w, "f1_", f.t1, x1)
     op = "_mm512_sub_epi32" if f.sub else "_mm512_add_epi32"
-    s = f"{op}(f0_, f1_)"
-    if _c32(k) != "0":
-        s = f"_mm512_add_epi32({s}, _mm512_set1_epi32({_c32(k)}))"
-    w(f"const __m512i fs_ = {s}, fm_ = _mm512_set1_epi32({f.mo});")
+    w(f"const __m512i fs_ = {op}(f0_, f1_), fm_ = _mm512_set1_epi32({f.mo}), "
+      f"fr_ = _mm512_set1_epi64({_wide(f)}LL);")
     if f.single:  # floor((S*mo + 2^(n-1) + c + zo*2^n) / 2^n); odd lanes: the high dword
         n = 31 + f.e
-        w(f"const __m512i fr_ = _mm512_set1_epi64({_single_round(f)}LL);")
         w(f"__m512i fo_ = _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srai_epi64("
           f"_mm512_add_epi64(_mm512_mul_epi32(fs_, fm_), fr_), {n}), _mm512_srai_epi64("
           f"_mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(fs_, 32), fm_), fr_), {n - 32}));")
     else:  # TFLite's doubling high multiply, then its rounding divide with z_out folded in
-        w("const __m512i fr_ = _mm512_set1_epi64((long long)1 << 30);")
         w("const __m512i fh_ = _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srli_epi64("
           "_mm512_add_epi64(_mm512_mul_epi32(fs_, fm_), fr_), 31), _mm512_slli_epi64("
           "_mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(fs_, 32), fm_), fr_), 1));")
