@@ -347,3 +347,44 @@ def test_round_shift_equals_rounding_divide_by_pot() -> None:
               f"for (int j = 0; j < {len(values)}; j += 16) {{ const int32_t *x = vals + j; "
               + calls + "}\nprintf(\"%d\\n\", bad); return 0; }\n")
     assert c_stdout(source, "opfuse-round-") == "0"
+
+
+def testone_rounding_equals_rq16r_above_a_relu() -> None:
+    """x86/lanes.py's one-rounding requantization (a Relu with lo >= z_y) equals
+    ``opfuse_x86_rq16r`` on sums |x| < 2^30 for every right shift 1..31: around each rounding
+    tie of 40 seeded multipliers, and 2^12 seeded sums each."""
+    from opfuse.backends.c.cgen import CWriter
+    from opfuse.backends.c.isa.x86.helpers import PRELUDE
+    from opfuse.backends.c.isa.x86.lanes import one_rounding
+
+    if "avx512bw" not in CPU:
+        pytest.skip("this CPU has no AVX-512BW")
+    rng = np.random.default_rng(11)
+    w = CWriter(0)
+    w.open("static int check(const int32_t *x, int32_t m, int e, int zy, int lo)")
+    w("const __m512i a = _mm512_loadu_si512((const void *)x), m_ = _mm512_set1_epi32(m);")
+    w("const __m512i r_ = _mm512_set1_epi64((1LL << 30) + (1LL << (30 + e)));")
+    w("const __m128i n_ = _mm_cvtsi32_si128(31 + e), n1_ = _mm_cvtsi32_si128(e - 1);")
+    one_rounding(w, "a", "zy", "lo", 127)  # type: ignore[arg-type]  # C names for the ints
+    w("int32_t f[16], g[16]; _mm512_storeu_si512((void *)f, v);")
+    w("_mm512_storeu_si512((void *)g, opfuse_x86_rq16r(a, m_, e, zy, lo, 127));")
+    w("return memcmp(f, g, sizeof f) != 0;")
+    w.close()
+    ms = [int(v) for v in rng.integers(2**30, 2**31 - 1, 40)] + [2**30 + 1, 2**31 - 1]
+    rows = []
+    for m in ms:
+        e = int(rng.integers(1, 32))
+        tie = (2 * ((1 << (30 + e)) - (1 << 30))) // m  # x*m near h's tie of the second rounding
+        xs = [int(v) for v in rng.integers(-(2**30) + 1, 2**30, 4096)]
+        xs += [t + d for t in (tie, -tie, tie * 3, 0) for d in range(-8, 8) if abs(t + d) < 2**30]
+        xs += [xs[-1]] * (-len(xs) % 16)
+        rows += [(m, e, xs[j:j + 16]) for j in range(0, len(xs), 16)]
+    table = ",\n".join(f"{{{m}, {e}, {{{', '.join(map(str, xs))}}}}}" for m, e, xs in rows)
+    source = ("#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n" + PRELUDE +
+              "\n".join(w.lines) + "\nstruct row { int32_t m; int e; int32_t x[16]; };\n"
+              f"static const struct row rows[{len(rows)}] = {{{table}}};\n"
+              "int main(void) { int bad = 0;\n"
+              f"for (int i = 0; i < {len(rows)}; ++i) for (int zy = -128; zy < 128; zy += 51)\n"
+              "bad += check(rows[i].x, rows[i].m, rows[i].e, zy, zy > -128 ? zy + 3 : zy);\n"
+              "printf(\"%d\\n\", bad); return 0; }\n")
+    assert c_stdout(source, "opfuse-once-") == "0"
