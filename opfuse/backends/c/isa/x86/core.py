@@ -201,7 +201,7 @@ def _block(w: CWriter, isa: str, core: Core, a: Arrays, p: int, nb: int, rq: str
     if taps:
         w.close()
         w.close()
-    once = rq is not None and isa == "zmm" and a.short and lo >= zy
+    once = rq is not None and isa == "zmm" and a.short and lo >= zy and p > 1  # 1 pixel: setup > gain
     for v in range(nb):
         if rq:
             w(f"const {vt} m{v} = {ld}({cast}({a.m} + c0 + {v * lanes}));")
