@@ -107,6 +107,7 @@ CASES = {
     # stride 2: the staged rows split into even and odd columns (x86/lanes.py)
     "lanes_s2": (12, 30, 5, 12, 3, 2, "SAME", 1, "relu", None, 18),
     "lanes_1x1_s2": (8, 32, 6, 20, 1, 2, "VALID", 1, None, None, 19),  # 20: not a multiple of 16
+    "lanes_s2_64": (6, 32, 8, 64, 3, 2, "SAME", 1, "relu", None, 25),  # S2_CHANNELS: lanes too
     # rows of 8 (4) pixels, 2 (4) a vector; 20 rows of 4: blocks of 16 rows, then 4
     "lanes_stacked_8": (8, 8, 12, 24, 3, 1, "SAME", 1, "relu", None, 20),
     "lanes_stacked_4": (20, 4, 5, 7, 3, 1, "SAME", 1, None, None, 21),
