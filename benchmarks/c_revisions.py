@@ -46,7 +46,7 @@ EMIT = ("import sys; from opfuse.backends.c import emit_c; from opfuse.measure.r
         "build_shared; from opfuse.pipeline import compile_model; "
         "emit_c(compile_model(sys.argv[1], sys.argv[5]), sys.argv[2], "
         "cascades=sys.argv[3] == '1'); "
-        "build_shared(sys.argv[2], [sys.argv[4]])")
+        "build_shared(sys.argv[2], sys.argv[4].split())")
 
 
 def _built(model: str, tree: Path | None, out: Path, cascades: bool, fuse: bool = True,
@@ -55,7 +55,7 @@ def _built(model: str, tree: Path | None, out: Path, cascades: bool, fuse: bool 
     built."""
     if tree is None:
         emit_c(compile_model(model, target), out, cascades=cascades, fuse=fuse)
-        build_shared(out, [f"-march={march}"])
+        build_shared(out, f"-march={march}".split())
     else:
         env = {**os.environ, "PYTHONPATH": str(tree)}
         path = Path(model).resolve() if Path(model).exists() else model  # it runs in ``tree``
@@ -96,7 +96,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=0, help="calls per round (default: "
                         "chosen so that the fastest runner's round lasts ~200 us)")
     parser.add_argument("--cascades", action="store_true", help="the cascaded C of both trees")
-    parser.add_argument("--march", default="native", help="gcc -march= for both trees' C")
+    parser.add_argument("--march", default="native",
+                        help="gcc -march= for both trees' C; more flags may follow it, e.g. \"x86-64-v3 -mavxvnni\"")
     parser.add_argument("--target", default="x86-host", help="the target both trees compile for")
     args = parser.parse_args()
     if (args.base is None) == (not args.unfused):
