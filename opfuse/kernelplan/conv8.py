@@ -6,7 +6,8 @@ input bytes per even offset: taps ``k`` and ``k + 2`` of a pixel pair on one wor
 bytes, an unpaired tap on one lane).
 
 Paths (each with its own rates in ``[perf.int8c]``): ``conv_lanes`` (a vector over a group's
-output channels: short rows, or a small pointwise plane), ``depthwise`` (SIMD pairs per row),
+output channels: short rows, or a small pointwise plane; the portable C writes it as pointwise.py's
+channel tiles, ``ocb`` channels x ``tile`` columns of a row or plane), ``depthwise`` (SIMD pairs per row),
 ``pointwise`` (pixel tiles of ``PIX_TILE``), ``conv_rows`` (a vector along each output row, per
 tap: every other conv; the portable C writes it as column tiles over a line buffer).
 """
@@ -21,6 +22,7 @@ LANES = 16  # a group with a multiple of this many output channels can vectorize
 SHORT_ROW = 32  # output rows shorter than this vectorize over channels instead
 PAIR = 2  # output pixels per depthwise SIMD group: 3x3 stride 1 then needs one word per tap row
 MAX_K = 8  # widest kernel row the depthwise core is written for
+CHANNEL_WIDTH = 4  # output columns of a conv_lanes channel tile (``LANES`` channels each)
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,8 @@ class Conv8:
 @dataclass(frozen=True)
 class ConvPlan:
     path: str
-    ocb: int = 1  # output channels per register block (pointwise, conv_rows)
-    tile: int = 0  # pixels per pointwise tile
+    ocb: int = 1  # output channels per register block (pointwise, conv_rows, conv_lanes)
+    tile: int = 0  # pixels per pointwise tile, columns per conv_lanes channel tile
     dw_columns: int = 0  # output columns of a row in SIMD groups (depthwise)
 
 
@@ -95,7 +97,7 @@ def plan_conv8(conv: Conv8, member: bool = False) -> ConvPlan:
         first, groups = interior(g.iw, g.k[1], g.s[1], g.p[1])
         return ConvPlan("depthwise", dw_columns=min(g.ow, groups * PAIR))
     if (g.ocg % LANES == 0 and g.ow < SHORT_ROW) if member else uses_lanes(conv):
-        return ConvPlan("conv_lanes")
+        return ConvPlan("conv_lanes", LANES, CHANNEL_WIDTH)
     ocb = next(b for b in OCB_CHOICES if g.ocg % b == 0)
     if conv.pointwise and not member:
         return ConvPlan("pointwise", ocb, min(PIX_TILE, g.oh * g.ow))
