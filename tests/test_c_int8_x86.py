@@ -202,27 +202,34 @@ def test_pointwise_extreme_products_build_match_tflite_micro(wmin: int) -> None:
     _check(p.m.build(), p.g.model(p.out), runs, [p.xi.name])
 
 
-@pytest.mark.parametrize(("k", "n", "per_channel"), [(37, 10, True), (64, 33, False),
-                                                     (5, 130, True)])
-def test_fully_connected_builds_match_tflite_micro(k: int, n: int, per_channel: bool) -> None:
+# one row: the GEMV (x86/gemv.py): K not a multiple of 4 or 64, N not of a 16-channel vector
+# or of the plan's blocks (300 = 3 blocks of 7, 6 and 6 vectors: 112 + 96 + 96 channels with 4
+# of padding), ad01's widest layer; two rows: the conv core
+@pytest.mark.parametrize(("k", "n", "per_channel", "rows"), [
+    (37, 10, True, 1), (64, 33, False, 1), (5, 130, True, 1), (640, 128, False, 1),
+    (203, 300, True, 1), (130, 8, False, 1), (1, 16, False, 1), (67, 1, True, 1),
+    (37, 10, True, 2)])
+def test_fully_connected_builds_match_tflite_micro(k: int, n: int, per_channel: bool,
+                                                   rows: int) -> None:
     rng = np.random.default_rng(k + n)
     sx, zx, sy, zy = 0.03, 7, 0.11, -4
     ws = (rng.uniform(0.002, 0.02, n) if per_channel else np.full(1, 0.01)).astype(np.float32)
     wt = rng.integers(-127, 128, (n, k)).astype(np.int8)
     bias = rng.integers(-5000, 5000, n).astype(np.int32)
     m = tb.TfliteBuilder()
-    x = q.tensor(m, (1, k), np.int8, sx, zx)
+    x = q.tensor(m, (rows, k), np.int8, sx, zx)
     wi = q.tensor(m, wt.shape, np.int8, ws, 0, 0, wt)
     bi = q.tensor(m, (n,), np.int32, sx * np.broadcast_to(ws, (n,)), 0, 0, bias)
-    y = q.tensor(m, (1, n), np.int8, sy, zy)
+    y = q.tensor(m, (rows, n), np.int8, sy, zy)
     q.add_op(m, "FULLY_CONNECTED", [x, wi, bi], [y], q.fc_options("relu"))
     m.inputs, m.outputs = [x], [y]
     g = QGraph()
-    xi = g.input((1, k), sx, zx)
+    xi = g.input((rows, k), sx, zx)
     out = g.op("Gemm", [xi, g.const(wt, ws, 0, axis=0 if per_channel else None),
-                        g.const(bias, sx * ws, 0)], (1, n), sy, zy, transB=1)
-    out = g.op("Relu", [out], (1, n), sy, zy)
-    _check(m.build(), g.model(out), [[x_] for x_ in int8_inputs((1, k), 12)[:RUNS]], [xi.name])
+                        g.const(bias, sx * ws, 0)], (rows, n), sy, zy, transB=1)
+    out = g.op("Relu", [out], (rows, n), sy, zy)
+    _check(m.build(), g.model(out), [[x_] for x_ in int8_inputs((rows, k), 12)[:RUNS]],
+           [xi.name], "batch-1 GEMV" if rows == 1 else "opfuse_x86_dot")
 
 
 def test_kws_ref_model_builds_match_tflite_micro() -> None:

@@ -1,0 +1,140 @@
+"""A batch-1 int8 fully connected layer as an x86 GEMV: one row of K input bytes against N
+output channels (opfuse/kernelplan/conv8.py, ``uses_gemv8`` and ``gemv_blocks``).
+
+The conv core (x86/core.py) keeps a register block of up to 8 pixels x channel vectors; for one
+row it holds a single pixel, stages the row byte by byte and stores its sums through a scratch
+row, which cost more than the dot products of a small layer. Here:
+
+* the row is staged once in vectors (``x ^ 0x80``: vpdpbusd multiplies unsigned by signed bytes;
+  the correction ``(128 + z_x) sum w`` is folded into the bias at generation time, as the core
+  does) into ``xs``, padded to a multiple of 4 bytes whose weights are zero; a uint8 row whose
+  length is a multiple of 4 is read in place;
+* the weights are packed at generation time in the order the kernel streams them
+  (``core.pack(order=...)``): per block of output channels, ``[K/4][channels][4]``, so a block
+  reads one contiguous stream;
+* a block's accumulators (its channel vectors x the plan's chains over K: interleaved 4-byte
+  steps, summed at the end) are independent, so vpdpbusd's latency is hidden even for a layer of
+  8 or 16 outputs; each step broadcasts one 4-byte group of the row;
+* the requantization is ``opfuse_x86_rq16``/``rq8`` (TFLite's, bit-exact), the store converts to
+  bytes in registers (masked for the last, partial vector).
+
+Branches: zmm (AVX-512 VNNI) runs the plan's blocks whole; ymm (AVX-VNNI, or AVX2's exact
+vpmaddwd) runs each block in parts of at most YMM_ACC vectors, reading the same packing with the
+block's stride.
+"""
+
+from __future__ import annotations
+
+from opfuse.backends.c.cgen import CWriter
+from opfuse.backends.c.isa.x86 import helpers as hx
+from opfuse.backends.c.isa.x86.core import Arrays
+from opfuse.kernelplan.conv8 import GEMV_ACC, GemvPlan
+
+YMM_ACC = 8  # accumulators of a ymm part (16 registers without AVX-512)
+GUARDS = (("zmm", hx.ZMM), ("ymm_vnni", hx.YMM_VNNI), ("avx2", hx.AVX2))
+
+
+def _part(w: CWriter, isa: str, plan: GemvPlan, a: Arrays, x: str, y: str, yct: str,
+          woff: int, stride: int, c0: int, nv: int, zy: int, lo: int, hi: int) -> None:
+    """Channels ``c0 .. c0 + nv*lanes - 1``: their weights at ``woff``, ``stride`` bytes per
+    4-byte step of K."""
+    z = isa == "zmm"
+    lanes = 16 if z else 8
+    vt = "__m512i" if z else "__m256i"
+    ld = "_mm512_loadu_si512((const void *)" if z else "_mm256_loadu_si256((const __m256i *)"
+    bc = "_mm512_set1_epi32" if z else "_mm256_set1_epi32"
+    dot = "opfuse_x86_dot16" if z else "opfuse_x86_dot8"
+    ch = plan.chains(nv, plan_acc(isa))
+    w.open("")
+    w(f"const int8_t *wb = {a.w} + {woff};")
+    for j in range(ch):
+        for v in range(nv):
+            init = f"{ld}({a.b} + {c0 + v * lanes}))" if j == 0 else (
+                "_mm512_setzero_si512()" if z else "_mm256_setzero_si256()")
+            w(f"{vt} a{j}_{v} = {init};")
+
+    flip = " ^ (int32_t)0x80808080" if a.flip else ""
+
+    def step(j: int, at: str, word: str | None = None) -> None:
+        word = word or f"opfuse_x86_ld32({x} + ({at})*4){flip}"
+        w(f"const {vt} x{j} = {bc}({word});")
+        for v in range(nv):
+            w(f"a{j}_{v} = {dot}(a{j}_{v}, x{j}, {ld}(wb + ({at})*{stride} + {v * lanes * 4})));")
+
+    kf = plan.k // 4  # whole 4-byte groups of the row
+    whole = kf - kf % ch
+    if whole:
+        w.open(f"for (int k4 = 0; k4 < {whole}; k4 += {ch})")
+        for j in range(ch):
+            step(j, f"k4 + {j}" if j else "k4")
+        w.close()
+    for j in range(kf % ch):
+        step(j, str(whole + j))
+    if plan.k % 4:  # the last group's bytes past the row: any value (their weights are 0)
+        w("int32_t t = 0;")
+        w(f"memcpy(&t, {x} + {kf * 4}, {plan.k % 4});")
+        step((kf % ch) % ch, str(kf), f"t{flip}")
+    add = "_mm512_add_epi32" if z else "_mm256_add_epi32"
+    rq = "opfuse_x86_rq16" if z else "opfuse_x86_rq8"
+    for v in range(nv):
+        acc = f"a0_{v}"
+        for j in range(1, ch):
+            acc = f"{add}({acc}, a{j}_{v})"
+        c = c0 + v * lanes
+        w(f"const {vt} r{v} = {rq}({acc}, {ld}({a.m} + {c})), {ld}({a.s} + {c})), {zy}, {lo}, "
+          f"{hi});")
+        count = min(lanes, plan.n - c)
+        # bytes converted in a register and stored plainly: the next layer's scalar loads of
+        # them forward from such stores (not from vpmovdb's or a masked store)
+        w.open("")
+        if z:
+            w(f"const __m128i q = _mm512_cvtepi32_epi8(r{v});")
+        else:
+            pk = "_mm_packus_epi16" if yct == "uint8_t" else "_mm_packs_epi16"
+            w(f"const __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(r{v}), "
+              f"_mm256_extracti128_si256(r{v}, 1));")
+            w(f"const __m128i q = {pk}(p, p);")
+        if count == 16:
+            w(f"_mm_storeu_si128((__m128i *)({y} + {c}), q);")
+        elif count == 8:
+            w(f"_mm_storel_epi64((__m128i *)({y} + {c}), q);")
+        else:
+            if count > 8:
+                w(f"_mm_storel_epi64((__m128i *)({y} + {c}), q);")
+            w(f"const long long b8 = _mm_cvtsi128_si64({'q' if count < 8 else '_mm_unpackhi_epi64(q, q)'});")
+            w(f"memcpy({y} + {c + (8 if count > 8 else 0)}, &b8, {count % 8});")
+        w.close()
+    w.close()
+
+
+def plan_acc(isa: str) -> int:
+    """Accumulators in flight on ``isa``'s branch."""
+    return GEMV_ACC if isa == "zmm" else YMM_ACC
+
+
+def emit_gemv(w: CWriter, plan: GemvPlan, a: Arrays, x: str, y: str, yct: str, zy: int,
+              lo: int, hi: int) -> None:
+    """The SIMD branches of the GEMV (module docstring), ending in ``#else`` (the caller writes
+    the portable C and ``#endif``)."""
+    for k, (isa, guard) in enumerate(GUARDS):
+        w.lines.append(f"#{'if' if k == 0 else 'elif'} {guard}")
+        z = isa == "zmm"
+        w.open("")
+        if z:
+            w(f"/* batch-1 GEMV (isa/x86/gemv.py): blocks of {', '.join(str(cs) for _, cs in plan.blocks)}"
+              " channels */")
+        xs = f"(const uint8_t *)({x})"
+        lanes = 16 if z else 8
+        for c0, cs in plan.blocks:
+            woff, stride = c0 * plan.k4 * 4, cs * 4
+            nv = cs // lanes
+            part = nv if z else YMM_ACC
+            for p0 in range(0, nv, part):
+                live = -(-(plan.n - c0 - p0 * lanes) // lanes)  # vectors not all padding
+                pv = min(part, nv - p0, live)
+                if pv <= 0:
+                    continue
+                _part(w, isa, plan, a, xs, y, yct, woff + p0 * lanes * 4, stride,
+                      c0 + p0 * lanes, pv, zy, lo, hi)
+        w.close()
+    w.lines.append("#else")
