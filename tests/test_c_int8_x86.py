@@ -211,11 +211,21 @@ def test_pointwise_extreme_products_build_match_tflite_micro(wmin: int) -> None:
     (37, 10, True, 2)])
 def test_fully_connected_builds_match_tflite_micro(k: int, n: int, per_channel: bool,
                                                    rows: int) -> None:
+    _fully_connected(k, n, per_channel, rows)
+
+
+def test_fully_connected_left_shift_builds_match_tflite_micro() -> None:
+    """A per-tensor multiplier above 1 (a left shift): the GEMV's opfuse_x86_rq16s."""
+    _fully_connected(3, 20, False, 1, sy=2.5e-4, wmax=2, needs="r0 = opfuse_x86_rq16s(")
+
+
+def _fully_connected(k: int, n: int, per_channel: bool, rows: int, sy: float = 0.11,
+                     wmax: int = 128, needs: str | None = None) -> None:
     rng = np.random.default_rng(k + n)
-    sx, zx, sy, zy = 0.03, 7, 0.11, -4
+    sx, zx, zy = 0.03, 7, -4
     ws = (rng.uniform(0.002, 0.02, n) if per_channel else np.full(1, 0.01)).astype(np.float32)
-    wt = rng.integers(-127, 128, (n, k)).astype(np.int8)
-    bias = rng.integers(-5000, 5000, n).astype(np.int32)
+    wt = rng.integers(1 - wmax, wmax, (n, k)).astype(np.int8)
+    bias = rng.integers(-5000, 5000, n).astype(np.int32) * (wmax // 128)
     m = tb.TfliteBuilder()
     x = q.tensor(m, (rows, k), np.int8, sx, zx)
     wi = q.tensor(m, wt.shape, np.int8, ws, 0, 0, wt)
@@ -229,7 +239,7 @@ def test_fully_connected_builds_match_tflite_micro(k: int, n: int, per_channel: 
                         g.const(bias, sx * ws, 0)], (rows, n), sy, zy, transB=1)
     out = g.op("Relu", [out], (rows, n), sy, zy)
     _check(m.build(), g.model(out), [[x_] for x_ in int8_inputs((rows, k), 12)[:RUNS]],
-           [xi.name], "batch-1 GEMV" if rows == 1 else "opfuse_x86_dot")
+           [xi.name], needs or ("batch-1 GEMV" if rows == 1 else "opfuse_x86_dot"))
 
 
 def test_kws_ref_model_builds_match_tflite_micro() -> None:

@@ -260,7 +260,7 @@ def emit_gemm_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     y = params.out((pre or [node])[-1].outputs[0], node)
     if gemv is not None:
         simd = CWriter(w.depth)
-        emit_gemv(simd, gemv, a, x, y, yct.name, zy, *bounds)
+        emit_gemv(simd, gemv, a, x, y, yct.name, zy, *bounds, np.unique(real).size == 1)
         _assemble(w, params, simd, portable)
         return True
 

@@ -35,9 +35,10 @@ GUARDS = (("zmm", hx.ZMM), ("ymm_vnni", hx.YMM_VNNI), ("avx2", hx.AVX2))
 
 
 def _part(w: CWriter, isa: str, plan: GemvPlan, a: Arrays, x: str, y: str, yct: str,
-          woff: int, stride: int, c0: int, nv: int, zy: int, lo: int, hi: int) -> None:
+          woff: int, stride: int, c0: int, nv: int, zy: int, lo: int, hi: int,
+          uniform: bool) -> None:
     """Channels ``c0 .. c0 + nv*lanes - 1``: their weights at ``woff``, ``stride`` bytes per
-    4-byte step of K."""
+    4-byte step of K; ``uniform``: one multiplier and shift for all (per-tensor weights)."""
     z = isa == "zmm"
     lanes = 16 if z else 8
     vt = "__m512i" if z else "__m256i"
@@ -76,13 +77,21 @@ def _part(w: CWriter, isa: str, plan: GemvPlan, a: Arrays, x: str, y: str, yct: 
         step((kf % ch) % ch, str(kf), f"t{flip}")
     add = "_mm512_add_epi32" if z else "_mm256_add_epi32"
     rq = "opfuse_x86_rq16" if z else "opfuse_x86_rq8"
+    if z and uniform:  # one multiplier and shift: broadcast once, the shifts by a count
+        w(f"const __m512i m_ = _mm512_set1_epi32({a.m}[0]);")
+        w(f"const int s_ = {a.s}[0];")
     for v in range(nv):
         acc = f"a0_{v}"
         for j in range(1, ch):
             acc = f"{add}({acc}, a{j}_{v})"
         c = c0 + v * lanes
-        w(f"const {vt} r{v} = {rq}({acc}, {ld}({a.m} + {c})), {ld}({a.s} + {c})), {zy}, {lo}, "
-          f"{hi});")
+        if z and uniform:
+            w(f"const __m512i r{v} = opfuse_x86_rq16r({acc}, m_, -s_, {zy}, {lo}, {hi});"
+              if a.short else f"const __m512i r{v} = opfuse_x86_rq16s({acc}, m_, s_ > 0 ? s_ : 0, "
+              f"s_ < 0 ? -s_ : 0, {zy}, {lo}, {hi});")
+        else:
+            w(f"const {vt} r{v} = {rq}({acc}, {ld}({a.m} + {c})), {ld}({a.s} + {c})), {zy}, "
+              f"{lo}, {hi});")
         count = min(lanes, plan.n - c)
         # bytes converted in a register and stored plainly: the next layer's scalar loads of
         # them forward from such stores (not from vpmovdb's or a masked store)
@@ -113,9 +122,10 @@ def plan_acc(isa: str) -> int:
 
 
 def emit_gemv(w: CWriter, plan: GemvPlan, a: Arrays, x: str, y: str, yct: str, zy: int,
-              lo: int, hi: int) -> None:
+              lo: int, hi: int, uniform: bool = False) -> None:
     """The SIMD branches of the GEMV (module docstring), ending in ``#else`` (the caller writes
-    the portable C and ``#endif``)."""
+    the portable C and ``#endif``); ``uniform``: per-tensor requantization (zmm: the shifts by
+    a count, ``opfuse_x86_rq16r`` where ``a.short`` bounds the sums)."""
     for k, (isa, guard) in enumerate(GUARDS):
         w.lines.append(f"#{'if' if k == 0 else 'elif'} {guard}")
         z = isa == "zmm"
@@ -135,6 +145,6 @@ def emit_gemv(w: CWriter, plan: GemvPlan, a: Arrays, x: str, y: str, yct: str, z
                 if pv <= 0:
                     continue
                 _part(w, isa, plan, a, xs, y, yct, woff + p0 * lanes * 4, stride,
-                      c0 + p0 * lanes, pv, zy, lo, hi)
+                      c0 + p0 * lanes, pv, zy, lo, hi, uniform)
         w.close()
     w.lines.append("#else")
