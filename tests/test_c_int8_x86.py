@@ -219,12 +219,25 @@ def test_fully_connected_left_shift_builds_match_tflite_micro() -> None:
     _fully_connected(3, 20, False, 1, sy=2.5e-4, wmax=2, needs="r0 = opfuse_x86_rq16s(")
 
 
+def test_fully_connected_extremes_builds_match_tflite_micro() -> None:
+    """The AVX2 GEMV's sign and magnitude at the ends: rows of -128 and 127 against weights of
+    +-127 (pair sums 2 * 128 * 127), and a weight of -128, which keeps opfuse_x86_dot8."""
+    _fully_connected(70, 24, True, 1, extremes=True, needs="_mm256_sign_epi8(")
+    _fully_connected(70, 24, True, 1, extremes=True, w128=True)
+
+
 def _fully_connected(k: int, n: int, per_channel: bool, rows: int, sy: float = 0.11,
-                     wmax: int = 128, needs: str | None = None) -> None:
+                     wmax: int = 128, needs: str | None = None, extremes: bool = False,
+                     w128: bool = False) -> None:
     rng = np.random.default_rng(k + n)
     sx, zx, zy = 0.03, 7, -4
     ws = (rng.uniform(0.002, 0.02, n) if per_channel else np.full(1, 0.01)).astype(np.float32)
     wt = rng.integers(1 - wmax, wmax, (n, k)).astype(np.int8)
+    if extremes:
+        wt = rng.choice(np.array([-127, 127], np.int8), (n, k))
+        ws = ws / 20
+    if w128:
+        wt[0, 0] = -128
     bias = rng.integers(-5000, 5000, n).astype(np.int32) * (wmax // 128)
     m = tb.TfliteBuilder()
     x = q.tensor(m, (rows, k), np.int8, sx, zx)
@@ -238,7 +251,10 @@ def _fully_connected(k: int, n: int, per_channel: bool, rows: int, sy: float = 0
     out = g.op("Gemm", [xi, g.const(wt, ws, 0, axis=0 if per_channel else None),
                         g.const(bias, sx * ws, 0)], (rows, n), sy, zy, transB=1)
     out = g.op("Relu", [out], (rows, n), sy, zy)
-    _check(m.build(), g.model(out), [[x_] for x_ in int8_inputs((rows, k), 12)[:RUNS]],
+    xs = [[x_] for x_ in int8_inputs((rows, k), 12)[:RUNS]]
+    if extremes:
+        xs = [[rng.choice(np.array([-128, 127], np.int8), (rows, k))] for _ in range(RUNS)]
+    _check(m.build(), g.model(out), xs,
            [xi.name], needs or ("batch-1 GEMV" if rows == 1 else "opfuse_x86_dot"))
 
 

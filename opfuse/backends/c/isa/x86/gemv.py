@@ -18,14 +18,21 @@ row, which cost more than the dot products of a small layer. Here:
 * the requantization is ``opfuse_x86_rq16``/``rq8`` (TFLite's, bit-exact), the store converts to
   bytes in registers (masked for the last, partial vector).
 
-Branches: zmm (AVX-512 VNNI) runs the plan's blocks whole; ymm (AVX-VNNI, or AVX2's exact
-vpmaddwd) runs each block in parts of at most YMM_ACC vectors, reading the same packing with the
-block's stride.
+Branches: zmm (AVX-512 VNNI) runs the plan's blocks whole; ymm (AVX-VNNI, or AVX2) runs each
+block in parts of at most YMM_ACC vectors, reading the same packing with the block's stride.
+AVX2 without VNNI on an int8 row multiplies by sign and magnitude: ``|x|`` (unsigned, <= 128)
+by ``w * sign(x)`` (vpsignb; |w| <= 127) in vpmaddubsw, whose pair sums (<= 2 * 128 * 127)
+cannot saturate, widened by vpmaddwd with ones: 4 operations per 32 products where the
+even/odd vpmaddwd of ``opfuse_x86_dot8`` takes 7; the row is read signed, so its bias is
+``b - z_x sum w`` (``signed_bias``, an array of its own). A weight of -128 keeps dot8.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from opfuse.backends.c.cgen import CWriter
+from opfuse.backends.c.ctype import INT32
 from opfuse.backends.c.isa.x86 import helpers as hx
 from opfuse.backends.c.isa.x86.core import Arrays
 from opfuse.kernelplan.conv8 import GEMV_ACC, GemvPlan
@@ -34,11 +41,24 @@ YMM_ACC = 8  # accumulators of a ymm part (16 registers without AVX-512)
 GUARDS = (("zmm", hx.ZMM), ("ymm_vnni", hx.YMM_VNNI), ("avx2", hx.AVX2))
 
 
+def signed_bias(params, key: str, nk: np.ndarray, bias: np.ndarray, zx: int,  # noqa: ANN001
+                ocp: int) -> str | None:
+    """The AVX2 branch's bias for a signed row: ``b - z_x sum w`` (no ``x + 128``), padded to
+    ``ocp``; None if a weight is -128 (vpsignb cannot negate it; TFLite's are in [-127, 127])."""
+    if (nk == -128).any():
+        return None
+    b = np.zeros(ocp, np.int64)
+    b[: nk.shape[0]] = bias.astype(np.int64) - zx * nk.astype(np.int64).sum(axis=1)
+    return params.weight(f"{key}:x86gsb", ((b + 2**31) % 2**32 - 2**31).astype(np.int32), INT32)
+
+
 def _part(w: CWriter, isa: str, plan: GemvPlan, a: Arrays, x: str, y: str, yct: str,
           woff: int, stride: int, c0: int, nv: int, zy: int, lo: int, hi: int,
-          uniform: bool) -> None:
+          uniform: bool, sbias: str | None) -> None:
     """Channels ``c0 .. c0 + nv*lanes - 1``: their weights at ``woff``, ``stride`` bytes per
-    4-byte step of K; ``uniform``: one multiplier and shift for all (per-tensor weights)."""
+    4-byte step of K; ``uniform``: one multiplier and shift for all (per-tensor weights);
+    ``sbias``: AVX2 on a signed row by sign and magnitude (module docstring)."""
+    sbias = sbias if isa == "avx2" else None
     z = isa == "zmm"
     lanes = 16 if z else 8
     vt = "__m512i" if z else "__m256i"
@@ -48,19 +68,26 @@ def _part(w: CWriter, isa: str, plan: GemvPlan, a: Arrays, x: str, y: str, yct: 
     ch = plan.chains(nv, plan_acc(isa))
     w.open("")
     w(f"const int8_t *wb = {a.w} + {woff};")
+    if sbias:
+        w("const __m256i one = _mm256_set1_epi16(1);")
     for j in range(ch):
         for v in range(nv):
-            init = f"{ld}({a.b} + {c0 + v * lanes}))" if j == 0 else (
+            init = f"{ld}({sbias or a.b} + {c0 + v * lanes}))" if j == 0 else (
                 "_mm512_setzero_si512()" if z else "_mm256_setzero_si256()")
             w(f"{vt} a{j}_{v} = {init};")
 
-    flip = " ^ (int32_t)0x80808080" if a.flip else ""
+    flip = " ^ (int32_t)0x80808080" if a.flip and not sbias else ""
 
     def step(j: int, at: str, word: str | None = None) -> None:
         word = word or f"opfuse_x86_ld32({x} + ({at})*4){flip}"
         w(f"const {vt} x{j} = {bc}({word});")
+        if sbias:
+            w(f"const __m256i u{j} = _mm256_abs_epi8(x{j});")
         for v in range(nv):
-            w(f"a{j}_{v} = {dot}(a{j}_{v}, x{j}, {ld}(wb + ({at})*{stride} + {v * lanes * 4})));")
+            wv = f"{ld}(wb + ({at})*{stride} + {v * lanes * 4}))"
+            w(f"a{j}_{v} = _mm256_add_epi32(a{j}_{v}, _mm256_madd_epi16(_mm256_maddubs_epi16("
+              f"u{j}, _mm256_sign_epi8({wv}, x{j})), one));" if sbias else
+              f"a{j}_{v} = {dot}(a{j}_{v}, x{j}, {wv});")
 
     kf = plan.k // 4  # whole 4-byte groups of the row
     whole = kf - kf % ch
@@ -122,10 +149,11 @@ def plan_acc(isa: str) -> int:
 
 
 def emit_gemv(w: CWriter, plan: GemvPlan, a: Arrays, x: str, y: str, yct: str, zy: int,
-              lo: int, hi: int, uniform: bool = False) -> None:
+              lo: int, hi: int, uniform: bool = False, sbias: str | None = None) -> None:
     """The SIMD branches of the GEMV (module docstring), ending in ``#else`` (the caller writes
     the portable C and ``#endif``); ``uniform``: per-tensor requantization (zmm: the shifts by
-    a count, ``opfuse_x86_rq16r`` where ``a.short`` bounds the sums)."""
+    a count, ``opfuse_x86_rq16r`` where ``a.short`` bounds the sums); ``sbias``: signed_bias's
+    array (an int8 row), the AVX2 branch then by sign and magnitude."""
     for k, (isa, guard) in enumerate(GUARDS):
         w.lines.append(f"#{'if' if k == 0 else 'elif'} {guard}")
         z = isa == "zmm"
@@ -145,6 +173,6 @@ def emit_gemv(w: CWriter, plan: GemvPlan, a: Arrays, x: str, y: str, yct: str, z
                 if pv <= 0:
                     continue
                 _part(w, isa, plan, a, xs, y, yct, woff + p0 * lanes * 4, stride,
-                      c0 + p0 * lanes, pv, zy, lo, hi, uniform)
+                      c0 + p0 * lanes, pv, zy, lo, hi, uniform, sbias)
         w.close()
     w.lines.append("#else")
