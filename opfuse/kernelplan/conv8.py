@@ -171,6 +171,7 @@ def interior(iw: int, kw: int, sw: int, pw: int, pair: int = PAIR) -> tuple[int,
 GEMV_LANES = 16  # output channels per vector of the GEMV's packing (a zmm of int32)
 GEMV_BLOCK = 8  # vectors of output channels per block, at most: one weight stream each
 GEMV_ACC = 16  # accumulators a block keeps in flight (of zmm's 32 registers)
+GEMV_YMM_ACC = 8  # ymm: a block in parts of this many vectors (16 registers without AVX-512)
 GEMV_CHAINS = 8  # interleaved chains over K, at most (then their sums are added)
 
 

@@ -5,21 +5,23 @@ The conv core (x86/core.py) keeps a register block of up to 8 pixels x channel v
 row it holds a single pixel, stages the row byte by byte and stores its sums through a scratch
 row, which cost more than the dot products of a small layer. Here:
 
-* the row is staged once in vectors (``x ^ 0x80``: vpdpbusd multiplies unsigned by signed bytes;
-  the correction ``(128 + z_x) sum w`` is folded into the bias at generation time, as the core
-  does) into ``xs``, padded to a multiple of 4 bytes whose weights are zero; a uint8 row whose
-  length is a multiple of 4 is read in place;
+* the row is not staged: each step reads one 4-byte group of it and broadcasts it
+  (``x ^ 0x80`` in a scalar register for an int8 row: vpdpbusd multiplies unsigned by signed
+  bytes; the correction ``(128 + z_x) sum w`` is folded into the bias at generation time, as the
+  core does); the last, partial group is copied into a zeroed word (its padded weights are 0);
 * the weights are packed at generation time in the order the kernel streams them
   (``core.pack(order=...)``): per block of output channels, ``[K/4][channels][4]``, so a block
   reads one contiguous stream;
 * a block's accumulators (its channel vectors x the plan's chains over K: interleaved 4-byte
   steps, summed at the end) are independent, so vpdpbusd's latency is hidden even for a layer of
-  8 or 16 outputs; each step broadcasts one 4-byte group of the row;
-* the requantization is ``opfuse_x86_rq16``/``rq8`` (TFLite's, bit-exact), the store converts to
-  bytes in registers (masked for the last, partial vector).
+  8 or 16 outputs;
+* the requantization is ``opfuse_x86_rq16``/``rq8`` (TFLite's, bit-exact; per-tensor on zmm
+  ``rq16r``/``rq16s`` with one broadcast multiplier), then bytes converted in registers and
+  stored plainly, a partial vector by ``memcpy`` (the next layer's scalar loads forward from
+  such stores, not from vpmovdb's or a masked store's).
 
 Branches: zmm (AVX-512 VNNI) runs the plan's blocks whole; ymm (AVX-VNNI, or AVX2) runs each
-block in parts of at most YMM_ACC vectors, reading the same packing with the block's stride.
+block in parts of at most GEMV_YMM_ACC vectors, reading the same packing with the block's stride.
 AVX2 without VNNI on an int8 row multiplies by sign and magnitude: ``|x|`` (unsigned, <= 128)
 by ``w * sign(x)`` (vpsignb; |w| <= 127) in vpmaddubsw, whose pair sums (<= 2 * 128 * 127)
 cannot saturate, widened by vpmaddwd with ones: 4 operations per 32 products where the
@@ -35,9 +37,8 @@ from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.ctype import INT32
 from opfuse.backends.c.isa.x86 import helpers as hx
 from opfuse.backends.c.isa.x86.core import Arrays
-from opfuse.kernelplan.conv8 import GEMV_ACC, GemvPlan
+from opfuse.kernelplan.conv8 import GEMV_ACC, GEMV_YMM_ACC, GemvPlan
 
-YMM_ACC = 8  # accumulators of a ymm part (16 registers without AVX-512)
 GUARDS = (("zmm", hx.ZMM), ("ymm_vnni", hx.YMM_VNNI), ("avx2", hx.AVX2))
 
 
@@ -65,7 +66,7 @@ def _part(w: CWriter, isa: str, plan: GemvPlan, a: Arrays, x: str, y: str, yct: 
     ld = "_mm512_loadu_si512((const void *)" if z else "_mm256_loadu_si256((const __m256i *)"
     bc = "_mm512_set1_epi32" if z else "_mm256_set1_epi32"
     dot = "opfuse_x86_dot16" if z else "opfuse_x86_dot8"
-    ch = plan.chains(nv, plan_acc(isa))
+    ch = plan.chains(nv, GEMV_ACC if z else GEMV_YMM_ACC)
     w.open("")
     w(f"const int8_t *wb = {a.w} + {woff};")
     if sbias:
@@ -101,7 +102,7 @@ def _part(w: CWriter, isa: str, plan: GemvPlan, a: Arrays, x: str, y: str, yct: 
     if plan.k % 4:  # the last group's bytes past the row: any value (their weights are 0)
         w("int32_t t = 0;")
         w(f"memcpy(&t, {x} + {kf * 4}, {plan.k % 4});")
-        step((kf % ch) % ch, str(kf), f"t{flip}")
+        step(kf % ch, str(kf), f"t{flip}")
     add = "_mm512_add_epi32" if z else "_mm256_add_epi32"
     rq = "opfuse_x86_rq16" if z else "opfuse_x86_rq8"
     if z and uniform:  # one multiplier and shift: broadcast once, the shifts by a count
@@ -143,11 +144,6 @@ def _part(w: CWriter, isa: str, plan: GemvPlan, a: Arrays, x: str, y: str, yct: 
     w.close()
 
 
-def plan_acc(isa: str) -> int:
-    """Accumulators in flight on ``isa``'s branch."""
-    return GEMV_ACC if isa == "zmm" else YMM_ACC
-
-
 def emit_gemv(w: CWriter, plan: GemvPlan, a: Arrays, x: str, y: str, yct: str, zy: int,
               lo: int, hi: int, uniform: bool = False, sbias: str | None = None) -> None:
     """The SIMD branches of the GEMV (module docstring), ending in ``#else`` (the caller writes
@@ -166,7 +162,7 @@ def emit_gemv(w: CWriter, plan: GemvPlan, a: Arrays, x: str, y: str, yct: str, z
         for c0, cs in plan.blocks:
             woff, stride = c0 * plan.k4 * 4, cs * 4
             nv = cs // lanes
-            part = nv if z else YMM_ACC
+            part = nv if z else GEMV_YMM_ACC
             for p0 in range(0, nv, part):
                 live = -(-(plan.n - c0 - p0 * lanes) // lanes)  # vectors not all padding
                 pv = min(part, nv - p0, live)
