@@ -1,7 +1,8 @@
-"""The x86 int8 micro-kernels (opfuse/backends/c/isa/x86/core.py, x86/depthwise.py) vs TFLite
-Micro, bit for bit: each model's generated C is built with -march=x86-64-v2 (the portable C),
-x86-64-v3 (the AVX2 branch), x86-64-v3 -mavxvnni (the ymm VNNI branch) and native (the zmm VNNI
-and AVX-512 depthwise branches), and every build must equal TFLite Micro on every element."""
+"""The x86 int8 micro-kernels (opfuse/backends/c/isa/x86/core.py, x86/depthwise.py, x86/gemv.py)
+vs TFLite Micro, bit for bit: each model's generated C is built with -march=x86-64-v2 (the
+portable C), x86-64-v3 (the AVX2 branch), x86-64-v3 -mavxvnni or -mavx512vnni -mavx512vl (the ymm
+VNNI branch, on a part with AVX-VNNI or with AVX-512) and native (the zmm VNNI and AVX-512
+depthwise branches), and every build must equal TFLite Micro on every element."""
 
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ BUILDS = [
     ("portable", ["-march=x86-64-v2"], None, None),
     ("avx2", ["-march=x86-64-v3"], "__AVX2__", "avx2"),
     ("ymm_vnni", ["-march=x86-64-v3", "-mavxvnni"], "__AVXVNNI__", "avx_vnni"),
+    # the same ymm branch on an AVX-512 part without AVX-VNNI (VNNI + VL, no BW: no zmm branch)
+    ("ymm_vnni_vl", ["-march=x86-64-v3", "-mavx512vnni", "-mavx512vl"], "__AVX512VNNI__",
+     "avx512_vnni"),
     ("native", ["-march=native"], "__AVX512VNNI__", "avx512_vnni"),
 ]
 
