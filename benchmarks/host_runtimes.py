@@ -1,6 +1,7 @@
 """opfuse's C against the runtimes a user would pick instead, on this host, one thread, one run.
 
-    python benchmarks/host_runtimes.py [--runs N] [--march LIST] [--no-cascades] [MODEL ...]
+    python benchmarks/host_runtimes.py [--runs N] [--batch N] [--march LIST] [--no-cascades]
+        [MODEL ...]
 
 Without MODEL: every ``.tflite`` of ``../shared/models/tflite`` and the shared float ONNX models
 below (the corpus issue 28 measures). For each model the C that ``opfuse compile --emit c`` writes
@@ -10,11 +11,17 @@ portable fallback: the same generated project, the ISA's micro-kernels chosen by
 feature macros), and timed with onnxruntime ORT_ENABLE_ALL (one intra-op thread, on the model as
 opfuse imports it: a ``.tflite`` runs as its ONNX proto) and, for a ``.tflite``, LiteRT's
 interpreter with its default XNNPACK delegate and ``num_threads=1``, all in the same process,
-round by round in alternating order, the first round dropped. Every runner computes on the calling
-thread, so the figures are medians of this thread's CPU time (``time.thread_time``: preemption on
-a loaded machine does not inflate it). Printed per model: the medians in ms, and C / best of the
-runtimes for each ``-march``. The C is timed on ``opfuse_model_invoke()`` with the inputs written
-into the arena before each run, untimed (opfuse.measure.validate.c_float.bench does the same).
+round by round in alternating order, the first round dropped. Each round times a batch of
+back-to-back calls of every runner, the same count for all (``--batch N``; by default chosen from
+a short warm-up so that the fastest runner's round lasts ~200 us: a 2 us model timed one call per
+sample is mostly the clock), and a sample is the round's time / the calls
+(opfuse.measure.rounds). Every runner computes on the calling thread, so the figures are medians
+of this thread's CPU time (``time.thread_time``: preemption on a loaded machine does not inflate
+it). Printed per model: ``#calls`` (calls per round), the medians per call in ms to 4 significant
+digits, and C / best of the runtimes for each ``-march``. The C is timed on
+``opfuse_model_invoke()`` with the inputs written into the arena before each round, untimed (the
+later calls of a round see the arena as the previous call left it; an int8 kernel's time does not
+depend on the values); LiteRT's inputs are set once a round the same way.
 
 The CPU and its vector flags are printed first (``lscpu``): the figures are this machine's.
 """
@@ -23,10 +30,8 @@ from __future__ import annotations
 
 import argparse
 import re
-import statistics
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,6 +39,7 @@ import numpy as np
 import onnxruntime as ort
 
 from opfuse.backends.c import emit_c
+from opfuse.measure.rounds import median_times, sig4
 from opfuse.measure.run.host import CModel, build_shared
 from opfuse.measure.sessions import one_thread_session
 from opfuse.measure.validate.c_float import reference
@@ -107,47 +113,38 @@ def _short(march: str) -> str:
     return march.removeprefix("x86-64-")
 
 
-def medians(run: dict, rounds: int) -> dict[str, float]:
-    got: dict[str, list[float]] = {k: [] for k in run}
-    for r in range(rounds + 1):
-        for key in list(run) if r % 2 == 0 else list(run)[::-1]:
-            before, timed = run[key]
-            before()
-            c0 = time.thread_time()
-            timed()
-            c1 = time.thread_time()
-            if r:
-                got[key].append(c1 - c0)
-    return {k: statistics.median(v) for k, v in got.items()}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", type=Path)
     parser.add_argument("--runs", type=int, default=31, help="timed rounds per runner")
+    parser.add_argument("--batch", type=int, default=0, help="calls per round (default: "
+                        "chosen so that the fastest runner's round lasts ~200 us)")
     parser.add_argument("--march", default="native,x86-64-v3,x86-64-v2")
     parser.add_argument("--no-cascades", action="store_true")
     args = parser.parse_args()
     marches = [m for m in args.march.split(",") if m]
     models = args.models or default_models()
     print(f"CPU: {cpu()}")
-    head = f"{'model':<32}" + "".join(f"{'C ' + m:>14}" for m in marches)
-    head += f"{'ORT':>9}{'LiteRT':>9}" + "".join(f"{'C/best ' + _short(m):>14}" for m in marches)
+    head = f"{'model':<32}{'#calls':>7}" + "".join(f"{'C ' + m:>14}" for m in marches)
+    head += f"{'ORT':>10}{'LiteRT':>10}" + "".join(f"{'C/best ' + _short(m):>14}" for m in marches)
     print(head)
     with tempfile.TemporaryDirectory(prefix="opfuse-runtimes-") as tmp_name:
         for i, model in enumerate(models):
             tmp = Path(tmp_name) / str(i)
             tmp.mkdir()
-            t = medians(runners(model, tmp, marches, not args.no_cascades), args.runs)
+            med, calls = median_times(runners(model, tmp, marches, not args.no_cascades),
+                                      args.runs, args.batch)
+            t = {k: cpu_s for k, (cpu_s, _) in med.items()}
             best = min(t[k] for k in ("ORT", "LiteRT") if k in t)
-            line = f"{for_terminal(model.name)[:31]:<32}"
-            line += "".join(f"{t[f'C {m}'] * 1e3:>14.3f}" for m in marches)
-            line += f"{t['ORT'] * 1e3:>9.3f}"
-            line += f"{t['LiteRT'] * 1e3:>9.3f}" if "LiteRT" in t else f"{'-':>9}"
-            line += "".join(f"{t[f'C {m}'] / best:>13.2f}x" for m in marches)
+            line = f"{for_terminal(model.name)[:31]:<32}{calls:>7}"
+            line += "".join(f"{sig4(t[f'C {m}']):>14}" for m in marches)
+            line += f"{sig4(t['ORT']):>10}"
+            line += f"{sig4(t['LiteRT']):>10}" if "LiteRT" in t else f"{'-':>10}"
+            line += "".join(f"{t[f'C {m}'] / best:>13.3f}x" for m in marches)
             print(line, flush=True)
-    print(f"medians of {args.runs} rounds of this thread's CPU time (ms), one thread, alternating "
-          "order; C/best: the C over the faster of ORT ORT_ENABLE_ALL and LiteRT (XNNPACK)")
+    print(f"medians of {args.runs} rounds of this thread's CPU time per call (ms; a round: #calls "
+          "back-to-back calls), one thread, alternating order; C/best: the C over the faster of "
+          "ORT ORT_ENABLE_ALL and LiteRT (XNNPACK)")
 
 
 if __name__ == "__main__":

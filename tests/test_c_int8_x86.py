@@ -1,7 +1,8 @@
-"""The x86 int8 micro-kernels (opfuse/backends/c/isa/x86/core.py, x86/depthwise.py) vs TFLite
-Micro, bit for bit: each model's generated C is built with -march=x86-64-v2 (the portable C),
-x86-64-v3 (the AVX2 branch), x86-64-v3 -mavxvnni (the ymm VNNI branch) and native (the zmm VNNI
-and AVX-512 depthwise branches), and every build must equal TFLite Micro on every element."""
+"""The x86 int8 micro-kernels (opfuse/backends/c/isa/x86/core.py, x86/depthwise.py, x86/gemv.py)
+vs TFLite Micro, bit for bit: each model's generated C is built with -march=x86-64-v2 (the
+portable C), x86-64-v3 (the AVX2 branch), x86-64-v3 -mavxvnni or -mavx512vnni -mavx512vl (the ymm
+VNNI branch, on a part with AVX-VNNI or with AVX-512) and native (the zmm VNNI and AVX-512
+depthwise branches), and every build must equal TFLite Micro on every element."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ BUILDS = [
     ("portable", ["-march=x86-64-v2"], None, None),
     ("avx2", ["-march=x86-64-v3"], "__AVX2__", "avx2"),
     ("ymm_vnni", ["-march=x86-64-v3", "-mavxvnni"], "__AVXVNNI__", "avx_vnni"),
+    # the same ymm branch on an AVX-512 part without AVX-VNNI (VNNI + VL, no BW: no zmm branch)
+    ("ymm_vnni_vl", ["-march=x86-64-v3", "-mavx512vnni", "-mavx512vl"], "__AVX512VNNI__",
+     "avx512_vnni"),
     ("native", ["-march=native"], "__AVX512VNNI__", "avx512_vnni"),
 ]
 
@@ -106,6 +110,7 @@ CASES = {
     # stride 2: the staged rows split into even and odd columns (x86/lanes.py)
     "lanes_s2": (12, 30, 5, 12, 3, 2, "SAME", 1, "relu", None, 18),
     "lanes_1x1_s2": (8, 32, 6, 20, 1, 2, "VALID", 1, None, None, 19),  # 20: not a multiple of 16
+    "lanes_s2_64": (6, 32, 8, 64, 3, 2, "SAME", 1, "relu", None, 25),  # S2_CHANNELS: lanes too
     # rows of 8 (4) pixels, 2 (4) a vector; 20 rows of 4: blocks of 16 rows, then 4
     "lanes_stacked_8": (8, 8, 12, 24, 3, 1, "SAME", 1, "relu", None, 20),
     "lanes_stacked_4": (20, 4, 5, 7, 3, 1, "SAME", 1, None, None, 21),
@@ -230,27 +235,60 @@ def test_pointwise_extreme_products_build_match_tflite_micro(wmin: int) -> None:
     _check(p.m.build(), p.g.model(p.out), runs, [p.xi.name])
 
 
-@pytest.mark.parametrize(("k", "n", "per_channel"), [(37, 10, True), (64, 33, False),
-                                                     (5, 130, True)])
-def test_fully_connected_builds_match_tflite_micro(k: int, n: int, per_channel: bool) -> None:
+# one row: the GEMV (x86/gemv.py): K not a multiple of 4 or 64, N not of a 16-channel vector
+# or of the plan's blocks (300 = 3 blocks of 7, 6 and 6 vectors: 112 + 96 + 96 channels with 4
+# of padding), ad01's widest layer; two rows: the conv core
+@pytest.mark.parametrize(("k", "n", "per_channel", "rows"), [
+    (37, 10, True, 1), (64, 33, False, 1), (5, 130, True, 1), (640, 128, False, 1),
+    (203, 300, True, 1), (130, 8, False, 1), (1, 16, False, 1), (67, 1, True, 1),
+    (37, 10, True, 2)])
+def test_fully_connected_builds_match_tflite_micro(k: int, n: int, per_channel: bool,
+                                                   rows: int) -> None:
+    _fully_connected(k, n, per_channel, rows)
+
+
+def test_fully_connected_left_shift_builds_match_tflite_micro() -> None:
+    """A per-tensor multiplier above 1 (a left shift): the GEMV's opfuse_x86_rq16s."""
+    _fully_connected(3, 20, False, 1, sy=2.5e-4, wmax=2, needs="r0 = opfuse_x86_rq16s(")
+
+
+def test_fully_connected_extremes_builds_match_tflite_micro() -> None:
+    """The AVX2 GEMV's sign and magnitude at the ends: rows of -128 and 127 against weights of
+    +-127 (pair sums 2 * 128 * 127), and a weight of -128, which keeps opfuse_x86_dot8."""
+    _fully_connected(70, 24, True, 1, extremes=True, needs="_mm256_sign_epi8(")
+    _fully_connected(70, 24, True, 1, extremes=True, w128=True)
+
+
+def _fully_connected(k: int, n: int, per_channel: bool, rows: int, sy: float = 0.11,
+                     wmax: int = 128, needs: str | None = None, extremes: bool = False,
+                     w128: bool = False) -> None:
     rng = np.random.default_rng(k + n)
-    sx, zx, sy, zy = 0.03, 7, 0.11, -4
+    sx, zx, zy = 0.03, 7, -4
     ws = (rng.uniform(0.002, 0.02, n) if per_channel else np.full(1, 0.01)).astype(np.float32)
-    wt = rng.integers(-127, 128, (n, k)).astype(np.int8)
-    bias = rng.integers(-5000, 5000, n).astype(np.int32)
+    wt = rng.integers(1 - wmax, wmax, (n, k)).astype(np.int8)
+    if extremes:
+        wt = rng.choice(np.array([-127, 127], np.int8), (n, k))
+        ws = ws / 20
+    if w128:
+        wt[0, 0] = -128
+    bias = rng.integers(-5000, 5000, n).astype(np.int32) * (wmax // 128)
     m = tb.TfliteBuilder()
-    x = q.tensor(m, (1, k), np.int8, sx, zx)
+    x = q.tensor(m, (rows, k), np.int8, sx, zx)
     wi = q.tensor(m, wt.shape, np.int8, ws, 0, 0, wt)
     bi = q.tensor(m, (n,), np.int32, sx * np.broadcast_to(ws, (n,)), 0, 0, bias)
-    y = q.tensor(m, (1, n), np.int8, sy, zy)
+    y = q.tensor(m, (rows, n), np.int8, sy, zy)
     q.add_op(m, "FULLY_CONNECTED", [x, wi, bi], [y], q.fc_options("relu"))
     m.inputs, m.outputs = [x], [y]
     g = QGraph()
-    xi = g.input((1, k), sx, zx)
+    xi = g.input((rows, k), sx, zx)
     out = g.op("Gemm", [xi, g.const(wt, ws, 0, axis=0 if per_channel else None),
-                        g.const(bias, sx * ws, 0)], (1, n), sy, zy, transB=1)
-    out = g.op("Relu", [out], (1, n), sy, zy)
-    _check(m.build(), g.model(out), [[x_] for x_ in int8_inputs((1, k), 12)[:RUNS]], [xi.name])
+                        g.const(bias, sx * ws, 0)], (rows, n), sy, zy, transB=1)
+    out = g.op("Relu", [out], (rows, n), sy, zy)
+    xs = [[x_] for x_ in int8_inputs((rows, k), 12)[:RUNS]]
+    if extremes:
+        xs = [[rng.choice(np.array([-128, 127], np.int8), (rows, k))] for _ in range(RUNS)]
+    _check(m.build(), g.model(out), xs,
+           [xi.name], needs or ("batch-1 GEMV" if rows == 1 else "opfuse_x86_dot"))
 
 
 def test_kws_ref_model_builds_match_tflite_micro() -> None:

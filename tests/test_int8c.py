@@ -52,7 +52,8 @@ CASES = (
 _MARKS = {  # a line only that path's template writes
     # pointwise.py's column tiles (int8/pointwise.py) with no line buffer
     "pointwise": re.compile(r"\A(?![\s\S]*int8_t line\[)[\s\S]*acc\[o\]\[t\] = "),
-    "conv_lanes": re.compile(r"acc\[o\] \+= xv \* wv\[o\]"),
+    # pointwise.py's channel tiles (the plane read as one row: no line buffer)
+    "conv_lanes": re.compile(r"s\[t\]\[o\] \+= "),
     # the column tiles over a line buffer (int8/row_tiles.py)
     "conv_rows": re.compile(r"int8_t line\["),
     "depthwise": re.compile(r"const int8_t \*r0 = \(unsigned\)"),  # depthwise_dsp.py
@@ -141,7 +142,8 @@ def test_work_is_counted_on_the_path_the_backend_emits(probe):
         for path, mark in _MARKS.items():  # its own template's line, and no other's
             assert bool(mark.search(body)) == (path == work.path), (entry.function, path)
         anchor = next(n for n in members if ops.is_anchor(n))
-        if work.path in ("pointwise", "conv_lanes", "gemm"):  # no padded taps: every MAC counted
+        # no padded taps (conv_lanes' case is a pointwise plane): every MAC counted
+        if work.path in ("pointwise", "conv_lanes", "gemm"):
             assert work.lane_macs + work.tail_macs == ops.macs(anchor)
         else:  # a row loop runs every tap over the whole row: at least the MACs
             assert work.lane_macs + work.tail_macs >= ops.macs(anchor)

@@ -70,3 +70,54 @@ def test_depthwise_groups_read_only_bytes_of_the_row(k: int, stride: int) -> Non
         plan = plan_conv8(Conv8(g, (pad, pad)))
         assert plan.dw_columns == min(ow, groups * PAIR)
 
+
+
+@pytest.mark.parametrize(("n", "k"), [(1, 1), (8, 128), (128, 640), (300, 203), (640, 128),
+                                      (130, 5)])
+def test_gemv_blocks_cover_the_channel_vectors(n: int, k: int) -> None:
+    """The GEMV's blocks are contiguous, cover N's vectors once, at most GEMV_BLOCK vectors
+    each and balanced; the chains over K stay within K's 4-byte steps."""
+    from opfuse.kernelplan.conv8 import GEMV_BLOCK, GEMV_LANES, gemv_blocks
+
+    plan = gemv_blocks(n, k)
+    at = 0
+    for c0, cs in plan.blocks:
+        assert c0 == at and cs % GEMV_LANES == 0 and 0 < cs <= GEMV_BLOCK * GEMV_LANES
+        at += cs
+    assert at == -(-n // GEMV_LANES) * GEMV_LANES
+    sizes = [cs for _, cs in plan.blocks]
+    assert max(sizes) - min(sizes) <= GEMV_LANES
+    for _, cs in plan.blocks:
+        assert 1 <= plan.chains(cs // GEMV_LANES) <= plan.k4
+    assert gemv_blocks(8, 128).chains(1) > 1  # a narrow layer does not wait on one chain
+
+
+def test_one_row_fully_connected_takes_the_gemv(monkeypatch: pytest.MonkeyPatch) -> None:
+    """uses_gemv8 decides, and the x86 emitter obeys: one row is the GEMV, two rows the conv
+    core; with the plan forced off one row is the conv core again."""
+    import tempfile
+    from pathlib import Path
+
+    from opfuse.backends.c import emit_c
+    from opfuse.backends.c.isa.x86 import conv as x86conv
+    from opfuse.kernelplan.conv8 import uses_gemv8
+    from tests.helpers.qgraphs import QGraph, compile_ir
+
+    assert uses_gemv8(1) and not uses_gemv8(2)
+
+    def c_of(rows: int) -> str:
+        rng = np.random.default_rng(rows)
+        g = QGraph()
+        xi = g.input((rows, 40), 0.03, 7)
+        wt = rng.integers(-127, 128, (24, 40)).astype(np.int8)
+        out = g.op("Gemm", [xi, g.const(wt, np.full(1, 0.01, np.float32), 0),
+                            g.const(np.zeros(24, np.int32), 0.0003, 0)], (rows, 24), 0.1, -3,
+                   transB=1)
+        with tempfile.TemporaryDirectory() as tmp:
+            emit_c(compile_ir(g.model(out)), Path(tmp) / "m")
+            return (Path(tmp) / "m" / "model.c").read_text()
+
+    assert "batch-1 GEMV" in c_of(1)
+    assert "batch-1 GEMV" not in c_of(2) and "opfuse_x86_dot16" in c_of(2)
+    monkeypatch.setattr(x86conv, "uses_gemv8", lambda rows: False)
+    assert "batch-1 GEMV" not in c_of(1)

@@ -44,3 +44,49 @@ def test_first_run_of_each_block_is_dropped_and_before_is_untimed() -> None:
     assert t["x"].blocks == 4 and t["x"].runs_per_block == 3
     with pytest.raises(ValueError):
         block_timings({"x": run}, blocks=0)
+
+
+def test_a_run_of_several_calls_is_timed_per_call() -> None:
+    """calls=k: each timed run makes k back-to-back calls after one ``before``, and the figures
+    are per call (a call that sleeps 1 ms reads ~1 ms, not k ms)."""
+    import time
+
+    made = {"runs": 0, "before": 0}
+
+    def run() -> None:
+        made["runs"] += 1
+        time.sleep(1e-3)
+
+    def before() -> None:
+        made["before"] += 1
+
+    t = block_timings({"x": run}, blocks=2, runs_per_block=2, before={"x": before}, calls=5)
+    assert made["runs"] == 2 * (2 + 1) * 5 and made["before"] == 2 * (2 + 1)
+    assert t["x"].calls == 5 and 0.9e-3 <= t["x"].median_s < 4e-3, t["x"].median_s
+    with pytest.raises(ValueError):
+        block_timings({"x": run}, calls=0)
+
+
+def test_calls_per_round_fills_a_round_from_the_fastest_runner(monkeypatch) -> None:  # noqa: ANN001
+    """opfuse.measure.rounds on a simulated clock (the machine's own is shared and noisy): a
+    20 us runner beside a 2 ms one gets 200 / 20 = 10 calls a round (the slow one does not
+    change it); a runner slower than a round gets 1; the figures are per call."""
+    import types
+
+    from opfuse.measure import rounds
+
+    now = [0.0]
+    clock = types.SimpleNamespace(perf_counter=lambda: now[0], thread_time=lambda: now[0])
+    monkeypatch.setattr(rounds, "time", clock)
+
+    def costing(seconds: float):  # noqa: ANN202
+        def call() -> None:
+            now[0] += seconds
+        return (lambda: None), call
+
+    assert rounds.calls_per_round({"fast": costing(20e-6), "slow": costing(2e-3)}) == 10
+    assert rounds.calls_per_round({"slow": costing(1e-3)}) == 1
+    times, n = rounds.median_times({"fast": costing(20e-6), "slow": costing(2e-3)}, rounds=3)
+    assert n == 10
+    assert times["fast"] == pytest.approx((20e-6, 20e-6)) and times["slow"][0] == pytest.approx(2e-3)
+    assert rounds.sig4(0.0012345) == "1.234" and rounds.sig4(2.5e-6, 1e-6) == "2.5"

@@ -8,15 +8,15 @@ loops:
 
 - ``lane_macs`` and ``tail_macs``: multiply-accumulates in whole vectors of ``LANES`` int32
   lanes along the loop the compiler vectorizes, and those of its scalar remainder (trip count mod
-  ``LANES``), which run several times slower: the output channels of a group (the channel-lanes
-  path: short rows, or a pointwise plane under one pixel tile), the pixel tiles of a pointwise
-  conv, the output row of any other conv (a depthwise conv's too), the K reduction of a Gemm. A
+  ``LANES``), which run several times slower: a block of the plan's ``ocb`` output channels (the
+  channel-lanes path: short rows, or a pointwise plane under one pixel tile), the pixel tiles of
+  a pointwise conv, the output row of any other conv (a depthwise conv's too), the K reduction of a Gemm. A
   depthwise row of 5 pixels is all tail; a pointwise tile of 61 pixels is 48 + 13;
 - ``outputs``: output elements, each requantized (int32 -> int8: a 64-bit multiply, a rounding
   shift, a clamp) and run through the fused epilogue;
 - ``loops``: the template's innermost vector loops started (per tap of an output row and channel
-  block, per input channel of a pixel tile, per tap of an output pixel of the channel-lanes path,
-  per Gemm output, per output row of a depthwise conv, per window row of a pooled output): the
+  block, per input channel of a pixel tile, per tap and input channel of a channel tile of the
+  channel-lanes path, the plan's ``tile`` columns, per Gemm output, per output row of a depthwise conv, per window row of a pooled output): the
   set-up that does not scale with the MACs.
 
 Kernels without an anchor (pools, elementwise, softmax, movement) count their output elements,
@@ -87,10 +87,15 @@ def conv_work(node: ir.Node) -> Work | None:
     g = ConvGeom(n, xs[1], xs[2], xs[3], oc, oh, ow, group, (kh, kw), tuple(strides[:2]),
                  tuple(dilations[:2]), tuple(pads[:2]))
     plan = plan_conv8(Conv8(g, tuple(pads[2:4]), node.inputs[0].dtype == ir.DataType.INT8, rank))
-    if plan.path == "conv_lanes":  # one output pixel at a time, a vector over the channels
-        loops = n * group * pixels * icg * taps
-        vec, tail = _split(ocg)
-        return Work(loops * vec, n * oc * pixels, loops, "conv_lanes", loops * tail)
+    if plan.path == "conv_lanes":
+        # channel tiles of plan.tile columns x plan.ocb channels (a row, or a pointwise plane
+        # read as one row): per tile, input channel and tap, a vector over the block's channels
+        # for each column; a loop started per tile, input channel and tap
+        rows, columns = (1, pixels) if Conv8(g, tuple(pads[2:4])).pointwise else (oh, ow)
+        loops = n * group * (ocg // plan.ocb) * rows * -(-columns // plan.tile) * icg * taps
+        vec, tail = _split(plan.ocb)
+        per = n * oc // plan.ocb * pixels * icg * taps  # block x column x input channel x tap
+        return Work(per * vec, n * oc * pixels, loops, "conv_lanes", per * tail)
     if plan.path == "depthwise":
         # SIMD pairs of pixels per row (lane MACs), the columns left one by one (tail MACs);
         # a loop per output row

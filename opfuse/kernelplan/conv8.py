@@ -6,7 +6,8 @@ input bytes per even offset: taps ``k`` and ``k + 2`` of a pixel pair on one wor
 bytes, an unpaired tap on one lane).
 
 Paths (each with its own rates in ``[perf.int8c]``): ``conv_lanes`` (a vector over a group's
-output channels: short rows, or a small pointwise plane), ``depthwise`` (SIMD pairs per row),
+output channels: short rows, or a small pointwise plane; the portable C writes it as pointwise.py's
+channel tiles, ``ocb`` channels x ``tile`` columns of a row or plane), ``depthwise`` (SIMD pairs per row),
 ``pointwise`` (pixel tiles of ``PIX_TILE``), ``conv_rows`` (a vector along each output row, per
 tap: every other conv; the portable C writes it as column tiles over a line buffer).
 """
@@ -21,6 +22,7 @@ LANES = 16  # a group with a multiple of this many output channels can vectorize
 SHORT_ROW = 32  # output rows shorter than this vectorize over channels instead
 PAIR = 2  # output pixels per depthwise SIMD group: 3x3 stride 1 then needs one word per tap row
 MAX_K = 8  # widest kernel row the depthwise core is written for
+CHANNEL_WIDTH = 4  # output columns of a conv_lanes channel tile (``LANES`` channels each)
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,8 @@ class Conv8:
 @dataclass(frozen=True)
 class ConvPlan:
     path: str
-    ocb: int = 1  # output channels per register block (pointwise, conv_rows)
-    tile: int = 0  # pixels per pointwise tile
+    ocb: int = 1  # output channels per register block (pointwise, conv_rows, conv_lanes)
+    tile: int = 0  # pixels per pointwise tile, columns per conv_lanes channel tile
     dw_columns: int = 0  # output columns of a row in SIMD groups (depthwise)
 
 
@@ -95,7 +97,7 @@ def plan_conv8(conv: Conv8, member: bool = False) -> ConvPlan:
         first, groups = interior(g.iw, g.k[1], g.s[1], g.p[1])
         return ConvPlan("depthwise", dw_columns=min(g.ow, groups * PAIR))
     if (g.ocg % LANES == 0 and g.ow < SHORT_ROW) if member else uses_lanes(conv):
-        return ConvPlan("conv_lanes")
+        return ConvPlan("conv_lanes", LANES, CHANNEL_WIDTH)
     ocb = next(b for b in OCB_CHOICES if g.ocg % b == 0)
     if conv.pointwise and not member:
         return ConvPlan("pointwise", ocb, min(PIX_TILE, g.oh * g.ow))
@@ -166,3 +168,51 @@ def interior(iw: int, kw: int, sw: int, pw: int, pair: int = PAIR) -> tuple[int,
     last = (iw - span + pw) // sw if iw - span + pw >= 0 else -1
     groups = max(0, (last - first) // pair + 1) if last >= first else 0
     return first, groups
+
+
+GEMV_LANES = 16  # output channels per vector of the GEMV's packing (a zmm of int32)
+GEMV_BLOCK = 8  # vectors of output channels per block, at most: one weight stream each
+GEMV_ACC = 16  # accumulators a block keeps in flight (of zmm's 32 registers)
+GEMV_YMM_ACC = 8  # ymm: a block in parts of this many vectors (16 registers without AVX-512)
+GEMV_CHAINS = 8  # interleaved chains over K, at most (then their sums are added)
+
+
+@dataclass(frozen=True)
+class GemvPlan:
+    """A batch-1 int8 fully connected layer (one row of ``k`` inputs, ``n`` outputs) as a GEMV:
+    the output channels, padded to vectors of GEMV_LANES, in ``blocks`` of (first channel,
+    channels) of at most GEMV_BLOCK vectors, balanced; a block streams its weights over all of
+    K (packed ``[K/4][channels][4]`` per block, in block order) with its accumulators in
+    ``chains(vectors)`` interleaved chains of 4-byte steps, so that about GEMV_ACC
+    vpdpbusd are independent (a narrow layer, 8 or 16 outputs, would otherwise wait on one
+    chain's latency)."""
+
+    n: int
+    k: int
+    blocks: tuple[tuple[int, int], ...]
+
+    @property
+    def k4(self) -> int:
+        return -(-self.k // 4)
+
+    def chains(self, vectors: int, acc: int = GEMV_ACC) -> int:
+        """Chains over K for a block of ``vectors`` accumulators, ``acc`` in flight."""
+        return max(1, min(acc // max(vectors, 1), self.k4, GEMV_CHAINS))
+
+
+def uses_gemv8(rows: int) -> bool:
+    """An int8 fully connected layer (Gemm/MatMul with constant weights) of one row: the conv
+    core's register block of up to 8 pixels would hold one, so it takes the GEMV."""
+    return rows == 1
+
+
+def gemv_blocks(n: int, k: int) -> GemvPlan:
+    """The GEMV's blocking of ``n`` outputs over ``k`` inputs (GemvPlan)."""
+    nv = -(-n // GEMV_LANES)
+    count = -(-nv // GEMV_BLOCK)
+    blocks, v0 = [], 0
+    for b in range(count):
+        vs = nv // count + (1 if b < nv % count else 0)
+        blocks.append((v0 * GEMV_LANES, vs * GEMV_LANES))
+        v0 += vs
+    return GemvPlan(n, k, tuple(blocks))

@@ -87,6 +87,7 @@ class BlockTiming:
     high_s: float  # slowest block median
     blocks: int
     runs_per_block: int  # timed runs per block (the dropped first run not counted)
+    calls: int = 1  # back-to-back calls a timed run makes (the figures are per call)
 
     @property
     def spread(self) -> float:
@@ -99,14 +100,17 @@ def block_timings(
     blocks: int = 5,
     runs_per_block: int = 10,
     before: Mapping[str, Callable[[], object]] | None = None,
+    calls: int = 1,
 ) -> dict[str, BlockTiming]:
     """Warm latency of each runner, timed in alternating blocks: in every block each runner runs
     ``runs_per_block + 1`` times back to back and the first run is dropped (it pays for the
     caches the previous runner evicted), so no runner is timed cold while another is timed warm.
     The runners' order reverses every other block. ``before[key]`` runs untimed before each run
-    (e.g. writing the inputs into an arena). The figure is the median of the block medians; the
-    block medians' range is the spread."""
-    if blocks < 1 or runs_per_block < 1:
+    (e.g. writing the inputs into an arena). A run is ``calls`` back-to-back calls, timed
+    together and divided by ``calls`` (opfuse.measure.rounds.calls_per_round picks it for a model
+    faster than the clock's own jitter). The figure is the median of the block medians; the block
+    medians' range is the spread."""
+    if blocks < 1 or runs_per_block < 1 or calls < 1:
         raise ValueError("block_timings needs at least one block of one run")
     before = before or {}
     keys = list(runners)
@@ -119,11 +123,12 @@ def block_timings(
                 if prep is not None:
                     prep()
                 t0 = time.perf_counter()
-                fn()
+                for _ in range(calls):
+                    fn()
                 if r:  # the block's first run is dropped
-                    times.append(time.perf_counter() - t0)
+                    times.append((time.perf_counter() - t0) / calls)
             medians[key].append(statistics.median(times))
     return {
-        k: BlockTiming(statistics.median(v), min(v), max(v), blocks, runs_per_block)
+        k: BlockTiming(statistics.median(v), min(v), max(v), blocks, runs_per_block, calls)
         for k, v in medians.items()
     }

@@ -24,8 +24,9 @@ pointwise.py's column tiles (the pointwise family, float and int8) ask for less,
 sum's, input's and weight's C types, the type a broadcast weight and a loaded input take in the
 products (``term_type``: the float itself, or an int8 widened to int32), an empty sum
 (``zero``), the input channels one term sums (``channels_per_term``: int8 adds two products in
-int16 where that is exact) and its spelling ``term``, and ``finish``; its int8 record is ``int8.pointwise.Int8Sums`` (TFLite's
-requantization through int8/output.py).
+int16 where that is exact) and its spelling ``term``, what precedes a channel tile's vector loop
+over its lanes (``loop_channels``: int8 keeps gcc from unrolling it) and ``finish``; its int8 record is
+``int8.pointwise.Int8Sums`` (TFLite's requantization through int8/output.py).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Sums(Protocol):
     term_type: str  # a broadcast weight's and a loaded input's, as the products take them
     zero: str  # a sum of no terms
     channels_per_term: int  # input channels whose products one term of a column tile sums
+    loop_channels: str  # what precedes a channel tile's vector loop over its lanes (a pragma)
 
     def term(self, products: list[str]) -> str: ...
     def finish(self, w: CWriter, acc: str, doubled: bool | None = None) -> None: ...
@@ -83,6 +85,8 @@ class Float32:
     @staticmethod
     def term(products: list[str]) -> str:
         return " + ".join(products)
+
+    loop_channels = ""  # gcc's own choice: the float lanes loop vectorizes unrolled or not
     acc = "v"  # the epilogue's scalar: the sum is declared under its name
     declare = "float v"
     bias = "bv"

@@ -131,21 +131,21 @@ def channel_tiles(w: CWriter, tl: ColumnTile, finish: Callable[[int], None],
     """The same nest oriented over channels, inside the caller's block (``open_blocks``): every
     tile of the row as ``s[width][lanes]`` (the bias, or zeros), the reduction vectorized over
     the ``lanes`` channels (``reduce_tile``'s ``over_channels``: a row narrower than a vector,
-    cascade_rows.py), then ``finish(width)`` on the sums; full tiles of ``width``, then the
-    remainder."""
-    ocv = tl.lanes
+    cascade_rows.py; int8's ``conv_lanes``, int8/row_tiles.py), then ``finish(width)`` on the
+    sums; full tiles of ``width``, then the remainder."""
+    ocv, ar = tl.lanes, tl.arith
     full, rest = divmod(tl.columns, tl.width)
     for n, width, start in ((full, tl.width, 0), (1 if rest else 0, rest, full * tl.width)):
         if not n:
             continue
         w.open(f"for (int i0 = {start}; i0 < {start + n * width}; i0 += {width})")
         if tl.bp:
-            w(f"float s[{width}][{ocv}];")
+            w(f"{ar.acc_type} s[{width}][{ocv}];")
             w(f"for (int t = 0; t < {width}; ++t) for (int o = 0; o < {ocv}; ++o) "
               f"s[t][o] = {tl.bp}[blk*{ocv} + o];")
         else:  # zeros as an initializer: gcc 12's zeroing loop (a memset) made -march=native
             # builds warn that s may be read uninitialized where another member took fma_tile
-            w(f"float s[{width}][{ocv}] = {{{{0.0f}}}};")
+            w(f"{ar.acc_type} s[{width}][{ocv}] = {{{{{ar.zero}}}}};")
         reduce_tile(w, tl, width, fma, over_channels=True)
         finish(width)
         w.close()
@@ -195,9 +195,9 @@ def reduce_tile(w: CWriter, tl: ColumnTile, width: int, fma=None,  # noqa: ANN00
             w.close()
             w.close()
 
-    def joined(f: int) -> int:
-        """``arith.channels_per_term`` input channels a step (their products one term), then
-        the channels left one a step; returns the first of those."""
+    def joined(f: int, step: Callable[[int], None]) -> int:
+        """``arith.channels_per_term`` input channels a step (their products one term, each
+        tap's ``step(f)``), then the channels left one a step; returns the first of those."""
         whole = tl.icg - tl.icg % f
         if f == 1 or whole == 0:
             return 0
@@ -206,6 +206,11 @@ def reduce_tile(w: CWriter, tl: ColumnTile, width: int, fma=None,  # noqa: ANN00
         for k in range(f):  # channel ci's row pointer, at ci = each channel of the step
             w(f"const {ar.in_type} *xr{k}; {{ const int ci = grp*{tl.icg} + j + {k}; "
               f"xr{k} = {tl.row} + {at('i0')}; }}")
+        step(f)
+        w.close()
+        return whole
+
+    def joined_columns(f: int) -> None:
         for t, off in enumerate(tl.taps):
             w.open("")
             w(" ".join(f"const {ar.term_type} w{o}_{k} = {weight(o, t, k)};"
@@ -217,16 +222,28 @@ def reduce_tile(w: CWriter, tl: ColumnTile, width: int, fma=None,  # noqa: ANN00
                        for o in range(lanes)))
             w.close()
             w.close()
-        w.close()
-        return whole
 
-    def channels() -> None:  # width broadcasts, one vector loop over the channels, per tap
-        for t, off in enumerate(tl.taps):
+    def channels(f: int = 1) -> None:  # width broadcasts, one vector loop over the channels
+        # per term: ``f`` input channels' products at a tap (rows xr0.., weights a channel
+        # apart), or one channel's products at ``channels_per_term`` taps (an odd channel left)
+        taps = list(enumerate(tl.taps))
+        if f == 1 and ar.channels_per_term > 1:
+            per = ar.channels_per_term
+            terms = [[(0, t, off) for t, off in taps[i:i + per]] for i in range(0, kk, per)]
+        else:
+            terms = [[(k, t, off) for k in range(f)] for t, off in taps]
+        for products in terms:
+            names = [""] if len(products) == 1 else [str(i) for i in range(len(products))]
             w.open("")
-            w(f"const float *wv = wj + {t * lanes};")
+            for i, (k, t, _) in zip(names, products, strict=True):
+                w(f"const {ar.w_type} *wv{i} = wj + {(k * kk + t) * lanes};")
             w(f"#pragma GCC unroll {width}")  # keeps the width x lanes sums in registers
-            w(f"for (int t = 0; t < {width}; ++t) {{ const float xv = xr[{off} + t]; "
-              f"for (int o = 0; o < {lanes}; ++o) s[t][o] += xv * wv[o]; }}")  # fmt: skip
+            xr = [""] if f == 1 else [str(k) for k in range(f)]
+            xv = ", ".join(f"xv{i} = xr{xr[k]}[{at(f'{off} + t')}]"
+                           for i, (k, _, off) in zip(names, products, strict=True))
+            term = ar.term([f"xv{i} * wv{i}[o]" for i in names])
+            w(f"for (int t = 0; t < {width}; ++t) {{ const {ar.term_type} {xv}; "
+              f"{ar.loop_channels}for (int o = 0; o < {lanes}; ++o) s[t][o] += {term}; }}")
             w.close()
 
     if over_channels:
@@ -238,6 +255,6 @@ def reduce_tile(w: CWriter, tl: ColumnTile, width: int, fma=None,  # noqa: ANN00
         terms = [(o, weight(o, t), f"xr + {off}" if off else "xr")
                  for t, off in enumerate(tl.taps) for o in range(lanes)]
     if fma is None or not fma(w, acc, rows, vector, loops, terms, portable):
-        first = 0 if over_channels else joined(ar.channels_per_term)
+        first = joined(ar.channels_per_term, channels if over_channels else joined_columns)
         if first < tl.icg:
             loops(portable, first)

@@ -15,6 +15,7 @@ from opfuse.backends.c.emit import emit_c
 from opfuse.compiled import CompileResult
 from opfuse.frontends.registry import frontend_for
 from opfuse.measure.quiet import native_stderr_silenced
+from opfuse.measure.rounds import calls_per_round, sig4
 from opfuse.measure.run.host import CModel, build_shared
 from opfuse.measure.sessions import block_timings, one_thread_session
 from opfuse.measure.validate.input_ranges import describe, index_ranges
@@ -109,7 +110,9 @@ def bench(
     """Warm latency (s) of fused C, unfused C, onnxruntime ORT_ENABLE_ALL and ORT_DISABLE_ALL,
     one thread each, in one run: ``blocks`` alternating blocks of ``repeats // blocks`` timed runs
     per runner, each block's first run dropped (opfuse.measure.sessions.block_timings); the figure is the
-    median of the block medians, with the blocks' spread beside it.
+    median of the block medians, with the blocks' spread beside it. A run is as many back-to-back
+    calls as make the fastest runner's run last ~200 us (opfuse.measure.rounds.calls_per_round;
+    1 for any model slower than that): a 5 us model timed call by call is mostly the clock.
 
     The C variants are timed on ``opfuse_model_invoke()`` alone, the zero-copy path a deployed
     application uses: before each run the inputs are written into the arena
@@ -146,7 +149,8 @@ def bench(
         litert = _litert_runner(result.source, feeds)
         if litert is not None:  # a .tflite: the runtime its users would pick, beside ORT
             before["litert_s"], runners["litert_s"] = litert
-        timing = block_timings(runners, blocks, per_block, before)
+        calls = calls_per_round({k: (before.get(k, _nothing), fn) for k, fn in runners.items()})
+        timing = block_timings(runners, blocks, per_block, before, calls)
     out: dict = {key: t.median_s for key, t in timing.items()}
     out.update({f"{key[:-2]}_spread": t.spread for key, t in timing.items()})
     out.update({
@@ -154,6 +158,7 @@ def bench(
         "target": result.target.name,
         "blocks": blocks,
         "runs_per_block": per_block,
+        "calls_per_run": calls,
         "repeats": blocks * per_block,
         "fusion_speedup": out["unfused_c_s"] / out["fused_c_s"],
         "fused_c_vs_ort_all": out["fused_c_s"] / out["ort_all_s"],
@@ -169,6 +174,10 @@ def bench(
             "cascaded_vs_fused": out["fused_c_s"] / out["cascaded_c_s"],
         })
     return out
+
+
+def _nothing() -> None:
+    return None
 
 
 def _litert_runner(source, feeds: Mapping[str, np.ndarray]):  # noqa: ANN001, ANN202
@@ -201,19 +210,22 @@ def _litert_runner(source, feeds: Mapping[str, np.ndarray]):  # noqa: ANN001, AN
 
 def format_bench(data: dict) -> str:
     keys = ("fused_c_s", "unfused_c_s", "ort_all_s", "ort_disabled_s")
-    ms = {k: data[k] * 1e3 for k in keys}
+    ms = {k: sig4(data[k]) for k in keys}
     sp = {k: data.get(f"{k[:-2]}_spread", 0.0) * 100 for k in keys}
+    calls = data.get("calls_per_run", 1)
+    runs = f"runs of {calls} back-to-back calls" if calls > 1 else "runs"
     return (
         f"{for_terminal(data['model'])} on {for_terminal(data['target'])}: warm, one thread; median of {data['blocks']} "
-        f"alternating blocks of {data['runs_per_block']} runs (each block's first run dropped), "
-        f"spread = (slowest - fastest block median) / median of the block medians\n"
-        f"  fused C          {ms['fused_c_s']:9.3f} ms  spread {sp['fused_c_s']:4.1f}%\n"
-        f"  unfused C        {ms['unfused_c_s']:9.3f} ms  spread {sp['unfused_c_s']:4.1f}%\n"
-        f"  ORT_ENABLE_ALL   {ms['ort_all_s']:9.3f} ms  spread {sp['ort_all_s']:4.1f}%\n"
-        f"  ORT_DISABLE_ALL  {ms['ort_disabled_s']:9.3f} ms  spread {sp['ort_disabled_s']:4.1f}%\n"
+        f"alternating blocks of {data['runs_per_block']} {runs} (each block's first run dropped; "
+        f"times per call), spread = (slowest - fastest block median) / median of the block "
+        f"medians\n"
+        f"  fused C          {ms['fused_c_s']:>9} ms  spread {sp['fused_c_s']:4.1f}%\n"
+        f"  unfused C        {ms['unfused_c_s']:>9} ms  spread {sp['unfused_c_s']:4.1f}%\n"
+        f"  ORT_ENABLE_ALL   {ms['ort_all_s']:>9} ms  spread {sp['ort_all_s']:4.1f}%\n"
+        f"  ORT_DISABLE_ALL  {ms['ort_disabled_s']:>9} ms  spread {sp['ort_disabled_s']:4.1f}%\n"
         f"  fusion speedup (unfused / fused C): {data['fusion_speedup']:.2f}x\n"
         f"  fused C / ORT_ENABLE_ALL: {data['fused_c_vs_ort_all']:.2f}x"
-        + (f"\n  LiteRT (XNNPACK)  {data['litert_s'] * 1e3:8.3f} ms  spread "
+        + (f"\n  LiteRT (XNNPACK)  {sig4(data['litert_s']):>8} ms  spread "
            f"{data.get('litert_spread', 0.0) * 100:4.1f}%\n"
            f"  fused C / the faster of ORT_ENABLE_ALL and LiteRT: {data['fused_c_vs_best']:.2f}x"
            if "litert_s" in data else "")

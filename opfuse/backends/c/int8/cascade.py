@@ -5,9 +5,10 @@ the schedule has kept in a ring (``C x R x W``, row ``y`` of channel ``c`` at ``
 one byte per element). Its first node is
 
 * a Conv: the layer-by-layer int8 conv's nests (opfuse/backends/c/int8/conv.py): on Cortex-M the
-  matrix core's rows; a depthwise conv's row; short rows vectorized over output channels; else
-  pointwise.py's column tiles over a line buffer of its ring rows (``row_tiles.emit_member_rows8``),
-  with the same folded bias, ``Int8Sums`` and per-channel requantization, zero point and clamp;
+  matrix core's rows; a depthwise conv's row; else pointwise.py's tiles over a line buffer of its
+  ring rows or the rows themselves (``row_tiles.emit_member_rows8``): column tiles, or on short
+  rows (the plan's ``conv_lanes``) channel tiles, with the same folded bias, ``Int8Sums`` and
+  per-channel requantization, zero point and clamp;
 * a MaxPool / AveragePool: ``emit_pool_value8`` of the layer-by-layer int8 pool, per output pixel;
 * or an elementwise op of the int8 chain (the member's input row is its value);
 
@@ -23,18 +24,12 @@ import onnx_ir as ir
 
 from opfuse.backends.c.cgen import CWriter, dims
 from opfuse.backends.c.conv import conv_geom
-from opfuse.backends.c.ctype import INT32, ctype_of
+from opfuse.backends.c.ctype import ctype_of
 from opfuse.backends.c.int8 import conv_mcu
 from opfuse.backends.c.int8.chain import CHAIN_OPS, Chain8
 from opfuse.backends.c.int8.common import bias_array, int_ctype, quant, requant_arrays, rounding
-from opfuse.backends.c.int8.conv import (
-    emit_lanes_bounds,
-    emit_lanes_pixel,
-    lanes_weights,
-    packed_weights,
-)
+from opfuse.backends.c.int8.conv import packed_weights
 from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise_member
-from opfuse.backends.c.int8.output import requant_clamp
 from opfuse.backends.c.int8.plan import conv8_plan, is_depthwise8
 from opfuse.backends.c.int8.pointwise import Int8Sums, folded_bias, pairs_fit_int16
 from opfuse.backends.c.int8.pools import emit_pool_value8
@@ -293,37 +288,15 @@ def _conv(w: CWriter, node: ir.Node, params, xp: str, rx: int | str, w_in: int, 
     wq, yq = quant(node.inputs[1], node, "weight"), quant(node.outputs[0], node, "output")
     zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
     rq = requant_arrays(params, node.name, conv_scales(xq, wq, yq, g.oc, rounding(params)))
-    taps = g.k[0] * g.k[1]
     hct = int_ctype(node.outputs[0], node)
-
-    # short rows (a cascade computes one row at a time, pointwise convs too): one pixel at a
-    # time, vectorized over the group's output channels
+    # a cascade computes one row at a time (a pointwise conv too): short rows as channel tiles
+    # (``conv_lanes``), every other row as column tiles, over its ring rows or a line buffer
     plan = conv8_plan(g, node, xct, member=True)
-    if plan.path == "conv_lanes":
-        bias = params.weight(f"{node.name}:bias", bias_array(node, 2, g.oc).astype(np.int32),
-                             INT32)
-        wc = lanes_weights(params, node.inputs[1], g)
-        w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
-        w(f"const {xct} *xg = {xp} + grp*{g.icg * rx * w_in};")
-        w(f"const int8_t *wg = {wc} + grp*{g.icg * taps * g.ocg};")
-        emit_lanes_bounds(w, g, "r")
-        w.open(f"for (int ow = 0; ow < {w_out}; ++ow)")
-        emit_lanes_pixel(w, g, xct, zx, f"xg + ic*{rx * w_in}", row)
-        w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
-        w(f"const int oc = grp*{g.ocg} + o;")
-        w(f"{yct.name} *yr = {ring_row(yp, 'oc', 'r', ry, w_out)};")
-        w(f"const int32_t v = {requant_clamp(rq, f'acc[o] + {bias}[oc]', 'oc', zy, hct)};")
-        store("oc", "ow")
-        w.close()
-        w.close()
-        w.close()
-        return
-    ocb = plan.ocb
-    wt = packed_weights(params, node.inputs[1], g, ocb)
+    wt = packed_weights(params, node.inputs[1], g, plan.ocb)
     arr = const(node.inputs[1])
     sums = Int8Sums(xct, rq, zy, hct, 2 if pairs_fit_int16(xct, arr) else 1)
     b = folded_bias(params, f"{node.name}:bias", bias_array(node, 2, g.oc), arr, zx)
     src = RowSource.of(xp, g.c, g.ih, w_in, rx)
-    emit_member_rows8(w, g, zx, ocb, src, wt, b, sums,
+    emit_member_rows8(w, g, zx, plan, src, wt, b, sums,
                       f"{yct.name} *yr = {ring_row(yp, 'c', 'r', ry, w_out)};",
                       lambda col: store("c", col))

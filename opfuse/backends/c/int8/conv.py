@@ -3,14 +3,14 @@ constant weights, TFLite's reference semantics: (x - z_x) * (w - z_w) summed in 
 bias, per-channel requantization, + z_y, clamp (the fused activation), then the int8 epilogue.
 
 Layout NCHW (the IR's; docs/architecture.md "Layout of TFLite models"). Taps outside the input
-contribute nothing (the input's zero point is TFLite's padding value); the valid kernel window of
-each output pixel is computed once per pixel, so the tap loops have no tests. Weights are int8 in
-weights.c, biases int32; a nonzero weight zero point is subtracted at generation time (int16).
+contribute nothing (the input's zero point is TFLite's padding value): the portable conv reads
+them as z_x from a padded line buffer and folds ``-z_x`` times every weight into the bias, so the
+tap loops have no tests. Its path is the plan's (kernelplan/conv8.py): the depthwise SIMD pairs,
+or pointwise.py's tiles (int8/pointwise.py, int8/row_tiles.py): column tiles, or on short rows
+(``conv_lanes``) channel tiles. Weights are int8 in weights.c, biases int32.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
@@ -32,7 +32,7 @@ from opfuse.backends.c.int8.common import (
 from opfuse.backends.c.int8.depthwise_dsp import emit_depthwise8
 from opfuse.backends.c.int8.matmul_act import emit_matmul_act8
 from opfuse.backends.c.int8.output import requant_clamp
-from opfuse.backends.c.int8.plan import conv8_plan
+from opfuse.backends.c.int8.plan import conv8_of, conv8_plan
 from opfuse.backends.c.int8.pointwise import (
     Int8Sums,
     emit_pointwise8,
@@ -113,50 +113,29 @@ def _conv8_c(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     plan = conv8_plan(g, node, xct.name)
     if plan.path == "depthwise":  # SIMD pairs of pixels (depthwise_dsp.py)
         return emit_depthwise8(w, node, pre, params, g)
-    ocb = plan.ocb
     zx, zy = int(xq.zero_point[0]), int(yq.zero_point[0])
-    bias = bias_array(node, 2, g.oc)
-    # few output pixels per row (or per plane, for a pointwise conv): vectorize over channels;
-    # every other conv: pointwise.py's column tiles, as the float convs'
-    lanes, pointwise = plan.path == "conv_lanes", plan.path == "pointwise"
-    if lanes:
-        b = params.weight(f"{node.name}:bias", bias.astype(np.int32), INT32)
-    else:  # every tap reads x or z_x: sum (x - z_x) w = sum x w - z_x sum w, in the bias
-        b = folded_bias(params, f"{node.name}:bias", bias, arr, zx)
+    # every tap reads x or z_x: sum (x - z_x) w = sum x w - z_x sum w, in the bias
+    b = folded_bias(params, f"{node.name}:bias", bias_array(node, 2, g.oc), arr, zx)
     rq = requant_arrays(params, f"{node.name}", conv_scales(xq, wq, yq, g.oc, rounding(params)))
     x = params.inp(xv, node) if view is None else params.inp(view.inputs[0], view)
     shape = dims(yv, node)
     chain = Chain8(pre, shape, params, yv.name) if pre else None
     y = params.out((pre or [node])[-1].outputs[0], node)
-    if lanes:
-        src = RowSource("xg", g.iw, g.ih * g.iw) if view is None else \
-            RowSource.nhwc("xg", g.c, g.ih, g.iw)
-        wc = lanes_weights(params, wv, g)
-        _channel_lanes(w, g, x, src, xct, wc, b, rq, zx, zy, yct, chain, shape, y)
-        return
     pairs = pairs_fit_int16(xct.name, arr) and view is None  # a stem's 3 channels: no pairs
     sums = Int8Sums(xct.name, rq, zy, yct, 2 if pairs else 1)
-    wt = packed_weights(params, wv, g, ocb)
+    wt = packed_weights(params, wv, g, plan.ocb)
+    # a pointwise plane read as one row: pixel tiles (``pointwise``) or, a plane under one
+    # tile, channel tiles (``conv_lanes``); every other conv: its rows over a line buffer
+    plane = plan.path == "pointwise" or (plan.path == "conv_lanes"
+                                         and conv8_of(g, node, xct.name).pointwise)
     if view is not None:
         src = RowSource.nhwc(x, g.c, g.ih, g.iw)
     else:
-        src = RowSource.of(x, g.c, 1, g.ih * g.iw) if pointwise else RowSource.of(x, g.c, g.ih, g.iw)
-    if pointwise:
-        emit_pointwise8(w, g, ocb, plan.tile, src, wt, b, sums, chain, len(shape), y)
+        src = RowSource.of(x, g.c, 1, g.ih * g.iw) if plane else RowSource.of(x, g.c, g.ih, g.iw)
+    if plane:
+        emit_pointwise8(w, g, plan, src, wt, b, sums, chain, len(shape), y)
     else:
-        row_tiles.emit_row_tiles8(w, g, zx, ocb, src, wt, b, sums, chain, len(shape), y)
-
-
-def _group_input(x: str, g, src: RowSource) -> str:  # noqa: ANN001
-    """The C pointer to group ``grp`` of image ``n`` of the conv's input ``x``."""
-    if src.is_nhwc:
-        return f"{x} + n*{src.image} + grp*{g.icg}"
-    return f"{x} + (n*{g.c} + grp*{g.icg})*{g.ih * g.iw}"
-
-
-def _at(idx: str, pixel: int) -> str:
-    """Column ``idx`` of a row whose pixels are ``pixel`` elements apart."""
-    return idx if pixel == 1 else f"({idx})*{pixel}"
+        row_tiles.emit_row_tiles8(w, g, zx, plan, src, wt, b, sums, chain, len(shape), y)
 
 
 def packed_weights(params: Params, wv: ir.Value, g, ocb: int) -> str:
@@ -164,78 +143,6 @@ def packed_weights(params: Params, wv: ir.Value, g, ocb: int) -> str:
     the column tiles (``ColumnTile.packed``) read them (``wb``: a block's start)."""
     w4 = const(wv).astype(np.int32).reshape(g.oc // ocb, ocb, g.icg, g.k[0] * g.k[1])
     return params.weight(f"{wv.name}:ocb{ocb}", w4.transpose(0, 2, 3, 1).astype(np.int8), INT8)
-
-
-def lanes_weights(params: Params, wv: ir.Value, g) -> str:
-    """The weights packed [group][ICg][KH][KW][OCg] (int8): a tap's channel weights are a vector."""
-    taps = g.k[0] * g.k[1]
-    return params.weight(f"{wv.name}:lanes", const(wv).reshape(g.group, g.ocg, g.icg, taps)
-                         .transpose(0, 2, 3, 1), INT8)
-
-
-def emit_lanes_bounds(w: CWriter, g, oh: str) -> None:
-    """``ih0``, and the taps ``kh0 .. kh1`` of output row ``oh`` that fall inside the input."""
-    (sh, _), (dh, _), (ph, _) = g.s, g.d, g.p
-    w(f"const int ih0 = {oh}*{sh} - {ph};")
-    w(f"const int kh0 = ih0 < 0 ? (-ih0 + {dh - 1}) / {dh} : 0;")
-    w(f"const int khe = ({g.ih} - ih0 + {dh - 1}) / {dh};")
-    w(f"const int kh1 = khe < {g.k[0]} ? khe : {g.k[0]};")
-
-
-def emit_lanes_pixel(w: CWriter, g, xct: str, zx: int, channel: str,
-                     row: Callable[[str], str], pixel: int = 1) -> None:
-    """``int32_t acc[OCg]``: output pixel ``ow`` of the row ``emit_lanes_bounds`` set up, over the
-    group's input channels ``ic`` (``channel``: the C pointer of channel ``ic``; ``row(ih)``: of
-    its row ``ih``; ``pixel``: the elements between columns; weights of the group at ``wg``). The pixel core of the layer-by-layer conv's short rows and of a cascade
-    member's."""
-    (_, sw), (dh, dw), (_, pw) = g.s, g.d, g.p
-    w(f"const int iw0 = ow*{sw} - {pw};")
-    w(f"const int kw0 = iw0 < 0 ? (-iw0 + {dw - 1}) / {dw} : 0;")
-    w(f"const int kwe = ({g.iw} - iw0 + {dw - 1}) / {dw};")
-    w(f"const int kw1 = kwe < {g.k[1]} ? kwe : {g.k[1]};")
-    w(f"int32_t acc[{g.ocg}];")
-    w(f"for (int o = 0; o < {g.ocg}; ++o) acc[o] = 0;")
-    w.open(f"for (int ic = 0; ic < {g.icg}; ++ic)")
-    w(f"const {xct} *xc = {channel};")
-    w.open("for (int kh = kh0; kh < kh1; ++kh)")
-    w(f"const {xct} *xr = {row(f'(ih0 + kh*{dh})')} + {_at('iw0', pixel)};")
-    w(f"const int8_t *wr = wg + (ic*{g.k[0]} + kh)*{g.k[1] * g.ocg};")
-    w.open("for (int kw = kw0; kw < kw1; ++kw)")
-    w(f"const int32_t xv = (int32_t)xr[{_at(f'kw*{dw}', pixel)}] - {zx};")
-    w(f"const int8_t *wv = wr + kw*{g.ocg};")
-    w(f"for (int o = 0; o < {g.ocg}; ++o) acc[o] += xv * wv[o];")
-    w.close()
-    w.close()
-    w.close()
-
-
-def _channel_lanes(w: CWriter, g, x, src, xct, wc, b, rq, zx, zy, yct, chain, shape, y) -> None:
-    """Short rows: one output pixel at a time, vectorized over the group's output channels
-    (weights packed [group][ICg][KH][KW][OCg], so a tap's channel weights are one vector)."""
-    taps = g.k[0] * g.k[1]
-    plane_out = g.oh * g.ow
-    w.open(f"for (int n = 0; n < {g.n}; ++n)")
-    w.open(f"for (int grp = 0; grp < {g.group}; ++grp)")
-    w(f"const {xct.name} *xg = {_group_input(x, g, src)};")
-    w(f"const int8_t *wg = {wc} + grp*{g.icg * taps * g.ocg};")
-    w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
-    emit_lanes_bounds(w, g, "oh")
-    w.open(f"for (int ow = 0; ow < {g.ow}; ++ow)")
-    emit_lanes_pixel(w, g, xct.name, zx, f"xg + ic*{src.stride}",
-                     lambda ih: f"xc + {ih}*{src.width}", src.pixel)
-    w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
-    w(f"const int oc = grp*{g.ocg} + o;")
-    w(f"int32_t v = {requant_clamp(rq, f'acc[o] + {b}[oc]', 'oc', zy, yct)};")
-    if chain is not None:
-        coords = ["n", "oc", "oh", "ow"] if len(shape) == 4 else ["n", "oc", "ow"]
-        v = chain.emit(w, "v", coords)
-        w(f"v = {v};")
-    w(f"{y}[(n*{g.oc} + oc)*{plane_out} + oh*{g.ow} + ow] = ({yct.name})v;")
-    w.close()
-    w.close()
-    w.close()
-    w.close()
-    w.close()
 
 
 def emit_gemm8(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params) -> None:

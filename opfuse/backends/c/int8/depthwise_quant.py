@@ -112,6 +112,7 @@ class Int8:
     term_type = "int32_t"
     zero = "0"
     channels_per_term = 1
+    loop_channels = '_Pragma("GCC unroll 1") '  # as Int8Sums' (int8/pointwise.py)
     acc = "acc"
     declare = "const int32_t acc"
     bias = "bc"

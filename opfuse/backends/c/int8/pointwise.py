@@ -2,7 +2,9 @@
 ``pointwise`` path) as the pointwise family's column tiles (opfuse/backends/c/pointwise.py), the
 nest the float pointwise conv is written with: ``ocb`` output channels x ``tile`` pixels of an
 image's plane read as one row, summed over the group's input channels, a weight broadcast against
-a contiguous vector of inputs. Its arithmetic is ``Int8Sums``: int8 weights and int8 (or uint8)
+a contiguous vector of inputs; on a plane too small for that (the ``conv_lanes`` path) the same
+nest oriented over channels (``channel_tiles``: ``tile`` pixels x ``ocb`` channels, an input
+broadcast against a vector of weights; ``emit_tiles`` picks by the plan). Its arithmetic is ``Int8Sums``: int8 weights and int8 (or uint8)
 inputs widened to int32 products summed in int32, from a bias with the input's zero point folded
 in (no tap is padded: ``sum (x - z_x) w = sum x w - z_x sum w``), finished by the one int8
 requantization (int8/output.py), then the layer's ``Chain8`` and the store."""
@@ -18,10 +20,16 @@ from opfuse.backends.c.ctype import INT32, CType
 from opfuse.backends.c.int8.chain import Chain8
 from opfuse.backends.c.int8.common import Requant
 from opfuse.backends.c.int8.output import requant_clamp
-from opfuse.backends.c.pointwise import ColumnTile, column_tiles, open_channels
+from opfuse.backends.c.pointwise import (
+    ColumnTile,
+    channel_tiles,
+    column_tiles,
+    open_blocks,
+    open_channels,
+)
 from opfuse.backends.c.rowsource import RowSource
 from opfuse.backends.c.tensors import Params
-from opfuse.kernelplan.conv8 import ConvGeom
+from opfuse.kernelplan.conv8 import ConvGeom, ConvPlan
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,9 @@ class Int8Sums:
     w_type = "int8_t"
     term_type = "int32_t"
     zero = "0"
+    # a channel tile's loop over its lanes kept whole: unrolled first (gcc 12, -O3), its 16
+    # int8 x int32 products were left scalar, the stem of kws_ref_model 4x slower
+    loop_channels = '_Pragma("GCC unroll 1") '
 
     def term(self, products: list[str]) -> str:
         """Several products summed in int16 (exact: ``pairs_fit_int16``), which gcc vectorizes
@@ -67,33 +78,53 @@ def folded_bias(params: Params, key: str, bias: np.ndarray, weights: np.ndarray,
     return params.weight(key, folded.astype(np.int32), INT32)
 
 
-def emit_pointwise8(w: CWriter, g: ConvGeom, ocb: int, tile: int, src: RowSource, wt: str,
+def tile_sums(plan: ConvPlan) -> str:
+    """A tile's sum of channel ``o``, column ``t``: ``acc[o][t]`` of a column tile, ``s[t][o]``
+    of a channel tile (``conv_lanes``)."""
+    return "s[t][o]" if plan.path == "conv_lanes" else "acc[o][t]"
+
+
+def emit_tiles(w: CWriter, plan: ConvPlan, tl: ColumnTile, finish) -> None:  # noqa: ANN001
+    """Every tile of ``tl``'s row, then ``finish(width)``: column tiles, or on the
+    ``conv_lanes`` path channel tiles in every block of every group."""
+    if plan.path != "conv_lanes":
+        column_tiles(w, tl, finish)
+        return
+    open_blocks(w, tl)
+    channel_tiles(w, tl, finish)
+    w.close()
+
+
+def emit_pointwise8(w: CWriter, g: ConvGeom, plan: ConvPlan, src: RowSource, wt: str,
                     b: str, sums: Int8Sums, chain: Chain8 | None, rank: int, y: str) -> None:
-    """Every image's column tiles: ``ocb`` channels (weights ``wt`` packed ``[OC/ocb][ICg][ocb]``,
-    ``conv.packed_weights``; the folded bias ``b``) x ``tile`` pixels of the input ``src``
-    (NCHW, or a graph input's NHWC read in place), into the NCHW output ``y`` through ``chain``
-    (``rank`` 3: a 1-D conv's coordinates)."""
+    """Every image's tiles (``emit_tiles``): ``plan.ocb`` channels (weights ``wt`` packed
+    ``[OC/ocb][ICg][ocb]``, ``conv.packed_weights``; the folded bias ``b``) x ``plan.tile``
+    pixels of the input ``src`` (NCHW, or a graph input's NHWC read in place), into the NCHW
+    output ``y`` through ``chain`` (``rank`` 3: a 1-D conv's coordinates)."""
     plane = g.oh * g.ow
     tl = ColumnTile(taps=(0,), row=src.channel("n", "ci"), wp=wt, bp=b, group=g.group,
-                    icg=g.icg, ocg=g.ocg, lanes=ocb, columns=plane, width=tile, arith=sums,
-                    pixel=src.pixel)
+                    icg=g.icg, ocg=g.ocg, lanes=plan.ocb, columns=plane, width=plan.tile,
+                    arith=sums, pixel=src.pixel)
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
-    column_tiles(w, tl, lambda width: store_tile(w, tl, g, sums, chain, rank, y, width))
+    emit_tiles(w, plan, tl, lambda width: store_tile(w, tl, g, sums, chain, rank, y, width,
+                                                     acc=tile_sums(plan)))
     w.close()
 
 
 def store_tile(w: CWriter, tl: ColumnTile, g: ConvGeom, sums: Int8Sums, chain: Chain8 | None,
-               rank: int, y: str, width: int, oh: str | None = None, b0: str = "") -> None:
-    """A tile's ``finish``: each channel's ``width`` sums requantized (``sums.finish``), through
-    ``chain``, stored at column ``i0 + t`` of image ``n``'s NCHW output ``y``: of its plane read
-    as one row, or (``oh``) of output row ``oh``, from its column ``b0`` (a band of the row)."""
+               rank: int, y: str, width: int, oh: str | None = None, b0: str = "",
+               acc: str = "acc[o][t]") -> None:
+    """A tile's ``finish``: each channel's ``width`` sums ``acc`` requantized (``sums.finish``),
+    through ``chain``, stored at column ``i0 + t`` of image ``n``'s NCHW output ``y``: of its
+    plane read as one row, or (``oh``) of output row ``oh``, from its column ``b0`` (a band of
+    the row)."""
     yt = sums.yct.name
     open_channels(w, tl)
     row = f" + {oh}*{g.ow}" if oh is not None else ""
     i0 = f"{b0} + i0" if b0 else "i0"
     w(f"{yt} *yr = {y} + (n*{g.oc} + c)*{g.oh * g.ow}{row} + {i0};")
     w.open(f"for (int t = 0; t < {width}; ++t)")
-    sums.finish(w, "acc[o][t]")
+    sums.finish(w, acc)
     if chain is not None:
         hw = [oh, f"{i0} + t"] if oh is not None else [f"(i0 + t) / {g.ow}", f"(i0 + t) % {g.ow}"]
         v = chain.emit(w, "v", ["n", "c", *hw] if rank == 4 else ["n", "c", hw[1]])

@@ -1,6 +1,8 @@
-"""The portable int8 spatial conv (kernelplan/conv8.py's ``conv_rows`` path), layer by layer and as
-a cascade member, as the pointwise family's column tiles (opfuse/backends/c/pointwise.py) over a
-line buffer (linebuffer.py), the nest a float member's conv is written with (convrows.py): per
+"""The portable int8 spatial conv (kernelplan/conv8.py's ``conv_rows`` path, and ``conv_lanes``: short
+rows), layer by layer and as a cascade member, as the pointwise family's column tiles
+(opfuse/backends/c/pointwise.py; on ``conv_lanes`` the same nest over channels, ``channel_tiles``:
+the plan's ``ocb`` channels x ``tile`` columns) over a line buffer (linebuffer.py), the nest a
+float member's conv is written with (convrows.py): per
 output row, the KH input rows of every channel are copied once, split into column phases and
 padded with the input's zero point (a row outside the input too: TFLite's padding value), so each
 tap of a tile reads a constant offset with no bounds test. A padded tap then adds ``z_x w``, which
@@ -25,7 +27,12 @@ taps reading the NHWC pixels in place). Measured on stems of the shared models' 
 (one-conv .tflite files, benchmarks/c_revisions.py, -march=x86-64-v2, medians of 41, row taps /
 tiles): pretrainedResnet_quant's 3x3 stride 1 over 3 channels 1.08x; mcunet_vww's stride 2 0.94x
 and vww_96_int8's 0.97x; the whole models at x86-64-v2 (the x86 module's ``#else``, the only C
-that ran the row taps) 0.99x and 1.00x, outputs identical."""
+that ran the row taps) 0.99x and 1.00x, outputs identical.
+
+``conv_lanes`` had a nest of its own too (int8/conv.py's and int8/cascade.py's: per output pixel,
+the valid taps of the window, a vector over every channel of the group summed in memory); as
+channel tiles (int8 x86-64-v2, c_revisions medians of 21 against it): kws_ref_model 1.01x,
+pretrainedResnet_quant 1.20x, vww_96_int8 1.10x, mcunet_vww 1.05x, person_detect 1.12x."""
 
 from __future__ import annotations
 
@@ -33,11 +40,11 @@ from collections.abc import Callable
 
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.int8.chain import Chain8
-from opfuse.backends.c.int8.pointwise import Int8Sums, store_tile
+from opfuse.backends.c.int8.pointwise import Int8Sums, emit_tiles, store_tile, tile_sums
 from opfuse.backends.c.linebuffer import fill_rows, tap_offsets
-from opfuse.backends.c.pointwise import ColumnTile, chunks, column_tiles, open_channels
+from opfuse.backends.c.pointwise import ColumnTile, chunks, open_channels
 from opfuse.backends.c.rowsource import RowSource, member_row
-from opfuse.kernelplan.conv8 import PIX_TILE, ConvGeom
+from opfuse.kernelplan.conv8 import PIX_TILE, ConvGeom, ConvPlan
 from opfuse.kernelplan.convf import line_width
 
 LINE_BYTES = 32 * 1024  # the line buffer on the stack, at most (else a band of the row's columns)
@@ -60,12 +67,12 @@ def band(g: ConvGeom) -> int:
     return -(-g.ow // -(-g.ow // widest))  # bands of one width, the row split evenly
 
 
-def row_tile8(w: CWriter, g: ConvGeom, zx: int, ocb: int, src: RowSource, n: str | None,
+def row_tile8(w: CWriter, g: ConvGeom, zx: int, plan: ConvPlan, src: RowSource, n: str | None,
               wt: str, b: str, sums: Int8Sums, columns: int, r: str = "r",
               b0: str | None = None) -> ColumnTile:
     """The line buffer of ``columns`` output columns of output row ``r`` (from column ``b0``, a
-    band, or the whole row) of image ``n`` (None: a member's ring) and the column tile of ``ocb``
-    channels that reads it (weights ``wt`` packed ``[OC/ocb][ICg][KH][KW][ocb]``,
+    band, or the whole row) of image ``n`` (None: a member's ring) and the tile of ``plan.ocb``
+    channels that reads it (on the ``conv_lanes`` path a channel tile of ``plan.tile`` columns) (weights ``wt`` packed ``[OC/ocb][ICg][KH][KW][ocb]``,
     ``conv.packed_weights``; ``b`` the bias with z_x folded in over every tap); a member's 1x1
     stride-1 unpadded conv reads its ring rows in place."""
     (kh, kw), (sh, sw), (dh, dw), (pt, pl) = g.k, g.s, g.d, g.p
@@ -75,8 +82,9 @@ def row_tile8(w: CWriter, g: ConvGeom, zx: int, ocb: int, src: RowSource, n: str
     else:
         def row(at: str) -> str:
             return f"{src.channel(n, 'ci')} + {at}*{src.width}"
-    tile = dict(wp=wt, bp=b, group=g.group, icg=g.icg, ocg=g.ocg, lanes=ocb, columns=columns,
-                width=min(columns, PIX_TILE), arith=sums)
+    width = plan.tile if plan.path == "conv_lanes" else min(columns, PIX_TILE)
+    tile = dict(wp=wt, bp=b, group=g.group, icg=g.icg, ocg=g.ocg, lanes=plan.ocb,
+                columns=columns, width=width, arith=sums)
     if n is None and kh * kw == 1 and (sh, sw) == (1, 1) and (pt, pl) == (0, 0):
         w(f"const int xs = {src.slot(r)};")
         return ColumnTile(taps=(0,), row=row("xs"), **tile)
@@ -102,42 +110,42 @@ def emit_banded(w: CWriter, g: ConvGeom, tile: Callable[[int, str | None], None]
         w.close()
 
 
-def emit_row_tiles8(w: CWriter, g: ConvGeom, zx: int, ocb: int, src: RowSource, wt: str, b: str,
-                    sums: Int8Sums, chain: Chain8 | None, rank: int, y: str) -> None:
+def emit_row_tiles8(w: CWriter, g: ConvGeom, zx: int, plan: ConvPlan, src: RowSource, wt: str,
+                    b: str, sums: Int8Sums, chain: Chain8 | None, rank: int, y: str) -> None:
     """Every output row of every image of the NCHW input ``src`` (``row_tile8``'s tiles, whole
     rows or bands of them), into the NCHW output ``y`` through ``chain``."""
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int r = 0; r < {g.oh}; ++r)")
 
     def tile(columns: int, b0: str | None) -> None:
-        tl = row_tile8(w, g, zx, ocb, src, "n", wt, b, sums, columns, b0=b0)
-        column_tiles(w, tl, lambda width: store_tile(w, tl, g, sums, chain, rank, y, width, "r",
-                                                     b0 or ""))
+        tl = row_tile8(w, g, zx, plan, src, "n", wt, b, sums, columns, b0=b0)
+        emit_tiles(w, plan, tl, lambda width: store_tile(w, tl, g, sums, chain, rank, y, width,
+                                                         "r", b0 or "", tile_sums(plan)))
 
     emit_banded(w, g, tile)
     w.close()
     w.close()
 
 
-def emit_member_rows8(w: CWriter, g: ConvGeom, zx: int, ocb: int, src: RowSource, wt: str,
+def emit_member_rows8(w: CWriter, g: ConvGeom, zx: int, plan: ConvPlan, src: RowSource, wt: str,
                       b: str, sums: Int8Sums, out_row: str, store: Callable[[str], None]) -> None:
     """Output row ``r`` of a cascade member (the caller's loop) from its ring ``src``: the
     tiles of ``emit_row_tiles8``; ``out_row`` declares channel ``c``'s output row ``yr``,
     ``store(col)`` writes its integer ``v`` at column ``col`` (int8/cascade.py: the member's
     epilogue, into its ring)."""
     def tile(columns: int, b0: str | None) -> None:
-        tl = row_tile8(w, g, zx, ocb, src, None, wt, b, sums, columns, b0=b0)
+        tl = row_tile8(w, g, zx, plan, src, None, wt, b, sums, columns, b0=b0)
 
         def finish(width: int) -> None:
             open_channels(w, tl)
             w(out_row)
             w.open(f"for (int t = 0; t < {width}; ++t)")
             w(f"const int i = {b0 + ' + ' if b0 else ''}i0 + t;")
-            sums.finish(w, "acc[o][t]")
+            sums.finish(w, tile_sums(plan))
             store("i")
             w.close()
             w.close()
 
-        column_tiles(w, tl, finish)
+        emit_tiles(w, plan, tl, finish)
 
     emit_banded(w, g, tile)

@@ -32,6 +32,7 @@ from opfuse.backends.c.isa.x86.core import (
     pack,
 )
 from opfuse.backends.c.isa.x86.depthwise import emit_depthwise_x86, fold_chain
+from opfuse.backends.c.isa.x86.gemv import emit_gemv, signed_bias
 from opfuse.backends.c.isa.x86.lanes import emit_lanes, plan_lanes
 from opfuse.backends.c.isa.x86.residual import (
     emit_residual_block,
@@ -47,6 +48,7 @@ from opfuse.backends.c.isa.x86.stage import (
 )
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
+from opfuse.kernelplan.conv8 import gemv_blocks, uses_gemv8
 from opfuse.quant import ONNX, conv_scales
 
 ROW_LIMIT = 128 * 1024  # bytes of the row buffer of an epilogue chain
@@ -245,15 +247,23 @@ def emit_gemm_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     vector = mode != ONNX
     bias = bias_array(node, 2, n_out) if node.op_type == "Gemm" else np.zeros(n_out, np.int64)
     za, zy = int(aq.zero_point[0]), int(yq.zero_point[0])
+    bounds, chain = fold_chain(pre, yv, node, params, yct)
+    # one row, tflite rounding, no chain left: the GEMV (x86/gemv.py), its own weight order
+    gemv = gemv_blocks(n_out, k) if uses_gemv8(rows) and vector and chain is None else None
     a = pack(params, node.name, core, nk.reshape(n_out, k, 1, 1), bias, za,
-             act.name == "int8_t", real if vector else None)
+             act.name == "int8_t", real if vector else None, gemv and gemv.blocks)
     if a is None:
         return False
     rq = requant_arrays(params, node.name, real)
     x = params.inp(av, node)
     shape = dims(yv, node)
-    bounds, chain = fold_chain(pre, yv, node, params, yct)
     y = params.out((pre or [node])[-1].outputs[0], node)
+    if gemv is not None:
+        simd = CWriter(w.depth)
+        sb = signed_bias(params, node.name, nk, bias, za, core.ocp) if a.flip else None
+        emit_gemv(simd, gemv, a, x, y, yct.name, zy, *bounds, np.unique(real).size == 1, sb)
+        _assemble(w, params, simd, portable)
+        return True
 
     def store(w: CWriter, p: int, isa: str) -> None:
         w.open(f"for (int q = 0; q < {p}; ++q)")

@@ -111,9 +111,12 @@ class Arrays:
 
 
 def pack(params, key: str, core: Core, wt: np.ndarray, bias: np.ndarray, zx: int,  # noqa: ANN001
-         signed: bool, real: np.ndarray | None) -> Arrays | None:
+         signed: bool, real: np.ndarray | None,
+         order: tuple[tuple[int, int], ...] | None = None) -> Arrays | None:
     """Store the packed weights, the corrected bias and (tflite) the padded multipliers;
-    ``wt`` is [OC][ICg][KH][KW] int8. None if the vector requantization could not be exact."""
+    ``wt`` is [OC][ICg][KH][KW] int8. None if the vector requantization could not be exact.
+    ``order``: a 1x1 single-group core's weights in the GEMV's order instead (x86/gemv.py),
+    ``[K/4][channels][4]`` per block of (first channel, channels), under a key of their own."""
     g, taps = core.group, core.kh * core.kw
     if core.quad:  # [g][OCp][KH][quads*4]: the "channels" of a quad are 4 taps of a row
         w5 = np.zeros((g, core.ocp, core.kh, core.kwl * 4), np.int64)
@@ -132,6 +135,11 @@ def pack(params, key: str, core: Core, wt: np.ndarray, bias: np.ndarray, zx: int
     bound = np.abs(bias_p) + 255 * np.abs(w5).sum(axis=(2, 3))  # |sum|: bytes u in [0, 255]
     bias_p = ((bias_p + 2**31) % 2**32 - 2**31).astype(np.int32)  # int32 wraps as TFLite's sums
     packed = w5.reshape(g, core.ocp, core.icp // 4, 4, taps).transpose(0, 4, 2, 1, 3)
+    wkey = f"{key}:x86w"
+    if order is not None:  # [block][K/4][channels][4]
+        wk = w5[0, :, :, 0].reshape(core.ocp, core.icp // 4, 4)
+        packed = np.concatenate([wk[c0:c0 + cs].transpose(1, 0, 2).ravel() for c0, cs in order])
+        wkey = f"{key}:x86gw"
     m_arr = s_arr = None
     short = False
     if real is not None:
@@ -144,7 +152,7 @@ def pack(params, key: str, core: Core, wt: np.ndarray, bias: np.ndarray, zx: int
         short = bool((bound < 2**30).all() and (s < 0).all())
         m_arr = params.weight(f"{key}:x86rqm", mp.ravel(), INT32)
         s_arr = params.weight(f"{key}:x86rqs", sp.ravel(), INT32)
-    return Arrays(params.weight(f"{key}:x86w", packed.astype(np.int8).ravel(), INT8),
+    return Arrays(params.weight(wkey, packed.astype(np.int8).ravel(), INT8),
                   params.weight(f"{key}:x86b", bias_p.ravel(), INT32), m_arr, s_arr,
                   off & 0xFF, signed, short)
 

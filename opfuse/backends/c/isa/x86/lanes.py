@@ -31,6 +31,7 @@ ACC = 16  # accumulators of a block, at most (24 spilled: gcc kept them on the s
 V_MAX = 4  # pixel vectors of a block
 MIN_FILL = 0.8  # lanes of a row's vectors that are pixels of the row, at least (a 6x6 plane's
 # 36 of 48 ran 0.92x the channel-major core's speed)
+S2_CHANNELS = 64  # stride 2 with whole vectors of channels: the pixel lanes from this many
 SLACK = 64  # bytes after xs that a row's last, partial vector may read (its lanes are dropped)
 
 
@@ -45,10 +46,13 @@ class LanesPlan:
 def plan_lanes(core: Core) -> LanesPlan | None:
     """The block of ``core``, or None where the channel-major core stays: a quad core, a
     column stride over 2, rows too short to fill the vectors; stride 2 only where the
-    channel-major core's vectors of 16 channels are not full (its de-interleave of the staged
-    rows cost pretrainedResnet_quant's 16 -> 32 3x3 stride-2 conv 4%; vww_96_int8's 3 -> 8
-    stem ran 1.61x faster)."""
-    if core.quad or core.sw not in (1, 2) or core.sw == 2 and core.ocg % 16 == 0:
+    channel-major core's vectors of 16 channels are not full (vww_96_int8's 3 -> 8 stem ran
+    1.61x faster) or with ``S2_CHANNELS`` of them or more: the de-interleave of the staged rows
+    is paid once for all the channels (pretrainedResnet_quant's 32 -> 64 3x3 stride-2 conv ran
+    1.45x faster, its 16 -> 32 one 0.97-0.99x, so that one stays)."""
+    if core.quad or core.sw not in (1, 2):
+        return None
+    if core.sw == 2 and core.ocg % 16 == 0 and core.ocg < S2_CHANNELS:
         return None
     stack = 16 // core.cols if core.cols in (4, 8) else 1
     if stack > 1 and core.rows % stack == 0:  # a vector of whole rows: one 16-pixel run
