@@ -6,7 +6,6 @@ depthwise branches), and every build must equal TFLite Micro on every element.""
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -18,7 +17,7 @@ pytest.importorskip("tflite_micro")
 from tests.helpers import qgraphs as q  # noqa: E402
 from tests.helpers import tflite_builder as tb  # noqa: E402
 from tests.helpers.c_int8 import SX, SY, conv_pair, int8_inputs, nchw, nhwc  # noqa: E402
-from tests.helpers.cpu import cpu_flags, gcc_macros
+from tests.helpers.cpu import c_stdout, cpu_flags, gcc_macros
 from tests.helpers.qgraphs import QGraph, compile_ir  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "tflite"
@@ -143,18 +142,26 @@ def _large_sums(oc: int, seed: int) -> dict:
     return {"ws": real * SY / SX, "bias": bias, "wmax": np.where(even, 2, 127)}
 
 
-def _conv_models(case: str, residual: bool = False):  # noqa: ANN202
+# a residual Add/Sub after the conv: (op, other's scale and zero point, output's, fused act)
+PLAIN_ADD = ("Add", 0.05, 3, 0.12, -2, None)  # decimal scales: many exact ties, the exact form
+
+
+def _conv_models(case: str, residual: bool | tuple = False):  # noqa: ANN202
     spec = CASES.get(case) or LARGE_SUMS[case]
     h, w_, c, oc, *_, seed = spec
     p = conv_pair(*spec, **(_large_sums(oc, seed) if case in LARGE_SUMS else {}))
     m, x, y, g, xi, out, oc, oh, ow = p.m, p.x, p.y, p.g, p.xi, p.out, p.oc, p.oh, p.ow
     names, shapes = [xi.name], [(1, h, w_, c)]
     if residual:  # Conv + Add: the kernel's epilogue chain, lane by lane
-        r = q.tensor(m, (1, oh, ow, oc), np.int8, 0.05, 3)
-        z = q.tensor(m, (1, oh, ow, oc), np.int8, 0.12, -2)
-        q.add_op(m, "ADD", [y, r], [z], q.add_options(None))
-        ri = g.input((1, oc, oh, ow), 0.05, 3)
-        out = g.op("Add", [out, ri], (1, oc, oh, ow), 0.12, -2)
+        op, sr, zr, so, zo, act = PLAIN_ADD if residual is True else residual
+        r = q.tensor(m, (1, oh, ow, oc), np.int8, sr, zr)
+        z = q.tensor(m, (1, oh, ow, oc), np.int8, so, zo)
+        opts = q.add_options(act) if op == "Add" else q.sub_options(act)
+        q.add_op(m, op.upper(), [y, r], [z], opts)
+        ri = g.input((1, oc, oh, ow), sr, zr)
+        out = g.op(op, [out, ri], (1, oc, oh, ow), so, zo)
+        if act == "relu":
+            out = g.op("Relu", [out], (1, oc, oh, ow), so, zo)
         m.inputs, m.outputs = [x, r], [z]
         names.append(ri.name)
         shapes.append((1, oh, ow, oc))
@@ -184,7 +191,28 @@ def test_depthwise_large_sums_builds_match_tflite_micro(case: str) -> None:
                                   "lanes_long_rows", "lanes_s2", "lanes_stacked_8"])
 def test_conv_add_chain_builds_match_tflite_micro(case: str) -> None:
     tfl, model, runs, names = _conv_models(case, residual=True)
-    _check(tfl, model, runs, names)
+    _check(tfl, model, runs, names,  # x86/residual.py's exact form (a depthwise conv: the chain)
+           needs="opfuse_x86_" if case.startswith("dw_") else "o_x")
+
+
+# x86/residual_fast.py's short forms, proved per layer: one rounding at the output, TFLite's
+# two ("fh_"; the one refuted below zero, no Relu); a Relu's bound kept (max), Sub
+FAST = {
+    "single_relu": (("Add", 0.0731, 5, 0.1377, -3, "relu"), "fo_ = _mm512_max_epi32"),
+    "double": (("Add", 0.187, -7, 0.1972, 7, None), "fh_"),
+    "sub": (("Sub", 0.1523, 3, 0.1891, -128, None), "_mm512_sub_epi32(f0_, f1_)"),
+}
+
+
+@pytest.mark.parametrize("fast", sorted(FAST))
+@pytest.mark.parametrize("case", ["3x3_same_odd", "pointwise_tiles", "1x1_s2", "lanes_short_rows",
+                                  "lanes_s2", "lanes_stacked_8"])
+def test_conv_fast_add_builds_match_tflite_micro(case: str, fast: str) -> None:
+    """The proved short form in each place a residual Add runs (pixel lanes, rows, the
+    channel-major block), bit-exact with TFLite Micro on every build."""
+    spec, needs = FAST[fast]
+    tfl, model, runs, names = _conv_models(case, residual=spec)
+    _check(tfl, model, runs, names, needs=needs)
 
 
 @pytest.mark.parametrize("wmin", [-127, -128])
@@ -315,7 +343,7 @@ def test_residualinput_rescale_equals_the_64_bit_requantization() -> None:
               "for (int d = -256; d < 256; d += 16) { int32_t x[16], f[16], g[16];\n"
               "for (int i = 0; i < 16; ++i) x[i] = d + i;\n" + calls + "}\n"
               "printf(\"%d\\n\", bad); return 0; }\n")
-    assert _bad_count(source, "opfuse-rescale-") == "0"
+    assert c_stdout(source, "opfuse-rescale-") == "0"
     w = CWriter(0)  # and the split was the code compared, not the fallback
     input_rescale(w, "f", "v", 0, cases[0][0], cases[0][1], 20)
     assert "opfuse_x86_rq16" not in "\n".join(w.lines)
@@ -356,15 +384,5 @@ def test_round_shift_equals_rounding_divide_by_pot() -> None:
               "int main(void) { int bad = 0; int32_t f[16];\n"
               f"for (int j = 0; j < {len(values)}; j += 16) {{ const int32_t *x = vals + j; "
               + calls + "}\nprintf(\"%d\\n\", bad); return 0; }\n")
-    assert _bad_count(source, "opfuse-round-") == "0"
+    assert c_stdout(source, "opfuse-round-") == "0"
 
-
-def _bad_count(source: str, prefix: str) -> str:
-    """What a C test program that counts its own mismatches prints, built for this CPU."""
-    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-        src, exe = Path(tmp) / "t.c", Path(tmp) / "t"
-        src.write_text(source)
-        subprocess.run(["gcc", "-O2", "-march=native", "-Wall", "-Werror", str(src), "-o",
-                        str(exe)], check=True)
-        return subprocess.run([str(exe)], capture_output=True, text=True,
-                              check=True).stdout.strip()

@@ -4,6 +4,7 @@ level its guards select (tests/test_c_int8_x86.py, tests/test_x86_fma_tile.py)."
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from pathlib import Path
 
 
@@ -22,3 +23,15 @@ def gcc_macros(flags: list[str]) -> set[str]:
     out = subprocess.run(["gcc", *flags, "-dM", "-E", "-x", "c", "/dev/null"], check=True,
                          capture_output=True, text=True).stdout
     return {line.split()[1] for line in out.splitlines() if line.startswith("#define")}
+
+
+def c_stdout(source: str, prefix: str) -> str:
+    """What a C test program prints (stripped), built with gcc -O2 -march=native -Werror for
+    this CPU."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        src, exe = Path(tmp) / "t.c", Path(tmp) / "t"
+        src.write_text(source)
+        subprocess.run(["gcc", "-O2", "-march=native", "-Wall", "-Werror", str(src), "-o",
+                        str(exe)], check=True)
+        return subprocess.run([str(exe)], capture_output=True, text=True,
+                              check=True).stdout.strip()

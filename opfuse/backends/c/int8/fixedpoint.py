@@ -44,6 +44,34 @@ def mbqm(x: int, m: int, s: int) -> int:
     return rdbpot(srdhm(wrap32(x << ls), m), 0 if s > 0 else -s)
 
 
+def srdhm_np(a: np.ndarray, b: int) -> np.ndarray:
+    """``srdhm`` lane by lane over an int64 array of int32 values (``b`` is never INT32_MIN:
+    add_params' multipliers are positive)."""
+    ab = np.asarray(a, np.int64) * np.int64(b)
+    v = ab + np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
+    return np.where(v >= 0, v >> 31, -((-v) >> 31))  # C's division truncates toward zero
+
+
+def rdbpot_np(x: np.ndarray, e: int) -> np.ndarray:
+    """``rdbpot`` lane by lane."""
+    mask = (1 << e) - 1
+    return (x >> e) + ((x & mask) > (mask >> 1) + (x < 0))
+
+
+def tflite_add_np(x0: np.ndarray, x1: np.ndarray, z0: int, z1: int, zo: int, p: dict, lo: int,
+                  hi: int, sub: bool = False) -> np.ndarray:
+    """TFLite Micro's int8 ADD (SUB with ``sub``) of the integers ``x0``, ``x1`` element by
+    element, as its reference kernel computes it: each input offset, shifted left by
+    ``left_shift``, MultiplyByQuantizedMultiplierSmallerThanOneExp (``srdhm`` then ``rdbpot``)
+    to twice the larger scale; their sum (difference) requantized to the output the same way,
+    + the output zero point, clamped to [lo, hi] (the fused activation). ``p``: add_params."""
+    ls = 1 << p["left_shift"]
+    a = rdbpot_np(srdhm_np((np.asarray(x0, np.int64) - z0) * ls, p["m1"]), -p["s1"])
+    b = rdbpot_np(srdhm_np((np.asarray(x1, np.int64) - z1) * ls, p["m2"]), -p["s2"])
+    raw = a - b if sub else a + b
+    return np.clip(rdbpot_np(srdhm_np(raw, p["mo"]), -p["so"]) + zo, lo, hi)
+
+
 def leaky_relu_table(qi: QuantParams, qo: QuantParams, lo: int, hi: int,
                      alpha: float) -> np.ndarray:
     """TFLite int8 LEAKY_RELU: identity and alpha multipliers on (q - z_i), + z_o, saturate."""

@@ -212,9 +212,9 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     simd = CWriter(w.depth)
     lp = plan_lanes(core) if vector and (chain is None or res is not None) else None
     if lp is not None:  # the zmm branch with pixels in the lanes (x86/lanes.py)
-        def res_lanes(w: CWriter, v: str, oc: str, pix: str, k: str) -> None:
-            emit_residual_lanes(w, res, v, f"{res.ptr} + (n*{g.oc} + {oc})*{plane_out} + {pix}",
-                                k)
+        def res_lanes(w: CWriter, v: str, oc: str, pix: str, k: str) -> str:
+            return emit_residual_lanes(w, res, v, f"{res.ptr} + (n*{g.oc} + {oc})*{plane_out} + "
+                                       f"{pix}", k)
 
         simd.lines.append(f"#if {hx.ZMM}")
         emit_lanes(simd, core, a, lp, stage,

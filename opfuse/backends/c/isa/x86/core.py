@@ -209,14 +209,47 @@ def _block(w: CWriter, isa: str, core: Core, a: Arrays, p: int, nb: int, rq: str
     if taps:
         w.close()
         w.close()
+    once = rq is not None and isa == "zmm" and a.short and lo >= zy and p > 1  # 1 pixel: setup > gain
     for v in range(nb):
         if rq:
             w(f"const {vt} m{v} = {ld}({cast}({a.m} + c0 + {v * lanes}));")
             w(f"const {vt} s{v} = {ld}({cast}({a.s} + c0 + {v * lanes}));")
+        if once:
+            once_lanes(w, v)
         for q in range(p):
             val = f"{rqf}(a{q}_{v}, m{v}, s{v}, {zy}, {lo}, {hi})" if rq else f"a{q}_{v}"
+            if once:
+                val = once_value(f"a{q}_{v}", v, zy, lo, hi)
             w(f"{st}({scast}(tmp[{q}] + ob*{step} + {v * lanes}), {val});")
     w.close()
+
+
+def once_value(acc: str, v: int, zy: int | str, lo: int | str, hi: int | str) -> str:
+    """The requantized, clamped zmm of ``acc`` by ``once_lanes``' constants of vector ``v``."""
+    return (f"_mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(_mm512_mask_blend_epi32("
+            f"(__mmask16)0xAAAA, _mm512_srav_epi64(_mm512_add_epi64(_mm512_mul_epi32("
+            f"{acc}, m{v}), re{v}), ne{v}), _mm512_srav_epi64(_mm512_add_epi64("
+            f"_mm512_mul_epi32(_mm512_srli_epi64({acc}, 32), mo{v}), ro{v}), no{v})), "
+            f"_mm512_set1_epi32({zy})), _mm512_set1_epi32({lo})), _mm512_set1_epi32({hi}))")
+
+
+def once_lanes(w: CWriter, v: int) -> None:
+    """x86/lanes.py's one rounding (``one_rounding``: a Relu with lo >= z_y, every shift a
+    right shift, every sum below 2^30) with a multiplier and shift per lane: per 64-bit lane
+    of the even channels the count ``31 + e`` and the constant ``2^30 + 2^(30+e)``, of the odd
+    channels ``e - 1`` (the result lands in the high dword) and theirs; the odd multipliers
+    moved down. Padded channels (shift 0) compute garbage that is never stored."""
+    w(f"const __m512i e{v} = _mm512_sub_epi32(_mm512_setzero_si512(), s{v}), "
+      f"one{v}_ = _mm512_set1_epi64(1), half{v}_ = _mm512_set1_epi64((long long)1 << 30);")
+    w(f"const __m512i ne{v} = _mm512_and_si512(_mm512_add_epi32(e{v}, _mm512_set1_epi32(31)), "
+      "_mm512_set1_epi64(0xFFFFFFFFLL));")
+    w(f"const __m512i no{v} = _mm512_srli_epi64(_mm512_sub_epi32(e{v}, _mm512_set1_epi32(1)), "
+      "32);")
+    w(f"const __m512i re{v} = _mm512_add_epi64(_mm512_sllv_epi64(one{v}_, _mm512_sub_epi64("
+      f"ne{v}, one{v}_)), half{v}_);")
+    w(f"const __m512i ro{v} = _mm512_add_epi64(_mm512_sllv_epi64(one{v}_, _mm512_add_epi64("
+      f"no{v}, _mm512_set1_epi64(31))), half{v}_);")
+    w(f"const __m512i mo{v} = _mm512_srli_epi64(m{v}, 32);")
 
 
 def emit_dots(w: CWriter, vt: str, dot: str, xs: list[str], ws: list[str], spread: str) -> None:

@@ -5,7 +5,10 @@ channels of one pixel with the other operand's bytes transposed from 16 NCHW pla
 vectors (``emit_residual_block``, before x86/core.py's transposing store). Either way TFLite's
 int8 ADD exactly as int8/chain.py writes it per element: both inputs offset, shifted left by 20, requantized to twice the larger scale, summed,
 requantized to the output, + z_out and clamped (a trailing Relu/Clip narrows the clamp). Every
-step is ``opfuse_x86_rq16`` (x86/helpers.py), the same integers as ``opfuse_requant``."""
+step is ``opfuse_x86_rq16`` (x86/helpers.py), the same integers as ``opfuse_requant``, or its
+32-bit split (``input_rescale``). Where x86/residual_fast.py proves its shorter form equal to
+TFLite's ADD on every pair of input bytes of the layer, that form is written instead, and the
+row and pixel-lane epilogues narrow with ``vpmovsdb``."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import onnx_ir as ir
 from opfuse.backends.c.cgen import CWriter, dims
 from opfuse.backends.c.int8.common import int_ctype, quant, rounding
 from opfuse.backends.c.isa.x86.depthwise import fold_chain
+from opfuse.backends.c.isa.x86.residual_fast import AddLayer, FastAdd, emit_fast, prove
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.quant import TFLITE, add_params
@@ -35,6 +39,9 @@ class Residual:
     hi: int
     vlo: int  # the clamps (Relu/Clip) on the conv's value before the Add
     vhi: int
+    tlo: int  # the conv's type's range: its value is clamped to it already
+    thi: int
+    fast: FastAdd | None = None  # the short form proved for this layer (x86/residual_fast.py)
 
 
 def residual(pre: list[ir.Node], yv: ir.Value, node: ir.Node, params: Params) -> Residual | None:
@@ -65,9 +72,13 @@ def residual(pre: list[ir.Node], yv: ir.Value, node: ir.Node, params: Params) ->
     p = add_params(float(q[0].scale[0]), float(q[1].scale[0]), float(q[2].scale[0]))
     if any(not -31 <= p[k] <= 31 for k in ("s1", "s2", "so")):
         return None
-    return Residual(params.inp(other, add), rct.name == "int8_t", first, add.op_type == "Sub",
-                    int(q[0].zero_point[0]), int(q[1].zero_point[0]), int(q[2].zero_point[0]), p,
-                    lo, hi, vlo, vhi)
+    z = [int(x.zero_point[0]) for x in q]
+    sub, yct = add.op_type == "Sub", int_ctype(yv, node)
+    signed = [int_ctype(v, add).name == "int8_t" for v in add.inputs]
+    fast = prove(AddLayer(p, z[0], z[1], z[2], lo, hi, sub, (signed[0], signed[1]),
+                          oct_.name == "int8_t"))
+    return Residual(params.inp(other, add), rct.name == "int8_t", first, sub, z[0], z[1], z[2], p,
+                    lo, hi, vlo, vhi, yct.lo, yct.hi, fast)
 
 
 def input_rescale(w: CWriter, name: str, src: str, z: int, m: int, s: int, left: int) -> None:
@@ -105,13 +116,20 @@ def round_shift(w: CWriter, name: str, h: str, e: int) -> None:
       f"_mm512_srai_epi32({h}, 31), _mm512_set1_epi32({1 << (e - 1)}))), {e});")
 
 
-def _add(w: CWriter, r: Residual, v: str, u: str, out: str) -> None:
-    """``out`` (zmm int32, final) from the conv's int32 values ``v`` and the other operand's
-    ``u``."""
+def _add(w: CWriter, r: Residual, v: str, u: str, out: str, narrow: bool = False) -> None:
+    """``out`` (zmm int32, final; with ``narrow`` and a proved short form its 16 bytes,
+    ``__m128i``) from the conv's int32 values ``v`` (clamped to its type) and the other
+    operand's ``u``."""
     p = r.p
-    w(f"const __m512i cv_ = _mm512_min_epi32(_mm512_max_epi32({v}, _mm512_set1_epi32({r.vlo})), "
-      f"_mm512_set1_epi32({r.vhi}));")
+    if (r.vlo, r.vhi) != (r.tlo, r.thi):  # a Relu/Clip before the Add
+        w(f"const __m512i cv_ = _mm512_min_epi32(_mm512_max_epi32({v}, "
+          f"_mm512_set1_epi32({r.vlo})), _mm512_set1_epi32({r.vhi}));")
+    else:
+        w(f"const __m512i cv_ = {v};")
     x, y = ("cv_", u) if r.first else (u, "cv_")
+    if r.fast is not None:
+        emit_fast(w, r.fast, x, y, out, narrow)
+        return
     rq = "opfuse_x86_rq16"
     for name, src, z, m, s in (("a_", x, r.z1, p["m1"], p["s1"]), ("b_", y, r.z2, p["m2"], p["s2"])):
         input_rescale(w, name, src, z, int(m), int(s), int(p["left_shift"]))
@@ -136,12 +154,18 @@ def _add(w: CWriter, r: Residual, v: str, u: str, out: str) -> None:
       f"_mm512_set1_epi32({r.lo})), _mm512_set1_epi32({r.hi}));")
 
 
-def emit_residual_lanes(w: CWriter, r: Residual, v: str, other: str, k: str) -> None:
-    """``v`` (zmm int32, 16 pixels of one channel, requantized) made the Add's final values; the
-    other operand's 16 bytes at ``other``, the lanes ``k`` loaded (x86/lanes.py)."""
+def emit_residual_lanes(w: CWriter, r: Residual, v: str, other: str, k: str) -> str:
+    """The Add's 16 output bytes (a C ``__m128i``) from ``v`` (zmm int32, 16 pixels of one
+    channel, requantized); the other operand's 16 bytes at ``other``, the lanes ``k`` loaded
+    (x86/lanes.py)."""
     cvt = "_mm512_cvtepi8_epi32" if r.signed else "_mm512_cvtepu8_epi32"
     w(f"const __m512i u = {cvt}(_mm_maskz_loadu_epi8({k}, {other}));")
+    if r.fast is not None:
+        w("__m128i o8;")
+        _add(w, r, v, "u", "o8", narrow=True)
+        return "o8"
     _add(w, r, v, "u", v)
+    return f"_mm512_cvtepi32_epi8({v})"
 
 
 def emit_residual_row(w: CWriter, r: Residual, acc: str, other: str, out: str, count: int) -> None:
@@ -152,9 +176,10 @@ def emit_residual_row(w: CWriter, r: Residual, acc: str, other: str, out: str, c
     w(f"const __mmask16 k = i + 16 <= {count} ? (__mmask16)0xFFFF : "
       f"(__mmask16)((1u << ({count} - i)) - 1);")
     w(f"const __m512i u = {cvt}(_mm_maskz_loadu_epi8(k, {other} + i));")
-    w("__m512i o;")
-    _add(w, r, f"_mm512_maskz_loadu_epi32(k, {acc} + i)", "u", "o")
-    w(f"_mm_mask_storeu_epi8({out} + i, k, _mm512_cvtepi32_epi8(o));")
+    narrow = r.fast is not None
+    w("__m128i o;" if narrow else "__m512i o;")
+    _add(w, r, f"_mm512_maskz_loadu_epi32(k, {acc} + i)", "u", "o", narrow)
+    w(f"_mm_mask_storeu_epi8({out} + i, k, {'o' if narrow else '_mm512_cvtepi32_epi8(o)'});")
     w.close()
 
 
