@@ -16,11 +16,18 @@ pytest.importorskip("tflite_micro")
 
 from tests.helpers import qgraphs as q  # noqa: E402
 from tests.helpers import tflite_builder as tb  # noqa: E402
-from tests.helpers.c_int8 import SX, SY, conv_pair, int8_inputs, nchw, nhwc  # noqa: E402
+from tests.helpers.c_int8 import (  # noqa: E402
+    SX,
+    SY,
+    conv_pair,
+    int8_inputs,
+    nchw,
+    nhwc,
+    shared_tflite_c_matches_tflm,
+)
 from tests.helpers.cpu import c_stdout, cpu_flags, gcc_macros
 from tests.helpers.qgraphs import QGraph, compile_ir  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "tflite"
 RUNS = 6
 
 
@@ -292,26 +299,9 @@ def _fully_connected(k: int, n: int, per_channel: bool, rows: int, sy: float = 0
 
 
 def test_kws_ref_model_builds_match_tflite_micro() -> None:
-    path = SHARED / "kws_ref_model.tflite"
-    if not path.is_file():
-        pytest.skip("../shared/models/tflite/kws_ref_model.tflite not present")
     if "avx512_vnni" not in CPU and "avx_vnni" not in CPU:
         pytest.skip("this CPU has neither avx512_vnni nor avx_vnni")
-    from opfuse.api import compile
-    from opfuse.backends.c import emit_c
-    from opfuse.measure.validate.tflite_reference import TfliteReference
-
-    ref = TfliteReference(path)
-    feeds = [ref.random_inputs(seed) for seed in range(4)]
-    with tempfile.TemporaryDirectory(prefix="opfuse-x86-") as tmp:
-        folder = Path(tmp) / "m"
-        emit_c(compile(path), folder)
-        assert "opfuse_x86_dot16" in (folder / "model.c").read_text()
-        results = _run_builds(folder, feeds)
-    for build, got in results.items():
-        for f, g in zip(feeds, got, strict=True):
-            for name, want in ref.run(f).items():
-                assert np.array_equal(g[name].reshape(want.shape), want), build
+    shared_tflite_c_matches_tflm("kws_ref_model.tflite", list(_builds()), 4, "opfuse_x86_dot16")
 
 
 def test_residualinput_rescale_equals_the_64_bit_requantization() -> None:

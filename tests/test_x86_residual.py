@@ -8,8 +8,6 @@ end (every build bit-exact with TFLite Micro, tests/test_c_int8_x86.py has the k
 from __future__ import annotations
 
 import dataclasses
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,9 +24,9 @@ from opfuse.backends.c.isa.x86.residual_fast import (
     proves,
 )
 from opfuse.quant import add_params
+from tests.helpers.c_int8 import shared_tflite_c_matches_tflm
 from tests.helpers.cpu import c_stdout, cpu_flags
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "tflite"
 F32 = np.float32
 # (input 0's, input 1's and the output's scale and zero point) of real layers
 RESNET8 = {  # pretrainedResnet_quant's residual Adds (Relu fused: the output's zero point -128)
@@ -167,26 +165,9 @@ def test_c_equals_the_numpy_form_the_proof_evaluates() -> None:
 def test_resnet8_builds_match_tflite_micro() -> None:
     """pretrainedResnet_quant's C takes the short form in its three residual Adds and equals
     TFLite Micro (native build: the zmm branch; x86-64-v3: the AVX2 branch beside it)."""
-    path = SHARED / "pretrainedResnet_quant.tflite"
-    if not path.is_file():
-        pytest.skip("../shared/models/tflite/pretrainedResnet_quant.tflite not present")
     if "avx512_vnni" not in cpu_flags():
         pytest.skip("this CPU has no avx512_vnni: the short form's branch cannot run here")
-    from opfuse.api import compile
-    from opfuse.backends.c import emit_c
-    from opfuse.measure.run.host import CModel, build_shared
-    from opfuse.measure.validate.tflite_reference import TfliteReference
-
-    ref = TfliteReference(path)
-    feeds = [ref.random_inputs(seed) for seed in range(3)]
-    with tempfile.TemporaryDirectory(prefix="opfuse-resnet8-") as tmp:
-        folder = Path(tmp) / "m"
-        emit_c(compile(path), folder)
-        c = (folder / "model.c").read_text()
-        assert "const __m512i fs_" in c and "o_x" not in c  # no Add left on the exact form
-        for flags in (["-march=native"], ["-march=x86-64-v3"]):
-            model = CModel(build_shared(folder, flags, name=f"lib{flags[0][7:]}.so"))
-            for f in feeds:
-                got = model.run(f)
-                for name, want in ref.run(f).items():
-                    assert np.array_equal(np.array(got[name]).reshape(want.shape), want), flags
+    c = shared_tflite_c_matches_tflm("pretrainedResnet_quant.tflite",
+                                     [("native", ["-march=native"]),
+                                      ("v3", ["-march=x86-64-v3"])], 3, "const __m512i fs_")
+    assert "o_x" not in c  # no Add left on the exact form

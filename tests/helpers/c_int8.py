@@ -127,3 +127,39 @@ def _weights(rng: np.random.Generator, shape: tuple[int, ...], wmax: np.ndarray 
     bound = np.broadcast_to(np.asarray(wmax), (shape[axis],)).reshape(
         [-1 if i == axis else 1 for i in range(len(shape))])
     return np.round(wt * bound / 127).astype(np.int8)
+
+
+def shared_tflite_c_matches_tflm(name: str, builds: list[tuple[str, list[str]]], seeds: int,
+                                 needle: str) -> str:
+    """The shared ``../shared/models/tflite/<name>``'s generated C (layer by layer as emit_c
+    writes it by default), built with each of ``builds`` ((label, gcc flags)), equals TFLite
+    Micro on ``seeds`` seeded inputs, and its model.c contains ``needle`` (the path under test).
+    Skips the calling test without the corpus; returns model.c."""
+    import tempfile
+    from pathlib import Path
+
+    import pytest
+
+    from opfuse.api import compile
+    from opfuse.backends.c import emit_c
+    from opfuse.measure.run.host import CModel, build_shared
+    from opfuse.measure.validate.tflite_reference import TfliteReference
+    from tests.helpers.shared import SHARED_MODELS
+
+    path = SHARED_MODELS / "tflite" / name
+    if not path.is_file():
+        pytest.skip(f"../shared/models/tflite/{name} not present")
+    ref = TfliteReference(path)
+    feeds = [ref.random_inputs(seed) for seed in range(seeds)]
+    with tempfile.TemporaryDirectory(prefix="opfuse-shared-c-") as tmp:
+        folder = Path(tmp) / "m"
+        emit_c(compile(path), folder)
+        c = (folder / "model.c").read_text()
+        assert needle in c, needle
+        for label, flags in builds:
+            model = CModel(build_shared(folder, flags, name=f"lib_{label}.so"))
+            for f in feeds:
+                got = model.run(f)
+                for key, want in ref.run(f).items():
+                    assert np.array_equal(np.array(got[key]).reshape(want.shape), want), label
+    return c
