@@ -33,7 +33,8 @@ CASES = {
         y = Relu(s)
     }""", w=normal(40, 24, 1, 1), b=normal(40, seed=1)),
     # the pointwise path's blocks of conv.X_BLOCK floats of input: 256 channels x 1600 pixels
-    # (50 tiles of 32) run in blocks of 32 tiles and a partial one of 18, residual Add and Relu
+    # (50 tiles of 32) run in blocks of 8 tiles and a partial one of 2, residual Add and Relu,
+    # its rows prefetched a tile ahead (the last tile's its own)
     "pointwise_blocks": parsed_model("""g (float[1,256,40,40] x, float[1,16,40,40] r) => (float[1,16,40,40] y) {
         c = Conv(x, w, b)
         s = Add(c, r)
@@ -128,6 +129,10 @@ def test_fma_tile_builds_match_onnxruntime(case: str, march: str, macro: str | N
         assert call in text, "the conv did not take the register tile"
     if case == "direct_pointwise_wide" and call is not None:
         assert "float acc[10][32]" in text and "float acc[9][32]" in text, "not even 10 + 9 tiles"
+    if case == "pointwise_blocks":  # every target with the register tile writes the same C
+        assert "for (int q0 = 0; q0 < 50; q0 += 8)" in text, "not in runs of 8 tiles"
+        assert "i0 + 32 < 1600 ? i0 + 32 : i0" in text and "__builtin_prefetch((arg" in text, \
+            "no prefetch of the next tile's residual"
     if case == "direct_prefetch" and call is not None:
         assert "_mm_prefetch((const char *)pf" in text, "no prefetch of the next block"
     if case == "cascade_pair" and cascades:

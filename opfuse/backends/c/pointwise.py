@@ -98,9 +98,10 @@ def open_channels(w: CWriter, tl: ColumnTile) -> None:
 
 
 def column_tiles(w: CWriter, tl: ColumnTile, finish: Callable[[int], None],
-                 fma=None) -> None:  # noqa: ANN001
+                 fma=None, ahead: Callable[[int], None] | None = None) -> None:  # noqa: ANN001
     """Every tile of the row (module docstring): ``finish(width)`` after each tile's sums;
-    ``fma`` the ISA's register tile (``IsaKernels.fma_tile``) or None."""
+    ``fma`` the ISA's register tile (``IsaKernels.fma_tile``) or None; ``ahead(width)`` before
+    each tile's sums (a prefetch of what the next tile's epilogue touches) or None."""
     for count, width, start in chunks(tl.columns, tl.width, tl.overlap):
         runs = max(1, min(count, tl.block // (tl.group * tl.icg * width))) if tl.block else 1
         if runs > 1:  # a run of tiles per channel block: its input stays in cache across them
@@ -118,6 +119,8 @@ def column_tiles(w: CWriter, tl: ColumnTile, finish: Callable[[int], None],
             else:
                 w.open(f"for (int i0 = {start}; i0 < {start + count * width}; i0 += {width})")
             open_blocks(w, tl)
+        if ahead is not None:
+            ahead(width)
         _tile(w, tl, width, fma)
         finish(width)
         w.close()
