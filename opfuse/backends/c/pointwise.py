@@ -103,7 +103,7 @@ def column_tiles(w: CWriter, tl: ColumnTile, finish: Callable[[int], None],
     ``fma`` the ISA's register tile (``IsaKernels.fma_tile``) or None; ``ahead(width)`` before
     each tile's sums (a prefetch of what the next tile's epilogue touches) or None."""
     for count, width, start in chunks(tl.columns, tl.width, tl.overlap):
-        runs = max(1, min(count, tl.block // (tl.group * tl.icg * width))) if tl.block else 1
+        runs = _runs(count, tl.block // (tl.group * tl.icg * width)) if tl.block else 1
         if runs > 1:  # a run of tiles per channel block: its input stays in cache across them
             w.open(f"for (int q0 = 0; q0 < {count}; q0 += {runs})")
             open_blocks(w, tl)
@@ -127,6 +127,13 @@ def column_tiles(w: CWriter, tl: ColumnTile, finish: Callable[[int], None],
         w.close()
         if runs > 1:
             w.close()
+
+
+def _runs(count: int, most: int) -> int:
+    """Tiles a run when ``count`` tiles go in runs of at most ``most``, balanced: 32 tiles at
+    most 25 a run are two runs of 16, not 25 and 7."""
+    most = max(1, min(count, most))
+    return -(-count // -(-count // most))
 
 
 def channel_tiles(w: CWriter, tl: ColumnTile, finish: Callable[[int], None],
