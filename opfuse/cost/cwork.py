@@ -86,12 +86,13 @@ def conv_work(node: ir.Node) -> Work | None:
     ocg, taps, pixels = oc // group, kh * kw, oh * ow
     g = ConvGeom(n, xs[1], xs[2], xs[3], oc, oh, ow, group, (kh, kw), tuple(strides[:2]),
                  tuple(dilations[:2]), tuple(pads[:2]))
-    plan = plan_conv8(Conv8(g, tuple(pads[2:4]), node.inputs[0].dtype == ir.DataType.INT8, rank))
+    conv = Conv8(g, tuple(pads[2:4]), node.inputs[0].dtype == ir.DataType.INT8, rank)
+    plan = plan_conv8(conv)
     if plan.path == "conv_lanes":
         # channel tiles of plan.tile columns x plan.ocb channels (a row, or a pointwise plane
         # read as one row): per tile, input channel and tap, a vector over the block's channels
         # for each column; a loop started per tile, input channel and tap
-        rows, columns = (1, pixels) if Conv8(g, tuple(pads[2:4])).pointwise else (oh, ow)
+        rows, columns = (1, pixels) if conv.pointwise else (oh, ow)
         loops = n * group * (ocg // plan.ocb) * rows * -(-columns // plan.tile) * icg * taps
         vec, tail = _split(plan.ocb)
         per = n * oc // plan.ocb * pixels * icg * taps  # block x column x input channel x tap
