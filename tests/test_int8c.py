@@ -77,7 +77,10 @@ def probe(tmp_path_factory):
 
 
 def test_calibrate_writes_int8c_and_the_target_reads_it(tmp_path):
-    perf = _host(tmp_path, INT8C).perf
+    host = _host(tmp_path, INT8C)
+    perf = host.perf
+    # the host's C is x86-host's, the C the probe timed (without [isa] it was the portable C)
+    assert host.isa == load_target("x86-host").isa and host.isa.name == "x86"
     assert perf.int8c == Int8C(2e-8, INT8C["mac_s"], INT8C["output_s"], INT8C["loop_s"],
                                INT8C["tail_s"])
     text = host_target_text(dict(FIGURES, int8c=INT8C))
