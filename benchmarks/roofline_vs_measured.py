@@ -199,6 +199,7 @@ class Row:
     view: bool
     predicted_s: float
     measured_s: float
+    path: str = ""  # the C template path of its first work item (opfuse.cost.cwork)
 
     @property
     def counted(self) -> bool:
@@ -212,7 +213,8 @@ class Row:
 def int8_rows(path: Path, target: Target, budget_s: float) -> list[Row]:
     """Predicted and measured time of every kernel of ``path``'s int8 C on ``target``."""
     from opfuse.backends.c.emit import c_schedule, emit_c
-    from opfuse.cost.cwork import is_view
+    from opfuse.cost.cwork import is_view, kernel_work
+    from opfuse.cost.int8c import runs_gemv
     from opfuse.measure.run.host import manifest
     from opfuse.measure.run.kernel_times import time_kernels
     from opfuse.measure.validate.per_kernel import random_feeds
@@ -227,14 +229,16 @@ def int8_rows(path: Path, target: Target, budget_s: float) -> list[Row]:
     entries = sorted(info.kernel_outputs, key=lambda k: k.index)
     cost = cost_model(model, part, target, arena_bytes=emitted.arena_bytes)
     nodes = {n.name: n for n in model.graph}
+    gemv = runs_gemv(model, target)
     rows = []
     for entry, kc, kernel, t in zip(entries, cost.kernels, part.kernels, times.seconds,
                                     strict=True):
         if entry.nodes != tuple(kernel.nodes):
             raise OpfuseError(f"{path.name}: the C's kernel {entry.index} is not the costed one")
-        view = is_view([nodes[n] for n in kernel.nodes if n in nodes])
-        rows.append(Row(path.stem, entry.function, "+".join(kc.ops), kc.kernel_class, view,
-                        kc.latency_s, t))
+        members = [nodes[n] for n in kernel.nodes if n in nodes]
+        works = kernel_work(members, gemv)
+        rows.append(Row(path.stem, entry.function, "+".join(kc.ops), kc.kernel_class,
+                        is_view(members), kc.latency_s, t, works[0].path if works else "-"))
     return rows
 
 
@@ -242,10 +246,10 @@ def print_int8(rows: list[Row], top: int) -> None:
     counted = [r for r in rows if r.counted]
     print(f"\n{rows[0].model} (int8 C): {len(rows)} kernels, {len(counted)} counted (not views, "
           f"measured >= {FLOOR_S * 1e6:.1f} us); top {top} by measured time")
-    print(f"  {'kernel':<30}{'ops':<24}{'class':<12}{'pred us':>10}{'meas us':>10}{'err':>8}")
+    print(f"  {'kernel':<30}{'ops':<24}{'path':<12}{'pred us':>10}{'meas us':>10}{'err':>8}")
     for r in sorted(rows, key=lambda r: -r.measured_s)[:top]:
         err = f"{r.error:>+8.0%}" if r.counted else f"{'view' if r.view else '<floor':>8}"
-        print(f"  {r.kernel[:29]:<30}{r.ops[:23]:<24}{r.klass:<12}"
+        print(f"  {r.kernel[:29]:<30}{r.ops[:23]:<24}{r.path:<12}"
               f"{r.predicted_s * 1e6:>10.2f}{r.measured_s * 1e6:>10.2f}{err}")
     if counted:
         pred = sum(r.predicted_s for r in counted)
@@ -269,10 +273,12 @@ def int8_pass(target: Target, args: argparse.Namespace) -> float | None:
         return None
     started = time.perf_counter()
     counted: list[Row] = []
+    every: list[Row] = []
     for path in paths:
         rows = int8_rows(path, target, args.int8_budget)
         print_int8(rows, args.top)
         counted += [r for r in rows if r.counted]
+        every += rows
     median = statistics.median(abs(r.error) for r in counted)
     print(f"\nint8 C, all {len(counted)} counted kernels of {len(paths)} models: median |relative "
           f"error| {median:.0%} ({time.perf_counter() - started:.0f} s); per model:")
@@ -281,6 +287,12 @@ def int8_pass(target: Target, args: argparse.Namespace) -> float | None:
         print(f"  {model:<24}{len(errs):>8}{statistics.median(errs):>14.0%}")
     print("  per kernel class:")
     print_classes([(r.klass, r.error) for r in counted])
+    print("  per C path ([perf.int8c]'s keys):")
+    print_classes([(r.path, r.error) for r in counted])
+    small = [r for r in every if not r.view and not r.counted and r.measured_s > 0]
+    if small:  # batch-1 GEMVs mostly: shown, not counted (the timer's cost is their size)
+        print(f"  under the floor ({len(small)} kernels), per C path:")
+        print_classes([(r.path, r.error) for r in small])
     return median
 
 

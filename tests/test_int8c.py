@@ -17,6 +17,7 @@ from opfuse.backends.c.emit import c_schedule, emit_c
 from opfuse.cost import cost_model, int8c
 from opfuse.cost.cwork import is_view, kernel_work
 from opfuse.errors import OpfuseError
+from opfuse.kernelplan.conv8 import has_gemv8
 from opfuse.measure.calibrate.host import host_target_text
 from opfuse.measure.calibrate.int8_probe import (
     calibrate_int8c,
@@ -27,6 +28,7 @@ from opfuse.measure.calibrate.int8_probe import (
 from opfuse.measure.run.host import CModel, manifest
 from opfuse.measure.run.kernel_times import time_kernels
 from opfuse.measure.validate.per_kernel import random_feeds
+from opfuse.quant import ROUNDING, TFLITE
 from opfuse.targets import load_target
 from opfuse.targets.int8c import Int8C
 from tests.helpers.cost import FIGURES
@@ -47,7 +49,8 @@ CASES = (
     ("Conv", conv_attrs(3), (1, 8, 40, 40), (24, 8, 3, 3), "relu"),  # conv_rows (24 = 16 + 8)
     ("Conv", conv_attrs(3, 2, 24), (1, 24, 20, 20), (24, 1, 3, 3), "relu"),  # depthwise
     ("Conv", {}, (1, 24, 16, 16), (40, 24, 1, 1), "add"),  # pointwise + a fused Add
-    ("Gemm", {"transB": 1}, (1, 100), (30, 100), ""),  # gemm (K = 100 = 96 + 4)
+    ("Gemm", {"transB": 1}, (1, 100), (30, 100), ""),  # gemv (x86/gemv.py: one row)
+    ("Gemm", {"transB": 1}, (3, 100), (30, 100), ""),  # gemm (K = 100 = 96 + 4)
 )
 _MARKS = {  # a line only that path's template writes
     # pointwise.py's column tiles (int8/pointwise.py) with no line buffer
@@ -58,6 +61,7 @@ _MARKS = {  # a line only that path's template writes
     "conv_rows": re.compile(r"int8_t line\["),
     "depthwise": re.compile(r"const int8_t \*r0 = \(unsigned\)"),  # depthwise_dsp.py
     "gemm": re.compile(r"acc \+= \(\(int32_t\)ar\[kk\]"),
+    "gemv": re.compile(r"batch-1 GEMV \(isa/x86/gemv\.py\)"),  # its #else: the gemm's C
 }
 
 
@@ -72,12 +76,16 @@ def _host(tmp_path: Path, int8c_figures: dict | None):
 def probe(tmp_path_factory):
     folder = tmp_path_factory.mktemp("int8c")
     result = compile_model(quantized_probe(folder, CASES), "x86-host")
+    result.optimized.meta[ROUNDING] = TFLITE  # as calibrate's probe (int8_probe.measure_kernels)
     emit_c(result, folder / "c", cascades=False)  # the per-kernel timer: layer by layer
     return result, folder / "c"
 
 
 def test_calibrate_writes_int8c_and_the_target_reads_it(tmp_path):
-    perf = _host(tmp_path, INT8C).perf
+    host = _host(tmp_path, INT8C)
+    perf = host.perf
+    # the host's C is x86-host's, the C the probe timed (without [isa] it was the portable C)
+    assert host.isa == load_target("x86-host").isa and host.isa.name == "x86"
     assert perf.int8c == Int8C(2e-8, INT8C["mac_s"], INT8C["output_s"], INT8C["loop_s"],
                                INT8C["tail_s"])
     text = host_target_text(dict(FIGURES, int8c=INT8C))
@@ -117,6 +125,35 @@ def test_with_int8c_a_quantized_kernel_costs_what_the_c_model_says(tmp_path, pro
     assert fk.latency_s == pytest.approx(max(fk.compute_s, fk.memory_s) + 3e-6)
 
 
+def test_a_batch1_gemm_is_priced_as_the_gemv_where_the_table_has_its_rates(tmp_path, probe):
+    """The host's ISA (x86) writes the GEMV: with ``gemv`` rates the one-row Gemm costs its
+    vectors, steps and outputs at them; the three-row Gemm stays a gemm; a table without them
+    (a host calibrated before) counts the one-row Gemm as a gemm, as then."""
+    def table(**extra):  # noqa: ANN003, ANN202
+        return {k: dict(v, **extra.get(k, {})) if isinstance(v, dict) else v
+                for k, v in INT8C.items()}
+
+    rates = table(mac_s={"gemv": 1e-12}, output_s={"gemv": 2e-9}, loop_s={"gemv": 1e-9})
+    (tmp_path / "old").mkdir()
+    with_gemv, without = _host(tmp_path, rates), _host(tmp_path / "old", INT8C)
+    result, _ = probe
+    sched = c_schedule(result, cascades=False)
+    model, part = sched.model, sched.partition
+    nodes = {n.name: n for n in model.graph}
+    gemms = {}
+    for kc, old, k in zip(cost_model(model, part, with_gemv).kernels,
+                          cost_model(model, part, without).kernels, part.kernels, strict=True):
+        members = [nodes[n] for n in k.nodes]
+        if members[0].op_type == "Gemm":
+            gemms[members[0].inputs[0].shape[0]] = (kc.compute_s, old.compute_s, members)
+    one, old_one, members = gemms[1]
+    assert one == pytest.approx(32 * 100 * 1e-12 + 30 * 2e-9 + 25 * 1e-9)
+    assert old_one == pytest.approx(int8c.compute_s(members, without.perf))
+    assert old_one == pytest.approx(int8c.compute_s(members, with_gemv.perf, gemv=False))
+    three, old_three, members = gemms[3]
+    assert three == old_three == pytest.approx(int8c.compute_s(members, with_gemv.perf))
+
+
 def _float_conv():
     from tests.helpers.cost import single_conv as float_conv
 
@@ -134,19 +171,22 @@ def test_work_is_counted_on_the_path_the_backend_emits(probe):
     seen = set()
     for entry, k in zip(entries, part.kernels, strict=True):
         members = [nodes[n] for n in k.nodes]
-        works = kernel_work(members)
+        works = kernel_work(members, has_gemv8(result.target.isa.name))
         if not works or works[0].path not in _MARKS:
             continue
         work, body = works[0], bodies[entry.function]
         seen.add(work.path)
+        own = {work.path, "gemm"} if work.path == "gemv" else {work.path}
         for path, mark in _MARKS.items():  # its own template's line, and no other's
-            assert bool(mark.search(body)) == (path == work.path), (entry.function, path)
+            assert bool(mark.search(body)) == (path in own), (entry.function, path)
         anchor = next(n for n in members if ops.is_anchor(n))
         # no padded taps (conv_lanes' case is a pointwise plane): every MAC counted
         if work.path in ("pointwise", "conv_lanes", "gemm"):
             assert work.lane_macs + work.tail_macs == ops.macs(anchor)
-        else:  # a row loop runs every tap over the whole row: at least the MACs
+        else:  # a row loop runs every tap over the whole row, a GEMV padded vectors: at least
             assert work.lane_macs + work.tail_macs >= ops.macs(anchor)
+        if work.path == "gemv":  # 30 channels in 2 vectors of 16, K = 100 in 25 steps of 4
+            assert (work.lane_macs, work.outputs, work.loops) == (32 * 100, 30, 25)
         if "Add" in entry.ops:
             assert [w.path for w in works] == [work.path, "epilogue"]
     assert seen == set(_MARKS)

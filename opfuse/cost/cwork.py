@@ -36,16 +36,25 @@ import onnx_ir as ir
 
 from opfuse import ops
 from opfuse.cost.kclass import node_class
-from opfuse.ir.values import static_dims
-from opfuse.kernelplan.conv8 import LANES, Conv8, ConvGeom, plan_conv8
+from opfuse.ir.values import const, static_dims
+from opfuse.kernelplan.conv8 import (
+    GEMV_LANES,
+    LANES,
+    Conv8,
+    ConvGeom,
+    gemv_blocks,
+    plan_conv8,
+    uses_gemv8,
+)
 from opfuse.targets.int8c import PATHS
 
-__all__ = ["PATHS", "Work", "is_view", "kernel_work", "node_work"]
+__all__ = ["PATHS", "Work", "gemv_work", "is_view", "kernel_work", "node_work"]
 
 # The C template paths, each with its own rates in [perf.int8c] (opfuse.targets.int8c): a conv
 # vectorized over its output channels (short rows), over pointwise pixel tiles, over its output
-# rows (dense, depthwise); a Gemm's dot products; an unanchored kernel runs its class's loop; a
-# fused epilogue op that is not a clamp (a residual Add) costs per output on top of its anchor.
+# rows (dense, depthwise); a Gemm's dot products, or the ISA's GEMV for one row (gemv_work); an
+# unanchored kernel runs its class's loop; a fused epilogue op that is not a clamp (a residual
+# Add) costs per output on top of its anchor.
 
 
 @dataclass(frozen=True)
@@ -86,12 +95,13 @@ def conv_work(node: ir.Node) -> Work | None:
     ocg, taps, pixels = oc // group, kh * kw, oh * ow
     g = ConvGeom(n, xs[1], xs[2], xs[3], oc, oh, ow, group, (kh, kw), tuple(strides[:2]),
                  tuple(dilations[:2]), tuple(pads[:2]))
-    plan = plan_conv8(Conv8(g, tuple(pads[2:4]), node.inputs[0].dtype == ir.DataType.INT8, rank))
+    conv = Conv8(g, tuple(pads[2:4]), node.inputs[0].dtype == ir.DataType.INT8, rank)
+    plan = plan_conv8(conv)
     if plan.path == "conv_lanes":
         # channel tiles of plan.tile columns x plan.ocb channels (a row, or a pointwise plane
         # read as one row): per tile, input channel and tap, a vector over the block's channels
         # for each column; a loop started per tile, input channel and tap
-        rows, columns = (1, pixels) if Conv8(g, tuple(pads[2:4])).pointwise else (oh, ow)
+        rows, columns = (1, pixels) if conv.pointwise else (oh, ow)
         loops = n * group * (ocg // plan.ocb) * rows * -(-columns // plan.tile) * icg * taps
         vec, tail = _split(plan.ocb)
         per = n * oc // plan.ocb * pixels * icg * taps  # block x column x input channel x tap
@@ -118,24 +128,39 @@ def conv_work(node: ir.Node) -> Work | None:
     return Work(loops * ocb * vec, n * oc * pixels, loops, "conv_rows", loops * ocb * tail)
 
 
-def gemm_work(node: ir.Node) -> Work | None:
-    """Gemm/MatMul as ``emit_gemm8``: per output, one dot product over K (vectorized)."""
+def gemm_work(node: ir.Node, gemv: bool = False) -> Work | None:
+    """Gemm/MatMul as ``emit_gemm8``: per output, one dot product over K (vectorized); with
+    ``gemv`` (the ISA writes the GEMV and no epilogue but a clamp follows), one row of constant
+    weights as ``gemv_work``."""
     a, y = static_dims(node.inputs[0]), static_dims(node.outputs[0])
     if a is None or y is None or not y:
         return None
     k = a[-1]
     outputs = math.prod(y)
+    if gemv and uses_gemv8(math.prod(a[:-1])) and const(node.inputs[1]) is not None:
+        return gemv_work(y[-1], k)
     vec, tail = _split(k)
     return Work(outputs * vec, outputs, outputs, "gemm", outputs * tail)
 
 
-def node_work(node: ir.Node, path: str | None = None) -> Work:
-    """One node's work (module docstring); an unanchored node's path is ``path``, else its class."""
+def gemv_work(n: int, k: int) -> Work:
+    """A batch-1 fully connected layer as x86/gemv.py runs it (kernelplan/conv8.gemv_blocks): per
+    block of channel vectors and 4-byte step of K, one broadcast of the row's 4 bytes (a loop)
+    and a vpdpbusd per vector (``GEMV_LANES`` x 4 lane MACs, padded channels included); a
+    requantization per output."""
+    plan = gemv_blocks(n, k)
+    return Work(-(-n // GEMV_LANES) * GEMV_LANES * plan.k4 * 4, n, len(plan.blocks) * plan.k4,
+                "gemv")
+
+
+def node_work(node: ir.Node, path: str | None = None, gemv: bool = False) -> Work:
+    """One node's work (module docstring); an unanchored node's path is ``path``, else its class;
+    ``gemv``: a batch-1 Gemm/MatMul runs the GEMV (gemm_work)."""
     found = None
     if node.op_type == "Conv":
         found = conv_work(node)
     elif node.op_type in ops.groups.MATRIX:
-        found = gemm_work(node)
+        found = gemm_work(node, gemv)
     if found is not None:
         return found
     out = static_dims(node.outputs[0]) if node.outputs else None
@@ -158,17 +183,19 @@ CONVERSIONS = ops.groups.CONVERSIONS
 CLAMPS = ops.groups.CLAMPS  # folded into the requantization's clamp: no extra cost
 
 
-def kernel_work(members: list[ir.Node]) -> list[Work]:
+def kernel_work(members: list[ir.Node], gemv: bool = False) -> list[Work]:
     """A kernel's work, one item per loop it runs: its anchor's and one ``epilogue`` item per
     fused op that is not a clamp (or a view); without an anchor, one per member (an unanchored
     chain of elementwise ops runs one loop per member) but a clamp after a first op that is none
-    (the int8 chain folds it into that op's requantization clamp)."""
+    (the int8 chain folds it into that op's requantization clamp). ``gemv``: the ISA writes the
+    GEMV (kernelplan/conv8.has_gemv8), which a batch-1 fully connected anchor with no epilogue
+    but clamps runs (x86/conv.emit_gemm_x86; under TFLite's rounding, as the probe's)."""
     anchor = next((n for n in members if ops.is_anchor(n)), None)
     if anchor is None:  # a clamp after another op is that op's requantization clamp (Add + Relu)
         return [node_work(n) for i, n in enumerate(members) if not is_view([n])
                 and not (i > 0 and n.op_type in CLAMPS and members[0].op_type not in CLAMPS)]
     rest = [n for n in members if n is not anchor and n.op_type not in CLAMPS and not is_view([n])]
-    return [node_work(anchor), *(node_work(n, "epilogue") for n in rest)]
+    return [node_work(anchor, gemv=gemv and not rest), *(node_work(n, "epilogue") for n in rest)]
 
 
 VIEWS = ops.groups.VIEWS

@@ -18,7 +18,9 @@ import onnx_ir as ir
 
 from opfuse.cost.cwork import Work, is_view, kernel_work
 from opfuse.cost.kclass import kernel_class
-from opfuse.targets import Perf
+from opfuse.kernelplan.conv8 import has_gemv8
+from opfuse.quant import ONNX, ROUNDING
+from opfuse.targets import Perf, Target
 from opfuse.targets.int8c import FALLBACK_PATH
 
 
@@ -45,9 +47,21 @@ def table_seconds(work: Work, model, fallback: dict[str, str], peak_mac_s: float
             + work.loops * model.loop_s.get(path, 0.0))
 
 
-def compute_s(members: list[ir.Node], perf: Perf) -> float:
-    """The kernel's compute time (module docstring); ``perf.int8c`` must be set."""
+def runs_gemv(model: ir.Model, target: Target) -> bool:
+    """``model``'s batch-1 fully connected layers are priced as the GEMV on ``target``: its ISA
+    writes one (kernelplan/conv8.has_gemv8), under TFLite's rounding (it requantizes in vectors,
+    x86/conv.emit_gemm_x86), and its ``[perf.int8c]`` has the ``gemv`` path's rates (a host
+    calibrated before counts them as gemms, as then)."""
+    table = target.perf.int8c if target.perf is not None else None
+    return (table is not None and has_gemv8(target.isa.name)
+            and model.meta.get(ROUNDING) != ONNX
+            and any("gemv" in t for t in (table.mac_s, table.output_s, table.loop_s)))
+
+
+def compute_s(members: list[ir.Node], perf: Perf, gemv: bool = False) -> float:
+    """The kernel's compute time (module docstring); ``perf.int8c`` must be set; ``gemv``:
+    ``runs_gemv``'s answer for the model."""
     if not members or is_view(members):
         return 0.0
     klass = kernel_class(members)
-    return sum(work_seconds(w, perf, klass) for w in kernel_work(members))
+    return sum(work_seconds(w, perf, klass) for w in kernel_work(members, gemv))

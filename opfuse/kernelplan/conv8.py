@@ -200,6 +200,16 @@ class GemvPlan:
         return max(1, min(acc // max(vectors, 1), self.k4, GEMV_CHAINS))
 
 
+GEMV_ISAS = ("x86",)  # the ISA modules that write the GEMV (isa/x86/gemv.py)
+
+
+def has_gemv8(isa_name: str) -> bool:
+    """The ISA module ``isa_name`` (a target's ``[isa]`` name) writes batch-1 int8 fully connected
+    layers as the GEMV (under TFLite's rounding: it requantizes in vectors); the cost model
+    (opfuse/cost/cwork.py) then counts them its way."""
+    return isa_name in GEMV_ISAS
+
+
 def uses_gemv8(rows: int) -> bool:
     """An int8 fully connected layer (Gemm/MatMul with constant weights) of one row: the conv
     core's register block of up to 8 pixels would hold one, so it takes the GEMV."""

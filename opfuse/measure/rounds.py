@@ -43,23 +43,50 @@ def calls_per_round(runners: Mapping[str, Runner], round_s: float = ROUND_S) -> 
     return max(1, round(round_s / max(fastest, 1e-9)))
 
 
+Clock = Callable[[], tuple[float, ...]]
+
+
+def wall_clock() -> tuple[float]:
+    """Wall time (s); ``time`` is looked up per call, so a test can replace it."""
+    return (time.perf_counter(),)
+
+
+def cpu_wall_clock() -> tuple[float, float]:
+    """(thread CPU time, wall time) (s)."""
+    return (time.thread_time(), time.perf_counter())
+
+
+def timed_runs(runners: Mapping[str, Runner], passes: int, runs: int, calls: int, clock: Clock,
+               ) -> dict[str, list[list[tuple[float, ...]]]]:
+    """The one timing loop of opfuse's measurements (round_times, sessions.block_timings): per
+    runner, per pass, ``runs`` samples of what ``clock`` reads, each the difference across one
+    run / ``calls``. In every pass each runner makes its ``runs`` runs in turn, the runners'
+    order reversed every other pass; a run is its ``before`` (untimed) then ``calls``
+    back-to-back calls timed together. Nothing is dropped here: the callers say what is warm-up."""
+    keys = list(runners)
+    got: dict[str, list[list[tuple[float, ...]]]] = {k: [] for k in keys}
+    for p in range(passes):
+        for key in keys if p % 2 == 0 else keys[::-1]:
+            before, call = runners[key]
+            samples = []
+            for _ in range(runs):
+                before()
+                start = clock()
+                for _ in range(calls):
+                    call()
+                end = clock()
+                samples.append(tuple((e - s) / calls for s, e in zip(start, end, strict=True)))
+            got[key].append(samples)
+    return got
+
+
 def round_times(runners: Mapping[str, Runner], rounds: int, calls: int,
                 ) -> dict[str, list[tuple[float, float]]]:
     """Per runner, ``rounds`` samples of (thread CPU s, wall s) per call, each the time of
     ``calls`` back-to-back calls / ``calls``; runners in alternating order round by round, a
-    first round dropped."""
-    got: dict[str, list[tuple[float, float]]] = {k: [] for k in runners}
-    for r in range(rounds + 1):
-        for key in list(runners) if r % 2 == 0 else list(runners)[::-1]:
-            before, call = runners[key]
-            before()
-            t0, c0 = time.perf_counter(), time.thread_time()
-            for _ in range(calls):
-                call()
-            c1, t1 = time.thread_time(), time.perf_counter()
-            if r:
-                got[key].append(((c1 - c0) / calls, (t1 - t0) / calls))
-    return got
+    first round dropped (timed_runs: a round is a pass of one run)."""
+    got = timed_runs(runners, rounds + 1, 1, calls, cpu_wall_clock)
+    return {k: [(cpu, wall) for (cpu, wall), in passes[1:]] for k, passes in got.items()}
 
 
 def median_times(runners: Mapping[str, Runner], rounds: int, calls: int | None = None,

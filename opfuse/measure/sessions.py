@@ -15,6 +15,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from opfuse.measure.rounds import timed_runs, wall_clock
+
 DISABLE_ALL = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
 ENABLE_EXTENDED = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
 ENABLE_ALL = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -109,26 +111,21 @@ def block_timings(
     (e.g. writing the inputs into an arena). A run is ``calls`` back-to-back calls, timed
     together and divided by ``calls`` (opfuse.measure.rounds.calls_per_round picks it for a model
     faster than the clock's own jitter). The figure is the median of the block medians; the block
-    medians' range is the spread."""
+    medians' range is the spread. The loop is opfuse.measure.rounds.timed_runs on the wall clock
+    (a block is its pass of ``runs_per_block + 1`` runs), the one bench and the benchmarks share."""
     if blocks < 1 or runs_per_block < 1 or calls < 1:
         raise ValueError("block_timings needs at least one block of one run")
     before = before or {}
-    keys = list(runners)
-    medians: dict[str, list[float]] = {k: [] for k in keys}
-    for b in range(blocks):
-        for key in keys if b % 2 == 0 else keys[::-1]:
-            fn, prep = runners[key], before.get(key)
-            times = []
-            for r in range(runs_per_block + 1):
-                if prep is not None:
-                    prep()
-                t0 = time.perf_counter()
-                for _ in range(calls):
-                    fn()
-                if r:  # the block's first run is dropped
-                    times.append((time.perf_counter() - t0) / calls)
-            medians[key].append(statistics.median(times))
+    timed = {k: (before.get(k, _nothing), fn) for k, fn in runners.items()}
+    got = timed_runs(timed, blocks, runs_per_block + 1, calls, wall_clock)
+    # per block, the median of its runs but the first (it pays for the previous runner's caches)
+    medians = {k: [statistics.median(wall for wall, in runs[1:]) for runs in passes]
+               for k, passes in got.items()}
     return {
         k: BlockTiming(statistics.median(v), min(v), max(v), blocks, runs_per_block, calls)
         for k, v in medians.items()
     }
+
+
+def _nothing() -> None:
+    """No work before a run."""

@@ -15,9 +15,10 @@ Schema (every number carries its source in a comment, as the rest of ``[perf]``)
     pointwise = 1.1e-7
 
 The keys are the C template paths (``PATHS``; ``opfuse.cost.cwork`` says what each loops over):
-conv_lanes, pointwise, conv_rows, depthwise, gemm, pool, reduce, elementwise, movement, other,
-epilogue, quantize (a float tensor's QuantizeLinear: a division and a rounding per element; a
-table without it prices it at the elementwise path's rates). Every sub-table is optional and a path may be absent: an absent ``mac_s`` falls back to the int8
+conv_lanes, pointwise, conv_rows, depthwise, gemm, gemv (a batch-1 fully connected layer where the
+ISA writes the GEMV, x86/gemv.py; a table without it counts such a layer as a gemm), pool,
+reduce, elementwise, movement, other, epilogue, quantize (a float tensor's QuantizeLinear: a
+division and a rounding per element; a table without it prices it at the elementwise path's rates). Every sub-table is optional and a path may be absent: an absent ``mac_s`` falls back to the int8
 peak x ``[perf.efficiency]`` of the kernel's class (measured on onnxruntime), an absent per-output,
 per-loop or tail cost is 0. Seconds, not a fraction of the peak: the C's short int8 dot products
 (a Gemm's, in L1) beat the 1024^3 MatMulInteger the peak is measured on.
@@ -35,7 +36,7 @@ from opfuse.errors import OpfuseError
 
 _TABLES = ("mac_s", "tail_s", "output_s", "loop_s")
 # the C template paths the tables are keyed by (opfuse.cost.cwork says what each one loops)
-PATHS = ("conv_lanes", "pointwise", "conv_rows", "depthwise", "gemm", "pool", "reduce",
+PATHS = ("conv_lanes", "pointwise", "conv_rows", "depthwise", "gemm", "gemv", "pool", "reduce",
          "elementwise", "movement", "other", "epilogue", "quantize")
 # a path a table may lack (a host calibrated before it existed, or whose probe leaves the float
 # boundary out): priced at the rates of the path it was part of

@@ -26,7 +26,8 @@ Cache levels are written with ``holds = ["activations", "weights"]``: across rep
 weights stay in the last-level cache when they fit it with the arena (``opfuse.cost.roofline``).
 
 Energy (pJ per byte and per MAC) cannot be measured this way; it is copied from ``x86-host``
-(Horowitz, ISSCC 2014), and so are the fusion capabilities. The file goes to the user's target
+(Horowitz, ISSCC 2014), and so are the fusion capabilities and the ``[isa]`` record (the probe's
+C is x86-host's, so the host's C must be the same for ``[perf.int8c]`` to price it). The file goes to the user's target
 folder (``opfuse.targets.user_targets_dir()``, by default ``~/.config/opfuse/targets/host.toml``),
 where ``load_target("host")`` finds it.
 """
@@ -196,7 +197,7 @@ def host_target_text(figures: dict) -> str:
     lines = [
         'name = "host"',
         f'description = "This machine, measured by opfuse calibrate: {figures["cpu"]}"',
-        f'source = """{src}; energy and fusion capabilities copied from x86-host."""',
+        f'source = """{src}; energy, fusion capabilities and isa copied from x86-host."""',
         'precisions = ["fp32", "int8"]',
         "",
         "[fusion]  # copied from x86-host (ONNX Runtime CPU execution provider)",
@@ -246,7 +247,18 @@ def host_target_text(figures: dict) -> str:
             f"pj_per_byte = {ref_pj.get(level['name'], 12.5):g}  # copied from x86-host (Horowitz)",
             f"holds = {_toml_list(holds)}",
         ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _isa_lines(ref.isa)) + "\n"
+
+
+def _isa_lines(isa) -> list[str]:  # noqa: ANN001 (opfuse.targets.isa.Isa)
+    """``[isa]`` copied from x86-host: the int8 probe's C (``[perf.int8c]``) is x86-host's, so
+    the host's must be too (a host without it got the portable C, ~10x slower than its rates)."""
+    tile = ", ".join(str(v) for v in isa.matmul_tile)
+    return ["", "[isa]  # copied from x86-host: the C kernels the int8 probe timed",
+            f'name = "{isa.name}"', f"vector_bits = {isa.vector_bits}",
+            f"vector_registers = {isa.vector_registers}", f'int8_dot = "{isa.int8_dot}"',
+            f"matmul_tile = [{tile}]", f"softmax_lanes = {isa.softmax_lanes}",
+            f"depthwise_rows = {str(isa.depthwise_rows).lower()}"]
 
 
 def _int8c_lines(int8c: dict | None, src: str) -> list[str]:

@@ -82,6 +82,16 @@ CASES: tuple[tuple[str, dict, Shape, Shape | None, str], ...] = (
     ("Gemm", {"transB": 1}, (1, 64), (64, 64), "relu"),
     ("Gemm", {"transB": 1}, (1, 100), (30, 100), ""),
     ("Gemm", {"transB": 1}, (1, 1024), (128, 1024), "relu"),
+    # more batch-1 GEMVs (x86/gemv.py) at the shared models' sizes: ad01's 640-128-8 autoencoder,
+    # hello_world's 16 x 16, kws' classifier; and rows > 1 for the gemm path (the conv core)
+    ("Gemm", {"transB": 1}, (1, 640), (128, 640), "relu"),
+    ("Gemm", {"transB": 1}, (1, 128), (640, 128), ""),
+    ("Gemm", {"transB": 1}, (1, 128), (8, 128), "relu"),
+    ("Gemm", {"transB": 1}, (1, 16), (16, 16), "relu"),
+    ("Gemm", {"transB": 1}, (1, 64), (12, 64), ""),
+    ("Gemm", {"transB": 1}, (4, 256), (64, 256), "relu"),  # gemm
+    ("Gemm", {"transB": 1}, (8, 128), (32, 128), ""),  # gemm
+    ("Gemm", {"transB": 1}, (16, 64), (48, 64), "relu"),  # gemm
     ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2]}, (1, 16, 32, 32), None, ""),
     ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2]}, (1, 32, 15, 15), None, ""),
     ("AveragePool", {"kernel_shape": [4, 4], "strides": [4, 4]}, (1, 64, 8, 8), None, ""),
@@ -201,6 +211,7 @@ def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, list, float]]:
     from opfuse.backends.c.emit import c_schedule, emit_c
     from opfuse.backends.c.int8.requant import ROUNDING, TFLITE
     from opfuse.cost.cwork import is_view, kernel_work
+    from opfuse.kernelplan.conv8 import has_gemv8
     from opfuse.measure.run.host import manifest
     from opfuse.measure.run.kernel_times import time_kernels
     from opfuse.measure.validate.per_kernel import random_feeds
@@ -212,6 +223,7 @@ def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, list, float]]:
         with tempfile.TemporaryDirectory(prefix="opfuse-int8probe-") as tmp:
             folder = Path(tmp)
             result = compile_model(quantized_probe(folder, cases), "x86-host")
+            gemv = has_gemv8(result.target.isa.name)  # its batch-1 Gemms run the GEMV
             # requantize as TFLite does (double rounding), as the C of every .tflite model does;
             # the C of an ONNX QDQ model rounds once, a cheaper requantization not measured here
             result.optimized.meta[ROUNDING] = TFLITE
@@ -226,7 +238,7 @@ def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, list, float]]:
             kind = "view" if is_view(members) else "layer"
             if all(n.op_type in _BOUNDARY for n in members):
                 kind = "boundary"  # the probe's float inputs and outputs, not a probe layer
-            found.append((kind, kernel_work(members), t))
+            found.append((kind, kernel_work(members, gemv), t))
     return found
 
 

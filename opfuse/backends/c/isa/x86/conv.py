@@ -37,7 +37,6 @@ from opfuse.backends.c.isa.x86.lanes import emit_lanes, plan_lanes
 from opfuse.backends.c.isa.x86.residual import (
     emit_residual_block,
     emit_residual_lanes,
-    emit_residual_row,
     residual,
 )
 from opfuse.backends.c.isa.x86.stage import (
@@ -190,14 +189,12 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         w.close()
 
     def row(w: CWriter, isa: str) -> None:  # the epilogue chain (or onnx rounding) along a row
+        # never a Residual's on zmm: it needs TFLite's rounding (residual()), so the requantization
+        # is in vectors and add_in_block holds, or the lanes take zmm (row_for below)
         w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
         w(f"const int oc = grp*{g.ocg} + o;")
         at = f"(n*{g.oc} + oc)*{plane_out}{'' if pointwise else f' + oh*{g.ow}'}"
         w(f"{yct.name} *yr = {y} + {at};")
-        if isa == "zmm" and res is not None:  # a residual Add in vectors (x86/residual.py)
-            emit_residual_row(w, res, "rb[o]", f"{res.ptr} + {at}", "yr", core.cols)
-            w.close()
-            return
         w.open(f"for (int i = 0; i < {core.cols}; ++i)")
         w(f"int32_t v = {_scalar_v(rq, vector, zy, bounds, 'oc', 'rb[o][i]')};")
         if chain is not None:

@@ -1,14 +1,16 @@
 """A residual Add/Sub epilogue (Conv [+ Relu/Clip] + Add [+ Relu/Clip]) in zmm vectors, two ways:
-in x86/conv.py's row epilogue, 16 pixels of one output channel with the other operand's 16 bytes
-loaded from its own NCHW plane (``emit_residual_row``); or in the register block itself, 16
+in x86/lanes.py's pixel lanes, 16 pixels of one output channel with the other operand's 16 bytes
+loaded from its own NCHW plane (``emit_residual_lanes``); or in the register block itself, 16
 channels of one pixel with the other operand's bytes transposed from 16 NCHW planes into pixel
-vectors (``emit_residual_block``, before x86/core.py's transposing store). Either way TFLite's
+vectors (``emit_residual_block``, before x86/core.py's transposing store). A Residual exists only
+under TFLite's rounding, where the requantization is in vectors, so x86/conv.py's zmm branch
+always takes one of the two (a row epilogue never sees it). Either way TFLite's
 int8 ADD exactly as int8/chain.py writes it per element: both inputs offset, shifted left by 20, requantized to twice the larger scale, summed,
 requantized to the output, + z_out and clamped (a trailing Relu/Clip narrows the clamp). Every
 step is ``opfuse_x86_rq16`` (x86/helpers.py), the same integers as ``opfuse_requant``, or its
 32-bit split (``input_rescale``). Where x86/residual_fast.py proves its shorter form equal to
 TFLite's ADD on every pair of input bytes of the layer, that form is written instead, and the
-row and pixel-lane epilogues narrow with ``vpmovsdb``."""
+pixel-lane epilogue narrows with ``vpmovsdb``."""
 
 from __future__ import annotations
 
@@ -166,21 +168,6 @@ def emit_residual_lanes(w: CWriter, r: Residual, v: str, other: str, k: str) -> 
         return "o8"
     _add(w, r, v, "u", v)
     return f"_mm512_cvtepi32_epi8({v})"
-
-
-def emit_residual_row(w: CWriter, r: Residual, acc: str, other: str, out: str, count: int) -> None:
-    """``out[0..count)`` (bytes) from the conv's int32 values at ``acc`` and the other operand's
-    bytes at ``other``, 16 at a time."""
-    cvt = "_mm512_cvtepi8_epi32" if r.signed else "_mm512_cvtepu8_epi32"
-    w.open(f"for (int i = 0; i < {count}; i += 16)")
-    w(f"const __mmask16 k = i + 16 <= {count} ? (__mmask16)0xFFFF : "
-      f"(__mmask16)((1u << ({count} - i)) - 1);")
-    w(f"const __m512i u = {cvt}(_mm_maskz_loadu_epi8(k, {other} + i));")
-    narrow = r.fast is not None
-    w("__m128i o;" if narrow else "__m512i o;")
-    _add(w, r, f"_mm512_maskz_loadu_epi32(k, {acc} + i)", "u", "o", narrow)
-    w(f"_mm_mask_storeu_epi8({out} + i, k, {'o' if narrow else '_mm512_cvtepi32_epi8(o)'});")
-    w.close()
 
 
 def emit_residual_block(w: CWriter, r: Residual, other: str, plane: int, ocg: int, p: int) -> None:
