@@ -153,6 +153,38 @@ def test_both_host_tiles_match_onnxruntime(case: str, flags: tuple[str, ...],
         assert err <= 1e-5 * max(float(abs(ref).max()), 1.0), (name, err)
 
 
+# a batch-1 dense layer: one row, so each tile keeps 8 (wide) or 4 partial sums, added up by
+# x86's add_rows in zmm or ymm; 45 columns: panels of 16 (vectors) and a last one of 13 (its loop)
+GEMV = parsed_model("""g (float[1,300] x) => (float[1,45] y) {
+    m = MatMul(x, w)
+    a = Add(m, b)
+    y = Relu(a)
+}""", w=normal(300, 45), b=normal(45, seed=1))
+
+
+@pytest.mark.parametrize("flags", [("-march=native",), ("-march=native", "-mno-avx512f"),
+                                   ("-march=x86-64-v2",)])
+def test_gemv_partial_sums_added_in_vectors_round_alike(flags: tuple[str, ...],
+                                                         tmp_path: Path) -> None:
+    """The partial sums added in vectors (``IsaKernels.add_rows``) round as the portable loop in
+    its #else does: the build equals its ``-DOPFUSE_NO_X86_SIMD`` twin bit for bit, and
+    onnxruntime within float tolerance."""
+    path = tmp_path / "gemv.onnx"
+    onnx.save(GEMV, path)
+    out = tmp_path / "c"
+    emit_c(compile_model(path, "x86-host"), out, cascades=False)
+    text = (out / "model.c").read_text()
+    assert "_mm512_add_ps(s, _mm512_loadu_ps(c0_7 + j))" in text, "no zmm sum of 8 partials"
+    assert "_mm256_add_ps(s, _mm256_loadu_ps(c0_3 + j))" in text, "no ymm sum of 4 partials"
+    feeds, expected, _ = reference(path)
+    got = CModel(build_shared(out, extra=flags, name="v.so")).run(feeds)
+    plain = CModel(build_shared(out, extra=(*flags, "-DOPFUSE_NO_X86_SIMD"), name="p.so")).run(feeds)
+    for name, ref in expected.items():
+        np.testing.assert_array_equal(got[name], plain[name], err_msg=f"{flags}")
+        err = float(abs(got[name] - ref).max())
+        assert err <= 1e-5 * max(float(abs(ref).max()), 1.0), (name, err)
+
+
 @pytest.mark.parametrize("case", ["transposed_view", "linear_residual_norm", "linear_edges"])
 def test_stack_scratch_counts_the_tiles(case: str, tmp_path: Path) -> None:
     """The tile's row arrays, the stack panel and the row buffer are all in

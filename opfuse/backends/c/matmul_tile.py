@@ -51,6 +51,7 @@ SCALAR_NR = 4  # panels this narrow (the board's) keep their sums in named scala
 BOARD_ROW_FLOATS, HOST_ROW_FLOATS = 4096, 32768
 
 RowHook = Callable[[CWriter, str], None]  # matmul.RowHook: called with each finished row's offset
+AddRows = Callable[[CWriter, str, list[str], int], bool]  # IsaKernels.add_rows
 
 
 def tile_shape(isa: Isa) -> tuple[int, int]:
@@ -137,7 +138,7 @@ def emit_core(w: CWriter, src: Operands, out: Output, m: int, n: int, k: int,
     for rows in block_loops(w, m, mc, "mb", "m1"):
         if into_row:
             w(f"float orows[{rows * n}];")
-        _block(w, src, out, rows, n, k, (mr, nr, wide), into_row)
+        _block(w, src, out, rows, n, k, (mr, nr, wide), into_row, kernels(isa).add_rows)
         if after_row is not None:
             w.open(f"for (int r = 0; r < {rows}; ++r)")
             w("const int m = m1 + r;")
@@ -148,9 +149,11 @@ def emit_core(w: CWriter, src: Operands, out: Output, m: int, n: int, k: int,
 
 
 def _block(w: CWriter, src: Operands, out: Output, rows: int, n: int, k: int,
-           tiles: tuple[int, int, tuple[int, str] | None], into_row: bool) -> None:
+           tiles: tuple[int, int, tuple[int, str] | None], into_row: bool,
+           add: AddRows | None = None) -> None:
     """Rows ``m1 .. m1+rows`` of Y: every panel of B over the block's tiles of MR rows
-    (``tiles``: MR, NR and the ISA's wider tile, ``IsaKernels.matmul_wide``)."""
+    (``tiles``: MR, NR and the ISA's wider tile, ``IsaKernels.matmul_wide``; ``add``: the ISA's
+    ``add_rows``, or None)."""
     mr, nr, wide_tile = tiles
     for width in block_loops(w, n, nr, "p", "n0"):
         wide = nr if src.packed and src.padded else width  # a padded panel: NR-wide sums
@@ -168,26 +171,27 @@ def _block(w: CWriter, src: Operands, out: Output, rows: int, n: int, k: int,
             b_k = src.b_k
         row_len = n if into_row else 0
         if nr <= SCALAR_NR or wide_tile is None:  # one tile (the board's scalar one, or MR)
-            _tiles(w, src, out, rows, mr, (wide, k, b_k, row_len, width))
+            _tiles(w, src, out, rows, mr, (wide, k, b_k, row_len, width), add)
         else:  # the ISA's wider tile where its condition holds, else MR rows
             w(f"#if {wide_tile[1]}")
-            _tiles(w, src, out, rows, wide_tile[0], (wide, k, b_k, row_len, width))
+            _tiles(w, src, out, rows, wide_tile[0], (wide, k, b_k, row_len, width), add)
             w("#else")
-            _tiles(w, src, out, rows, mr, (wide, k, b_k, row_len, width))
+            _tiles(w, src, out, rows, mr, (wide, k, b_k, row_len, width), add)
             w("#endif")
 
 
 def _tiles(w: CWriter, src: Operands, out: Output, rows: int, mr: int,
-           shape: tuple[int, int, int, int, int]) -> None:
+           shape: tuple[int, int, int, int, int], add: AddRows | None = None) -> None:
     """The block's ``rows`` in tiles of ``mr`` rows, then one tile of the rest, all on the panel
     at n0; ``shape``: ``_tile``'s (nr, k, b_k, row_len, store)."""
     nr, k, b_k, row_len, store = shape
     for height in block_loops(w, rows, mr, "t", "m0", "m1 + "):
-        _tile(w, src, out, height, nr, k, b_k, row_len, max(1, mr // height), store)
+        _tile(w, src, out, height, nr, k, b_k, row_len, max(1, mr // height), store, add)
 
 
 def _tile(w: CWriter, src: Operands, out: Output, mr: int, nr: int, k: int, b_k: int,
-          row_len: int, split: int = 1, store: int | None = None) -> None:
+          row_len: int, split: int = 1, store: int | None = None,
+          add: AddRows | None = None) -> None:
     """One MR x NR tile at (m0, n0): accumulate over k, then epilogue and store row by row.
     ``row_len``: rows go to the block's stack buffer ``orows`` (rows of that many floats);
     ``split``: independent partial sums per row (``_vector_sums``); ``store``: the columns kept
@@ -198,7 +202,7 @@ def _tile(w: CWriter, src: Operands, out: Output, mr: int, nr: int, k: int, b_k:
     if nr <= SCALAR_NR:
         _scalar_sums(w, src, mr, nr, k, b_k)
     else:
-        _vector_sums(w, src, mr, nr, k, b_k, split)
+        _vector_sums(w, src, mr, nr, k, b_k, split, add)
     vs = [o.strides for o in out.chain.operands]
     for r in rows:
         mrow = f"m0 + {r}" if r else "m0"
@@ -212,11 +216,12 @@ def _tile(w: CWriter, src: Operands, out: Output, mr: int, nr: int, k: int, b_k:
 
 
 def _vector_sums(w: CWriter, src: Operands, mr: int, nr: int, k: int, b_k: int,
-                 split: int) -> None:
+                 split: int, add: AddRows | None = None) -> None:
     """``c{r}[j] = sum_kk A[m0+r, kk] * B[kk, n0+j]`` with the loop over j vectorized. A tile
     of fewer rows than MR (a last tile, or a Gemm of one row) would wait on one chain of
     dependent FMAs per vector: it keeps ``split`` partial sums over interleaved k instead, so as
-    many independent chains are in flight as in a full tile, added up at the end."""
+    many independent chains are in flight as in a full tile, added up at the end (by the ISA's
+    ``add``, ``IsaKernels.add_rows``, where it has one)."""
     rows = range(mr)
     part = [[f"c{r}" if p == 0 else f"c{r}_{p}" for p in range(split)] for r in rows]
     for x in (x for row in part for x in row):  # one per line: stack_scratch_bytes counts them
@@ -241,6 +246,8 @@ def _vector_sums(w: CWriter, src: Operands, mr: int, nr: int, k: int, b_k: int,
             w(f"const float a{r} = ar[{offset_expr([str(r), 'kk'], [src.a_m, src.a_k])}];")
         w(f"for (int j = 0; j < {nr}; ++j) {{ {' '.join(f'c{r}[j] += a{r} * br[j];' for r in rows)} }}")
         w.close()
+    if split > 1 and add is not None and all(add(w, row[0], row[1:], nr) for row in part):
+        return
     if split > 1:
         w(f"for (int j = 0; j < {nr}; ++j) {{ "
           + " ".join(f"{row[0]}[j] += {' + '.join(f'{x}[j]' for x in row[1:])};" for row in part)

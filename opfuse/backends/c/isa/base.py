@@ -166,6 +166,10 @@ class IsaKernels:
     # tile ``acc[rows][lanes]`` += scalar * vector for each (row, scalar, vector) term at each step
     # of the nest ``loops(body)`` writes, ``loops(portable)`` in its #else; False: that alone
     fma_tile: Callable[..., bool] | None = None
+    # add_rows(w, dst, parts, n) -> bool: ``dst[j] += ((parts[0][j] + parts[1][j]) + ...)`` for
+    # j < n (float arrays, in that order, so the same roundings as the portable loop) in vectors,
+    # that loop in its #else; False (nothing written): the caller's loop alone
+    add_rows: Callable[[CWriter, str, list[str], int], bool] | None = None
     # depthwise_float(w, g, steps, rows, portable) -> bool: a float depthwise conv's rows of one
     # channel in vectors, read in place (dwconv.py; ``steps`` its clamps, ``epilogue.clamps``;
     # ``rows(body)`` loops over them declaring ``r<kh>`` and ``yr``), ``portable()``'s C in its

@@ -24,7 +24,7 @@ from opfuse.backends.c.isa import portable
 from opfuse.backends.c.isa.base import IsaKernels
 from opfuse.backends.c.isa.x86.conv import emit_conv_x86, emit_gemm_x86
 from opfuse.backends.c.isa.x86.floatdw import depthwise_float
-from opfuse.backends.c.isa.x86.fma_tile import fma_tile
+from opfuse.backends.c.isa.x86.fma_tile import add_rows, fma_tile
 from opfuse.backends.c.isa.x86.helpers import prelude as helpers
 from opfuse.backends.c.isa.x86.pool import max_pool_row
 from opfuse.backends.c.isa.x86.transpose import tile_transpose
@@ -32,5 +32,5 @@ from opfuse.backends.c.isa.x86.transpose import tile_transpose
 KERNELS = IsaKernels(name="x86", prelude="", dot=portable.dot, saturate8=portable.saturate8,
                      conv8=emit_conv_x86, gemm8=emit_gemm_x86, conv8_nhwc=True, helpers=helpers,
                      roundf_truncf=True, matmul_wide=(8, "defined(__AVX512F__)"),
-                     tile_transpose=tile_transpose, fma_tile=fma_tile,
+                     tile_transpose=tile_transpose, fma_tile=fma_tile, add_rows=add_rows,
                      max_pool_row=max_pool_row, depthwise_float=depthwise_float)
