@@ -26,6 +26,7 @@ from opfuse.backends.c.int8.plan import is_depthwise8
 from opfuse.backends.c.isa.x86 import helpers as hx
 from opfuse.backends.c.isa.x86.core import (
     STAGE_LIMIT,
+    Arrays,
     Core,
     emit_core,
     emit_store_t8,
@@ -137,7 +138,7 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     y = params.out((pre or [node])[-1].outputs[0], node)
     plane_out = g.oh * g.ow
 
-    def stage_nhwc(w: CWriter) -> None:
+    def stage_nhwc(w: CWriter, a: Arrays) -> None:
         xg, c = f"{x} + n*{g.c * g.ih * g.iw} + grp*{g.icg}", g.c
         if pointwise and g.s != (1, 1):
             emit_stage_nhwc(w, core, a, xg, xct.name, c, g.iw * c * sh, c * sw, g.oh, g.ow, 0, 0,
@@ -148,9 +149,9 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
             emit_stage_nhwc(w, core, a, xg, xct.name, c, g.iw * c, c, min(g.ih, core.ihp - ph),
                             min(g.iw, core.iwp - pw), ph, pw, core.iwp)
 
-    def stage(w: CWriter) -> None:
+    def stage(w: CWriter, a: Arrays) -> None:  # a: the branch's (Arrays.signed on AVX2)
         if view is not None:
-            stage_nhwc(w)
+            stage_nhwc(w, a)
         elif pointwise and g.s != (1, 1):
             emit_stage_sampled(w, core, a, f"{x} + (n*{g.c} + grp*{g.icg})*{g.ih * g.iw}",
                                xct.name, g.ih, g.iw, g.oh, g.ow, g.s)
@@ -277,7 +278,7 @@ def emit_gemm_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         w.close()
 
     simd = CWriter(w.depth)
-    emit_core(simd, core, a, lambda w: emit_stage_rows(w, core, a, x, act.name), store, vector,
+    emit_core(simd, core, a, lambda w, a: emit_stage_rows(w, core, a, x, act.name), store, vector,
               zy, *bounds)
     _assemble(w, params, simd, portable)
     return True
