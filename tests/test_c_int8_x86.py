@@ -67,9 +67,9 @@ def _run_builds(folder: Path, feeds: list[dict]) -> dict[str, list[dict]]:
 
 
 def _check(tfl: bytes, model, xs: list[list[np.ndarray]], names: list[str],
-           needs: str = "opfuse_x86_") -> None:
+           needs: str = "opfuse_x86_", lacks: str | None = None) -> None:
     """Every build of ``model``'s C equals TFLite Micro on the NHWC inputs ``xs``; the C
-    contains ``needs`` (the micro-kernel under test is used)."""
+    contains ``needs`` (the micro-kernel under test is used) and not ``lacks``."""
     from opfuse.backends.c import emit_c
 
     if "avx512_vnni" not in CPU and "avx_vnni" not in CPU:
@@ -83,7 +83,8 @@ def _check(tfl: bytes, model, xs: list[list[np.ndarray]], names: list[str],
     with tempfile.TemporaryDirectory(prefix="opfuse-x86-") as tmp:
         folder = Path(tmp) / "m"
         emit_c(compile_ir(model), folder)
-        assert needs in (folder / "model.c").read_text()
+        text = (folder / "model.c").read_text()
+        assert needs in text and (lacks is None or lacks not in text)
         results = _run_builds(folder, feeds)
     assert "native" in results or "ymm_vnni" in results
     for build, got in results.items():
