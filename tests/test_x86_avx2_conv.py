@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("tflite_micro")
 
 from tests.helpers.c_int8 import SX, SY, conv_pair  # noqa: E402
-from tests.test_c_int8_x86 import RUNS, _check, _conv_models, _fully_connected  # noqa: E402
+from tests.helpers.x86_int8 import RUNS, check, conv_models, fully_connected  # noqa: E402
 
 SIGNED = "_mm256_sign_epi8("  # the branch's dot: in the C where it is taken
 # (H, W, C, OC, K, stride, padding, dilation, act, depthwise multiplier or None, seed)
@@ -58,7 +58,7 @@ def test_extremes_match_tflite_micro(case: str, zx: int) -> None:
     h, w_, c = spec[:3]
     p = _extreme_pair(spec, zx)
     p.m.inputs, p.m.outputs = [p.x], [p.y]
-    _check(p.m.build(), p.g.model(p.out), _extreme_inputs((1, h, w_, c), spec[-1]), [p.xi.name],
+    check(p.m.build(), p.g.model(p.out), _extreme_inputs((1, h, w_, c), spec[-1]), [p.xi.name],
            needs=SIGNED)
 
 
@@ -70,7 +70,7 @@ def test_grouped_matches_tflite_micro(zx: int | None) -> None:
     p.m.inputs, p.m.outputs = [p.x], [p.y]
     rng = np.random.default_rng(5)
     xs = [[rng.integers(-128, 128, (1, h, w_, c)).astype(np.int8)] for _ in range(RUNS)]
-    _check(p.m.build(), p.g.model(p.out), xs + _extreme_inputs((1, h, w_, c), 6)[:2],
+    check(p.m.build(), p.g.model(p.out), xs + _extreme_inputs((1, h, w_, c), 6)[:2],
            [p.xi.name], needs=SIGNED)
 
 
@@ -87,18 +87,18 @@ def test_weight_minus_128_keeps_dot8(zx: int) -> None:
     real = 100 / (_taps(spec) * 128 * 128)
     p = conv_pair(*spec, ws=np.full(oc, real * SY / SX), weights=wt, zx=zx)
     p.m.inputs, p.m.outputs = [p.x], [p.y]
-    _check(p.m.build(), p.g.model(p.out), _extreme_inputs((1, h, w_, c), 49), [p.xi.name],
+    check(p.m.build(), p.g.model(p.out), _extreme_inputs((1, h, w_, c), 49), [p.xi.name],
            needs="opfuse_x86_dot8(a0_0", lacks=SIGNED)
 
 
-@pytest.mark.parametrize("case", ["3x3_same_odd", "1x1_s2", "pointwise_tiles"])
+@pytest.mark.parametrize("case", ["3x3_same", "3x3_s2", "1x1_s2"])
 def test_residual_matches_tflite_micro(case: str) -> None:
     """Conv + Add: the AVX2 block's sums through the epilogue chain along a row."""
-    tfl, model, runs, names = _conv_models(case, residual=True)
-    _check(tfl, model, runs, names, needs=SIGNED)
+    tfl, model, runs, names = conv_models(CASES[case], residual=True)
+    check(tfl, model, runs, names, needs=SIGNED)
 
 
 def test_gemm_rows_extremes_match_tflite_micro() -> None:
     """A fully connected layer of 3 rows (the conv core, not the GEMV) at the extremes."""
-    _fully_connected(70, 24, True, 3, extremes=True, needs=SIGNED)
+    fully_connected(70, 24, True, 3, extremes=True, needs=SIGNED)
 
