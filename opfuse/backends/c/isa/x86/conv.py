@@ -79,6 +79,32 @@ def _assemble(w: CWriter, params: Params, simd: CWriter,
     w.lines.append("#endif")
 
 
+def emit_store_t4(w: CWriter, ocg: int, yb: str, plane: int, p: int) -> None:
+    """ymm (AVX2, ymm VNNI): ``p`` pixels of every channel (``tmp``, final int8 values) into NCHW
+    bytes, 4 pixels at a time: per 8 channels the pixels' vectors packed to bytes and transposed
+    by one ``vpshufb`` (each dword a channel's 4 pixels), then 4 (or fewer) bytes a channel,
+    where the scalar loop read and stored each byte."""
+    tr = ", ".join(str(4 * (i % 4) + i // 4) for i in range(16))
+    w.open("")
+    w(f"uint8_t *yb = (uint8_t *)({yb});")
+    w(f"const __m256i tr = _mm256_setr_epi8({tr}, {tr});")
+    w.open(f"for (int o8 = 0; o8 < {ocg}; o8 += 8)")
+    w(f"const int n8 = {ocg} - o8 < 8 ? {ocg} - o8 : 8;")
+    for q0 in range(0, p, 4):
+        w.open("")
+        for q in range(4):
+            w(f"const __m256i r{q} = _mm256_load_si256((const __m256i *)(tmp[{q0 + q}] + o8));"
+              if q0 + q < p else f"const __m256i r{q} = _mm256_setzero_si256();")
+        w("int32_t t4[8];")
+        w("_mm256_storeu_si256((__m256i *)t4, _mm256_shuffle_epi8(_mm256_packs_epi16("
+          "_mm256_packs_epi32(r0, r1), _mm256_packs_epi32(r2, r3)), tr));")
+        w(f"for (int c = 0; c < n8; ++c) memcpy(yb + (o8 + c)*{plane} + {q0}, t4 + c, "
+          f"{min(4, p - q0)});")
+        w.close()
+    w.close()
+    w.close()
+
+
 def _quant(node: ir.Node, xv, wv, yv):  # noqa: ANN001, ANN202
     xq, wq, yq = quant(xv, node, "input"), quant(wv, node, "weight"), quant(yv, node, "output")
     if xq.scale.size != 1 or yq.scale.size != 1 or np.any(wq.zero_point):
@@ -174,6 +200,10 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
                                 plane_out, core.ocg, p)
         if isa == "zmm" and vector and (chain is None or add_in_block(isa)):
             emit_store_t8(w, core, f"{y} + (n*{g.oc} + grp*{g.ocg})*{plane_out} + {pix}",
+                          plane_out, p)
+            return
+        if isa in ("avx2", "ymm_vnni") and vector and chain is None and yct.name == "int8_t":
+            emit_store_t4(w, g.ocg, f"{y} + (n*{g.oc} + grp*{g.ocg})*{plane_out} + {pix}",
                           plane_out, p)
             return
         w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
