@@ -299,17 +299,6 @@ def emit_dots(w: CWriter, vt: str, dot: str, xs: list[str], ws: list[str], sprea
               f"a{xi}_{wi} = {dot}(a{xi}_{wi}, x{xi}, w{wi});")
 
 
-def keep(w: CWriter) -> None:
-    """``OPFUSE_X86_KEEP(a)``: an empty asm that holds an accumulator in its register after each
-    step (gcc 12 summed a block's products in trees and kept its sums on the stack: ResNet-8's
-    AVX2 3x3 core spilled 16 ymm a step). Indented: _assemble's branches start at column 0."""
-    w("#if defined(__GNUC__)")
-    w('#define OPFUSE_X86_KEEP(v) __asm__("" : "+x"(v))')
-    w("#else")
-    w("#define OPFUSE_X86_KEEP(v) (void)(v)")
-    w("#endif")
-
-
 def emit_core(w: CWriter, core: Core, a: Arrays, stage: Callable[[CWriter, Arrays], None],
               store: Callable[[CWriter, int, str], None], vector_rq: bool, zy: int, lo: int,
               hi: int, batch: int = 1, row: Callable[[CWriter, str], None] | None = None,
@@ -328,8 +317,9 @@ def emit_core(w: CWriter, core: Core, a: Arrays, stage: Callable[[CWriter, Array
         ab = a.signed() if isa == "avx2" else a
         by_row = row if row_for(isa) else None
         w.open("")
-        if ab.sm:
-            keep(w)
+        if ab.sm:  # helpers.KEEP: the accumulators held in registers
+            for line in hx.KEEP:
+                w(line)
         w(f"uint8_t xs[{core.stage_bytes}] __attribute__((aligned(64)));")
         w(f"int32_t tmp[{p}][{core.ocp}] __attribute__((aligned(64)));")
         if by_row is not None:
