@@ -72,8 +72,9 @@ class KernelTimes:
         return sum(self.seconds)
 
 
-def build_profiled(folder: Path | str) -> Path:
-    """``folder``'s C (as emitted) with profile marks and the timer, as a fresh shared library."""
+def build_profiled(folder: Path | str, march: str = "native") -> Path:
+    """``folder``'s C (as emitted) with profile marks and the timer, as a fresh shared library
+    (``-march=<march>``)."""
     from opfuse.measure.run.host import run_tool
 
     folder = Path(folder)
@@ -82,7 +83,7 @@ def build_profiled(folder: Path | str) -> Path:
     (folder / "ktimer.c").write_text(_TIMER_C.format(max_marks=MAX_MARKS, prefix=prefix))
     # a fresh file name per build: dlopen hands back an already loaded library of the same path
     name = f"libopfuse_ktimer.{os.getpid()}.{next(_builds)}.so"
-    flags = [*BASE, *WARN, "-march=native", "-fPIC", f"-D{prefix.upper()}_PROFILE"]
+    flags = [*BASE, *WARN, f"-march={march}", "-fPIC", f"-D{prefix.upper()}_PROFILE"]
     cc = compiler()
     run_tool([cc, *flags, "-c", "weights.c", "-o", f"{name}.w.o"], folder)
     run_tool([cc, *flags, "-c", "model.c", "-o", f"{name}.m.o"], folder)

@@ -26,6 +26,7 @@ from opfuse.backends.c.int8.plan import is_depthwise8
 from opfuse.backends.c.isa.x86 import helpers as hx
 from opfuse.backends.c.isa.x86.core import (
     STAGE_LIMIT,
+    Arrays,
     Core,
     emit_core,
     emit_store_t8,
@@ -75,6 +76,32 @@ def _assemble(w: CWriter, params: Params, simd: CWriter,
             w(voids)
     w.lines.extend(c.lines)
     w.lines.append("#endif")
+
+
+def emit_store_t4(w: CWriter, ocg: int, yb: str, plane: int, p: int) -> None:
+    """ymm (AVX2, ymm VNNI): ``p`` pixels of every channel (``tmp``, final int8 values) into NCHW
+    bytes, 4 pixels at a time: per 8 channels the pixels' vectors packed to bytes and transposed
+    by one ``vpshufb`` (each dword a channel's 4 pixels), then 4 (or fewer) bytes a channel,
+    where the scalar loop read and stored each byte."""
+    tr = ", ".join(str(4 * (i % 4) + i // 4) for i in range(16))
+    w.open("")
+    w(f"uint8_t *yb = (uint8_t *)({yb});")
+    w(f"const __m256i tr = _mm256_setr_epi8({tr}, {tr});")
+    w.open(f"for (int o8 = 0; o8 < {ocg}; o8 += 8)")
+    w(f"const int n8 = {ocg} - o8 < 8 ? {ocg} - o8 : 8;")
+    for q0 in range(0, p, 4):
+        w.open("")
+        for q in range(4):
+            w(f"const __m256i r{q} = _mm256_load_si256((const __m256i *)(tmp[{q0 + q}] + o8));"
+              if q0 + q < p else f"const __m256i r{q} = _mm256_setzero_si256();")
+        w("int32_t t4[8];")
+        w("_mm256_storeu_si256((__m256i *)t4, _mm256_shuffle_epi8(_mm256_packs_epi16("
+          "_mm256_packs_epi32(r0, r1), _mm256_packs_epi32(r2, r3)), tr));")
+        w(f"for (int c = 0; c < n8; ++c) memcpy(yb + (o8 + c)*{plane} + {q0}, t4 + c, "
+          f"{min(4, p - q0)});")
+        w.close()
+    w.close()
+    w.close()
 
 
 def _quant(node: ir.Node, xv, wv, yv):  # noqa: ANN001, ANN202
@@ -136,7 +163,7 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     y = params.out((pre or [node])[-1].outputs[0], node)
     plane_out = g.oh * g.ow
 
-    def stage_nhwc(w: CWriter) -> None:
+    def stage_nhwc(w: CWriter, a: Arrays) -> None:
         xg, c = f"{x} + n*{g.c * g.ih * g.iw} + grp*{g.icg}", g.c
         if pointwise and g.s != (1, 1):
             emit_stage_nhwc(w, core, a, xg, xct.name, c, g.iw * c * sh, c * sw, g.oh, g.ow, 0, 0,
@@ -147,9 +174,9 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
             emit_stage_nhwc(w, core, a, xg, xct.name, c, g.iw * c, c, min(g.ih, core.ihp - ph),
                             min(g.iw, core.iwp - pw), ph, pw, core.iwp)
 
-    def stage(w: CWriter) -> None:
+    def stage(w: CWriter, a: Arrays) -> None:  # a: the branch's (Arrays.signed on AVX2)
         if view is not None:
-            stage_nhwc(w)
+            stage_nhwc(w, a)
         elif pointwise and g.s != (1, 1):
             emit_stage_sampled(w, core, a, f"{x} + (n*{g.c} + grp*{g.icg})*{g.ih * g.iw}",
                                xct.name, g.ih, g.iw, g.oh, g.ow, g.s)
@@ -172,6 +199,10 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
                                 plane_out, core.ocg, p)
         if isa == "zmm" and vector and (chain is None or add_in_block(isa)):
             emit_store_t8(w, core, f"{y} + (n*{g.oc} + grp*{g.ocg})*{plane_out} + {pix}",
+                          plane_out, p)
+            return
+        if isa in ("avx2", "ymm_vnni") and vector and chain is None and yct.name == "int8_t":
+            emit_store_t4(w, g.ocg, f"{y} + (n*{g.oc} + grp*{g.ocg})*{plane_out} + {pix}",
                           plane_out, p)
             return
         w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
@@ -274,7 +305,7 @@ def emit_gemm_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         w.close()
 
     simd = CWriter(w.depth)
-    emit_core(simd, core, a, lambda w: emit_stage_rows(w, core, a, x, act.name), store, vector,
+    emit_core(simd, core, a, lambda w, a: emit_stage_rows(w, core, a, x, act.name), store, vector,
               zy, *bounds)
     _assemble(w, params, simd, portable)
     return True

@@ -23,6 +23,12 @@ How one (group of a) conv is computed:
   chain (if any) and the store into the NCHW output (onnx rounding: the scalar requantization
   there).
 
+AVX2 without VNNI (int8 input, no weight of -128) stages x as it is, the padding ``z_x``, its bias
+``b - z_x sum w`` (``Arrays.signed``), and multiplies by sign and magnitude as x86/gemv.py does:
+``vpmaddubsw(|x|, vpsignb(w, x))`` (pair sums at most 2 * 128 * 127, exact) widened by
+``vpmaddwd`` with ones, 4 operations a weight vector where ``opfuse_x86_dot8`` takes 4 and the
+unpacking of both sides; the other branches keep ``u``. A weight of -128 keeps dot8 and ``u``.
+
 A 1x1 stride-1 unpadded conv (and a Gemm: its rows are the pixels, already pixel-major) is one
 row of all its pixels. Chosen by the x86 ISA record (``IsaKernels.conv8``/``gemm8`` of isa/x86).
 """
@@ -30,7 +36,7 @@ row of all its pixels. Chosen by the x86 ISA record (``IsaKernels.conv8``/``gemm
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -44,6 +50,7 @@ P_MAX = {"zmm": 8, "ymm_vnni": 6, "avx2": 4}  # pixels per register block
 ACC_REGS = {"zmm": 24, "ymm_vnni": 12, "avx2": 8}  # accumulators per register block, at most
 LANES = {"zmm": 16, "ymm_vnni": 8, "avx2": 8}
 GUARDS = (("zmm", hx.ZMM), ("ymm_vnni", hx.YMM_VNNI), ("avx2", hx.AVX2))
+SM8 = "sm8"  # emit_dots' AVX2 dot of signed bytes by sign and magnitude (module docstring)
 
 
 def _up(v: int, m: int) -> int:
@@ -108,6 +115,16 @@ class Arrays:
     pad: int  # the staged byte of the input's zero point
     flip: bool  # int8 input: stage x ^ 0x80
     short: bool = False  # every sum below 2^30, every shift a right shift: opfuse_x86_rq16r
+    sb: str | None = None  # AVX2: the bias of a signed staging, b - z_x sum w (int8, no -128)
+    spad: int = 0  # its pad byte, z_x
+    sm: bool = False  # these arrays are that staging's: the AVX2 dots by sign and magnitude
+
+    def signed(self) -> Arrays:
+        """The AVX2 branch's arrays: its own staging, x as it is (padding z_x), and its bias
+        (module docstring); these arrays where there is none (a uint8 input, a weight of -128)."""
+        if self.sb is None:
+            return self
+        return replace(self, b=self.sb, pad=self.spad, flip=False, sm=True)
 
 
 def pack(params, key: str, core: Core, wt: np.ndarray, bias: np.ndarray, zx: int,  # noqa: ANN001
@@ -133,6 +150,7 @@ def pack(params, key: str, core: Core, wt: np.ndarray, bias: np.ndarray, zx: int
     bias_p[:, : core.ocg] = bias.reshape(g, core.ocg)
     bias_p -= off * w5.sum(axis=(2, 3))
     bound = np.abs(bias_p) + 255 * np.abs(w5).sum(axis=(2, 3))  # |sum|: bytes u in [0, 255]
+    sbias = bias_p + 128 * w5.sum(axis=(2, 3))  # b - z_x sum w: the signed staging's (int8)
     bias_p = ((bias_p + 2**31) % 2**32 - 2**31).astype(np.int32)  # int32 wraps as TFLite's sums
     packed = w5.reshape(g, core.ocp, core.icp // 4, 4, taps).transpose(0, 4, 2, 1, 3)
     wkey = f"{key}:x86w"
@@ -152,9 +170,13 @@ def pack(params, key: str, core: Core, wt: np.ndarray, bias: np.ndarray, zx: int
         short = bool((bound < 2**30).all() and (s < 0).all())
         m_arr = params.weight(f"{key}:x86rqm", mp.ravel(), INT32)
         s_arr = params.weight(f"{key}:x86rqs", sp.ravel(), INT32)
+    sb = None
+    if signed and order is None and not (w5 == -128).any():  # vpsignb cannot negate -128
+        sb = params.weight(f"{key}:x86sb", ((sbias + 2**31) % 2**32 - 2**31).astype(np.int32)
+                           .ravel(), INT32)
     return Arrays(params.weight(wkey, packed.astype(np.int8).ravel(), INT8),
                   params.weight(f"{key}:x86b", bias_p.ravel(), INT32), m_arr, s_arr,
-                  off & 0xFF, signed, short)
+                  off & 0xFF, signed, short, sb, zx & 0xFF)
 
 
 def _blocking(isa: str, core: Core) -> tuple[int, int]:
@@ -179,7 +201,7 @@ def _block(w: CWriter, isa: str, core: Core, a: Arrays, p: int, nb: int, rq: str
     cast = "(const void *)" if z == "zmm" else "(const __m256i *)"
     scast = "(void *)" if z == "zmm" else "(__m256i *)"
     bc = "_mm512_set1_epi32" if z == "zmm" else "_mm256_set1_epi32"
-    dot = "opfuse_x86_dot16" if z == "zmm" else "opfuse_x86_dot8"
+    dot = "opfuse_x86_dot16" if z == "zmm" else SM8 if a.sm else "opfuse_x86_dot8"
     rqf = "opfuse_x86_rq16" if z == "zmm" else "opfuse_x86_rq8"
     step = nb * lanes
     w.open(f"for (int ob = 0; ob < {core.ocp // step}; ++ob)")
@@ -200,6 +222,8 @@ def _block(w: CWriter, isa: str, core: Core, a: Arrays, p: int, nb: int, rq: str
     else:
         w("const uint8_t *xt = xb;")
         w("const int8_t *wt = wb;")
+    if a.sm:
+        w("const __m256i one = _mm256_set1_epi16(1);")
     w.open(f"for (int c4 = 0; c4 < {core.icp // 4}; ++c4)")
     emit_dots(w, vt, dot, [f"{bc}(opfuse_x86_ld32(xt + {q * core.sw * core.px} + "
                            f"c4*{core.ihp * core.iwp * 4}))" for q in range(p)],
@@ -265,18 +289,23 @@ def emit_dots(w: CWriter, vt: str, dot: str, xs: list[str], ws: list[str], sprea
         w(f"const {vt} {'w' if x_spread else 'x'}{i} = {e};")
     for j, e in enumerate(xs if x_spread else ws):
         w(f"const {vt} {spread}{j} = {e};")
+        if dot == SM8:  # signed x: |x| once a vector (the block declared ``one``)
+            w(f"const {vt} u{j} = _mm256_abs_epi8(x{j});")
         for i in range(len(held)):
             xi, wi = (j, i) if x_spread else (i, j)
-            w(f"a{xi}_{wi} = {dot}(a{xi}_{wi}, x{xi}, w{wi});")
+            w(f"a{xi}_{wi} = _mm256_add_epi32(a{xi}_{wi}, _mm256_madd_epi16(_mm256_maddubs_epi16("
+              f"u{xi}, _mm256_sign_epi8(w{wi}, x{xi})), one)); OPFUSE_X86_KEEP(a{xi}_{wi});"
+              if dot == SM8 else
+              f"a{xi}_{wi} = {dot}(a{xi}_{wi}, x{xi}, w{wi});")
 
 
-def emit_core(w: CWriter, core: Core, a: Arrays, stage: Callable[[CWriter], None],
+def emit_core(w: CWriter, core: Core, a: Arrays, stage: Callable[[CWriter, Arrays], None],
               store: Callable[[CWriter, int, str], None], vector_rq: bool, zy: int, lo: int,
               hi: int, batch: int = 1, row: Callable[[CWriter, str], None] | None = None,
               row_for: Callable[[str], bool] = lambda isa: True, skip: tuple[str, ...] = (),
               opened: bool = False) -> None:
-    """The SIMD branches of one kernel over ``n`` < ``batch`` and ``grp``: ``stage``
-    fills ``xs`` for group ``grp``, ``store(w, p, isa)`` writes ``tmp[0..p-1]`` of the block at
+    """The SIMD branches of one kernel over ``n`` < ``batch`` and ``grp``: ``stage(w, a)``
+    fills ``xs`` for group ``grp`` as the branch's arrays ``a`` say (AVX2: ``Arrays.signed``), ``store(w, p, isa)`` writes ``tmp[0..p-1]`` of the block at
     (``oh``, ``ow0``) (module docstring); or, with ``row``, the blocks fill ``rb[OCg][cols]``
     and ``row(w, isa)`` writes output row ``oh`` from it (an epilogue chain then runs along the
     row's pixels, as the portable C's does) on the branches ``row_for(isa)`` admits. Then
@@ -285,15 +314,19 @@ def emit_core(w: CWriter, core: Core, a: Arrays, stage: Callable[[CWriter], None
     for k, (isa, guard) in enumerate((i, g) for i, g in GUARDS if i not in skip):
         w.lines.append(f"#{'if' if k == 0 and not opened else 'elif'} {guard}")
         p, nb = _blocking(isa, core)
+        ab = a.signed() if isa == "avx2" else a
         by_row = row if row_for(isa) else None
         w.open("")
+        if ab.sm:  # helpers.KEEP: the accumulators held in registers
+            for line in hx.KEEP:
+                w(line)
         w(f"uint8_t xs[{core.stage_bytes}] __attribute__((aligned(64)));")
         w(f"int32_t tmp[{p}][{core.ocp}] __attribute__((aligned(64)));")
         if by_row is not None:
             w(f"int32_t rb[{core.ocg}][{core.cols}];")
         w.open(f"for (int n = 0; n < {batch}; ++n)")
         w.open(f"for (int grp = 0; grp < {core.group}; ++grp)")
-        stage(w)
+        stage(w, ab)
         w.open(f"for (int oh = 0; oh < {core.rows}; ++oh)")
         full, rest = divmod(core.cols, p)
         for count, start, width in ((full, 0, p), (1 if rest else 0, full * p, rest)):
@@ -301,7 +334,7 @@ def emit_core(w: CWriter, core: Core, a: Arrays, stage: Callable[[CWriter], None
                 continue
             w.open(f"for (int t = 0; t < {count}; ++t)")
             w(f"const int ow0 = {start} + t*{width};")
-            _block(w, isa, core, a, width, nb if width == p else _blocking(isa, _narrow(core,
+            _block(w, isa, core, ab, width, nb if width == p else _blocking(isa, _narrow(core,
                    width))[1], "rq" if vector_rq else None, zy, lo, hi)
             if by_row is None:
                 store(w, width, isa)

@@ -30,6 +30,13 @@ Z512 = f"{NO} && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__BMI
 ANY = AVX2  # every branch above implies AVX2 on a real compiler; the guard of shared code
 MARK = "opfuse_x86_"  # every helper's prefix: a kernel that names one needs the prelude
 
+# ``OPFUSE_X86_KEEP(a)``, defined in a kernel's AVX2 branch (core.py; not in the prelude, which
+# every x86 model.c carries): an empty asm that holds an accumulator in its register after each
+# step (gcc 12 summed a block's products in trees and kept its sums on the stack: ResNet-8's
+# AVX2 3x3 core spilled 16 ymm a step). Indented lines: conv._assemble's branches are at column 0.
+KEEP = ("#if defined(__GNUC__)", '#define OPFUSE_X86_KEEP(v) __asm__("" : "+x"(v))', "#else",
+        "#define OPFUSE_X86_KEEP(v) (void)(v)", "#endif")
+
 PRELUDE = rf"""/* x86 int8 micro-kernels (opfuse/backends/c/isa/x86/core.py): AVX-512 VNNI, AVX-VNNI or
    AVX2 by the compiler's own feature macros; -DOPFUSE_NO_X86_SIMD keeps the portable C. */
 #if {ANY}

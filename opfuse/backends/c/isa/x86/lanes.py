@@ -69,7 +69,7 @@ def plan_lanes(core: Core) -> LanesPlan | None:
 
 
 def emit_lanes(w: CWriter, core: Core, a: Arrays, lp: LanesPlan,
-               stage: Callable[[CWriter], None], out: Callable[[str, str], str], zy: int, lo: int,
+               stage: Callable[[CWriter, Arrays], None], out: Callable[[str, str], str], zy: int, lo: int,
                hi: int, batch: int, epilogue: Callable[[CWriter, str, str, str, str], str] | None
                ) -> None:
     """The zmm branch's body over ``n`` < ``batch`` and ``grp``: ``out(oc, pix)`` is the C
@@ -83,7 +83,7 @@ def emit_lanes(w: CWriter, core: Core, a: Arrays, lp: LanesPlan,
         w(f"uint8_t xp[{core.stage_bytes + 2 * SLACK}] __attribute__((aligned(64)));")
     w.open(f"for (int n = 0; n < {batch}; ++n)")
     w.open(f"for (int grp = 0; grp < {core.group}; ++grp)")
-    stage(w)
+    stage(w, a)
     if core.sw == 2:
         _phases(w, core)
     full_rows = core.rows - core.rows % lp.rows
