@@ -33,7 +33,7 @@ from opfuse.backends.c.isa.x86.core import (
     pack,
 )
 from opfuse.backends.c.isa.x86.depthwise import emit_depthwise_x86, fold_chain
-from opfuse.backends.c.isa.x86.gemv import emit_gemv, signed_bias
+from opfuse.backends.c.isa.x86.gemv import emit_gemv
 from opfuse.backends.c.isa.x86.lanes import emit_lanes, plan_lanes
 from opfuse.backends.c.isa.x86.residual import (
     emit_residual_block,
@@ -288,8 +288,7 @@ def emit_gemm_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
     y = params.out((pre or [node])[-1].outputs[0], node)
     if gemv is not None:
         simd = CWriter(w.depth)
-        sb = signed_bias(params, node.name, nk, bias, za, core.ocp) if a.flip else None
-        emit_gemv(simd, gemv, a, x, y, yct.name, zy, *bounds, np.unique(real).size == 1, sb)
+        emit_gemv(simd, gemv, a, x, y, yct.name, zy, *bounds, np.unique(real).size == 1)
         _assemble(w, params, simd, portable)
         return True
 

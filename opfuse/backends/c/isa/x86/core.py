@@ -171,7 +171,7 @@ def pack(params, key: str, core: Core, wt: np.ndarray, bias: np.ndarray, zx: int
         m_arr = params.weight(f"{key}:x86rqm", mp.ravel(), INT32)
         s_arr = params.weight(f"{key}:x86rqs", sp.ravel(), INT32)
     sb = None
-    if signed and order is None and not (w5 == -128).any():  # vpsignb cannot negate -128
+    if signed and not (w5 == -128).any():  # vpsignb cannot negate -128 (the GEMV's too)
         sb = params.weight(f"{key}:x86sb", ((sbias + 2**31) % 2**32 - 2**31).astype(np.int32)
                            .ravel(), INT32)
     return Arrays(params.weight(wkey, packed.astype(np.int8).ravel(), INT8),

@@ -26,31 +26,17 @@ AVX2 without VNNI on an int8 row multiplies by sign and magnitude: ``|x|`` (unsi
 by ``w * sign(x)`` (vpsignb; |w| <= 127) in vpmaddubsw, whose pair sums (<= 2 * 128 * 127)
 cannot saturate, widened by vpmaddwd with ones: 4 operations per 32 products where the
 even/odd vpmaddwd of ``opfuse_x86_dot8`` takes 7; the row is read signed, so its bias is
-``b - z_x sum w`` (``signed_bias``, an array of its own). A weight of -128 keeps dot8.
+``b - z_x sum w`` (``Arrays.sb``, core.pack's bias of the signed staging). A weight of -128 keeps dot8.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from opfuse.backends.c.cgen import CWriter
-from opfuse.backends.c.ctype import INT32
 from opfuse.backends.c.isa.x86 import helpers as hx
 from opfuse.backends.c.isa.x86.core import Arrays
 from opfuse.kernelplan.conv8 import GEMV_ACC, GEMV_YMM_ACC, GemvPlan
 
 GUARDS = (("zmm", hx.ZMM), ("ymm_vnni", hx.YMM_VNNI), ("avx2", hx.AVX2))
-
-
-def signed_bias(params, key: str, nk: np.ndarray, bias: np.ndarray, zx: int,  # noqa: ANN001
-                ocp: int) -> str | None:
-    """The AVX2 branch's bias for a signed row: ``b - z_x sum w`` (no ``x + 128``), padded to
-    ``ocp``; None if a weight is -128 (vpsignb cannot negate it; TFLite's are in [-127, 127])."""
-    if (nk == -128).any():
-        return None
-    b = np.zeros(ocp, np.int64)
-    b[: nk.shape[0]] = bias.astype(np.int64) - zx * nk.astype(np.int64).sum(axis=1)
-    return params.weight(f"{key}:x86gsb", ((b + 2**31) % 2**32 - 2**31).astype(np.int32), INT32)
 
 
 def _part(w: CWriter, isa: str, plan: GemvPlan, a: Arrays, x: str, y: str, yct: str,
@@ -145,11 +131,12 @@ def _part(w: CWriter, isa: str, plan: GemvPlan, a: Arrays, x: str, y: str, yct: 
 
 
 def emit_gemv(w: CWriter, plan: GemvPlan, a: Arrays, x: str, y: str, yct: str, zy: int,
-              lo: int, hi: int, uniform: bool = False, sbias: str | None = None) -> None:
+              lo: int, hi: int, uniform: bool = False) -> None:
     """The SIMD branches of the GEMV (module docstring), ending in ``#else`` (the caller writes
     the portable C and ``#endif``); ``uniform``: per-tensor requantization (zmm: the shifts by
-    a count, ``opfuse_x86_rq16r`` where ``a.short`` bounds the sums); ``sbias``: signed_bias's
-    array (an int8 row), the AVX2 branch then by sign and magnitude."""
+    a count, ``opfuse_x86_rq16r`` where ``a.short`` bounds the sums). Where ``a.sb`` holds the
+    signed row's bias (an int8 row, no weight of -128), the AVX2 branch multiplies by sign and
+    magnitude."""
     for k, (isa, guard) in enumerate(GUARDS):
         w.lines.append(f"#{'if' if k == 0 else 'elif'} {guard}")
         z = isa == "zmm"
@@ -169,6 +156,6 @@ def emit_gemv(w: CWriter, plan: GemvPlan, a: Arrays, x: str, y: str, yct: str, z
                 if pv <= 0:
                     continue
                 _part(w, isa, plan, a, xs, y, yct, woff + p0 * lanes * 4, stride,
-                      c0 + p0 * lanes, pv, zy, lo, hi, uniform, sbias)
+                      c0 + p0 * lanes, pv, zy, lo, hi, uniform, a.sb)
         w.close()
     w.lines.append("#else")
