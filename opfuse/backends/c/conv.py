@@ -216,13 +216,12 @@ def _pointwise(w: CWriter, g: ConvGeom, plan: convf.FloatConvPlan, x: str,
                    lambda i: f"({dst.channel('n', 'c')})[i0 + {i}]")
         w.close()
 
-    def ahead(width: int) -> None:
-        _ahead(w, tile, width, [f"({o.ptr} + {offset_expr(['n', 'c', '0'], vs)})"
-                                for o, vs in zip(chain.operands, flat, strict=True) if vs[-1] == 1])
-
+    # the full-size operands (a residual), prefetched a tile ahead where they outgrow L2
+    rows = [f"({o.ptr} + {offset_expr(['n', 'c', '0'], vs)})"
+            for o, vs in zip(chain.operands, flat, strict=True) if vs[-1] == 1]
+    far = fma is not None and rows and g.oc * p > X_BLOCK
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
-    far = g.oc * p > X_BLOCK and any(vs[-1] == 1 for vs in flat)  # a residual beyond L2
-    column_tiles(w, tile, finish, fma, ahead if fma is not None and far else None)
+    column_tiles(w, tile, finish, fma, (lambda width: _ahead(w, tile, width, rows)) if far else None)
     w.close()
 
 
