@@ -156,8 +156,10 @@ def add_values(w: CWriter, r: Residual, v: str, u: str, out: str, narrow: bool =
         round_shift(w, "o_q", "o_h", -so, vec)
     else:
         w(f"const {t} o_q = o_h;")
-    w(f"{out} = {q}min_epi32({q}max_epi32({q}add_epi32(o_q, {q}set1_epi32({r.zo})), "
-      f"{q}set1_epi32({r.lo})), {q}set1_epi32({r.hi}));")
+    o = f"{q}add_epi32(o_q, {q}set1_epi32({r.zo}))"
+    sat = sat and (r.tlo, r.thi) == (-128, 127)  # the packs' saturation: no int8 bound written
+    o = o if sat and r.lo == -128 else f"{q}max_epi32({o}, {q}set1_epi32({r.lo}))"
+    w(f"{out} = {o if sat and r.hi == 127 else f'{q}min_epi32({o}, {q}set1_epi32({r.hi}))'};")
 
 
 def emit_residual_lanes(w: CWriter, r: Residual, v: str, other: str, k: str) -> str:
