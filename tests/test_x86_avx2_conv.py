@@ -91,7 +91,7 @@ def test_weight_minus_128_keeps_dot8(zx: int) -> None:
            needs="opfuse_x86_dot8(a0_0", lacks=SIGNED)
 
 
-YMM_ADD = "_mm256_setr_epi32(d0_"  # x86/residual_ymm.py: the other operand's bytes in lanes
+YMM_ADD = "_mm_cvtsi32_si128(d0_)"  # x86/residual_ymm.py: the other operand's bytes in lanes
 # residual Adds/Subs (conv_models' tuples): TFLite's exact form (decimal scales), the proved
 # short forms of tests/test_c_int8_x86.py's FAST (one rounding and a Relu after the Add; TFLite's
 # two roundings; Sub), zero points at the ends (the other operand's, the output's, the conv's)

@@ -32,7 +32,13 @@ def residual_t4(r: Residual, other: str, plane: int, ocg: int
             load = f"memcpy(&d{c}_, ob_ + {c * plane}, {n});"
             w(f"int32_t d{c}_ = 0;")
             w(load if ocg % 8 == 0 else f"if ({c} < n8) {load}")
-        w(f"const __m256i d_ = _mm256_setr_epi32({', '.join(f'd{c}_' for c in range(8))});")
+        # unpacks of dword loads: gcc built _mm256_setr_epi32 of them in 64-bit GPRs stored to
+        # the stack, and the 32-byte reload waited for the stores (a store-forwarding stall)
+        d = [f"_mm_cvtsi32_si128(d{c}_)" for c in range(8)]
+        half = [f"_mm_unpacklo_epi64(_mm_unpacklo_epi32({d[h]}, {d[h + 1]}), "
+                f"_mm_unpacklo_epi32({d[h + 2]}, {d[h + 3]}))" for h in (0, 4)]
+        w(f"const __m256i d_ = _mm256_inserti128_si256(_mm256_castsi128_si256({half[0]}), "
+          f"{half[1]}, 1);")
         out = []
         for q in range(4):
             if q >= n:  # past the plane's row: packed, never stored
