@@ -91,11 +91,45 @@ def test_weight_minus_128_keeps_dot8(zx: int) -> None:
            needs="opfuse_x86_dot8(a0_0", lacks=SIGNED)
 
 
-@pytest.mark.parametrize("case", ["3x3_same", "3x3_s2", "1x1_s2"])
+YMM_ADD = "_mm_cvtsi32_si128(d0_)"  # x86/residual_ymm.py: the other operand's bytes in lanes
+# residual Adds/Subs (conv_models' tuples): TFLite's exact form (decimal scales), the proved
+# short forms of tests/test_c_int8_x86.py's FAST (one rounding and a Relu after the Add; TFLite's
+# two roundings; Sub), zero points at the ends (the other operand's, the output's, the conv's)
+EXACT = ("Add", 0.05, 3, 0.12, -2, None)
+SINGLE_RELU = ("Add", 0.0731, 5, 0.1377, -3, "relu")
+DOUBLE = ("Add", 0.187, -7, 0.1972, 7, None)
+SUB = ("Sub", 0.1523, 3, 0.1891, -128, None)
+# (geometry, residual, the conv's value the Add's input 0, the conv's output zero point): the
+# planes 7 x 9 (3x3_same: rows of 4 + 4 + 1 pixels on AVX2, 6 + 3 on ymm VNNI), 42 pixels a
+# row (pointwise), 5 x 5 (3x3_s2, a Relu before the Add), 9 x 9 (1x1_s2), 10 x 10 (dilated, a
+# Clip before the Add); channels 19, 21 (not a multiple of 8), 24, 16, 17
+RESIDUALS = {
+    "exact": ("3x3_same", EXACT, True, None),
+    "exact_other_first": ("3x3_same", EXACT, False, None),
+    "exact_relu_before": ("3x3_s2", EXACT, True, None),
+    "exact_clip_before_relu_after": ("dilated", ("Add", 0.05, 3, 0.12, -2, "relu"), False, None),
+    "single_relu_after": ("pointwise", SINGLE_RELU, True, None),
+    "single_relu_other_first": ("3x3_same", SINGLE_RELU, False, None),
+    "single_relu_before": ("3x3_s2", SINGLE_RELU, False, None),
+    "double": ("3x3_same", DOUBLE, False, None),
+    "double_1x1_s2": ("1x1_s2", DOUBLE, True, None),
+    "sub": ("3x3_same", SUB, True, None),
+    "sub_other_first": ("pointwise", SUB, False, None),
+    "z_low": ("3x3_same", ("Add", 0.05, -128, 0.12, -128, "relu"), True, -128),
+    "z_high": ("pointwise", ("Add", 0.05, 127, 0.12, 127, None), False, 127),
+    "z_mixed_sub": ("1x1_s2", ("Sub", 0.0731, 127, 0.1377, -128, None), True, 127),
+    "z_mixed_relu": ("dilated", ("Add", 0.187, -128, 0.1972, 127, "relu"), False, -128),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RESIDUALS))
 def test_residual_matches_tflite_micro(case: str) -> None:
-    """Conv + Add: the AVX2 block's sums through the epilogue chain along a row."""
-    tfl, model, runs, names = conv_models(CASES[case], residual=True)
-    check(tfl, model, runs, names, needs=SIGNED)
+    """Conv [+ Relu/Clip] + Add/Sub [+ Relu]: on the ymm branches (AVX2 and ymm VNNI, every
+    build of check()) the Add in ymm vectors before emit_store_t4's packs (x86/residual_ymm.py),
+    bit for bit with TFLite Micro."""
+    geometry, spec, first, zy = RESIDUALS[case]
+    tfl, model, runs, names = conv_models(CASES[geometry], residual=spec, first=first, zy=zy)
+    check(tfl, model, runs, names, needs=YMM_ADD)
 
 
 def test_gemm_rows_extremes_match_tflite_micro() -> None:

@@ -23,6 +23,7 @@ from opfuse.backends.c.isa.x86.residual_fast import (
     prove,
     proves,
 )
+from opfuse.backends.c.isa.x86.vec import YMM
 from opfuse.quant import add_params
 from tests.helpers.c_int8 import shared_tflite_c_matches_tflm
 from tests.helpers.cpu import c_stdout, cpu_flags
@@ -162,12 +163,47 @@ def test_c_equals_the_numpy_form_the_proof_evaluates() -> None:
     assert c_stdout(source, "opfuse-fast-add-") == str(h)
 
 
+def test_ymm_c_equals_the_numpy_form_the_proof_evaluates() -> None:
+    """The same on the ymm spelling (x86/vec.py: the single rounding's 64-bit shift without
+    vpsraq), its int32 lanes saturated to bytes as the AVX2 store's packs do (``sat``: the
+    int8 bounds left to them)."""
+    if "avx2" not in cpu_flags():
+        pytest.skip("this CPU has no AVX2")
+    forms = [(f, sat) for f, narrow in _forms() if narrow for sat in (True, False)]
+    w = CWriter(0)
+    for k, (f, sat) in enumerate(forms):
+        w.open(f"static void case{k}(const int32_t *a, const int32_t *b, int8_t *out)")
+        w("const __m256i x0 = _mm256_loadu_si256((const __m256i *)a), "
+          "x1 = _mm256_loadu_si256((const __m256i *)b);")
+        w("__m256i o;")
+        emit_fast(w, f, "x0", "x1", "o", False, YMM, sat)
+        w("int32_t v[8]; _mm256_storeu_si256((__m256i *)v, o);")
+        w("for (int l = 0; l < 8; ++l) out[l] = (int8_t)(v[l] < -128 ? -128 : v[l] > 127 ? 127 "
+          ": v[l]);")
+        w.close()
+    calls = " ".join(f"case{k}(a, b, o + {k * 8});" for k in range(len(forms)))
+    source = ("#include <stdint.h>\n#include <stdio.h>\n#include <immintrin.h>\n" +
+              "\n".join(w.lines) + "\nint main(void) { unsigned long h = 0;\n"
+              f"int8_t o[{8 * len(forms)}];\n"
+              "for (int i = -128; i < 128; ++i) for (int j = -128; j < 128; j += 8) {\n"
+              "int32_t a[8], b[8]; for (int l = 0; l < 8; ++l) { a[l] = i; b[l] = j + l; }\n"
+              + calls + f"\nfor (int l = 0; l < {8 * len(forms)}; ++l) "
+              "h = h * 1000003u + (unsigned char)o[l]; }\nprintf(\"%lu\\n\", h); return 0; }\n")
+    x0, x1 = _pairs()
+    got = np.stack([evaluate(f, x0, x1) for f, _ in forms], axis=-1).reshape(256, 32, 8, -1)
+    h = 0
+    for v in got.transpose(0, 1, 3, 2).reshape(-1).tolist():
+        h = (h * 1000003 + (v & 0xFF)) % 2**64
+    assert c_stdout(source, "opfuse-fast-add-ymm-") == str(h)
+
+
 def test_resnet8_builds_match_tflite_micro() -> None:
     """pretrainedResnet_quant's C takes the short form in its three residual Adds and equals
-    TFLite Micro (native build: the zmm branch; x86-64-v3: the AVX2 branch beside it)."""
+    TFLite Micro (native build: the zmm branch; x86-64-v3: the AVX2 branch's, x86/residual_ymm.py)."""
     if "avx512_vnni" not in cpu_flags():
         pytest.skip("this CPU has no avx512_vnni: the short form's branch cannot run here")
     c = shared_tflite_c_matches_tflm("pretrainedResnet_quant.tflite",
                                      [("native", ["-march=native"]),
                                       ("v3", ["-march=x86-64-v3"])], 3, "const __m512i fs_")
     assert "o_x" not in c  # no Add left on the exact form
+    assert c.count("_mm_cvtsi32_si128(d0_)") >= 6  # the three on both ymm branches too

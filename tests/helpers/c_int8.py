@@ -75,17 +75,19 @@ class ConvPair:
 def conv_pair(h: int, w_: int, c: int, oc: int, k: int, s: int, padding: str, d: int,
               act: str | None, mult: int | None, seed: int, ws: np.ndarray | None = None,
               bias: np.ndarray | None = None, wmax: np.ndarray | int = 127,
-              weights: np.ndarray | None = None, zx: int | None = None) -> ConvPair:
+              weights: np.ndarray | None = None, zx: int | None = None,
+              zy: int | None = None) -> ConvPair:
     """``mult`` None: a dense conv (OHWI weights); else a depthwise conv of that multiplier.
     ``ws``, ``bias``: the per-channel weight scales and int32 biases (default: drawn small),
     ``wmax``: the weights' largest magnitude (per output channel, or one for all); ``weights``:
-    a dense conv's OHWI weights instead of drawn ones; ``zx``: the input's zero point instead of
-    a drawn one (the draws after it unchanged)."""
+    a dense conv's OHWI weights instead of drawn ones; ``zx``, ``zy``: the input's and output's
+    zero points instead of drawn ones (the draws after them unchanged)."""
     rng = np.random.default_rng(seed)
     oh, pt, pb = out_geometry(h, k, s, d, padding)
     ow, pl, pr = out_geometry(w_, k, s, d, padding)
     drawn_zx = int(rng.integers(-20, 20))
-    sx, zx, sy, zy = SX, drawn_zx if zx is None else zx, SY, int(rng.integers(-10, 10))
+    drawn_zy = int(rng.integers(-10, 10))
+    sx, zx, sy, zy = SX, drawn_zx if zx is None else zx, SY, drawn_zy if zy is None else zy
     drawn = rng.uniform(0.002, 0.02, oc).astype(np.float32)
     ws = drawn if ws is None else np.asarray(ws, np.float32)
     drawn = rng.integers(-3000, 3000, oc).astype(np.int32)

@@ -101,11 +101,13 @@ def large_sums(oc: int, seed: int) -> dict:
 PLAIN_ADD = ("Add", 0.05, 3, 0.12, -2, None)  # decimal scales: many exact ties, the exact form
 
 
-def conv_models(spec: tuple, residual: bool | tuple = False, large: bool = False):  # noqa: ANN201
+def conv_models(spec: tuple, residual: bool | tuple = False, large: bool = False,  # noqa: ANN201
+                first: bool = True, zy: int | None = None):
     """(TFLite file, IR model, input runs, input names) of conv_pair's ``spec`` (``large``: with
-    large_sums' scales and biases), and a residual Add/Sub after it (True: PLAIN_ADD)."""
+    large_sums' scales and biases; ``zy``: the conv's output zero point), and a residual Add/Sub
+    after it (True: PLAIN_ADD), the conv's value its input 0 (``first``) or 1."""
     h, w_, c, oc, *_, seed = spec
-    p = conv_pair(*spec, **(large_sums(oc, seed) if large else {}))
+    p = conv_pair(*spec, **(large_sums(oc, seed) if large else {}), zy=zy)
     m, x, y, g, xi, out, oc, oh, ow = p.m, p.x, p.y, p.g, p.xi, p.out, p.oc, p.oh, p.ow
     names, shapes = [xi.name], [(1, h, w_, c)]
     if residual:  # Conv + Add: the kernel's epilogue chain, lane by lane
@@ -113,9 +115,9 @@ def conv_models(spec: tuple, residual: bool | tuple = False, large: bool = False
         r = q.tensor(m, (1, oh, ow, oc), np.int8, sr, zr)
         z = q.tensor(m, (1, oh, ow, oc), np.int8, so, zo)
         opts = q.add_options(act) if op == "Add" else q.sub_options(act)
-        q.add_op(m, op.upper(), [y, r], [z], opts)
+        q.add_op(m, op.upper(), [y, r] if first else [r, y], [z], opts)
         ri = g.input((1, oc, oh, ow), sr, zr)
-        out = g.op(op, [out, ri], (1, oc, oh, ow), so, zo)
+        out = g.op(op, [out, ri] if first else [ri, out], (1, oc, oh, ow), so, zo)
         if act == "relu":
             out = g.op("Relu", [out], (1, oc, oh, ow), so, zo)
         m.inputs, m.outputs = [x, r], [z]

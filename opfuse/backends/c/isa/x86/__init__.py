@@ -6,7 +6,8 @@ The int8 micro-kernels (docs/architecture.md, "int8 C on x86 hosts"): ``core.py`
 core (vpdpbusd on zmm or ymm, exact vpmaddwd on AVX2) and its input staging, ``conv.py`` the
 kernels that take a Conv or Gemm (``IsaKernels.conv8``/``gemm8``), ``gemv.py`` a Gemm of one
 row (a batch-1 fully connected layer), ``depthwise.py`` and
-``depthwise_avx2.py`` the depthwise core, ``residual.py`` the vector residual Add, ``helpers.py``
+``depthwise_avx2.py`` the depthwise core, ``residual.py`` the vector residual Add
+(``residual_ymm.py`` its ymm block, ``vec.py`` the two widths' spellings), ``helpers.py``
 the intrinsics helpers and vector requantization written once into model.c; ``transpose.py``
 the float direct conv's channel-major tile store (``IsaKernels.tile_transpose``), ``fma_tile.py``
 the float conv cores' register tile in zmm/ymm FMAs (``IsaKernels.fma_tile``), ``floatdw.py``

@@ -40,6 +40,7 @@ from opfuse.backends.c.isa.x86.residual import (
     emit_residual_lanes,
     residual,
 )
+from opfuse.backends.c.isa.x86.residual_ymm import residual_t4
 from opfuse.backends.c.isa.x86.stage import (
     emit_stage_nchw,
     emit_stage_nhwc,
@@ -78,11 +79,13 @@ def _assemble(w: CWriter, params: Params, simd: CWriter,
     w.lines.append("#endif")
 
 
-def emit_store_t4(w: CWriter, ocg: int, yb: str, plane: int, p: int) -> None:
+def emit_store_t4(w: CWriter, ocg: int, yb: str, plane: int, p: int,
+                  add: Callable[[CWriter, int, int], list[str]] | None = None) -> None:
     """ymm (AVX2, ymm VNNI): ``p`` pixels of every channel (``tmp``, final int8 values) into NCHW
     bytes, 4 pixels at a time: per 8 channels the pixels' vectors packed to bytes and transposed
     by one ``vpshufb`` (each dword a channel's 4 pixels), then 4 (or fewer) bytes a channel,
-    where the scalar loop read and stored each byte."""
+    where the scalar loop read and stored each byte. ``add(w, q0, n)``: the vectors to pack
+    instead of the loaded ``r0 .. r3`` (the residual Add, x86/residual_ymm.py)."""
     tr = ", ".join(str(4 * (i % 4) + i // 4) for i in range(16))
     w.open("")
     w(f"uint8_t *yb = (uint8_t *)({yb});")
@@ -94,9 +97,10 @@ def emit_store_t4(w: CWriter, ocg: int, yb: str, plane: int, p: int) -> None:
         for q in range(4):
             w(f"const __m256i r{q} = _mm256_load_si256((const __m256i *)(tmp[{q0 + q}] + o8));"
               if q0 + q < p else f"const __m256i r{q} = _mm256_setzero_si256();")
+        v = add(w, q0, min(4, p - q0)) if add is not None else ["r0", "r1", "r2", "r3"]
         w("int32_t t4[8];")
         w("_mm256_storeu_si256((__m256i *)t4, _mm256_shuffle_epi8(_mm256_packs_epi16("
-          "_mm256_packs_epi32(r0, r1), _mm256_packs_epi32(r2, r3)), tr));")
+          f"_mm256_packs_epi32({v[0]}, {v[1]}), _mm256_packs_epi32({v[2]}, {v[3]})), tr));")
         w(f"for (int c = 0; c < n8; ++c) memcpy(yb + (o8 + c)*{plane} + {q0}, t4 + c, "
           f"{min(4, p - q0)});")
         w.close()
@@ -189,21 +193,24 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
 
     res = residual(pre, yv, node, params) if chain is not None else None
 
-    def add_in_block(isa: str) -> bool:  # the residual Add on the register block (zmm)
-        return isa == "zmm" and res is not None and vector
+    def add_in_block(isa: str) -> bool:  # the residual Add on the register block
+        # ymm: in emit_store_t4, whose signed packs need an int8 output
+        return res is not None and vector and (isa == "zmm" or yct.name == "int8_t")
 
     def store(w: CWriter, p: int, isa: str) -> None:
         pix = "ow0" if pointwise else f"(oh*{g.ow} + ow0)"
-        if add_in_block(isa):  # the Add, then the transposing store below
-            emit_residual_block(w, res, f"{res.ptr} + (n*{g.oc} + grp*{g.ocg})*{plane_out} + {pix}",
-                                plane_out, core.ocg, p)
+        other = f"{res.ptr} + (n*{g.oc} + grp*{g.ocg})*{plane_out} + {pix}" if res else ""
+        if isa == "zmm" and add_in_block(isa):  # the Add, then the transposing store below
+            emit_residual_block(w, res, other, plane_out, core.ocg, p)
         if isa == "zmm" and vector and (chain is None or add_in_block(isa)):
             emit_store_t8(w, core, f"{y} + (n*{g.oc} + grp*{g.ocg})*{plane_out} + {pix}",
                           plane_out, p)
             return
-        if isa in ("avx2", "ymm_vnni") and vector and chain is None and yct.name == "int8_t":
+        if isa in ("avx2", "ymm_vnni") and vector and yct.name == "int8_t" and (
+                chain is None or add_in_block(isa)):
             emit_store_t4(w, g.ocg, f"{y} + (n*{g.oc} + grp*{g.ocg})*{plane_out} + {pix}",
-                          plane_out, p)
+                          plane_out, p, residual_t4(res, other, plane_out, g.ocg)
+                          if chain is not None else None)
             return
         w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
         w(f"const int oc = grp*{g.ocg} + o;")
@@ -220,8 +227,8 @@ def emit_conv_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
         w.close()
 
     def row(w: CWriter, isa: str) -> None:  # the epilogue chain (or onnx rounding) along a row
-        # never a Residual's on zmm: it needs TFLite's rounding (residual()), so the requantization
-        # is in vectors and add_in_block holds, or the lanes take zmm (row_for below)
+        # never a Residual's with an int8 output: it needs TFLite's rounding (residual()), so the
+        # requantization is in vectors and add_in_block holds, or the lanes take zmm (row_for)
         w.open(f"for (int o = 0; o < {g.ocg}; ++o)")
         w(f"const int oc = grp*{g.ocg} + o;")
         at = f"(n*{g.oc} + oc)*{plane_out}{'' if pointwise else f' + oh*{g.ow}'}"

@@ -22,6 +22,7 @@ from opfuse.backends.c.cgen import CWriter, dims
 from opfuse.backends.c.int8.common import int_ctype, quant, rounding
 from opfuse.backends.c.isa.x86.depthwise import fold_chain
 from opfuse.backends.c.isa.x86.residual_fast import AddLayer, FastAdd, emit_fast, prove
+from opfuse.backends.c.isa.x86.vec import ZMM, Vec
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.quant import TFLITE, add_params
@@ -83,77 +84,82 @@ def residual(pre: list[ir.Node], yv: ir.Value, node: ir.Node, params: Params) ->
                     lo, hi, vlo, vhi, yct.lo, yct.hi, fast)
 
 
-def input_rescale(w: CWriter, name: str, src: str, z: int, m: int, s: int, left: int) -> None:
+def input_rescale(w: CWriter, name: str, src: str, z: int, m: int, s: int, left: int,
+                  v: Vec = ZMM) -> None:
     """``name`` = MultiplyByQuantizedMultiplierSmallerThanOneExp((src - z) << left, m, s), the
     Add's input rescale. ``d = src - z`` is a byte difference (|d| <= 255), so with ``left`` >= 15
     and no left shift in ``s`` the doubling high multiply ``floor((d*m*2^left + 2^30) / 2^31)``
     splits exactly into 32-bit products: ``m = mh*2^16 + ml`` gives
     ``d*mh*2^(left-15) + floor((d*ml + 2^(30-left)) / 2^(31-left))`` (``d*mh*2^16`` is a multiple
     of ``2^(31-left)``; |d*ml| < 2^24, |d*mh*2^(left-15)| < 2^31 for left <= 20), then the
-    rounding divide by 2^-s with ties away from zero. Otherwise ``opfuse_x86_rq16``."""
-    d = f"_mm512_sub_epi32({src}, _mm512_set1_epi32({z}))"
+    rounding divide by 2^-s with ties away from zero. Otherwise ``opfuse_x86_rq16`` (``rq8``)."""
+    t, p = v.t, v.p
+    d = f"{p}sub_epi32({src}, {p}set1_epi32({z}))"
     if not 15 <= left <= 20 or s > 0 or not 0 < m < 2**31:
-        w(f"const __m512i {name} = opfuse_x86_rq16(_mm512_slli_epi32({d}, {left}), "
-          f"_mm512_set1_epi32({m}), _mm512_set1_epi32({s}), 0, INT32_MIN, INT32_MAX);")
+        w(f"const {t} {name} = {v.rq}({p}slli_epi32({d}, {left}), "
+          f"{p}set1_epi32({m}), {p}set1_epi32({s}), 0, INT32_MIN, INT32_MAX);")
         return
     mh, ml, e = m >> 16, m & 0xFFFF, -s
-    w(f"const __m512i {name}d = {d};")
-    w(f"const __m512i {name}h = _mm512_add_epi32(_mm512_slli_epi32(_mm512_mullo_epi32({name}d, "
-      f"_mm512_set1_epi32({mh})), {left - 15}), _mm512_srai_epi32(_mm512_add_epi32("
-      f"_mm512_mullo_epi32({name}d, _mm512_set1_epi32({ml})), _mm512_set1_epi32({1 << (30 - left)})"
+    w(f"const {t} {name}d = {d};")
+    w(f"const {t} {name}h = {p}add_epi32({p}slli_epi32({p}mullo_epi32({name}d, "
+      f"{p}set1_epi32({mh})), {left - 15}), {p}srai_epi32({p}add_epi32("
+      f"{p}mullo_epi32({name}d, {p}set1_epi32({ml})), {p}set1_epi32({1 << (30 - left)})"
       f"), {31 - left}));")
     if e == 0:
-        w(f"const __m512i {name} = {name}h;")
+        w(f"const {t} {name} = {name}h;")
         return
-    round_shift(w, name, f"{name}h", e)
+    round_shift(w, name, f"{name}h", e, v)
 
 
-def round_shift(w: CWriter, name: str, h: str, e: int) -> None:
+def round_shift(w: CWriter, name: str, h: str, e: int, v: Vec = ZMM) -> None:
     """``name`` = TFLite's RoundingDivideByPOT(``h``, ``e``) (ties away from zero) for ``e`` > 0
     as ``(h + 2^(e-1) - (h < 0)) >> e``: for h >= 0 that is floor((h + 2^(e-1)) / 2^e), +1 when
     the remainder is at least half; for h < 0 floor((h + 2^(e-1) - 1) / 2^e), +1 only above
     half. Exact while the sum cannot wrap: |h| < 2^30, which every caller's bound keeps (an
     input rescale |h| < 2^28, their sum's high product < 2^29)."""
-    w(f"const __m512i {name} = _mm512_srai_epi32(_mm512_add_epi32({h}, _mm512_add_epi32("
-      f"_mm512_srai_epi32({h}, 31), _mm512_set1_epi32({1 << (e - 1)}))), {e});")
+    p = v.p
+    w(f"const {v.t} {name} = {p}srai_epi32({p}add_epi32({h}, {p}add_epi32("
+      f"{p}srai_epi32({h}, 31), {p}set1_epi32({1 << (e - 1)}))), {e});")
 
 
-def _add(w: CWriter, r: Residual, v: str, u: str, out: str, narrow: bool = False) -> None:
-    """``out`` (zmm int32, final; with ``narrow`` and a proved short form its 16 bytes,
-    ``__m128i``) from the conv's int32 values ``v`` (clamped to its type) and the other
-    operand's ``u``."""
-    p = r.p
+def add_values(w: CWriter, r: Residual, v: str, u: str, out: str, narrow: bool = False,
+               vec: Vec = ZMM, sat: bool = False) -> None:
+    """``out`` (int32 vector of ``vec``, final; with ``narrow`` and a proved short form its 16
+    bytes, ``__m128i``) from the conv's int32 values ``v`` (clamped to its type) and the other
+    operand's ``u``; ``sat``: the caller packs to int8 with signed saturation."""
+    p, t, q = r.p, vec.t, vec.p
     if (r.vlo, r.vhi) != (r.tlo, r.thi):  # a Relu/Clip before the Add
-        w(f"const __m512i cv_ = _mm512_min_epi32(_mm512_max_epi32({v}, "
-          f"_mm512_set1_epi32({r.vlo})), _mm512_set1_epi32({r.vhi}));")
+        w(f"const {t} cv_ = {q}min_epi32({q}max_epi32({v}, "
+          f"{q}set1_epi32({r.vlo})), {q}set1_epi32({r.vhi}));")
     else:
-        w(f"const __m512i cv_ = {v};")
+        w(f"const {t} cv_ = {v};")
     x, y = ("cv_", u) if r.first else (u, "cv_")
     if r.fast is not None:
-        emit_fast(w, r.fast, x, y, out, narrow)
+        emit_fast(w, r.fast, x, y, out, narrow, vec, sat)
         return
-    rq = "opfuse_x86_rq16"
     for name, src, z, m, s in (("a_", x, r.z1, p["m1"], p["s1"]), ("b_", y, r.z2, p["m2"], p["s2"])):
-        input_rescale(w, name, src, z, int(m), int(s), int(p["left_shift"]))
-    op = "_mm512_sub_epi32" if r.sub else "_mm512_add_epi32"
+        input_rescale(w, name, src, z, int(m), int(s), int(p["left_shift"]), vec)
+    op = f"{q}sub_epi32" if r.sub else f"{q}add_epi32"
     so, mo = int(p["so"]), int(p["mo"])
     if so > 0 or not 0 < mo < 2**31:
-        w(f"{out} = {rq}({op}(a_, b_), _mm512_set1_epi32({mo}), _mm512_set1_epi32({so}), "
+        w(f"{out} = {vec.rq}({op}(a_, b_), {q}set1_epi32({mo}), {q}set1_epi32({so}), "
           f"{r.zo}, {r.lo}, {r.hi});")
         return
     # the output's requantization of a sum |x| < 2^29 with no left shift: the doubling high
     # product in 64 bits (as opfuse_x86_rq16), then round_shift
-    w(f"const __m512i o_x = {op}(a_, b_), o_m = _mm512_set1_epi32({mo}), "
-      "o_r = _mm512_set1_epi64((long long)1 << 30);")
-    w("const __m512i o_h = _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srli_epi64("
-      "_mm512_add_epi64(_mm512_mul_epi32(o_x, o_m), o_r), 31), _mm512_slli_epi64(_mm512_add_epi64("
-      "_mm512_mul_epi32(_mm512_srli_epi64(o_x, 32), o_m), o_r), 1));")
+    w(f"const {t} o_x = {op}(a_, b_), o_m = {q}set1_epi32({mo}), "
+      f"o_r = {vec.set64}((long long)1 << 30);")
+    even = f"{q}srli_epi64({q}add_epi64({q}mul_epi32(o_x, o_m), o_r), 31)"
+    odd = f"{q}slli_epi64({q}add_epi64({q}mul_epi32({q}srli_epi64(o_x, 32), o_m), o_r), 1)"
+    w(f"const {t} o_h = {vec.blend(even, odd)};")
     if -so:
-        round_shift(w, "o_q", "o_h", -so)
+        round_shift(w, "o_q", "o_h", -so, vec)
     else:
-        w("const __m512i o_q = o_h;")
-    w(f"{out} = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(o_q, _mm512_set1_epi32({r.zo})), "
-      f"_mm512_set1_epi32({r.lo})), _mm512_set1_epi32({r.hi}));")
+        w(f"const {t} o_q = o_h;")
+    o = f"{q}add_epi32(o_q, {q}set1_epi32({r.zo}))"
+    sat = sat and (r.tlo, r.thi) == (-128, 127)  # the packs' saturation: no int8 bound written
+    o = o if sat and r.lo == -128 else f"{q}max_epi32({o}, {q}set1_epi32({r.lo}))"
+    w(f"{out} = {o if sat and r.hi == 127 else f'{q}min_epi32({o}, {q}set1_epi32({r.hi}))'};")
 
 
 def emit_residual_lanes(w: CWriter, r: Residual, v: str, other: str, k: str) -> str:
@@ -164,9 +170,9 @@ def emit_residual_lanes(w: CWriter, r: Residual, v: str, other: str, k: str) -> 
     w(f"const __m512i u = {cvt}(_mm_maskz_loadu_epi8({k}, {other}));")
     if r.fast is not None:
         w("__m128i o8;")
-        _add(w, r, v, "u", "o8", narrow=True)
+        add_values(w, r, v, "u", "o8", narrow=True)
         return "o8"
-    _add(w, r, v, "u", v)
+    add_values(w, r, v, "u", v)
     return f"_mm512_cvtepi32_epi8({v})"
 
 
@@ -198,7 +204,7 @@ def emit_residual_block(w: CWriter, r: Residual, other: str, plane: int, ocg: in
             w.open("")
             w(f"const __m512i u = {cvt}({fn}({lo}, {hi}));")
             w("__m512i o;")
-            _add(w, r, f"_mm512_load_si512((const void *)(tmp[{q}] + {o16}))", "u", "o")
+            add_values(w, r, f"_mm512_load_si512((const void *)(tmp[{q}] + {o16}))", "u", "o")
             w(f"_mm512_store_si512((void *)(tmp[{q}] + {o16}), o);")
             w.close()
         w(" ".join(f"(void)e{h}{j};" for h in "lh" for j in range(4)))

@@ -40,6 +40,7 @@ import numpy as np
 
 from opfuse.backends.c.cgen import CWriter
 from opfuse.backends.c.int8.fixedpoint import tflite_add_np
+from opfuse.backends.c.isa.x86.vec import ZMM, Vec
 
 M_BITS = 8  # bits dropped from an input multiplier: |x - z| * M < 255 * 2^23 < 2^31
 MAX_OUT_SHIFT = 54  # the single rounding's 2^(N-1) + z_out*2^N stays in int64 (|z_out| < 2^8)
@@ -164,47 +165,46 @@ def prove(layer: AddLayer) -> FastAdd | None:
     return next((f for f in candidates(layer) if proves(f, layer)), None)
 
 
-def _term_c(w: CWriter, name: str, t: Term, x: str) -> None:
-    """``name`` = the term of ``x`` (C zmm of int32 values), an unshifted term's ``add`` left
+def _term_c(w: CWriter, name: str, t: Term, x: str, v: Vec = ZMM) -> None:
+    """``name`` = the term of ``x`` (C vector of int32 values), an unshifted term's ``add`` left
     to the product's constant (``_wide``)."""
     if t.shift == 0:
         if t.mul & (t.mul - 1) == 0:
-            w(f"const __m512i {name} = _mm512_slli_epi32({x}, {t.mul.bit_length() - 1});")
+            w(f"const {v.t} {name} = {v.p}slli_epi32({x}, {t.mul.bit_length() - 1});")
         else:
-            w(f"const __m512i {name} = _mm512_mullo_epi32({x}, _mm512_set1_epi32({_c32(t.mul)}));")
+            w(f"const {v.t} {name} = {v.p}mullo_epi32({x}, {v.p}set1_epi32({_c32(t.mul)}));")
         return
-    w(f"const __m512i {name} = _mm512_srai_epi32(_mm512_add_epi32(_mm512_mullo_epi32({x}, "
-      f"_mm512_set1_epi32({_c32(t.mul)})), _mm512_set1_epi32({_c32(t.add)})), {t.shift});")
+    w(f"const {v.t} {name} = {v.p}srai_epi32({v.p}add_epi32({v.p}mullo_epi32({x}, "
+      f"{v.p}set1_epi32({_c32(t.mul)})), {v.p}set1_epi32({_c32(t.add)})), {t.shift});")
 
 
-def emit_fast(w: CWriter, f: FastAdd, x0: str, x1: str, out: str, narrow: bool) -> None:
-    """``out`` from TFLite's input values ``x0``, ``x1`` (zmm int32): with ``narrow`` the 16
-    output bytes (``__m128i``, ``vpmovsdb``; the clamp written only where narrower than int8),
-    else the clamped int32 values (``__m512i``)."""
-    _term_c(w, "f0_", f.t0, x0)
-    _term_c(w, "f1_", f.t1, x1)
-    op = "_mm512_sub_epi32" if f.sub else "_mm512_add_epi32"
-    w(f"const __m512i fs_ = {op}(f0_, f1_), fm_ = _mm512_set1_epi32({f.mo}), "
-      f"fr_ = _mm512_set1_epi64({_wide(f)}LL);")
+def emit_fast(w: CWriter, f: FastAdd, x0: str, x1: str, out: str, narrow: bool,
+              v: Vec = ZMM, sat: bool = False) -> None:
+    """``out`` from TFLite's input values ``x0``, ``x1`` (int32 vectors of ``v``): with
+    ``narrow`` (zmm) the 16 output bytes (``__m128i``, ``vpmovsdb``), else the clamped int32
+    values; the clamp written only where narrower than int8 when the bytes are saturated
+    (``narrow``, or ``sat``: the caller packs with signed saturation)."""
+    _term_c(w, "f0_", f.t0, x0, v)
+    _term_c(w, "f1_", f.t1, x1, v)
+    op = f"{v.p}sub_epi32" if f.sub else f"{v.p}add_epi32"
+    w(f"const {v.t} fs_ = {op}(f0_, f1_), fm_ = {v.p}set1_epi32({f.mo}), "
+      f"fr_ = {v.set64}({_wide(f)}LL);")
+    even = f"{v.p}add_epi64({v.p}mul_epi32(fs_, fm_), fr_)"
+    odd = f"{v.p}add_epi64({v.p}mul_epi32({v.p}srli_epi64(fs_, 32), fm_), fr_)"
     if f.single:  # floor((S*mo + 2^(n-1) + c + zo*2^n) / 2^n); odd lanes: the high dword
-        n = 31 + f.e
-        w(f"__m512i fo_ = _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srai_epi64("
-          f"_mm512_add_epi64(_mm512_mul_epi32(fs_, fm_), fr_), {n}), _mm512_srai_epi64("
-          f"_mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(fs_, 32), fm_), fr_), {n - 32}));")
+        w(f"{v.t} fo_ = {v.high(even, odd, 31 + f.e)};")
     else:  # TFLite's doubling high multiply, then its rounding divide with z_out folded in
-        w("const __m512i fh_ = _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srli_epi64("
-          "_mm512_add_epi64(_mm512_mul_epi32(fs_, fm_), fr_), 31), _mm512_slli_epi64("
-          "_mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(fs_, 32), fm_), fr_), 1));")
+        w(f"const {v.t} fh_ = {v.blend(f'{v.p}srli_epi64({even}, 31)', f'{v.p}slli_epi64({odd}, 1)')};")
         if f.e:
-            w(f"__m512i fo_ = _mm512_srai_epi32(_mm512_add_epi32(_mm512_add_epi32(fh_, "
-              f"_mm512_srai_epi32(fh_, 31)), _mm512_set1_epi32({_c32((1 << (f.e - 1)) + (f.zo << f.e))})"
+            w(f"{v.t} fo_ = {v.p}srai_epi32({v.p}add_epi32({v.p}add_epi32(fh_, "
+              f"{v.p}srai_epi32(fh_, 31)), {v.p}set1_epi32({_c32((1 << (f.e - 1)) + (f.zo << f.e))})"
               f"), {f.e});")
         else:
-            w(f"__m512i fo_ = _mm512_add_epi32(fh_, _mm512_set1_epi32({f.zo}));")
-    sat = narrow and f.int8  # vpmovsdb saturates to [-128, 127]: those bounds need no clamp
+            w(f"{v.t} fo_ = {v.p}add_epi32(fh_, {v.p}set1_epi32({f.zo}));")
+    sat = (narrow or sat) and f.int8  # vpmovsdb, vpacksswb: those bounds need no clamp
     if f.lo > -128 or not sat:
-        w(f"fo_ = _mm512_max_epi32(fo_, _mm512_set1_epi32({f.lo}));")
+        w(f"fo_ = {v.p}max_epi32(fo_, {v.p}set1_epi32({f.lo}));")
     if f.hi < 127 or not sat:
-        w(f"fo_ = _mm512_min_epi32(fo_, _mm512_set1_epi32({f.hi}));")
+        w(f"fo_ = {v.p}min_epi32(fo_, {v.p}set1_epi32({f.hi}));")
     cvt = "_mm512_cvtsepi32_epi8" if sat else "_mm512_cvtepi32_epi8"
     w(f"{out} = {f'{cvt}(fo_)' if narrow else 'fo_'};")
