@@ -11,7 +11,9 @@ the FMA peak). Here the tile lives in named vector variables for the whole nest,
 the caller's epilogue and store are unchanged:
 
 * ``__AVX512F__``: zmm, 16 lanes a vector (a masked load and store for a last partial vector),
-  at most ZMM_SUMS sums a pass;
+  at most ZMM_SUMS sums a pass; where a row has several vectors each step is an
+  ``opfuse_x86_fma16`` (x86/helpers.py: inline asm that holds the operand vectors in registers,
+  which gcc 12 sometimes did not);
 * ``__AVX2__`` and ``__FMA__``: ymm, 8 lanes (``maskload``/``maskstore`` for a partial one), at
   most YMM_SUMS sums a pass (16 registers: the rest hold the vector operands and a broadcast);
 * ``#else``: the caller's portable body.
@@ -44,6 +46,17 @@ class _Vec:
         self.lanes = lanes
         self.count = -(-lanes // self.width)
         self.tail = lanes - (self.count - 1) * self.width  # lanes of the last vector
+
+    def fma(self, s: str, v: str, acc: str) -> str:
+        """``acc + s * v``. zmm rows of several vectors: helpers' ``opfuse_x86_fma16``, which
+        holds the operand vectors in registers (their broadcast ``s`` is one register for the
+        row's vectors anyway). A row of one vector keeps the intrinsic: gcc folds its broadcast
+        into the FMA (``{1to16}``), which the asm's register operand would forbid
+        (mobilenet_v2_128_0.5's 16 x 16 pointwise tiles ran 0.75x with it). ymm: the
+        intrinsic."""
+        if self.width == 16 and self.count > 1:
+            return f"opfuse_x86_fma16({acc}, {s}, {v})"
+        return f"{self.p}fmadd_ps({s}, {v}, {acc})"
 
     def mask(self) -> str:
         if self.width == 16:
@@ -92,7 +105,7 @@ def _pass(w: CWriter, vec: _Vec, acc: str, rows: Sequence[int], loops: Callable,
             for r, scalar in uses:
                 w(f"const {vec.t} vs{g}_{r} = {vec.p}set1_ps({scalar});")
                 for k in range(vec.count):
-                    w(f"va{r}_{k} = {vec.p}fmadd_ps(vs{g}_{r}, vw{g}_{k}, va{r}_{k});")
+                    w(f"va{r}_{k} = {vec.fma(f'vs{g}_{r}', f'vw{g}_{k}', f'va{r}_{k}')};")
 
     loops(body)
     for r in rows:
