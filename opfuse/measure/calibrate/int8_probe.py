@@ -46,6 +46,14 @@ CASES: tuple[tuple[str, dict, Shape, Shape | None, str], ...] = (
     ("Conv", conv_attrs(3, 2), (1, 3, 80, 80), (8, 3, 3, 3), "relu"),  # conv_rows
     ("Conv", conv_attrs(3), (1, 8, 40, 40), (16, 8, 3, 3), "relu"),  # conv_rows
     ("Conv", conv_attrs(3), (1, 24, 20, 20), (24, 24, 3, 3), "relu"),  # conv_rows
+    # more conv_rows (4 layers fitted its 4 costs exactly, a MAC at 0 s): rows of 32 or more,
+    # one input channel (x86's quad core), 3 channels, 16 -> 16 (ResNet-8's), 24 channels
+    ("Conv", conv_attrs(3), (1, 16, 32, 32), (16, 16, 3, 3), "relu"),  # conv_rows
+    ("Conv", conv_attrs(3), (1, 3, 32, 32), (16, 3, 3, 3), "relu"),  # conv_rows
+    ("Conv", conv_attrs(3, 2), (1, 1, 96, 96), (8, 1, 3, 3), "relu"),  # conv_rows
+    ("Conv", {**conv_attrs(3, 2), "pads": [0] * 4}, (1, 3, 81, 81), (16, 3, 3, 3), "relu"),
+    ("Conv", conv_attrs(3), (1, 8, 48, 48), (24, 8, 3, 3), "relu"),  # conv_rows
+    ("Conv", conv_attrs(3), (1, 32, 36, 36), (16, 32, 3, 3), "relu"),  # conv_rows
     ("Conv", conv_attrs(3), (1, 16, 24, 24), (16, 16, 3, 3), "relu"),  # conv_lanes
     ("Conv", conv_attrs(3), (1, 32, 12, 12), (32, 32, 3, 3), "relu"),  # conv_lanes
     ("Conv", conv_attrs(3), (1, 48, 8, 8), (48, 48, 3, 3), ""),  # conv_lanes
