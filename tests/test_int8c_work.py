@@ -112,3 +112,21 @@ def test_depthwise_work_is_the_dots_and_vectors_of_its_vbmi_c(depthwise):
                   for t in dots)
         assert work.lane_macs == c * run * 64 and work.loops == c * oh * stores
     assert layouts == {"flat", "rows"}
+
+
+def test_the_probe_fits_the_vectors_and_the_portable_depthwise_on_the_same_times():
+    """A depthwise layer of the x86 probe is fitted on depthwise_zmm and, counted as the portable
+    C, on depthwise (the rates of a conv the vectors do not take), and counted once."""
+    from opfuse.cost.cwork import Work
+    from opfuse.measure.calibrate.int8_probe import calibrate_int8c
+
+    found = [("view", [], 2e-8)]
+    for n in range(1, 5):
+        t = n * 64e3 * 1e-11 + (n % 2 + 1) * 100 * 1e-9
+        found += [("layer", [Work(n * 64e3, 1000, (n % 2 + 1) * 100, "depthwise_zmm")], t),
+                  ("portable", [Work(n * 9e3, 1000, 50 * n, "depthwise", 10 * n)], t)]
+    got = calibrate_int8c(lambda: found)
+    assert got["kernels"] == 5
+    assert got["mac_s"]["depthwise_zmm"] == pytest.approx(1e-11)
+    assert got["loop_s"]["depthwise_zmm"] == pytest.approx(1e-9)
+    assert "depthwise" in got["mac_s"] and "depthwise" in got["tail_s"]
