@@ -19,8 +19,10 @@ loops:
   channel-lanes path, the plan's ``tile`` columns, per Gemm output, per output row of a depthwise conv, per window row of a pooled output): the
   set-up that does not scale with the MACs.
 
-Kernels without an anchor (pools, elementwise, softmax, movement) count their output elements,
-with ``lane_macs`` = their FLOPs (the cost model's count), on their class's path; a
+An int8 MaxPool/AveragePool counts its loop trips (``pool_work``), a depthwise conv the x86
+ISA writes in vectors of pixels its ``vpdpbusd`` and vectors (``x86_depthwise_work``, path
+``depthwise_zmm``). Other kernels without an anchor (elementwise, softmax, movement) count their
+output elements, with ``lane_macs`` = their FLOPs (the cost model's count), on their class's path; a
 QuantizeLinear / DequantizeLinear converts each element (no MACs), a Softmax runs the ``other``
 path (its table lookups are not a reduction's sums). Each item of
 work names the template path it runs on (``PATHS``): the rates differ per path, not per class (a
