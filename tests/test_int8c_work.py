@@ -130,3 +130,36 @@ def test_the_probe_fits_the_vectors_and_the_portable_depthwise_on_the_same_times
     assert got["mac_s"]["depthwise_zmm"] == pytest.approx(1e-11)
     assert got["loop_s"]["depthwise_zmm"] == pytest.approx(1e-9)
     assert "depthwise" in got["mac_s"] and "depthwise" in got["tail_s"]
+
+
+def test_a_depthwise_conv_is_priced_as_the_vectors_where_the_table_has_their_rates(tmp_path):
+    """On the host (x86, TFLite rounding) a table with depthwise_zmm's rates prices a depthwise
+    conv as its vectors; a table without them (a host calibrated before) as the portable C."""
+    from opfuse.cost import cost_model
+    from opfuse.measure.calibrate.host import host_target_text
+    from opfuse.targets import load_target
+    from tests.helpers.cost import FIGURES
+
+    table = {"dispatch_overhead_s": 0.0, "mac_s": {"depthwise": 6e-11},
+             "output_s": {"depthwise": 2e-9}, "loop_s": {}, "tail_s": {}, "kernels": 1}
+    zmm = {**table, "mac_s": {"depthwise": 6e-11, "depthwise_zmm": 1e-11},
+           "loop_s": {"depthwise_zmm": 1e-9}}
+    hosts = []
+    for name, t in (("old", table), ("new", zmm)):
+        (tmp_path / name).mkdir()
+        path = tmp_path / name / "host.toml"
+        path.write_text(host_target_text(dict(FIGURES, int8c=t)))
+        hosts.append(load_target(path))
+    result = compile_model(quantized_probe(tmp_path, DEPTHWISE[1:2]), "x86-host")
+    result.optimized.meta[ROUNDING] = TFLITE
+    sched = c_schedule(result, cascades=False)
+    model, part = sched.model, sched.partition
+    nodes = {n.name: n for n in model.graph}
+    (k,) = [k for k in part.kernels if any(nodes[n].op_type == "Conv" for n in k.nodes)]
+    i = part.kernels.index(k)
+    members = [nodes[n] for n in k.nodes]
+    (pairs,), (vectors,) = kernel_work(members), kernel_work(members, dw=True)
+    assert (pairs.path, vectors.path) == ("depthwise", "depthwise_zmm")
+    old, new = (cost_model(model, part, h).kernels[i].compute_s for h in hosts)
+    assert old == pytest.approx(pairs.lane_macs * 6e-11 + pairs.outputs * 2e-9)
+    assert new == pytest.approx(vectors.lane_macs * 1e-11 + vectors.loops * 1e-9)
