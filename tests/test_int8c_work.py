@@ -163,3 +163,16 @@ def test_a_depthwise_conv_is_priced_as_the_vectors_where_the_table_has_their_rat
     old, new = (cost_model(model, part, h).kernels[i].compute_s for h in hosts)
     assert old == pytest.approx(pairs.lane_macs * 6e-11 + pairs.outputs * 2e-9)
     assert new == pytest.approx(vectors.lane_macs * 1e-11 + vectors.loops * 1e-9)
+
+
+def test_a_stems_transpose_is_read_in_place_not_counted_as_an_epilogue(tmp_path):
+    """A TFLite stem (the probe's "stem": NHWC input, Transpose, Conv) is one kernel whose conv
+    reads the NHWC rows in place: its work is the conv's alone, no loop for the Transpose."""
+    stem = (("Conv", conv_attrs(3, 2), (1, 3, 24, 24), (8, 3, 3, 3), "stem"),)
+    result = compile_model(quantized_probe(tmp_path, stem), "x86-host")
+    sched = c_schedule(result, cascades=False)
+    nodes = {n.name: n for n in sched.model.graph}
+    (members,) = [[nodes[n] for n in k.nodes] for k in sched.partition.kernels
+                  if any(nodes[n].op_type == "Conv" for n in k.nodes)]
+    assert [n.op_type for n in members] == ["Transpose", "Conv"]  # one kernel (Relu folded)
+    assert [w.path for w in kernel_work(members, True, True)] == ["conv_rows"]

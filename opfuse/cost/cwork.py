@@ -233,7 +233,8 @@ CLAMPS = ops.groups.CLAMPS  # folded into the requantization's clamp: no extra c
 
 def kernel_work(members: list[ir.Node], gemv: bool = False, dw: bool = False) -> list[Work]:
     """A kernel's work, one item per loop it runs: its anchor's and one ``epilogue`` item per
-    fused op that is not a clamp (or a view); without an anchor, one per member (an unanchored
+    fused op after it that is not a clamp (or a view); a prologue before it (a stem's Transpose,
+    read in place) none; without an anchor, one per member (an unanchored
     chain of elementwise ops runs one loop per member) but a clamp after a first op that is none
     (the int8 chain folds it into that op's requantization clamp). ``gemv``: the ISA writes the
     GEMV (kernelplan/conv8.has_gemv8), which a batch-1 fully connected anchor with no epilogue
@@ -244,7 +245,10 @@ def kernel_work(members: list[ir.Node], gemv: bool = False, dw: bool = False) ->
     if anchor is None:  # a clamp after another op is that op's requantization clamp (Add + Relu)
         return [node_work(n) for i, n in enumerate(members) if not is_view([n])
                 and not (i > 0 and n.op_type in CLAMPS and members[0].op_type not in CLAMPS)]
-    rest = [n for n in members if n is not anchor and n.op_type not in CLAMPS and not is_view([n])]
+    # a member before the anchor is a prologue it reads in place (fusion/views.py: a stem's
+    # Transpose, NHWC rows addressed by the conv's staging or line buffer): no loop of its own
+    after = members[members.index(anchor) + 1:]
+    rest = [n for n in after if n.op_type not in CLAMPS and not is_view([n])]
     return [node_work(anchor, gemv=gemv and not rest, dw=dw),
             *(node_work(n, "epilogue") for n in rest)]
 

@@ -40,7 +40,8 @@ def conv_attrs(k: int, stride: int = 1, group: int = 1) -> dict:
 
 
 # (op, attrs, input shape, weight shape or None, after: "relu", "add" (a residual Add of a second
-# input, fused into the conv's epilogue) or ""). The comment says the C template path it runs.
+# input, fused into the conv's epilogue), "stem" (the input NHWC and transposed, as a TFLite
+# model's, then a Relu) or ""). The comment says the C template path it runs.
 CASES: tuple[tuple[str, dict, Shape, Shape | None, str], ...] = (
     ("Conv", conv_attrs(3, 2), (1, 3, 64, 64), (16, 3, 3, 3), "relu"),  # conv_rows
     ("Conv", conv_attrs(3, 2), (1, 3, 80, 80), (8, 3, 3, 3), "relu"),  # conv_rows
@@ -54,6 +55,10 @@ CASES: tuple[tuple[str, dict, Shape, Shape | None, str], ...] = (
     ("Conv", {**conv_attrs(3, 2), "pads": [0] * 4}, (1, 3, 81, 81), (16, 3, 3, 3), "relu"),
     ("Conv", conv_attrs(3), (1, 8, 48, 48), (24, 8, 3, 3), "relu"),  # conv_rows
     ("Conv", conv_attrs(3), (1, 32, 36, 36), (16, 32, 3, 3), "relu"),  # conv_rows
+    # TFLite stems: an NHWC graph input read in place (Transpose + Conv, fusion/views.py)
+    ("Conv", conv_attrs(3, 2), (1, 3, 96, 96), (8, 3, 3, 3), "stem"),  # conv_rows
+    ("Conv", conv_attrs(3), (1, 3, 32, 32), (16, 3, 3, 3), "stem"),  # conv_rows
+    ("Conv", {**conv_attrs(3, 2), "pads": [0] * 4}, (1, 3, 65, 65), (16, 3, 3, 3), "stem"),
     ("Conv", conv_attrs(3), (1, 16, 24, 24), (16, 16, 3, 3), "relu"),  # conv_lanes
     ("Conv", conv_attrs(3), (1, 32, 12, 12), (32, 32, 3, 3), "relu"),  # conv_lanes
     ("Conv", conv_attrs(3), (1, 48, 8, 8), (48, 48, 3, 3), ""),  # conv_lanes
@@ -147,7 +152,14 @@ def probe_model(cases: tuple = CASES):  # noqa: ANN201 (onnx.ModelProto)
     nodes, inputs, outputs, inits = [], [], [], []
     for i, (op, attrs, shape, wshape, after) in enumerate(cases):
         x = f"x{i}"
-        inputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, list(shape)))
+        if after == "stem":  # a TFLite stem: the graph input NHWC, transposed, then the conv
+            n, c, h, w_ = shape
+            inputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, [n, h, w_, c]))
+            nodes.append(helper.make_node("Transpose", [x], [f"{x}t"], name=f"t{i}",
+                                          perm=[0, 3, 1, 2]))
+            x = f"{x}t"
+        else:
+            inputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, list(shape)))
         args = [x]
         if op == "Add":
             inputs.append(helper.make_tensor_value_info(f"x{i}b", TensorProto.FLOAT, list(shape)))
@@ -159,7 +171,7 @@ def probe_model(cases: tuple = CASES):  # noqa: ANN201 (onnx.ModelProto)
             args += [f"w{i}", f"b{i}"]
         y = f"y{i}" if after else f"out{i}"
         nodes.append(helper.make_node(op, args, [y], name=f"n{i}", **attrs))
-        if after == "relu":
+        if after in ("relu", "stem"):
             nodes.append(helper.make_node("Relu", [y], [f"out{i}"], name=f"r{i}"))
         elif after == "add":
             ys = [shape[0], wshape[0]] if wshape else list(shape)  # the conv's output shape
@@ -225,14 +237,22 @@ def tflite_pools(proto):  # noqa: ANN001, ANN201 (onnx.ModelProto)
     """``proto`` with every MaxPool/AveragePool that onnxruntime left in float (a pool of a graph
     input: it quantizes a pool only after a quantized op) between a QuantizeLinear and a
     DequantizeLinear of one scale and zero point on both sides, as TFLite's int8 pools are (so
-    the C runs the integer pool of the shared models, not the float one)."""
+    the C runs the integer pool of the shared models, not the float one); a stem's Transpose
+    (of a graph input, left float too) gets its output's quantization on its input, as a TFLite
+    model's NHWC input is quantized before it (its conv then reads the NHWC rows in place)."""
     from onnx import TensorProto, helper
 
     graph = proto.graph
     graph.initializer.extend([helper.make_tensor("pool_scale", TensorProto.FLOAT, [], [POOL_SCALE]),
                               helper.make_tensor("pool_zero", TensorProto.INT8, [], [-128])])
     nodes = []
+    quantized = {n.input[0]: n.input[1:] for n in graph.node if n.op_type == "QuantizeLinear"}
     for node in graph.node:
+        if node.op_type == "Transpose" and node.output[0] in quantized:  # a stem's: int8 too
+            x, q = node.input[0], quantized[node.output[0]]
+            nodes += [helper.make_node("QuantizeLinear", [x, *q], [f"{x}_tq"]),
+                      helper.make_node("DequantizeLinear", [f"{x}_tq", *q], [f"{x}_td"])]
+            node.input[0] = f"{x}_td"
         if node.op_type not in POOLS:
             nodes.append(node)
             continue
