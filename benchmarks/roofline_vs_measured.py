@@ -214,7 +214,7 @@ def int8_rows(path: Path, target: Target, budget_s: float) -> list[Row]:
     """Predicted and measured time of every kernel of ``path``'s int8 C on ``target``."""
     from opfuse.backends.c.emit import c_schedule, emit_c
     from opfuse.cost.cwork import is_view, kernel_work
-    from opfuse.cost.int8c import runs_gemv
+    from opfuse.cost.int8c import runs_dw, runs_gemv
     from opfuse.measure.run.host import manifest
     from opfuse.measure.run.kernel_times import time_kernels
     from opfuse.measure.validate.per_kernel import random_feeds
@@ -229,14 +229,14 @@ def int8_rows(path: Path, target: Target, budget_s: float) -> list[Row]:
     entries = sorted(info.kernel_outputs, key=lambda k: k.index)
     cost = cost_model(model, part, target, arena_bytes=emitted.arena_bytes)
     nodes = {n.name: n for n in model.graph}
-    gemv = runs_gemv(model, target)
+    gemv, dw = runs_gemv(model, target), runs_dw(model, target)
     rows = []
     for entry, kc, kernel, t in zip(entries, cost.kernels, part.kernels, times.seconds,
                                     strict=True):
         if entry.nodes != tuple(kernel.nodes):
             raise OpfuseError(f"{path.name}: the C's kernel {entry.index} is not the costed one")
         members = [nodes[n] for n in kernel.nodes if n in nodes]
-        works = kernel_work(members, gemv)
+        works = kernel_work(members, gemv, dw)
         rows.append(Row(path.stem, entry.function, "+".join(kc.ops), kc.kernel_class,
                         is_view(members), kc.latency_s, t, works[0].path if works else "-"))
     return rows

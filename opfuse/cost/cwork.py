@@ -19,8 +19,10 @@ loops:
   channel-lanes path, the plan's ``tile`` columns, per Gemm output, per output row of a depthwise conv, per window row of a pooled output): the
   set-up that does not scale with the MACs.
 
-Kernels without an anchor (pools, elementwise, softmax, movement) count their output elements,
-with ``lane_macs`` = their FLOPs (the cost model's count), on their class's path; a
+An int8 MaxPool/AveragePool counts its loop trips (``pool_work``), a depthwise conv the x86
+ISA writes in vectors of pixels its ``vpdpbusd`` and vectors (``x86_depthwise_work``, path
+``depthwise_zmm``). Other kernels without an anchor (elementwise, softmax, movement) count their
+output elements, with ``lane_macs`` = their FLOPs (the cost model's count), on their class's path; a
 QuantizeLinear / DequantizeLinear converts each element (no MACs), a Softmax runs the ``other``
 path (its table lookups are not a reduction's sums). Each item of
 work names the template path it runs on (``PATHS``): the rates differ per path, not per class (a
@@ -46,6 +48,7 @@ from opfuse.kernelplan.conv8 import (
     plan_conv8,
     uses_gemv8,
 )
+from opfuse.kernelplan.dw8 import dw_count, uses_dw_vectors
 from opfuse.targets.int8c import PATHS
 
 __all__ = ["PATHS", "Work", "gemv_work", "is_view", "kernel_work", "node_work"]
@@ -76,9 +79,10 @@ def _ints(node: ir.Node, name: str, default: list[int]) -> list[int]:
     return list(a.as_ints()) if a is not None else default
 
 
-def conv_work(node: ir.Node) -> Work | None:
+def conv_work(node: ir.Node, dw: bool = False) -> Work | None:
     """A Conv's work as ``emit_conv8`` loops on its plan (opfuse/kernelplan/conv8.py; module
-    docstring); None when shapes are unknown."""
+    docstring); ``dw``: a depthwise conv runs the ISA's vectors of pixels where they apply
+    (``x86_depthwise_work``); None when shapes are unknown."""
     xs, ws, ys = static_dims(node.inputs[0]), static_dims(node.inputs[1]), static_dims(node.outputs[0])
     if xs is None or ws is None or ys is None or len(ys) not in (3, 4):
         return None
@@ -106,6 +110,8 @@ def conv_work(node: ir.Node) -> Work | None:
         vec, tail = _split(plan.ocb)
         per = n * oc // plan.ocb * pixels * icg * taps  # block x column x input channel x tap
         return Work(per * vec, n * oc * pixels, loops, "conv_lanes", per * tail)
+    if plan.path == "depthwise" and dw and uses_dw_vectors(g):
+        return x86_depthwise_work(g)
     if plan.path == "depthwise":
         # SIMD pairs of pixels per row (lane MACs), the columns left one by one (tail MACs);
         # a loop per output row
@@ -126,6 +132,17 @@ def conv_work(node: ir.Node) -> Work | None:
     loops = blocks * oh * icg * taps
     vec, tail = _split(ow)
     return Work(loops * ocb * vec, n * oc * pixels, loops, "conv_rows", loops * ocb * tail)
+
+
+def x86_depthwise_work(g: ConvGeom) -> Work:
+    """A depthwise conv as x86/depthwise*.py runs it (kernelplan/dw8.dw_count): per channel, its
+    vectors of 16 output pixels, in each a ``vpdpbusd`` per quad of taps of a tap row inside
+    the input (``lane_macs``: 16 lanes x 4 bytes each, padded lanes and taps included); a
+    requantization and a masked store per vector (``loops``); ``outputs`` the output elements."""
+    c = dw_count(g)
+    channels = g.n * g.oc
+    return Work(float(channels * c.dots * 64), channels * g.oh * g.ow, channels * c.vectors,
+                "depthwise_zmm")
 
 
 def gemm_work(node: ir.Node, gemv: bool = False) -> Work | None:
@@ -153,12 +170,14 @@ def gemv_work(n: int, k: int) -> Work:
                 "gemv")
 
 
-def node_work(node: ir.Node, path: str | None = None, gemv: bool = False) -> Work:
+def node_work(node: ir.Node, path: str | None = None, gemv: bool = False,
+              dw: bool = False) -> Work:
     """One node's work (module docstring); an unanchored node's path is ``path``, else its class;
-    ``gemv``: a batch-1 Gemm/MatMul runs the GEMV (gemm_work)."""
+    ``gemv``: a batch-1 Gemm/MatMul runs the GEMV (gemm_work); ``dw``: a depthwise conv the
+    ISA's vectors of pixels (conv_work)."""
     found = None
     if node.op_type == "Conv":
-        found = conv_work(node)
+        found = conv_work(node, dw)
     elif node.op_type in ops.groups.MATRIX:
         found = gemm_work(node, gemv)
     if found is not None:
@@ -173,29 +192,65 @@ def node_work(node: ir.Node, path: str | None = None, gemv: bool = False) -> Wor
     if node.op_type == "Softmax" and path is None:  # int8/softmax.py: exp table, sum, reciprocal
         path = "other"
         loops = outputs // out[-1] if out else 0  # a reciprocal per row
-    if node.op_type in ops.groups.POOLS and path is None:
-        # int8/pools.emit_pool_value8: per output, a loop over each window row's columns
-        loops = outputs * _ints(node, "kernel_shape", [1])[0]
+    if node.op_type in ops.groups.POOLS and path is None and out is not None:
+        found = pool_work(node, out)
+        if found is not None:
+            return found
     return Work(macs, outputs, loops, path or node_class(node))
+
+
+def _trips(size: int, out: int, k: int, s: int, d: int, p: int) -> int:
+    """Window taps inside an input axis of ``size``, summed over its ``out`` outputs."""
+    return sum(1 for o in range(out) for t in range(k) if 0 <= o * s - p + t * d < size)
+
+
+def pool_work(node: ir.Node, out: list[int]) -> Work | None:
+    """An int8 MaxPool/AveragePool as int8/pools.emit_pool_value8 loops: per output, a loop over
+    the window's rows (``loops``: each tests its row), in each row inside the input a loop over
+    the window's columns (``lane_macs``: each tests its column and compares or adds the tap),
+    then the output's store (``outputs``), after a division and its rounding for an
+    AveragePool: a MaxPool, which has none, runs the ``pool_max`` path."""
+    xs = static_dims(node.inputs[0])
+    if xs is None or len(xs) not in (3, 4) or len(out) != len(xs):
+        return None
+    nsp = len(xs) - 2
+    ks = _ints(node, "kernel_shape", [1] * nsp)
+    ss, ds = _ints(node, "strides", [1] * nsp), _ints(node, "dilations", [1] * nsp)
+    pads = _ints(node, "pads", [0] * (2 * nsp))
+    if nsp == 1:  # a 1-D pool is one row
+        xs, out = [*xs[:2], 1, xs[2]], [*out[:2], 1, out[2]]
+        ks, ss, ds, pads = [1, *ks], [1, *ss], [1, *ds], [0, pads[0], 0, pads[1]]
+    planes, (oh, ow) = xs[0] * xs[1], out[2:]
+    rows = _trips(xs[2], oh, ks[0], ss[0], ds[0], pads[0])  # rows inside, summed over oh
+    outputs = planes * oh * ow
+    return Work(float(planes * rows * ow * ks[1]), outputs, outputs * ks[0],
+                "pool_max" if node.op_type == "MaxPool" else "pool")
 
 
 CONVERSIONS = ops.groups.CONVERSIONS
 CLAMPS = ops.groups.CLAMPS  # folded into the requantization's clamp: no extra cost
 
 
-def kernel_work(members: list[ir.Node], gemv: bool = False) -> list[Work]:
+def kernel_work(members: list[ir.Node], gemv: bool = False, dw: bool = False) -> list[Work]:
     """A kernel's work, one item per loop it runs: its anchor's and one ``epilogue`` item per
-    fused op that is not a clamp (or a view); without an anchor, one per member (an unanchored
+    fused op after it that is not a clamp (or a view); a prologue before it (a stem's Transpose,
+    read in place) none; without an anchor, one per member (an unanchored
     chain of elementwise ops runs one loop per member) but a clamp after a first op that is none
     (the int8 chain folds it into that op's requantization clamp). ``gemv``: the ISA writes the
     GEMV (kernelplan/conv8.has_gemv8), which a batch-1 fully connected anchor with no epilogue
-    but clamps runs (x86/conv.emit_gemm_x86; under TFLite's rounding, as the probe's)."""
+    but clamps runs (x86/conv.emit_gemm_x86; under TFLite's rounding, as the probe's); ``dw``:
+    the ISA writes depthwise convs in vectors of pixels (kernelplan/dw8.has_dw8, TFLite's
+    rounding), which the anchor runs whatever follows it (x86/depthwise.py)."""
     anchor = next((n for n in members if ops.is_anchor(n)), None)
     if anchor is None:  # a clamp after another op is that op's requantization clamp (Add + Relu)
         return [node_work(n) for i, n in enumerate(members) if not is_view([n])
                 and not (i > 0 and n.op_type in CLAMPS and members[0].op_type not in CLAMPS)]
-    rest = [n for n in members if n is not anchor and n.op_type not in CLAMPS and not is_view([n])]
-    return [node_work(anchor, gemv=gemv and not rest), *(node_work(n, "epilogue") for n in rest)]
+    # a member before the anchor is a prologue it reads in place (fusion/views.py: a stem's
+    # Transpose, NHWC rows addressed by the conv's staging or line buffer): no loop of its own
+    after = members[members.index(anchor) + 1:]
+    rest = [n for n in after if n.op_type not in CLAMPS and not is_view([n])]
+    return [node_work(anchor, gemv=gemv and not rest, dw=dw),
+            *(node_work(n, "epilogue") for n in rest)]
 
 
 VIEWS = ops.groups.VIEWS

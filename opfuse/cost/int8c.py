@@ -19,6 +19,7 @@ import onnx_ir as ir
 from opfuse.cost.cwork import Work, is_view, kernel_work
 from opfuse.cost.kclass import kernel_class
 from opfuse.kernelplan.conv8 import has_gemv8
+from opfuse.kernelplan.dw8 import has_dw8
 from opfuse.quant import ONNX, ROUNDING
 from opfuse.targets import Perf, Target
 from opfuse.targets.int8c import FALLBACK_PATH
@@ -58,10 +59,21 @@ def runs_gemv(model: ir.Model, target: Target) -> bool:
             and any("gemv" in t for t in (table.mac_s, table.output_s, table.loop_s)))
 
 
-def compute_s(members: list[ir.Node], perf: Perf, gemv: bool = False) -> float:
-    """The kernel's compute time (module docstring); ``perf.int8c`` must be set; ``gemv``:
-    ``runs_gemv``'s answer for the model."""
+def runs_dw(model: ir.Model, target: Target) -> bool:
+    """``model``'s int8 depthwise convs are priced as x86/depthwise*.py's vectors of pixels on
+    ``target`` (kernelplan/dw8.has_dw8), under TFLite's rounding (its vector requantization),
+    where its ``[perf.int8c]`` has the ``depthwise_zmm`` path's rates (a host calibrated before
+    counts them as the portable C's SIMD pairs, as then)."""
+    table = target.perf.int8c if target.perf is not None else None
+    return (table is not None and has_dw8(target.isa.name)
+            and model.meta.get(ROUNDING) != ONNX
+            and any("depthwise_zmm" in t for t in (table.mac_s, table.output_s, table.loop_s)))
+
+
+def compute_s(members: list[ir.Node], perf: Perf, gemv: bool = False, dw: bool = False) -> float:
+    """The kernel's compute time (module docstring); ``perf.int8c`` must be set; ``gemv``,
+    ``dw``: ``runs_gemv``'s and ``runs_dw``'s answers for the model."""
     if not members or is_view(members):
         return 0.0
     klass = kernel_class(members)
-    return sum(work_seconds(w, perf, klass) for w in kernel_work(members, gemv))
+    return sum(work_seconds(w, perf, klass) for w in kernel_work(members, gemv, dw))

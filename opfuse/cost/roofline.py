@@ -101,11 +101,12 @@ def cost_model(
     own_float = (perf.floatc is not None and prec == "fp32" and not is_quantized(model)
                  and perf.npu is None)
     gemv = own_c and int8c_cost.runs_gemv(model, target)
+    dw = own_c and int8c_cost.runs_dw(model, target)
     kernels = tuple(
         _kernel_cost(
             k, nodes, values, initializers, perf, prec, bpe, activations_only, act_level, w_level,
             own_c, target.isa.scalar if own_float else None, target.isa.depthwise_rows,
-            gemv,
+            gemv, dw,
         )
         for k in partition.kernels
     )
@@ -150,6 +151,7 @@ def _kernel_cost(
     own_float: bool | None = None,  # [perf.floatc] prices it; True: on a scalar FPU
     depthwise_rows: bool = False,  # the ISA's depthwise rows in vectors (Isa.depthwise_rows)
     gemv: bool = False,  # the ISA writes batch-1 int8 fully connected layers as the GEMV
+    dw: bool = False,  # the ISA writes int8 depthwise convs in vectors of pixels (runs_dw)
 ) -> KernelCost:
     members = [nodes[n] for n in kernel.nodes if n in nodes]
     flops = sum(ops.flops(n) for n in members)
@@ -187,7 +189,9 @@ def _kernel_cost(
         if is_view(members):  # the C's memory plan puts a view on its input: nothing moves
             memory_s = 0.0
         parts = [[nodes[n] for n in m.nodes if n in nodes] for m in kernel.members] or [members]
-        compute_s = sum(int8c_cost.compute_s(part, perf, gemv) for part in parts)
+        # a cascade's members compute a row a call in the portable C: no depthwise vectors
+        compute_s = sum(int8c_cost.compute_s(part, perf, gemv, dw and not kernel.members)
+                        for part in parts)
         peak_flops = flops / compute_s if compute_s > 0 and flops else peak_flops
         efficiency = min(1.0, peak_flops / (2.0 * perf.peak_macs_per_s[precision]))
     elif own_float is not None:  # opfuse's own float C, as [perf.floatc] prices it (cost.floatc)

@@ -16,8 +16,11 @@ Schema (every number carries its source in a comment, as the rest of ``[perf]``)
 
 The keys are the C template paths (``PATHS``; ``opfuse.cost.cwork`` says what each loops over):
 conv_lanes, pointwise, conv_rows, depthwise, gemm, gemv (a batch-1 fully connected layer where the
-ISA writes the GEMV, x86/gemv.py; a table without it counts such a layer as a gemm), pool,
-reduce, elementwise, movement, other, epilogue, quantize (a float tensor's QuantizeLinear: a
+ISA writes the GEMV, x86/gemv.py; a table without it counts such a layer as a gemm),
+depthwise_zmm (a depthwise conv in x86/depthwise*.py's vectors of 16 pixels, kernelplan/dw8.py;
+a table without it counts the portable C's SIMD pairs, as the depthwise path), pool (an
+int8 AveragePool: its taps, window rows and a division per output), pool_max (an int8 MaxPool: no
+division; a table without it prices it as a pool), reduce, elementwise, movement, other, epilogue, quantize (a float tensor's QuantizeLinear: a
 division and a rounding per element; a table without it prices it at the elementwise path's rates). Every sub-table is optional and a path may be absent: an absent ``mac_s`` falls back to the int8
 peak x ``[perf.efficiency]`` of the kernel's class (measured on onnxruntime), an absent per-output,
 per-loop or tail cost is 0. Seconds, not a fraction of the peak: the C's short int8 dot products
@@ -36,11 +39,12 @@ from opfuse.errors import OpfuseError
 
 _TABLES = ("mac_s", "tail_s", "output_s", "loop_s")
 # the C template paths the tables are keyed by (opfuse.cost.cwork says what each one loops)
-PATHS = ("conv_lanes", "pointwise", "conv_rows", "depthwise", "gemm", "gemv", "pool", "reduce",
-         "elementwise", "movement", "other", "epilogue", "quantize")
+PATHS = ("conv_lanes", "pointwise", "conv_rows", "depthwise", "depthwise_zmm", "gemm", "gemv",
+         "pool", "pool_max",
+         "reduce", "elementwise", "movement", "other", "epilogue", "quantize")
 # a path a table may lack (a host calibrated before it existed, or whose probe leaves the float
 # boundary out): priced at the rates of the path it was part of
-FALLBACK_PATH = {"quantize": "elementwise"}
+FALLBACK_PATH = {"quantize": "elementwise", "pool_max": "pool"}
 # [perf.floatc] (the same schema, opfuse.cost.floatc): opfuse's float C, keyed by the paths of
 # opfuse.kernelplan.convf (depthwise, pixels, direct, vector, columns, channels), a depthwise
 # conv's copy of its input rows into a band (band), a pixel tile's into its line buffer (line)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from opfuse.ops.groups import CONVERSIONS
+from opfuse.ops.groups import CONVERSIONS, POOLS
 
 Shape = tuple[int, ...]
 _C3 = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
@@ -40,12 +40,25 @@ def conv_attrs(k: int, stride: int = 1, group: int = 1) -> dict:
 
 
 # (op, attrs, input shape, weight shape or None, after: "relu", "add" (a residual Add of a second
-# input, fused into the conv's epilogue) or ""). The comment says the C template path it runs.
+# input, fused into the conv's epilogue), "stem" (the input NHWC and transposed, as a TFLite
+# model's, then a Relu) or ""). The comment says the C template path it runs.
 CASES: tuple[tuple[str, dict, Shape, Shape | None, str], ...] = (
     ("Conv", conv_attrs(3, 2), (1, 3, 64, 64), (16, 3, 3, 3), "relu"),  # conv_rows
     ("Conv", conv_attrs(3, 2), (1, 3, 80, 80), (8, 3, 3, 3), "relu"),  # conv_rows
     ("Conv", conv_attrs(3), (1, 8, 40, 40), (16, 8, 3, 3), "relu"),  # conv_rows
     ("Conv", conv_attrs(3), (1, 24, 20, 20), (24, 24, 3, 3), "relu"),  # conv_rows
+    # more conv_rows (4 layers fitted its 4 costs exactly, a MAC at 0 s): rows of 32 or more,
+    # one input channel (x86's quad core), 3 channels, 16 -> 16 (ResNet-8's), 24 channels
+    ("Conv", conv_attrs(3), (1, 16, 32, 32), (16, 16, 3, 3), "relu"),  # conv_rows
+    ("Conv", conv_attrs(3), (1, 3, 32, 32), (16, 3, 3, 3), "relu"),  # conv_rows
+    ("Conv", conv_attrs(3, 2), (1, 1, 96, 96), (8, 1, 3, 3), "relu"),  # conv_rows
+    ("Conv", {**conv_attrs(3, 2), "pads": [0] * 4}, (1, 3, 81, 81), (16, 3, 3, 3), "relu"),
+    ("Conv", conv_attrs(3), (1, 8, 48, 48), (24, 8, 3, 3), "relu"),  # conv_rows
+    ("Conv", conv_attrs(3), (1, 32, 36, 36), (16, 32, 3, 3), "relu"),  # conv_rows
+    # TFLite stems: an NHWC graph input read in place (Transpose + Conv, fusion/views.py)
+    ("Conv", conv_attrs(3, 2), (1, 3, 96, 96), (8, 3, 3, 3), "stem"),  # conv_rows
+    ("Conv", conv_attrs(3), (1, 3, 32, 32), (16, 3, 3, 3), "stem"),  # conv_rows
+    ("Conv", {**conv_attrs(3, 2), "pads": [0] * 4}, (1, 3, 65, 65), (16, 3, 3, 3), "stem"),
     ("Conv", conv_attrs(3), (1, 16, 24, 24), (16, 16, 3, 3), "relu"),  # conv_lanes
     ("Conv", conv_attrs(3), (1, 32, 12, 12), (32, 32, 3, 3), "relu"),  # conv_lanes
     ("Conv", conv_attrs(3), (1, 48, 8, 8), (48, 48, 3, 3), ""),  # conv_lanes
@@ -77,6 +90,14 @@ CASES: tuple[tuple[str, dict, Shape, Shape | None, str], ...] = (
     ("Conv", conv_attrs(5, 1, 48), (1, 48, 20, 20), (48, 1, 5, 5), "relu"),  # depthwise
     ("Conv", conv_attrs(7, 1, 96), (1, 96, 8, 8), (96, 1, 7, 7), "relu"),  # depthwise
     ("Conv", conv_attrs(3, 1, 320), (1, 320, 2, 2), (320, 1, 3, 3), "relu"),  # depthwise
+    # more depthwise (x86: vectors of 16 pixels, kernelplan/dw8.py): rows of 5 (kws' 25 x 5),
+    # stride 2 by rows and flat, 5x5 and 7x7 stride 2 on small planes, a 3 x 3 plane
+    ("Conv", conv_attrs(3, 1, 64), (1, 64, 25, 5), (64, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", conv_attrs(3, 2, 64), (1, 64, 12, 12), (64, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", conv_attrs(3, 2, 48), (1, 48, 40, 40), (48, 1, 3, 3), "relu"),  # depthwise
+    ("Conv", conv_attrs(7, 2, 144), (1, 144, 10, 10), (144, 1, 7, 7), "relu"),  # depthwise
+    ("Conv", conv_attrs(5, 2, 240), (1, 240, 5, 5), (240, 1, 5, 5), "relu"),  # depthwise
+    ("Conv", conv_attrs(3, 1, 384), (1, 384, 3, 3), (384, 1, 3, 3), "relu"),  # depthwise
     ("Gemm", {"transB": 1}, (1, 256), (64, 256), "relu"),
     ("Gemm", {"transB": 1}, (1, 512), (10, 512), ""),
     ("Gemm", {"transB": 1}, (1, 64), (64, 64), "relu"),
@@ -92,11 +113,20 @@ CASES: tuple[tuple[str, dict, Shape, Shape | None, str], ...] = (
     ("Gemm", {"transB": 1}, (4, 256), (64, 256), "relu"),  # gemm
     ("Gemm", {"transB": 1}, (8, 128), (32, 128), ""),  # gemm
     ("Gemm", {"transB": 1}, (16, 64), (48, 64), "relu"),  # gemm
+    # int8 pools, one quantization in and out as TFLite's (tflite_pools): the integer taps of
+    # int8/pools.py, at the shared models' shapes (kws' 25 x 5 and ResNet-8's 8 x 8 planes,
+    # the VWW models' 3 x 3) and a few others
     ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2]}, (1, 16, 32, 32), None, ""),
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+     (1, 24, 20, 20), None, ""),
     ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2]}, (1, 32, 15, 15), None, ""),
     ("AveragePool", {"kernel_shape": [4, 4], "strides": [4, 4]}, (1, 64, 8, 8), None, ""),
     ("AveragePool", {"kernel_shape": [7, 7]}, (1, 96, 7, 7), None, ""),  # a whole plane
     ("AveragePool", {"kernel_shape": [10, 3]}, (1, 48, 10, 3), None, ""),
+    ("AveragePool", {"kernel_shape": [25, 5]}, (1, 64, 25, 5), None, ""),
+    ("AveragePool", {"kernel_shape": [8, 8]}, (1, 64, 8, 8), None, ""),
+    ("AveragePool", {"kernel_shape": [3, 3]}, (1, 256, 3, 3), None, ""),
+    ("AveragePool", {"kernel_shape": [5, 5]}, (1, 128, 5, 5), None, ""),
     ("Add", {}, (1, 32, 20, 20), None, ""),
     ("Add", {}, (1, 64, 10, 10), None, ""),
     ("GlobalAveragePool", {}, (1, 64, 7, 7), None, ""),
@@ -122,7 +152,14 @@ def probe_model(cases: tuple = CASES):  # noqa: ANN201 (onnx.ModelProto)
     nodes, inputs, outputs, inits = [], [], [], []
     for i, (op, attrs, shape, wshape, after) in enumerate(cases):
         x = f"x{i}"
-        inputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, list(shape)))
+        if after == "stem":  # a TFLite stem: the graph input NHWC, transposed, then the conv
+            n, c, h, w_ = shape
+            inputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, [n, h, w_, c]))
+            nodes.append(helper.make_node("Transpose", [x], [f"{x}t"], name=f"t{i}",
+                                          perm=[0, 3, 1, 2]))
+            x = f"{x}t"
+        else:
+            inputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, list(shape)))
         args = [x]
         if op == "Add":
             inputs.append(helper.make_tensor_value_info(f"x{i}b", TensorProto.FLOAT, list(shape)))
@@ -134,7 +171,7 @@ def probe_model(cases: tuple = CASES):  # noqa: ANN201 (onnx.ModelProto)
             args += [f"w{i}", f"b{i}"]
         y = f"y{i}" if after else f"out{i}"
         nodes.append(helper.make_node(op, args, [y], name=f"n{i}", **attrs))
-        if after == "relu":
+        if after in ("relu", "stem"):
             nodes.append(helper.make_node("Relu", [y], [f"out{i}"], name=f"r{i}"))
         elif after == "add":
             ys = [shape[0], wshape[0]] if wshape else list(shape)  # the conv's output shape
@@ -189,7 +226,46 @@ def quantized_probe(folder: Path, cases: tuple = CASES) -> Path:
                         weight_type=QuantType.QInt8)
     finally:
         logging.disable(logging.NOTSET)
+    onnx.save(tflite_pools(onnx.load(out)), out)
     return out
+
+
+POOL_SCALE = 5.0 / 255  # the probe's inputs |N(0, 1)|: [0, 5) in 255 steps, zero point -128
+
+
+def tflite_pools(proto):  # noqa: ANN001, ANN201 (onnx.ModelProto)
+    """``proto`` with every MaxPool/AveragePool that onnxruntime left in float (a pool of a graph
+    input: it quantizes a pool only after a quantized op) between a QuantizeLinear and a
+    DequantizeLinear of one scale and zero point on both sides, as TFLite's int8 pools are (so
+    the C runs the integer pool of the shared models, not the float one); a stem's Transpose
+    (of a graph input, left float too) gets its output's quantization on its input, as a TFLite
+    model's NHWC input is quantized before it (its conv then reads the NHWC rows in place)."""
+    from onnx import TensorProto, helper
+
+    graph = proto.graph
+    graph.initializer.extend([helper.make_tensor("pool_scale", TensorProto.FLOAT, [], [POOL_SCALE]),
+                              helper.make_tensor("pool_zero", TensorProto.INT8, [], [-128])])
+    nodes = []
+    quantized = {n.input[0]: n.input[1:] for n in graph.node if n.op_type == "QuantizeLinear"}
+    for node in graph.node:
+        if node.op_type == "Transpose" and node.output[0] in quantized:  # a stem's: int8 too
+            x, q = node.input[0], quantized[node.output[0]]
+            nodes += [helper.make_node("QuantizeLinear", [x, *q], [f"{x}_tq"]),
+                      helper.make_node("DequantizeLinear", [f"{x}_tq", *q], [f"{x}_td"])]
+            node.input[0] = f"{x}_td"
+        if node.op_type not in POOLS:
+            nodes.append(node)
+            continue
+        x, y = node.input[0], node.output[0]
+        q = ("pool_scale", "pool_zero")
+        nodes += [helper.make_node("QuantizeLinear", [x, *q], [f"{x}_pq"]),
+                  helper.make_node("DequantizeLinear", [f"{x}_pq", *q], [f"{x}_pd"])]
+        node.input[0], node.output[0] = f"{x}_pd", f"{y}_pf"
+        nodes += [node, helper.make_node("QuantizeLinear", [f"{y}_pf", *q], [f"{y}_pq"]),
+                  helper.make_node("DequantizeLinear", [f"{y}_pq", *q], [y])]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return proto
 
 
 _BOUNDARY = CONVERSIONS
@@ -207,11 +283,13 @@ def chunks(cases: tuple = CASES, size: int = CHUNK) -> list[tuple]:
 
 def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, list, float]]:
     """(kind, its cwork.Work items, measured seconds) of every kernel of the probe's int8 C; kind
-    is "view", "boundary" (the probe's own QuantizeLinear/DequantizeLinear) or "layer"."""
+    is "view", "boundary" (the probe's own QuantizeLinear/DequantizeLinear) or "layer"; a
+    depthwise layer in x86's vectors comes again as "portable", counted as the portable C."""
     from opfuse.backends.c.emit import c_schedule, emit_c
     from opfuse.backends.c.int8.requant import ROUNDING, TFLITE
     from opfuse.cost.cwork import is_view, kernel_work
     from opfuse.kernelplan.conv8 import has_gemv8
+    from opfuse.kernelplan.dw8 import has_dw8
     from opfuse.measure.run.host import manifest
     from opfuse.measure.run.kernel_times import time_kernels
     from opfuse.measure.validate.per_kernel import random_feeds
@@ -224,6 +302,7 @@ def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, list, float]]:
             folder = Path(tmp)
             result = compile_model(quantized_probe(folder, cases), "x86-host")
             gemv = has_gemv8(result.target.isa.name)  # its batch-1 Gemms run the GEMV
+            dw = has_dw8(result.target.isa.name)  # its depthwise convs the vectors of pixels
             # requantize as TFLite does (double rounding), as the C of every .tflite model does;
             # the C of an ONNX QDQ model rounds once, a cheaper requantization not measured here
             result.optimized.meta[ROUNDING] = TFLITE
@@ -238,7 +317,12 @@ def measure_kernels(budget_s: float = 1.5) -> list[tuple[str, list, float]]:
             kind = "view" if is_view(members) else "layer"
             if all(n.op_type in _BOUNDARY for n in members):
                 kind = "boundary"  # the probe's float inputs and outputs, not a probe layer
-            found.append((kind, kernel_work(members, gemv), t))
+            works = kernel_work(members, gemv, dw)
+            found.append((kind, works, t))
+            if kind == "layer" and works[0].path == "depthwise_zmm":
+                # the same time on the portable count (the depthwise path): the rates of a
+                # depthwise conv the vectors do not take (ONNX rounding, a column stride of 3)
+                found.append(("portable", kernel_work(members, gemv), t))
     return found
 
 
@@ -281,7 +365,7 @@ def calibrate_int8c(
     ``epilogue`` path on what the kernels with a fused epilogue take beyond their anchor's fit."""
     found = [f for f in measure() if f[0] != "boundary"]
     views = [t for k, _, t in found if k == "view"]
-    layers = [(works, t) for k, works, t in found if k == "layer" and works]
+    layers = [(works, t) for k, works, t in found if k in ("layer", "portable") and works]
     fitted: dict[str, tuple[float, ...]] = {}
     for path in sorted({w[0].path for w, _ in layers if len(w) == 1}):
         fitted[path] = fit_class([(*_columns(w[0]), t)
@@ -302,7 +386,7 @@ def calibrate_int8c(
     return Int8Figures(
         dispatch_overhead_s=statistics.median(views) if views else 0.0,
         **tables,
-        kernels=len(found),
+        kernels=sum(1 for f in found if f[0] != "portable"),
     )
 
 

@@ -37,10 +37,11 @@ from opfuse.backends.c.int8.common import bias_array, clamp_bounds, int_ctype, q
 from opfuse.backends.c.isa.x86 import helpers as hx
 from opfuse.backends.c.isa.x86.depthwise_avx2 import STAGE_LIMIT as AVX2_STAGE
 from opfuse.backends.c.isa.x86.depthwise_avx2 import emit_avx2, staged
-from opfuse.backends.c.isa.x86.depthwise_vbmi import emit_dw_vbmi, plan_dw
+from opfuse.backends.c.isa.x86.depthwise_vbmi import emit_dw_vbmi
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.kernelplan.conv8 import ConvGeom
+from opfuse.kernelplan.dw8 import plan_dw
 from opfuse.quant import ONNX, conv_scales, multipliers
 
 

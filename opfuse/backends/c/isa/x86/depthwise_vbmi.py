@@ -13,7 +13,8 @@ channel's multiplier and shift (``opfuse_x86_rq16s``). The bias correction is x8
 Two layouts of the vectors:
 
 * flat: the output plane as one run of pixels (a vector may span output rows): a window per
-  vector, tap row and quad; for planes of up to ``FLAT_MAX`` vectors whose windows fit 64 bytes,
+  vector, tap row and quad; for planes of up to ``FLAT_MAX`` vectors (opfuse/kernelplan/dw8.py,
+  the plan this module writes and the cost model counts) whose windows fit 64 bytes,
   where it fills more lanes than rows do;
 * rows: per output row (a loop), vectors of 16 columns: a window per vector and quad, read at
   each tap row inside the input; a tap row outside adds its pad share (x86/depthwise.py's
@@ -22,94 +23,9 @@ Two layouts of the vectors:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
-
 from opfuse.backends.c.cgen import CWriter
 from opfuse.kernelplan.conv8 import ConvGeom
-
-FLAT_MAX = 48  # vectors of a flat plane, at most (unrolled in the channel loop; the tables of
-# equal windows are one)
-PAD = 64  # a table's index of the pad byte (vpermt2b's second source)
-
-
-@dataclass(frozen=True)
-class Window:
-    base: int  # first byte read: from the plane (flat) or from the tap row (rows)
-    count: int  # bytes read (<= 64)
-    table: int  # its table's index
-
-
-@dataclass(frozen=True)
-class DwPlan:
-    flat: bool
-    vectors: int  # of the plane (flat) or of a row
-    windows: dict  # (vector, kh, j) (flat; None: every byte is pad) or (vector, j) (rows)
-    tables: np.ndarray  # [count][64] uint8
-
-
-def _window(offs: list[int | None], limit: int, tables: list[list[int]]) -> Window | None:
-    """The window of 64 byte indices ``offs`` (None: pad), or None if all are pad; raises
-    ValueError when they span more than 64 bytes."""
-    valid = [o for o in offs if o is not None]
-    if not valid:
-        return None
-    base = min(valid)
-    if max(valid) - base >= 64:
-        raise ValueError("span")
-    table = [PAD if o is None else o - base for o in offs]
-    if table not in tables:
-        tables.append(table)
-    return Window(base, min(64, limit - base), tables.index(table))
-
-
-def _lane_cols(g: ConvGeom, ow: int | None, j: int) -> list[int | None]:
-    """The 4 input columns of output column ``ow``'s quad ``j`` (None: outside or no tap)."""
-    out: list[int | None] = []
-    for k in range(4):
-        kw = 4 * j + k
-        iw = None if ow is None else ow * g.s[1] + kw * g.d[1] - g.p[1]
-        out.append(iw if kw < g.k[1] and iw is not None and 0 <= iw < g.iw else None)
-    return out
-
-
-def plan_dw(g: ConvGeom, kq: int) -> DwPlan | None:
-    plane = g.oh * g.ow
-    tables: list[list[int]] = []
-    nv = -(-plane // 16)
-    row_fill = g.ow / (16 * -(-g.ow // 16))
-    if plane / (16 * nv) > row_fill and nv <= FLAT_MAX:
-        try:
-            windows = {}
-            for v in range(nv):
-                for kh in range(g.k[0]):
-                    for j in range(kq):
-                        offs: list[int | None] = []
-                        for lane in range(16):
-                            p = 16 * v + lane
-                            ih = p // g.ow * g.s[0] + kh * g.d[0] - g.p[0] if p < plane else -1
-                            cols = _lane_cols(g, p % g.ow if 0 <= ih < g.ih else None, j)
-                            offs += [None if c is None else ih * g.iw + c for c in cols]
-                        windows[v, kh, j] = _window(offs, g.ih * g.iw, tables)
-            return DwPlan(True, nv, windows, np.array(tables, np.uint8))
-        except ValueError:
-            tables = []
-    nv = -(-g.ow // 16)
-    try:
-        windows = {}
-        for v in range(nv):
-            for j in range(kq):
-                offs = []
-                for lane in range(16):
-                    ow = 16 * v + lane
-                    offs += _lane_cols(g, ow if ow < g.ow else None, j)
-                windows[v, j] = _window(offs, g.iw, tables)
-    except ValueError:
-        return None
-    if not tables:
-        return None
-    return DwPlan(False, nv, windows, np.array(tables, np.uint8))
+from opfuse.kernelplan.dw8 import DwPlan
 
 
 def emit_dw_vbmi(w: CWriter, g: ConvGeom, kq: int, plan: DwPlan, tab: str, x: str, y: str,
