@@ -131,6 +131,28 @@ def _forms() -> list[tuple[FastAdd, bool]]:
     return [*out, (f, True), (dataclasses.replace(f, lo=-7, hi=100), False)]
 
 
+def _hashes(cases: list[str], forms: list[FastAdd], lanes: int) -> tuple[str, int]:
+    """A C program running the functions ``case0 ..`` of ``cases`` (one per form, ``lanes``
+    bytes out) on all 65536 pairs, ``lanes`` second operands a call, hashing their bytes; and
+    the same hash of ``evaluate``'s values, in the same order (i, then j, the form, the lane)."""
+    calls = " ".join(f"case{k}(a, b, o + {k * lanes});" for k in range(len(forms)))
+    source = ("#include <stdint.h>\n#include <stdio.h>\n#include <immintrin.h>\n" +
+              "\n".join(cases) + "\nint main(void) { unsigned long h = 0;\n"
+              f"int8_t o[{lanes * len(forms)}];\n"
+              f"for (int i = -128; i < 128; ++i) for (int j = -128; j < 128; j += {lanes}) {{\n"
+              f"int32_t a[{lanes}], b[{lanes}]; for (int l = 0; l < {lanes}; ++l) "
+              "{ a[l] = i; b[l] = j + l; }\n"
+              + calls + f"\nfor (int l = 0; l < {lanes * len(forms)}; ++l) "
+              "h = h * 1000003u + (unsigned char)o[l]; }\nprintf(\"%lu\\n\", h); return 0; }\n")
+    x0, x1 = _pairs()
+    got = np.stack([evaluate(f, x0, x1) for f in forms], axis=-1)
+    got = got.reshape(256, 256 // lanes, lanes, -1)
+    h = 0
+    for v in got.transpose(0, 1, 3, 2).reshape(-1).tolist():
+        h = (h * 1000003 + (v & 0xFF)) % 2**64
+    return source, h
+
+
 def test_c_equals_the_numpy_form_the_proof_evaluates() -> None:
     """``emit_fast``'s C equals ``evaluate`` on all 65536 pairs of every shape: what the proof
     checked is what runs."""
@@ -147,19 +169,7 @@ def test_c_equals_the_numpy_form_the_proof_evaluates() -> None:
         w("_mm_storeu_si128((__m128i *)out, o);" if narrow else
           "_mm_storeu_si128((__m128i *)out, _mm512_cvtepi32_epi8(o));")
         w.close()
-    calls = " ".join(f"case{k}(a, b, o + {k * 16});" for k in range(len(forms)))
-    source = ("#include <stdint.h>\n#include <stdio.h>\n#include <immintrin.h>\n" +
-              "\n".join(w.lines) + "\nint main(void) { unsigned long h = 0;\n"
-              f"int8_t o[{16 * len(forms)}];\n"
-              "for (int i = -128; i < 128; ++i) for (int j = -128; j < 128; j += 16) {\n"
-              "int32_t a[16], b[16]; for (int l = 0; l < 16; ++l) { a[l] = i; b[l] = j + l; }\n"
-              + calls + f"\nfor (int l = 0; l < {16 * len(forms)}; ++l) "
-              "h = h * 1000003u + (unsigned char)o[l]; }\nprintf(\"%lu\\n\", h); return 0; }\n")
-    x0, x1 = _pairs()  # the same order: i, then j, then the form, then the lane
-    got = np.stack([evaluate(f, x0, x1) for f, _ in forms], axis=-1).reshape(256, 16, 16, -1)
-    h = 0
-    for v in got.transpose(0, 1, 3, 2).reshape(-1).tolist():
-        h = (h * 1000003 + (v & 0xFF)) % 2**64
+    source, h = _hashes(w.lines, [f for f, _ in forms], 16)
     assert c_stdout(source, "opfuse-fast-add-") == str(h)
 
 
@@ -181,19 +191,7 @@ def test_ymm_c_equals_the_numpy_form_the_proof_evaluates() -> None:
         w("for (int l = 0; l < 8; ++l) out[l] = (int8_t)(v[l] < -128 ? -128 : v[l] > 127 ? 127 "
           ": v[l]);")
         w.close()
-    calls = " ".join(f"case{k}(a, b, o + {k * 8});" for k in range(len(forms)))
-    source = ("#include <stdint.h>\n#include <stdio.h>\n#include <immintrin.h>\n" +
-              "\n".join(w.lines) + "\nint main(void) { unsigned long h = 0;\n"
-              f"int8_t o[{8 * len(forms)}];\n"
-              "for (int i = -128; i < 128; ++i) for (int j = -128; j < 128; j += 8) {\n"
-              "int32_t a[8], b[8]; for (int l = 0; l < 8; ++l) { a[l] = i; b[l] = j + l; }\n"
-              + calls + f"\nfor (int l = 0; l < {8 * len(forms)}; ++l) "
-              "h = h * 1000003u + (unsigned char)o[l]; }\nprintf(\"%lu\\n\", h); return 0; }\n")
-    x0, x1 = _pairs()
-    got = np.stack([evaluate(f, x0, x1) for f, _ in forms], axis=-1).reshape(256, 32, 8, -1)
-    h = 0
-    for v in got.transpose(0, 1, 3, 2).reshape(-1).tolist():
-        h = (h * 1000003 + (v & 0xFF)) % 2**64
+    source, h = _hashes(w.lines, [f for f, _ in forms], 8)
     assert c_stdout(source, "opfuse-fast-add-ymm-") == str(h)
 
 
