@@ -112,8 +112,15 @@ def uses_dw_vectors(g: ConvGeom) -> bool:
     return g.d[1] == 1 and g.s[1] in (1, 2)
 
 
+def is_flat(g: ConvGeom) -> bool:
+    """x86/depthwise.py's flat layout (no VBMI plan): stride 1 and as wide as the input, the
+    output plane one run of pixels."""
+    return g.s == (1, 1) and g.ow == g.iw
+
+
 def rows_inside(g: ConvGeom) -> list[int]:
-    """The tap rows ``kh`` inside the input for at least one output row."""
+    """The tap rows ``kh`` inside the input for at least one output row (stride 1: the flat
+    layout, which skips the others)."""
     return [kh for kh in range(g.k[0])
             if max(0, g.p[0] - kh * g.d[0]) < min(g.oh, g.ih + g.p[0] - kh * g.d[0])]
 
@@ -121,12 +128,10 @@ def rows_inside(g: ConvGeom) -> list[int]:
 @dataclass(frozen=True)
 class DwCount:
     """One channel's instructions in the vectors of x86/depthwise*.py: ``dots`` (``vpdpbusd``
-    of a quad of taps, 16 pixels), ``vectors`` (each requantized and stored once) and
-    ``rows`` (loops over output rows: 0 for a flat plane)."""
+    of a quad of taps, 16 pixels) and ``vectors`` (each requantized and stored once)."""
 
     dots: int
     vectors: int
-    rows: int
 
 
 def dw_count(g: ConvGeom) -> DwCount:
@@ -140,13 +145,13 @@ def dw_count(g: ConvGeom) -> DwCount:
     if plan is not None and plan.flat:
         dots = sum(kq for v in range(plan.vectors) for kh in range(g.k[0])
                    if any(plan.windows[v, kh, j] is not None for j in range(kq)))
-        return DwCount(dots, plan.vectors, 0)
+        return DwCount(dots, plan.vectors)
     if plan is not None:
         live = sum(1 for v in range(plan.vectors)
                    if any(plan.windows[v, j] is not None for j in range(kq)))
-        return DwCount(live * kq * sum(inside), plan.vectors * g.oh, g.oh)
-    if g.s == (1, 1) and g.ow == g.iw:  # flat
+        return DwCount(live * kq * sum(inside), plan.vectors * g.oh)
+    if is_flat(g):
         nv = -(-g.oh * g.ow // 16)
-        return DwCount(nv * kq * len(rows_inside(g)), nv, 0)
+        return DwCount(nv * kq * len(rows_inside(g)), nv)
     nv = -(-g.ow // 16)
-    return DwCount(nv * kq * sum(inside), nv * g.oh, g.oh)
+    return DwCount(nv * kq * sum(inside), nv * g.oh)

@@ -41,12 +41,12 @@ from opfuse.backends.c.isa.x86.depthwise_vbmi import emit_dw_vbmi
 from opfuse.backends.c.tensors import Params
 from opfuse.ir.values import const
 from opfuse.kernelplan.conv8 import ConvGeom
-from opfuse.kernelplan.dw8 import plan_dw
+from opfuse.kernelplan.dw8 import is_flat, plan_dw, rows_inside, uses_dw_vectors
 from opfuse.quant import ONNX, conv_scales, multipliers
 
 
 def applies(g: ConvGeom, params: Params) -> bool:
-    return rounding(params) != ONNX and g.d[1] == 1 and g.s[1] in (1, 2)
+    return rounding(params) != ONNX and uses_dw_vectors(g)
 
 
 def emit_depthwise_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Params,
@@ -82,7 +82,7 @@ def emit_depthwise_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Pa
     (lo, hi), chain = fold_chain(pre, yv, node, params, yct)
     x = params.inp(node.inputs[0], node)
     y = params.out((pre or [node])[-1].outputs[0], node)
-    flat = g.s == (1, 1) and g.ow == g.iw
+    flat = is_flat(g)
     vbmi = plan_dw(g, kq) if chain is None else None
     # every sum within 2^30 and every shift a right shift: the short rounding (opfuse_x86_rq16r)
     bound = np.abs(bias) + 255 * np.abs(arr).sum(axis=1)
@@ -138,8 +138,7 @@ def emit_depthwise_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Pa
             w.close()
         w.close()
 
-    rows_in = [kh for kh in range(g.k[0])
-               if max(0, g.p[0] - kh * g.d[0]) < min(g.oh, g.ih + g.p[0] - kh * g.d[0])]
+    rows_in = rows_inside(g)
 
     def block(w: CWriter, cb: int) -> None:
         """Channels ``c .. c+cb-1``: the masks of each chunk once, then each channel."""
