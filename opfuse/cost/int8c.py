@@ -37,7 +37,7 @@ def table_seconds(work: Work, model, fallback: dict[str, str], peak_mac_s: float
     """``work`` at a fitted table's per-path rates (``[perf.int8c]``, ``[perf.floatc]``): a path
     the table lacks takes ``fallback``'s; an absent mac_s, ``peak_mac_s``."""
     path = work.path
-    if not any(path in t for t in (model.mac_s, model.output_s, model.loop_s)):
+    if not fitted(model, path):
         path = fallback.get(path, path)
     mac_s = model.mac_s.get(path)
     if mac_s is None:
@@ -48,26 +48,30 @@ def table_seconds(work: Work, model, fallback: dict[str, str], peak_mac_s: float
             + work.loops * model.loop_s.get(path, 0.0))
 
 
-def runs_gemv(model: ir.Model, target: Target) -> bool:
-    """``model``'s batch-1 fully connected layers are priced as the GEMV on ``target``: its ISA
-    writes one (kernelplan/conv8.has_gemv8), under TFLite's rounding (it requantizes in vectors,
-    x86/conv.emit_gemm_x86), and its ``[perf.int8c]`` has the ``gemv`` path's rates (a host
-    calibrated before counts them as gemms, as then)."""
+def fitted(table, path: str) -> bool:  # noqa: ANN001
+    """A fitted table (``[perf.int8c]``, ``[perf.floatc]``) has rates of ``path``."""
+    return any(path in t for t in (table.mac_s, table.output_s, table.loop_s))
+
+
+def _runs(model: ir.Model, target: Target, path: str, isa_writes: bool) -> bool:
+    """The ISA writes ``path``'s kernels (``isa_writes``), under TFLite's rounding (they
+    requantize in vectors), and ``target``'s ``[perf.int8c]`` has the path's rates (a host
+    calibrated before counts them on the portable C's path, as then)."""
     table = target.perf.int8c if target.perf is not None else None
-    return (table is not None and has_gemv8(target.isa.name)
-            and model.meta.get(ROUNDING) != ONNX
-            and any("gemv" in t for t in (table.mac_s, table.output_s, table.loop_s)))
+    return (table is not None and isa_writes and model.meta.get(ROUNDING) != ONNX
+            and fitted(table, path))
+
+
+def runs_gemv(model: ir.Model, target: Target) -> bool:
+    """``model``'s batch-1 fully connected layers are priced as the GEMV on ``target``
+    (kernelplan/conv8.has_gemv8, x86/conv.emit_gemm_x86; ``_runs``), not as gemms."""
+    return _runs(model, target, "gemv", has_gemv8(target.isa.name))
 
 
 def runs_dw(model: ir.Model, target: Target) -> bool:
     """``model``'s int8 depthwise convs are priced as x86/depthwise*.py's vectors of pixels on
-    ``target`` (kernelplan/dw8.has_dw8), under TFLite's rounding (its vector requantization),
-    where its ``[perf.int8c]`` has the ``depthwise_zmm`` path's rates (a host calibrated before
-    counts them as the portable C's SIMD pairs, as then)."""
-    table = target.perf.int8c if target.perf is not None else None
-    return (table is not None and has_dw8(target.isa.name)
-            and model.meta.get(ROUNDING) != ONNX
-            and any("depthwise_zmm" in t for t in (table.mac_s, table.output_s, table.loop_s)))
+    ``target`` (kernelplan/dw8.has_dw8; ``_runs``), not as the portable C's SIMD pairs."""
+    return _runs(model, target, "depthwise_zmm", has_dw8(target.isa.name))
 
 
 def compute_s(members: list[ir.Node], perf: Perf, gemv: bool = False, dw: bool = False) -> float:
