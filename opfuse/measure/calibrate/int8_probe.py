@@ -245,24 +245,26 @@ def tflite_pools(proto):  # noqa: ANN001, ANN201 (onnx.ModelProto)
     graph = proto.graph
     graph.initializer.extend([helper.make_tensor("pool_scale", TensorProto.FLOAT, [], [POOL_SCALE]),
                               helper.make_tensor("pool_zero", TensorProto.INT8, [], [-128])])
-    nodes = []
+
+    def qdq(x: str, q: list[str], tag: str, out: str | None = None) -> str:
+        """A QuantizeLinear then DequantizeLinear of ``x`` by ``q`` (into ``out``)."""
+        out = out or f"{x}_{tag}d"
+        nodes.extend([helper.make_node("QuantizeLinear", [x, *q], [f"{x}_{tag}q"]),
+                      helper.make_node("DequantizeLinear", [f"{x}_{tag}q", *q], [out])])
+        return out
+
+    nodes: list = []
     quantized = {n.input[0]: n.input[1:] for n in graph.node if n.op_type == "QuantizeLinear"}
     for node in graph.node:
         if node.op_type == "Transpose" and node.output[0] in quantized:  # a stem's: int8 too
-            x, q = node.input[0], quantized[node.output[0]]
-            nodes += [helper.make_node("QuantizeLinear", [x, *q], [f"{x}_tq"]),
-                      helper.make_node("DequantizeLinear", [f"{x}_tq", *q], [f"{x}_td"])]
-            node.input[0] = f"{x}_td"
+            node.input[0] = qdq(node.input[0], quantized[node.output[0]], "t")
         if node.op_type not in POOLS:
             nodes.append(node)
             continue
-        x, y = node.input[0], node.output[0]
-        q = ("pool_scale", "pool_zero")
-        nodes += [helper.make_node("QuantizeLinear", [x, *q], [f"{x}_pq"]),
-                  helper.make_node("DequantizeLinear", [f"{x}_pq", *q], [f"{x}_pd"])]
-        node.input[0], node.output[0] = f"{x}_pd", f"{y}_pf"
-        nodes += [node, helper.make_node("QuantizeLinear", [f"{y}_pf", *q], [f"{y}_pq"]),
-                  helper.make_node("DequantizeLinear", [f"{y}_pq", *q], [y])]
+        q, y = ["pool_scale", "pool_zero"], node.output[0]
+        node.input[0], node.output[0] = qdq(node.input[0], q, "p"), f"{y}_pf"
+        nodes.append(node)
+        qdq(f"{y}_pf", q, "p", y)
     del graph.node[:]
     graph.node.extend(nodes)
     return proto
