@@ -219,7 +219,7 @@ def _pointwise(w: CWriter, g: ConvGeom, plan: convf.FloatConvPlan, x: str,
     # the full-size operands (a residual), prefetched a tile ahead where they outgrow L2
     rows = [f"({o.ptr} + {offset_expr(['n', 'c', '0'], vs)})"
             for o, vs in zip(chain.operands, flat, strict=True) if vs[-1] == 1]
-    far = fma is not None and rows and g.oc * p > X_BLOCK
+    far = fma is not None and bool(rows) and g.oc * p > X_BLOCK
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     column_tiles(w, tile, finish, fma, (lambda width: _ahead(w, tile, width, rows)) if far else None)
     w.close()
