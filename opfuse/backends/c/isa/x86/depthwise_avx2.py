@@ -4,8 +4,10 @@ u(z_x) around it (the same bias correction: a padded tap adds nothing), and 8 ou
 per ymm read every tap with plain loads. Per tap row and quad of taps (kw = 4j .. 4j+3): two 16-byte
 loads (pixels 0-3 and 4-7), ``vpshufb`` spreads each pixel's 4 taps into its lane, one
 ``opfuse_x86_dot8`` (``vpdpbusd`` ymm, or the exact ``vpmaddwd`` pair) against the quad's weights;
-then ``opfuse_x86_rq8`` and the row's first OW values stored (through the epilogue chain, if
-any)."""
+then ``opfuse_x86_rq8`` and the row's first OW values stored: packed to bytes where no epilogue
+chain follows and the output is int8 (8 a store, the row's last ``OW % 8`` by one ``memcpy``), else value by value
+through the chain. The staged plane's padding is the same for every channel, so it is written
+once per call and each channel writes only the inside."""
 
 from __future__ import annotations
 
@@ -37,16 +39,19 @@ def emit_avx2(w: CWriter, g: ConvGeom, kq: int, zx: int, x: str, y: str, yct, ar
     (sh, sw), (dh, _), (ph, pw) = g.s, g.d, g.p
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
     rows, cols = min(g.ih, hs - ph), min(g.iw, ws - pw)
+    packed = chain_store is None and yct.name == "int8_t"  # uint8: value by value
     w.open("")
     w(f"uint8_t xs[{hs * ws}] __attribute__((aligned(32)));")
-    w("int32_t tmp[8] __attribute__((aligned(32)));")
+    if not packed:
+        w("int32_t tmp[8] __attribute__((aligned(32)));")
     w(f"const __m256i pat = _mm256_setr_epi8({PATTERN[sw]}, {PATTERN[sw]});")
+    w(f"memset(xs, {(zx + 128) & 0xFF}, sizeof xs);  /* the padding: every channel's copy "
+      "writes the same inside */")
     w.open(f"for (int n = 0; n < {g.n}; ++n)")
     w.open(f"for (int c = 0; c < {g.c}; ++c)")
     w(f"const int8_t *xc = {x} + (n*{g.c} + c)*{plane_in};")
     w(f"{yct.name} *yc = {y} + (n*{g.c} + c)*{plane_out};")
     w(f"const uint8_t *wc = (const uint8_t *)({wp}) + c*{g.k[0] * kq * 4};")
-    w(f"memset(xs, {(zx + 128) & 0xFF}, sizeof xs);")
     if rows > 0 and cols > 0:
         w.open(f"for (int h = 0; h < {rows}; ++h)")
         w(f"uint8_t *d = xs + (h + {ph})*{ws} + {pw};")
@@ -69,6 +74,11 @@ def emit_avx2(w: CWriter, g: ConvGeom, kq: int, zx: int, x: str, y: str, yct, ar
               f"_mm_loadu_si128((const __m128i *)(r{kh} + {4 * j + 4 * sw})), 1), pat);")
             w(f"acc{t % 2} = opfuse_x86_dot8(acc{t % 2}, v{t}, w{t});")
     w("const __m256i acc = _mm256_add_epi32(acc0, acc1);")
+    if packed:
+        _store_packed(w, g, zy, lo, hi)
+        for _ in range(5):  # ow0, oh, c, n, the block
+            w.close()
+        return
     w(f"_mm256_store_si256((__m256i *)tmp, opfuse_x86_rq8(acc, mv, sv, {zy}, {lo}, {hi}));")
     w(f"const int m = {g.ow} - ow0 < 8 ? {g.ow} - ow0 : 8;")
     w.open("for (int l = 0; l < m; ++l)")
@@ -84,3 +94,21 @@ def emit_avx2(w: CWriter, g: ConvGeom, kq: int, zx: int, x: str, y: str, yct, ar
     w.close()
     w.close()
     w.close()
+
+
+def _store_packed(w: CWriter, g: ConvGeom, zy: int, lo: int, hi: int) -> None:
+    """The 8 requantized int8 values (each already in [-128, 127], so the saturating packs keep
+    them) packed to bytes and stored: 8 at once, a row's last ``OW % 8`` by a
+    ``memcpy`` of that constant size (never past the row)."""
+    w(f"const __m256i r = opfuse_x86_rq8(acc, mv, sv, {zy}, {lo}, {hi});")
+    w("const __m128i r16 = _mm_packs_epi32(_mm256_castsi256_si128(r), "
+      "_mm256_extracti128_si256(r, 1));")
+    w("const __m128i r8 = _mm_packs_epi16(r16, r16);")
+    w(f"void *yo = yc + oh*{g.ow} + ow0;")
+    full, tail = g.ow // 8 * 8, g.ow % 8
+    if not tail:
+        w("_mm_storel_epi64((__m128i *)yo, r8);")
+    elif not full:
+        w(f"memcpy(yo, &r8, {tail});")
+    else:
+        w(f"if (ow0 < {full}) _mm_storel_epi64((__m128i *)yo, r8); else memcpy(yo, &r8, {tail});")
