@@ -74,19 +74,21 @@ LARGE_SUMS = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_conv_builds_match_tflite_micro(case: str) -> None:
-    """Every build bit-exact; a depthwise conv's AVX2 branch (x86/depthwise_avx2.py) stores its
-    vectors packed to bytes (rows of 3-38 columns: 8 a store and a tail of OW % 8, or either)."""
+    """Every build bit-exact; a depthwise conv's AVX2 branch (x86/depthwise_avx2.py) requantizes
+    by the short rounding (its sums below 2^30) and stores its vectors packed to bytes (rows of
+    3-38 columns: 8 a store and a tail of OW % 8, or either)."""
     tfl, model, runs, names = _conv_models(case)
-    check(tfl, model, runs, names,
-          needs="_mm_packs_epi16(r16, r16)" if case.startswith("dw_") else "opfuse_x86_")
+    check(tfl, model, runs, names, needs="const __m256i r = opfuse_x86_rq8r(acc"
+          if case.startswith("dw_") else "opfuse_x86_")
 
 
 @pytest.mark.parametrize("case", sorted(LARGE_SUMS))
 def test_depthwise_large_sums_builds_match_tflite_micro(case: str) -> None:
-    """The AVX-512 VBMI depthwise branch requantizes with opfuse_x86_rq16s (its short form
-    cannot hold these sums and shifts), bit-exact on every build."""
+    """The AVX-512 VBMI depthwise branch requantizes with opfuse_x86_rq16s and the AVX2 one with
+    opfuse_x86_rq8 (their short forms cannot hold these sums and shifts), bit-exact on every
+    build."""
     tfl, model, runs, names = _conv_models(case)
-    check(tfl, model, runs, names, needs="r = opfuse_x86_rq16s(")
+    check(tfl, model, runs, names, needs="r = opfuse_x86_rq16s(", lacks="opfuse_x86_rq8r(acc")
 
 
 @pytest.mark.parametrize("case", ["pointwise_odd", "3x3_same_odd", "dw_flat_kws", "dw_rows_s2",

@@ -227,7 +227,7 @@ def emit_depthwise_x86(w: CWriter, node: ir.Node, pre: list[ir.Node], params: Pa
                 w(f"yc[p] = ({yct.name})v;")
 
             emit_avx2(w, g, kq, zx, x, y, yct, (wp, bp, mp, sp), zy, lo, hi,
-                      chain_store if chain is not None else None)
+                      chain_store if chain is not None else None, short)
         w.lines.append("#else")
 
     return emit

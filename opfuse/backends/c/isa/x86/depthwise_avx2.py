@@ -30,16 +30,20 @@ def staged(g: ConvGeom, kq: int) -> tuple[int, int]:
 
 
 def emit_avx2(w: CWriter, g: ConvGeom, kq: int, zx: int, x: str, y: str, yct, arrays: tuple,
-              zy: int, lo: int, hi: int, chain_store: Callable[[CWriter], None] | None) -> None:  # noqa: ANN001
+              zy: int, lo: int, hi: int, chain_store: Callable[[CWriter], None] | None,  # noqa: ANN001
+              short: bool = False) -> None:
     """The branch's body; ``arrays``: the C names of (quad weights, corrected bias, multipliers,
     shifts) as x86/depthwise.py stores them. ``chain_store(w)`` writes ``v`` (the int32 at
-    pixel ``p`` of channel ``c``) through the epilogue chain into ``yc[p]``."""
+    pixel ``p`` of channel ``c``) through the epilogue chain into ``yc[p]``. ``short``: every
+    sum below 2^30 and every shift a right shift, so ``opfuse_x86_rq8r`` requantizes."""
     wp, bp, mp, sp = arrays
     hs, ws = staged(g, kq)
     (sh, sw), (dh, _), (ph, pw) = g.s, g.d, g.p
     plane_in, plane_out = g.ih * g.iw, g.oh * g.ow
     rows, cols = min(g.ih, hs - ph), min(g.iw, ws - pw)
     packed = chain_store is None and yct.name == "int8_t"  # uint8: value by value
+    rq = (f"opfuse_x86_rq8r(acc, mv, qe, {zy}, {lo}, {hi})" if short else
+          f"opfuse_x86_rq8(acc, mv, sv, {zy}, {lo}, {hi})")
     w.open("")
     w(f"uint8_t xs[{hs * ws}] __attribute__((aligned(32)));")
     if not packed:
@@ -61,7 +65,8 @@ def emit_avx2(w: CWriter, g: ConvGeom, kq: int, zx: int, x: str, y: str, yct, ar
     for t in range(g.k[0] * kq):
         w(f"const __m256i w{t} = _mm256_set1_epi32(opfuse_x86_ld32(wc + {4 * t}));")
     w(f"const __m256i bv = _mm256_set1_epi32({bp}[c]);")
-    w(f"const __m256i mv = _mm256_set1_epi32({mp}[c]), sv = _mm256_set1_epi32({sp}[c]);")
+    w(f"const __m256i mv = _mm256_set1_epi32({mp}[c]);")
+    w(f"const int qe = -{sp}[c];" if short else f"const __m256i sv = _mm256_set1_epi32({sp}[c]);")
     w.open(f"for (int oh = 0; oh < {g.oh}; ++oh)")
     w.open(f"for (int ow0 = 0; ow0 < {g.ow}; ow0 += 8)")
     w("__m256i acc0 = bv, acc1 = _mm256_setzero_si256();")
@@ -75,11 +80,11 @@ def emit_avx2(w: CWriter, g: ConvGeom, kq: int, zx: int, x: str, y: str, yct, ar
             w(f"acc{t % 2} = opfuse_x86_dot8(acc{t % 2}, v{t}, w{t});")
     w("const __m256i acc = _mm256_add_epi32(acc0, acc1);")
     if packed:
-        _store_packed(w, g, zy, lo, hi)
+        _store_packed(w, g, rq)
         for _ in range(5):  # ow0, oh, c, n, the block
             w.close()
         return
-    w(f"_mm256_store_si256((__m256i *)tmp, opfuse_x86_rq8(acc, mv, sv, {zy}, {lo}, {hi}));")
+    w(f"_mm256_store_si256((__m256i *)tmp, {rq});")
     w(f"const int m = {g.ow} - ow0 < 8 ? {g.ow} - ow0 : 8;")
     w.open("for (int l = 0; l < m; ++l)")
     w(f"const int p = oh*{g.ow} + ow0 + l;")
@@ -96,11 +101,11 @@ def emit_avx2(w: CWriter, g: ConvGeom, kq: int, zx: int, x: str, y: str, yct, ar
     w.close()
 
 
-def _store_packed(w: CWriter, g: ConvGeom, zy: int, lo: int, hi: int) -> None:
-    """The 8 requantized int8 values (each already in [-128, 127], so the saturating packs keep
-    them) packed to bytes and stored: 8 at once, a row's last ``OW % 8`` by a
-    ``memcpy`` of that constant size (never past the row)."""
-    w(f"const __m256i r = opfuse_x86_rq8(acc, mv, sv, {zy}, {lo}, {hi});")
+def _store_packed(w: CWriter, g: ConvGeom, rq: str) -> None:
+    """The 8 sums requantized by ``rq`` (int8 values, each in [-128, 127] already, so the
+    saturating packs keep them) packed to bytes and stored: 8 at once, a row's last ``OW % 8``
+    by a ``memcpy`` of that constant size (never past the row)."""
+    w(f"const __m256i r = {rq};")
     w("const __m128i r16 = _mm_packs_epi32(_mm256_castsi256_si128(r), "
       "_mm256_extracti128_si256(r, 1));")
     w("const __m128i r8 = _mm_packs_epi16(r16, r16);")

@@ -18,7 +18,7 @@ sees none of it).
   intrinsic, gcc 12 sometimes kept a tile's operand vectors on the stack and read them from there
   in every FMA (light_resnet50's 128 -> 512 expand + Add: 1.71 ms, 0.94 ms with its operands in
   registers, the same C in another binary layout); the product is the same, so is every sum.
-* ``opfuse_x86_rq16`` / ``opfuse_x86_rq8``: TFLite's MultiplyByQuantizedMultiplier as
+* ``opfuse_x86_rq16`` / ``opfuse_x86_rq8`` (``rq16r`` / ``rq8r`` their short forms): TFLite's MultiplyByQuantizedMultiplier as
   requant.py's ``opfuse_requant`` computes it, lane by lane: the left shift through uint32, the
   saturating rounding doubling high multiply as (x*m + 2^30) >> 31 in 64 bits (m is never
   INT32_MIN: the generator checks), the rounding divide by 2^e with ties away from zero; then
@@ -81,6 +81,20 @@ static inline __m256i opfuse_x86_rq8(__m256i x, __m256i m, __m256i s, int32_t zy
     const __m256i rem = _mm256_and_si256(h, mask);
     const __m256i thr = _mm256_sub_epi32(_mm256_srai_epi32(mask, 1), _mm256_srai_epi32(h, 31));
     __m256i r = _mm256_sub_epi32(_mm256_srav_epi32(h, e), _mm256_cmpgt_epi32(rem, thr));
+    r = _mm256_add_epi32(r, _mm256_set1_epi32(zy));
+    return _mm256_min_epi32(_mm256_max_epi32(r, _mm256_set1_epi32(lo)), _mm256_set1_epi32(hi));
+}}
+/* opfuse_x86_rq16r in ymm (the same integers, the same proof): |x| < 2^30, one multiplier
+   broadcast in m, a right shift e >= 1 and no left shift, which the generator checks */
+static inline __m256i opfuse_x86_rq8r(__m256i x, __m256i m, int e, int32_t zy, int32_t lo,
+                                      int32_t hi) {{
+    const __m256i rnd = _mm256_set1_epi64x((long long)1 << 30);
+    const __m256i pe = _mm256_add_epi64(_mm256_mul_epi32(x, m), rnd);
+    const __m256i po = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), m), rnd);
+    const __m256i h = _mm256_blend_epi32(_mm256_srli_epi64(pe, 31), _mm256_slli_epi64(po, 1),
+                                         0xAA);
+    const __m256i t = _mm256_add_epi32(_mm256_srai_epi32(h, 31), _mm256_set1_epi32(1 << (e - 1)));
+    __m256i r = _mm256_sra_epi32(_mm256_add_epi32(h, t), _mm_cvtsi32_si128(e));
     r = _mm256_add_epi32(r, _mm256_set1_epi32(zy));
     return _mm256_min_epi32(_mm256_max_epi32(r, _mm256_set1_epi32(lo)), _mm256_set1_epi32(hi));
 }}
