@@ -213,22 +213,26 @@ def test_unary_matches_tflite_micro(case: str) -> None:
 
 
 def test_quantize_dequantize_match_tflite_micro() -> None:
+    """QUANTIZE's roundf on the host C's vectorized form (isa/x86's ``roundf_fraction``: N
+    spans whole vectors and a tail), on and between its ties and far outside the int8 range."""
+    N = 520
     rng = np.random.default_rng(81)
     m = tb.TfliteBuilder()
-    x = q.tensor(m, (1, 40), np.float32)
-    qt = q.tensor(m, (1, 40), np.int8, 0.037, -6)
-    y = q.tensor(m, (1, 40), np.float32)
+    x = q.tensor(m, (1, N), np.float32)
+    qt = q.tensor(m, (1, N), np.int8, 0.037, -6)
+    y = q.tensor(m, (1, N), np.float32)
     q.add_op(m, "QUANTIZE", [x], [qt])
     q.add_op(m, "DEQUANTIZE", [qt], [y])
     m.inputs, m.outputs = [x], [y]
     g = QGraph()
-    xi = g.input((1, 40), dtype=np.float32)
-    qi = g.op("QuantizeLinear", [xi], (1, 40), 0.037, -6)
-    out = g.op("DequantizeLinear", [qi], (1, 40), dtype=np.float32)
+    xi = g.input((1, N), dtype=np.float32)
+    qi = g.op("QuantizeLinear", [xi], (1, N), 0.037, -6)
+    out = g.op("DequantizeLinear", [qi], (1, N), dtype=np.float32)
     model = g.model(out)
     # values on and between the rounding ties of the quantizer
-    xs = [(rng.integers(-300, 300, (1, 40)) * 0.037 / 2).astype(np.float32) for _ in range(10)]
-    xs += [rng.uniform(-6, 6, (1, 40)).astype(np.float32) for _ in range(10)]
+    xs = [(rng.integers(-300, 300, (1, N)) * 0.037 / 2).astype(np.float32) for _ in range(10)]
+    xs += [rng.uniform(-6, 6, (1, N)).astype(np.float32) for _ in range(10)]
+    xs += [rng.uniform(-1e6, 1e6, (1, N)).astype(np.float32) for _ in range(2)]
     ref = q.run_tflm(m.build(), [[a] for a in xs])
     got = run_c(model, [{xi.name: a} for a in xs])
     for r, c in zip(ref, got, strict=True):

@@ -60,11 +60,16 @@ def emit_quantize(w: CWriter, node: ir.Node, params: Params) -> None:
         return
     rnd = "rintf" if mode == ONNX else "roundf"
     w.open(f"for (int i = 0; i < {n}; ++i)")
-    if rnd == "roundf" and kernels(params.store.isa).roundf_truncf:  # roundf exactly, vectorized
-        w(f"const float v = {x}[i] / {flit(s)}, t = truncf(v), d = v - t;  /* d exact */")
-        w("float r = t + (d >= 0.5f ? 1.0f : (d <= -0.5f ? -1.0f : 0.0f));")
-    else:
-        w(f"float r = {rnd}({x}[i] / {flit(s)});")
+    if rnd == "roundf" and kernels(params.store.isa).roundf_fraction:  # roundf exactly, vectorized
+        w(f"const float v = {x}[i] / {flit(s)};")
+        w("const float c = fabsf(v) > 1073741824.0f ? copysignf(1073741824.0f, v) : v;")
+        w("const int32_t q = (int32_t)c;  /* truncf(c): |c| <= 2^30 */")
+        w("const float d = c - (float)q;  /* exact */")
+        w(f"{y}[i] = ({yct.name})opfuse_clamp(q + (d >= 0.5f) - (d <= -0.5f) + {z}, {yct.lo}, "
+          f"{yct.hi});")
+        w.close()
+        return
+    w(f"float r = {rnd}({x}[i] / {flit(s)});")
     w("r = r < -1073741824.0f ? -1073741824.0f : (r > 1073741824.0f ? 1073741824.0f : r);")
     w(f"{y}[i] = ({yct.name})opfuse_clamp((int32_t)r + {z}, {yct.lo}, {yct.hi});")
     w.close()

@@ -118,9 +118,10 @@ class IsaKernels:
     # helpers(kernel_text): C functions the ISA's kernels call, written once before them ("" when
     # no kernel calls them)
     helpers: Callable[[str], str] | None = None
-    # QuantizeLinear's roundf written as truncf and the exact fraction (the same integers): a
-    # compiler vectorizes it where libm's roundf is a call per element
-    roundf_truncf: bool = False
+    # QuantizeLinear's roundf written as the truncating int conversion and the exact fraction
+    # (the same integers, clamped to +-2^30 first): gcc vectorizes it, where libm's roundf is a
+    # call per element and truncf with its selects stayed scalar (gcc 12)
+    roundf_fraction: bool = False
     # (rows, C condition) of the float MatMul core's wider tile (matmul_tile.py) where the
     # condition holds at compile time, the record's matmul_tile elsewhere; None: one tile
     matmul_wide: tuple[int, str] | None = None

@@ -32,6 +32,6 @@ from opfuse.backends.c.isa.x86.transpose import tile_transpose
 
 KERNELS = IsaKernels(name="x86", prelude="", dot=portable.dot, saturate8=portable.saturate8,
                      conv8=emit_conv_x86, gemm8=emit_gemm_x86, conv8_nhwc=True, helpers=helpers,
-                     roundf_truncf=True, matmul_wide=(8, "defined(__AVX512F__)"),
+                     roundf_fraction=True, matmul_wide=(8, "defined(__AVX512F__)"),
                      tile_transpose=tile_transpose, fma_tile=fma_tile, add_rows=add_rows,
                      max_pool_row=max_pool_row, depthwise_float=depthwise_float)
