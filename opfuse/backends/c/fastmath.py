@@ -3,8 +3,11 @@
 
 libm's ``expf``/``erff``/``tanhf`` are calls gcc cannot vectorize (without -ffast-math and a
 vector math library), so a Softmax row or a GELU epilogue ran one element at a time. These are
-``static inline`` C functions made of multiplies, adds and selects only (``a < b ? c : d`` that
-gcc if-converts into blends): a loop calling them vectorizes like any arithmetic loop, and on a
+``static inline`` C functions made of multiplies, adds and selects only (``opfuse_selectf``,
+isa/portable.py: every compare and operand computed unconditionally, one of two floats chosen by
+the compare's bits; gcc 12 if-converted ``a < b ? c : d`` into blends with AVX-512's masks but
+not on AVX2 or SSE, where Ultraface's exp loop stayed scalar): a loop calling them vectorizes
+like any arithmetic loop, and on a
 Cortex-M with a single-precision FPU (no vector unit) the build calls libm instead
 (``OPFUSE_SCALAR_MATH``, below). ``used(text)`` returns the definitions the kernels' text calls
 (and those they call), placed once before the kernels.
@@ -39,7 +42,7 @@ from __future__ import annotations
 
 import re
 
-from opfuse.backends.c.isa.portable import SCALAR_MATH
+from opfuse.backends.c.isa.portable import SCALAR_MATH, SELECTF
 
 # the Chebyshev interpolants of the module docstring in the power basis, highest degree first
 EXP_POLY = ("0.00139411085f", "0.00837512594f", "0.0416663513f", "0.166664153f", "0.5f", "1.0f",
@@ -65,14 +68,16 @@ def _horner(acc: str, x: str, coeffs: tuple[str, ...]) -> str:
 EXP = """\
 /* exp(x), branch-free (opfuse/backends/c/fastmath.py): within 2 ulp of exp in float32. */
 static inline float opfuse_expf(float x) {
-    const float c = x < -87.3365448f ? -87.3365448f : (x > 88.7228394f ? 88.7228394f : x);
+    const float c0 = opfuse_selectf(x < -87.3365448f, -87.3365448f, x);
+    const float c = opfuse_selectf(c0 > 88.7228394f, 88.7228394f, c0);
     const float t = c * 1.44269504f + 12582912.0f; /* round(c / ln2) in the low mantissa bits */
     const float n = t - 12582912.0f;
     const float r = (c - n * 0.693145752f) - n * 1.42860677e-06f;
 """ + _horner("p", "r", EXP_POLY) + """\
     /* 2^128 is no float: near ln(FLT_MAX) the last factor 2 goes into p */
-    const float k = n > 127.0f ? 127.0f : n;
-    const float q = n > 127.0f ? p * 2.0f : p;
+    const int big = n > 127.0f;
+    const float k = opfuse_selectf(big, 127.0f, n);
+    const float q = p * opfuse_selectf(big, 2.0f, 1.0f);
     const float kt = k + 12582912.0f;
     uint32_t bits;
     memcpy(&bits, &kt, sizeof bits);
@@ -80,8 +85,8 @@ static inline float opfuse_expf(float x) {
     float s;
     memcpy(&s, &bits, sizeof s);
     float y = q * s;
-    y = x < -87.3365448f ? 0.0f : y;
-    y = x > 88.7228394f ? INFINITY : y;
+    y = opfuse_selectf(x < -87.3365448f, 0.0f, y);
+    y = opfuse_selectf(x > 88.7228394f, INFINITY, y);
     return y;
 }
 """
@@ -90,13 +95,14 @@ ERF = """\
 /* erf(x), branch-free (opfuse/backends/c/fastmath.py): within 2e-7 and 3 ulp of erf. */
 static inline float opfuse_erff(float x) {
     const float a0 = fabsf(x);
-    const float a = a0 > 4.0f ? 4.0f : (a0 < 1.0f ? 1.0f : a0);
+    const float a1 = opfuse_selectf(a0 < 1.0f, 1.0f, a0);
+    const float a = opfuse_selectf(a1 > 4.0f, 4.0f, a1);
     const float u = x * x;
 """ + _horner("p", "u", ERF_NEAR) + """\
     const float s = 1.0f / a;
 """ + _horner("g", "s", ERF_TAIL) + """\
     const float tail = copysignf(1.0f - opfuse_expf(-a * a) * g, x);
-    return a0 <= 1.0f || a0 != a0 ? x * p : tail;
+    return opfuse_selectf((a0 <= 1.0f) | (a0 != a0), x * p, tail);
 }
 """
 
@@ -108,7 +114,7 @@ static inline float opfuse_tanhf(float x) {
 """ + _horner("p", "u", TANH_NEAR) + """\
     const float e = opfuse_expf(-2.0f * a);
     const float big = copysignf((1.0f - e) / (1.0f + e), x);
-    return a < 0.5f || a != a ? x * p : big;
+    return opfuse_selectf((a < 0.5f) | (a != a), x * p, big);
 }
 """
 
@@ -147,5 +153,5 @@ def used(text: str) -> str:
         return ""
     names = [name for name in FUNCTIONS if name in wanted]
     scalar = "".join(f"static inline float {n}(float x) {{ return {LIBM[n]}; }}\n" for n in names)
-    fast = "\n".join(FUNCTIONS[n][0] for n in names)
+    fast = SELECTF + "\n".join(FUNCTIONS[n][0] for n in names)
     return f"{INCLUDE}#if OPFUSE_SCALAR_MATH\n{scalar}#else\n{fast}#endif\n"

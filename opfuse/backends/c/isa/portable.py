@@ -90,5 +90,26 @@ SCALAR_MATH = """\
 #endif
 """
 
+# fastmath.py's select, m ? a : b, whichever way the core's compiler vectorizes or schedules it:
+# by the bits elsewhere, since gcc 12 if-converted a loop of ``a < b ? c : d`` into blends with
+# AVX-512's masks but left it scalar on AVX2 and SSE (Ultraface's exp loop); the ternary on an
+# M-profile core (cortex-m55's MVE build does not vectorize the loop either way; there the
+# ternary is a VSEL, the bits four more instructions)
+SELECTF = """\
+#if defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M'
+static inline float opfuse_selectf(int m, float a, float b) { return m ? a : b; }
+#else
+static inline float opfuse_selectf(int m, float a, float b) {
+    uint32_t ua, ub;
+    memcpy(&ua, &a, sizeof ua);
+    memcpy(&ub, &b, sizeof ub);
+    const uint32_t mask = 0u - (uint32_t)m, r = (ua & mask) | (ub & ~mask);
+    float f;
+    memcpy(&f, &r, sizeof f);
+    return f;
+}
+#endif
+"""
+
 
 KERNELS = IsaKernels(name="portable", prelude="", dot=dot, saturate8=saturate8)
