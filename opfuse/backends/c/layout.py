@@ -229,42 +229,40 @@ def emit_gather(w: CWriter, y: str, x: str, ys: Sequence[int], xs: Sequence[int]
     identity = [list(t) == list(range(len(t))) and len(t) == xs[d] for d, t in enumerate(tables)]
     d = max((e for e in range(len(ys)) if not identity[e]), default=-1)  # innermost gathered
     if d >= 0 and (fill is not None or -1 not in tables[d]) and len(_runs(tables[d])) <= RUNS:
-        _emit_runs(w, y, x, ys, st, tables, fill, identity, d)
-        w.close()
-        return
-    for d, t in enumerate(tables):
-        if not identity[d]:
-            w(f"static const int t{d}[{len(t)}] = {{{', '.join(map(str, t))}}};")
-    src = ["0"]
-    for d, size in enumerate(ys):
-        w.open(f"for (int i{d} = 0; i{d} < {size}; ++i{d})")
-        idx = f"i{d}" if identity[d] else f"t{d}[i{d}]"
-        if fill is not None and not identity[d] and -1 in tables[d]:
-            w(f"const int s{d} = {idx};")
-            w(f"if (s{d} < 0) {{ for (int z = 0; z < {yst[d]}; ++z) "
-              f"{y}[{offset_expr([f'i{e}' for e in range(d + 1)], yst[: d + 1])} + z] = {fill}; "
-              "continue; }")
-            idx = f"s{d}"
-        src.append(f"({idx})*{st[d]}")
-    dst = offset_expr([f"i{d}" for d in range(len(ys))], yst)
-    w(f"{y}[{dst}] = {x}[{' + '.join(src)}];")
-    for _ in ys:
+        src = _open_dims(w, y, ys, st, tables, fill, identity, d)
+        dst = offset_expr([f"i{e}" for e in range(d)], yst[:d])
+        at = "" if dst == "0" else f"{dst} + "
+        base = " + ".join(src) + " + " if src else ""
+        for first, length, s in _runs(tables[d]):  # each run copies or fills whole dims after d
+            n = length * yst[d]
+            if s == -1:
+                w(f"for (int z = 0; z < {n}; ++z) {y}[{at}{first * yst[d]} + z] = {fill};")
+            else:
+                w(f"memcpy(&{y}[{at}{first * yst[d]}], &{x}[{base}{s * st[d]}], "
+                  f"{n} * sizeof {y}[0]);")
+        opened = d
+    else:
+        src = ["0", *_open_dims(w, y, ys, st, tables, fill, identity, len(ys))]
+        dst = offset_expr([f"i{e}" for e in range(len(ys))], yst)
+        w(f"{y}[{dst}] = {x}[{' + '.join(src)}];")
+        opened = len(ys)
+    for _ in range(opened):
         w.close()
     w.close()
 
 
-def _emit_runs(w: CWriter, y: str, x: str, ys: Sequence[int], st: Sequence[int],
+def _open_dims(w: CWriter, y: str, ys: Sequence[int], st: Sequence[int],
                tables: Sequence[Sequence[int]], fill: str | None, identity: list[bool],
-               d: int) -> None:
-    """emit_gather's loops over the dims before ``d`` (``st``: the input's strides), then
-    ``d``'s runs, each one copy or fill of every element after ``d`` too (those dims are copied
-    whole, so each run is contiguous in both tensors)."""
+               count: int) -> list[str]:
+    """emit_gather's tables and loops over the first ``count`` dims (``st``: the input's
+    strides), an output row whose index is -1 filled and skipped; returns each dim's source
+    offset term. The caller closes the ``count`` loops."""
     yst = contiguous(ys)
-    for e in range(d):
+    for e in range(count):
         if not identity[e]:
             w(f"static const int t{e}[{len(tables[e])}] = {{{', '.join(map(str, tables[e]))}}};")
     src = []
-    for e in range(d):
+    for e in range(count):
         w.open(f"for (int i{e} = 0; i{e} < {ys[e]}; ++i{e})")
         idx = f"i{e}" if identity[e] else f"t{e}[i{e}]"
         if fill is not None and not identity[e] and -1 in tables[e]:
@@ -274,18 +272,7 @@ def _emit_runs(w: CWriter, y: str, x: str, ys: Sequence[int], st: Sequence[int],
               "continue; }")
             idx = f"s{e}"
         src.append(f"({idx})*{st[e]}")
-    dst = offset_expr([f"i{e}" for e in range(d)], yst[:d])
-    at = "" if dst == "0" else f"{dst} + "
-    base = " + ".join(src) + " + " if src else ""
-    for first, length, s in _runs(tables[d]):
-        n = length * yst[d]
-        if s == -1:
-            w(f"for (int z = 0; z < {n}; ++z) {y}[{at}{first * yst[d]} + z] = {fill};")
-        else:
-            w(f"memcpy(&{y}[{at}{first * yst[d]}], &{x}[{base}{s * st[d]}], "
-              f"{n} * sizeof {y}[0]);")
-    for _ in range(d):
-        w.close()
+    return src
 
 
 def resize_scales(node: ir.Node, xs, ys) -> list[float]:
