@@ -81,24 +81,19 @@ def emit_avx2(w: CWriter, g: ConvGeom, kq: int, zx: int, x: str, y: str, yct, ar
     w("const __m256i acc = _mm256_add_epi32(acc0, acc1);")
     if packed:
         _store_packed(w, g, rq)
-        for _ in range(5):  # ow0, oh, c, n, the block
-            w.close()
-        return
-    w(f"_mm256_store_si256((__m256i *)tmp, {rq});")
-    w(f"const int m = {g.ow} - ow0 < 8 ? {g.ow} - ow0 : 8;")
-    w.open("for (int l = 0; l < m; ++l)")
-    w(f"const int p = oh*{g.ow} + ow0 + l;")
-    w("int32_t v = tmp[l];")
-    if chain_store is not None:
-        chain_store(w)
     else:
-        w(f"yc[p] = ({yct.name})v;")
-    w.close()
-    w.close()
-    w.close()
-    w.close()
-    w.close()
-    w.close()
+        w(f"_mm256_store_si256((__m256i *)tmp, {rq});")
+        w(f"const int m = {g.ow} - ow0 < 8 ? {g.ow} - ow0 : 8;")
+        w.open("for (int l = 0; l < m; ++l)")
+        w(f"const int p = oh*{g.ow} + ow0 + l;")
+        w("int32_t v = tmp[l];")
+        if chain_store is not None:
+            chain_store(w)
+        else:
+            w(f"yc[p] = ({yct.name})v;")
+        w.close()
+    for _ in range(5):  # ow0, oh, c, n, the block
+        w.close()
 
 
 def _store_packed(w: CWriter, g: ConvGeom, rq: str) -> None:
