@@ -44,34 +44,35 @@ def softmax_row(w: CWriter, row: str, out: str, n: int, stride: int = 1, lanes: 
     floats."""
     at = (lambda i: f"{i}*{stride}") if stride != 1 else (lambda i: i)
     whole = n - n % lanes
-    if not whole:  # a row shorter than the lanes: their running maxima and sums would all
-        # start and stay at -inf and 0, so the plain loops give the same floats
+    short = not whole  # a row shorter than the lanes: their running maxima and sums would all
+    # start and stay at -inf and 0, so the plain loops give the same floats
+    if short:
         w("float mx = -INFINITY;")
         w(f"for (int i = 0; i < {n}; ++i) mx = {row}[{at('i')}] > mx ? {row}[{at('i')}] : mx;")
-        w(f"for (int i = 0; i < {n}; ++i) {out}[{at('i')}] = opfuse_expf({row}[{at('i')}] - mx);")
+    else:
+        w(f"float mlane[{lanes}];")
+        w(f"for (int l = 0; l < {lanes}; ++l) mlane[l] = -INFINITY;")
+        w(f"for (int i = 0; i + {lanes} <= {n}; i += {lanes}) for (int l = 0; l < {lanes}; ++l) "
+          f"mlane[l] = {row}[{at('(i + l)')}] > mlane[l] ? {row}[{at('(i + l)')}] : mlane[l];")
+        w(f"for (int i = {whole}; i < {n}; ++i) mlane[0] = {row}[{at('i')}] > mlane[0] ? "
+          f"{row}[{at('i')}] : mlane[0];")
+        w("float mx = mlane[0];")
+        w(f"for (int l = 1; l < {lanes}; ++l) mx = mlane[l] > mx ? mlane[l] : mx;")
+    w(f"for (int i = 0; i < {n}; ++i) {out}[{at('i')}] = opfuse_expf({row}[{at('i')}] - mx);")
+    if short:
         w("float sum = 0.0f;")
         w(f"for (int i = 0; i < {n}; ++i) sum += {out}[{at('i')}];")
-        return "sum"
-    w(f"float mlane[{lanes}];")
-    w(f"for (int l = 0; l < {lanes}; ++l) mlane[l] = -INFINITY;")
-    w(f"for (int i = 0; i + {lanes} <= {n}; i += {lanes}) for (int l = 0; l < {lanes}; ++l) "
-      f"mlane[l] = {row}[{at('(i + l)')}] > mlane[l] ? {row}[{at('(i + l)')}] : mlane[l];")
-    w(f"for (int i = {whole}; i < {n}; ++i) mlane[0] = {row}[{at('i')}] > mlane[0] ? "
-      f"{row}[{at('i')}] : mlane[0];")
-    w("float mx = mlane[0];")
-    w(f"for (int l = 1; l < {lanes}; ++l) mx = mlane[l] > mx ? mlane[l] : mx;")
-    w(f"for (int i = 0; i < {n}; ++i) {out}[{at('i')}] = opfuse_expf({row}[{at('i')}] - mx);")
-    if lanes == 8:
+    elif lanes == 8:
         sum8(w, "sum", n, f"{out}[{at('@')}]")
-        return "sum"
-    w(f"float slane[{lanes}];")
-    w(f"for (int l = 0; l < {lanes}; ++l) slane[l] = 0.0f;")
-    w(f"for (int i = 0; i + {lanes} <= {n}; i += {lanes}) for (int l = 0; l < {lanes}; ++l) "
-      f"slane[l] += {out}[{at('(i + l)')}];")
-    w("float sum = 0.0f;")
-    w(f"for (int l = 0; l < {lanes}; ++l) sum += slane[l];")
-    if whole < n:
-        w(f"for (int i = {whole}; i < {n}; ++i) sum += {out}[{at('i')}];")
+    else:
+        w(f"float slane[{lanes}];")
+        w(f"for (int l = 0; l < {lanes}; ++l) slane[l] = 0.0f;")
+        w(f"for (int i = 0; i + {lanes} <= {n}; i += {lanes}) for (int l = 0; l < {lanes}; ++l) "
+          f"slane[l] += {out}[{at('(i + l)')}];")
+        w("float sum = 0.0f;")
+        w(f"for (int l = 0; l < {lanes}; ++l) sum += slane[l];")
+        if whole < n:
+            w(f"for (int i = {whole}; i < {n}; ++i) sum += {out}[{at('i')}];")
     return "sum"
 
 
